@@ -1,0 +1,74 @@
+// Status: the outcome of an operation that can fail in an expected way.
+//
+// A Status is either OK or carries one code from a closed list plus a message
+// for people. The codes map one to one to the wire protocol's error codes, so
+// adding one is a protocol change. OK statuses carry no message and cost no
+// allocation. Thread-compatible: a const Status may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace segstore {
+
+class [[nodiscard]] Status {
+ public:
+  // The closed list of failure kinds. Values are stable: they travel on the wire.
+  enum class Code : uint8_t {
+    kOk = 0,
+    kNotFound = 1,         // the key (or profile) does not exist
+    kInvalidArgument = 2,  // the caller's input is malformed or out of bounds
+    kCorruption = 3,       // bytes read back from the device failed validation
+    kIOError = 4,          // the device reported an error, or a short transfer
+    kDeviceFull = 5,       // no free write block left for this write
+    kConflict = 6,         // a compare-and-set saw another version
+    kLimitExceeded = 7,    // a configured limit (size, count) would be passed
+    kBusy = 8,             // too much work in flight; retry later
+    kUnavailable = 9,      // shutting down, or writes refused after a device error
+    kInternal = 10,        // a bug: an impossible state was detected
+  };
+
+  Status() noexcept = default;
+  Status(const Status& other);
+  Status& operator=(const Status& other);
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
+
+  static Status OK() { return Status(); }
+  static Status NotFound(std::string_view msg) { return Status(Code::kNotFound, msg); }
+  static Status InvalidArgument(std::string_view msg) {
+    return Status(Code::kInvalidArgument, msg);
+  }
+  static Status Corruption(std::string_view msg) { return Status(Code::kCorruption, msg); }
+  static Status IOError(std::string_view msg) { return Status(Code::kIOError, msg); }
+  static Status DeviceFull(std::string_view msg) { return Status(Code::kDeviceFull, msg); }
+  static Status Conflict(std::string_view msg) { return Status(Code::kConflict, msg); }
+  static Status LimitExceeded(std::string_view msg) { return Status(Code::kLimitExceeded, msg); }
+  static Status Busy(std::string_view msg) { return Status(Code::kBusy, msg); }
+  static Status Unavailable(std::string_view msg) { return Status(Code::kUnavailable, msg); }
+  static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  bool IsNotFound() const { return code_ == Code::kNotFound; }
+  bool IsCorruption() const { return code_ == Code::kCorruption; }
+
+  // The message alone, without the code's name; empty for OK.
+  std::string_view message() const { return msg_ ? std::string_view(*msg_) : std::string_view(); }
+  // "NotFound: <message>", or "OK".
+  std::string ToString() const;
+  // Returns a copy whose message is `context + ": " + message()`.
+  Status WithContext(std::string_view context) const;
+
+  static std::string_view CodeName(Code code);
+
+ private:
+  Status(Code code, std::string_view msg);
+
+  Code code_ = Code::kOk;
+  std::unique_ptr<std::string> msg_;  // null when OK
+};
+
+}  // namespace segstore

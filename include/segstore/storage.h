@@ -1,0 +1,265 @@
+// The segstore storage engine: a log-structured record store on a file or a
+// raw NVMe device, with its index in DRAM and every device I/O through
+// io_uring. It keeps one record per key (a byte string of up to 256 bytes by
+// default) holding an opaque body of up to 1 MiB less 4 KiB, and knows nothing
+// of what the body means. Design and on-device format: ARCHITECTURE.md and
+// src/storage/FORMAT.md.
+//
+// Threads: a Store is shared by all threads. Each thread that reads or writes
+// opens its own Worker (its own io_uring ring and open write block) and uses
+// it from that thread only. Operations are asynchronous: they return at once,
+// and their callbacks run later on the worker's thread, inside Poll() or
+// Wait(). Never from inside the call that started them. An event loop watches
+// event_fd() and calls OnEvent(); simple callers use the *Sync helpers.
+//
+// Guarantees: a write acknowledged in `commit` durability survives a crash
+// or power loss; a deleted key never comes back, after a restart or a
+// defragmentation; concurrent Updates of one key never lose one another.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "segstore/result.h"
+
+namespace segstore {
+class Clock;
+}
+
+namespace segstore::storage {
+
+class Device;
+
+// When a write is acknowledged.
+enum class Durability : uint8_t {
+  kCommit,    // once the write block holding it is on the device (group commit)
+  kBuffered,  // at once; on the device within the flush interval
+};
+
+// How device I/O is done.
+enum class IoBackend : uint8_t {
+  kAuto,     // io_uring; where it is forbidden, pread/pwrite, logged as an error
+  kIoUring,  // io_uring, or fail to open
+  kSync,     // pread/pwrite; for diagnosis only
+};
+
+struct StoreOptions {
+  // A regular file (created when missing) or a raw block device.
+  std::string path = "segstore-data/segstore.dat";
+  // Size of a data file created by Open. An existing file or device keeps its size.
+  uint64_t file_size = uint64_t{4} << 30;
+  // Write block size for a new device (a power of two, 64 KiB to 8 MiB). An
+  // existing device keeps the size it was formatted with.
+  uint32_t write_block_size = 1u << 20;
+  Durability durability = Durability::kCommit;
+  // Longest time a buffered write waits in memory before its block is flushed.
+  std::chrono::microseconds flush_interval{1000};
+  uint32_t max_key_size = 256;
+  // 0: the largest body a write block can hold, write_block_size - 4 KiB.
+  uint32_t max_body_size = 0;
+  // Background defragmentation: blocks whose live share falls below the
+  // threshold are rewritten, at most this many blocks a second.
+  bool background_defrag = true;
+  double defrag_threshold = 0.5;
+  uint32_t defrag_blocks_per_second = 64;
+  // While tombstones wait to be reclaimed, the oldest block is also rewritten
+  // at this rate, so that every block older than them eventually goes.
+  uint32_t rotate_blocks_per_second = 4;
+  std::chrono::milliseconds defrag_interval{50};
+  IoBackend io_backend = IoBackend::kAuto;
+  // io_uring entries per worker ring.
+  uint32_t queue_depth = 256;
+  // Time source for last-update stamps and expiry; null: the system clock.
+  Clock* clock = nullptr;
+  // Called about once a second during a long recovery (for readiness
+  // reporting): write blocks read so far, of how many.
+  std::function<void(uint32_t blocks_read, uint32_t blocks_total)> on_recovery_progress;
+};
+
+// One version of one key, as read from the device or from memory.
+class Record {
+ public:
+  Record() = default;
+  std::string_view key() const { return key_; }
+  std::string_view body() const { return body_; }
+  uint32_t generation() const { return generation_; }  // 1 for a new key, +1 per write
+  uint64_t version() const { return version_; }        // global write sequence
+  uint32_t last_update() const { return last_update_; }
+  uint32_t sweep_at() const { return sweep_at_; }  // as given by the writer; 0 = none
+  uint32_t void_at() const { return void_at_; }    // as given by the writer; 0 = never
+
+ private:
+  friend class RecordBuilder;
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, FreeDeleter> storage_;
+  std::string_view key_;
+  std::string_view body_;
+  uint32_t generation_ = 0;
+  uint64_t version_ = 0;
+  uint32_t last_update_ = 0;
+  uint32_t sweep_at_ = 0;
+  uint32_t void_at_ = 0;
+};
+
+// What an update function wants done with the key.
+struct Mutation {
+  enum class Kind : uint8_t { kKeep, kPut, kDelete };
+  Kind kind = Kind::kKeep;
+  std::string body;
+  // Unix seconds, kept in the index: when the record becomes worth rewriting
+  // (0 = never), and when nothing in it is alive any more (0 = never). From
+  // `void_at` on, the key reads as absent and the engine drops the record
+  // without reading it.
+  uint32_t sweep_at = 0;
+  uint32_t void_at = 0;
+
+  static Mutation Keep() { return Mutation{}; }
+  static Mutation Put(std::string body, uint32_t sweep_at = 0, uint32_t void_at = 0) {
+    return Mutation{Kind::kPut, std::move(body), sweep_at, void_at};
+  }
+  static Mutation Delete() { return Mutation{Kind::kDelete, {}, 0, 0}; }
+};
+
+// Reads the current version (null when the key is absent, deleted or past its
+// void_at) and returns what to do. May run more than once: when another
+// writer got in between, the engine reads again and calls it again. An error
+// Result aborts the update and is passed to the caller.
+using UpdateFn = std::function<Result<Mutation>(const Record* current)>;
+
+struct WriteOutcome {
+  Mutation::Kind applied = Mutation::Kind::kKeep;  // kDelete only if something was deleted
+  uint32_t generation = 0;  // of the version written
+  uint64_t version = 0;     // of the version written
+  uint32_t attempts = 1;    // 1 + the times another writer got in between
+};
+
+using GetCallback = std::function<void(Result<Record>)>;
+using WriteCallback = std::function<void(Result<WriteOutcome>)>;
+using FlushCallback = std::function<void(Status)>;
+
+class Worker {
+ public:
+  virtual ~Worker() = default;  // flushes what it holds and waits for its I/O
+
+  // The record of `key`. NotFound when absent, deleted or past its void_at;
+  // InvalidArgument for an empty or too long key; Corruption (counted in
+  // stats) when the device returned bytes that fail validation; IOError when
+  // the device failed.
+  virtual void Get(std::string_view key, GetCallback done) = 0;
+  // Read-modify-write of `key`: see UpdateFn. Put and Delete are Updates.
+  // Fails before anything is written with InvalidArgument (key or body too
+  // large), DeviceFull (no free write block), Unavailable (the device failed
+  // earlier: writes are refused; reads go on), Busy (no progress after many
+  // conflicting writers).
+  virtual void Update(std::string_view key, UpdateFn fn, WriteCallback done) = 0;
+  virtual void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
+                   WriteCallback done) = 0;
+  // Always committed to the device before `done` runs, whatever the durability.
+  virtual void Delete(std::string_view key, WriteCallback done) = 0;
+  // Completes once everything this worker wrote so far is on the device.
+  virtual void Flush(FlushCallback done) = 0;
+
+  // Batches submissions: while a Batch lives, operations queue their I/O and
+  // hand it to the kernel together when the last Batch ends.
+  class Batch {
+   public:
+    explicit Batch(Worker& w) : w_(w) { w_.BeginBatch(); }
+    ~Batch() { w_.EndBatch(); }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+   private:
+    Worker& w_;
+  };
+
+  // Event-loop integration: event_fd() is readable when there is work; then
+  // call OnEvent(). Poll() runs what is ready without blocking; Wait() blocks
+  // up to `timeout` for something to run.
+  virtual int event_fd() const = 0;
+  virtual void OnEvent() = 0;
+  virtual size_t Poll() = 0;
+  virtual size_t Wait(std::chrono::milliseconds timeout) = 0;
+  // Operations started and not yet completed.
+  virtual uint32_t pending() const = 0;
+
+  // Blocking helpers: start the operation and Wait() until it completes.
+  Result<Record> GetSync(std::string_view key);
+  Result<WriteOutcome> UpdateSync(std::string_view key, UpdateFn fn);
+  Result<WriteOutcome> PutSync(std::string_view key, std::string body, uint32_t sweep_at = 0,
+                               uint32_t void_at = 0);
+  Result<WriteOutcome> DeleteSync(std::string_view key);
+  Status FlushSync();
+
+ protected:
+  virtual void BeginBatch() = 0;
+  virtual void EndBatch() = 0;
+};
+
+struct RecoveryStats {
+  uint32_t blocks_scanned = 0;
+  uint32_t blocks_in_use = 0;
+  uint64_t records_scanned = 0;   // every valid record version found
+  uint64_t live_records = 0;      // indexed as live
+  uint64_t tombstones = 0;        // indexed as tombstones (deleted or expired keys)
+  uint64_t max_seq = 0;
+  double seconds = 0;
+};
+
+struct StoreStats {
+  const char* io_backend = "";
+  uint64_t device_bytes = 0;
+  uint32_t block_size = 0;
+  uint32_t blocks_total = 0;  // block 0 (the superblock) not counted
+  uint32_t blocks_free = 0;
+  uint64_t live_bytes = 0;  // bytes of records the index points to
+  uint64_t index_entries = 0;
+  uint64_t index_tombstones = 0;
+  uint64_t index_bytes = 0;  // allocated: slack, empty slots and tombstones included
+  uint64_t gets = 0;
+  uint64_t writes = 0;  // puts and deletes written
+  uint64_t update_retries = 0;
+  uint64_t device_reads = 0;  // reads issued for gets and updates
+  uint64_t memory_reads = 0;  // records served from a write block still in memory
+  uint64_t corruptions = 0;
+  uint64_t flushes = 0;
+  uint64_t defrag_blocks = 0;   // blocks rewritten and freed
+  uint64_t rotated_blocks = 0;  // of which rewritten to advance the watermark
+  uint64_t defrag_records_moved = 0;
+  uint64_t tombstones_reclaimed = 0;
+  uint64_t expired_dropped = 0;  // records dropped at void_at, unread
+  uint64_t watermark = 0;        // oldest block sequence still on the device
+};
+
+class Store {
+ public:
+  // Opens (formatting a blank device) and recovers: rebuilds the index by
+  // scanning the device. Serves only once that is done.
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  // Same, on a device the caller made (tests: FaultDevice).
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
+                                             std::shared_ptr<Device> device);
+  // Stops background work. Every Worker must be destroyed first.
+  virtual ~Store() = default;
+
+  // Opens the calling thread's worker. Use it from this thread only.
+  virtual Result<std::unique_ptr<Worker>> NewWorker() = 0;
+
+  virtual StoreStats stats() = 0;
+  virtual const RecoveryStats& recovery() const = 0;
+  virtual uint32_t max_key_size() const = 0;
+  virtual uint32_t max_body_size() const = 0;
+
+  // One defragmentation pass on the calling thread, ignoring the rate limits:
+  // rewrites every block below the threshold (and, with `rotate`, the oldest
+  // block), frees what it can, sweeps the index. For tests and tools; the
+  // background thread does the same work on its own.
+  virtual Status DefragNow(bool rotate) = 0;
+};
+
+}  // namespace segstore::storage

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything segstore needs to build, test and run, from Debian 12's
+# archive only: the toolchain and the libraries. README, .ci/run and
+# docker/Dockerfile all use this one script. Safe to run again.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ca-certificates
+  liburing-dev        # io_uring: every device I/O
+  libboost-dev        # Boost 1.74 headers (Asio); msgpack-cxx depends on this version
+  libmsgpack-cxx-dev  # wire bodies
+  libspdlog-dev       # logging (pulls libfmt-dev)
+  libxxhash-dev       # digests and checksums
+  libtomlplusplus-dev # config file
+  libsystemd-dev      # sd_notify readiness
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: run as root (missing: ${missing[*]})" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,306 @@
+#include "storage/block_writer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "common/coding.h"
+#include "storage/format.h"
+#include "storage/store_impl.h"
+
+namespace segstore::storage {
+
+// One block this writer appends to or is still flushing.
+struct BlockWriter::Open final : IoCompletion {
+  BlockWriter* writer = nullptr;
+  uint32_t block = 0;
+  uint64_t seq = 0;
+  uint64_t base = 0;  // device offset of the block
+  std::shared_ptr<BlockImage> image;
+  uint32_t write_off = kBlockHeaderSize;  // next append
+  uint32_t flushed = 0;                   // [0, flushed) is on the device
+  uint32_t flush_end = 0;                 // end of the flush in flight; 0 when none
+  bool sealed = false;
+  bool reflush = false;  // flush again when the one in flight completes
+  // Lowest stamp in the flush in flight, and in what was appended since.
+  uint64_t inflight_first = UINT64_MAX;
+  uint64_t tail_first = UINT64_MAX;
+  std::deque<std::pair<uint32_t, FlushCallback>> waiters;  // by record end, ascending
+
+  uint8_t* bytes() { return image->bytes.data(); }
+  bool has_records() const { return write_off > kBlockHeaderSize || flushed > 0; }
+  void OnIoComplete(int32_t result) override { writer->OnFlushed(this, result); }
+};
+
+void BlockWriter::Timer::OnIoComplete(int32_t /*result*/) {
+  armed = false;
+  if (writer->open_) writer->Flush(writer->open_.get());
+}
+
+BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post)
+    : store_(store), queue_(queue), counters_(counters), post_(std::move(post)) {
+  timer_.writer = this;
+  store_->RegisterWriter(this);
+}
+
+BlockWriter::~BlockWriter() {
+  BlockTable& blocks = store_->blocks();
+  if (open_) {
+    if (!open_->has_records()) {
+      blocks.DetachImage(open_->block);
+      blocks.ReleaseUnwritten(open_->block);
+    } else if (open_->flushed >= open_->write_off && open_->flush_end == 0) {
+      blocks.DetachImage(open_->block);
+      blocks.MarkUsed(open_->block);
+    }
+    // Otherwise a device error left records only in memory: the image stays
+    // attached so reads keep finding them until the store closes.
+  }
+  store_->UnregisterWriter(this);
+}
+
+uint64_t BlockWriter::open_seq() const { return open_ ? open_->seq : UINT64_MAX; }
+
+bool BlockWriter::idle() const {
+  if (timer_.armed || !sealing_.empty()) return false;
+  return !open_ || open_->flush_end == 0;
+}
+
+std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t seq) {
+  for (auto it = spare_images_.begin(); it != spare_images_.end(); ++it) {
+    if (it->use_count() == 1) {  // no reader still copies out of it
+      std::shared_ptr<BlockImage> image = std::move(*it);
+      spare_images_.erase(it);
+      image->seq = seq;
+      return image;
+    }
+  }
+  return std::make_shared<BlockImage>(store_->block_size(), seq);
+}
+
+void BlockWriter::OpenBlock(uint64_t seq, uint32_t block) {
+  auto ob = std::make_unique<Open>();
+  ob->writer = this;
+  ob->block = block;
+  ob->seq = seq;
+  ob->base = store_->BlockOffset(block);
+  ob->image = TakeImage(seq);
+  BlockHeader h;
+  h.seq = seq;
+  h.device_id = store_->superblock().device_id;
+  h.block_index = block;
+  h.block_size = store_->block_size();
+  EncodeBlockHeader(h, ob->bytes());
+  store_->blocks().AttachImage(block, ob->image);
+  open_ = std::move(ob);
+  open_seq_hint_.store(seq, std::memory_order_relaxed);
+}
+
+Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
+  if (store_->writes_failed()) {
+    return Status::Unavailable(fmt::format("writes are refused after a device error ({})",
+                                           store_->write_error().ToString()));
+  }
+  uint32_t block_size = store_->block_size();
+  if (footprint > block_size - kBlockHeaderSize) {
+    return Status::InvalidArgument(
+        fmt::format("a record of {} bytes does not fit in a write block", footprint));
+  }
+  if (open_ && open_->write_off + footprint <= block_size) return Status::OK();
+  uint64_t seq = store_->NextSeq();
+  std::optional<uint32_t> block = store_->blocks().Allocate(purpose, seq);
+  if (!block) {
+    return Status::DeviceFull(fmt::format(
+        "device full: no free write block on {} ({} blocks of {} KiB, all holding data); "
+        "delete data or use a larger device",
+        store_->device().name(), store_->blocks().block_count() - 1, block_size >> 10));
+  }
+  if (open_) Seal();
+  OpenBlock(seq, *block);
+  return Status::OK();
+}
+
+BlockWriter::Slot BlockWriter::Append(uint32_t footprint, uint64_t stamp) {
+  Open* ob = open_.get();
+  assert(ob != nullptr && ob->write_off + footprint <= store_->block_size());
+  Slot s;
+  s.dst = ob->bytes() + ob->write_off;
+  s.offset = ob->base + ob->write_off;
+  s.block_seq = ob->seq;
+  ob->write_off += footprint;
+  s.end_in_block = ob->write_off;
+  if (ob->tail_first == UINT64_MAX) {
+    ob->tail_first = stamp;
+    PublishPendingMin();
+  }
+  return s;
+}
+
+void BlockWriter::WhenDurable(const Slot& slot, FlushCallback done) {
+  Open* ob = nullptr;
+  if (open_ && open_->seq == slot.block_seq) {
+    ob = open_.get();
+  } else {
+    for (auto& s : sealing_) {
+      if (s->seq == slot.block_seq) ob = s.get();
+    }
+  }
+  if (ob == nullptr || ob->flushed >= slot.end_in_block) {
+    // Already on the device (its block finished flushing).
+    post_([done = std::move(done)] { done(Status::OK()); });
+    return;
+  }
+  ob->waiters.emplace_back(slot.end_in_block, std::move(done));
+  if (ob == open_.get() && !flush_posted_) {
+    // Group commit: flush once the current burst of work has been appended.
+    flush_posted_ = true;
+    post_([this] {
+      flush_posted_ = false;
+      if (open_) Flush(open_.get());
+    });
+  }
+}
+
+void BlockWriter::FlushWithinInterval() {
+  if (timer_.armed) return;
+  timer_.armed = true;
+  queue_->Timeout(store_->options().flush_interval, &timer_);
+}
+
+void BlockWriter::FlushAll(FlushCallback done) {
+  struct Join {
+    int remaining = 1;
+    Status status;
+    FlushCallback done;
+  };
+  auto join = std::make_shared<Join>();
+  join->done = std::move(done);
+  auto arrive = [join](Status s) {
+    if (!s.ok() && join->status.ok()) join->status = std::move(s);
+    if (--join->remaining == 0) join->done(join->status);
+  };
+  auto wait_for = [&](Open* ob) {
+    if (ob->write_off <= ob->flushed && ob->flush_end == 0) return;
+    if (!ob->has_records()) return;
+    ++join->remaining;
+    ob->waiters.emplace_back(ob->write_off, arrive);
+    Flush(ob);
+  };
+  if (open_) wait_for(open_.get());
+  for (auto& s : sealing_) wait_for(s.get());
+  post_([arrive] { arrive(Status::OK()); });
+}
+
+void BlockWriter::Seal() {
+  Open* ob = open_.get();
+  ob->sealed = true;
+  if (!ob->has_records()) {
+    store_->blocks().DetachImage(ob->block);
+    store_->blocks().ReleaseUnwritten(ob->block);
+    open_.reset();
+    open_seq_hint_.store(UINT64_MAX, std::memory_order_relaxed);
+    return;
+  }
+  sealing_.push_back(std::move(open_));
+  open_seq_hint_.store(UINT64_MAX, std::memory_order_relaxed);
+  if (ob->write_off > ob->flushed || ob->flush_end != 0) {
+    Flush(ob);
+  } else {
+    Finish(ob);
+  }
+}
+
+void BlockWriter::Flush(Open* ob) {
+  if (ob->flush_end != 0) {
+    ob->reflush = true;
+    return;
+  }
+  if (store_->writes_failed()) {
+    Status s = Status::Unavailable(
+        fmt::format("write block not flushed after a device error ({})",
+                    store_->write_error().ToString()));
+    for (auto& [end, done] : ob->waiters) {
+      post_([s, done = std::move(done)] { done(s); });
+    }
+    ob->waiters.clear();
+    return;
+  }
+  if (ob->write_off <= ob->flushed) return;
+  uint32_t end = static_cast<uint32_t>(AlignUp(ob->write_off, kSectorSize));
+  if (end > ob->write_off) EncodePadMarker(ob->seq, ob->bytes() + ob->write_off);
+  ob->write_off = end;  // later appends start on a fresh sector
+  ob->flush_end = end;
+  ob->inflight_first = ob->tail_first;
+  ob->tail_first = UINT64_MAX;
+  counters_->Bump(counters_->flushes);
+  queue_->Write(ob->base + ob->flushed, ob->bytes() + ob->flushed, end - ob->flushed, ob);
+}
+
+void BlockWriter::OnFlushed(Open* ob, int32_t result) {
+  uint32_t len = ob->flush_end - ob->flushed;
+  if (result != static_cast<int32_t>(len)) {
+    Status s = result < 0
+                   ? Status::IOError(fmt::format("write of {} bytes at offset {} of {}: {}", len,
+                                                 ob->base + ob->flushed, store_->device().name(),
+                                                 std::strerror(-result)))
+                   : Status::IOError(fmt::format("short write at offset {} of {}: {} of {} bytes",
+                                                 ob->base + ob->flushed, store_->device().name(),
+                                                 result, len));
+    store_->SetWriteError(s);
+    ob->flush_end = 0;
+    ob->reflush = false;
+    // The records stay in memory (readable) but are not durable: pending_min
+    // keeps them, so defragmentation frees nothing they might depend on.
+    ob->tail_first = std::min(ob->tail_first, ob->inflight_first);
+    ob->inflight_first = UINT64_MAX;
+    auto waiters = std::move(ob->waiters);
+    ob->waiters.clear();
+    for (auto& [end, done] : waiters) done(s);
+    return;
+  }
+  ob->flushed = ob->flush_end;
+  ob->flush_end = 0;
+  ob->inflight_first = UINT64_MAX;
+  PublishPendingMin();
+  // Callbacks run last: they may start new writes, which may seal or even
+  // finish this very block.
+  std::vector<FlushCallback> ready;
+  while (!ob->waiters.empty() && ob->waiters.front().first <= ob->flushed) {
+    ready.push_back(std::move(ob->waiters.front().second));
+    ob->waiters.pop_front();
+  }
+  if (ob->sealed) {
+    if (ob->write_off > ob->flushed) {
+      Flush(ob);
+    } else {
+      Finish(ob);  // destroys ob
+    }
+  } else if (ob->reflush || !ob->waiters.empty()) {
+    ob->reflush = false;
+    Flush(ob);
+  }
+  for (FlushCallback& done : ready) done(Status::OK());
+}
+
+void BlockWriter::Finish(Open* ob) {
+  BlockTable& blocks = store_->blocks();
+  blocks.DetachImage(ob->block);
+  blocks.MarkUsed(ob->block);
+  if (spare_images_.size() < 2) spare_images_.push_back(std::move(ob->image));
+  auto it = std::find_if(sealing_.begin(), sealing_.end(),
+                         [ob](const std::unique_ptr<Open>& s) { return s.get() == ob; });
+  assert(it != sealing_.end());
+  sealing_.erase(it);
+  PublishPendingMin();
+}
+
+void BlockWriter::PublishPendingMin() {
+  uint64_t m = UINT64_MAX;
+  if (open_) m = std::min({m, open_->inflight_first, open_->tail_first});
+  for (auto& s : sealing_) m = std::min({m, s->inflight_first, s->tail_first});
+  pending_min_.store(m, std::memory_order_release);
+}
+
+}  // namespace segstore::storage

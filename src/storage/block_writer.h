@@ -1,0 +1,117 @@
+// BlockWriter: the open write block of one worker (or of defragmentation),
+// and the flushes that carry it to the device.
+//
+// Appends go into an in-memory image of the block; a flush writes the range
+// from the end of the previous flush up to the next sector boundary, in one
+// durable write. A flush that ends mid-sector pads the rest of that sector
+// (a pad marker) and later appends start at the next sector, so no flush
+// ever rewrites a sector an earlier flush wrote: a torn write can only harm
+// records that were not yet acknowledged. Flushes of one block are issued one
+// at a time, so a completed flush implies every earlier one completed.
+//
+// Group commit: a commit write waits for the next flush; writes that arrive
+// while one flush is in flight share the following one.
+//
+// Not thread-safe: the owning thread only, except pending_min(), which any
+// thread may read. The owner calls Append while holding the partition lock of
+// the key being written (so readers on other threads see the bytes).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "segstore/storage.h"
+#include "storage/block_table.h"
+#include "storage/io_queue.h"
+
+namespace segstore::storage {
+
+class StoreImpl;
+struct Counters;
+
+// Runs a task later on the owning thread (inside Poll).
+using PostFn = std::function<void(std::function<void()>)>;
+
+class BlockWriter {
+ public:
+  // `counters` and `post` belong to the owner and outlive the writer.
+  BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post);
+  ~BlockWriter();  // the owner drains the queue first (see idle())
+  BlockWriter(const BlockWriter&) = delete;
+  BlockWriter& operator=(const BlockWriter&) = delete;
+
+  // Where an append landed.
+  struct Slot {
+    uint8_t* dst = nullptr;    // write the record here (footprint bytes)
+    uint64_t offset = 0;       // device offset of the record
+    uint64_t block_seq = 0;    // sequence of the block holding it
+    uint32_t end_in_block = 0; // end of the record inside its block
+  };
+
+  // Makes sure the open block has room for `footprint` bytes, sealing it and
+  // opening another if needed; `purpose` says which free-block reserve a new
+  // block may come from. DeviceFull when no block can be had; Unavailable
+  // after a device error (sticky).
+  Status Reserve(uint32_t footprint, BlockTable::Purpose purpose);
+  // Claims `footprint` bytes (Reserve'd just before, on this thread). `stamp`
+  // is the global sequence the write is ordered by (see pending_min).
+  Slot Append(uint32_t footprint, uint64_t stamp);
+  // Runs `done` once the record of `slot` is on the device (or the flush failed).
+  void WhenDurable(const Slot& slot, FlushCallback done);
+  // For buffered writes: makes sure a flush happens within the flush interval.
+  void FlushWithinInterval();
+  // Flushes everything appended so far; `done` runs once it is all on the device.
+  void FlushAll(FlushCallback done);
+
+  // Seals the open block if its sequence is below `seq`: the store asks when
+  // that block is the oldest on the device and holds the watermark back.
+  void SealIfOlderThan(uint64_t seq) {
+    if (open_seq() < seq) Seal();
+  }
+  uint64_t open_seq() const;
+  // open_seq() as last published, for other threads.
+  uint64_t open_seq_hint() const { return open_seq_hint_.load(std::memory_order_relaxed); }
+  // Any thread: wakes the owner's event loop (which then runs Poll()).
+  void Wake() { queue_->Notify(); }
+
+  // The lowest stamp among appended records not yet on the device, UINT64_MAX
+  // when everything is. Any thread.
+  uint64_t pending_min() const { return pending_min_.load(std::memory_order_acquire); }
+  // No flush, timer or image in flight.
+  bool idle() const;
+
+ private:
+  struct Open;
+  struct Timer final : IoCompletion {
+    BlockWriter* writer = nullptr;
+    bool armed = false;
+    void OnIoComplete(int32_t result) override;
+  };
+
+  void OpenBlock(uint64_t seq, uint32_t block);
+  void Seal();
+  void Flush(Open* ob);
+  void OnFlushed(Open* ob, int32_t result);
+  void Finish(Open* ob);
+  void Fail(const Status& s);
+  void PublishPendingMin();
+  std::shared_ptr<BlockImage> TakeImage(uint64_t seq);
+
+  StoreImpl* store_;
+  IoQueue* queue_;
+  Counters* counters_;
+  PostFn post_;
+  std::unique_ptr<Open> open_;                 // may be null
+  std::vector<std::unique_ptr<Open>> sealing_;  // sealed, last flush not yet done
+  std::vector<std::shared_ptr<BlockImage>> spare_images_;
+  Timer timer_;
+  bool flush_posted_ = false;
+  std::atomic<uint64_t> pending_min_{UINT64_MAX};
+  std::atomic<uint64_t> open_seq_hint_{UINT64_MAX};
+};
+
+}  // namespace segstore::storage

@@ -1,0 +1,218 @@
+#include "storage/defragmenter.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "common/aligned_buffer.h"
+#include "common/coding.h"
+#include "storage/format.h"
+#include "storage/store_impl.h"
+#include "storage/worker_impl.h"
+
+namespace segstore::storage {
+namespace {
+
+// One I/O the pass waits for on its own worker.
+struct Waited final : IoCompletion {
+  int32_t result = 0;
+  bool done = false;
+  void OnIoComplete(int32_t r) override {
+    result = r;
+    done = true;
+  }
+};
+
+void WaitFor(WorkerImpl* w, const Waited& io) {
+  w->queue()->Submit();
+  while (!io.done) w->Wait(std::chrono::milliseconds(10));
+}
+
+Status FlushWriter(WorkerImpl* w) {
+  std::optional<Status> out;
+  w->writer().FlushAll([&out](Status s) { out = std::move(s); });
+  w->queue()->Submit();
+  while (!out) w->Wait(std::chrono::milliseconds(10));
+  return *out;
+}
+
+}  // namespace
+
+Status Defragmenter::RunPass(WorkerImpl* w, const Budget& budget) {
+  BlockTable& blocks = store_->blocks();
+  SweepIndex(budget.sweep_partitions);
+
+  uint64_t max_live = static_cast<uint64_t>(store_->options().defrag_threshold *
+                                            store_->block_size());
+  Status first_error;
+  for (uint32_t b : blocks.DefragCandidates(max_live, budget.rewrite_blocks)) {
+    Status s = Rewrite(w, b, /*rotation=*/false);
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+
+  bool tombstones_wait = tombstones_last_ > 0 || tombstones_seen_ > 0;
+  for (uint32_t i = 0; i < budget.rotate_blocks && (tombstones_wait || budget.force_rotate); ++i) {
+    // The oldest block on the device may be someone's open block: ask for it
+    // to be sealed so that a later pass can rotate it.
+    uint64_t watermark = blocks.Watermark();
+    std::optional<uint32_t> oldest = blocks.OldestUsed();
+    if (!oldest || blocks.seq(*oldest) > watermark) RequestSeal(watermark + 1);
+    if (!oldest) break;
+    Status s = Rewrite(w, *oldest, /*rotation=*/true);
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+
+  Status s = FreeReady(w);
+  if (!s.ok() && first_error.ok()) first_error = s;
+  return first_error;
+}
+
+void Defragmenter::SweepIndex(uint32_t partitions) {
+  BlockTable& blocks = store_->blocks();
+  Counters& counters = store_->background_counters();
+  const uint64_t watermark = blocks.Watermark();
+  const UnixSeconds now = store_->clock().Now();
+  // Bounds from above the version of any record indexed so far.
+  const uint64_t version_bound = store_->CurrentSeq();
+  for (uint32_t i = 0; i < partitions; ++i) {
+    Index::Locked table = store_->index().Lock(sweep_cursor_);
+    table->Sweep([&](IndexEntry& e) {
+      uint32_t block = store_->BlockOf(e.offset());
+      if (e.tombstone()) {
+        if (e.version() < watermark) {
+          blocks.AddLive(block, -int64_t{AccountedBytes(e)});
+          counters.Bump(counters.tombstones_reclaimed);
+          return false;
+        }
+        ++tombstones_seen_;
+        return true;
+      }
+      if (e.void_at() != 0 && e.void_at() <= now) {
+        // Dead without being read: from now on it only guards older versions.
+        blocks.AddLive(block, -int64_t{AccountedBytes(e)});
+        e = IndexEntry::Tombstone(e.tag(), e.offset(), e.size(), version_bound);
+        blocks.AddLive(block, AccountedBytes(e));
+        counters.Bump(counters.expired_dropped);
+        ++tombstones_seen_;
+      }
+      return true;
+    });
+    if (++sweep_cursor_ == Index::kPartitions) {
+      sweep_cursor_ = 0;
+      tombstones_last_ = tombstones_seen_;
+      tombstones_seen_ = 0;
+    }
+  }
+}
+
+Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
+  BlockTable& blocks = store_->blocks();
+  if (!blocks.BeginDefrag(block)) return Status::OK();  // no longer a candidate
+  const uint32_t block_size = store_->block_size();
+  const uint64_t base = store_->BlockOffset(block);
+  const uint64_t seq = blocks.seq(block);
+
+  Waited read;
+  AlignedBuffer buf = AlignedBuffer::Uninitialized(block_size);
+  w->queue()->Read(base, buf.data(), block_size, &read);
+  WaitFor(w, read);
+  if (read.result != static_cast<int32_t>(block_size)) {
+    blocks.AbortDefrag(block);
+    return Status::IOError(fmt::format("defragmentation read of write block {}: {}", block,
+                                       read.result < 0 ? std::strerror(-read.result)
+                                                       : "short read"));
+  }
+
+  // Versions below this have no older version left once `block` is gone.
+  const uint64_t watermark = blocks.Watermark(block);
+  const UnixSeconds now = store_->clock().Now();
+  Counters& counters = store_->background_counters();
+  const uint8_t* p = buf.data();
+  uint32_t off = kBlockHeaderSize;
+  while (off + kPadMarkerSize <= block_size) {
+    if (IsPadMarker(p + off, block_size - off, seq)) {
+      off = static_cast<uint32_t>(AlignUp(off + 1, kSectorSize));
+      continue;
+    }
+    Result<RecordView> v = DecodeRecord(p + off, block_size - off, seq);
+    if (!v.ok()) break;
+    const uint64_t offset = base + off;
+    off += v->footprint;
+
+    Digest d = store_->DigestOf(v->key);
+    uint32_t tag = Index::TagOf(d);
+    // Room first (no lock is held while a block is sealed and another opened).
+    if (Status s = w->writer().Reserve(v->footprint, BlockTable::Purpose::kDefrag); !s.ok()) {
+      blocks.AbortDefrag(block);
+      return s.WithContext(fmt::format("defragmenting write block {}", block));
+    }
+    Index::Locked table = store_->index().Lock(Index::PartitionOf(d));
+    IndexEntry* e = table->Find(tag, offset);
+    if (e == nullptr) continue;  // superseded: garbage
+    const uint64_t stamp = store_->CurrentSeq();
+    const IndexEntry old = *e;
+    bool dead = old.tombstone() || (old.void_at() != 0 && old.void_at() <= now);
+    IndexEntry moved;
+    if (!dead) {
+      BlockWriter::Slot slot = w->writer().Append(v->footprint, stamp);
+      EncodeRecord(v->header, v->key, v->body, slot.block_seq, slot.dst);
+      moved = IndexEntry::Live(tag, slot.offset, v->footprint, old.sweep_at(), old.void_at());
+      counters.Bump(counters.defrag_records_moved);
+    } else if (v->header.version < watermark) {
+      table->Erase(tag, offset);
+      blocks.AddLive(block, -int64_t{AccountedBytes(old)});
+      counters.Bump(old.tombstone() ? counters.tombstones_reclaimed : counters.expired_dropped);
+      continue;
+    } else {
+      // Still guarding older versions: carry it forward as a bare tombstone.
+      RecordHeader h = v->header;
+      h.kind = RecordKind::kTombstone;
+      h.body_len = 0;
+      h.sweep_at = 0;
+      h.void_at = 0;
+      uint32_t footprint = RecordFootprint(h.key_len, 0);
+      BlockWriter::Slot slot = w->writer().Append(footprint, stamp);
+      EncodeRecord(h, v->key, std::string_view(), slot.block_seq, slot.dst);
+      moved = IndexEntry::Tombstone(tag, slot.offset, footprint, h.version);
+    }
+    table->Replace(tag, offset, moved);
+    blocks.AddLive(block, -int64_t{AccountedBytes(old)});
+    blocks.AddLive(store_->BlockOf(moved.offset()), AccountedBytes(moved));
+  }
+  blocks.MarkErasing(block);
+  erasing_.emplace_back(block, store_->CurrentSeq());
+  if (rotation) counters.Bump(counters.rotated_blocks);
+  return Status::OK();
+}
+
+Status Defragmenter::FreeReady(WorkerImpl* w) {
+  if (erasing_.empty()) return Status::OK();
+  // The copies first.
+  SEGSTORE_RETURN_IF_ERROR(FlushWriter(w));
+  static const AlignedBuffer zeros(kSectorSize);
+  BlockTable& blocks = store_->blocks();
+  Counters& counters = store_->background_counters();
+  const uint64_t frontier = store_->DurableFrontier();
+  while (!erasing_.empty() && erasing_.front().second <= frontier) {
+    uint32_t block = erasing_.front().first;
+    Waited erase;
+    w->queue()->Write(store_->BlockOffset(block), zeros.data(), kSectorSize, &erase);
+    WaitFor(w, erase);
+    if (erase.result != static_cast<int32_t>(kSectorSize)) {
+      Status s = Status::IOError(fmt::format("erasing the header of write block {}: {}", block,
+                                             erase.result < 0 ? std::strerror(-erase.result)
+                                                              : "short write"));
+      store_->SetWriteError(s);
+      return s;
+    }
+    blocks.Release(block);
+    counters.Bump(counters.defrag_blocks);
+    erasing_.pop_front();
+  }
+  return Status::OK();
+}
+
+void Defragmenter::RequestSeal(uint64_t seq) { store_->RequestSeal(seq); }
+
+}  // namespace segstore::storage

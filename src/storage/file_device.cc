@@ -1,0 +1,145 @@
+// FileDevice: a regular file or a raw block device opened with O_DIRECT.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/fs.h>
+#include <liburing.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "common/coding.h"
+#include "storage/emulated_queue.h"
+#include "storage/io_queue.h"
+#include "storage/uring_queue.h"
+
+namespace segstore::storage {
+namespace {
+
+Status Errno(std::string_view what, const std::string& path) {
+  return Status::IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+}
+
+class FileDevice final : public Device {
+ public:
+  FileDevice(int fd, uint64_t size, std::string name, bool use_uring)
+      : fd_(fd), size_(size), name_(std::move(name)), use_uring_(use_uring) {}
+  ~FileDevice() override { ::close(fd_); }
+
+  uint64_t size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  const char* backend_name() const override { return use_uring_ ? "io_uring" : "sync"; }
+  Result<std::unique_ptr<IoQueue>> NewQueue(uint32_t depth) override {
+    if (use_uring_) return UringQueue::Open(fd_, depth);
+    return SyncQueue::Open(fd_);
+  }
+
+ private:
+  int fd_;
+  uint64_t size_;
+  std::string name_;
+  bool use_uring_;
+};
+
+}  // namespace
+
+bool IoUringAvailable(std::string* why) {
+  static std::once_flag once;
+  static bool available = false;
+  static std::string reason;
+  std::call_once(once, [] {
+    io_uring ring;
+    int rc = io_uring_queue_init(2, &ring, 0);
+    if (rc == 0) {
+      io_uring_queue_exit(&ring);
+      available = true;
+      return;
+    }
+    reason = std::strerror(-rc);
+    if (rc == -ENOSYS) reason += " (this kernel has no io_uring)";
+    if (rc == -EPERM) {
+      reason += " (io_uring is forbidden here: a container seccomp profile, or "
+                "kernel.io_uring_disabled)";
+    }
+  });
+  if (!available && why != nullptr) *why = reason;
+  return available;
+}
+
+Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t create_size,
+                                               IoBackend backend) {
+  bool use_uring = true;
+  std::string why;
+  switch (backend) {
+    case IoBackend::kIoUring:
+      if (!IoUringAvailable(&why)) {
+        return Status::Unavailable(fmt::format("io_uring is unavailable: {}", why));
+      }
+      break;
+    case IoBackend::kAuto:
+      if (!IoUringAvailable(&why)) {
+        spdlog::error(
+            "io_uring is unavailable ({}). Falling back to synchronous pread/pwrite: every "
+            "device I/O now blocks its thread and throughput will be far lower. Fix the "
+            "sandbox (see docker/ for a seccomp profile) rather than run like this.",
+            why);
+        use_uring = false;
+      }
+      break;
+    case IoBackend::kSync:
+      spdlog::warn("io_backend = sync: device I/O uses blocking pread/pwrite (diagnosis only)");
+      use_uring = false;
+      break;
+  }
+
+  struct stat st {};
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return Errno("stat", path);
+  if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return Status::InvalidArgument(
+        fmt::format("{} is neither a regular file nor a block device", path));
+  }
+  int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
+  if (!exists) flags |= O_CREAT | O_EXCL;
+  int fd = ::open(path.c_str(), flags, 0640);
+  if (fd < 0) {
+    if (errno == EINVAL) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: this filesystem does not support O_DIRECT (tmpfs?); put the data file "
+          "on a disk-backed filesystem",
+          path));
+    }
+    return Errno("open", path);
+  }
+
+  uint64_t size = 0;
+  if (exists && S_ISBLK(st.st_mode)) {
+    if (::ioctl(fd, BLKGETSIZE64, &size) < 0) {
+      Status s = Errno("ioctl(BLKGETSIZE64)", path);
+      ::close(fd);
+      return s;
+    }
+  } else if (exists) {
+    size = static_cast<uint64_t>(st.st_size);
+  } else {
+    size = AlignDown(create_size, kSectorSize);
+    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+    if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd, static_cast<off_t>(size)) ? errno : 0;
+    if (rc != 0) {
+      errno = rc;
+      Status s = Errno("allocate", path);
+      ::close(fd);
+      ::unlink(path.c_str());
+      return s;
+    }
+    spdlog::info("created data file {} of {} MiB", path, size >> 20);
+  }
+  size = AlignDown(size, kSectorSize);
+  return std::shared_ptr<Device>(std::make_shared<FileDevice>(fd, size, path, use_uring));
+}
+
+}  // namespace segstore::storage

@@ -1,0 +1,156 @@
+#include "storage/format.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/coding.h"
+
+namespace segstore::storage {
+namespace {
+
+uint32_t Checksum(const uint8_t* p, size_t n, uint64_t seed) {
+  return static_cast<uint32_t>(XXH3_64bits_withSeed(p, n, seed));
+}
+
+bool AllZero(const uint8_t* p, size_t n) {
+  return std::all_of(p, p + n, [](uint8_t b) { return b == 0; });
+}
+
+}  // namespace
+
+void EncodeSuperblock(const Superblock& sb, uint8_t* dst) {
+  std::memset(dst, 0, kSuperblockEncodedSize);
+  EncodeFixed64(dst + 4, kSuperMagic);
+  EncodeFixed16(dst + 12, kFormatVersion);
+  EncodeFixed64(dst + 16, sb.device_id);
+  EncodeFixed64(dst + 24, sb.hash_seed);
+  EncodeFixed64(dst + 32, sb.device_size);
+  EncodeFixed32(dst + 40, sb.block_size);
+  EncodeFixed64(dst + 48, sb.created_at);
+  EncodeFixed32(dst, Checksum(dst + 4, kSuperblockEncodedSize - 4, 0));
+}
+
+Result<Superblock> DecodeSuperblock(const uint8_t* src) {
+  if (AllZero(src, kSuperblockEncodedSize)) return Status::NotFound("device is not formatted");
+  if (DecodeFixed64(src + 4) != kSuperMagic) {
+    return Status::Corruption("no segstore superblock (wrong magic): not a segstore device");
+  }
+  if (DecodeFixed32(src) != Checksum(src + 4, kSuperblockEncodedSize - 4, 0)) {
+    return Status::Corruption("superblock checksum mismatch");
+  }
+  uint16_t version = DecodeFixed16(src + 12);
+  if (version != kFormatVersion) {
+    return Status::Corruption(
+        fmt::format("superblock format version {} (this build reads {})", version, kFormatVersion));
+  }
+  Superblock sb;
+  sb.device_id = DecodeFixed64(src + 16);
+  sb.hash_seed = DecodeFixed64(src + 24);
+  sb.device_size = DecodeFixed64(src + 32);
+  sb.block_size = DecodeFixed32(src + 40);
+  sb.created_at = DecodeFixed64(src + 48);
+  if (sb.block_size < 2 * kSectorSize || sb.block_size % kSectorSize != 0 ||
+      sb.device_size % sb.block_size != 0 || sb.device_size / sb.block_size < 2) {
+    return Status::Corruption(fmt::format("superblock geometry is impossible: {} bytes in blocks of {}",
+                                          sb.device_size, sb.block_size));
+  }
+  return sb;
+}
+
+void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst) {
+  std::memset(dst, 0, kBlockHeaderSize);
+  EncodeFixed32(dst + 4, kBlockMagic);
+  EncodeFixed16(dst + 8, kFormatVersion);
+  EncodeFixed32(dst + 12, h.block_size);
+  EncodeFixed64(dst + 16, h.seq);
+  EncodeFixed64(dst + 24, h.device_id);
+  EncodeFixed32(dst + 32, h.block_index);
+  EncodeFixed32(dst, Checksum(dst + 4, kBlockHeaderSize - 4, 0));
+}
+
+Result<BlockHeader> DecodeBlockHeader(const uint8_t* src) {
+  if (AllZero(src, kBlockHeaderSize)) return Status::NotFound("erased write block");
+  if (DecodeFixed32(src + 4) != kBlockMagic) return Status::Corruption("write block magic");
+  if (DecodeFixed32(src) != Checksum(src + 4, kBlockHeaderSize - 4, 0)) {
+    return Status::Corruption("write block header checksum mismatch");
+  }
+  if (DecodeFixed16(src + 8) != kFormatVersion) {
+    return Status::Corruption("write block format version");
+  }
+  BlockHeader h;
+  h.block_size = DecodeFixed32(src + 12);
+  h.seq = DecodeFixed64(src + 16);
+  h.device_id = DecodeFixed64(src + 24);
+  h.block_index = DecodeFixed32(src + 32);
+  return h;
+}
+
+void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
+                  uint64_t block_seq, uint8_t* dst) {
+  dst[4] = static_cast<uint8_t>(h.kind);
+  dst[5] = static_cast<uint8_t>(kFormatVersion);
+  EncodeFixed16(dst + 6, h.key_len);
+  EncodeFixed32(dst + 8, h.body_len);
+  EncodeFixed32(dst + 12, h.generation);
+  EncodeFixed64(dst + 16, h.version);
+  EncodeFixed32(dst + 24, h.last_update);
+  EncodeFixed32(dst + 28, h.sweep_at);
+  EncodeFixed32(dst + 32, h.void_at);
+  std::memcpy(dst + kRecordHeaderSize, key.data(), key.size());
+  if (!body.empty()) std::memcpy(dst + kRecordHeaderSize + key.size(), body.data(), body.size());
+  uint32_t used = kRecordHeaderSize + h.key_len + h.body_len;
+  uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
+  std::memset(dst + used, 0, footprint - used);
+  EncodeFixed32(dst, Checksum(dst + 4, used - 4, block_seq));
+}
+
+Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_seq) {
+  if (avail < kRecordHeaderSize) return Status::Corruption("record header truncated");
+  RecordView v;
+  RecordHeader& h = v.header;
+  uint8_t kind = src[4];
+  if (kind != static_cast<uint8_t>(RecordKind::kPut) &&
+      kind != static_cast<uint8_t>(RecordKind::kTombstone)) {
+    return Status::Corruption("record kind");
+  }
+  if (src[5] != kFormatVersion) return Status::Corruption("record format version");
+  h.kind = static_cast<RecordKind>(kind);
+  h.key_len = DecodeFixed16(src + 6);
+  h.body_len = DecodeFixed32(src + 8);
+  if (h.key_len == 0) return Status::Corruption("record with an empty key");
+  uint64_t used = uint64_t{kRecordHeaderSize} + h.key_len + h.body_len;
+  if (used > avail) return Status::Corruption("record length runs past its block");
+  if (DecodeFixed32(src) != Checksum(src + 4, used - 4, block_seq)) {
+    return Status::Corruption("record checksum mismatch");
+  }
+  h.generation = DecodeFixed32(src + 12);
+  h.version = DecodeFixed64(src + 16);
+  h.last_update = DecodeFixed32(src + 24);
+  h.sweep_at = DecodeFixed32(src + 28);
+  h.void_at = DecodeFixed32(src + 32);
+  const char* chars = reinterpret_cast<const char*>(src);
+  v.key = std::string_view(chars + kRecordHeaderSize, h.key_len);
+  v.body = std::string_view(chars + kRecordHeaderSize + h.key_len, h.body_len);
+  v.footprint = RecordFootprint(h.key_len, h.body_len);
+  return v;
+}
+
+void EncodePadMarker(uint64_t block_seq, uint8_t* dst) {
+  EncodeFixed32(dst, kPadMagic);
+  EncodeFixed32(dst + 4, static_cast<uint32_t>(block_seq));
+}
+
+bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_seq) {
+  return avail >= kPadMarkerSize && DecodeFixed32(src) == kPadMagic &&
+         DecodeFixed32(src + 4) == static_cast<uint32_t>(block_seq);
+}
+
+Digest DigestKey(std::string_view key, uint64_t seed) {
+  XXH128_hash_t h = XXH3_128bits_withSeed(key.data(), key.size(), seed);
+  return Digest{h.low64, h.high64};
+}
+
+}  // namespace segstore::storage

@@ -1,0 +1,139 @@
+// The on-device format of the storage engine: superblock, write block header,
+// record, pad marker. Prose, diagrams and the reasoning: src/storage/FORMAT.md.
+// Every integer is little-endian (common/coding.h). Pure functions, no I/O;
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "common/clock.h"
+#include "segstore/result.h"
+#include "storage/io_queue.h"
+
+namespace segstore::storage {
+
+inline constexpr uint16_t kFormatVersion = 1;
+
+// ---- Superblock: the first kSectorSize bytes of write block 0 (which holds
+// nothing else). Written once, when the device is formatted.
+inline constexpr uint64_t kSuperMagic = 0x45524f5453474553ULL;  // "SEGSTORE"
+struct Superblock {
+  //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 64), seed 0
+  //  4  u64 magic        kSuperMagic
+  // 12  u16 version      kFormatVersion
+  // 14  u16 reserved     0
+  // 16  u64 device_id    random at format: ties every write block to this format
+  // 24  u64 hash_seed    random at format: seeds the key digest
+  // 32  u64 device_size  bytes in use (a multiple of block_size)
+  // 40  u32 block_size   write block size in bytes
+  // 44  u32 reserved     0
+  // 48  u64 created_at   Unix seconds
+  // 56  u64 reserved     0
+  uint64_t device_id = 0;
+  uint64_t hash_seed = 0;
+  uint64_t device_size = 0;
+  uint32_t block_size = 0;
+  uint64_t created_at = 0;
+};
+inline constexpr uint32_t kSuperblockEncodedSize = 64;
+void EncodeSuperblock(const Superblock& sb, uint8_t* dst /* kSuperblockEncodedSize */);
+// NotFound when the bytes are all zero (a never-formatted device), Corruption
+// when they are something else that is not a valid superblock.
+Result<Superblock> DecodeSuperblock(const uint8_t* src /* kSuperblockEncodedSize */);
+
+// ---- Write block header: the first bytes of every write block but block 0.
+// Written by the first flush of the block; never rewritten while the block is
+// in use; overwritten with zeros ("erased") when the block is freed.
+inline constexpr uint32_t kBlockMagic = 0x42574753;  // "SGWB"
+struct BlockHeader {
+  //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 64), seed 0
+  //  4  u32 magic        kBlockMagic
+  //  8  u16 version      kFormatVersion
+  // 10  u16 reserved     0
+  // 12  u32 block_size   must equal the superblock's
+  // 16  u64 seq          this incarnation's sequence (see FORMAT.md: one counter
+  //                      numbers block incarnations and record versions)
+  // 24  u64 device_id    must equal the superblock's
+  // 32  u32 block_index  where the block sits: guards against misdirected writes
+  // 36  ... 28 reserved bytes, 0
+  uint64_t seq = 0;
+  uint64_t device_id = 0;
+  uint32_t block_index = 0;
+  uint32_t block_size = 0;
+};
+inline constexpr uint32_t kBlockHeaderSize = 64;
+void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst /* kBlockHeaderSize */);
+// NotFound for an erased or never-written block (all zeros), Corruption for a
+// header that fails validation.
+Result<BlockHeader> DecodeBlockHeader(const uint8_t* src /* kBlockHeaderSize */);
+
+// ---- Record: one version of one key, or a tombstone. Starts at a 16-byte
+// aligned offset inside its write block; padded with zeros to 16 bytes.
+enum class RecordKind : uint8_t { kPut = 1, kTombstone = 2 };
+struct RecordHeader {
+  //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 36 + key_len + body_len),
+  //                      seeded with the seq of the write block holding the record,
+  //                      so a stale record of an earlier incarnation never validates
+  //  4  u8  kind         RecordKind
+  //  5  u8  version      kFormatVersion
+  //  6  u16 key_len      1..65535
+  //  8  u32 body_len     0 for a tombstone
+  // 12  u32 generation   1 for a new key; +1 per write of the same key
+  // 16  u64 version      the global sequence when written; newest wins
+  // 24  u32 last_update  Unix seconds
+  // 28  u32 sweep_at     Unix seconds; 0 = none (caller's hint: worth rewriting)
+  // 32  u32 void_at      Unix seconds; 0 = never (caller's: nothing alive after)
+  // 36  key bytes, then body bytes
+  RecordKind kind = RecordKind::kPut;
+  uint16_t key_len = 0;
+  uint32_t body_len = 0;
+  uint32_t generation = 0;
+  uint64_t version = 0;
+  UnixSeconds last_update = 0;
+  UnixSeconds sweep_at = 0;
+  UnixSeconds void_at = 0;
+};
+inline constexpr uint32_t kRecordHeaderSize = 36;
+inline constexpr uint32_t kRecordAlign = 16;
+
+// Bytes a record of this key and body occupies in its block, padding included.
+constexpr uint32_t RecordFootprint(uint32_t key_len, uint32_t body_len) {
+  return (kRecordHeaderSize + key_len + body_len + kRecordAlign - 1) & ~(kRecordAlign - 1);
+}
+
+// Writes header, key and body at `dst` (RecordFootprint bytes, padding zeroed)
+// for a block of sequence `block_seq`. `h.key_len` and `h.body_len` must match.
+void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
+                  uint64_t block_seq, uint8_t* dst);
+
+struct RecordView {
+  RecordHeader header;
+  std::string_view key;
+  std::string_view body;
+  uint32_t footprint = 0;  // bytes it occupies, padding included
+};
+// Parses the record at `src`, with `avail` bytes readable there, in a block of
+// sequence `block_seq`. Never reads past `avail`. Corruption when the bytes are
+// not a valid record of that block (torn, stale, damaged).
+Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_seq);
+
+// ---- Pad marker: written at the end of a partial flush that does not end on
+// a sector boundary; the scan resumes at the next sector. 8 bytes.
+inline constexpr uint32_t kPadMagic = 0x44415053;  // "SPAD"
+inline constexpr uint32_t kPadMarkerSize = 8;
+//  0  u32 magic        kPadMagic
+//  4  u32 seq_low      low 32 bits of the block's seq
+void EncodePadMarker(uint64_t block_seq, uint8_t* dst);
+bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_seq);
+
+// ---- Key digest: 128 bits of XXH3, seeded per device. Its low 12 bits pick
+// the partition, the next 32 are the index tag; see index.h.
+struct Digest {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  bool operator==(const Digest&) const = default;
+};
+Digest DigestKey(std::string_view key, uint64_t seed);
+
+}  // namespace segstore::storage

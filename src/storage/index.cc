@@ -1,0 +1,161 @@
+#include "storage/index.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+namespace segstore::storage {
+namespace {
+
+// Loads: grow past kMaxLoad, shrink below kMinLoad, resize to kTargetLoad.
+constexpr double kMaxLoad = 0.9;
+constexpr double kMinLoad = 0.35;
+constexpr double kTargetLoad = 0.72;
+constexpr uint32_t kMinCapacity = 4;
+
+uint32_t CapacityFor(uint32_t entries) {
+  auto c = static_cast<uint32_t>(std::ceil(entries / kTargetLoad));
+  return c < kMinCapacity ? kMinCapacity : c;
+}
+
+}  // namespace
+
+IndexEntry::IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind kind, uint32_t a,
+                       uint32_t b)
+    : tag_(tag), a_(a), b_(b) {
+  assert(offset % kRecordAlign == 0 && offset < kMaxOffset);
+  assert(size % kRecordAlign == 0 && size > 0 && size < kMaxSize);
+  uint64_t units = offset / kRecordAlign;
+  loc_lo_ = static_cast<uint32_t>(units);
+  word2_ = static_cast<uint32_t>(units >> 32) | ((size / kRecordAlign) << 8) |
+           (static_cast<uint32_t>(kind) << 28);
+}
+
+IndexEntry IndexEntry::Live(uint32_t tag, uint64_t offset, uint32_t size, UnixSeconds sweep_at,
+                            UnixSeconds void_at) {
+  return IndexEntry(tag, offset, size, EntryKind::kLive, sweep_at, void_at);
+}
+
+IndexEntry IndexEntry::Tombstone(uint32_t tag, uint64_t offset, uint32_t size, uint64_t version) {
+  return IndexEntry(tag, offset, size, EntryKind::kTombstone, static_cast<uint32_t>(version),
+                    static_cast<uint32_t>(version >> 32));
+}
+
+PartitionTable::~PartitionTable() { std::free(slots_); }
+
+uint32_t PartitionTable::FindSlot(uint32_t tag, uint64_t offset) const {
+  if (count_ == 0) return capacity_;
+  uint32_t slot = Home(tag);
+  for (uint32_t dist = 0;; ++dist, slot = Next(slot)) {
+    const IndexEntry& e = slots_[slot];
+    if (e.empty() || Distance(slot, e.tag()) < dist) return capacity_;
+    if (e.tag() == tag && e.offset() == offset) return slot;
+  }
+}
+
+IndexEntry* PartitionTable::Find(uint32_t tag, uint64_t offset) {
+  uint32_t slot = FindSlot(tag, offset);
+  return slot == capacity_ ? nullptr : &slots_[slot];
+}
+
+void PartitionTable::InsertNoGrow(IndexEntry e) {
+  uint32_t slot = Home(e.tag());
+  uint32_t dist = 0;
+  for (;; ++dist, slot = Next(slot)) {
+    IndexEntry& cur = slots_[slot];
+    if (cur.empty()) {
+      cur = e;
+      ++count_;
+      return;
+    }
+    uint32_t cur_dist = Distance(slot, cur.tag());
+    if (cur_dist < dist) {  // Robin Hood: the richer entry yields its slot
+      std::swap(cur, e);
+      dist = cur_dist;
+    }
+  }
+}
+
+void PartitionTable::Insert(const IndexEntry& e) {
+  assert(!e.empty());
+  if (count_ + 1 > static_cast<uint32_t>(capacity_ * kMaxLoad)) Resize(CapacityFor(count_ + 1));
+  InsertNoGrow(e);
+}
+
+void PartitionTable::EraseSlot(uint32_t slot) {
+  // Backward shift: pull each following displaced entry one slot closer home.
+  uint32_t next = Next(slot);
+  while (!slots_[next].empty() && Distance(next, slots_[next].tag()) > 0) {
+    slots_[slot] = slots_[next];
+    slot = next;
+    next = Next(next);
+  }
+  slots_[slot] = IndexEntry();
+  --count_;
+}
+
+bool PartitionTable::Erase(uint32_t tag, uint64_t offset) {
+  uint32_t slot = FindSlot(tag, offset);
+  if (slot == capacity_) return false;
+  EraseSlot(slot);
+  MaybeShrink();
+  return true;
+}
+
+bool PartitionTable::Replace(uint32_t tag, uint64_t offset, const IndexEntry& e) {
+  assert(e.tag() == tag);
+  uint32_t slot = FindSlot(tag, offset);
+  if (slot == capacity_) return false;
+  slots_[slot] = e;  // same tag, same home: the probe order is unchanged
+  return true;
+}
+
+void PartitionTable::MaybeShrink() {
+  if (capacity_ > kMinCapacity && count_ < static_cast<uint32_t>(capacity_ * kMinLoad)) {
+    Resize(count_ == 0 ? 0 : CapacityFor(count_));
+  }
+}
+
+void PartitionTable::Resize(uint32_t new_capacity) {
+  IndexEntry* old = slots_;
+  uint32_t old_capacity = capacity_;
+  slots_ = nullptr;
+  if (new_capacity > 0) {
+    // calloc: an all-zero entry is an empty slot.
+    slots_ = static_cast<IndexEntry*>(std::calloc(new_capacity, sizeof(IndexEntry)));
+    if (slots_ == nullptr) throw std::bad_alloc();
+  }
+  capacity_ = new_capacity;
+  count_ = 0;
+  for (uint32_t i = 0; i < old_capacity; ++i) {
+    if (!old[i].empty()) InsertNoGrow(old[i]);
+  }
+  std::free(old);
+}
+
+Index::Index() : partitions_(kPartitions) {}
+Index::~Index() = default;
+
+Index::Locked Index::Lock(uint32_t partition) {
+  Partition& p = partitions_[partition];
+  return Locked(p.mu, &p.table);
+}
+
+Index::Usage Index::usage() {
+  Usage u;
+  u.bytes_allocated = partitions_.capacity() * sizeof(Partition);
+  for (uint32_t p = 0; p < kPartitions; ++p) {
+    Locked t = Lock(p);
+    u.entries += t->size();
+    u.bytes_allocated += t->bytes_allocated();
+    t->Sweep([&](IndexEntry& e) {
+      if (e.tombstone()) ++u.tombstones;
+      return true;
+    });
+  }
+  return u;
+}
+
+}  // namespace segstore::storage

@@ -1,0 +1,189 @@
+// The DRAM index: digest -> where the newest version of a key lives.
+//
+// 4,096 partitions, picked by the low 12 bits of the key digest; each is an
+// open-addressing Robin Hood table of 20-byte entries under its own mutex (the
+// engine's unit of locking; no lock is ever held across an I/O wait). An entry
+// keeps only 32 more bits of the digest (the tag): two keys may share a tag,
+// so the table is a multimap and the engine compares the full key on the
+// device. Tables grow and shrink by ~1.25x, keeping the load between 0.72 and
+// 0.9, so the index costs 22 to 28 bytes a record at every size.
+//
+// Thread-safety: PartitionTable is not thread-safe; reach it through
+// Index::Lock(), which holds the partition's mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "storage/format.h"
+
+namespace segstore::storage {
+
+enum class EntryKind : uint8_t { kEmpty = 0, kLive = 1, kTombstone = 2 };
+
+// One record in DRAM: 20 bytes, packed.
+class IndexEntry {
+ public:
+  static constexpr uint64_t kMaxOffset = (uint64_t{1} << 40) * kRecordAlign;  // 16 TiB
+  static constexpr uint32_t kMaxSize = (uint32_t{1} << 20) * kRecordAlign;    // 16 MiB
+
+  IndexEntry() = default;
+  // A live record. `offset` (device byte offset) and `size` (its footprint)
+  // must be multiples of kRecordAlign within the limits above.
+  static IndexEntry Live(uint32_t tag, uint64_t offset, uint32_t size, UnixSeconds sweep_at,
+                         UnixSeconds void_at);
+  // A tombstone, or a record that has expired whole (void_at passed) and now
+  // stands only to keep older versions of its key from coming back.
+  // `version` bounds from above the version of the record at `offset`.
+  static IndexEntry Tombstone(uint32_t tag, uint64_t offset, uint32_t size, uint64_t version);
+
+  uint32_t tag() const { return tag_; }
+  EntryKind kind() const { return static_cast<EntryKind>((word2_ >> 28) & 3); }
+  bool empty() const { return kind() == EntryKind::kEmpty; }
+  bool live() const { return kind() == EntryKind::kLive; }
+  bool tombstone() const { return kind() == EntryKind::kTombstone; }
+  uint64_t offset() const {
+    return ((uint64_t{word2_ & 0xFF} << 32) | loc_lo_) * kRecordAlign;
+  }
+  uint32_t size() const { return ((word2_ >> 8) & 0xFFFFF) * kRecordAlign; }
+  // Live entries only.
+  UnixSeconds sweep_at() const { return a_; }
+  UnixSeconds void_at() const { return b_; }
+  // Tombstones only.
+  uint64_t version() const { return (uint64_t{b_} << 32) | a_; }
+
+ private:
+  IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind kind, uint32_t a,
+             uint32_t b);
+
+  uint32_t tag_ = 0;     // digest bits 12..43
+  uint32_t loc_lo_ = 0;  // (offset / 16), low 32 bits
+  uint32_t word2_ = 0;   // bits 0-7: (offset / 16) >> 32; 8-27: size / 16; 28-29: kind
+  uint32_t a_ = 0;       // live: sweep_at; tombstone: version, low half
+  uint32_t b_ = 0;       // live: void_at;  tombstone: version, high half
+};
+static_assert(sizeof(IndexEntry) == 20, "the index entry is 20 bytes by design");
+
+class PartitionTable {
+ public:
+  PartitionTable() = default;
+  ~PartitionTable();
+  PartitionTable(const PartitionTable&) = delete;
+  PartitionTable& operator=(const PartitionTable&) = delete;
+
+  // Calls f(const IndexEntry&) for every entry with this tag.
+  template <typename F>
+  void ForEachWithTag(uint32_t tag, F&& f) const;
+  // The entry of this tag at this device offset, or null. Valid until the next change.
+  IndexEntry* Find(uint32_t tag, uint64_t offset);
+  void Insert(const IndexEntry& e);
+  // Removes the entry of this tag at this offset; false when absent.
+  bool Erase(uint32_t tag, uint64_t offset);
+  // Replaces the entry of this tag at `offset` by `e` (same tag). False when absent.
+  bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e);
+  // Calls f(IndexEntry&) for every entry; f returns false to erase it. f may
+  // change an entry in place but not its tag.
+  template <typename F>
+  void Sweep(F&& f);
+
+  uint32_t size() const { return count_; }
+  uint32_t capacity() const { return capacity_; }
+  size_t bytes_allocated() const { return size_t{capacity_} * sizeof(IndexEntry); }
+
+ private:
+  uint32_t Home(uint32_t tag) const {
+    return static_cast<uint32_t>((uint64_t{tag} * capacity_) >> 32);
+  }
+  uint32_t Distance(uint32_t slot, uint32_t tag) const {
+    uint32_t home = Home(tag);
+    return slot >= home ? slot - home : slot + capacity_ - home;
+  }
+  uint32_t Next(uint32_t slot) const { return slot + 1 == capacity_ ? 0 : slot + 1; }
+  // Slot of the entry of this tag at this offset, or capacity_ when absent.
+  uint32_t FindSlot(uint32_t tag, uint64_t offset) const;
+  void EraseSlot(uint32_t slot);
+  void InsertNoGrow(IndexEntry e);
+  void Resize(uint32_t new_capacity);
+  void MaybeShrink();
+
+  IndexEntry* slots_ = nullptr;
+  uint32_t capacity_ = 0;
+  uint32_t count_ = 0;
+};
+
+class Index {
+ public:
+  static constexpr uint32_t kPartitionBits = 12;
+  static constexpr uint32_t kPartitions = 1u << kPartitionBits;
+  static uint32_t PartitionOf(const Digest& d) { return static_cast<uint32_t>(d.lo) & (kPartitions - 1); }
+  static uint32_t TagOf(const Digest& d) { return static_cast<uint32_t>(d.lo >> kPartitionBits); }
+
+  Index();
+  ~Index();
+
+  // A partition's table with its mutex held for the guard's lifetime.
+  class Locked {
+   public:
+    PartitionTable* operator->() const { return table_; }
+    PartitionTable& operator*() const { return *table_; }
+
+   private:
+    friend class Index;
+    Locked(std::mutex& mu, PartitionTable* t) : lock_(mu), table_(t) {}
+    std::unique_lock<std::mutex> lock_;
+    PartitionTable* table_;
+  };
+  Locked Lock(uint32_t partition);
+
+  struct Usage {
+    uint64_t entries = 0;
+    uint64_t tombstones = 0;
+    uint64_t bytes_allocated = 0;  // tables and partition headers: slack and tombstones included
+  };
+  // Locks each partition in turn; a consistent total only when writes are quiet.
+  Usage usage();
+
+ private:
+  struct alignas(64) Partition {
+    std::mutex mu;
+    PartitionTable table;
+  };
+  std::vector<Partition> partitions_;
+};
+
+template <typename F>
+void PartitionTable::ForEachWithTag(uint32_t tag, F&& f) const {
+  if (count_ == 0) return;
+  uint32_t slot = Home(tag);
+  for (uint32_t dist = 0;; ++dist, slot = Next(slot)) {
+    const IndexEntry& e = slots_[slot];
+    if (e.empty() || Distance(slot, e.tag()) < dist) return;
+    if (e.tag() == tag) f(e);
+  }
+}
+
+template <typename F>
+void PartitionTable::Sweep(F&& f) {
+  if (count_ == 0) return;
+  // Backward-shift deletion moves later entries into the erased slot, so
+  // collect survivors first and rebuild only if something was erased.
+  std::vector<IndexEntry> keep;
+  bool erased = false;
+  for (uint32_t i = 0; i < capacity_; ++i) {
+    if (slots_[i].empty()) continue;
+    if (f(slots_[i])) {
+      keep.push_back(slots_[i]);
+    } else {
+      erased = true;
+    }
+  }
+  if (!erased) return;
+  for (uint32_t i = 0; i < capacity_; ++i) slots_[i] = IndexEntry();
+  count_ = 0;
+  for (const IndexEntry& e : keep) InsertNoGrow(e);
+  MaybeShrink();
+}
+
+}  // namespace segstore::storage

@@ -1,0 +1,345 @@
+#include "storage/record_ops.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/coding.h"
+#include "storage/store_impl.h"
+#include "storage/worker_impl.h"
+
+namespace segstore::storage {
+
+// Builds the public Record from a validated record view; friend of Record.
+class RecordBuilder {
+ public:
+  static Record Make(void* storage, const RecordView& v) {
+    Record r;
+    r.storage_.reset(storage);
+    r.key_ = v.key;
+    r.body_ = v.body;
+    r.generation_ = v.header.generation;
+    r.version_ = v.header.version;
+    r.last_update_ = v.header.last_update;
+    r.sweep_at_ = v.header.sweep_at;
+    r.void_at_ = v.header.void_at;
+    return r;
+  }
+};
+
+namespace {
+
+// Lookups that keep finding their entry moved give up after this many tries
+// (defragmentation and writers would have to move the key each time).
+constexpr uint32_t kMaxRestarts = 64;
+constexpr uint32_t kMaxAttempts = 256;
+
+bool Expired(UnixSeconds void_at, UnixSeconds now) { return void_at != 0 && void_at <= now; }
+
+}  // namespace
+
+// ---------------------------------------------------------------- RecordOp
+
+RecordOp::RecordOp(WorkerImpl* w, std::string_view key, bool with_tombstones)
+    : w_(w),
+      store_(w->store()),
+      key_(key),
+      digest_(store_->DigestOf(key)),
+      partition_(Index::PartitionOf(digest_)),
+      tag_(Index::TagOf(digest_)),
+      with_tombstones_(with_tombstones) {}
+
+void RecordOp::Start() {
+  w_->OpStarted();
+  in_start_ = true;
+  Lookup();
+  in_start_ = false;
+}
+
+void RecordOp::Complete(void (RecordOp::*fn)()) {
+  if (in_start_) {
+    w_->Post([this, fn] { (this->*fn)(); });
+  } else {
+    (this->*fn)();
+  }
+}
+
+void RecordOp::Lookup() {
+  candidates_.clear();
+  next_ = 0;
+  now_ = store_->clock().Now();
+  {
+    Index::Locked table = store_->index().Lock(partition_);
+    table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
+      if (!with_tombstones_ && (!e.live() || Expired(e.void_at(), now_))) return;
+      candidates_.push_back(
+          Candidate{e, store_->blocks().seq(store_->BlockOf(e.offset()))});
+    });
+  }
+  OnLookedUp();
+  ReadNext();
+}
+
+void RecordOp::ReadNext() {
+  if (next_ >= candidates_.size()) {
+    OnNoMatch();
+    return;
+  }
+  const Candidate& c = candidates_[next_];
+  uint64_t offset = c.entry.offset();
+  uint32_t size = c.entry.size();
+  uint32_t block = store_->BlockOf(offset);
+  if (auto image = store_->blocks().PinImage(block); image && image->seq == c.block_seq) {
+    // Still in a write block in memory: copy it out; no device read.
+    w_->counters().Bump(w_->counters().memory_reads);
+    void* copy = std::malloc(size);
+    if (copy == nullptr) throw std::bad_alloc();
+    std::memcpy(copy, image->bytes.data() + (offset - store_->BlockOffset(block)), size);
+    Examine(copy, static_cast<const uint8_t*>(copy));
+    return;
+  }
+  uint64_t start = AlignDown(offset, kSectorSize);
+  uint64_t end = AlignUp(offset + size, kSectorSize);
+  buf_ = AlignedBuffer::Uninitialized(end - start);
+  buf_offset_ = start;
+  w_->counters().Bump(w_->counters().device_reads);
+  w_->queue()->Read(start, buf_.data(), static_cast<uint32_t>(end - start), this);
+}
+
+void RecordOp::OnIoComplete(int32_t result) {
+  const Candidate& c = candidates_[next_];
+  uint64_t len = buf_.size();
+  if (result < 0 || static_cast<uint64_t>(result) != len) {
+    std::string why = result < 0 ? std::strerror(-result)
+                                 : fmt::format("short read, {} of {} bytes", result, len);
+    OnFailure(Status::IOError(fmt::format("read at offset {} of {}: {}", buf_offset_,
+                                          store_->device().name(), why)));
+    return;
+  }
+  uint8_t* base = buf_.release();
+  Examine(base, base + (c.entry.offset() - buf_offset_));
+}
+
+bool RecordOp::Moved(const Candidate& c) {
+  Index::Locked table = store_->index().Lock(partition_);
+  IndexEntry* e = table->Find(tag_, c.entry.offset());
+  return e == nullptr || store_->blocks().seq(store_->BlockOf(c.entry.offset())) != c.block_seq;
+}
+
+void RecordOp::Examine(void* storage, const uint8_t* rec) {
+  const Candidate c = candidates_[next_];
+  Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_seq);
+  if (v.ok() && v->footprint != c.entry.size()) {
+    v = Status::Corruption(fmt::format("record is {} bytes, the index says {}", v->footprint,
+                                       c.entry.size()));
+  }
+  if (!v.ok()) {
+    std::free(storage);
+    if (Moved(c)) {
+      // Defragmentation or a newer write moved the key while we read: again.
+      if (++restarts_ > kMaxRestarts) {
+        OnFailure(Status::Busy("the key kept moving while being read; try again"));
+      } else {
+        Lookup();
+      }
+      return;
+    }
+    w_->counters().Bump(w_->counters().corruptions);
+    Status s = v.status().WithContext(fmt::format("record at offset {} (write block {}) of {}",
+                                                  c.entry.offset(),
+                                                  store_->BlockOf(c.entry.offset()),
+                                                  store_->device().name()));
+    spdlog::error("{}", s.ToString());
+    OnFailure(std::move(s));
+    return;
+  }
+  if (v->key != key_) {  // another key with the same tag
+    std::free(storage);
+    ++next_;
+    ReadNext();
+    return;
+  }
+  RecordKind kind = v->header.kind;
+  OnMatch(RecordBuilder::Make(storage, *v), kind, c);
+}
+
+// ---------------------------------------------------------------- GetOp
+
+GetOp::GetOp(WorkerImpl* w, std::string_view key, GetCallback done)
+    : RecordOp(w, key, /*with_tombstones=*/false), done_(std::move(done)) {}
+
+void GetOp::OnMatch(Record record, RecordKind kind, const Candidate& /*c*/) {
+  if (kind != RecordKind::kPut || Expired(record.void_at(), now())) {
+    result_.emplace(Status::NotFound("key not found"));
+  } else {
+    result_.emplace(std::move(record));
+  }
+  Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
+}
+
+void GetOp::OnNoMatch() {
+  result_.emplace(Status::NotFound("key not found"));
+  Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
+}
+
+void GetOp::OnFailure(Status s) {
+  result_.emplace(std::move(s));
+  Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
+}
+
+void GetOp::Deliver() {
+  w_->counters().Bump(w_->counters().gets);
+  done_(std::move(*result_));
+  w_->OpDone();
+  delete this;
+}
+
+// ---------------------------------------------------------------- UpdateOp
+
+UpdateOp::UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done)
+    : RecordOp(w, key, /*with_tombstones=*/true), fn_(std::move(fn)), done_(std::move(done)) {}
+
+void UpdateOp::OnLookedUp() {
+  snapshot_.clear();
+  for (const Candidate& c : candidates_) snapshot_.push_back(c.entry.offset());
+  std::sort(snapshot_.begin(), snapshot_.end());
+}
+
+void UpdateOp::OnMatch(Record record, RecordKind kind, const Candidate& c) {
+  matched_ = c;
+  bool alive = kind == RecordKind::kPut && c.entry.live() && !Expired(record.void_at(), now());
+  Decide(alive ? &record : nullptr);
+}
+
+void UpdateOp::OnNoMatch() {
+  matched_.reset();
+  Decide(nullptr);
+}
+
+void UpdateOp::OnFailure(Status s) {
+  failure_ = std::move(s);
+  Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Fail));
+}
+
+bool UpdateOp::SnapshotHolds(const PartitionTable& table) const {
+  std::vector<uint64_t> now_offsets;
+  table.ForEachWithTag(tag_, [&](const IndexEntry& e) { now_offsets.push_back(e.offset()); });
+  std::sort(now_offsets.begin(), now_offsets.end());
+  return now_offsets == snapshot_;
+}
+
+void UpdateOp::Decide(const Record* current) {
+  Result<Mutation> m = Status::Internal("update function did not run");
+  try {
+    m = fn_(current);
+  } catch (const std::exception& e) {
+    m = Status::Internal(fmt::format("update function threw: {}", e.what()));
+  }
+  if (!m.ok()) {
+    OnFailure(m.status());
+    return;
+  }
+  Mutation& mut = *m;
+  if (mut.kind == Mutation::Kind::kPut && mut.body.size() > store_->max_body_size()) {
+    OnFailure(Status::InvalidArgument(fmt::format("body of {} bytes is over the limit of {}",
+                                                  mut.body.size(), store_->max_body_size())));
+    return;
+  }
+  if (mut.kind == Mutation::Kind::kKeep ||
+      (mut.kind == Mutation::Kind::kDelete && current == nullptr)) {
+    outcome_.applied = Mutation::Kind::kKeep;
+    Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
+    return;
+  }
+  uint32_t footprint = RecordFootprint(static_cast<uint32_t>(key_.size()),
+                                       static_cast<uint32_t>(mut.body.size()));
+  BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete
+                                    ? BlockTable::Purpose::kDelete
+                                    : BlockTable::Purpose::kWrite;
+  if (Status s = w_->writer().Reserve(footprint, purpose); !s.ok()) {
+    OnFailure(std::move(s));
+    return;
+  }
+  BlockWriter::Slot slot;
+  if (!Apply(mut, current, &slot)) {
+    Retry();
+    return;
+  }
+  w_->counters().Bump(w_->counters().writes);
+  bool commit = mut.kind == Mutation::Kind::kDelete ||
+                store_->options().durability == Durability::kCommit;
+  if (commit) {
+    w_->writer().WhenDurable(slot, [this](Status s) {
+      if (s.ok()) {
+        Deliver();
+      } else {
+        failure_ = std::move(s);
+        Fail();
+      }
+    });
+  } else {
+    w_->writer().FlushWithinInterval();
+    Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
+  }
+}
+
+bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot* slot) {
+  Index::Locked table = store_->index().Lock(partition_);
+  if (!SnapshotHolds(*table)) return false;
+  BlockTable& blocks = store_->blocks();
+  bool is_delete = m.kind == Mutation::Kind::kDelete;
+  RecordHeader h;
+  h.kind = is_delete ? RecordKind::kTombstone : RecordKind::kPut;
+  h.key_len = static_cast<uint16_t>(key_.size());
+  h.body_len = is_delete ? 0 : static_cast<uint32_t>(m.body.size());
+  h.generation = current != nullptr ? current->generation() + 1 : 1;
+  h.version = store_->NextSeq();
+  h.last_update = now();
+  h.sweep_at = is_delete ? 0 : m.sweep_at;
+  h.void_at = is_delete ? 0 : m.void_at;
+  uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
+  *slot = w_->writer().Append(footprint, h.version);
+  EncodeRecord(h, key_, is_delete ? std::string_view() : std::string_view(m.body),
+               slot->block_seq, slot->dst);
+  IndexEntry e = is_delete ? IndexEntry::Tombstone(tag_, slot->offset, footprint, h.version)
+                           : IndexEntry::Live(tag_, slot->offset, footprint, h.sweep_at, h.void_at);
+  if (matched_) {
+    const IndexEntry& old = matched_->entry;
+    table->Replace(tag_, old.offset(), e);
+    blocks.AddLive(store_->BlockOf(old.offset()), -int64_t{AccountedBytes(old)});
+  } else {
+    table->Insert(e);
+  }
+  blocks.AddLive(store_->BlockOf(slot->offset), AccountedBytes(e));
+  outcome_.applied = m.kind;
+  outcome_.generation = h.generation;
+  outcome_.version = h.version;
+  return true;
+}
+
+void UpdateOp::Retry() {
+  w_->counters().Bump(w_->counters().update_retries);
+  if (++outcome_.attempts > kMaxAttempts) {
+    OnFailure(Status::Busy(fmt::format(
+        "gave up after {} attempts: other writers kept changing the key", kMaxAttempts)));
+    return;
+  }
+  Lookup();
+}
+
+void UpdateOp::Deliver() {
+  done_(outcome_);
+  w_->OpDone();
+  delete this;
+}
+
+void UpdateOp::Fail() {
+  done_(std::move(failure_));
+  w_->OpDone();
+  delete this;
+}
+
+}  // namespace segstore::storage

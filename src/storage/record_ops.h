@@ -1,0 +1,124 @@
+// The engine's two operations: GetOp reads the newest version of a key;
+// UpdateOp is the read-modify-write every put and delete goes through.
+//
+// Both start the same way (RecordOp): take the partition lock, copy the index
+// entries that carry the key's tag, let go of the lock, then read those
+// records, from a write block still in memory or from the device, until one
+// holds the key. A record that fails validation is re-checked against the
+// index: if the entry moved meanwhile (defragmentation, a newer write), the
+// lookup starts over; if not, it is a corruption.
+//
+// UpdateOp then calls the caller's function, takes the lock again and writes
+// only if the key's entries are exactly those it read (compare-and-set on the
+// record location); otherwise it reads again and retries.
+//
+// An op deletes itself after calling its callback, on the worker's thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/aligned_buffer.h"
+#include "segstore/storage.h"
+#include "storage/format.h"
+#include "storage/block_writer.h"
+#include "storage/index.h"
+
+namespace segstore::storage {
+
+class StoreImpl;
+class WorkerImpl;
+
+class RecordOp : public IoCompletion {
+ public:
+  void Start();
+
+ protected:
+  struct Candidate {
+    IndexEntry entry;
+    uint64_t block_seq;  // incarnation of its block when the entry was read
+  };
+
+  RecordOp(WorkerImpl* w, std::string_view key, bool with_tombstones);
+  virtual ~RecordOp() = default;
+
+  // (Re)reads the index and the candidates.
+  void Lookup();
+  // Runs `fn` now, or posted when still inside Start() (so that no callback
+  // runs inside the caller's own call).
+  void Complete(void (RecordOp::*fn)());
+  UnixSeconds now() const { return now_; }
+
+  virtual void OnLookedUp() {}
+  // The record of `c` holds the key.
+  virtual void OnMatch(Record record, RecordKind kind, const Candidate& c) = 0;
+  // No candidate holds the key.
+  virtual void OnNoMatch() = 0;
+  virtual void OnFailure(Status s) = 0;
+
+  WorkerImpl* w_;
+  StoreImpl* store_;
+  std::string key_;
+  Digest digest_;
+  uint32_t partition_;
+  uint32_t tag_;
+  std::vector<Candidate> candidates_;
+
+ private:
+  void ReadNext();
+  void OnIoComplete(int32_t result) override;
+  // `storage` (malloc'd) holds the record at `rec`; ownership passes on.
+  void Examine(void* storage, const uint8_t* rec);
+  bool Moved(const Candidate& c);
+
+  const bool with_tombstones_;
+  bool in_start_ = false;
+  size_t next_ = 0;
+  uint32_t restarts_ = 0;
+  UnixSeconds now_ = 0;
+  AlignedBuffer buf_;
+  uint64_t buf_offset_ = 0;
+};
+
+class GetOp final : public RecordOp {
+ public:
+  GetOp(WorkerImpl* w, std::string_view key, GetCallback done);
+
+ private:
+  void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
+  void OnNoMatch() override;
+  void OnFailure(Status s) override;
+  void Deliver();
+
+  GetCallback done_;
+  std::optional<Result<Record>> result_;
+};
+
+class UpdateOp final : public RecordOp {
+ public:
+  UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done);
+
+ private:
+  void OnLookedUp() override;
+  void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
+  void OnNoMatch() override;
+  void OnFailure(Status s) override;
+  void Decide(const Record* current);
+  // Applies `m` under the partition lock. False when the key changed since it
+  // was read (the caller retries).
+  bool Apply(const Mutation& m, const Record* current, BlockWriter::Slot* slot);
+  bool SnapshotHolds(const PartitionTable& table) const;
+  void Retry();
+  void Deliver();
+  void Fail();
+
+  UpdateFn fn_;
+  WriteCallback done_;
+  std::vector<uint64_t> snapshot_;  // offsets of the tag's entries, as read
+  std::optional<Candidate> matched_;
+  WriteOutcome outcome_;
+  Status failure_;
+};
+
+}  // namespace segstore::storage

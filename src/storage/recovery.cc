@@ -1,0 +1,182 @@
+#include "storage/recovery.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+
+#include "common/aligned_buffer.h"
+#include "common/coding.h"
+#include "storage/format.h"
+#include "storage/store_impl.h"
+
+namespace segstore::storage {
+namespace {
+
+struct DigestHash {
+  size_t operator()(const Digest& d) const { return static_cast<size_t>(d.lo ^ d.hi); }
+};
+
+// The newest version of a key seen so far.
+struct Newest {
+  uint64_t offset;
+  uint64_t version;
+  uint64_t block_seq;
+  uint32_t size;
+  UnixSeconds sweep_at;
+  UnixSeconds void_at;
+  RecordKind kind;
+};
+
+// A read the scan waits for.
+struct PendingRead final : IoCompletion {
+  uint32_t block = 0;
+  AlignedBuffer buf;
+  int32_t result = 0;
+  bool done = false;
+  void OnIoComplete(int32_t r) override {
+    result = r;
+    done = true;
+  }
+};
+
+// Issues reads of `len` bytes at the start of each block in `blocks`, at most
+// `depth` at a time, and hands each completed one to `on_read` in order.
+template <typename F>
+Status ReadBlocks(StoreImpl* store, IoQueue* queue, const std::vector<uint32_t>& blocks,
+                  uint32_t len, size_t depth, F&& on_read) {
+  std::deque<std::unique_ptr<PendingRead>> inflight;
+  size_t next = 0;
+  while (next < blocks.size() || !inflight.empty()) {
+    while (next < blocks.size() && inflight.size() < depth) {
+      auto r = std::make_unique<PendingRead>();
+      r->block = blocks[next++];
+      r->buf = AlignedBuffer::Uninitialized(len);
+      queue->Read(store->BlockOffset(r->block), r->buf.data(), len, r.get());
+      inflight.push_back(std::move(r));
+    }
+    queue->Submit();
+    while (!inflight.front()->done) queue->Wait(std::chrono::milliseconds(100));
+    std::unique_ptr<PendingRead> r = std::move(inflight.front());
+    inflight.pop_front();
+    if (r->result != static_cast<int32_t>(len)) {
+      // Drain what is still in flight before the buffers go away.
+      while (!inflight.empty()) {
+        while (!inflight.front()->done) queue->Wait(std::chrono::milliseconds(100));
+        inflight.pop_front();
+      }
+      return Status::IOError(fmt::format(
+          "recovery: read of write block {} of {}: {}", r->block, store->device().name(),
+          r->result < 0 ? std::strerror(-r->result) : "short read"));
+    }
+    on_read(*r);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
+  auto started = std::chrono::steady_clock::now();
+  const Superblock& sb = store->superblock();
+  BlockTable& blocks = store->blocks();
+  const uint32_t count = blocks.block_count();
+  const uint32_t block_size = sb.block_size;
+  auto& progress = store->options().on_recovery_progress;
+
+  // 1. Which blocks hold a valid header of this device?
+  std::vector<uint32_t> all;
+  for (uint32_t b = 1; b < count; ++b) all.push_back(b);
+  std::vector<std::pair<uint32_t, uint64_t>> valid;  // block, seq
+  SEGSTORE_RETURN_IF_ERROR(
+      ReadBlocks(store, queue, all, kSectorSize, 64, [&](PendingRead& r) {
+        Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
+        if (!h.ok()) {
+          if (!h.status().IsNotFound()) {
+            spdlog::warn("recovery: write block {}: {}; treated as free", r.block,
+                         h.status().ToString());
+          }
+          return;
+        }
+        if (h->device_id != sb.device_id || h->block_index != r.block ||
+            h->block_size != block_size) {
+          return;  // left by an earlier format of this device, or misplaced
+        }
+        valid.emplace_back(r.block, h->seq);
+      }));
+  stats->blocks_scanned = count - 1;
+  stats->blocks_in_use = static_cast<uint32_t>(valid.size());
+
+  // 2. Read them whole; the newest version of each key wins.
+  std::unordered_map<Digest, Newest, DigestHash> newest;
+  std::unordered_map<uint32_t, uint64_t> seq_of;
+  std::vector<uint32_t> to_read;
+  for (auto [b, seq] : valid) {
+    seq_of[b] = seq;
+    to_read.push_back(b);
+    stats->max_seq = std::max(stats->max_seq, seq);
+  }
+  uint32_t read_so_far = 0;
+  auto last_report = std::chrono::steady_clock::now();
+  SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, to_read, block_size, 4, [&](PendingRead& r) {
+    const uint64_t seq = seq_of[r.block];
+    const uint8_t* p = r.buf.data();
+    uint32_t off = kBlockHeaderSize;
+    while (off + kPadMarkerSize <= block_size) {
+      if (IsPadMarker(p + off, block_size - off, seq)) {
+        off = static_cast<uint32_t>(AlignUp(off + 1, kSectorSize));
+        continue;
+      }
+      Result<RecordView> v = DecodeRecord(p + off, block_size - off, seq);
+      if (!v.ok()) break;  // the end of what this block's flushes wrote
+      ++stats->records_scanned;
+      stats->max_seq = std::max(stats->max_seq, v->header.version);
+      Newest n{store->BlockOffset(r.block) + off, v->header.version, seq,  v->footprint,
+               v->header.sweep_at, v->header.void_at, v->header.kind};
+      auto [it, inserted] = newest.try_emplace(store->DigestOf(v->key), n);
+      if (!inserted) {
+        Newest& cur = it->second;
+        // Equal versions are one record and its copy by defragmentation: keep either.
+        if (n.version > cur.version || (n.version == cur.version && n.block_seq > cur.block_seq)) {
+          cur = n;
+        }
+      }
+      off += v->footprint;
+    }
+    ++read_so_far;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_report > std::chrono::seconds(1)) {
+      last_report = now;
+      spdlog::info("recovery: read {} of {} write blocks in use", read_so_far, to_read.size());
+      if (progress) progress(read_so_far, static_cast<uint32_t>(to_read.size()));
+    }
+  }));
+
+  // 3. The block table, then the index.
+  for (auto [b, seq] : valid) blocks.RecoverUsed(b, seq);
+  const uint64_t watermark = blocks.Watermark();
+  const UnixSeconds now = store->clock().Now();
+  Index& index = store->index();
+  for (const auto& [digest, n] : newest) {
+    bool dead = n.kind == RecordKind::kTombstone || (n.void_at != 0 && n.void_at <= now);
+    if (dead && n.version < watermark) continue;  // nothing older can come back
+    uint32_t tag = Index::TagOf(digest);
+    IndexEntry e = dead ? IndexEntry::Tombstone(tag, n.offset, n.size, n.version)
+                        : IndexEntry::Live(tag, n.offset, n.size, n.sweep_at, n.void_at);
+    index.Lock(Index::PartitionOf(digest))->Insert(e);
+    blocks.AddLive(store->BlockOf(n.offset), AccountedBytes(e));
+    if (dead) {
+      ++stats->tombstones;
+    } else {
+      ++stats->live_records;
+    }
+  }
+  stats->seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return Status::OK();
+}
+
+}  // namespace segstore::storage

@@ -1,0 +1,360 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "common/aligned_buffer.h"
+#include "common/coding.h"
+#include "storage/block_writer.h"
+#include "storage/defragmenter.h"
+#include "storage/recovery.h"
+#include "storage/store_impl.h"
+#include "storage/worker_impl.h"
+
+namespace segstore::storage {
+namespace {
+
+// A new device needs room for the superblock, the free-block reserves and
+// a few blocks of data.
+constexpr uint32_t kMinBlocks = 1 + BlockTable::kDefragReserve + BlockTable::kDeleteReserve + 4;
+
+Status ValidateOptions(const StoreOptions& o) {
+  uint32_t bs = o.write_block_size;
+  if (bs < (64u << 10) || bs > (8u << 20) || (bs & (bs - 1)) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("write_block_size {} must be a power of two from 64 KiB to 8 MiB", bs));
+  }
+  if (o.max_key_size == 0 || o.max_key_size > 65535) {
+    return Status::InvalidArgument(
+        fmt::format("max_key_size {} must be from 1 to 65535", o.max_key_size));
+  }
+  if (!(o.defrag_threshold > 0.0 && o.defrag_threshold < 1.0)) {
+    return Status::InvalidArgument(
+        fmt::format("defrag_threshold {} must be between 0 and 1", o.defrag_threshold));
+  }
+  if (o.queue_depth < 8 || o.queue_depth > 4096) {
+    return Status::InvalidArgument(
+        fmt::format("queue_depth {} must be from 8 to 4096", o.queue_depth));
+  }
+  if (o.flush_interval.count() <= 0) {
+    return Status::InvalidArgument("flush_interval must be positive");
+  }
+  return Status::OK();
+}
+
+uint64_t Random64() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+
+// One synchronous I/O on a queue of the calling thread.
+struct SyncIo final : IoCompletion {
+  int32_t result = 0;
+  bool done = false;
+  void OnIoComplete(int32_t r) override {
+    result = r;
+    done = true;
+  }
+  int32_t Wait(IoQueue* q) {
+    q->Submit();
+    while (!done) q->Wait(std::chrono::milliseconds(100));
+    return result;
+  }
+};
+
+}  // namespace
+
+void Counters::AddTo(StoreStats* s) const {
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s->gets += get(gets);
+  s->writes += get(writes);
+  s->update_retries += get(update_retries);
+  s->device_reads += get(device_reads);
+  s->memory_reads += get(memory_reads);
+  s->corruptions += get(corruptions);
+  s->flushes += get(flushes);
+  s->defrag_blocks += get(defrag_blocks);
+  s->rotated_blocks += get(rotated_blocks);
+  s->defrag_records_moved += get(defrag_records_moved);
+  s->tombstones_reclaimed += get(tombstones_reclaimed);
+  s->expired_dropped += get(expired_dropped);
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  SEGSTORE_RETURN_IF_ERROR(ValidateOptions(options));
+  std::filesystem::path path(options.path);
+  std::error_code ec;
+  if (path.has_parent_path() && !std::filesystem::exists(path, ec)) {
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) {
+      return Status::IOError(fmt::format("creating directory {}: {}",
+                                         path.parent_path().string(), ec.message()));
+    }
+  }
+  Result<std::shared_ptr<Device>> device =
+      OpenFileDevice(options.path, options.file_size, options.io_backend);
+  if (!device.ok()) return device.status();
+  return StoreImpl::OpenOn(options, std::move(device).value());
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
+                                           std::shared_ptr<Device> device) {
+  SEGSTORE_RETURN_IF_ERROR(ValidateOptions(options));
+  return StoreImpl::OpenOn(options, std::move(device));
+}
+
+StoreImpl::StoreImpl(const StoreOptions& options, std::shared_ptr<Device> device)
+    : options_(options),
+      device_(std::move(device)),
+      clock_(options.clock != nullptr ? options.clock : Clock::System()),
+      defrag_(std::make_unique<Defragmenter>(this)) {}
+
+Result<std::unique_ptr<Store>> StoreImpl::OpenOn(const StoreOptions& options,
+                                                 std::shared_ptr<Device> device) {
+  std::unique_ptr<StoreImpl> store(new StoreImpl(options, std::move(device)));
+  SEGSTORE_RETURN_IF_ERROR(store->Start());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+Status StoreImpl::LoadOrFormat(IoQueue* queue) {
+  AlignedBuffer sector(kSectorSize);
+  SyncIo read;
+  queue->Read(0, sector.data(), kSectorSize, &read);
+  if (read.Wait(queue) != static_cast<int32_t>(kSectorSize)) {
+    return Status::IOError(fmt::format("reading the superblock of {}", device_->name()));
+  }
+  Result<Superblock> sb = DecodeSuperblock(sector.data());
+  if (sb.ok()) {
+    if (sb->device_size > device_->size()) {
+      return Status::Corruption(fmt::format(
+          "{} holds {} bytes but its superblock says {}: truncated?", device_->name(),
+          device_->size(), sb->device_size));
+    }
+    if (sb->block_size != options_.write_block_size) {
+      spdlog::info("{} was formatted with {} KiB write blocks; using those", device_->name(),
+                   sb->block_size >> 10);
+    }
+    superblock_ = *sb;
+    return Status::OK();
+  }
+  if (!sb.status().IsNotFound()) {
+    return sb.status().WithContext(fmt::format(
+        "{} is not a segstore device, or its superblock is damaged; refusing to format it",
+        device_->name()));
+  }
+  // A blank device: format it.
+  Superblock fresh;
+  fresh.block_size = options_.write_block_size;
+  fresh.device_size = AlignDown(device_->size(), fresh.block_size);
+  if (fresh.device_size / fresh.block_size < kMinBlocks) {
+    return Status::InvalidArgument(fmt::format(
+        "{} is too small: {} bytes hold fewer than {} write blocks of {} KiB", device_->name(),
+        device_->size(), kMinBlocks, fresh.block_size >> 10));
+  }
+  fresh.device_id = Random64();
+  fresh.hash_seed = Random64();
+  fresh.created_at = clock_->Now();
+  EncodeSuperblock(fresh, sector.data());
+  SyncIo write;
+  queue->Write(0, sector.data(), kSectorSize, &write);
+  if (write.Wait(queue) != static_cast<int32_t>(kSectorSize)) {
+    return Status::IOError(fmt::format("writing the superblock of {}", device_->name()));
+  }
+  spdlog::info("formatted {}: {} write blocks of {} KiB", device_->name(),
+               fresh.device_size / fresh.block_size, fresh.block_size >> 10);
+  superblock_ = fresh;
+  return Status::OK();
+}
+
+Status StoreImpl::Start() {
+  {
+    Result<std::unique_ptr<IoQueue>> q = device_->NewQueue(64);
+    if (!q.ok()) return q.status().WithContext("opening the recovery I/O queue");
+    SEGSTORE_RETURN_IF_ERROR(LoadOrFormat(q->get()));
+    blocks_ = std::make_unique<BlockTable>(
+        static_cast<uint32_t>(superblock_.device_size / superblock_.block_size),
+        superblock_.block_size);
+    max_body_size_ = superblock_.block_size - kSectorSize;
+    if (options_.max_body_size != 0) max_body_size_ = std::min(max_body_size_, options_.max_body_size);
+    SEGSTORE_RETURN_IF_ERROR(Recover(this, q->get(), &recovery_));
+  }
+  seq_.store(recovery_.max_seq + 1);
+  spdlog::info(
+      "recovered {} in {:.3f} s: {} live records, {} tombstones, {} of {} write blocks in use "
+      "({} record versions scanned), io backend {}",
+      device_->name(), recovery_.seconds, recovery_.live_records, recovery_.tombstones,
+      recovery_.blocks_in_use, recovery_.blocks_scanned, recovery_.records_scanned,
+      device_->backend_name());
+  if (options_.background_defrag) defrag_thread_ = std::thread([this] { DefragLoop(); });
+  return Status::OK();
+}
+
+StoreImpl::~StoreImpl() {
+  if (defrag_thread_.joinable()) {
+    {
+      std::lock_guard lock(stop_mu_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    defrag_thread_.join();
+  }
+  std::lock_guard lock(registry_mu_);
+  if (!writers_.empty()) {
+    spdlog::error("store closed with {} workers still open", writers_.size());
+  }
+}
+
+Result<std::unique_ptr<Worker>> StoreImpl::NewWorker() {
+  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
+  if (!w.ok()) return w.status();
+  return std::unique_ptr<Worker>(std::move(w).value());
+}
+
+Status StoreImpl::write_error() const {
+  std::lock_guard lock(error_mu_);
+  return write_error_;
+}
+
+void StoreImpl::SetWriteError(const Status& s) {
+  std::lock_guard lock(error_mu_);
+  if (!write_error_.ok()) return;  // the first error is the one that counts
+  write_error_ = s;
+  writes_failed_.store(true, std::memory_order_release);
+  spdlog::error("device write failed; refusing writes from now on (reads go on): {}",
+                s.ToString());
+}
+
+void StoreImpl::RegisterWriter(BlockWriter* w) {
+  std::lock_guard lock(registry_mu_);
+  writers_.push_back(w);
+}
+
+void StoreImpl::UnregisterWriter(BlockWriter* w) {
+  std::lock_guard lock(registry_mu_);
+  writers_.erase(std::remove(writers_.begin(), writers_.end(), w), writers_.end());
+}
+
+uint64_t StoreImpl::DurableFrontier() const {
+  std::lock_guard lock(registry_mu_);
+  uint64_t m = UINT64_MAX;
+  for (const BlockWriter* w : writers_) m = std::min(m, w->pending_min());
+  return m;
+}
+
+void StoreImpl::RequestSeal(uint64_t seq) {
+  uint64_t cur = seal_below_.load();
+  while (cur < seq && !seal_below_.compare_exchange_weak(cur, seq)) {
+  }
+  std::lock_guard lock(registry_mu_);
+  for (BlockWriter* w : writers_) {
+    if (w->open_seq_hint() < seq) w->Wake();
+  }
+}
+
+void StoreImpl::RegisterCounters(const Counters* c) {
+  std::lock_guard lock(registry_mu_);
+  counters_.push_back(c);
+}
+
+void StoreImpl::UnregisterCounters(const Counters* c) {
+  std::lock_guard lock(registry_mu_);
+  counters_.erase(std::remove(counters_.begin(), counters_.end(), c), counters_.end());
+  StoreStats folded;
+  c->AddTo(&folded);
+  auto add = [](std::atomic<uint64_t>& a, uint64_t v) { a.fetch_add(v, std::memory_order_relaxed); };
+  add(retired_.gets, folded.gets);
+  add(retired_.writes, folded.writes);
+  add(retired_.update_retries, folded.update_retries);
+  add(retired_.device_reads, folded.device_reads);
+  add(retired_.memory_reads, folded.memory_reads);
+  add(retired_.corruptions, folded.corruptions);
+  add(retired_.flushes, folded.flushes);
+  add(retired_.defrag_blocks, folded.defrag_blocks);
+  add(retired_.rotated_blocks, folded.rotated_blocks);
+  add(retired_.defrag_records_moved, folded.defrag_records_moved);
+  add(retired_.tombstones_reclaimed, folded.tombstones_reclaimed);
+  add(retired_.expired_dropped, folded.expired_dropped);
+}
+
+StoreStats StoreImpl::stats() {
+  StoreStats s;
+  s.io_backend = device_->backend_name();
+  s.device_bytes = superblock_.device_size;
+  s.block_size = superblock_.block_size;
+  s.blocks_total = blocks_->block_count() - 1;
+  s.blocks_free = blocks_->free_count();
+  s.live_bytes = blocks_->total_live_bytes();
+  Index::Usage u = index_.usage();
+  s.index_entries = u.entries;
+  s.index_tombstones = u.tombstones;
+  s.index_bytes = u.bytes_allocated;
+  {
+    std::lock_guard lock(registry_mu_);
+    for (const Counters* c : counters_) c->AddTo(&s);
+  }
+  retired_.AddTo(&s);
+  background_.AddTo(&s);
+  s.watermark = blocks_->Watermark();
+  return s;
+}
+
+Status StoreImpl::DefragNow(bool rotate) {
+  std::lock_guard lock(defrag_mu_);
+  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
+  if (!w.ok()) return w.status();
+  Defragmenter::Budget all;
+  all.rewrite_blocks = UINT32_MAX;
+  all.rotate_blocks = rotate ? 1 : 0;
+  all.force_rotate = rotate;
+  all.sweep_partitions = Index::kPartitions;
+  Status s = defrag_->RunPass(w->get(), all);
+  // Sweep once more: what the pass freed may have raised the watermark.
+  Defragmenter::Budget sweep;
+  sweep.sweep_partitions = Index::kPartitions;
+  Status s2 = defrag_->RunPass(w->get(), sweep);
+  return s.ok() ? s2 : s;
+}
+
+void StoreImpl::DefragLoop() {
+  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
+  if (!w.ok()) {
+    spdlog::error("defragmentation is off: {}", w.status().ToString());
+    return;
+  }
+  const double tick = std::chrono::duration<double>(options_.defrag_interval).count();
+  // A whole sweep of the index every kSweepSeconds.
+  constexpr double kSweepSeconds = 10;
+  double rewrite_tokens = 0, rotate_tokens = 0, sweep_tokens = 0;
+  std::string last_error;
+  std::unique_lock stop_lock(stop_mu_);
+  while (!stop_cv_.wait_for(stop_lock, options_.defrag_interval, [this] { return stopping_; })) {
+    stop_lock.unlock();
+    rewrite_tokens = std::min(rewrite_tokens + options_.defrag_blocks_per_second * tick,
+                              std::max(1.0, options_.defrag_blocks_per_second * tick));
+    rotate_tokens = std::min(rotate_tokens + options_.rotate_blocks_per_second * tick,
+                             std::max(1.0, options_.rotate_blocks_per_second * tick));
+    sweep_tokens += Index::kPartitions * tick / kSweepSeconds;
+    Defragmenter::Budget b;
+    b.rewrite_blocks = static_cast<uint32_t>(rewrite_tokens);
+    b.rotate_blocks = static_cast<uint32_t>(rotate_tokens);
+    b.sweep_partitions = std::min<uint32_t>(static_cast<uint32_t>(sweep_tokens), Index::kPartitions);
+    rewrite_tokens -= b.rewrite_blocks;
+    rotate_tokens -= b.rotate_blocks;
+    sweep_tokens -= b.sweep_partitions;
+    Status s;
+    {
+      std::lock_guard lock(defrag_mu_);
+      s = defrag_->RunPass(w->get(), b);
+    }
+    (*w)->Poll();
+    if (!s.ok() && s.ToString() != last_error) {
+      last_error = s.ToString();
+      spdlog::error("defragmentation: {}", last_error);
+    }
+    stop_lock.lock();
+  }
+}
+
+}  // namespace segstore::storage

@@ -1,0 +1,73 @@
+// WorkerImpl: one thread's access to the store: its IoQueue (io_uring ring),
+// its BlockWriter (open write block), the tasks it has posted to itself, and
+// its counters. Defragmentation runs on a WorkerImpl too.
+//
+// Not thread-safe: the thread that created it only.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+
+#include "segstore/storage.h"
+#include "storage/block_writer.h"
+#include "storage/io_queue.h"
+#include "storage/store_impl.h"
+
+namespace segstore::storage {
+
+class WorkerImpl final : public Worker {
+ public:
+  static Result<std::unique_ptr<WorkerImpl>> Create(StoreImpl* store);
+  ~WorkerImpl() override;
+
+  void Get(std::string_view key, GetCallback done) override;
+  void Update(std::string_view key, UpdateFn fn, WriteCallback done) override;
+  void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
+           WriteCallback done) override;
+  void Delete(std::string_view key, WriteCallback done) override;
+  void Flush(FlushCallback done) override;
+
+  int event_fd() const override { return queue_->event_fd(); }
+  void OnEvent() override;
+  size_t Poll() override;
+  size_t Wait(std::chrono::milliseconds timeout) override;
+  uint32_t pending() const override { return pending_ops_; }
+
+  // ---- For operations and defragmentation.
+  StoreImpl* store() { return store_; }
+  IoQueue* queue() { return queue_.get(); }
+  BlockWriter& writer() { return *writer_; }
+  Counters& counters() { return counters_; }
+  // Runs `task` later on this thread, inside Poll().
+  void Post(std::function<void()> task);
+  void OpStarted() { ++pending_ops_; }
+  void OpDone() { --pending_ops_; }
+  // Hands queued I/O to the kernel unless a Batch or Poll() will do it.
+  void MaybeSubmit();
+  // Blocks until every operation, flush and timer of this worker is done.
+  void Drain();
+
+ protected:
+  void BeginBatch() override { ++batch_depth_; }
+  void EndBatch() override {
+    if (--batch_depth_ == 0) MaybeSubmit();
+  }
+
+ private:
+  explicit WorkerImpl(StoreImpl* store) : store_(store) {}
+  // Validates a key; fails `done`-style through Post when it is unusable.
+  Status CheckKey(std::string_view key) const;
+
+  StoreImpl* store_;
+  std::unique_ptr<IoQueue> queue_;
+  std::unique_ptr<BlockWriter> writer_;
+  Counters counters_;
+  std::deque<std::function<void()>> posted_;
+  uint32_t pending_ops_ = 0;
+  int batch_depth_ = 0;
+  bool in_poll_ = false;
+  bool notified_ = false;
+};
+
+}  // namespace segstore::storage

@@ -1,0 +1,75 @@
+// Helpers shared by the storage tests: temporary data files, small stores.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "common/clock.h"
+#include "segstore/storage.h"
+#include "storage/fault_device.h"
+
+namespace segstore::storage::testing {
+
+// A directory under the build's temp area, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "segstore-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Small blocks and devices keep tests fast and make blocks fill and free often.
+inline StoreOptions SmallOptions(const std::string& path, Clock* clock) {
+  StoreOptions o;
+  o.path = path;
+  o.file_size = 16u << 20;
+  o.write_block_size = 64u << 10;
+  o.background_defrag = false;
+  o.clock = clock;
+  o.queue_depth = 64;
+  return o;
+}
+
+inline std::string Key(int i) { return "user-" + std::to_string(i); }
+
+inline std::string Body(int i, int version, size_t size = 300) {
+  std::string b = "v" + std::to_string(version) + ":" + std::to_string(i) + ":";
+  std::mt19937 rng(static_cast<uint32_t>(i * 7919 + version));
+  while (b.size() < size) b.push_back(static_cast<char>('a' + rng() % 26));
+  return b;
+}
+
+inline std::unique_ptr<Store> OpenOrDie(const StoreOptions& o) {
+  Result<std::unique_ptr<Store>> s = Store::Open(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+inline std::unique_ptr<Store> OpenOrDie(const StoreOptions& o, std::shared_ptr<Device> d) {
+  Result<std::unique_ptr<Store>> s = Store::Open(o, std::move(d));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+inline std::unique_ptr<Worker> WorkerOrDie(Store* s) {
+  Result<std::unique_ptr<Worker>> w = s->NewWorker();
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  return w.ok() ? std::move(w).value() : nullptr;
+}
+
+}  // namespace segstore::storage::testing
