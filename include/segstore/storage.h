@@ -207,6 +207,7 @@ struct RecoveryStats {
   uint64_t records_scanned = 0;   // every valid record version found
   uint64_t live_records = 0;      // indexed as live
   uint64_t tombstones = 0;        // indexed as tombstones (deleted or expired keys)
+  uint64_t damaged_regions = 0;   // stretches of bytes failing validation amid valid records
   uint64_t max_seq = 0;
   double seconds = 0;
 };
@@ -234,6 +235,7 @@ struct StoreStats {
   uint64_t tombstones_reclaimed = 0;
   uint64_t expired_dropped = 0;  // records dropped at void_at, unread
   uint64_t watermark = 0;        // oldest block sequence still on the device
+  uint64_t sequence = 0;         // next value of the global sequence
 };
 
 class Store {

@@ -113,7 +113,7 @@ std::vector<uint32_t> BlockTable::DefragCandidates(uint64_t max_live, size_t lim
   for (uint32_t b = 1; b < count_; ++b) {
     if (state(b) != BlockState::kUsed) continue;
     int64_t live = live_bytes(b);
-    if (live < static_cast<int64_t>(max_live)) found.emplace_back(live, b);
+    if (live < 0 || static_cast<uint64_t>(live) < max_live) found.emplace_back(live, b);
   }
   std::sort(found.begin(), found.end());
   std::vector<uint32_t> out;

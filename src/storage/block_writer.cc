@@ -64,8 +64,11 @@ BlockWriter::~BlockWriter() {
 uint64_t BlockWriter::open_seq() const { return open_ ? open_->seq : UINT64_MAX; }
 
 bool BlockWriter::idle() const {
-  if (timer_.armed || !sealing_.empty()) return false;
-  return !open_ || open_->flush_end == 0;
+  // Sealed blocks leave sealing_ when their last flush completes, or stay
+  // there after a device error: only I/O in flight counts.
+  if (timer_.armed || (open_ && open_->flush_end != 0)) return false;
+  return std::none_of(sealing_.begin(), sealing_.end(),
+                      [](const std::unique_ptr<Open>& s) { return s->flush_end != 0; });
 }
 
 std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t seq) {
@@ -167,6 +170,10 @@ void BlockWriter::FlushWithinInterval() {
   if (timer_.armed) return;
   timer_.armed = true;
   queue_->Timeout(store_->options().flush_interval, &timer_);
+}
+
+void BlockWriter::CancelTimer() {
+  if (timer_.armed) queue_->CancelTimeout(&timer_);
 }
 
 void BlockWriter::FlushAll(FlushCallback done) {

@@ -78,10 +78,13 @@ class BlockWriter {
   // Any thread: wakes the owner's event loop (which then runs Poll()).
   void Wake() { queue_->Notify(); }
 
+  // Cancels the flush-interval timer (the owner is shutting down).
+  void CancelTimer();
+
   // The lowest stamp among appended records not yet on the device, UINT64_MAX
   // when everything is. Any thread.
   uint64_t pending_min() const { return pending_min_.load(std::memory_order_acquire); }
-  // No flush, timer or image in flight.
+  // No flush or timer in flight.
   bool idle() const;
 
  private:

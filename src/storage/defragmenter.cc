@@ -128,24 +128,25 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   const uint64_t watermark = blocks.Watermark(block);
   const UnixSeconds now = store_->clock().Now();
   Counters& counters = store_->background_counters();
-  const uint8_t* p = buf.data();
-  uint32_t off = kBlockHeaderSize;
-  while (off + kPadMarkerSize <= block_size) {
-    if (IsPadMarker(p + off, block_size - off, seq)) {
-      off = static_cast<uint32_t>(AlignUp(off + 1, kSectorSize));
-      continue;
-    }
-    Result<RecordView> v = DecodeRecord(p + off, block_size - off, seq);
-    if (!v.ok()) break;
+  BlockScanner scan(buf.data(), block_size, seq);
+  RecordView rec;
+  uint32_t off;
+  while (scan.Next(&rec, &off)) {
+    const RecordView* v = &rec;
     const uint64_t offset = base + off;
-    off += v->footprint;
 
     Digest d = store_->DigestOf(v->key);
     uint32_t tag = Index::TagOf(d);
     // Room first (no lock is held while a block is sealed and another opened).
-    if (Status s = w->writer().Reserve(v->footprint, BlockTable::Purpose::kDefrag); !s.ok()) {
+    Status room = w->writer().Reserve(v->footprint, BlockTable::Purpose::kDefrag);
+    if (room.code() == Status::Code::kDeviceFull && !erasing_.empty()) {
+      // On a nearly full device: free what earlier rewrites emptied, then go on.
+      room = FreeReady(w);
+      if (room.ok()) room = w->writer().Reserve(v->footprint, BlockTable::Purpose::kDefrag);
+    }
+    if (!room.ok()) {
       blocks.AbortDefrag(block);
-      return s.WithContext(fmt::format("defragmenting write block {}", block));
+      return room.WithContext(fmt::format("defragmenting write block {}", block));
     }
     Index::Locked table = store_->index().Lock(Index::PartitionOf(d));
     IndexEntry* e = table->Find(tag, offset);
@@ -179,6 +180,14 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
     table->Replace(tag, offset, moved);
     blocks.AddLive(block, -int64_t{AccountedBytes(old)});
     blocks.AddLive(store_->BlockOf(moved.offset()), AccountedBytes(moved));
+  }
+  if (blocks.live_bytes(block) > 0) {
+    // Index entries still point here: records the scan could not read
+    // (damaged, their keys unknown). Drop them, or the block could never go.
+    uint64_t lost = DropEntriesIn(block);
+    spdlog::error("defragmentation: {} record(s) in write block {} of {} are damaged and "
+                  "could not be moved; they are lost",
+                  lost, block, store_->device().name());
   }
   blocks.MarkErasing(block);
   erasing_.emplace_back(block, store_->CurrentSeq());
@@ -214,5 +223,20 @@ Status Defragmenter::FreeReady(WorkerImpl* w) {
 }
 
 void Defragmenter::RequestSeal(uint64_t seq) { store_->RequestSeal(seq); }
+
+uint64_t Defragmenter::DropEntriesIn(uint32_t block) {
+  BlockTable& blocks = store_->blocks();
+  uint64_t dropped = 0;
+  for (uint32_t p = 0; p < Index::kPartitions; ++p) {
+    Index::Locked table = store_->index().Lock(p);
+    table->Sweep([&](IndexEntry& e) {
+      if (store_->BlockOf(e.offset()) != block) return true;
+      blocks.AddLive(block, -int64_t{AccountedBytes(e)});
+      ++dropped;
+      return false;
+    });
+  }
+  return dropped;
+}
 
 }  // namespace segstore::storage

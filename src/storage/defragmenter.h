@@ -50,6 +50,8 @@ class Defragmenter {
   Status FreeReady(WorkerImpl* w);
   // Asks every writer holding an open block older than `seq` to seal it.
   void RequestSeal(uint64_t seq);
+  // Drops every index entry that points into `block`; returns how many.
+  uint64_t DropEntriesIn(uint32_t block);
 
   StoreImpl* store_;
   std::deque<std::pair<uint32_t, uint64_t>> erasing_;  // block, stamp its copies followed

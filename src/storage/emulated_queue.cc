@@ -54,6 +54,19 @@ void EmulatedQueue::Timeout(std::chrono::nanoseconds after, IoCompletion* done) 
   ArmTimerFd();
 }
 
+void EmulatedQueue::CancelTimeout(IoCompletion* done) {
+  for (size_t i = 0; i < timers_.size(); ++i) {
+    if (timers_[i].done == done) {
+      cancelled_.push_back(Done{done, -ECANCELED});
+      timers_[i] = timers_.back();
+      timers_.pop_back();
+      ArmTimerFd();
+      Notify();
+      return;
+    }
+  }
+}
+
 void EmulatedQueue::ArmTimerFd() {
   itimerspec spec{};
   if (!timers_.empty()) {
@@ -79,6 +92,8 @@ void EmulatedQueue::Submit() {
 size_t EmulatedQueue::Poll() {
   Submit();
   reaped_.clear();
+  reaped_.insert(reaped_.end(), cancelled_.begin(), cancelled_.end());
+  cancelled_.clear();
   auto now = Clock::now();
   bool fired = false;
   for (size_t i = 0; i < timers_.size();) {

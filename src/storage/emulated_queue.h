@@ -19,6 +19,7 @@ class EmulatedQueue : public IoQueue {
   void Read(uint64_t offset, void* buf, uint32_t len, IoCompletion* done) override;
   void Write(uint64_t offset, const void* buf, uint32_t len, IoCompletion* done) override;
   void Timeout(std::chrono::nanoseconds after, IoCompletion* done) override;
+  void CancelTimeout(IoCompletion* done) override;
   void Submit() override;
   size_t Poll() override;
   size_t Wait(std::chrono::milliseconds timeout) override;
@@ -64,6 +65,7 @@ class EmulatedQueue : public IoQueue {
   std::vector<Op> queued_;
   std::vector<Timer> timers_;
   std::vector<Done> reaped_;
+  std::vector<Done> cancelled_;
 };
 
 // pread/pwritev2(RWF_DSYNC) at submission time. The fallback for kernels and

@@ -148,6 +148,27 @@ bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_seq) {
          DecodeFixed32(src + 4) == static_cast<uint32_t>(block_seq);
 }
 
+bool BlockScanner::Next(RecordView* record, uint32_t* offset) {
+  bool skipped = false;
+  while (off_ + kPadMarkerSize <= size_) {
+    if (IsPadMarker(p_ + off_, size_ - off_, seq_)) {
+      off_ = static_cast<uint32_t>(AlignUp(off_ + 1, kSectorSize));
+      continue;
+    }
+    Result<RecordView> v = DecodeRecord(p_ + off_, size_ - off_, seq_);
+    if (v.ok()) {
+      if (skipped) ++damaged_;
+      *record = *v;
+      *offset = off_;
+      off_ += v->footprint;
+      return true;
+    }
+    skipped = true;
+    off_ += kRecordAlign;
+  }
+  return false;
+}
+
 Digest DigestKey(std::string_view key, uint64_t seed) {
   XXH128_hash_t h = XXH3_128bits_withSeed(key.data(), key.size(), seed);
   return Digest{h.low64, h.high64};

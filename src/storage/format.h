@@ -127,6 +127,29 @@ inline constexpr uint32_t kPadMarkerSize = 8;
 void EncodePadMarker(uint64_t block_seq, uint8_t* dst);
 bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_seq);
 
+// ---- Walking a write block: the records a block's flushes wrote, in order.
+// Skips pad markers. Where bytes fail validation it looks for the next valid
+// record at every 16-byte step: stale bytes of an earlier incarnation and
+// garbage never validate (checksums are seeded with this block's seq), so a
+// damaged record costs only itself. A stretch of invalid bytes followed by a
+// valid record is counted as damaged; the invalid tail is simply the end.
+class BlockScanner {
+ public:
+  BlockScanner(const uint8_t* block, uint32_t block_size, uint64_t block_seq)
+      : p_(block), size_(block_size), seq_(block_seq), off_(kBlockHeaderSize) {}
+  // The next valid record and its offset in the block; false at the end.
+  bool Next(RecordView* record, uint32_t* offset);
+  // Invalid stretches that were followed by a valid record.
+  uint32_t damaged() const { return damaged_; }
+
+ private:
+  const uint8_t* p_;
+  uint32_t size_;
+  uint64_t seq_;
+  uint32_t off_;
+  uint32_t damaged_ = 0;
+};
+
 // ---- Key digest: 128 bits of XXH3, seeded per device. Its low 12 bits pick
 // the partition, the next 32 are the index tag; see index.h.
 struct Digest {

@@ -5,8 +5,10 @@
 // engine's unit of locking; no lock is ever held across an I/O wait). An entry
 // keeps only 32 more bits of the digest (the tag): two keys may share a tag,
 // so the table is a multimap and the engine compares the full key on the
-// device. Tables grow and shrink by ~1.25x, keeping the load between 0.72 and
-// 0.9, so the index costs 22 to 28 bytes a record at every size.
+// device. A table grows by ~1.25x when its load passes 0.9, so a growing index
+// keeps its load between 0.72 and 0.9: 22 to 28 bytes a record, plus a fixed
+// 256 KiB of partition headers (which dominate below ~100k records). A table
+// shrinks back to 0.72 when mass deletion takes its load below 0.35.
 //
 // Thread-safety: PartitionTable is not thread-safe; reach it through
 // Index::Lock(), which holds the partition's mutex.

@@ -51,6 +51,9 @@ class IoQueue {
   virtual void Write(uint64_t offset, const void* buf, uint32_t len, IoCompletion* done) = 0;
   // Queues a timer: `done` runs with -ETIME after `after` has passed.
   virtual void Timeout(std::chrono::nanoseconds after, IoCompletion* done) = 0;
+  // Cancels the timer of `done` if it has not fired: it then runs with
+  // -ECANCELED. A timer that already fired is left alone.
+  virtual void CancelTimeout(IoCompletion* done) = 0;
 
   // Hands every queued operation to the device.
   virtual void Submit() = 0;

@@ -43,14 +43,14 @@ bool Expired(UnixSeconds void_at, UnixSeconds now) { return void_at != 0 && void
 
 // ---------------------------------------------------------------- RecordOp
 
-RecordOp::RecordOp(WorkerImpl* w, std::string_view key, bool with_tombstones)
+RecordOp::RecordOp(WorkerImpl* w, std::string_view key, Scope scope)
     : w_(w),
       store_(w->store()),
       key_(key),
       digest_(store_->DigestOf(key)),
       partition_(Index::PartitionOf(digest_)),
       tag_(Index::TagOf(digest_)),
-      with_tombstones_(with_tombstones) {}
+      scope_(scope) {}
 
 void RecordOp::Start() {
   w_->OpStarted();
@@ -70,22 +70,34 @@ void RecordOp::Complete(void (RecordOp::*fn)()) {
 void RecordOp::Lookup() {
   candidates_.clear();
   next_ = 0;
+  damaged_ = 0;
   now_ = store_->clock().Now();
   {
     Index::Locked table = store_->index().Lock(partition_);
-    table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
-      if (!with_tombstones_ && (!e.live() || Expired(e.void_at(), now_))) return;
-      candidates_.push_back(
-          Candidate{e, store_->blocks().seq(store_->BlockOf(e.offset()))});
-    });
+    auto add = [&](const IndexEntry& e) {
+      candidates_.push_back(Candidate{e, store_->blocks().seq(store_->BlockOf(e.offset()))});
+    };
+    if (scope_ == Scope::kUpdate) {
+      table->ForEachWithTag(tag_, add);
+    } else {
+      table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
+        if (e.live() && !Expired(e.void_at(), now_)) add(e);
+      });
+      live_candidates_ = candidates_.size();
+      table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
+        if (!e.live() || Expired(e.void_at(), now_)) add(e);
+      });
+    }
   }
   OnLookedUp();
   ReadNext();
 }
 
 void RecordOp::ReadNext() {
-  if (next_ >= candidates_.size()) {
-    OnNoMatch();
+  // A get reads the dead candidates only to explain a damaged live one.
+  size_t end = scope_ == Scope::kGet && damaged_ == 0 ? live_candidates_ : candidates_.size();
+  if (next_ >= end) {
+    OnNoMatch(damaged_);
     return;
   }
   const Candidate& c = candidates_[next_];
@@ -102,11 +114,11 @@ void RecordOp::ReadNext() {
     return;
   }
   uint64_t start = AlignDown(offset, kSectorSize);
-  uint64_t end = AlignUp(offset + size, kSectorSize);
-  buf_ = AlignedBuffer::Uninitialized(end - start);
+  uint64_t end_offset = AlignUp(offset + size, kSectorSize);
+  buf_ = AlignedBuffer::Uninitialized(end_offset - start);
   buf_offset_ = start;
   w_->counters().Bump(w_->counters().device_reads);
-  w_->queue()->Read(start, buf_.data(), static_cast<uint32_t>(end - start), this);
+  w_->queue()->Read(start, buf_.data(), static_cast<uint32_t>(end_offset - start), this);
 }
 
 void RecordOp::OnIoComplete(int32_t result) {
@@ -147,13 +159,17 @@ void RecordOp::Examine(void* storage, const uint8_t* rec) {
       }
       return;
     }
+    // Damaged: its key is unknown. Another candidate may still hold ours.
+    ++damaged_;
     w_->counters().Bump(w_->counters().corruptions);
-    Status s = v.status().WithContext(fmt::format("record at offset {} (write block {}) of {}",
-                                                  c.entry.offset(),
-                                                  store_->BlockOf(c.entry.offset()),
-                                                  store_->device().name()));
-    spdlog::error("{}", s.ToString());
-    OnFailure(std::move(s));
+    spdlog::error("{}", v.status()
+                            .WithContext(fmt::format("record at offset {} (write block {}) of {}",
+                                                     c.entry.offset(),
+                                                     store_->BlockOf(c.entry.offset()),
+                                                     store_->device().name()))
+                            .ToString());
+    ++next_;
+    ReadNext();
     return;
   }
   if (v->key != key_) {  // another key with the same tag
@@ -169,10 +185,10 @@ void RecordOp::Examine(void* storage, const uint8_t* rec) {
 // ---------------------------------------------------------------- GetOp
 
 GetOp::GetOp(WorkerImpl* w, std::string_view key, GetCallback done)
-    : RecordOp(w, key, /*with_tombstones=*/false), done_(std::move(done)) {}
+    : RecordOp(w, key, Scope::kGet), done_(std::move(done)) {}
 
-void GetOp::OnMatch(Record record, RecordKind kind, const Candidate& /*c*/) {
-  if (kind != RecordKind::kPut || Expired(record.void_at(), now())) {
+void GetOp::OnMatch(Record record, RecordKind kind, const Candidate& c) {
+  if (kind != RecordKind::kPut || !c.entry.live() || Expired(record.void_at(), now())) {
     result_.emplace(Status::NotFound("key not found"));
   } else {
     result_.emplace(std::move(record));
@@ -180,8 +196,13 @@ void GetOp::OnMatch(Record record, RecordKind kind, const Candidate& /*c*/) {
   Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
 }
 
-void GetOp::OnNoMatch() {
-  result_.emplace(Status::NotFound("key not found"));
+void GetOp::OnNoMatch(uint32_t damaged) {
+  if (damaged > 0) {
+    result_.emplace(Status::Corruption(
+        "the key's record is damaged on the device (see the server log for where)"));
+  } else {
+    result_.emplace(Status::NotFound("key not found"));
+  }
   Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
 }
 
@@ -200,7 +221,7 @@ void GetOp::Deliver() {
 // ---------------------------------------------------------------- UpdateOp
 
 UpdateOp::UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done)
-    : RecordOp(w, key, /*with_tombstones=*/true), fn_(std::move(fn)), done_(std::move(done)) {}
+    : RecordOp(w, key, Scope::kUpdate), fn_(std::move(fn)), done_(std::move(done)) {}
 
 void UpdateOp::OnLookedUp() {
   snapshot_.clear();
@@ -210,12 +231,16 @@ void UpdateOp::OnLookedUp() {
 
 void UpdateOp::OnMatch(Record record, RecordKind kind, const Candidate& c) {
   matched_ = c;
+  damaged_seen_ = 0;
   bool alive = kind == RecordKind::kPut && c.entry.live() && !Expired(record.void_at(), now());
   Decide(alive ? &record : nullptr);
 }
 
-void UpdateOp::OnNoMatch() {
+void UpdateOp::OnNoMatch(uint32_t damaged) {
+  // A damaged candidate might have been this key: write as if it were absent
+  // (a delete still writes its tombstone, in case it was).
   matched_.reset();
+  damaged_seen_ = damaged;
   Decide(nullptr);
 }
 
@@ -249,7 +274,7 @@ void UpdateOp::Decide(const Record* current) {
     return;
   }
   if (mut.kind == Mutation::Kind::kKeep ||
-      (mut.kind == Mutation::Kind::kDelete && current == nullptr)) {
+      (mut.kind == Mutation::Kind::kDelete && current == nullptr && damaged_seen_ == 0)) {
     outcome_.applied = Mutation::Kind::kKeep;
     Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
     return;

@@ -40,7 +40,11 @@ class RecordOp : public IoCompletion {
     uint64_t block_seq;  // incarnation of its block when the entry was read
   };
 
-  RecordOp(WorkerImpl* w, std::string_view key, bool with_tombstones);
+  // Which entries are candidates: a get reads live ones first and looks at
+  // tombstones only when a live one could not be read (to tell "deleted" from
+  // "damaged"); an update reads them all.
+  enum class Scope : uint8_t { kGet, kUpdate };
+  RecordOp(WorkerImpl* w, std::string_view key, Scope scope);
   virtual ~RecordOp() = default;
 
   // (Re)reads the index and the candidates.
@@ -53,8 +57,9 @@ class RecordOp : public IoCompletion {
   virtual void OnLookedUp() {}
   // The record of `c` holds the key.
   virtual void OnMatch(Record record, RecordKind kind, const Candidate& c) = 0;
-  // No candidate holds the key.
-  virtual void OnNoMatch() = 0;
+  // No candidate holds the key. `damaged` counts candidates that failed
+  // validation (whose key is therefore unknown).
+  virtual void OnNoMatch(uint32_t damaged) = 0;
   virtual void OnFailure(Status s) = 0;
 
   WorkerImpl* w_;
@@ -72,7 +77,9 @@ class RecordOp : public IoCompletion {
   void Examine(void* storage, const uint8_t* rec);
   bool Moved(const Candidate& c);
 
-  const bool with_tombstones_;
+  const Scope scope_;
+  uint32_t damaged_ = 0;
+  size_t live_candidates_ = 0;  // get: candidates_ starts with these
   bool in_start_ = false;
   size_t next_ = 0;
   uint32_t restarts_ = 0;
@@ -87,7 +94,7 @@ class GetOp final : public RecordOp {
 
  private:
   void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
-  void OnNoMatch() override;
+  void OnNoMatch(uint32_t damaged) override;
   void OnFailure(Status s) override;
   void Deliver();
 
@@ -102,7 +109,7 @@ class UpdateOp final : public RecordOp {
  private:
   void OnLookedUp() override;
   void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
-  void OnNoMatch() override;
+  void OnNoMatch(uint32_t damaged) override;
   void OnFailure(Status s) override;
   void Decide(const Record* current);
   // Applies `m` under the partition lock. False when the key changed since it
@@ -117,6 +124,7 @@ class UpdateOp final : public RecordOp {
   WriteCallback done_;
   std::vector<uint64_t> snapshot_;  // offsets of the tag's entries, as read
   std::optional<Candidate> matched_;
+  uint32_t damaged_seen_ = 0;  // damaged candidates at the last lookup
   WriteOutcome outcome_;
   Status failure_;
 };

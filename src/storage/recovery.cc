@@ -9,7 +9,6 @@
 #include <unordered_map>
 
 #include "common/aligned_buffer.h"
-#include "common/coding.h"
 #include "storage/format.h"
 #include "storage/store_impl.h"
 
@@ -123,20 +122,15 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   auto last_report = std::chrono::steady_clock::now();
   SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, to_read, block_size, 4, [&](PendingRead& r) {
     const uint64_t seq = seq_of[r.block];
-    const uint8_t* p = r.buf.data();
-    uint32_t off = kBlockHeaderSize;
-    while (off + kPadMarkerSize <= block_size) {
-      if (IsPadMarker(p + off, block_size - off, seq)) {
-        off = static_cast<uint32_t>(AlignUp(off + 1, kSectorSize));
-        continue;
-      }
-      Result<RecordView> v = DecodeRecord(p + off, block_size - off, seq);
-      if (!v.ok()) break;  // the end of what this block's flushes wrote
+    BlockScanner scan(r.buf.data(), block_size, seq);
+    RecordView v;
+    uint32_t off;
+    while (scan.Next(&v, &off)) {
       ++stats->records_scanned;
-      stats->max_seq = std::max(stats->max_seq, v->header.version);
-      Newest n{store->BlockOffset(r.block) + off, v->header.version, seq,  v->footprint,
-               v->header.sweep_at, v->header.void_at, v->header.kind};
-      auto [it, inserted] = newest.try_emplace(store->DigestOf(v->key), n);
+      stats->max_seq = std::max(stats->max_seq, v.header.version);
+      Newest n{store->BlockOffset(r.block) + off, v.header.version, seq,  v.footprint,
+               v.header.sweep_at, v.header.void_at, v.header.kind};
+      auto [it, inserted] = newest.try_emplace(store->DigestOf(v.key), n);
       if (!inserted) {
         Newest& cur = it->second;
         // Equal versions are one record and its copy by defragmentation: keep either.
@@ -144,7 +138,12 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
           cur = n;
         }
       }
-      off += v->footprint;
+    }
+    if (scan.damaged() > 0) {
+      stats->damaged_regions += scan.damaged();
+      spdlog::error("recovery: write block {} holds {} damaged stretch(es) of records; the "
+                    "records there are lost, the rest of the block is recovered",
+                    r.block, scan.damaged());
     }
     ++read_so_far;
     auto now = std::chrono::steady_clock::now();

@@ -297,6 +297,7 @@ StoreStats StoreImpl::stats() {
   retired_.AddTo(&s);
   background_.AddTo(&s);
   s.watermark = blocks_->Watermark();
+  s.sequence = CurrentSeq();
   return s;
 }
 

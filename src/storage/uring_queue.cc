@@ -77,12 +77,20 @@ void UringQueue::Write(uint64_t offset, const void* buf, uint32_t len, IoComplet
 }
 
 void UringQueue::Timeout(std::chrono::nanoseconds after, IoCompletion* done) {
+  // The entry first: getting one may submit, which forgets pending timespecs.
+  io_uring_sqe* sqe = NextSqe();
   __kernel_timespec& ts = pending_timespecs_.emplace_back();
   ts.tv_sec = after.count() / 1'000'000'000;
   ts.tv_nsec = after.count() % 1'000'000'000;
-  io_uring_sqe* sqe = NextSqe();
   io_uring_prep_timeout(sqe, &ts, 0, 0);
   io_uring_sqe_set_data(sqe, AsUserData(done));
+  ++in_flight_;
+}
+
+void UringQueue::CancelTimeout(IoCompletion* done) {
+  io_uring_sqe* sqe = NextSqe();
+  io_uring_prep_timeout_remove(sqe, reinterpret_cast<__u64>(AsUserData(done)), 0);
+  io_uring_sqe_set_data(sqe, AsUserData(&ignore_));
   ++in_flight_;
 }
 

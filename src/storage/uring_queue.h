@@ -24,6 +24,7 @@ class UringQueue final : public IoQueue {
   void Read(uint64_t offset, void* buf, uint32_t len, IoCompletion* done) override;
   void Write(uint64_t offset, const void* buf, uint32_t len, IoCompletion* done) override;
   void Timeout(std::chrono::nanoseconds after, IoCompletion* done) override;
+  void CancelTimeout(IoCompletion* done) override;
   void Submit() override;
   size_t Poll() override;
   size_t Wait(std::chrono::milliseconds timeout) override;
@@ -35,6 +36,12 @@ class UringQueue final : public IoQueue {
  private:
   UringQueue(int fd, int event_fd) : fd_(fd), event_fd_(event_fd) {}
   io_uring_sqe* NextSqe();
+
+  // Completes the cancel request itself; the cancelled timer reports on its own.
+  struct Ignore final : IoCompletion {
+    void OnIoComplete(int32_t) override {}
+  };
+  Ignore ignore_;
 
   io_uring ring_{};
   bool ring_ready_ = false;

@@ -35,6 +35,7 @@ void WorkerImpl::Drain() {
   while (pending_ops_ > 0) Wait(std::chrono::milliseconds(10));
   bool flushed = false;
   writer_->FlushAll([&flushed](Status) { flushed = true; });
+  writer_->CancelTimer();
   queue_->Submit();
   while (!flushed || !writer_->idle() || queue_->in_flight() > 0 || !posted_.empty()) {
     Wait(std::chrono::milliseconds(10));
