@@ -1,4 +1,11 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
 
 #include "storage/test_util.h"
 
@@ -70,6 +77,288 @@ TEST_F(StoreTest, RestartAfterCleanClose) {
       EXPECT_EQ(got->body(), Body(i, i % 2 == 0 ? 2 : 1));
     }
   }
+}
+
+TEST_F(StoreTest, BadKeysAreRefusedBeforeAnythingIsWritten) {
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  std::string long_key(opts_.max_key_size + 1, 'k');
+  auto put = w->PutSync(long_key, "x");
+  EXPECT_EQ(put.status().code(), Status::Code::kInvalidArgument) << put.status().ToString();
+  EXPECT_EQ(w->PutSync("", "x").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(w->GetSync(long_key).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(w->DeleteSync("").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store->stats().writes, 0u);
+  // The longest allowed key works.
+  std::string max_key(opts_.max_key_size, 'k');
+  ASSERT_TRUE(w->PutSync(max_key, "x").ok());
+  EXPECT_EQ(w->GetSync(max_key)->body(), "x");
+}
+
+TEST_F(StoreTest, OversizedBodyIsRefusedAndTheLargestFits) {
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  ASSERT_TRUE(w->PutSync("k", "old").ok());
+  uint32_t max = store->max_body_size();
+  EXPECT_EQ(max, opts_.write_block_size - 4096);
+  auto put = w->PutSync("k", std::string(max + 1, 'b'));
+  EXPECT_EQ(put.status().code(), Status::Code::kInvalidArgument) << put.status().ToString();
+  EXPECT_EQ(w->GetSync("k")->body(), "old");  // untouched
+  ASSERT_TRUE(w->PutSync("k", std::string(max, 'b')).ok());
+  EXPECT_EQ(w->GetSync("k")->body().size(), max);
+}
+
+TEST_F(StoreTest, UnflushedRecordIsReadFromMemory) {
+  opts_.durability = Durability::kBuffered;
+  opts_.flush_interval = std::chrono::seconds(30);
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  ASSERT_TRUE(w->PutSync("k", "in memory").ok());
+  auto got = w->GetSync("k");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->body(), "in memory");
+  StoreStats st = store->stats();
+  EXPECT_EQ(st.memory_reads, 1u);
+  EXPECT_EQ(st.device_reads, 0u);
+  EXPECT_EQ(st.flushes, 0u);
+}
+
+TEST_F(StoreTest, BufferedWriteReachesTheDeviceWithinTheInterval) {
+  opts_.durability = Durability::kBuffered;
+  opts_.flush_interval = std::chrono::milliseconds(5);
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  ASSERT_TRUE(w->PutSync("k", "v").ok());  // acknowledged at once
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (store->stats().flushes == 0 && std::chrono::steady_clock::now() < deadline) {
+    w->Wait(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(store->stats().flushes, 1u);
+}
+
+TEST_F(StoreTest, CommitWritesShareFlushes) {
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  int done = 0;
+  for (int i = 0; i < 64; ++i) {
+    w->Put(Key(i), Body(i, 1), 0, 0, [&](Result<WriteOutcome> r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      ++done;
+    });
+  }
+  while (done < 64) w->Wait(std::chrono::milliseconds(100));
+  // Group commit: far fewer flushes than writes.
+  EXPECT_LT(store->stats().flushes, 16u);
+}
+
+TEST_F(StoreTest, VoidAtHidesTheRecordAndItStaysGone) {
+  UnixSeconds t0 = clock_.Now();
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("short", "s", 0, t0 + 10).ok());
+    ASSERT_TRUE(w->PutSync("long", "l", 0, t0 + 1000).ok());
+    ASSERT_TRUE(w->PutSync("never", "n").ok());
+    EXPECT_TRUE(w->GetSync("short").ok());
+    clock_.Advance(10);
+    EXPECT_TRUE(w->GetSync("short").status().IsNotFound());
+    EXPECT_TRUE(w->GetSync("long").ok());
+    // An update sees an expired record as absent, and starts a new life.
+    auto up = w->UpdateSync("short", [](const Record* cur) -> Result<Mutation> {
+      EXPECT_EQ(cur, nullptr);
+      return Mutation::Keep();
+    });
+    ASSERT_TRUE(up.ok());
+    ASSERT_TRUE(store->DefragNow(false).ok());
+    EXPECT_EQ(store->stats().expired_dropped, 1u);
+  }
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  EXPECT_TRUE(w->GetSync("short").status().IsNotFound());
+  EXPECT_EQ(w->GetSync("long")->body(), "l");
+  EXPECT_EQ(w->GetSync("never")->body(), "n");
+  clock_.Advance(1000);
+  EXPECT_TRUE(w->GetSync("long").status().IsNotFound());
+}
+
+TEST_F(StoreTest, UpdateSeesTheCurrentVersionAndMayRefuse) {
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  const UnixSeconds t = clock_.Now();
+  ASSERT_TRUE(w->PutSync("k", "1", t + 7, t + 9).ok());
+  auto up = w->UpdateSync("k", [&](const Record* cur) -> Result<Mutation> {
+    if (cur == nullptr) return Status::Internal("no current version");
+    EXPECT_EQ(cur->body(), "1");
+    EXPECT_EQ(cur->sweep_at(), t + 7);
+    EXPECT_EQ(cur->void_at(), t + 9);
+    return Mutation::Put(std::string(cur->body()) + "2");
+  });
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_EQ(up->generation, 2u);
+  EXPECT_EQ(w->GetSync("k")->body(), "12");
+  uint64_t writes = store->stats().writes;
+  auto refused = w->UpdateSync("k", [](const Record*) -> Result<Mutation> {
+    return Status::LimitExceeded("too many segments");
+  });
+  EXPECT_EQ(refused.status().code(), Status::Code::kLimitExceeded);
+  auto kept = w->UpdateSync("k", [](const Record*) -> Result<Mutation> { return Mutation::Keep(); });
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->applied, Mutation::Kind::kKeep);
+  EXPECT_EQ(store->stats().writes, writes);
+}
+
+TEST_F(StoreTest, CompareAndSetOnGeneration) {
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  ASSERT_TRUE(w->PutSync("k", "a").ok());
+  auto cas = [&](uint32_t expected, std::string body) {
+    return w->UpdateSync("k", [=](const Record* cur) -> Result<Mutation> {
+      if (cur == nullptr || cur->generation() != expected) {
+        return Status::Conflict("generation moved");
+      }
+      return Mutation::Put(body);
+    });
+  };
+  auto ok = cas(1, "b");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->generation, 2u);
+  EXPECT_EQ(cas(1, "c").status().code(), Status::Code::kConflict);
+  EXPECT_EQ(w->GetSync("k")->body(), "b");
+}
+
+TEST_F(StoreTest, DeviceFullFailsCleanlyReadsGoOnAndDeletesMakeRoom) {
+  opts_.file_size = 16 * opts_.write_block_size;  // 15 usable blocks
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  std::vector<int> stored;
+  Status full;
+  for (int i = 0; i < 10000; ++i) {
+    auto put = w->PutSync(Key(i), Body(i, 1, 8000));
+    if (!put.ok()) {
+      full = put.status();
+      break;
+    }
+    stored.push_back(i);
+  }
+  ASSERT_EQ(full.code(), Status::Code::kDeviceFull) << full.ToString();
+  EXPECT_NE(full.ToString().find("device full"), std::string::npos);
+  ASSERT_GT(stored.size(), 20u);
+  for (int i : stored) {
+    auto got = w->GetSync(Key(i));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->body(), Body(i, 1, 8000));
+  }
+  // Deletes have their own reserve; issued together, they share flushes.
+  int deleted = 0;
+  for (size_t j = 0; j < stored.size(); j += 2) {
+    w->Delete(Key(stored[j]), [&](Result<WriteOutcome> r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      ++deleted;
+    });
+  }
+  while (deleted < static_cast<int>((stored.size() + 1) / 2)) w->Wait(std::chrono::milliseconds(100));
+  Status defrag = store->DefragNow(false);
+  ASSERT_TRUE(defrag.ok()) << defrag.ToString();
+  EXPECT_GT(store->stats().defrag_blocks, 0u);
+  auto after = w->PutSync("after", Body(1, 2, 8000));
+  ASSERT_TRUE(after.ok()) << after.status().ToString() << " free=" << store->stats().blocks_free
+                          << " live=" << store->stats().live_bytes;
+  for (size_t j = 1; j < stored.size(); j += 2) {
+    EXPECT_EQ(w->GetSync(Key(stored[j]))->body(), Body(stored[j], 1, 8000));
+  }
+}
+
+// Overwrites the first occurrence of `needle` in the file with `replacement`.
+void PatchFile(const std::string& path, const std::string& needle, const std::string& replacement) {
+  std::ifstream in(path, std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = data.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, replacement.data(), replacement.size(), static_cast<off_t>(at)),
+            static_cast<ssize_t>(replacement.size()));
+  ::close(fd);
+}
+
+TEST_F(StoreTest, DamagedRecordIsReportedAndItsNeighboursSurvive) {
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+  }
+  PatchFile(opts_.path, Body(7, 1), "XXXXXXXX");
+  auto store = OpenOrDie(opts_);
+  EXPECT_EQ(store->recovery().damaged_regions, 1u);
+  EXPECT_EQ(store->recovery().live_records, 19u);
+  auto w = WorkerOrDie(store.get());
+  EXPECT_TRUE(w->GetSync(Key(7)).status().IsNotFound());
+  for (int i = 0; i < 20; ++i) {
+    if (i == 7) continue;
+    EXPECT_EQ(w->GetSync(Key(i))->body(), Body(i, 1)) << i;
+  }
+}
+
+TEST_F(StoreTest, RecordDamagedUnderARunningStoreReadsAsCorruption) {
+  auto store = OpenOrDie(opts_);
+  {
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+  }  // the worker's block is sealed: reads now go to the device
+  PatchFile(opts_.path, Body(3, 1), "XXXXXXXX");
+  auto w = WorkerOrDie(store.get());
+  auto got = w->GetSync(Key(3));
+  EXPECT_EQ(got.status().code(), Status::Code::kCorruption) << got.status().ToString();
+  EXPECT_EQ(store->stats().corruptions, 1u);
+  EXPECT_EQ(w->GetSync(Key(4))->body(), Body(4, 1));
+  // The key can still be written, and then reads well.
+  ASSERT_TRUE(w->PutSync(Key(3), "fresh").ok());
+  EXPECT_EQ(w->GetSync(Key(3))->body(), "fresh");
+  // And a damaged key can be deleted for good.
+  PatchFile(opts_.path, Body(5, 1), "XXXXXXXX");
+  ASSERT_TRUE(w->DeleteSync(Key(5)).ok());
+  EXPECT_TRUE(w->GetSync(Key(5)).status().IsNotFound());
+}
+
+TEST_F(StoreTest, NotASegstoreDeviceIsRefusedNotFormatted) {
+  {
+    std::ofstream f(opts_.path, std::ios::binary);
+    std::string junk(1 << 20, 'j');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto s = Store::Open(opts_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kCorruption) << s.status().ToString();
+  std::ifstream in(opts_.path, std::ios::binary);
+  char c;
+  in.read(&c, 1);
+  EXPECT_EQ(c, 'j');  // untouched
+}
+
+TEST_F(StoreTest, ExistingDeviceKeepsItsBlockSize) {
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("k", "v").ok());
+  }
+  opts_.write_block_size = 1u << 20;
+  auto store = OpenOrDie(opts_);
+  EXPECT_EQ(store->stats().block_size, 64u << 10);
+  auto w = WorkerOrDie(store.get());
+  EXPECT_EQ(w->GetSync("k")->body(), "v");
+}
+
+TEST_F(StoreTest, DefaultsServeFromADataFileUnderTheWorkingDirectory) {
+  StoreOptions d;
+  EXPECT_EQ(d.path, "segstore-data/segstore.dat");
+  EXPECT_EQ(d.durability, Durability::kCommit);
+  EXPECT_EQ(d.write_block_size, 1u << 20);
+  d.path = dir_.File("nested/dir/data");  // parent directories are created
+  d.file_size = 32u << 20;
+  d.background_defrag = false;
+  auto store = OpenOrDie(d);
+  ASSERT_NE(store, nullptr);
+  EXPECT_STREQ(store->stats().io_backend, "io_uring");
 }
 
 }  // namespace
