@@ -111,6 +111,18 @@ Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
     return Status::InvalidArgument(
         fmt::format("a record of {} bytes does not fit in a write block", footprint));
   }
+  if (open_ && store_->options().align_records && footprint <= kSectorSize) {
+    // Start a small record on the next sector rather than straddle two.
+    Open* ob = open_.get();
+    uint32_t in_sector = ob->write_off % kSectorSize;
+    if (in_sector != 0 && in_sector + footprint > kSectorSize) {
+      uint32_t next = ob->write_off - in_sector + kSectorSize;
+      if (next + footprint <= block_size) {
+        EncodePadMarker(ob->seq, ob->bytes() + ob->write_off);
+        ob->write_off = next;
+      }
+    }
+  }
   if (open_ && open_->write_off + footprint <= block_size) return Status::OK();
   uint64_t seq = store_->NextSeq();
   std::optional<uint32_t> block = store_->blocks().Allocate(purpose, seq);

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "common/coding.h"
+#include "storage/read_buffers.h"
 #include "storage/store_impl.h"
 #include "storage/worker_impl.h"
 
@@ -16,9 +18,11 @@ namespace segstore::storage {
 // Builds the public Record from a validated record view; friend of Record.
 class RecordBuilder {
  public:
-  static Record Make(void* storage, const RecordView& v) {
+  // `storage` is a read buffer of `size` bytes holding the record.
+  static Record Make(uint8_t* storage, size_t size, const RecordView& v) {
     Record r;
-    r.storage_.reset(storage);
+    r.storage_ = std::unique_ptr<void, RecordBytesReleaser>(
+        storage, RecordBytesReleaser{&ReleaseReadBuffer, size});
     r.key_ = v.key;
     r.body_ = v.body;
     r.generation_ = v.header.generation;
@@ -46,11 +50,21 @@ bool Expired(UnixSeconds void_at, UnixSeconds now) { return void_at != 0 && void
 RecordOp::RecordOp(WorkerImpl* w, std::string_view key, Scope scope)
     : w_(w),
       store_(w->store()),
-      key_(key),
       digest_(store_->DigestOf(key)),
       partition_(Index::PartitionOf(digest_)),
       tag_(Index::TagOf(digest_)),
-      scope_(scope) {}
+      scope_(scope),
+      key_size_(static_cast<uint32_t>(key.size())) {
+  char* dst = key_inline_;
+  if (key.size() > kInlineKey) {
+    key_heap_ = std::make_unique<char[]>(key.size());
+    dst = key_heap_.get();
+  }
+  std::memcpy(dst, key.data(), key.size());
+  key_data_ = dst;
+}
+
+RecordOp::~RecordOp() { ReleaseReadBuffer(buf_, buf_size_); }
 
 void RecordOp::Start() {
   w_->OpStarted();
@@ -107,32 +121,32 @@ void RecordOp::ReadNext() {
   if (auto image = store_->blocks().PinImage(block); image && image->seq == c.block_seq) {
     // Still in a write block in memory: copy it out; no device read.
     w_->counters().Bump(w_->counters().memory_reads);
-    void* copy = std::malloc(size);
-    if (copy == nullptr) throw std::bad_alloc();
+    uint8_t* copy = AcquireReadBuffer(size);
     std::memcpy(copy, image->bytes.data() + (offset - store_->BlockOffset(block)), size);
-    Examine(copy, static_cast<const uint8_t*>(copy));
+    Examine(copy, size, copy);
     return;
   }
   uint64_t start = AlignDown(offset, kSectorSize);
-  uint64_t end_offset = AlignUp(offset + size, kSectorSize);
-  buf_ = AlignedBuffer::Uninitialized(end_offset - start);
+  buf_size_ = static_cast<uint32_t>(AlignUp(offset + size, kSectorSize) - start);
+  buf_ = AcquireReadBuffer(buf_size_);
   buf_offset_ = start;
   w_->counters().Bump(w_->counters().device_reads);
-  w_->queue()->Read(start, buf_.data(), static_cast<uint32_t>(end_offset - start), this);
+  w_->queue()->Read(start, buf_, buf_size_, this);
 }
 
 void RecordOp::OnIoComplete(int32_t result) {
   const Candidate& c = candidates_[next_];
-  uint64_t len = buf_.size();
-  if (result < 0 || static_cast<uint64_t>(result) != len) {
+  uint8_t* buf = std::exchange(buf_, nullptr);
+  uint32_t len = buf_size_;
+  if (result < 0 || static_cast<uint32_t>(result) != len) {
+    ReleaseReadBuffer(buf, len);
     std::string why = result < 0 ? std::strerror(-result)
                                  : fmt::format("short read, {} of {} bytes", result, len);
     OnFailure(Status::IOError(fmt::format("read at offset {} of {}: {}", buf_offset_,
                                           store_->device().name(), why)));
     return;
   }
-  uint8_t* base = buf_.release();
-  Examine(base, base + (c.entry.offset() - buf_offset_));
+  Examine(buf, len, buf + (c.entry.offset() - buf_offset_));
 }
 
 bool RecordOp::Moved(const Candidate& c) {
@@ -141,7 +155,7 @@ bool RecordOp::Moved(const Candidate& c) {
   return e == nullptr || store_->blocks().seq(store_->BlockOf(c.entry.offset())) != c.block_seq;
 }
 
-void RecordOp::Examine(void* storage, const uint8_t* rec) {
+void RecordOp::Examine(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
   const Candidate c = candidates_[next_];
   Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_seq);
   if (v.ok() && v->footprint != c.entry.size()) {
@@ -149,7 +163,7 @@ void RecordOp::Examine(void* storage, const uint8_t* rec) {
                                        c.entry.size()));
   }
   if (!v.ok()) {
-    std::free(storage);
+    ReleaseReadBuffer(storage, storage_size);
     if (Moved(c)) {
       // Defragmentation or a newer write moved the key while we read: again.
       if (++restarts_ > kMaxRestarts) {
@@ -172,14 +186,14 @@ void RecordOp::Examine(void* storage, const uint8_t* rec) {
     ReadNext();
     return;
   }
-  if (v->key != key_) {  // another key with the same tag
-    std::free(storage);
+  if (v->key != key()) {  // another key with the same tag
+    ReleaseReadBuffer(storage, storage_size);
     ++next_;
     ReadNext();
     return;
   }
   RecordKind kind = v->header.kind;
-  OnMatch(RecordBuilder::Make(storage, *v), kind, c);
+  OnMatch(RecordBuilder::Make(storage, storage_size, *v), kind, c);
 }
 
 // ---------------------------------------------------------------- GetOp
@@ -279,7 +293,7 @@ void UpdateOp::Decide(const Record* current) {
     Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
     return;
   }
-  uint32_t footprint = RecordFootprint(static_cast<uint32_t>(key_.size()),
+  uint32_t footprint = RecordFootprint(static_cast<uint32_t>(key().size()),
                                        static_cast<uint32_t>(mut.body.size()));
   BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete
                                     ? BlockTable::Purpose::kDelete
@@ -318,7 +332,7 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   bool is_delete = m.kind == Mutation::Kind::kDelete;
   RecordHeader h;
   h.kind = is_delete ? RecordKind::kTombstone : RecordKind::kPut;
-  h.key_len = static_cast<uint16_t>(key_.size());
+  h.key_len = static_cast<uint16_t>(key().size());
   h.body_len = is_delete ? 0 : static_cast<uint32_t>(m.body.size());
   h.generation = current != nullptr ? current->generation() + 1 : 1;
   h.version = store_->NextSeq();
@@ -327,7 +341,7 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   h.void_at = is_delete ? 0 : m.void_at;
   uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   *slot = w_->writer().Append(footprint, h.version);
-  EncodeRecord(h, key_, is_delete ? std::string_view() : std::string_view(m.body),
+  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body),
                slot->block_seq, slot->dst);
   IndexEntry e = is_delete ? IndexEntry::Tombstone(tag_, slot->offset, footprint, h.version)
                            : IndexEntry::Live(tag_, slot->offset, footprint, h.sweep_at, h.void_at);

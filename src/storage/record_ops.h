@@ -15,11 +15,12 @@
 // An op deletes itself after calling its callback, on the worker's thread.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "common/aligned_buffer.h"
+#include "common/small_vector.h"
 #include "segstore/storage.h"
 #include "storage/format.h"
 #include "storage/block_writer.h"
@@ -45,7 +46,7 @@ class RecordOp : public IoCompletion {
   // "damaged"); an update reads them all.
   enum class Scope : uint8_t { kGet, kUpdate };
   RecordOp(WorkerImpl* w, std::string_view key, Scope scope);
-  virtual ~RecordOp() = default;
+  virtual ~RecordOp();
 
   // (Re)reads the index and the candidates.
   void Lookup();
@@ -62,19 +63,21 @@ class RecordOp : public IoCompletion {
   virtual void OnNoMatch(uint32_t damaged) = 0;
   virtual void OnFailure(Status s) = 0;
 
+  std::string_view key() const { return {key_data_, key_size_}; }
+
   WorkerImpl* w_;
   StoreImpl* store_;
-  std::string key_;
   Digest digest_;
   uint32_t partition_;
   uint32_t tag_;
-  std::vector<Candidate> candidates_;
+  SmallVector<Candidate, 2> candidates_;
 
  private:
   void ReadNext();
   void OnIoComplete(int32_t result) override;
-  // `storage` (malloc'd) holds the record at `rec`; ownership passes on.
-  void Examine(void* storage, const uint8_t* rec);
+  // `storage` (a read buffer of `size` bytes) holds the record at `rec`;
+  // ownership passes on.
+  void Examine(uint8_t* storage, size_t size, const uint8_t* rec);
   bool Moved(const Candidate& c);
 
   const Scope scope_;
@@ -84,8 +87,15 @@ class RecordOp : public IoCompletion {
   size_t next_ = 0;
   uint32_t restarts_ = 0;
   UnixSeconds now_ = 0;
-  AlignedBuffer buf_;
+  uint8_t* buf_ = nullptr;  // the device read in flight lands here
+  uint32_t buf_size_ = 0;
   uint64_t buf_offset_ = 0;
+  // The key: inline when short (almost always), else on the heap.
+  static constexpr size_t kInlineKey = 48;
+  char key_inline_[kInlineKey];
+  std::unique_ptr<char[]> key_heap_;
+  const char* key_data_;
+  uint32_t key_size_;
 };
 
 class GetOp final : public RecordOp {

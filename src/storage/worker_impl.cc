@@ -8,8 +8,6 @@
 
 namespace segstore::storage {
 
-void Record::FreeDeleter::operator()(void* p) const { std::free(p); }
-
 Result<std::unique_ptr<WorkerImpl>> WorkerImpl::Create(StoreImpl* store) {
   std::unique_ptr<WorkerImpl> w(new WorkerImpl(store));
   Result<std::unique_ptr<IoQueue>> q = store->device().NewQueue(store->options().queue_depth);

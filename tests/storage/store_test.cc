@@ -7,6 +7,7 @@
 #include <iterator>
 #include <thread>
 
+#include "storage/format.h"
 #include "storage/test_util.h"
 
 namespace segstore::storage {
@@ -359,6 +360,48 @@ TEST_F(StoreTest, DefaultsServeFromADataFileUnderTheWorkingDirectory) {
   auto store = OpenOrDie(d);
   ASSERT_NE(store, nullptr);
   EXPECT_STREQ(store->stats().io_backend, "io_uring");
+}
+
+// Scans every write block of a fault device's image; calls f(offset, view).
+template <typename F>
+void ForEachRecordOnImage(FaultDevice& dev, uint32_t block_size, F f) {
+  for (uint64_t base = block_size; base < dev.size(); base += block_size) {
+    std::vector<uint8_t> block = dev.ReadImage(base, block_size);
+    auto h = DecodeBlockHeader(block.data());
+    if (!h.ok()) continue;
+    BlockScanner scan(block.data(), block_size, h->seq);
+    RecordView v;
+    uint32_t off;
+    while (scan.Next(&v, &off)) f(off, v);
+  }
+}
+
+TEST_F(StoreTest, AlignedRecordsNeverStraddleASectorAndPackedOnesDo) {
+  for (bool align : {true, false}) {
+    auto device = FaultDevice::Create(64 * opts_.write_block_size, 3);
+    StoreOptions o = opts_;
+    o.align_records = align;
+    o.durability = Durability::kBuffered;
+    {
+      auto store = testing::OpenOrDie(o, device);
+      auto w = WorkerOrDie(store.get());
+      for (int i = 0; i < 200; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 1000 + i * 13)).ok());
+    }
+    int records = 0, straddling = 0;
+    ForEachRecordOnImage(*device, o.write_block_size, [&](uint32_t off, const RecordView& v) {
+      ++records;
+      if (off / 4096 != (off + v.footprint - 1) / 4096) ++straddling;
+    });
+    EXPECT_EQ(records, 200);
+    if (align) {
+      EXPECT_EQ(straddling, 0);
+    } else {
+      EXPECT_GT(straddling, 50);
+    }
+    auto store = testing::OpenOrDie(o, device->Reboot());
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 200; ++i) EXPECT_EQ(w->GetSync(Key(i))->body(), Body(i, 1, 1000 + i * 13));
+  }
 }
 
 }  // namespace
