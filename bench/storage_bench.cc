@@ -270,7 +270,10 @@ double Median(std::vector<double> v) {
 
 std::string Join(const std::vector<double>& v) {
   std::string out;
-  for (double x : v) out += (out.empty() ? "" : " ") + std::to_string(static_cast<long>(x));
+  for (double x : v) {
+    if (!out.empty()) out.push_back(' ');
+    out.append(std::to_string(static_cast<long>(x)));
+  }
   return out;
 }
 
