@@ -38,8 +38,8 @@ class [[nodiscard]] Result {
 }  // namespace segstore
 
 // Evaluates `expr` (a Status); returns it from the enclosing function if it failed.
-#define SEGSTORE_RETURN_IF_ERROR(expr)       \
-  do {                                       \
-    ::segstore::Status _st = (expr);         \
-    if (!_st.ok()) return _st;               \
+#define SEGSTORE_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    ::segstore::Status _st = (expr);   \
+    if (!_st.ok()) return _st;         \
   } while (0)

@@ -146,9 +146,9 @@ using UpdateFn = std::function<Result<Mutation>(const Record* current)>;
 
 struct WriteOutcome {
   Mutation::Kind applied = Mutation::Kind::kKeep;  // kDelete only if something was deleted
-  uint32_t generation = 0;  // of the version written
-  uint64_t version = 0;     // of the version written
-  uint32_t attempts = 1;    // 1 + the times another writer got in between
+  uint32_t generation = 0;                         // of the version written
+  uint64_t version = 0;                            // of the version written
+  uint32_t attempts = 1;                           // 1 + the times another writer got in between
 };
 
 using GetCallback = std::function<void(Result<Record>)>;
@@ -216,10 +216,10 @@ class Worker {
 struct RecoveryStats {
   uint32_t blocks_scanned = 0;
   uint32_t blocks_in_use = 0;
-  uint64_t records_scanned = 0;   // every valid record version found
-  uint64_t live_records = 0;      // indexed as live
-  uint64_t tombstones = 0;        // indexed as tombstones (deleted or expired keys)
-  uint64_t damaged_regions = 0;   // stretches of bytes failing validation amid valid records
+  uint64_t records_scanned = 0;  // every valid record version found
+  uint64_t live_records = 0;     // indexed as live
+  uint64_t tombstones = 0;       // indexed as tombstones (deleted or expired keys)
+  uint64_t damaged_regions = 0;  // stretches of bytes failing validation amid valid records
   uint64_t max_seq = 0;
   double seconds = 0;
 };

@@ -18,17 +18,28 @@ Status& Status::operator=(const Status& other) {
 
 std::string_view Status::CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NotFound";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IOError";
-    case Code::kDeviceFull: return "DeviceFull";
-    case Code::kConflict: return "Conflict";
-    case Code::kLimitExceeded: return "LimitExceeded";
-    case Code::kBusy: return "Busy";
-    case Code::kUnavailable: return "Unavailable";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kIOError:
+      return "IOError";
+    case Code::kDeviceFull:
+      return "DeviceFull";
+    case Code::kConflict:
+      return "Conflict";
+    case Code::kLimitExceeded:
+      return "LimitExceeded";
+    case Code::kBusy:
+      return "Busy";
+    case Code::kUnavailable:
+      return "Unavailable";
+    case Code::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -22,9 +22,12 @@ bool BlockTable::Transition(uint32_t b, BlockState from, BlockState to) {
 
 uint32_t BlockTable::ReserveFor(Purpose p) const {
   switch (p) {
-    case Purpose::kWrite: return kDefragReserve + kDeleteReserve;
-    case Purpose::kDelete: return kDefragReserve;
-    case Purpose::kDefrag: return 0;
+    case Purpose::kWrite:
+      return kDefragReserve + kDeleteReserve;
+    case Purpose::kDelete:
+      return kDefragReserve;
+    case Purpose::kDefrag:
+      return 0;
   }
   return 0;
 }
@@ -43,7 +46,9 @@ std::optional<uint32_t> BlockTable::Allocate(Purpose p, uint64_t seq) {
   return b;
 }
 
-bool BlockTable::MarkUsed(uint32_t b) { return Transition(b, BlockState::kOpen, BlockState::kUsed); }
+bool BlockTable::MarkUsed(uint32_t b) {
+  return Transition(b, BlockState::kOpen, BlockState::kUsed);
+}
 bool BlockTable::BeginDefrag(uint32_t b) {
   return Transition(b, BlockState::kUsed, BlockState::kDefrag);
 }

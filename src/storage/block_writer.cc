@@ -237,9 +237,8 @@ void BlockWriter::Flush(Open* ob) {
     return;
   }
   if (store_->writes_failed()) {
-    Status s = Status::Unavailable(
-        fmt::format("write block not flushed after a device error ({})",
-                    store_->write_error().ToString()));
+    Status s = Status::Unavailable(fmt::format("write block not flushed after a device error ({})",
+                                               store_->write_error().ToString()));
     for (auto& [end, done] : ob->waiters) {
       post_([s, done = std::move(done)] { done(s); });
     }

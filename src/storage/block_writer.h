@@ -46,10 +46,10 @@ class BlockWriter {
 
   // Where an append landed.
   struct Slot {
-    uint8_t* dst = nullptr;    // write the record here (footprint bytes)
-    uint64_t offset = 0;       // device offset of the record
-    uint64_t block_seq = 0;    // sequence of the block holding it
-    uint32_t end_in_block = 0; // end of the record inside its block
+    uint8_t* dst = nullptr;     // write the record here (footprint bytes)
+    uint64_t offset = 0;        // device offset of the record
+    uint64_t block_seq = 0;     // sequence of the block holding it
+    uint32_t end_in_block = 0;  // end of the record inside its block
   };
 
   // Makes sure the open block has room for `footprint` bytes, sealing it and
@@ -108,7 +108,7 @@ class BlockWriter {
   IoQueue* queue_;
   Counters* counters_;
   PostFn post_;
-  std::unique_ptr<Open> open_;                 // may be null
+  std::unique_ptr<Open> open_;                  // may be null
   std::vector<std::unique_ptr<Open>> sealing_;  // sealed, last flush not yet done
   std::vector<std::shared_ptr<BlockImage>> spare_images_;
   Timer timer_;

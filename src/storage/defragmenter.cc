@@ -43,8 +43,8 @@ Status Defragmenter::RunPass(WorkerImpl* w, const Budget& budget) {
   BlockTable& blocks = store_->blocks();
   SweepIndex(budget.sweep_partitions);
 
-  uint64_t max_live = static_cast<uint64_t>(store_->options().defrag_threshold *
-                                            store_->block_size());
+  uint64_t max_live =
+      static_cast<uint64_t>(store_->options().defrag_threshold * store_->block_size());
   Status first_error;
   for (uint32_t b : blocks.DefragCandidates(max_live, budget.rewrite_blocks)) {
     Status s = Rewrite(w, b, /*rotation=*/false);
@@ -119,9 +119,9 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   WaitFor(w, read);
   if (read.result != static_cast<int32_t>(block_size)) {
     blocks.AbortDefrag(block);
-    return Status::IOError(fmt::format("defragmentation read of write block {}: {}", block,
-                                       read.result < 0 ? std::strerror(-read.result)
-                                                       : "short read"));
+    return Status::IOError(
+        fmt::format("defragmentation read of write block {}: {}", block,
+                    read.result < 0 ? std::strerror(-read.result) : "short read"));
   }
 
   // Versions below this have no older version left once `block` is gone.
@@ -185,9 +185,10 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
     // Index entries still point here: records the scan could not read
     // (damaged, their keys unknown). Drop them, or the block could never go.
     uint64_t lost = DropEntriesIn(block);
-    spdlog::error("defragmentation: {} record(s) in write block {} of {} are damaged and "
-                  "could not be moved; they are lost",
-                  lost, block, store_->device().name());
+    spdlog::error(
+        "defragmentation: {} record(s) in write block {} of {} are damaged and "
+        "could not be moved; they are lost",
+        lost, block, store_->device().name());
   }
   blocks.MarkErasing(block);
   erasing_.emplace_back(block, store_->CurrentSeq());
@@ -209,9 +210,9 @@ Status Defragmenter::FreeReady(WorkerImpl* w) {
     w->queue()->Write(store_->BlockOffset(block), zeros.data(), kSectorSize, &erase);
     WaitFor(w, erase);
     if (erase.result != static_cast<int32_t>(kSectorSize)) {
-      Status s = Status::IOError(fmt::format("erasing the header of write block {}: {}", block,
-                                             erase.result < 0 ? std::strerror(-erase.result)
-                                                              : "short write"));
+      Status s = Status::IOError(
+          fmt::format("erasing the header of write block {}: {}", block,
+                      erase.result < 0 ? std::strerror(-erase.result) : "short write"));
       store_->SetWriteError(s);
       return s;
     }

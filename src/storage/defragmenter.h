@@ -39,7 +39,7 @@ class Defragmenter {
     uint32_t rewrite_blocks = 0;  // blocks below the threshold to rewrite
     uint32_t rotate_blocks = 0;   // oldest blocks to rewrite while tombstones wait
     uint32_t sweep_partitions = 0;
-    bool force_rotate = false;    // rotate even with no tombstone waiting
+    bool force_rotate = false;  // rotate even with no tombstone waiting
   };
   // One pass on `w` (the calling thread's worker).
   Status RunPass(WorkerImpl* w, const Budget& budget);

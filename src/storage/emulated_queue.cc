@@ -70,11 +70,10 @@ void EmulatedQueue::CancelTimeout(IoCompletion* done) {
 void EmulatedQueue::ArmTimerFd() {
   itimerspec spec{};
   if (!timers_.empty()) {
-    auto due = std::min_element(timers_.begin(), timers_.end(),
-                                [](const Timer& a, const Timer& b) { return a.due < b.due; })
-                   ->due;
-    auto wait = std::max<std::chrono::nanoseconds>(due - Clock::now(),
-                                                   std::chrono::nanoseconds(1));
+    auto due = std::min_element(timers_.begin(), timers_.end(), [](const Timer& a, const Timer& b) {
+                 return a.due < b.due;
+               })->due;
+    auto wait = std::max<std::chrono::nanoseconds>(due - Clock::now(), std::chrono::nanoseconds(1));
     spec.it_value.tv_sec = wait.count() / 1'000'000'000;
     spec.it_value.tv_nsec = wait.count() % 1'000'000'000;
   }

@@ -1,8 +1,8 @@
 // FileDevice: a regular file or a raw block device opened with O_DIRECT.
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <linux/fs.h>
 #include <liburing.h>
+#include <linux/fs.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -62,8 +62,9 @@ bool IoUringAvailable(std::string* why) {
     reason = std::strerror(-rc);
     if (rc == -ENOSYS) reason += " (this kernel has no io_uring)";
     if (rc == -EPERM) {
-      reason += " (io_uring is forbidden here: a container seccomp profile, or "
-                "kernel.io_uring_disabled)";
+      reason +=
+          " (io_uring is forbidden here: a container seccomp profile, or "
+          "kernel.io_uring_disabled)";
     }
   });
   if (!available && why != nullptr) *why = reason;
@@ -108,10 +109,10 @@ Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t
   int fd = ::open(path.c_str(), flags, 0640);
   if (fd < 0) {
     if (errno == EINVAL) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: this filesystem does not support O_DIRECT (tmpfs?); put the data file "
-          "on a disk-backed filesystem",
-          path));
+      return Status::InvalidArgument(
+          fmt::format("{}: this filesystem does not support O_DIRECT (tmpfs?); put the data file "
+                      "on a disk-backed filesystem",
+                      path));
     }
     return Errno("open", path);
   }
@@ -128,7 +129,8 @@ Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t
   } else {
     size = AlignDown(create_size, kSectorSize);
     int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
-    if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd, static_cast<off_t>(size)) ? errno : 0;
+    if (rc == EOPNOTSUPP || rc == EINVAL)
+      rc = ::ftruncate(fd, static_cast<off_t>(size)) ? errno : 0;
     if (rc != 0) {
       errno = rc;
       Status s = Errno("allocate", path);

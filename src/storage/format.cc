@@ -59,8 +59,9 @@ Result<Superblock> DecodeSuperblock(const uint8_t* src) {
   sb.created_at = DecodeFixed64(src + 48);
   if (sb.block_size < 2 * kSectorSize || sb.block_size % kSectorSize != 0 ||
       sb.device_size % sb.block_size != 0 || sb.device_size / sb.block_size < 2) {
-    return Status::Corruption(fmt::format("superblock geometry is impossible: {} bytes in blocks of {}",
-                                          sb.device_size, sb.block_size));
+    return Status::Corruption(
+        fmt::format("superblock geometry is impossible: {} bytes in blocks of {}", sb.device_size,
+                    sb.block_size));
   }
   return sb;
 }

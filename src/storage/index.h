@@ -46,9 +46,7 @@ class IndexEntry {
   bool empty() const { return kind() == EntryKind::kEmpty; }
   bool live() const { return kind() == EntryKind::kLive; }
   bool tombstone() const { return kind() == EntryKind::kTombstone; }
-  uint64_t offset() const {
-    return ((uint64_t{word2_ & 0xFF} << 32) | loc_lo_) * kRecordAlign;
-  }
+  uint64_t offset() const { return ((uint64_t{word2_ & 0xFF} << 32) | loc_lo_) * kRecordAlign; }
   uint32_t size() const { return ((word2_ >> 8) & 0xFFFFF) * kRecordAlign; }
   // Live entries only.
   UnixSeconds sweep_at() const { return a_; }
@@ -57,8 +55,7 @@ class IndexEntry {
   uint64_t version() const { return (uint64_t{b_} << 32) | a_; }
 
  private:
-  IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind kind, uint32_t a,
-             uint32_t b);
+  IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind kind, uint32_t a, uint32_t b);
 
   uint32_t tag_ = 0;     // digest bits 12..43
   uint32_t loc_lo_ = 0;  // (offset / 16), low 32 bits
@@ -119,7 +116,9 @@ class Index {
  public:
   static constexpr uint32_t kPartitionBits = 12;
   static constexpr uint32_t kPartitions = 1u << kPartitionBits;
-  static uint32_t PartitionOf(const Digest& d) { return static_cast<uint32_t>(d.lo) & (kPartitions - 1); }
+  static uint32_t PartitionOf(const Digest& d) {
+    return static_cast<uint32_t>(d.lo) & (kPartitions - 1);
+  }
   static uint32_t TagOf(const Digest& d) { return static_cast<uint32_t>(d.lo >> kPartitionBits); }
 
   Index();

@@ -26,7 +26,8 @@ uint8_t* AcquireReadBuffer(size_t size) {
     cache.free.pop_back();
     return static_cast<uint8_t*>(p);
   }
-  size_t rounded = size <= kPooledReadSize ? kPooledReadSize : (size + kAlignment - 1) & ~(kAlignment - 1);
+  size_t rounded =
+      size <= kPooledReadSize ? kPooledReadSize : (size + kAlignment - 1) & ~(kAlignment - 1);
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
   return static_cast<uint8_t*>(p);

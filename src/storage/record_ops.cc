@@ -142,8 +142,8 @@ void RecordOp::OnIoComplete(int32_t result) {
     ReleaseReadBuffer(buf, len);
     std::string why = result < 0 ? std::strerror(-result)
                                  : fmt::format("short read, {} of {} bytes", result, len);
-    OnFailure(Status::IOError(fmt::format("read at offset {} of {}: {}", buf_offset_,
-                                          store_->device().name(), why)));
+    OnFailure(Status::IOError(
+        fmt::format("read at offset {} of {}: {}", buf_offset_, store_->device().name(), why)));
     return;
   }
   Examine(buf, len, buf + (c.entry.offset() - buf_offset_));
@@ -159,8 +159,8 @@ void RecordOp::Examine(uint8_t* storage, size_t storage_size, const uint8_t* rec
   const Candidate c = candidates_[next_];
   Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_seq);
   if (v.ok() && v->footprint != c.entry.size()) {
-    v = Status::Corruption(fmt::format("record is {} bytes, the index says {}", v->footprint,
-                                       c.entry.size()));
+    v = Status::Corruption(
+        fmt::format("record is {} bytes, the index says {}", v->footprint, c.entry.size()));
   }
   if (!v.ok()) {
     ReleaseReadBuffer(storage, storage_size);
@@ -177,10 +177,9 @@ void RecordOp::Examine(uint8_t* storage, size_t storage_size, const uint8_t* rec
     ++damaged_;
     w_->counters().Bump(w_->counters().corruptions);
     spdlog::error("{}", v.status()
-                            .WithContext(fmt::format("record at offset {} (write block {}) of {}",
-                                                     c.entry.offset(),
-                                                     store_->BlockOf(c.entry.offset()),
-                                                     store_->device().name()))
+                            .WithContext(fmt::format(
+                                "record at offset {} (write block {}) of {}", c.entry.offset(),
+                                store_->BlockOf(c.entry.offset()), store_->device().name()))
                             .ToString());
     ++next_;
     ReadNext();
@@ -293,11 +292,10 @@ void UpdateOp::Decide(const Record* current) {
     Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
     return;
   }
-  uint32_t footprint = RecordFootprint(static_cast<uint32_t>(key().size()),
-                                       static_cast<uint32_t>(mut.body.size()));
-  BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete
-                                    ? BlockTable::Purpose::kDelete
-                                    : BlockTable::Purpose::kWrite;
+  uint32_t footprint =
+      RecordFootprint(static_cast<uint32_t>(key().size()), static_cast<uint32_t>(mut.body.size()));
+  BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete ? BlockTable::Purpose::kDelete
+                                                                    : BlockTable::Purpose::kWrite;
   if (Status s = w_->writer().Reserve(footprint, purpose); !s.ok()) {
     OnFailure(std::move(s));
     return;
@@ -308,8 +306,8 @@ void UpdateOp::Decide(const Record* current) {
     return;
   }
   w_->counters().Bump(w_->counters().writes);
-  bool commit = mut.kind == Mutation::Kind::kDelete ||
-                store_->options().durability == Durability::kCommit;
+  bool commit =
+      mut.kind == Mutation::Kind::kDelete || store_->options().durability == Durability::kCommit;
   if (commit) {
     w_->writer().WhenDurable(slot, [this](Status s) {
       if (s.ok()) {
@@ -341,8 +339,8 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   h.void_at = is_delete ? 0 : m.void_at;
   uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   *slot = w_->writer().Append(footprint, h.version);
-  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body),
-               slot->block_seq, slot->dst);
+  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body), slot->block_seq,
+               slot->dst);
   IndexEntry e = is_delete ? IndexEntry::Tombstone(tag_, slot->offset, footprint, h.version)
                            : IndexEntry::Live(tag_, slot->offset, footprint, h.sweep_at, h.void_at);
   if (matched_) {

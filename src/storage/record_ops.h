@@ -22,8 +22,8 @@
 
 #include "common/small_vector.h"
 #include "segstore/storage.h"
-#include "storage/format.h"
 #include "storage/block_writer.h"
+#include "storage/format.h"
 #include "storage/index.h"
 
 namespace segstore::storage {

@@ -67,9 +67,9 @@ Status ReadBlocks(StoreImpl* store, IoQueue* queue, const std::vector<uint32_t>&
         while (!inflight.front()->done) queue->Wait(std::chrono::milliseconds(100));
         inflight.pop_front();
       }
-      return Status::IOError(fmt::format(
-          "recovery: read of write block {} of {}: {}", r->block, store->device().name(),
-          r->result < 0 ? std::strerror(-r->result) : "short read"));
+      return Status::IOError(fmt::format("recovery: read of write block {} of {}: {}", r->block,
+                                         store->device().name(),
+                                         r->result < 0 ? std::strerror(-r->result) : "short read"));
     }
     on_read(*r);
   }
@@ -90,22 +90,20 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   std::vector<uint32_t> all;
   for (uint32_t b = 1; b < count; ++b) all.push_back(b);
   std::vector<std::pair<uint32_t, uint64_t>> valid;  // block, seq
-  SEGSTORE_RETURN_IF_ERROR(
-      ReadBlocks(store, queue, all, kSectorSize, 64, [&](PendingRead& r) {
-        Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
-        if (!h.ok()) {
-          if (!h.status().IsNotFound()) {
-            spdlog::warn("recovery: write block {}: {}; treated as free", r.block,
-                         h.status().ToString());
-          }
-          return;
-        }
-        if (h->device_id != sb.device_id || h->block_index != r.block ||
-            h->block_size != block_size) {
-          return;  // left by an earlier format of this device, or misplaced
-        }
-        valid.emplace_back(r.block, h->seq);
-      }));
+  SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, all, kSectorSize, 64, [&](PendingRead& r) {
+    Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
+    if (!h.ok()) {
+      if (!h.status().IsNotFound()) {
+        spdlog::warn("recovery: write block {}: {}; treated as free", r.block,
+                     h.status().ToString());
+      }
+      return;
+    }
+    if (h->device_id != sb.device_id || h->block_index != r.block || h->block_size != block_size) {
+      return;  // left by an earlier format of this device, or misplaced
+    }
+    valid.emplace_back(r.block, h->seq);
+  }));
   stats->blocks_scanned = count - 1;
   stats->blocks_in_use = static_cast<uint32_t>(valid.size());
 
@@ -128,8 +126,13 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     while (scan.Next(&v, &off)) {
       ++stats->records_scanned;
       stats->max_seq = std::max(stats->max_seq, v.header.version);
-      Newest n{store->BlockOffset(r.block) + off, v.header.version, seq,  v.footprint,
-               v.header.sweep_at, v.header.void_at, v.header.kind};
+      Newest n{store->BlockOffset(r.block) + off,
+               v.header.version,
+               seq,
+               v.footprint,
+               v.header.sweep_at,
+               v.header.void_at,
+               v.header.kind};
       auto [it, inserted] = newest.try_emplace(store->DigestOf(v.key), n);
       if (!inserted) {
         Newest& cur = it->second;
@@ -141,9 +144,10 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     }
     if (scan.damaged() > 0) {
       stats->damaged_regions += scan.damaged();
-      spdlog::error("recovery: write block {} holds {} damaged stretch(es) of records; the "
-                    "records there are lost, the rest of the block is recovered",
-                    r.block, scan.damaged());
+      spdlog::error(
+          "recovery: write block {} holds {} damaged stretch(es) of records; the "
+          "records there are lost, the rest of the block is recovered",
+          r.block, scan.damaged());
     }
     ++read_so_far;
     auto now = std::chrono::steady_clock::now();

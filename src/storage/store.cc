@@ -89,8 +89,8 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (path.has_parent_path() && !std::filesystem::exists(path, ec)) {
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) {
-      return Status::IOError(fmt::format("creating directory {}: {}",
-                                         path.parent_path().string(), ec.message()));
+      return Status::IOError(
+          fmt::format("creating directory {}: {}", path.parent_path().string(), ec.message()));
     }
   }
   Result<std::shared_ptr<Device>> device =
@@ -128,9 +128,9 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   Result<Superblock> sb = DecodeSuperblock(sector.data());
   if (sb.ok()) {
     if (sb->device_size > device_->size()) {
-      return Status::Corruption(fmt::format(
-          "{} holds {} bytes but its superblock says {}: truncated?", device_->name(),
-          device_->size(), sb->device_size));
+      return Status::Corruption(
+          fmt::format("{} holds {} bytes but its superblock says {}: truncated?", device_->name(),
+                      device_->size(), sb->device_size));
     }
     if (sb->block_size != options_.write_block_size) {
       spdlog::info("{} was formatted with {} KiB write blocks; using those", device_->name(),
@@ -149,9 +149,9 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   fresh.block_size = options_.write_block_size;
   fresh.device_size = AlignDown(device_->size(), fresh.block_size);
   if (fresh.device_size / fresh.block_size < kMinBlocks) {
-    return Status::InvalidArgument(fmt::format(
-        "{} is too small: {} bytes hold fewer than {} write blocks of {} KiB", device_->name(),
-        device_->size(), kMinBlocks, fresh.block_size >> 10));
+    return Status::InvalidArgument(
+        fmt::format("{} is too small: {} bytes hold fewer than {} write blocks of {} KiB",
+                    device_->name(), device_->size(), kMinBlocks, fresh.block_size >> 10));
   }
   fresh.device_id = Random64();
   fresh.hash_seed = Random64();
@@ -177,7 +177,8 @@ Status StoreImpl::Start() {
         static_cast<uint32_t>(superblock_.device_size / superblock_.block_size),
         superblock_.block_size);
     max_body_size_ = superblock_.block_size - kSectorSize;
-    if (options_.max_body_size != 0) max_body_size_ = std::min(max_body_size_, options_.max_body_size);
+    if (options_.max_body_size != 0)
+      max_body_size_ = std::min(max_body_size_, options_.max_body_size);
     SEGSTORE_RETURN_IF_ERROR(Recover(this, q->get(), &recovery_));
   }
   seq_.store(recovery_.max_seq + 1);
@@ -222,8 +223,7 @@ void StoreImpl::SetWriteError(const Status& s) {
   if (!write_error_.ok()) return;  // the first error is the one that counts
   write_error_ = s;
   writes_failed_.store(true, std::memory_order_release);
-  spdlog::error("device write failed; refusing writes from now on (reads go on): {}",
-                s.ToString());
+  spdlog::error("device write failed; refusing writes from now on (reads go on): {}", s.ToString());
 }
 
 void StoreImpl::RegisterWriter(BlockWriter* w) {
@@ -263,7 +263,9 @@ void StoreImpl::UnregisterCounters(const Counters* c) {
   counters_.erase(std::remove(counters_.begin(), counters_.end(), c), counters_.end());
   StoreStats folded;
   c->AddTo(&folded);
-  auto add = [](std::atomic<uint64_t>& a, uint64_t v) { a.fetch_add(v, std::memory_order_relaxed); };
+  auto add = [](std::atomic<uint64_t>& a, uint64_t v) {
+    a.fetch_add(v, std::memory_order_relaxed);
+  };
   add(retired_.gets, folded.gets);
   add(retired_.writes, folded.writes);
   add(retired_.update_retries, folded.update_retries);
@@ -340,7 +342,8 @@ void StoreImpl::DefragLoop() {
     Defragmenter::Budget b;
     b.rewrite_blocks = static_cast<uint32_t>(rewrite_tokens);
     b.rotate_blocks = static_cast<uint32_t>(rotate_tokens);
-    b.sweep_partitions = std::min<uint32_t>(static_cast<uint32_t>(sweep_tokens), Index::kPartitions);
+    b.sweep_partitions =
+        std::min<uint32_t>(static_cast<uint32_t>(sweep_tokens), Index::kPartitions);
     rewrite_tokens -= b.rewrite_blocks;
     rotate_tokens -= b.rotate_blocks;
     sweep_tokens -= b.sweep_partitions;

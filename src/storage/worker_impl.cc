@@ -14,10 +14,9 @@ Result<std::unique_ptr<WorkerImpl>> WorkerImpl::Create(StoreImpl* store) {
   if (!q.ok()) return q.status().WithContext("opening the worker's I/O queue");
   w->queue_ = std::move(q).value();
   WorkerImpl* self = w.get();
-  w->writer_ = std::make_unique<BlockWriter>(store, w->queue_.get(), &w->counters_,
-                                             [self](std::function<void()> t) {
-                                               self->Post(std::move(t));
-                                             });
+  w->writer_ =
+      std::make_unique<BlockWriter>(store, w->queue_.get(), &w->counters_,
+                                    [self](std::function<void()> t) { self->Post(std::move(t)); });
   store->RegisterCounters(&w->counters_);
   return w;
 }
@@ -43,8 +42,8 @@ void WorkerImpl::Drain() {
 Status WorkerImpl::CheckKey(std::string_view key) const {
   if (key.empty()) return Status::InvalidArgument("empty key");
   if (key.size() > store_->max_key_size()) {
-    return Status::InvalidArgument(fmt::format("key of {} bytes is over the limit of {}",
-                                               key.size(), store_->max_key_size()));
+    return Status::InvalidArgument(
+        fmt::format("key of {} bytes is over the limit of {}", key.size(), store_->max_key_size()));
   }
   return Status::OK();
 }
@@ -169,14 +168,12 @@ Result<WriteOutcome> Worker::UpdateSync(std::string_view key, UpdateFn fn) {
 
 Result<WriteOutcome> Worker::PutSync(std::string_view key, std::string body, uint32_t sweep_at,
                                      uint32_t void_at) {
-  return RunSync<Result<WriteOutcome>>(this, [&](WriteCallback cb) {
-    Put(key, std::move(body), sweep_at, void_at, std::move(cb));
-  });
+  return RunSync<Result<WriteOutcome>>(
+      this, [&](WriteCallback cb) { Put(key, std::move(body), sweep_at, void_at, std::move(cb)); });
 }
 
 Result<WriteOutcome> Worker::DeleteSync(std::string_view key) {
-  return RunSync<Result<WriteOutcome>>(this,
-                                       [&](WriteCallback cb) { Delete(key, std::move(cb)); });
+  return RunSync<Result<WriteOutcome>>(this, [&](WriteCallback cb) { Delete(key, std::move(cb)); });
 }
 
 Status Worker::FlushSync() {

@@ -158,8 +158,8 @@ TEST(CrashTest, SigkillMidLoadLosesNoAcknowledgedWrite) {
     if (!w.ok()) ::_exit(3);
     for (int i = 0;; ++i) {
       std::string key = Key(i % 97);
-      auto r = i % 13 == 0 ? (*w)->DeleteSync(key)
-                           : (*w)->PutSync(key, Body(i % 97, i, 100 + i % 900));
+      auto r =
+          i % 13 == 0 ? (*w)->DeleteSync(key) : (*w)->PutSync(key, Body(i % 97, i, 100 + i % 900));
       if (!r.ok()) ::_exit(4);
       // Acknowledged: tell the parent.
       if (::write(fds[1], &i, sizeof i) != sizeof i) ::_exit(5);

@@ -202,7 +202,8 @@ TEST_F(StoreTest, UpdateSeesTheCurrentVersionAndMayRefuse) {
     return Status::LimitExceeded("too many segments");
   });
   EXPECT_EQ(refused.status().code(), Status::Code::kLimitExceeded);
-  auto kept = w->UpdateSync("k", [](const Record*) -> Result<Mutation> { return Mutation::Keep(); });
+  auto kept =
+      w->UpdateSync("k", [](const Record*) -> Result<Mutation> { return Mutation::Keep(); });
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->applied, Mutation::Kind::kKeep);
   EXPECT_EQ(store->stats().writes, writes);
@@ -257,7 +258,8 @@ TEST_F(StoreTest, DeviceFullFailsCleanlyReadsGoOnAndDeletesMakeRoom) {
       ++deleted;
     });
   }
-  while (deleted < static_cast<int>((stored.size() + 1) / 2)) w->Wait(std::chrono::milliseconds(100));
+  while (deleted < static_cast<int>((stored.size() + 1) / 2))
+    w->Wait(std::chrono::milliseconds(100));
   Status defrag = store->DefragNow(false);
   ASSERT_TRUE(defrag.ok()) << defrag.ToString();
   EXPECT_GT(store->stats().defrag_blocks, 0u);

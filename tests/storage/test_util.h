@@ -19,8 +19,7 @@ namespace segstore::storage::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "segstore-test-XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "segstore-test-XXXXXX").string();
     path_ = ::mkdtemp(tmpl.data());
   }
   ~TempDir() {
