@@ -14,17 +14,8 @@
 namespace segstore::storage {
 namespace {
 
-// One I/O the pass waits for on its own worker.
-struct Waited final : IoCompletion {
-  int32_t result = 0;
-  bool done = false;
-  void OnIoComplete(int32_t r) override {
-    result = r;
-    done = true;
-  }
-};
-
-void WaitFor(WorkerImpl* w, const Waited& io) {
+// Waits for `io` on the pass's own worker (which runs its posted work meanwhile).
+void WaitFor(WorkerImpl* w, const AwaitedIo& io) {
   w->queue()->Submit();
   while (!io.done) w->Wait(std::chrono::milliseconds(10));
 }
@@ -113,7 +104,7 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   const uint64_t base = store_->BlockOffset(block);
   const uint64_t seq = blocks.seq(block);
 
-  Waited read;
+  AwaitedIo read;
   AlignedBuffer buf = AlignedBuffer::Uninitialized(block_size);
   w->queue()->Read(base, buf.data(), block_size, &read);
   WaitFor(w, read);
@@ -206,7 +197,7 @@ Status Defragmenter::FreeReady(WorkerImpl* w) {
   const uint64_t frontier = store_->DurableFrontier();
   while (!erasing_.empty() && erasing_.front().second <= frontier) {
     uint32_t block = erasing_.front().first;
-    Waited erase;
+    AwaitedIo erase;
     w->queue()->Write(store_->BlockOffset(block), zeros.data(), kSectorSize, &erase);
     WaitFor(w, erase);
     if (erase.result != static_cast<int32_t>(kSectorSize)) {

@@ -35,6 +35,16 @@ class IoCompletion {
   ~IoCompletion() = default;
 };
 
+// A completion that just records its result, for code that waits on one I/O.
+struct AwaitedIo final : IoCompletion {
+  int32_t result = 0;
+  bool done = false;
+  void OnIoComplete(int32_t r) override {
+    result = r;
+    done = true;
+  }
+};
+
 class IoQueue {
  public:
   virtual ~IoQueue() = default;
@@ -72,6 +82,13 @@ class IoQueue {
 
   // Operations queued or on the device, timers included.
   virtual uint32_t in_flight() const = 0;
+
+  // Submits, then waits until `io` has completed; returns its result.
+  int32_t Await(const AwaitedIo& io) {
+    Submit();
+    while (!io.done) Wait(std::chrono::milliseconds(100));
+    return io.result;
+  }
 };
 
 // A device: a regular file or a raw block device (FileDevice), or the

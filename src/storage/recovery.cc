@@ -31,15 +31,10 @@ struct Newest {
 };
 
 // A read the scan waits for.
-struct PendingRead final : IoCompletion {
+struct PendingRead {
   uint32_t block = 0;
   AlignedBuffer buf;
-  int32_t result = 0;
-  bool done = false;
-  void OnIoComplete(int32_t r) override {
-    result = r;
-    done = true;
-  }
+  AwaitedIo io;
 };
 
 // Issues reads of `len` bytes at the start of each block in `blocks`, at most
@@ -54,22 +49,22 @@ Status ReadBlocks(StoreImpl* store, IoQueue* queue, const std::vector<uint32_t>&
       auto r = std::make_unique<PendingRead>();
       r->block = blocks[next++];
       r->buf = AlignedBuffer::Uninitialized(len);
-      queue->Read(store->BlockOffset(r->block), r->buf.data(), len, r.get());
+      queue->Read(store->BlockOffset(r->block), r->buf.data(), len, &r->io);
       inflight.push_back(std::move(r));
     }
     queue->Submit();
-    while (!inflight.front()->done) queue->Wait(std::chrono::milliseconds(100));
+    while (!inflight.front()->io.done) queue->Wait(std::chrono::milliseconds(100));
     std::unique_ptr<PendingRead> r = std::move(inflight.front());
     inflight.pop_front();
-    if (r->result != static_cast<int32_t>(len)) {
+    if (r->io.result != static_cast<int32_t>(len)) {
       // Drain what is still in flight before the buffers go away.
       while (!inflight.empty()) {
-        while (!inflight.front()->done) queue->Wait(std::chrono::milliseconds(100));
+        while (!inflight.front()->io.done) queue->Wait(std::chrono::milliseconds(100));
         inflight.pop_front();
       }
-      return Status::IOError(fmt::format("recovery: read of write block {} of {}: {}", r->block,
-                                         store->device().name(),
-                                         r->result < 0 ? std::strerror(-r->result) : "short read"));
+      return Status::IOError(fmt::format(
+          "recovery: read of write block {} of {}: {}", r->block, store->device().name(),
+          r->io.result < 0 ? std::strerror(-r->io.result) : "short read"));
     }
     on_read(*r);
   }

@@ -49,21 +49,6 @@ uint64_t Random64() {
   return (uint64_t{rd()} << 32) ^ rd();
 }
 
-// One synchronous I/O on a queue of the calling thread.
-struct SyncIo final : IoCompletion {
-  int32_t result = 0;
-  bool done = false;
-  void OnIoComplete(int32_t r) override {
-    result = r;
-    done = true;
-  }
-  int32_t Wait(IoQueue* q) {
-    q->Submit();
-    while (!done) q->Wait(std::chrono::milliseconds(100));
-    return result;
-  }
-};
-
 }  // namespace
 
 void Counters::AddTo(StoreStats* s) const {
@@ -120,9 +105,9 @@ Result<std::unique_ptr<Store>> StoreImpl::OpenOn(const StoreOptions& options,
 
 Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   AlignedBuffer sector(kSectorSize);
-  SyncIo read;
+  AwaitedIo read;
   queue->Read(0, sector.data(), kSectorSize, &read);
-  if (read.Wait(queue) != static_cast<int32_t>(kSectorSize)) {
+  if (queue->Await(read) != static_cast<int32_t>(kSectorSize)) {
     return Status::IOError(fmt::format("reading the superblock of {}", device_->name()));
   }
   Result<Superblock> sb = DecodeSuperblock(sector.data());
@@ -157,9 +142,9 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   fresh.hash_seed = Random64();
   fresh.created_at = clock_->Now();
   EncodeSuperblock(fresh, sector.data());
-  SyncIo write;
+  AwaitedIo write;
   queue->Write(0, sector.data(), kSectorSize, &write);
-  if (write.Wait(queue) != static_cast<int32_t>(kSectorSize)) {
+  if (queue->Await(write) != static_cast<int32_t>(kSectorSize)) {
     return Status::IOError(fmt::format("writing the superblock of {}", device_->name()));
   }
   spdlog::info("formatted {}: {} write blocks of {} KiB", device_->name(),

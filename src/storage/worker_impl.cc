@@ -60,13 +60,18 @@ void WorkerImpl::MaybeSubmit() {
   if (batch_depth_ == 0 && !in_poll_) queue_->Submit();
 }
 
+template <typename Callback>
+void WorkerImpl::FailSoon(Status s, Callback done) {
+  OpStarted();
+  Post([this, s = std::move(s), done = std::move(done)] {
+    done(s);
+    OpDone();
+  });
+}
+
 void WorkerImpl::Get(std::string_view key, GetCallback done) {
   if (Status s = CheckKey(key); !s.ok()) {
-    OpStarted();
-    Post([this, s, done = std::move(done)] {
-      done(s);
-      OpDone();
-    });
+    FailSoon(std::move(s), std::move(done));
     return;
   }
   (new GetOp(this, key, std::move(done)))->Start();
@@ -75,11 +80,7 @@ void WorkerImpl::Get(std::string_view key, GetCallback done) {
 
 void WorkerImpl::Update(std::string_view key, UpdateFn fn, WriteCallback done) {
   if (Status s = CheckKey(key); !s.ok()) {
-    OpStarted();
-    Post([this, s, done = std::move(done)] {
-      done(s);
-      OpDone();
-    });
+    FailSoon(std::move(s), std::move(done));
     return;
   }
   (new UpdateOp(this, key, std::move(fn), std::move(done)))->Start();

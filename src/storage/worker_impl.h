@@ -56,8 +56,11 @@ class WorkerImpl final : public Worker {
 
  private:
   explicit WorkerImpl(StoreImpl* store) : store_(store) {}
-  // Validates a key; fails `done`-style through Post when it is unusable.
+  // OK, or InvalidArgument for an empty or too long key.
   Status CheckKey(std::string_view key) const;
+  // Completes an operation that failed before it started: `done(s)`, posted.
+  template <typename Callback>
+  void FailSoon(Status s, Callback done);
 
   StoreImpl* store_;
   std::unique_ptr<IoQueue> queue_;
