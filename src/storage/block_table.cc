@@ -32,7 +32,7 @@ uint32_t BlockTable::ReserveFor(Purpose p) const {
   return 0;
 }
 
-std::optional<uint32_t> BlockTable::Allocate(Purpose p, uint64_t seq) {
+std::optional<uint32_t> BlockTable::Allocate(Purpose p, uint64_t seq, uint64_t salt) {
   std::lock_guard lock(free_mu_);
   if (free_.size() <= ReserveFor(p)) return std::nullopt;
   uint32_t b = free_.front();
@@ -40,7 +40,9 @@ std::optional<uint32_t> BlockTable::Allocate(Purpose p, uint64_t seq) {
   free_count_.store(static_cast<uint32_t>(free_.size()), std::memory_order_relaxed);
   Meta& m = meta_[b];
   m.seq.store(seq, std::memory_order_release);
+  m.salt.store(salt, std::memory_order_release);
   m.live.store(0, std::memory_order_relaxed);
+  not_free_.emplace(seq, b);
   [[maybe_unused]] bool ok = Transition(b, BlockState::kFree, BlockState::kOpen);
   assert(ok);
   return b;
@@ -62,6 +64,7 @@ bool BlockTable::MarkErasing(uint32_t b) {
 bool BlockTable::ReleaseUnwritten(uint32_t b) {
   std::lock_guard lock(free_mu_);
   if (!Transition(b, BlockState::kOpen, BlockState::kFree)) return false;
+  not_free_.erase({seq(b), b});
   free_.push_back(b);
   free_count_.store(static_cast<uint32_t>(free_.size()), std::memory_order_relaxed);
   return true;
@@ -70,19 +73,22 @@ bool BlockTable::ReleaseUnwritten(uint32_t b) {
 bool BlockTable::Release(uint32_t b) {
   std::lock_guard lock(free_mu_);
   if (!Transition(b, BlockState::kErasing, BlockState::kFree)) return false;
+  not_free_.erase({seq(b), b});
   free_.push_back(b);
   free_count_.store(static_cast<uint32_t>(free_.size()), std::memory_order_relaxed);
   return true;
 }
 
-void BlockTable::RecoverUsed(uint32_t b, uint64_t seq) {
+void BlockTable::RecoverUsed(uint32_t b, uint64_t seq, uint64_t salt) {
   std::lock_guard lock(free_mu_);
   auto it = std::find(free_.begin(), free_.end(), b);
   assert(it != free_.end());
   free_.erase(it);
   free_count_.store(static_cast<uint32_t>(free_.size()), std::memory_order_relaxed);
   meta_[b].seq.store(seq);
+  meta_[b].salt.store(salt);
   meta_[b].state.store(BlockState::kUsed);
+  not_free_.emplace(seq, b);
 }
 
 uint64_t BlockTable::total_live_bytes() const {
@@ -139,14 +145,11 @@ std::optional<uint32_t> BlockTable::OldestUsed() const {
 }
 
 uint64_t BlockTable::Watermark(std::optional<uint32_t> exclude) const {
-  uint64_t w = UINT64_MAX;
-  for (uint32_t b = 1; b < count_; ++b) {
-    if (exclude && *exclude == b) continue;
-    BlockState s = state(b);
-    if (s == BlockState::kFree || s == BlockState::kReserved) continue;
-    w = std::min(w, seq(b));
+  std::lock_guard lock(free_mu_);
+  for (const auto& [seq, b] : not_free_) {
+    if (!exclude || *exclude != b) return seq;
   }
-  return w;
+  return UINT64_MAX;
 }
 
 }  // namespace segstore::storage

@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "common/aligned_buffer.h"
@@ -34,9 +36,9 @@ enum class BlockState : uint8_t {
 // The in-memory image of a write block while it is open or being flushed.
 // Readers on other threads may copy records out of it (see PinImage).
 struct BlockImage {
-  BlockImage(uint32_t block_size, uint64_t seq_) : bytes(block_size), seq(seq_) {}
+  explicit BlockImage(uint32_t block_size) : bytes(block_size) {}
   AlignedBuffer bytes;
-  uint64_t seq;
+  uint64_t salt = 0;  // of the incarnation the image holds
 };
 
 class BlockTable {
@@ -55,8 +57,9 @@ class BlockTable {
 
   // ---- Lifecycle. Each returns false (changing nothing) when the block is not
   // in the state the transition starts from.
-  // Free -> Open with sequence `seq`, or nullopt when the reserve for `p` is reached.
-  std::optional<uint32_t> Allocate(Purpose p, uint64_t seq);
+  // Free -> Open with sequence `seq` and salt `salt` (see BlockHeader), or
+  // nullopt when the reserve for `p` is reached.
+  std::optional<uint32_t> Allocate(Purpose p, uint64_t seq, uint64_t salt);
   // Open -> Used: its last flush completed.
   bool MarkUsed(uint32_t b);
   // Open -> Free: it was never written (its header never reached the device).
@@ -69,11 +72,13 @@ class BlockTable {
   bool MarkErasing(uint32_t b);
   // Erasing -> Free: its header is erased on the device.
   bool Release(uint32_t b);
-  // Recovery only, before any other use: Free -> Used with `seq` and `live` bytes.
-  void RecoverUsed(uint32_t b, uint64_t seq);
+  // Recovery only, before any other use: Free -> Used, with its header's seq and salt.
+  void RecoverUsed(uint32_t b, uint64_t seq, uint64_t salt);
 
   BlockState state(uint32_t b) const { return meta_[b].state.load(std::memory_order_acquire); }
   uint64_t seq(uint32_t b) const { return meta_[b].seq.load(std::memory_order_acquire); }
+  // Names the incarnation: differs whenever the block is reused.
+  uint64_t salt(uint32_t b) const { return meta_[b].salt.load(std::memory_order_acquire); }
   int64_t live_bytes(uint32_t b) const { return meta_[b].live.load(std::memory_order_relaxed); }
   void AddLive(uint32_t b, int64_t delta) {
     meta_[b].live.fetch_add(delta, std::memory_order_relaxed);
@@ -96,11 +101,15 @@ class BlockTable {
   // The lowest sequence of any block whose header may be on the device (every
   // state but Free), leaving out `exclude`; UINT64_MAX when there is none. A
   // record version below it has no older version left anywhere on the device.
+  // Constant time. A block enters the set when allocated, before anything is
+  // written into it, so a caller holding a partition lock sees every block
+  // holding a record of that partition.
   uint64_t Watermark(std::optional<uint32_t> exclude = std::nullopt) const;
 
  private:
   struct Meta {
     std::atomic<uint64_t> seq{0};
+    std::atomic<uint64_t> salt{0};
     std::atomic<int64_t> live{0};
     std::atomic<BlockState> state{BlockState::kFree};
     std::atomic<bool> has_image{false};
@@ -114,9 +123,10 @@ class BlockTable {
   const uint32_t block_size_;
   std::unique_ptr<Meta[]> meta_;
 
-  std::mutex free_mu_;
+  mutable std::mutex free_mu_;
   std::deque<uint32_t> free_;  // FIFO: spreads writes over the device
   std::atomic<uint32_t> free_count_{0};
+  std::set<std::pair<uint64_t, uint32_t>> not_free_;  // (seq, block) of every non-free block
 
   mutable std::array<std::mutex, kImageStripes> image_mu_;
   std::vector<std::shared_ptr<const BlockImage>> images_;

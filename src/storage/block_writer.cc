@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstring>
 
@@ -17,6 +18,7 @@ struct BlockWriter::Open final : IoCompletion {
   BlockWriter* writer = nullptr;
   uint32_t block = 0;
   uint64_t seq = 0;
+  uint64_t salt = 0;  // what its records and pad markers are checksummed with
   uint64_t base = 0;  // device offset of the block
   std::shared_ptr<BlockImage> image;
   uint32_t write_off = kBlockHeaderSize;  // next append
@@ -40,7 +42,11 @@ void BlockWriter::Timer::OnIoComplete(int32_t /*result*/) {
 }
 
 BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post)
-    : store_(store), queue_(queue), counters_(counters), post_(std::move(post)) {
+    : store_(store),
+      queue_(queue),
+      counters_(counters),
+      post_(std::move(post)),
+      nonces_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {
   timer_.writer = this;
   store_->RegisterWriter(this);
 }
@@ -71,34 +77,44 @@ bool BlockWriter::idle() const {
                       [](const std::unique_ptr<Open>& s) { return s->flush_end != 0; });
 }
 
-std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t seq) {
+std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t salt) {
   for (auto it = spare_images_.begin(); it != spare_images_.end(); ++it) {
     if (it->use_count() == 1) {  // no reader still copies out of it
+      // Pairs with the release in the last reader's shared_ptr drop.
+      std::atomic_thread_fence(std::memory_order_acquire);
       std::shared_ptr<BlockImage> image = std::move(*it);
       spare_images_.erase(it);
-      image->seq = seq;
+      image->salt = salt;
       return image;
     }
   }
-  return std::make_shared<BlockImage>(store_->block_size(), seq);
+  auto image = std::make_shared<BlockImage>(store_->block_size());
+  image->salt = salt;
+  return image;
 }
 
-void BlockWriter::OpenBlock(uint64_t seq, uint32_t block) {
+void BlockWriter::OpenBlock(const BlockHeader& h) {
   auto ob = std::make_unique<Open>();
   ob->writer = this;
-  ob->block = block;
-  ob->seq = seq;
-  ob->base = store_->BlockOffset(block);
-  ob->image = TakeImage(seq);
-  BlockHeader h;
-  h.seq = seq;
-  h.device_id = store_->superblock().device_id;
-  h.block_index = block;
-  h.block_size = store_->block_size();
+  ob->block = h.block_index;
+  ob->seq = h.seq;
+  ob->salt = h.salt();
+  ob->base = store_->BlockOffset(h.block_index);
+  ob->image = TakeImage(ob->salt);
   EncodeBlockHeader(h, ob->bytes());
-  store_->blocks().AttachImage(block, ob->image);
+  store_->blocks().AttachImage(h.block_index, ob->image);
   open_ = std::move(ob);
-  open_seq_hint_.store(seq, std::memory_order_relaxed);
+  open_seq_hint_.store(h.seq, std::memory_order_relaxed);
+}
+
+uint32_t BlockWriter::Placement(uint32_t write_off, uint32_t footprint) const {
+  if (store_->options().align_records && footprint <= kSectorSize) {
+    uint32_t in_sector = write_off % kSectorSize;
+    if (in_sector != 0 && in_sector + footprint > kSectorSize) {
+      return write_off - in_sector + kSectorSize;  // the next sector, not two halves
+    }
+  }
+  return write_off;
 }
 
 Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
@@ -106,34 +122,34 @@ Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
     return Status::Unavailable(fmt::format("writes are refused after a device error ({})",
                                            store_->write_error().ToString()));
   }
-  uint32_t block_size = store_->block_size();
+  const uint32_t block_size = store_->block_size();
   if (footprint > block_size - kBlockHeaderSize) {
     return Status::InvalidArgument(
         fmt::format("a record of {} bytes does not fit in a write block", footprint));
   }
-  if (open_ && store_->options().align_records && footprint <= kSectorSize) {
-    // Start a small record on the next sector rather than straddle two.
-    Open* ob = open_.get();
-    uint32_t in_sector = ob->write_off % kSectorSize;
-    if (in_sector != 0 && in_sector + footprint > kSectorSize) {
-      uint32_t next = ob->write_off - in_sector + kSectorSize;
-      if (next + footprint <= block_size) {
-        EncodePadMarker(ob->seq, ob->bytes() + ob->write_off);
-        ob->write_off = next;
-      }
+  if (!open_ || Placement(open_->write_off, footprint) + footprint > block_size) {
+    BlockHeader h;
+    h.seq = store_->NextSeq();
+    h.nonce = nonces_();
+    h.device_id = store_->superblock().device_id;
+    h.block_size = block_size;
+    std::optional<uint32_t> block = store_->blocks().Allocate(purpose, h.seq, h.salt());
+    if (!block) {
+      return Status::DeviceFull(fmt::format(
+          "device full: no free write block on {} ({} blocks of {} KiB, all holding data); "
+          "delete data or use a larger device",
+          store_->device().name(), store_->blocks().block_count() - 1, block_size >> 10));
     }
+    h.block_index = *block;
+    if (open_) Seal();
+    OpenBlock(h);
   }
-  if (open_ && open_->write_off + footprint <= block_size) return Status::OK();
-  uint64_t seq = store_->NextSeq();
-  std::optional<uint32_t> block = store_->blocks().Allocate(purpose, seq);
-  if (!block) {
-    return Status::DeviceFull(fmt::format(
-        "device full: no free write block on {} ({} blocks of {} KiB, all holding data); "
-        "delete data or use a larger device",
-        store_->device().name(), store_->blocks().block_count() - 1, block_size >> 10));
+  Open* ob = open_.get();
+  uint32_t at = Placement(ob->write_off, footprint);
+  if (at != ob->write_off) {
+    EncodePadMarker(ob->salt, ob->bytes() + ob->write_off);
+    ob->write_off = at;
   }
-  if (open_) Seal();
-  OpenBlock(seq, *block);
   return Status::OK();
 }
 
@@ -143,7 +159,7 @@ BlockWriter::Slot BlockWriter::Append(uint32_t footprint, uint64_t stamp) {
   Slot s;
   s.dst = ob->bytes() + ob->write_off;
   s.offset = ob->base + ob->write_off;
-  s.block_seq = ob->seq;
+  s.block_salt = ob->salt;
   ob->write_off += footprint;
   s.end_in_block = ob->write_off;
   if (ob->tail_first == UINT64_MAX) {
@@ -155,11 +171,11 @@ BlockWriter::Slot BlockWriter::Append(uint32_t footprint, uint64_t stamp) {
 
 void BlockWriter::WhenDurable(const Slot& slot, FlushCallback done) {
   Open* ob = nullptr;
-  if (open_ && open_->seq == slot.block_seq) {
+  if (open_ && open_->salt == slot.block_salt) {
     ob = open_.get();
   } else {
     for (auto& s : sealing_) {
-      if (s->seq == slot.block_seq) ob = s.get();
+      if (s->salt == slot.block_salt) ob = s.get();
     }
   }
   if (ob == nullptr || ob->flushed >= slot.end_in_block) {
@@ -247,7 +263,7 @@ void BlockWriter::Flush(Open* ob) {
   }
   if (ob->write_off <= ob->flushed) return;
   uint32_t end = static_cast<uint32_t>(AlignUp(ob->write_off, kSectorSize));
-  if (end > ob->write_off) EncodePadMarker(ob->seq, ob->bytes() + ob->write_off);
+  if (end > ob->write_off) EncodePadMarker(ob->salt, ob->bytes() + ob->write_off);
   ob->write_off = end;  // later appends start on a fresh sector
   ob->flush_end = end;
   ob->inflight_first = ob->tail_first;

@@ -22,10 +22,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "segstore/storage.h"
 #include "storage/block_table.h"
+#include "storage/format.h"
 #include "storage/io_queue.h"
 
 namespace segstore::storage {
@@ -48,7 +50,7 @@ class BlockWriter {
   struct Slot {
     uint8_t* dst = nullptr;     // write the record here (footprint bytes)
     uint64_t offset = 0;        // device offset of the record
-    uint64_t block_seq = 0;     // sequence of the block holding it
+    uint64_t block_salt = 0;    // salt of the block incarnation holding it
     uint32_t end_in_block = 0;  // end of the record inside its block
   };
 
@@ -95,14 +97,17 @@ class BlockWriter {
     void OnIoComplete(int32_t result) override;
   };
 
-  void OpenBlock(uint64_t seq, uint32_t block);
+  void OpenBlock(const BlockHeader& h);
+  // Where a record of `footprint` bytes would start, appended at `write_off`:
+  // there, or (align_records) the next sector rather than straddle two.
+  uint32_t Placement(uint32_t write_off, uint32_t footprint) const;
   void Seal();
   void Flush(Open* ob);
   void OnFlushed(Open* ob, int32_t result);
   void Finish(Open* ob);
   void Fail(const Status& s);
   void PublishPendingMin();
-  std::shared_ptr<BlockImage> TakeImage(uint64_t seq);
+  std::shared_ptr<BlockImage> TakeImage(uint64_t salt);
 
   StoreImpl* store_;
   IoQueue* queue_;
@@ -115,6 +120,7 @@ class BlockWriter {
   bool flush_posted_ = false;
   std::atomic<uint64_t> pending_min_{UINT64_MAX};
   std::atomic<uint64_t> open_seq_hint_{UINT64_MAX};
+  std::mt19937_64 nonces_;  // per-incarnation block nonces
 };
 
 }  // namespace segstore::storage

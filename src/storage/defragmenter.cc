@@ -48,7 +48,9 @@ Status Defragmenter::RunPass(WorkerImpl* w, const Budget& budget) {
     // to be sealed so that a later pass can rotate it.
     uint64_t watermark = blocks.Watermark();
     std::optional<uint32_t> oldest = blocks.OldestUsed();
-    if (!oldest || blocks.seq(*oldest) > watermark) RequestSeal(watermark + 1);
+    if (watermark != UINT64_MAX && (!oldest || blocks.seq(*oldest) > watermark)) {
+      RequestSeal(watermark + 1);
+    }
     if (!oldest) break;
     Status s = Rewrite(w, *oldest, /*rotation=*/true);
     if (!s.ok() && first_error.ok()) first_error = s;
@@ -62,12 +64,14 @@ Status Defragmenter::RunPass(WorkerImpl* w, const Budget& budget) {
 void Defragmenter::SweepIndex(uint32_t partitions) {
   BlockTable& blocks = store_->blocks();
   Counters& counters = store_->background_counters();
-  const uint64_t watermark = blocks.Watermark();
   const UnixSeconds now = store_->clock().Now();
-  // Bounds from above the version of any record indexed so far.
-  const uint64_t version_bound = store_->CurrentSeq();
   for (uint32_t i = 0; i < partitions; ++i) {
     Index::Locked table = store_->index().Lock(sweep_cursor_);
+    // Both read under this partition's lock: every block holding a record of
+    // the partition is then in the watermark's set, and every version in it
+    // was taken before the bound.
+    const uint64_t watermark = blocks.Watermark();
+    const uint64_t version_bound = store_->CurrentSeq();
     table->Sweep([&](IndexEntry& e) {
       uint32_t block = store_->BlockOf(e.offset());
       if (e.tombstone()) {
@@ -102,7 +106,6 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   if (!blocks.BeginDefrag(block)) return Status::OK();  // no longer a candidate
   const uint32_t block_size = store_->block_size();
   const uint64_t base = store_->BlockOffset(block);
-  const uint64_t seq = blocks.seq(block);
 
   AwaitedIo read;
   AlignedBuffer buf = AlignedBuffer::Uninitialized(block_size);
@@ -116,70 +119,79 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   }
 
   // Versions below this have no older version left once `block` is gone.
+  // Every record examined below was written before this pass began, so
+  // every block holding an older version of its key is already counted.
   const uint64_t watermark = blocks.Watermark(block);
   const UnixSeconds now = store_->clock().Now();
   Counters& counters = store_->background_counters();
-  BlockScanner scan(buf.data(), block_size, seq);
-  RecordView rec;
+  BlockScanner scan(buf.data(), block_size, blocks.salt(block));
+  RecordView v;
   uint32_t off;
-  while (scan.Next(&rec, &off)) {
-    const RecordView* v = &rec;
+  while (scan.Next(&v, &off)) {
     const uint64_t offset = base + off;
-
-    Digest d = store_->DigestOf(v->key);
-    uint32_t tag = Index::TagOf(d);
-    // Room first (no lock is held while a block is sealed and another opened).
-    Status room = w->writer().Reserve(v->footprint, BlockTable::Purpose::kDefrag);
+    const Digest d = store_->DigestOf(v.key);
+    const uint32_t partition = Index::PartitionOf(d), tag = Index::TagOf(d);
+    if (store_->index().Lock(partition)->Find(tag, offset) == nullptr) continue;  // garbage
+    // Room before taking the lock for good: sealing a block and opening
+    // another must not happen under it.
+    Status room = w->writer().Reserve(v.footprint, BlockTable::Purpose::kDefrag);
     if (room.code() == Status::Code::kDeviceFull && !erasing_.empty()) {
       // On a nearly full device: free what earlier rewrites emptied, then go on.
       room = FreeReady(w);
-      if (room.ok()) room = w->writer().Reserve(v->footprint, BlockTable::Purpose::kDefrag);
+      if (room.ok()) room = w->writer().Reserve(v.footprint, BlockTable::Purpose::kDefrag);
     }
     if (!room.ok()) {
       blocks.AbortDefrag(block);
       return room.WithContext(fmt::format("defragmenting write block {}", block));
     }
-    Index::Locked table = store_->index().Lock(Index::PartitionOf(d));
+    Index::Locked table = store_->index().Lock(partition);
     IndexEntry* e = table->Find(tag, offset);
-    if (e == nullptr) continue;  // superseded: garbage
+    if (e == nullptr) continue;  // superseded meanwhile
     const uint64_t stamp = store_->CurrentSeq();
     const IndexEntry old = *e;
     bool dead = old.tombstone() || (old.void_at() != 0 && old.void_at() <= now);
     IndexEntry moved;
     if (!dead) {
-      BlockWriter::Slot slot = w->writer().Append(v->footprint, stamp);
-      EncodeRecord(v->header, v->key, v->body, slot.block_seq, slot.dst);
-      moved = IndexEntry::Live(tag, slot.offset, v->footprint, old.sweep_at(), old.void_at());
+      BlockWriter::Slot slot = w->writer().Append(v.footprint, stamp);
+      EncodeRecord(v.header, v.key, v.body, slot.block_salt, slot.dst);
+      moved = IndexEntry::Live(tag, slot.offset, v.footprint, old.sweep_at(), old.void_at());
       counters.Bump(counters.defrag_records_moved);
-    } else if (v->header.version < watermark) {
+    } else if (v.header.version < watermark) {
       table->Erase(tag, offset);
       blocks.AddLive(block, -int64_t{AccountedBytes(old)});
       counters.Bump(old.tombstone() ? counters.tombstones_reclaimed : counters.expired_dropped);
       continue;
     } else {
       // Still guarding older versions: carry it forward as a bare tombstone.
-      RecordHeader h = v->header;
+      RecordHeader h = v.header;
       h.kind = RecordKind::kTombstone;
       h.body_len = 0;
       h.sweep_at = 0;
       h.void_at = 0;
       uint32_t footprint = RecordFootprint(h.key_len, 0);
       BlockWriter::Slot slot = w->writer().Append(footprint, stamp);
-      EncodeRecord(h, v->key, std::string_view(), slot.block_seq, slot.dst);
+      EncodeRecord(h, v.key, std::string_view(), slot.block_salt, slot.dst);
       moved = IndexEntry::Tombstone(tag, slot.offset, footprint, h.version);
     }
     table->Replace(tag, offset, moved);
     blocks.AddLive(block, -int64_t{AccountedBytes(old)});
     blocks.AddLive(store_->BlockOf(moved.offset()), AccountedBytes(moved));
   }
-  if (blocks.live_bytes(block) > 0) {
+  if (int64_t left = blocks.live_bytes(block); left != 0) {
     // Index entries still point here: records the scan could not read
     // (damaged, their keys unknown). Drop them, or the block could never go.
     uint64_t lost = DropEntriesIn(block);
-    spdlog::error(
-        "defragmentation: {} record(s) in write block {} of {} are damaged and "
-        "could not be moved; they are lost",
-        lost, block, store_->device().name());
+    if (lost > 0) {
+      spdlog::error(
+          "defragmentation: {} record(s) in write block {} of {} are damaged and could not be "
+          "moved; they are lost",
+          lost, block, store_->device().name());
+    } else {
+      spdlog::error("defragmentation: write block {} counted {} live bytes with nothing indexed in "
+                    "it; accounting corrected",
+                    block, left);
+      blocks.AddLive(block, -left);
+    }
   }
   blocks.MarkErasing(block);
   erasing_.emplace_back(block, store_->CurrentSeq());

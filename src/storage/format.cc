@@ -74,6 +74,7 @@ void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst) {
   EncodeFixed64(dst + 16, h.seq);
   EncodeFixed64(dst + 24, h.device_id);
   EncodeFixed32(dst + 32, h.block_index);
+  EncodeFixed64(dst + 36, h.nonce);
   EncodeFixed32(dst, Checksum(dst + 4, kBlockHeaderSize - 4, 0));
 }
 
@@ -91,11 +92,12 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src) {
   h.seq = DecodeFixed64(src + 16);
   h.device_id = DecodeFixed64(src + 24);
   h.block_index = DecodeFixed32(src + 32);
+  h.nonce = DecodeFixed64(src + 36);
   return h;
 }
 
 void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
-                  uint64_t block_seq, uint8_t* dst) {
+                  uint64_t block_salt, uint8_t* dst) {
   dst[4] = static_cast<uint8_t>(h.kind);
   dst[5] = static_cast<uint8_t>(kFormatVersion);
   EncodeFixed16(dst + 6, h.key_len);
@@ -110,10 +112,10 @@ void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view 
   uint32_t used = kRecordHeaderSize + h.key_len + h.body_len;
   uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   std::memset(dst + used, 0, footprint - used);
-  EncodeFixed32(dst, Checksum(dst + 4, used - 4, block_seq));
+  EncodeFixed32(dst, Checksum(dst + 4, used - 4, block_salt));
 }
 
-Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_seq) {
+Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_salt) {
   if (avail < kRecordHeaderSize) return Status::Corruption("record header truncated");
   RecordView v;
   RecordHeader& h = v.header;
@@ -129,7 +131,7 @@ Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block
   if (h.key_len == 0) return Status::Corruption("record with an empty key");
   uint64_t used = uint64_t{kRecordHeaderSize} + h.key_len + h.body_len;
   if (used > avail) return Status::Corruption("record length runs past its block");
-  if (DecodeFixed32(src) != Checksum(src + 4, used - 4, block_seq)) {
+  if (DecodeFixed32(src) != Checksum(src + 4, used - 4, block_salt)) {
     return Status::Corruption("record checksum mismatch");
   }
   h.generation = DecodeFixed32(src + 12);
@@ -144,24 +146,24 @@ Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block
   return v;
 }
 
-void EncodePadMarker(uint64_t block_seq, uint8_t* dst) {
+void EncodePadMarker(uint64_t block_salt, uint8_t* dst) {
   EncodeFixed32(dst, kPadMagic);
-  EncodeFixed32(dst + 4, static_cast<uint32_t>(block_seq));
+  EncodeFixed32(dst + 4, static_cast<uint32_t>(block_salt));
 }
 
-bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_seq) {
+bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_salt) {
   return avail >= kPadMarkerSize && DecodeFixed32(src) == kPadMagic &&
-         DecodeFixed32(src + 4) == static_cast<uint32_t>(block_seq);
+         DecodeFixed32(src + 4) == static_cast<uint32_t>(block_salt);
 }
 
 bool BlockScanner::Next(RecordView* record, uint32_t* offset) {
   bool skipped = false;
   while (off_ + kPadMarkerSize <= size_) {
-    if (IsPadMarker(p_ + off_, size_ - off_, seq_)) {
+    if (IsPadMarker(p_ + off_, size_ - off_, salt_)) {
       off_ = static_cast<uint32_t>(AlignUp(off_ + 1, kSectorSize));
       continue;
     }
-    Result<RecordView> v = DecodeRecord(p_ + off_, size_ - off_, seq_);
+    Result<RecordView> v = DecodeRecord(p_ + off_, size_ - off_, salt_);
     if (v.ok()) {
       if (skipped) ++damaged_;
       *record = *v;

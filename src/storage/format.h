@@ -56,11 +56,17 @@ struct BlockHeader {
   //                      numbers block incarnations and record versions)
   // 24  u64 device_id    must equal the superblock's
   // 32  u32 block_index  where the block sits: guards against misdirected writes
-  // 36  ... 28 reserved bytes, 0
+  // 36  u64 nonce        random per incarnation: with seq, makes the salt
+  // 44  ... 20 reserved bytes, 0
   uint64_t seq = 0;
   uint64_t device_id = 0;
   uint32_t block_index = 0;
   uint32_t block_size = 0;
+  uint64_t nonce = 0;
+  // What this incarnation's records and pad markers are checksummed with.
+  // Unique to the incarnation even if a sequence value is ever handed out
+  // twice (a restart resumes after the highest sequence still on the device).
+  uint64_t salt() const { return seq ^ nonce; }
 };
 inline constexpr uint32_t kBlockHeaderSize = 64;
 void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst /* kBlockHeaderSize */);
@@ -73,8 +79,8 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src /* kBlockHeaderSize */)
 enum class RecordKind : uint8_t { kPut = 1, kTombstone = 2 };
 struct RecordHeader {
   //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 36 + key_len + body_len),
-  //                      seeded with the seq of the write block holding the record,
-  //                      so a stale record of an earlier incarnation never validates
+  //                      seeded with the salt of the write block holding it, so a
+  //                      stale record of an earlier incarnation never validates
   //  4  u8  kind         RecordKind
   //  5  u8  version      kFormatVersion
   //  6  u16 key_len      1..65535
@@ -103,9 +109,9 @@ constexpr uint32_t RecordFootprint(uint32_t key_len, uint32_t body_len) {
 }
 
 // Writes header, key and body at `dst` (RecordFootprint bytes, padding zeroed)
-// for a block of sequence `block_seq`. `h.key_len` and `h.body_len` must match.
+// for a block of salt `block_salt`. `h.key_len` and `h.body_len` must match.
 void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
-                  uint64_t block_seq, uint8_t* dst);
+                  uint64_t block_salt, uint8_t* dst);
 
 struct RecordView {
   RecordHeader header;
@@ -114,29 +120,29 @@ struct RecordView {
   uint32_t footprint = 0;  // bytes it occupies, padding included
 };
 // Parses the record at `src`, with `avail` bytes readable there, in a block of
-// sequence `block_seq`. Never reads past `avail`. Corruption when the bytes are
+// salt `block_salt`. Never reads past `avail`. Corruption when the bytes are
 // not a valid record of that block (torn, stale, damaged).
-Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_seq);
+Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_salt);
 
 // ---- Pad marker: written at the end of a partial flush that does not end on
 // a sector boundary; the scan resumes at the next sector. 8 bytes.
 inline constexpr uint32_t kPadMagic = 0x44415053;  // "SPAD"
 inline constexpr uint32_t kPadMarkerSize = 8;
 //  0  u32 magic        kPadMagic
-//  4  u32 seq_low      low 32 bits of the block's seq
-void EncodePadMarker(uint64_t block_seq, uint8_t* dst);
-bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_seq);
+//  4  u32 salt_low     low 32 bits of the block's salt
+void EncodePadMarker(uint64_t block_salt, uint8_t* dst);
+bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_salt);
 
 // ---- Walking a write block: the records a block's flushes wrote, in order.
 // Skips pad markers. Where bytes fail validation it looks for the next valid
 // record at every 16-byte step: stale bytes of an earlier incarnation and
-// garbage never validate (checksums are seeded with this block's seq), so a
+// garbage never validate (checksums are seeded with this block's salt), so a
 // damaged record costs only itself. A stretch of invalid bytes followed by a
 // valid record is counted as damaged; the invalid tail is simply the end.
 class BlockScanner {
  public:
-  BlockScanner(const uint8_t* block, uint32_t block_size, uint64_t block_seq)
-      : p_(block), size_(block_size), seq_(block_seq), off_(kBlockHeaderSize) {}
+  BlockScanner(const uint8_t* block, uint32_t block_size, uint64_t block_salt)
+      : p_(block), size_(block_size), salt_(block_salt), off_(kBlockHeaderSize) {}
   // The next valid record and its offset in the block; false at the end.
   bool Next(RecordView* record, uint32_t* offset);
   // Invalid stretches that were followed by a valid record.
@@ -145,7 +151,7 @@ class BlockScanner {
  private:
   const uint8_t* p_;
   uint32_t size_;
-  uint64_t seq_;
+  uint64_t salt_;
   uint32_t off_;
   uint32_t damaged_ = 0;
 };

@@ -89,7 +89,7 @@ void RecordOp::Lookup() {
   {
     Index::Locked table = store_->index().Lock(partition_);
     auto add = [&](const IndexEntry& e) {
-      candidates_.push_back(Candidate{e, store_->blocks().seq(store_->BlockOf(e.offset()))});
+      candidates_.push_back(Candidate{e, store_->blocks().salt(store_->BlockOf(e.offset()))});
     };
     if (scope_ == Scope::kUpdate) {
       table->ForEachWithTag(tag_, add);
@@ -118,7 +118,7 @@ void RecordOp::ReadNext() {
   uint64_t offset = c.entry.offset();
   uint32_t size = c.entry.size();
   uint32_t block = store_->BlockOf(offset);
-  if (auto image = store_->blocks().PinImage(block); image && image->seq == c.block_seq) {
+  if (auto image = store_->blocks().PinImage(block); image && image->salt == c.block_salt) {
     // Still in a write block in memory: copy it out; no device read.
     w_->counters().Bump(w_->counters().memory_reads);
     uint8_t* copy = AcquireReadBuffer(size);
@@ -152,12 +152,12 @@ void RecordOp::OnIoComplete(int32_t result) {
 bool RecordOp::Moved(const Candidate& c) {
   Index::Locked table = store_->index().Lock(partition_);
   IndexEntry* e = table->Find(tag_, c.entry.offset());
-  return e == nullptr || store_->blocks().seq(store_->BlockOf(c.entry.offset())) != c.block_seq;
+  return e == nullptr || store_->blocks().salt(store_->BlockOf(c.entry.offset())) != c.block_salt;
 }
 
 void RecordOp::Examine(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
   const Candidate c = candidates_[next_];
-  Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_seq);
+  Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_salt);
   if (v.ok() && v->footprint != c.entry.size()) {
     v = Status::Corruption(
         fmt::format("record is {} bytes, the index says {}", v->footprint, c.entry.size()));
@@ -238,7 +238,7 @@ UpdateOp::UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallba
 
 void UpdateOp::OnLookedUp() {
   snapshot_.clear();
-  for (const Candidate& c : candidates_) snapshot_.push_back(c.entry.offset());
+  for (const Candidate& c : candidates_) snapshot_.emplace_back(c.entry.offset(), c.block_salt);
   std::sort(snapshot_.begin(), snapshot_.end());
 }
 
@@ -263,10 +263,12 @@ void UpdateOp::OnFailure(Status s) {
 }
 
 bool UpdateOp::SnapshotHolds(const PartitionTable& table) const {
-  std::vector<uint64_t> now_offsets;
-  table.ForEachWithTag(tag_, [&](const IndexEntry& e) { now_offsets.push_back(e.offset()); });
-  std::sort(now_offsets.begin(), now_offsets.end());
-  return now_offsets == snapshot_;
+  std::vector<std::pair<uint64_t, uint64_t>> now_entries;
+  table.ForEachWithTag(tag_, [&](const IndexEntry& e) {
+    now_entries.emplace_back(e.offset(), store_->blocks().salt(store_->BlockOf(e.offset())));
+  });
+  std::sort(now_entries.begin(), now_entries.end());
+  return now_entries == snapshot_;
 }
 
 void UpdateOp::Decide(const Record* current) {
@@ -339,12 +341,14 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   h.void_at = is_delete ? 0 : m.void_at;
   uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   *slot = w_->writer().Append(footprint, h.version);
-  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body), slot->block_seq,
+  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body), slot->block_salt,
                slot->dst);
   IndexEntry e = is_delete ? IndexEntry::Tombstone(tag_, slot->offset, footprint, h.version)
                            : IndexEntry::Live(tag_, slot->offset, footprint, h.sweep_at, h.void_at);
   if (matched_) {
-    const IndexEntry& old = matched_->entry;
+    // As it is now, not as read: the index sweep may have turned it into a
+    // tombstone meanwhile (same place, so the snapshot still holds).
+    const IndexEntry old = *table->Find(tag_, matched_->entry.offset());
     table->Replace(tag_, old.offset(), e);
     blocks.AddLive(store_->BlockOf(old.offset()), -int64_t{AccountedBytes(old)});
   } else {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/small_vector.h"
@@ -38,7 +39,7 @@ class RecordOp : public IoCompletion {
  protected:
   struct Candidate {
     IndexEntry entry;
-    uint64_t block_seq;  // incarnation of its block when the entry was read
+    uint64_t block_salt;  // names its block's incarnation when the entry was read
   };
 
   // Which entries are candidates: a get reads live ones first and looks at
@@ -132,7 +133,10 @@ class UpdateOp final : public RecordOp {
 
   UpdateFn fn_;
   WriteCallback done_;
-  std::vector<uint64_t> snapshot_;  // offsets of the tag's entries, as read
+  // The tag's entries as read: (offset, salt of the block incarnation). The
+  // salt makes a block freed and reused in between, with a newer version at
+  // the very same offset, count as a change.
+  std::vector<std::pair<uint64_t, uint64_t>> snapshot_;
   std::optional<Candidate> matched_;
   uint32_t damaged_seen_ = 0;  // damaged candidates at the last lookup
   WriteOutcome outcome_;

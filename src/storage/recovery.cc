@@ -84,7 +84,12 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   // 1. Which blocks hold a valid header of this device?
   std::vector<uint32_t> all;
   for (uint32_t b = 1; b < count; ++b) all.push_back(b);
-  std::vector<std::pair<uint32_t, uint64_t>> valid;  // block, seq
+  struct Valid {
+    uint32_t block;
+    uint64_t seq;
+    uint64_t salt;
+  };
+  std::vector<Valid> valid;
   SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, all, kSectorSize, 64, [&](PendingRead& r) {
     Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
     if (!h.ok()) {
@@ -97,25 +102,25 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     if (h->device_id != sb.device_id || h->block_index != r.block || h->block_size != block_size) {
       return;  // left by an earlier format of this device, or misplaced
     }
-    valid.emplace_back(r.block, h->seq);
+    valid.push_back(Valid{r.block, h->seq, h->salt()});
   }));
   stats->blocks_scanned = count - 1;
   stats->blocks_in_use = static_cast<uint32_t>(valid.size());
 
   // 2. Read them whole; the newest version of each key wins.
   std::unordered_map<Digest, Newest, DigestHash> newest;
-  std::unordered_map<uint32_t, uint64_t> seq_of;
+  std::unordered_map<uint32_t, const Valid*> header_of;
   std::vector<uint32_t> to_read;
-  for (auto [b, seq] : valid) {
-    seq_of[b] = seq;
-    to_read.push_back(b);
-    stats->max_seq = std::max(stats->max_seq, seq);
+  for (const Valid& v : valid) {
+    header_of[v.block] = &v;
+    to_read.push_back(v.block);
+    stats->max_seq = std::max(stats->max_seq, v.seq);
   }
   uint32_t read_so_far = 0;
   auto last_report = std::chrono::steady_clock::now();
   SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, to_read, block_size, 4, [&](PendingRead& r) {
-    const uint64_t seq = seq_of[r.block];
-    BlockScanner scan(r.buf.data(), block_size, seq);
+    const uint64_t seq = header_of[r.block]->seq;
+    BlockScanner scan(r.buf.data(), block_size, header_of[r.block]->salt);
     RecordView v;
     uint32_t off;
     while (scan.Next(&v, &off)) {
@@ -154,7 +159,7 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   }));
 
   // 3. The block table, then the index.
-  for (auto [b, seq] : valid) blocks.RecoverUsed(b, seq);
+  for (const Valid& v : valid) blocks.RecoverUsed(v.block, v.seq, v.salt);
   const uint64_t watermark = blocks.Watermark();
   const UnixSeconds now = store->clock().Now();
   Index& index = store->index();

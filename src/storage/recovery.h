@@ -2,8 +2,10 @@
 // its device, before the store serves anything.
 //
 // Every write block with a valid header is read whole and its records parsed
-// in order until the first bytes that fail validation (the end of what was
-// written, or a torn last flush). For each key the highest version wins.
+// in order (BlockScanner: bytes that fail validation are skipped, so a damaged
+// record or a torn flush costs only what it covers; records of an earlier
+// incarnation of the block never validate, their salt differs). For each key
+// the highest version wins.
 // A winner that is a tombstone, or a record whose void_at has passed, is kept
 // in the index as a tombstone unless its version is below the watermark (the
 // lowest sequence of any block on the device): then no older version of its

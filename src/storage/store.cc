@@ -112,6 +112,11 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   }
   Result<Superblock> sb = DecodeSuperblock(sector.data());
   if (sb.ok()) {
+    if (sb->device_size > IndexEntry::kMaxOffset) {
+      return Status::Corruption(fmt::format(
+          "{}: superblock claims {} bytes, more than the {} TiB this build can address",
+          device_->name(), sb->device_size, IndexEntry::kMaxOffset >> 40));
+    }
     if (sb->device_size > device_->size()) {
       return Status::Corruption(
           fmt::format("{} holds {} bytes but its superblock says {}: truncated?", device_->name(),
@@ -133,6 +138,13 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   Superblock fresh;
   fresh.block_size = options_.write_block_size;
   fresh.device_size = AlignDown(device_->size(), fresh.block_size);
+  if (fresh.device_size > IndexEntry::kMaxOffset) {
+    // The index addresses 16 TiB (40 bits of 16-byte units); larger drives
+    // are split into partitions, one store each.
+    return Status::InvalidArgument(fmt::format(
+        "{} holds {} bytes; a store addresses at most {} TiB: partition the drive",
+        device_->name(), device_->size(), IndexEntry::kMaxOffset >> 40));
+  }
   if (fresh.device_size / fresh.block_size < kMinBlocks) {
     return Status::InvalidArgument(
         fmt::format("{} is too small: {} bytes hold fewer than {} write blocks of {} KiB",

@@ -100,8 +100,10 @@ void UringQueue::Submit() {
     if (rc >= 0) break;
     if (rc == -EINTR) continue;
     if (rc == -EAGAIN || rc == -EBUSY) {
-      // The kernel wants completions reaped first.
-      Poll();
+      // The kernel wants completions reaped first. Take them off the ring but
+      // run them later, in Poll(): Submit() is called from the middle of
+      // state changes that a callback must not see.
+      Reap(&deferred_);
       continue;
     }
     // Submission itself failing means the ring is unusable; nothing can be
@@ -112,31 +114,42 @@ void UringQueue::Submit() {
   pending_timespecs_.clear();
 }
 
-size_t UringQueue::Poll() {
-  size_t ran = 0;
+void UringQueue::Reap(std::vector<Completed>* out) {
   for (;;) {
     io_uring_cqe* cqes[kReapBatch];
     unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kReapBatch);
-    if (n == 0) break;
-    // Copy out before advancing, then run: a callback may queue new I/O.
-    IoCompletion* dones[kReapBatch];
-    int32_t results[kReapBatch];
+    if (n == 0) return;
     for (unsigned i = 0; i < n; ++i) {
-      dones[i] = static_cast<IoCompletion*>(io_uring_cqe_get_data(cqes[i]));
-      results[i] = cqes[i]->res;
+      // Kernels without IORING_FEAT_EXT_ARG (before 5.11): liburing's own
+      // timeout for a timed wait completes here too; it is not ours.
+      if (cqes[i]->user_data == LIBURING_UDATA_TIMEOUT) continue;
+      out->push_back(
+          Completed{static_cast<IoCompletion*>(io_uring_cqe_get_data(cqes[i])), cqes[i]->res});
     }
     io_uring_cq_advance(&ring_, n);
-    in_flight_ -= n;
-    for (unsigned i = 0; i < n; ++i) dones[i]->OnIoComplete(results[i]);
-    ran += n;
-    if (n < kReapBatch) break;
+    if (n < kReapBatch) return;
   }
+}
+
+size_t UringQueue::Poll() {
+  // Copy out before running: a callback may queue (and submit) new I/O.
+  std::vector<Completed> run;
+  run.swap(spare_);  // reuse the last call's buffer
+  run.insert(run.end(), deferred_.begin(), deferred_.end());
+  deferred_.clear();
+  Reap(&run);
+  const size_t ran = run.size();
+  in_flight_ -= static_cast<uint32_t>(ran);
+  for (const Completed& c : run) c.done->OnIoComplete(c.result);
+  run.clear();
+  if (run.capacity() > spare_.capacity()) spare_.swap(run);
   return ran;
 }
 
 size_t UringQueue::Wait(std::chrono::milliseconds timeout) {
   size_t ran = Poll();
   if (ran > 0) return ran;
+  if (!deferred_.empty()) return Poll();
   __kernel_timespec ts{};
   ts.tv_sec = timeout.count() / 1000;
   ts.tv_nsec = (timeout.count() % 1000) * 1'000'000;

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "storage/io_queue.h"
 
@@ -36,6 +37,12 @@ class UringQueue final : public IoQueue {
  private:
   UringQueue(int fd, int event_fd) : fd_(fd), event_fd_(event_fd) {}
   io_uring_sqe* NextSqe();
+  struct Completed {
+    IoCompletion* done;
+    int32_t result;
+  };
+  // Moves every completion on the ring to `out` without running it.
+  void Reap(std::vector<Completed>* out);
 
   // Completes the cancel request itself; the cancelled timer reports on its own.
   struct Ignore final : IoCompletion {
@@ -50,6 +57,8 @@ class UringQueue final : public IoQueue {
   uint32_t in_flight_ = 0;
   // Timeout specs must stay put until the kernel has read them at submission.
   std::deque<__kernel_timespec> pending_timespecs_;
+  std::vector<Completed> deferred_;  // reaped by Submit(), run by the next Poll()
+  std::vector<Completed> spare_;     // Poll()'s buffer, kept between calls
 };
 
 }  // namespace segstore::storage

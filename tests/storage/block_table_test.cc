@@ -16,6 +16,9 @@
 namespace segstore::storage {
 namespace {
 
+// A salt distinct from the seq, as a real block's would be.
+uint64_t Salt(uint64_t seq) { return seq ^ 0x5a17'0000'0000'0000ULL; }
+
 using Purpose = BlockTable::Purpose;
 
 constexpr uint32_t kBlockSize = 64u << 10;
@@ -41,13 +44,13 @@ const char* Name(BlockState s) {
 // Takes every block still allocatable, in allocation order.
 std::vector<uint32_t> DrainFree(BlockTable& t, uint64_t seq = 1) {
   std::vector<uint32_t> out;
-  while (auto b = t.Allocate(Purpose::kDefrag, seq)) out.push_back(*b);
+  while (auto b = t.Allocate(Purpose::kDefrag, seq, Salt(seq))) out.push_back(*b);
   return out;
 }
 
 // Allocates a block and walks it to `target` along legal transitions.
 uint32_t BlockIn(BlockTable& t, BlockState target, uint64_t seq) {
-  std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, seq);
+  std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, seq, Salt(seq));
   EXPECT_TRUE(b.has_value());
   if (!b) return 0;
   if (target == BlockState::kFree) {
@@ -84,30 +87,30 @@ TEST(BlockTableTest, AllocateRespectsReserves) {
 
   // Writes stop while kDefragReserve + kDeleteReserve blocks are left.
   for (int i = 0; i < 6; ++i) {
-    std::optional<uint32_t> b = t.Allocate(Purpose::kWrite, 100 + i);
+    std::optional<uint32_t> b = t.Allocate(Purpose::kWrite, 100 + i, Salt(100 + i));
     ASSERT_TRUE(b.has_value()) << i;
     got.insert(*b);
   }
-  EXPECT_FALSE(t.Allocate(Purpose::kWrite, 200).has_value());
+  EXPECT_FALSE(t.Allocate(Purpose::kWrite, 200, Salt(200)).has_value());
   EXPECT_EQ(t.free_count(), 4u);
 
   // Deletes may go on until kDefragReserve are left.
   for (int i = 0; i < 2; ++i) {
-    std::optional<uint32_t> b = t.Allocate(Purpose::kDelete, 300 + i);
+    std::optional<uint32_t> b = t.Allocate(Purpose::kDelete, 300 + i, Salt(300 + i));
     ASSERT_TRUE(b.has_value()) << i;
     got.insert(*b);
   }
-  EXPECT_FALSE(t.Allocate(Purpose::kDelete, 400).has_value());
-  EXPECT_FALSE(t.Allocate(Purpose::kWrite, 400).has_value());
+  EXPECT_FALSE(t.Allocate(Purpose::kDelete, 400, Salt(400)).has_value());
+  EXPECT_FALSE(t.Allocate(Purpose::kWrite, 400, Salt(400)).has_value());
   EXPECT_EQ(t.free_count(), 2u);
 
   // Defragmentation may take the very last.
   for (int i = 0; i < 2; ++i) {
-    std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, 500 + i);
+    std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, 500 + i, Salt(500 + i));
     ASSERT_TRUE(b.has_value()) << i;
     got.insert(*b);
   }
-  EXPECT_FALSE(t.Allocate(Purpose::kDefrag, 600).has_value());
+  EXPECT_FALSE(t.Allocate(Purpose::kDefrag, 600, Salt(600)).has_value());
   EXPECT_EQ(t.free_count(), 0u);
 
   EXPECT_EQ(got.size(), 10u);
@@ -119,7 +122,7 @@ TEST(BlockTableTest, AllocateRespectsReserves) {
 
 TEST(BlockTableTest, AllocateOpensWithSeqAndNoLiveBytes) {
   BlockTable t(4, kBlockSize);
-  std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, 77);
+  std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, 77, Salt(77));
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(t.state(*b), BlockState::kOpen);
   EXPECT_EQ(t.seq(*b), 77u);
@@ -137,16 +140,16 @@ TEST(BlockTableTest, AllocateOpensWithSeqAndNoLiveBytes) {
 TEST(BlockTableTest, BlockZeroIsNeverAllocated) {
   BlockTable t(2, kBlockSize);  // the smallest table: one data block
   EXPECT_EQ(t.free_count(), 1u);
-  EXPECT_FALSE(t.Allocate(Purpose::kWrite, 1).has_value());
-  EXPECT_FALSE(t.Allocate(Purpose::kDelete, 1).has_value());
-  std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, 1);
+  EXPECT_FALSE(t.Allocate(Purpose::kWrite, 1, Salt(1)).has_value());
+  EXPECT_FALSE(t.Allocate(Purpose::kDelete, 1, Salt(1)).has_value());
+  std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, 1, Salt(1));
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(*b, 1u);
-  EXPECT_FALSE(t.Allocate(Purpose::kDefrag, 2).has_value());
+  EXPECT_FALSE(t.Allocate(Purpose::kDefrag, 2, Salt(2)).has_value());
   // Cycling many times never yields block 0.
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(t.ReleaseUnwritten(*b));
-    b = t.Allocate(Purpose::kDefrag, 3 + i);
+    b = t.Allocate(Purpose::kDefrag, 3 + i, Salt(3 + i));
     ASSERT_TRUE(b.has_value());
     ASSERT_EQ(*b, 1u);
   }
@@ -154,9 +157,9 @@ TEST(BlockTableTest, BlockZeroIsNeverAllocated) {
 
 TEST(BlockTableTest, FreeBlocksAreReusedInFifoOrder) {
   BlockTable t(8, kBlockSize);
-  EXPECT_EQ(*t.Allocate(Purpose::kDefrag, 1), 1u);
-  EXPECT_EQ(*t.Allocate(Purpose::kDefrag, 2), 2u);
-  EXPECT_EQ(*t.Allocate(Purpose::kDefrag, 3), 3u);
+  EXPECT_EQ(*t.Allocate(Purpose::kDefrag, 1, Salt(1)), 1u);
+  EXPECT_EQ(*t.Allocate(Purpose::kDefrag, 2, Salt(2)), 2u);
+  EXPECT_EQ(*t.Allocate(Purpose::kDefrag, 3, Salt(3)), 3u);
   // Freed blocks queue up behind the never-used ones, in the order freed.
   ASSERT_TRUE(t.ReleaseUnwritten(2));
   ASSERT_TRUE(t.MarkUsed(1));
@@ -227,7 +230,7 @@ TEST(BlockTableTest, EveryTransitionFromEveryState) {
 TEST(BlockTableTest, BlockCanCycleThroughItsWholeLifeRepeatedly) {
   BlockTable t(2, kBlockSize);
   for (uint64_t seq = 1; seq <= 50; ++seq) {
-    std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, seq);
+    std::optional<uint32_t> b = t.Allocate(Purpose::kDefrag, seq, Salt(seq));
     ASSERT_TRUE(b.has_value());
     ASSERT_EQ(t.seq(*b), seq);
     ASSERT_TRUE(t.MarkUsed(*b));
@@ -248,9 +251,9 @@ TEST(BlockTableTest, WatermarkIsLowestSeqOfNonFreeBlocks) {
   EXPECT_EQ(t.Watermark(), UINT64_MAX);
   EXPECT_EQ(t.Watermark(3), UINT64_MAX);
 
-  uint32_t a = *t.Allocate(Purpose::kDefrag, 10);  // Open
+  uint32_t a = *t.Allocate(Purpose::kDefrag, 10, Salt(10));  // Open
   EXPECT_EQ(t.Watermark(), 10u);
-  uint32_t b = *t.Allocate(Purpose::kDefrag, 5);  // Open, lower
+  uint32_t b = *t.Allocate(Purpose::kDefrag, 5, Salt(5));  // Open, lower
   EXPECT_EQ(t.Watermark(), 5u);
   EXPECT_EQ(t.Watermark(b), 10u);
   EXPECT_EQ(t.Watermark(a), 5u);
@@ -268,7 +271,7 @@ TEST(BlockTableTest, WatermarkIsLowestSeqOfNonFreeBlocks) {
   EXPECT_EQ(t.Watermark(), UINT64_MAX);
 
   // Recovered blocks count too.
-  t.RecoverUsed(6, 3);
+  t.RecoverUsed(6, 3, Salt(3));
   EXPECT_EQ(t.Watermark(), 3u);
   EXPECT_EQ(t.Watermark(6), UINT64_MAX);
 }
@@ -374,7 +377,7 @@ TEST(BlockTableTest, ConcurrentAllocateHandsOutEachBlockOnce) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
-      while (auto b = t.Allocate(Purpose::kDefrag, uint64_t(i))) got[i].push_back(*b);
+      while (auto b = t.Allocate(Purpose::kDefrag, uint64_t(i), Salt(uint64_t(i)))) got[i].push_back(*b);
     });
   }
   for (auto& th : threads) th.join();
@@ -391,7 +394,8 @@ TEST(BlockTableTest, ConcurrentAllocateHandsOutEachBlockOnce) {
 }
 
 std::shared_ptr<BlockImage> MakeImage(uint64_t seq, uint8_t fill) {
-  auto img = std::make_shared<BlockImage>(kBlockSize, seq);
+  auto img = std::make_shared<BlockImage>(kBlockSize);
+  img->salt = seq;
   std::memset(img->bytes.data(), fill, kBlockSize);
   return img;
 }
@@ -407,7 +411,7 @@ TEST(BlockTableTest, ImagesAttachPinAndDetach) {
   std::shared_ptr<const BlockImage> pinned = t.PinImage(5);
   ASSERT_NE(pinned, nullptr);
   EXPECT_EQ(pinned.get(), raw);
-  EXPECT_EQ(pinned->seq, 77u);
+  EXPECT_EQ(pinned->salt, 77u);
   EXPECT_EQ(pinned->bytes.size(), kBlockSize);
   EXPECT_EQ(t.PinImage(5).get(), raw);
   // Blocks sharing a lock stripe (5 and 5 + 64) are still independent.
@@ -418,7 +422,7 @@ TEST(BlockTableTest, ImagesAttachPinAndDetach) {
   EXPECT_EQ(t.PinImage(5), nullptr);
   // The pinned image outlives its detachment, bytes intact.
   EXPECT_EQ(pinned.use_count(), 1);
-  EXPECT_EQ(pinned->seq, 77u);
+  EXPECT_EQ(pinned->salt, 77u);
   for (size_t i = 0; i < kBlockSize; i += 997) ASSERT_EQ(pinned->bytes.data()[i], 0xAB) << i;
   EXPECT_EQ(pinned->bytes.data()[kBlockSize - 1], 0xAB);
 
@@ -435,16 +439,16 @@ TEST(BlockTableTest, AttachingReplacesTheImage) {
   t.AttachImage(9, MakeImage(2, 0x22));
   std::shared_ptr<const BlockImage> second = t.PinImage(9);
   ASSERT_NE(second, nullptr);
-  EXPECT_EQ(second->seq, 2u);
+  EXPECT_EQ(second->salt, 2u);
   EXPECT_EQ(second->bytes.data()[0], 0x22);
-  EXPECT_EQ(first->seq, 1u);
+  EXPECT_EQ(first->salt, 1u);
   EXPECT_EQ(first->bytes.data()[0], 0x11);
   t.AttachImage(73, MakeImage(3, 0x33));  // same stripe as 9
-  EXPECT_EQ(t.PinImage(9)->seq, 2u);
-  EXPECT_EQ(t.PinImage(73)->seq, 3u);
+  EXPECT_EQ(t.PinImage(9)->salt, 2u);
+  EXPECT_EQ(t.PinImage(73)->salt, 3u);
   t.DetachImage(9);
   EXPECT_EQ(t.PinImage(9), nullptr);
-  EXPECT_EQ(t.PinImage(73)->seq, 3u);
+  EXPECT_EQ(t.PinImage(73)->salt, 3u);
 }
 
 TEST(BlockTableTest, PinnedImagesSurviveConcurrentDetach) {
@@ -462,8 +466,8 @@ TEST(BlockTableTest, PinnedImagesSurviveConcurrentDetach) {
     std::shared_ptr<const BlockImage> img = t.PinImage(1);
     if (img == nullptr) continue;
     // The bytes agree with the image's own seq: never freed or swapped underneath.
-    ASSERT_EQ(img->bytes.data()[0], static_cast<uint8_t>(img->seq));
-    ASSERT_EQ(img->bytes.data()[kBlockSize - 1], static_cast<uint8_t>(img->seq));
+    ASSERT_EQ(img->bytes.data()[0], static_cast<uint8_t>(img->salt));
+    ASSERT_EQ(img->bytes.data()[kBlockSize - 1], static_cast<uint8_t>(img->salt));
     ++seen;
   }
   writer.join();
@@ -473,8 +477,8 @@ TEST(BlockTableTest, PinnedImagesSurviveConcurrentDetach) {
 
 TEST(BlockTableTest, RecoverUsedClaimsAFreeBlock) {
   BlockTable t(8, kBlockSize);
-  t.RecoverUsed(3, 42);
-  t.RecoverUsed(6, 17);
+  t.RecoverUsed(3, 42, Salt(42));
+  t.RecoverUsed(6, 17, Salt(17));
   EXPECT_EQ(t.state(3), BlockState::kUsed);
   EXPECT_EQ(t.seq(3), 42u);
   EXPECT_EQ(t.state(6), BlockState::kUsed);

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "storage/store_impl.h"
 #include "storage/test_util.h"
 
 namespace segstore::storage {
@@ -133,6 +136,67 @@ TEST(ConcurrencyTest, ReadersSeeWholeVersionsWhileWritersAndDefragmentationRun) 
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(reads.load(), 100u);
   EXPECT_GT(store->stats().defrag_blocks, 0u);
+}
+
+// A read-modify-write whose key's block is freed and reused meanwhile, with
+// a newer version landing at the very same offset, must see the change.
+TEST(ConcurrencyTest, UpdateNoticesABlockReusedAtTheSameOffset) {
+  ManualClock clock(1'700'000'000);
+  auto device = FaultDevice::Create(32 * 64 * 1024, 5);
+  StoreOptions opts = SmallOptions("fault", &clock);
+  auto store = OpenOrDie(opts, device);
+  auto* impl = static_cast<StoreImpl*>(store.get());
+  const std::string k = "counter";
+  {
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync(k, "v1").ok());  // block X
+  }
+  uint64_t offset = 0;
+  {
+    Digest d = impl->DigestOf(k);
+    Index::Locked t = impl->index().Lock(Index::PartitionOf(d));
+    t->ForEachWithTag(Index::TagOf(d), [&](const IndexEntry& e) { offset = e.offset(); });
+  }
+  const uint32_t x = impl->BlockOf(offset);
+  std::atomic<int> stage{0};
+  std::optional<Result<WriteOutcome>> outcome;
+  std::thread a([&] {
+    auto wa = WorkerOrDie(store.get());
+    outcome = wa->UpdateSync(k, [&](const Record* cur) -> Result<Mutation> {
+      std::string base = cur ? std::string(cur->body()) : "";
+      if (stage.load() == 0) {
+        stage = 1;
+        while (stage.load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return Mutation::Put(base + "+A");
+    });
+  });
+  while (stage.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync(k, "v2").ok());  // X is now garbage
+  }
+  ASSERT_TRUE(store->DefragNow(false).ok());
+  ASSERT_EQ(impl->blocks().state(x), BlockState::kFree);
+  // Cycle the FIFO free list so that X is handed out next.
+  std::vector<uint32_t> taken;
+  while (auto b = impl->blocks().Allocate(BlockTable::Purpose::kDefrag, impl->NextSeq(), 1)) {
+    taken.push_back(*b);
+  }
+  impl->blocks().ReleaseUnwritten(x);
+  for (uint32_t b : taken) {
+    if (b != x) impl->blocks().ReleaseUnwritten(b);
+  }
+  {
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync(k, "v3").ok());  // X again, at the same offset
+  }
+  stage = 2;
+  a.join();
+  ASSERT_TRUE(outcome && outcome->ok());
+  EXPECT_GT((*outcome)->attempts, 1u);
+  auto w = WorkerOrDie(store.get());
+  EXPECT_EQ(w->GetSync(k)->body(), "v3+A");
 }
 
 }  // namespace

@@ -371,7 +371,7 @@ void ForEachRecordOnImage(FaultDevice& dev, uint32_t block_size, F f) {
     std::vector<uint8_t> block = dev.ReadImage(base, block_size);
     auto h = DecodeBlockHeader(block.data());
     if (!h.ok()) continue;
-    BlockScanner scan(block.data(), block_size, h->seq);
+    BlockScanner scan(block.data(), block_size, h->salt());
     RecordView v;
     uint32_t off;
     while (scan.Next(&v, &off)) f(off, v);
@@ -404,6 +404,30 @@ TEST_F(StoreTest, AlignedRecordsNeverStraddleASectorAndPackedOnesDo) {
     auto w = WorkerOrDie(store.get());
     for (int i = 0; i < 200; ++i) EXPECT_EQ(w->GetSync(Key(i))->body(), Body(i, 1, 1000 + i * 13));
   }
+}
+
+// A device that claims to be larger than it is (only its first sectors are
+// ever touched: a store refuses it before writing anything).
+class HugeDevice final : public Device {
+ public:
+  HugeDevice(uint64_t claimed) : inner_(FaultDevice::Create(1 << 20, 1)), claimed_(claimed) {}
+  uint64_t size() const override { return claimed_; }
+  const std::string& name() const override { return inner_->name(); }
+  const char* backend_name() const override { return "fault"; }
+  Result<std::unique_ptr<IoQueue>> NewQueue(uint32_t depth) override {
+    return inner_->NewQueue(depth);
+  }
+
+ private:
+  std::shared_ptr<FaultDevice> inner_;
+  uint64_t claimed_;
+};
+
+TEST_F(StoreTest, DeviceBeyondTheIndexReachIsRefused) {
+  auto s = Store::Open(opts_, std::make_shared<HugeDevice>((uint64_t{16} << 40) + (1u << 20)));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument) << s.status().ToString();
+  EXPECT_NE(s.status().ToString().find("16 TiB"), std::string::npos) << s.status().ToString();
 }
 
 }  // namespace
