@@ -192,7 +192,10 @@ class Worker {
 
   // Event-loop integration: event_fd() is readable when there is work; then
   // call OnEvent(). Poll() runs what is ready without blocking; Wait() blocks
-  // up to `timeout` for something to run.
+  // up to `timeout` for something to run. A worker that is never polled
+  // makes no progress: its buffered writes stay in memory, and since
+  // defragmentation frees a block only once every earlier write is on the
+  // device, it frees nothing meanwhile.
   virtual int event_fd() const = 0;
   virtual void OnEvent() = 0;
   virtual size_t Poll() = 0;

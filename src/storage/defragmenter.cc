@@ -187,9 +187,10 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
           "moved; they are lost",
           lost, block, store_->device().name());
     } else {
-      spdlog::error("defragmentation: write block {} counted {} live bytes with nothing indexed in "
-                    "it; accounting corrected",
-                    block, left);
+      spdlog::error(
+          "defragmentation: write block {} counted {} live bytes with nothing indexed in "
+          "it; accounting corrected",
+          block, left);
       blocks.AddLive(block, -left);
     }
   }

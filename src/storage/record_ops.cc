@@ -341,8 +341,8 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   h.void_at = is_delete ? 0 : m.void_at;
   uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   *slot = w_->writer().Append(footprint, h.version);
-  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body), slot->block_salt,
-               slot->dst);
+  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body),
+               slot->block_salt, slot->dst);
   IndexEntry e = is_delete ? IndexEntry::Tombstone(tag_, slot->offset, footprint, h.version)
                            : IndexEntry::Live(tag_, slot->offset, footprint, h.sweep_at, h.void_at);
   if (matched_) {

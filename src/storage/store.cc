@@ -113,9 +113,9 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   Result<Superblock> sb = DecodeSuperblock(sector.data());
   if (sb.ok()) {
     if (sb->device_size > IndexEntry::kMaxOffset) {
-      return Status::Corruption(fmt::format(
-          "{}: superblock claims {} bytes, more than the {} TiB this build can address",
-          device_->name(), sb->device_size, IndexEntry::kMaxOffset >> 40));
+      return Status::Corruption(
+          fmt::format("{}: superblock claims {} bytes, more than the {} TiB this build can address",
+                      device_->name(), sb->device_size, IndexEntry::kMaxOffset >> 40));
     }
     if (sb->device_size > device_->size()) {
       return Status::Corruption(
@@ -141,9 +141,9 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   if (fresh.device_size > IndexEntry::kMaxOffset) {
     // The index addresses 16 TiB (40 bits of 16-byte units); larger drives
     // are split into partitions, one store each.
-    return Status::InvalidArgument(fmt::format(
-        "{} holds {} bytes; a store addresses at most {} TiB: partition the drive",
-        device_->name(), device_->size(), IndexEntry::kMaxOffset >> 40));
+    return Status::InvalidArgument(
+        fmt::format("{} holds {} bytes; a store addresses at most {} TiB: partition the drive",
+                    device_->name(), device_->size(), IndexEntry::kMaxOffset >> 40));
   }
   if (fresh.device_size / fresh.block_size < kMinBlocks) {
     return Status::InvalidArgument(

@@ -96,7 +96,7 @@ void UringQueue::CancelTimeout(IoCompletion* done) {
 
 void UringQueue::Submit() {
   for (;;) {
-    int rc = io_uring_submit(&ring_);
+    int rc = fail_submits_ > 0 ? (--fail_submits_, fail_error_) : io_uring_submit(&ring_);
     if (rc >= 0) break;
     if (rc == -EINTR) continue;
     if (rc == -EAGAIN || rc == -EBUSY) {

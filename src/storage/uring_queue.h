@@ -34,6 +34,14 @@ class UringQueue final : public IoQueue {
   void ClearEvent() override;
   uint32_t in_flight() const override { return in_flight_; }
 
+  // Testing: the next `n` submissions report `error` (-EBUSY, -EAGAIN) as
+  // the kernel does when it wants completions reaped first, before the real
+  // submission goes ahead.
+  void FailSubmitsForTesting(int n, int error) {
+    fail_submits_ = n;
+    fail_error_ = error;
+  }
+
  private:
   UringQueue(int fd, int event_fd) : fd_(fd), event_fd_(event_fd) {}
   io_uring_sqe* NextSqe();
@@ -59,6 +67,8 @@ class UringQueue final : public IoQueue {
   std::deque<__kernel_timespec> pending_timespecs_;
   std::vector<Completed> deferred_;  // reaped by Submit(), run by the next Poll()
   std::vector<Completed> spare_;     // Poll()'s buffer, kept between calls
+  int fail_submits_ = 0;
+  int fail_error_ = 0;
 };
 
 }  // namespace segstore::storage

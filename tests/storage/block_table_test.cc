@@ -377,7 +377,8 @@ TEST(BlockTableTest, ConcurrentAllocateHandsOutEachBlockOnce) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
-      while (auto b = t.Allocate(Purpose::kDefrag, uint64_t(i), Salt(uint64_t(i)))) got[i].push_back(*b);
+      while (auto b = t.Allocate(Purpose::kDefrag, uint64_t(i), Salt(uint64_t(i))))
+        got[i].push_back(*b);
     });
   }
   for (auto& th : threads) th.join();

@@ -6,9 +6,9 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "storage/store_impl.h"
 #include "storage/test_util.h"
@@ -278,8 +278,8 @@ TEST_F(DefragTest, ExpiredRecordWrittenDuringASweepStaysGone) {
   store = OpenOrDie(opts_, device->Reboot());
   auto w = WorkerOrDie(store.get());
   auto got = w->GetSync(k);
-  EXPECT_TRUE(got.status().IsNotFound()) << "an older version came back: "
-                                         << (got.ok() ? std::string(got->body()) : "");
+  EXPECT_TRUE(got.status().IsNotFound())
+      << "an older version came back: " << (got.ok() ? std::string(got->body()) : "");
 }
 
 // Live bytes per block always equal what the index says is there.

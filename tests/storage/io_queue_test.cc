@@ -21,6 +21,7 @@
 #include "common/aligned_buffer.h"
 #include "storage/fault_device.h"
 #include "storage/test_util.h"
+#include "storage/uring_queue.h"
 
 namespace segstore::storage {
 namespace {
@@ -348,6 +349,48 @@ TEST_P(IoQueueTest, ReadPastTheEndIsShortOrAnError) {
   EXPECT_LT(straddling->result(), static_cast<int32_t>(2 * kSectorSize));
   EXPECT_LE(straddling->result(), static_cast<int32_t>(kSectorSize));
   EXPECT_LE(beyond->result(), 0);
+}
+
+// When the kernel wants completions reaped before it takes more submissions
+// (-EBUSY on CQ overflow, -EAGAIN), the queue reaps them but must not run
+// them there: Submit() is reached from inside Read()/Write() on a full ring,
+// whose callers are mid-way through state changes.
+TEST(UringQueueTest, CompletionsReapedBySubmitWaitForPoll) {
+  TempDir dir;
+  auto device = OpenFileDevice(dir.File("device"), 1 << 20, IoBackend::kIoUring);
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  auto q = (*device)->NewQueue(8);
+  ASSERT_TRUE(q.ok());
+  auto* uring = dynamic_cast<UringQueue*>(q->get());
+  ASSERT_NE(uring, nullptr);
+  AlignedBuffer buf(kSectorSize);
+  struct Flagging final : IoCompletion {
+    const bool* issuing = nullptr;
+    int violations = 0;
+    bool done = false;
+    void OnIoComplete(int32_t) override {
+      if (*issuing) ++violations;
+      done = true;
+    }
+  };
+  bool issuing = false;
+  for (int error : {-EBUSY, -EAGAIN}) {
+    Flagging first, second;
+    first.issuing = second.issuing = &issuing;
+    uring->Read(0, buf.data(), kSectorSize, &first);
+    uring->Submit();
+    // Let the first read's completion land on the ring, unreaped.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    issuing = true;
+    uring->FailSubmitsForTesting(2, error);
+    uring->Read(kSectorSize, buf.data(), kSectorSize, &second);
+    uring->Submit();  // fails twice, reaps `first`, then submits
+    issuing = false;
+    EXPECT_FALSE(first.done) << "ran inside Submit() after " << error;
+    while (!first.done || !second.done) uring->Wait(std::chrono::milliseconds(100));
+    EXPECT_EQ(first.violations + second.violations, 0);
+    EXPECT_EQ(uring->in_flight(), 0u);
+  }
 }
 
 TEST_P(IoQueueTest, OpenFileDeviceCreatesAMissingFileAtTheRequestedSize) {
