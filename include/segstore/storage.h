@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "segstore/result.h"
 
@@ -151,6 +152,14 @@ struct WriteOutcome {
   uint32_t attempts = 1;                           // 1 + the times another writer got in between
 };
 
+// Where a record lies, as the index knows it: how background work visits
+// records it found by a property (Store::FindDue) rather than by key.
+struct RecordRef {
+  uint64_t offset = 0;
+  uint32_t size = 0;
+  uint64_t block_salt = 0;
+};
+
 using GetCallback = std::function<void(Result<Record>)>;
 using WriteCallback = std::function<void(Result<WriteOutcome>)>;
 using FlushCallback = std::function<void(Status)>;
@@ -176,6 +185,13 @@ class Worker {
   virtual void Delete(std::string_view key, WriteCallback done) = 0;
   // Completes once everything this worker wrote so far is on the device.
   virtual void Flush(FlushCallback done) = 0;
+  // Reads the record at `ref` (from Store::FindDue), whatever its key: the
+  // version found there, which a newer one may have superseded since (go on
+  // by its key). NotFound when no valid record lies there any more.
+  virtual void GetAt(const RecordRef& ref, GetCallback done) = 0;
+  // Runs `task` later on this worker's thread, inside Poll()/Wait(): for
+  // layers above that complete a request without touching the device.
+  virtual void Defer(std::function<void()> task) = 0;
 
   // Batches submissions: while a Batch lives, operations queue their I/O and
   // hand it to the kernel together when the last Batch ends.
@@ -205,6 +221,7 @@ class Worker {
 
   // Blocking helpers: start the operation and Wait() until it completes.
   Result<Record> GetSync(std::string_view key);
+  Result<Record> GetAtSync(const RecordRef& ref);
   Result<WriteOutcome> UpdateSync(std::string_view key, UpdateFn fn);
   Result<WriteOutcome> PutSync(std::string_view key, std::string body, uint32_t sweep_at = 0,
                                uint32_t void_at = 0);
@@ -269,6 +286,15 @@ class Store {
 
   virtual StoreStats stats() = 0;
   virtual const RecoveryStats& recovery() const = 0;
+  // The store's time source (StoreOptions::clock, or the system clock).
+  virtual Clock& clock() = 0;
+
+  // Finds live records whose sweep_at (as their writer set it) is not after
+  // `now`: scans index partitions in DRAM from `*cursor` on, advancing it
+  // (wrapping after the last), until `max` are found or every partition was
+  // looked at once. Appends to `out`; returns how many partitions it scanned.
+  virtual uint32_t FindDue(uint32_t now, size_t max, uint32_t* cursor,
+                           std::vector<RecordRef>* out) = 0;
   virtual uint32_t max_key_size() const = 0;
   virtual uint32_t max_body_size() const = 0;
 

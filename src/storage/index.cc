@@ -150,9 +150,8 @@ Index::Usage Index::usage() {
     Locked t = Lock(p);
     u.entries += t->size();
     u.bytes_allocated += t->bytes_allocated();
-    t->Sweep([&](IndexEntry& e) {
+    t->ForEach([&](const IndexEntry& e) {
       if (e.tombstone()) ++u.tombstones;
-      return true;
     });
   }
   return u;

@@ -82,6 +82,13 @@ class PartitionTable {
   bool Erase(uint32_t tag, uint64_t offset);
   // Replaces the entry of this tag at `offset` by `e` (same tag). False when absent.
   bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e);
+  // Calls f(const IndexEntry&) for every entry.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (uint32_t i = 0; i < capacity_; ++i) {
+      if (!slots_[i].empty()) f(slots_[i]);
+    }
+  }
   // Calls f(IndexEntry&) for every entry; f returns false to erase it. f may
   // change an entry in place but not its tag.
   template <typename F>

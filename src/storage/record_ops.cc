@@ -45,11 +45,49 @@ bool Expired(UnixSeconds void_at, UnixSeconds now) { return void_at != 0 && void
 
 }  // namespace
 
+// ---------------------------------------------------------------- RecordFetch
+
+RecordFetch::RecordFetch(WorkerImpl* w) : w_(w), store_(w->store()) {}
+
+RecordFetch::~RecordFetch() { ReleaseReadBuffer(buf_, buf_size_); }
+
+void RecordFetch::Fetch(uint64_t offset, uint32_t size, uint64_t salt) {
+  uint32_t block = store_->BlockOf(offset);
+  if (auto image = store_->blocks().PinImage(block); image && image->salt == salt) {
+    // Still in a write block in memory: copy it out; no device read.
+    w_->counters().Bump(w_->counters().memory_reads);
+    uint8_t* copy = AcquireReadBuffer(size);
+    std::memcpy(copy, image->bytes.data() + (offset - store_->BlockOffset(block)), size);
+    OnFetched(copy, size, copy);
+    return;
+  }
+  offset_ = offset;
+  uint64_t start = AlignDown(offset, kSectorSize);
+  buf_size_ = static_cast<uint32_t>(AlignUp(offset + size, kSectorSize) - start);
+  buf_ = AcquireReadBuffer(buf_size_);
+  buf_offset_ = start;
+  w_->counters().Bump(w_->counters().device_reads);
+  w_->queue()->Read(start, buf_, buf_size_, this);
+}
+
+void RecordFetch::OnIoComplete(int32_t result) {
+  uint8_t* buf = std::exchange(buf_, nullptr);
+  uint32_t len = buf_size_;
+  if (result < 0 || static_cast<uint32_t>(result) != len) {
+    ReleaseReadBuffer(buf, len);
+    std::string why = result < 0 ? std::strerror(-result)
+                                 : fmt::format("short read, {} of {} bytes", result, len);
+    OnFetchFailed(Status::IOError(
+        fmt::format("read at offset {} of {}: {}", buf_offset_, store_->device().name(), why)));
+    return;
+  }
+  OnFetched(buf, len, buf + (offset_ - buf_offset_));
+}
+
 // ---------------------------------------------------------------- RecordOp
 
 RecordOp::RecordOp(WorkerImpl* w, std::string_view key, Scope scope)
-    : w_(w),
-      store_(w->store()),
+    : RecordFetch(w),
       digest_(store_->DigestOf(key)),
       partition_(Index::PartitionOf(digest_)),
       tag_(Index::TagOf(digest_)),
@@ -63,8 +101,6 @@ RecordOp::RecordOp(WorkerImpl* w, std::string_view key, Scope scope)
   std::memcpy(dst, key.data(), key.size());
   key_data_ = dst;
 }
-
-RecordOp::~RecordOp() { ReleaseReadBuffer(buf_, buf_size_); }
 
 void RecordOp::Start() {
   w_->OpStarted();
@@ -115,38 +151,7 @@ void RecordOp::ReadNext() {
     return;
   }
   const Candidate& c = candidates_[next_];
-  uint64_t offset = c.entry.offset();
-  uint32_t size = c.entry.size();
-  uint32_t block = store_->BlockOf(offset);
-  if (auto image = store_->blocks().PinImage(block); image && image->salt == c.block_salt) {
-    // Still in a write block in memory: copy it out; no device read.
-    w_->counters().Bump(w_->counters().memory_reads);
-    uint8_t* copy = AcquireReadBuffer(size);
-    std::memcpy(copy, image->bytes.data() + (offset - store_->BlockOffset(block)), size);
-    Examine(copy, size, copy);
-    return;
-  }
-  uint64_t start = AlignDown(offset, kSectorSize);
-  buf_size_ = static_cast<uint32_t>(AlignUp(offset + size, kSectorSize) - start);
-  buf_ = AcquireReadBuffer(buf_size_);
-  buf_offset_ = start;
-  w_->counters().Bump(w_->counters().device_reads);
-  w_->queue()->Read(start, buf_, buf_size_, this);
-}
-
-void RecordOp::OnIoComplete(int32_t result) {
-  const Candidate& c = candidates_[next_];
-  uint8_t* buf = std::exchange(buf_, nullptr);
-  uint32_t len = buf_size_;
-  if (result < 0 || static_cast<uint32_t>(result) != len) {
-    ReleaseReadBuffer(buf, len);
-    std::string why = result < 0 ? std::strerror(-result)
-                                 : fmt::format("short read, {} of {} bytes", result, len);
-    OnFailure(Status::IOError(
-        fmt::format("read at offset {} of {}: {}", buf_offset_, store_->device().name(), why)));
-    return;
-  }
-  Examine(buf, len, buf + (c.entry.offset() - buf_offset_));
+  Fetch(c.entry.offset(), c.entry.size(), c.block_salt);
 }
 
 bool RecordOp::Moved(const Candidate& c) {
@@ -155,7 +160,7 @@ bool RecordOp::Moved(const Candidate& c) {
   return e == nullptr || store_->blocks().salt(store_->BlockOf(c.entry.offset())) != c.block_salt;
 }
 
-void RecordOp::Examine(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
+void RecordOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
   const Candidate c = candidates_[next_];
   Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_salt);
   if (v.ok() && v->footprint != c.entry.size()) {
@@ -226,6 +231,44 @@ void GetOp::OnFailure(Status s) {
 
 void GetOp::Deliver() {
   w_->counters().Bump(w_->counters().gets);
+  done_(std::move(*result_));
+  w_->OpDone();
+  delete this;
+}
+
+// ---------------------------------------------------------------- ReadAtOp
+
+ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, GetCallback done)
+    : RecordFetch(w), ref_(ref), done_(std::move(done)) {}
+
+void ReadAtOp::Start() {
+  w_->OpStarted();
+  in_start_ = true;
+  Fetch(ref_.offset, ref_.size, ref_.block_salt);
+  in_start_ = false;
+}
+
+void ReadAtOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
+  Result<RecordView> v = DecodeRecord(rec, ref_.size, ref_.block_salt);
+  if (!v.ok() || v->footprint != ref_.size || v->header.kind != RecordKind::kPut) {
+    ReleaseReadBuffer(storage, storage_size);
+    result_.emplace(Status::NotFound("no record there any more"));
+  } else {
+    result_.emplace(RecordBuilder::Make(storage, storage_size, *v));
+  }
+  if (in_start_) {
+    w_->Post([this] { Deliver(); });
+  } else {
+    Deliver();
+  }
+}
+
+void ReadAtOp::OnFetchFailed(Status s) {
+  result_.emplace(std::move(s));
+  Deliver();
+}
+
+void ReadAtOp::Deliver() {
   done_(std::move(*result_));
   w_->OpDone();
   delete this;

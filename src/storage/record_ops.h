@@ -32,7 +32,34 @@ namespace segstore::storage {
 class StoreImpl;
 class WorkerImpl;
 
-class RecordOp : public IoCompletion {
+// Fetches the bytes of one record at a known place: copied from its block's
+// image while the block is in memory, else one device read into a pooled
+// buffer. The base of every operation that reads records.
+class RecordFetch : public IoCompletion {
+ protected:
+  explicit RecordFetch(WorkerImpl* w);
+  ~RecordFetch();
+  // Starts fetching the `size` bytes at device `offset` of the block
+  // incarnation `salt`; then OnFetched (possibly before returning) or OnFetchFailed.
+  void Fetch(uint64_t offset, uint32_t size, uint64_t salt);
+  // `storage` (a read buffer of `storage_size` bytes, now owned by the
+  // callee) holds the record at `rec`; nothing is validated yet.
+  virtual void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) = 0;
+  virtual void OnFetchFailed(Status s) = 0;
+
+  WorkerImpl* w_;
+  StoreImpl* store_;
+
+ private:
+  void OnIoComplete(int32_t result) override;
+
+  uint64_t offset_ = 0;
+  uint8_t* buf_ = nullptr;  // the device read in flight lands here
+  uint32_t buf_size_ = 0;
+  uint64_t buf_offset_ = 0;
+};
+
+class RecordOp : public RecordFetch {
  public:
   void Start();
 
@@ -47,7 +74,7 @@ class RecordOp : public IoCompletion {
   // "damaged"); an update reads them all.
   enum class Scope : uint8_t { kGet, kUpdate };
   RecordOp(WorkerImpl* w, std::string_view key, Scope scope);
-  virtual ~RecordOp();
+  virtual ~RecordOp() = default;
 
   // (Re)reads the index and the candidates.
   void Lookup();
@@ -66,8 +93,6 @@ class RecordOp : public IoCompletion {
 
   std::string_view key() const { return {key_data_, key_size_}; }
 
-  WorkerImpl* w_;
-  StoreImpl* store_;
   Digest digest_;
   uint32_t partition_;
   uint32_t tag_;
@@ -75,10 +100,8 @@ class RecordOp : public IoCompletion {
 
  private:
   void ReadNext();
-  void OnIoComplete(int32_t result) override;
-  // `storage` (a read buffer of `size` bytes) holds the record at `rec`;
-  // ownership passes on.
-  void Examine(uint8_t* storage, size_t size, const uint8_t* rec);
+  void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) override;
+  void OnFetchFailed(Status s) override { OnFailure(std::move(s)); }
   bool Moved(const Candidate& c);
 
   const Scope scope_;
@@ -88,9 +111,6 @@ class RecordOp : public IoCompletion {
   size_t next_ = 0;
   uint32_t restarts_ = 0;
   UnixSeconds now_ = 0;
-  uint8_t* buf_ = nullptr;  // the device read in flight lands here
-  uint32_t buf_size_ = 0;
-  uint64_t buf_offset_ = 0;
   // The key: inline when short (almost always), else on the heap.
   static constexpr size_t kInlineKey = 48;
   char key_inline_[kInlineKey];
@@ -111,6 +131,24 @@ class GetOp final : public RecordOp {
 
   GetCallback done_;
   std::optional<Result<Record>> result_;
+};
+
+// Reads the record at a place found in the index (Store::FindDue), whatever
+// its key: NotFound when another record, or nothing valid, lies there now.
+class ReadAtOp final : public RecordFetch {
+ public:
+  ReadAtOp(WorkerImpl* w, const RecordRef& ref, GetCallback done);
+  void Start();
+
+ private:
+  void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) override;
+  void OnFetchFailed(Status s) override;
+  void Deliver();
+
+  RecordRef ref_;
+  GetCallback done_;
+  std::optional<Result<Record>> result_;
+  bool in_start_ = false;
 };
 
 class UpdateOp final : public RecordOp {

@@ -317,6 +317,24 @@ Status StoreImpl::DefragNow(bool rotate) {
   return s.ok() ? s2 : s;
 }
 
+uint32_t StoreImpl::FindDue(uint32_t now, size_t max, uint32_t* cursor,
+                            std::vector<RecordRef>* out) {
+  size_t found = 0;
+  uint32_t scanned = 0;
+  while (scanned < Index::kPartitions && found < max) {
+    uint32_t p = *cursor % Index::kPartitions;
+    *cursor = (p + 1) % Index::kPartitions;
+    ++scanned;
+    Index::Locked table = index_.Lock(p);
+    table->ForEach([&](const IndexEntry& e) {
+      if (!e.live() || e.sweep_at() == 0 || e.sweep_at() > now) return;
+      out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset()))});
+      ++found;
+    });
+  }
+  return scanned;
+}
+
 void StoreImpl::DefragLoop() {
   Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
   if (!w.ok()) {

@@ -67,12 +67,14 @@ class StoreImpl final : public Store {
   uint32_t max_key_size() const override { return options_.max_key_size; }
   uint32_t max_body_size() const override { return max_body_size_; }
   Status DefragNow(bool rotate) override;
+  uint32_t FindDue(uint32_t now, size_t max, uint32_t* cursor,
+                   std::vector<RecordRef>* out) override;
 
   const StoreOptions& options() const { return options_; }
   Device& device() { return *device_; }
   Index& index() { return index_; }
   BlockTable& blocks() { return *blocks_; }
-  Clock& clock() { return *clock_; }
+  Clock& clock() override { return *clock_; }
   const Superblock& superblock() const { return superblock_; }
   uint32_t block_size() const { return superblock_.block_size; }
   uint64_t BlockOffset(uint32_t b) const { return uint64_t{b} * superblock_.block_size; }

@@ -112,6 +112,19 @@ void WorkerImpl::Flush(FlushCallback done) {
   MaybeSubmit();
 }
 
+void WorkerImpl::GetAt(const RecordRef& ref, GetCallback done) {
+  (new ReadAtOp(this, ref, std::move(done)))->Start();
+  MaybeSubmit();
+}
+
+void WorkerImpl::Defer(std::function<void()> task) {
+  OpStarted();
+  Post([this, task = std::move(task)] {
+    task();
+    OpDone();
+  });
+}
+
 size_t WorkerImpl::Poll() {
   bool outer = !in_poll_;
   in_poll_ = true;
@@ -160,6 +173,10 @@ T RunSync(Worker* w, Start start) {
 
 Result<Record> Worker::GetSync(std::string_view key) {
   return RunSync<Result<Record>>(this, [&](GetCallback cb) { Get(key, std::move(cb)); });
+}
+
+Result<Record> Worker::GetAtSync(const RecordRef& ref) {
+  return RunSync<Result<Record>>(this, [&](GetCallback cb) { GetAt(ref, std::move(cb)); });
 }
 
 Result<WriteOutcome> Worker::UpdateSync(std::string_view key, UpdateFn fn) {

@@ -27,6 +27,8 @@ class WorkerImpl final : public Worker {
            WriteCallback done) override;
   void Delete(std::string_view key, WriteCallback done) override;
   void Flush(FlushCallback done) override;
+  void Defer(std::function<void()> task) override;
+  void GetAt(const RecordRef& ref, GetCallback done) override;
 
   int event_fd() const override { return queue_->event_fd(); }
   void OnEvent() override;

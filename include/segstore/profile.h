@@ -1,0 +1,182 @@
+// The profile layer: one record per user, holding a key-ordered map of
+// audience segments, each with its own expiry. Built on the storage engine
+// (include/segstore/storage.h); knows nothing of sockets.
+//
+// Time: every operation reads the store's clock (injectable). A segment whose
+// expires_at has passed is invisible to every read from that second on; a
+// profile with no live segment does not exist for readers.
+//
+// Threads: a ProfileStore is shared. Each thread opens a ProfileSession (it
+// wraps that thread's storage Worker) and uses it from that thread only.
+// Operations are asynchronous like the engine's: callbacks run on the
+// session's thread inside Poll()/Wait(), never inside the starting call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "segstore/result.h"
+#include "segstore/storage.h"
+
+namespace segstore::profile {
+
+using UnixSeconds = uint32_t;
+inline constexpr UnixSeconds kNever = 0;  // expires_at of a segment that never expires
+
+struct Segment {
+  uint64_t id = 0;
+  UnixSeconds expires_at = kNever;
+  std::optional<uint32_t> attr1;  // e.g. a partner or source id
+  std::optional<uint32_t> attr2;  // e.g. flags
+  bool operator==(const Segment&) const = default;
+};
+
+// What a get returns and how.
+struct GetOptions {
+  // Only segments whose expiry lies in [expiry_from, expiry_to] (a segment
+  // that never expires counts as expiring at +infinity); with
+  // `outside_expiry_window`, only those outside it ("will not expire today":
+  // window [now, end of today], outside).
+  UnixSeconds expiry_from = 0;
+  UnixSeconds expiry_to = UINT32_MAX;
+  bool outside_expiry_window = false;
+  // Only segment IDs in [id_from, id_to].
+  uint64_t id_from = 0;
+  uint64_t id_to = UINT64_MAX;
+  // Count, do not list.
+  bool count_only = false;
+  // At most this many segments, lowest IDs first (0: all). `count` still
+  // reports every match.
+  uint32_t limit = 0;
+};
+
+struct GetResult {
+  std::vector<Segment> segments;  // empty when count_only
+  uint32_t count = 0;             // live segments matching the options
+};
+
+enum class UpsertMode : uint8_t {
+  kSet,     // the expiry becomes the given one
+  kExtend,  // the later of the current and the given expiry
+  kAdd,     // the current expiry plus `value` seconds (a new segment: now + value)
+};
+
+// One segment to insert or update.
+struct SegmentUpdate {
+  uint64_t id = 0;
+  // kSet/kExtend: with `ttl`, expires at now + value seconds; without, at
+  // `value` (Unix seconds; kNever: never). kAdd: seconds to add.
+  uint32_t value = 0;
+  bool ttl = false;
+  // Set when present; kept (or absent, for a new segment) otherwise.
+  std::optional<uint32_t> attr1;
+  std::optional<uint32_t> attr2;
+};
+
+struct UpsertResult {
+  uint32_t inserted = 0;
+  uint32_t updated = 0;
+  uint32_t trimmed = 0;  // expired segments removed by this write
+  uint32_t count = 0;    // live segments after it
+};
+
+struct TrimResult {
+  uint32_t trimmed = 0;
+  uint32_t remaining = 0;
+};
+
+struct ProfileOptions {
+  // A write that would leave a profile with more segments is refused.
+  uint32_t max_segments = 10000;
+  // A record becomes worth rewriting (sweep_at) once this share of its
+  // segments has expired.
+  double sweep_share = 0.25;
+  // The expiry sweeper: a background thread that rewrites records whose
+  // sweep_at has passed, without their expired segments, at most this many
+  // records a second. Records with nothing left alive are dropped by the
+  // engine unread (void_at).
+  bool sweeper = true;
+  uint32_t sweep_records_per_second = 2000;
+  std::chrono::milliseconds sweep_interval{100};
+};
+
+// What the sweeper has done since the store opened.
+struct SweeperStats {
+  uint64_t records_visited = 0;    // due records read
+  uint64_t records_rewritten = 0;  // rewritten without their expired segments
+  uint64_t records_deleted = 0;    // nothing was left alive
+  uint64_t segments_removed = 0;
+  uint64_t bytes_reclaimed = 0;  // record bytes no longer stored
+};
+
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+
+class ProfileSession {
+ public:
+  virtual ~ProfileSession() = default;
+
+  // The live segments of `user`. NotFound when it has none.
+  virtual void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) = 0;
+  // Many users at once; their device reads are issued together. Each user's
+  // result (or error, NotFound included) in the order asked.
+  virtual void BatchGet(std::span<const std::string> users, const GetOptions& options,
+                        Callback<std::vector<Result<GetResult>>> done) = 0;
+  // Inserts or updates segments; expired ones are trimmed in the same write.
+  // InvalidArgument: a duplicate id, or an expiry that is not in the future.
+  // LimitExceeded: more than max_segments would result. Nothing is written then.
+  virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> updates,
+                      UpsertMode mode, Callback<UpsertResult> done) = 0;
+  // Removes these segment IDs; returns how many were there.
+  virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
+                      Callback<uint32_t> done) = 0;
+  // Removes segments that expired before `before` (0: now).
+  virtual void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) = 0;
+  // Live segments with IDs in [id_from, id_to].
+  virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
+                     Callback<uint32_t> done) = 0;
+  // Deletes the whole profile, durably (always committed): it never comes
+  // back. Returns whether there was one.
+  virtual void Delete(std::string_view user, Callback<bool> done) = 0;
+
+  // Event-loop integration, as storage::Worker.
+  virtual storage::Worker& worker() = 0;
+  size_t Poll() { return worker().Poll(); }
+  size_t Wait(std::chrono::milliseconds timeout) { return worker().Wait(timeout); }
+
+  // Blocking helpers.
+  Result<GetResult> GetSync(std::string_view user, const GetOptions& options = {});
+  Result<std::vector<Result<GetResult>>> BatchGetSync(std::span<const std::string> users,
+                                                      const GetOptions& options = {});
+  Result<UpsertResult> UpsertSync(std::string_view user, std::span<const SegmentUpdate> updates,
+                                  UpsertMode mode = UpsertMode::kSet);
+  Result<uint32_t> RemoveSync(std::string_view user, std::span<const uint64_t> ids);
+  Result<TrimResult> TrimSync(std::string_view user, UnixSeconds before = 0);
+  Result<uint32_t> CountSync(std::string_view user, uint64_t id_from = 0,
+                             uint64_t id_to = UINT64_MAX);
+  Result<bool> DeleteSync(std::string_view user);
+};
+
+// Opens profile sessions on a storage engine and runs the expiry sweeper.
+// Thread-safe. The storage::Store must outlive it; destroy every session first.
+class ProfileStore {
+ public:
+  static Result<std::unique_ptr<ProfileStore>> Open(storage::Store* store,
+                                                    const ProfileOptions& options);
+  virtual ~ProfileStore() = default;
+  // The calling thread's session (opens its storage worker).
+  virtual Result<std::unique_ptr<ProfileSession>> NewSession() = 0;
+  virtual SweeperStats sweeper_stats() const = 0;
+  // One sweeper pass on the calling thread, ignoring the rate limit: every
+  // record due at the store's clock now. For tests and tools.
+  virtual Status SweepNow() = 0;
+};
+
+}  // namespace segstore::profile

@@ -1,0 +1,257 @@
+#include "profile/codec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "profile/bit_stream.h"
+
+namespace segstore::profile {
+namespace {
+
+constexpr unsigned kEscapeRun = 32;  // unary runs this long escape to a raw 64-bit gap
+constexpr uint32_t kUnits[4] = {1, 60, 3600, 86400};
+constexpr uint8_t kFlagNever = 1 << 2;
+constexpr uint8_t kFlagAttr1 = 1 << 3;
+constexpr uint8_t kFlagAttr2 = 1 << 4;
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+bool GetVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
+  uint64_t result = 0;
+  for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
+    uint8_t b = *p++;
+    result |= uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) {
+      if (shift == 63 && b > 1) return false;  // more than 64 bits
+      *v = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+unsigned BitWidth(uint64_t v) { return static_cast<unsigned>(std::bit_width(v)); }
+
+// Bits the gaps take with Rice parameter k.
+uint64_t RiceCost(std::span<const Segment> s, unsigned k) {
+  uint64_t bits = 0;
+  for (size_t i = 1; i < s.size(); ++i) {
+    uint64_t q = (s[i].id - s[i - 1].id - 1) >> k;
+    bits += q >= kEscapeRun ? kEscapeRun + 64 : q + 1 + k;
+  }
+  return bits;
+}
+
+unsigned ChooseRiceParameter(std::span<const Segment> s) {
+  if (s.size() < 2) return 0;
+  uint64_t mean = (s.back().id - s.front().id - (s.size() - 1)) / (s.size() - 1);
+  unsigned guess = mean == 0 ? 0 : BitWidth(mean) - 1;
+  unsigned best = guess;
+  uint64_t best_cost = RiceCost(s, guess);
+  for (unsigned k : {guess > 0 ? guess - 1 : guess, guess + 1}) {
+    if (k > kEscapeRun || k == guess) continue;
+    uint64_t c = RiceCost(s, k);
+    if (c < best_cost) {
+      best_cost = c;
+      best = k;
+    }
+  }
+  return std::min(best, kEscapeRun);
+}
+
+Status Corrupt(std::string_view what) {
+  return Status::Corruption(fmt::format("profile body: {}", what));
+}
+
+}  // namespace
+
+Segment Columns::At(size_t i) const {
+  Segment s;
+  s.id = ids[i];
+  s.expires_at = expires[i];
+  if (has_attr1 && (attr_present[i] & 1)) s.attr1 = attr1[i];
+  if (has_attr2 && (attr_present[i] & 2)) s.attr2 = attr2[i];
+  return s;
+}
+
+void EncodeSegments(std::span<const Segment> segments, std::string* out) {
+  out->clear();
+  out->push_back(static_cast<char>(kCodecVersion));
+  const size_t n = segments.size();
+  PutVarint(out, n);
+  if (n == 0) return;
+
+  // Expiries: the coarsest unit that keeps every one exact.
+  bool never = false;
+  unsigned unit = 3;
+  UnixSeconds min_exp = UINT32_MAX, max_exp = 0;
+  bool attr1 = false, attr2 = false;
+  uint32_t max_a1 = 0, max_a2 = 0;
+  for (const Segment& s : segments) {
+    if (s.expires_at == kNever) {
+      never = true;
+    } else {
+      while (unit > 0 && s.expires_at % kUnits[unit] != 0) --unit;
+      min_exp = std::min(min_exp, s.expires_at);
+      max_exp = std::max(max_exp, s.expires_at);
+    }
+    if (s.attr1) {
+      attr1 = true;
+      max_a1 = std::max(max_a1, *s.attr1);
+    }
+    if (s.attr2) {
+      attr2 = true;
+      max_a2 = std::max(max_a2, *s.attr2);
+    }
+  }
+  const uint32_t u = kUnits[unit];
+  const uint64_t base = min_exp == UINT32_MAX ? 0 : min_exp / u;
+  const uint64_t shift = never ? 1 : 0;
+  const uint64_t max_value = min_exp == UINT32_MAX ? 0 : max_exp / u - base + shift;
+  const unsigned width = BitWidth(max_value);
+  const unsigned k = ChooseRiceParameter(segments);
+
+  PutVarint(out, segments[0].id);
+  out->push_back(static_cast<char>(k));
+  out->push_back(static_cast<char>(unit | (never ? kFlagNever : 0) | (attr1 ? kFlagAttr1 : 0) |
+                                   (attr2 ? kFlagAttr2 : 0)));
+  PutVarint(out, base);
+  out->push_back(static_cast<char>(width));
+  const unsigned w1 = BitWidth(max_a1), w2 = BitWidth(max_a2);
+  if (attr1) out->push_back(static_cast<char>(w1));
+  if (attr2) out->push_back(static_cast<char>(w2));
+
+  out->reserve(out->size() + (n * (k + 2 + width) + 7) / 8 + 16);
+  BitWriter bits(out);
+  for (size_t i = 1; i < n; ++i) {
+    uint64_t g = segments[i].id - segments[i - 1].id - 1;
+    uint64_t q = g >> k;
+    if (q >= kEscapeRun) {
+      bits.Write((uint64_t{1} << kEscapeRun) - 1, kEscapeRun);
+      bits.Write64(g);
+    } else {
+      bits.WriteUnary(static_cast<unsigned>(q));
+      if (k > 0) bits.Write(g, k);
+    }
+  }
+  for (const Segment& s : segments) {
+    uint64_t v = s.expires_at == kNever ? 0 : s.expires_at / u - base + shift;
+    bits.Write(v, width);
+  }
+  auto write_attr = [&](bool present, unsigned w, auto get) {
+    if (!present) return;
+    for (const Segment& s : segments) bits.Write(get(s).has_value() ? 1 : 0, 1);
+    for (const Segment& s : segments) {
+      if (get(s)) bits.Write(*get(s), w);
+    }
+  };
+  write_attr(attr1, w1, [](const Segment& s) { return s.attr1; });
+  write_attr(attr2, w2, [](const Segment& s) { return s.attr2; });
+  bits.Finish();
+}
+
+Status DecodeColumns(std::string_view body, Columns* out) {
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  const uint8_t* end = p + body.size();
+  out->ids.clear();
+  out->expires.clear();
+  out->attr1.clear();
+  out->attr2.clear();
+  out->attr_present.clear();
+  out->has_attr1 = out->has_attr2 = false;
+  if (p == end) return Corrupt("empty");
+  if (*p++ != kCodecVersion) return Corrupt(fmt::format("codec version {}", p[-1]));
+  uint64_t n;
+  if (!GetVarint(p, end, &n)) return Corrupt("segment count");
+  if (n == 0) return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
+  uint64_t first_id, base;
+  if (!GetVarint(p, end, &first_id) || end - p < 2) return Corrupt("header");
+  const unsigned k = *p++;
+  const uint8_t flags = *p++;
+  if (!GetVarint(p, end, &base) || p == end) return Corrupt("header");
+  const unsigned width = *p++;
+  const bool attr1 = flags & kFlagAttr1, attr2 = flags & kFlagAttr2;
+  if (k > kEscapeRun || width > 32 || (flags & ~0x1fu) != 0 || base > UINT32_MAX) {
+    return Corrupt("header fields");
+  }
+  unsigned w1 = 0, w2 = 0;
+  if (attr1) {
+    if (p == end) return Corrupt("header");
+    w1 = *p++;
+  }
+  if (attr2) {
+    if (p == end) return Corrupt("header");
+    w2 = *p++;
+  }
+  if (w1 > 32 || w2 > 32) return Corrupt("attribute width");
+  // Every segment takes at least one bit (its gap's terminating zero, or an
+  // expiry bit): a count the body cannot hold is refused before allocating.
+  const uint64_t body_bits = 8 * static_cast<uint64_t>(end - p);
+  if (n - 1 > body_bits || n * width > body_bits) return Corrupt("segment count");
+  const uint32_t unit = kUnits[flags & 3];
+  const bool never = flags & kFlagNever;
+  const uint64_t shift = never ? 1 : 0;
+
+  out->ids.resize(n);
+  out->expires.resize(n);
+  BitReader bits(p, static_cast<size_t>(end - p));
+  uint64_t id = first_id;
+  out->ids[0] = id;
+  for (uint64_t i = 1; i < n; ++i) {
+    unsigned q = bits.ReadUnary(kEscapeRun);
+    uint64_t g = q == kEscapeRun ? bits.Read64() : (uint64_t{q} << k) | bits.Read(k);
+    if (g >= std::numeric_limits<uint64_t>::max() - id) return Corrupt("segment id overflows");
+    id += g + 1;
+    out->ids[i] = id;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t v = bits.Read(width);
+    if (never && v == 0) {
+      out->expires[i] = kNever;
+      continue;
+    }
+    uint64_t units = base + v - shift;  // v >= shift here
+    if (units > UINT32_MAX / unit || units == 0) return Corrupt("expiry out of range");
+    out->expires[i] = static_cast<UnixSeconds>(units * unit);
+  }
+  if (attr1 || attr2) {
+    out->attr_present.assign(n, 0);
+    auto read_attr = [&](bool present, unsigned w, uint8_t bit, std::vector<uint32_t>* values) {
+      if (!present) return;
+      values->assign(n, 0);
+      for (uint64_t i = 0; i < n; ++i) {
+        if (bits.Read(1)) out->attr_present[i] |= bit;
+      }
+      for (uint64_t i = 0; i < n; ++i) {
+        if (out->attr_present[i] & bit) (*values)[i] = static_cast<uint32_t>(bits.Read(w));
+      }
+    };
+    read_attr(attr1, w1, 1, &out->attr1);
+    read_attr(attr2, w2, 2, &out->attr2);
+    out->has_attr1 = attr1;
+    out->has_attr2 = attr2;
+  }
+  if (bits.overrun()) return Corrupt("truncated");
+  if (bits.remaining_bits() >= 8) return Corrupt("trailing bytes");
+  return Status::OK();
+}
+
+Status DecodeSegments(std::string_view body, std::vector<Segment>* out) {
+  Columns c;
+  SEGSTORE_RETURN_IF_ERROR(DecodeColumns(body, &c));
+  out->clear();
+  out->reserve(c.size());
+  for (size_t i = 0; i < c.size(); ++i) out->push_back(c.At(i));
+  return Status::OK();
+}
+
+}  // namespace segstore::profile

@@ -1,0 +1,212 @@
+#include "profile/segment_ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace segstore::profile {
+namespace {
+
+bool Alive(UnixSeconds expires_at, UnixSeconds at) {
+  return expires_at == kNever || expires_at > at;
+}
+
+// A segment that never expires counts as expiring at +infinity: inside a
+// window only when the window has no upper end.
+bool InWindow(UnixSeconds expires_at, const GetOptions& o) {
+  if (expires_at == kNever) return o.expiry_to == UINT32_MAX;
+  return expires_at >= o.expiry_from && expires_at <= o.expiry_to;
+}
+
+std::optional<uint32_t> AttrOf(const Columns& c, size_t i, int which) {
+  if (which == 1)
+    return c.has_attr1 && (c.attr_present[i] & 1) ? std::optional(c.attr1[i]) : std::nullopt;
+  return c.has_attr2 && (c.attr_present[i] & 2) ? std::optional(c.attr2[i]) : std::nullopt;
+}
+
+}  // namespace
+
+uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResult* out) {
+  out->segments.clear();
+  out->count = 0;
+  const size_t n = c.size();
+  const bool filtered_window =
+      o.expiry_from != 0 || o.expiry_to != UINT32_MAX || o.outside_expiry_window;
+  uint32_t live = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const UnixSeconds exp = c.expires[i];
+    if (!Alive(exp, now)) continue;
+    ++live;
+    const uint64_t id = c.ids[i];
+    if (id < o.id_from || id > o.id_to) continue;
+    if (filtered_window && InWindow(exp, o) == o.outside_expiry_window) continue;
+    ++out->count;
+    if (o.count_only || (o.limit != 0 && out->segments.size() >= o.limit)) continue;
+    out->segments.push_back(c.At(i));
+  }
+  return live;
+}
+
+Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now) {
+  std::vector<uint64_t> ids;
+  ids.reserve(updates.size());
+  for (const SegmentUpdate& u : updates) {
+    ids.push_back(u.id);
+    if (mode == UpsertMode::kAdd) {
+      if (u.value == 0) {
+        return Status::InvalidArgument(
+            fmt::format("segment {}: add mode needs a positive number of seconds", u.id));
+      }
+      if (uint64_t{now} + u.value > UINT32_MAX) {
+        return Status::InvalidArgument(fmt::format("segment {}: expiry past 2106", u.id));
+      }
+      continue;
+    }
+    if (u.ttl) {
+      if (u.value == 0) {
+        return Status::InvalidArgument(fmt::format("segment {}: a TTL of 0 seconds", u.id));
+      }
+      if (uint64_t{now} + u.value > UINT32_MAX) {
+        return Status::InvalidArgument(
+            fmt::format("segment {}: TTL of {} seconds runs past 2106", u.id, u.value));
+      }
+    } else if (u.value != kNever && u.value <= now) {
+      return Status::InvalidArgument(fmt::format(
+          "segment {}: expiry {} is not in the future (now is {})", u.id, u.value, now));
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end()) {
+    return Status::InvalidArgument(fmt::format("segment {} appears twice in one upsert", *dup));
+  }
+  return Status::OK();
+}
+
+UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, UpsertMode mode,
+                   UnixSeconds now, std::vector<Segment>* out) {
+  std::vector<const SegmentUpdate*> sorted;
+  sorted.reserve(updates.size());
+  for (const SegmentUpdate& u : updates) sorted.push_back(&u);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const SegmentUpdate* a, const SegmentUpdate* b) { return a->id < b->id; });
+
+  auto requested = [&](const SegmentUpdate& u) -> UnixSeconds {
+    return u.ttl ? now + u.value : u.value;
+  };
+  auto later = [](UnixSeconds a, UnixSeconds b) {
+    return a == kNever || b == kNever ? kNever : std::max(a, b);
+  };
+  UpsertResult r;
+  out->clear();
+  out->reserve((c ? c->size() : 0) + updates.size());
+  const size_t n = c ? c->size() : 0;
+  size_t i = 0, j = 0;
+  while (i < n || j < sorted.size()) {
+    bool take_old = j == sorted.size() || (i < n && c->ids[i] < sorted[j]->id);
+    bool both = !take_old && i < n && c->ids[i] == sorted[j]->id;
+    if (take_old) {
+      if (Alive(c->expires[i], now)) {
+        out->push_back(c->At(i));
+      } else {
+        ++r.trimmed;
+      }
+      ++i;
+      continue;
+    }
+    const SegmentUpdate& u = *sorted[j++];
+    Segment s;
+    s.id = u.id;
+    bool existed = both && Alive(c->expires[i], now);
+    if (existed) {
+      UnixSeconds old = c->expires[i];
+      switch (mode) {
+        case UpsertMode::kSet:
+          s.expires_at = requested(u);
+          break;
+        case UpsertMode::kExtend:
+          s.expires_at = later(old, requested(u));
+          break;
+        case UpsertMode::kAdd:
+          s.expires_at = old == kNever ? kNever
+                                       : static_cast<UnixSeconds>(std::min<uint64_t>(
+                                             uint64_t{old} + u.value, UINT32_MAX));
+          break;
+      }
+      s.attr1 = u.attr1 ? u.attr1 : AttrOf(*c, i, 1);
+      s.attr2 = u.attr2 ? u.attr2 : AttrOf(*c, i, 2);
+      ++r.updated;
+    } else {
+      if (both) ++r.trimmed;  // it had expired: a new segment now
+      s.expires_at = mode == UpsertMode::kAdd ? now + u.value : requested(u);
+      s.attr1 = u.attr1;
+      s.attr2 = u.attr2;
+      ++r.inserted;
+    }
+    if (both) ++i;
+    out->push_back(s);
+  }
+  r.count = static_cast<uint32_t>(out->size());
+  return r;
+}
+
+uint32_t RemoveIds(const Columns& c, std::span<const uint64_t> ids, UnixSeconds now,
+                   std::vector<Segment>* out, uint32_t* trimmed) {
+  std::vector<uint64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  out->clear();
+  *trimmed = 0;
+  uint32_t removed = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!Alive(c.expires[i], now)) {
+      ++*trimmed;
+      continue;
+    }
+    if (std::binary_search(sorted.begin(), sorted.end(), c.ids[i])) {
+      ++removed;
+      continue;
+    }
+    out->push_back(c.At(i));
+  }
+  return removed;
+}
+
+TrimResult TrimBefore(const Columns& c, UnixSeconds before, std::vector<Segment>* out) {
+  out->clear();
+  TrimResult r;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (Alive(c.expires[i], before)) {
+      out->push_back(c.At(i));
+    } else {
+      ++r.trimmed;
+    }
+  }
+  r.remaining = static_cast<uint32_t>(out->size());
+  return r;
+}
+
+RecordTimes TimesFor(std::span<const Segment> segments, double share) {
+  RecordTimes t;
+  if (segments.empty()) return t;
+  std::vector<UnixSeconds> exp;
+  exp.reserve(segments.size());
+  bool never = false;
+  for (const Segment& s : segments) {
+    if (s.expires_at == kNever) {
+      never = true;
+    } else {
+      exp.push_back(s.expires_at);
+    }
+  }
+  if (!never) t.void_at = *std::max_element(exp.begin(), exp.end());
+  // The k-th expiry, k = ceil(share * n): by then `share` of them are gone.
+  size_t k = static_cast<size_t>(std::ceil(share * static_cast<double>(segments.size())));
+  k = std::clamp<size_t>(k, 1, segments.size());
+  if (k <= exp.size()) {
+    std::nth_element(exp.begin(), exp.begin() + static_cast<ptrdiff_t>(k - 1), exp.end());
+    t.sweep_at = exp[k - 1];
+  }
+  return t;
+}
+
+}  // namespace segstore::profile

@@ -1,0 +1,44 @@
+// The profile operations as pure functions over decoded segments: what a get
+// selects, how an upsert merges, what remove and trim keep, and when a record
+// becomes worth sweeping. No I/O; thread-safe.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "profile/codec.h"
+#include "segstore/profile.h"
+
+namespace segstore::profile {
+
+// The live segments of `c` at `now` that match `o`, into `out`. Returns how
+// many segments are live at all (0: the profile does not exist for readers).
+uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResult* out);
+
+// Checks an upsert request before anything is read: ids unique, expiries in
+// the future, TTLs that fit. InvalidArgument names the first offending segment.
+Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now);
+
+// Applies `updates` (validated) to the current segments `c` (null: none) at
+// `now`, dropping expired ones: the new profile into `out`, sorted by id.
+UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, UpsertMode mode,
+                   UnixSeconds now, std::vector<Segment>* out);
+
+// Keeps the live segments of `c` whose ids are not in `ids`; returns how many
+// live ones were removed, and in *trimmed how many had expired.
+uint32_t RemoveIds(const Columns& c, std::span<const uint64_t> ids, UnixSeconds now,
+                   std::vector<Segment>* out, uint32_t* trimmed);
+
+// Keeps the segments of `c` that are still alive at `before` (>= now).
+TrimResult TrimBefore(const Columns& c, UnixSeconds before, std::vector<Segment>* out);
+
+// The engine's times for a record holding `segments` (all live): void_at, when
+// the last one expires (0 if one never does); sweep_at, when `share` of them
+// will have expired (0 if that never happens), never later than void_at.
+struct RecordTimes {
+  UnixSeconds sweep_at = 0;
+  UnixSeconds void_at = 0;
+};
+RecordTimes TimesFor(std::span<const Segment> segments, double share);
+
+}  // namespace segstore::profile
