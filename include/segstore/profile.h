@@ -55,11 +55,35 @@ struct GetOptions {
   // At most this many segments, lowest IDs first (0: all). `count` still
   // reports every match.
   uint32_t limit = 0;
+  // Segment IDs only (what a bidder matching campaigns needs): no expiries
+  // or attributes in the result.
+  bool ids_only = false;
 };
 
+// The matching live segments, column by column (the read path's own layout:
+// cheaper to fill than one struct per segment). Row i is ids[i], expires[i]
+// (unless ids_only), attr1[i] and attr2[i] (those two only when some matching
+// segment has the attribute; otherwise empty).
 struct GetResult {
-  std::vector<Segment> segments;  // empty when count_only
-  uint32_t count = 0;             // live segments matching the options
+  std::vector<uint64_t> ids;
+  std::vector<UnixSeconds> expires;
+  std::vector<std::optional<uint32_t>> attr1;
+  std::vector<std::optional<uint32_t>> attr2;
+  uint32_t count = 0;  // live segments matching the options (all of them, whatever `limit`)
+
+  size_t size() const { return ids.size(); }
+  // Row i as a Segment (expires_at is kNever when the result is ids_only).
+  Segment At(size_t i) const {
+    return Segment{ids[i], expires.empty() ? kNever : expires[i],
+                   attr1.empty() ? std::nullopt : attr1[i],
+                   attr2.empty() ? std::nullopt : attr2[i]};
+  }
+  std::vector<Segment> ToSegments() const {
+    std::vector<Segment> out;
+    out.reserve(size());
+    for (size_t i = 0; i < size(); ++i) out.push_back(At(i));
+    return out;
+  }
 };
 
 enum class UpsertMode : uint8_t {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <limits>
 
 #include "profile/bit_stream.h"
@@ -67,6 +68,46 @@ unsigned ChooseRiceParameter(std::span<const Segment> s) {
   }
   return std::min(best, kEscapeRun);
 }
+
+// The refill and the rare paths of the id-gap decoder. The state (buffer,
+// bits in it, bits consumed) is the caller's, in registers; only these
+// out-of-line paths see it through pointers.
+struct GapReader {
+  const uint8_t* next;
+  const uint8_t* limit;  // the real end; 16 bytes of zero padding follow
+
+  void Refill(uint64_t* buf, unsigned* avail) {
+    if (next > limit) {
+      *avail = 64;  // nothing more to load: what follows is zeros
+      return;
+    }
+    uint64_t w;
+    std::memcpy(&w, next, 8);
+    *buf |= w << *avail;
+    next += (63 - *avail) >> 3;
+    *avail |= 56;
+  }
+  uint64_t Take(unsigned count, uint64_t* buf, unsigned* avail, uint64_t* consumed) {
+    if (*avail < count) Refill(buf, avail);
+    uint64_t v = *buf & ((uint64_t{1} << count) - 1);
+    *buf >>= count;
+    *avail -= count;
+    *consumed += count;
+    return v;
+  }
+  // A gap the fast path cannot take: an escape (32 ones, then the raw 64-bit
+  // gap, which may itself begin with ones), or one longer than the buffer.
+  [[gnu::noinline]] uint64_t SlowGap(unsigned ones, unsigned k, uint64_t* buf, unsigned* avail,
+                                     uint64_t* consumed) {
+    if (ones >= kEscapeRun) {
+      Take(kEscapeRun, buf, avail, consumed);
+      uint64_t lo = Take(32, buf, avail, consumed);
+      return lo | (Take(32, buf, avail, consumed) << 32);
+    }
+    Take(ones + 1, buf, avail, consumed);
+    return (uint64_t{ones} << k) | Take(k, buf, avail, consumed);
+  }
+};
 
 Status Corrupt(std::string_view what) {
   return Status::Corruption(fmt::format("profile body: {}", what));
@@ -162,8 +203,8 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
 Status DecodeColumns(std::string_view body, Columns* out) {
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
   const uint8_t* end = p + body.size();
-  out->ids.clear();
-  out->expires.clear();
+  // ids and expires are only ever resized to the count below, never
+  // cleared first: a reused Columns then initialises nothing but growth.
   out->attr1.clear();
   out->attr2.clear();
   out->attr_present.clear();
@@ -172,7 +213,11 @@ Status DecodeColumns(std::string_view body, Columns* out) {
   if (*p++ != kCodecVersion) return Corrupt(fmt::format("codec version {}", p[-1]));
   uint64_t n;
   if (!GetVarint(p, end, &n)) return Corrupt("segment count");
-  if (n == 0) return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
+  if (n == 0) {
+    out->ids.clear();
+    out->expires.clear();
+    return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
+  }
   uint64_t first_id, base;
   if (!GetVarint(p, end, &first_id) || end - p < 2) return Corrupt("header");
   const unsigned k = *p++;
@@ -203,36 +248,86 @@ Status DecodeColumns(std::string_view body, Columns* out) {
 
   out->ids.resize(n);
   out->expires.resize(n);
-  BitReader bits(p, static_cast<size_t>(end - p));
+  // The bit stream, copied with 16 zero bytes after it, so that every load
+  // below may read 8 bytes at any position up to the real end.
+  constexpr size_t kPadding = 16;
+  const size_t stream = static_cast<size_t>(end - p);
+  out->padded.assign(reinterpret_cast<const char*>(p), stream);
+  out->padded.append(kPadding, '\0');
+  const uint8_t* const bits = reinterpret_cast<const uint8_t*>(out->padded.data());
+  const uint64_t total = 8 * static_cast<uint64_t>(stream);
+
+  // Id gaps: a 64-bit buffer kept in registers, refilled without branches on
+  // the data. Past the real end the stream reads as zeros (the padding; the
+  // load pointer stops there); whether a gap ran past the end is judged once,
+  // by the bits consumed.
+  GapReader r{bits, bits + stream};
+  const uint64_t k_mask = (uint64_t{1} << k) - 1;
   uint64_t id = first_id;
-  out->ids[0] = id;
+  uint64_t* const ids = out->ids.data();
+  ids[0] = id;
+  uint64_t buf = 0, consumed = 0;
+  unsigned avail = 0;
   for (uint64_t i = 1; i < n; ++i) {
-    unsigned q = bits.ReadUnary(kEscapeRun);
-    uint64_t g = q == kEscapeRun ? bits.Read64() : (uint64_t{q} << k) | bits.Read(k);
+    if (avail < 57) r.Refill(&buf, &avail);
+    const unsigned ones = static_cast<unsigned>(std::countr_one(buf));
+    uint64_t g;
+    if (ones < kEscapeRun && ones + 1 + k <= avail) [[likely]] {
+      const unsigned used = ones + 1 + k;
+      g = (uint64_t{ones} << k) | ((buf >> (ones + 1)) & k_mask);
+      buf = used == 64 ? 0 : buf >> used;
+      avail -= used;
+      consumed += used;
+    } else {
+      g = r.SlowGap(ones, k, &buf, &avail, &consumed);
+    }
     if (g >= std::numeric_limits<uint64_t>::max() - id) return Corrupt("segment id overflows");
     id += g + 1;
-    out->ids[i] = id;
+    ids[i] = id;
   }
+  if (consumed > total) return Corrupt("truncated");
+  uint64_t pos = consumed;
+
+  // Expiries: fixed width, so each one's position is known and the loads do
+  // not wait on each other. Their whole extent is checked once.
+  if (pos + n * width > total) return Corrupt("truncated");
+  const uint64_t w_mask = (uint64_t{1} << width) - 1;
+  const uint64_t max_units = UINT32_MAX / unit;  // hoisted: a division per expiry dominated
+  UnixSeconds* expires = out->expires.data();
   for (uint64_t i = 0; i < n; ++i) {
-    uint64_t v = bits.Read(width);
+    uint64_t at = pos + i * width;
+    uint64_t w;
+    std::memcpy(&w, bits + (at >> 3), 8);
+    uint64_t v = (w >> (at & 7)) & w_mask;
     if (never && v == 0) {
-      out->expires[i] = kNever;
+      expires[i] = kNever;
       continue;
     }
     uint64_t units = base + v - shift;  // v >= shift here
-    if (units > UINT32_MAX / unit || units == 0) return Corrupt("expiry out of range");
-    out->expires[i] = static_cast<UnixSeconds>(units * unit);
+    if (units > max_units || units == 0) return Corrupt("expiry out of range");
+    expires[i] = static_cast<UnixSeconds>(units * unit);
   }
+  pos += n * width;
+  auto peek = [bits](uint64_t at) {
+    uint64_t w;
+    std::memcpy(&w, bits + (at >> 3), 8);
+    return w >> (at & 7);
+  };
   if (attr1 || attr2) {
     out->attr_present.assign(n, 0);
     auto read_attr = [&](bool present, unsigned w, uint8_t bit, std::vector<uint32_t>* values) {
       if (!present) return;
       values->assign(n, 0);
-      for (uint64_t i = 0; i < n; ++i) {
-        if (bits.Read(1)) out->attr_present[i] |= bit;
+      const uint64_t mask = (uint64_t{1} << w) - 1;
+      for (uint64_t i = 0; i < n && pos <= total; ++i) {
+        if (peek(pos) & 1) out->attr_present[i] |= bit;
+        pos += 1;
       }
-      for (uint64_t i = 0; i < n; ++i) {
-        if (out->attr_present[i] & bit) (*values)[i] = static_cast<uint32_t>(bits.Read(w));
+      for (uint64_t i = 0; i < n && pos <= total; ++i) {
+        if (out->attr_present[i] & bit) {
+          (*values)[i] = static_cast<uint32_t>(peek(pos) & mask);
+          pos += w;
+        }
       }
     };
     read_attr(attr1, w1, 1, &out->attr1);
@@ -240,8 +335,8 @@ Status DecodeColumns(std::string_view body, Columns* out) {
     out->has_attr1 = attr1;
     out->has_attr2 = attr2;
   }
-  if (bits.overrun()) return Corrupt("truncated");
-  if (bits.remaining_bits() >= 8) return Corrupt("trailing bytes");
+  if (pos > total) return Corrupt("truncated");
+  if (total - pos >= 8) return Corrupt("trailing bytes");
   return Status::OK();
 }
 

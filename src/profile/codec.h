@@ -51,12 +51,13 @@ struct Columns {
   std::vector<uint32_t> attr1;  // when has_attr1: per segment; absent ones flagged below
   std::vector<uint32_t> attr2;
   std::vector<uint8_t> attr_present;  // per segment: bit 0 attr1, bit 1 attr2
+  std::string padded;                 // decoding scratch: the bit stream plus zero padding
   size_t size() const { return ids.size(); }
   Segment At(size_t i) const;
 };
 
 // Decodes every segment of `body` (expired ones too). Corruption when the
-// bytes are not a valid encoding.
+// bytes are not a valid encoding; `out` is then unspecified.
 Status DecodeColumns(std::string_view body, Columns* out);
 Status DecodeSegments(std::string_view body, std::vector<Segment>* out);
 

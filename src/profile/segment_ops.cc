@@ -28,11 +28,19 @@ std::optional<uint32_t> AttrOf(const Columns& c, size_t i, int which) {
 }  // namespace
 
 uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResult* out) {
-  out->segments.clear();
+  out->ids.clear();
+  out->expires.clear();
+  out->attr1.clear();
+  out->attr2.clear();
   out->count = 0;
   const size_t n = c.size();
-  const bool filtered_window =
-      o.expiry_from != 0 || o.expiry_to != UINT32_MAX || o.outside_expiry_window;
+  const bool windowed = o.expiry_from != 0 || o.expiry_to != UINT32_MAX || o.outside_expiry_window;
+  const bool list = !o.count_only;
+  const bool with_expiries = list && !o.ids_only;
+  const bool with_attrs = with_expiries && (c.has_attr1 || c.has_attr2);
+  const size_t cap = o.limit != 0 ? std::min<size_t>(o.limit, n) : n;
+  if (list) out->ids.reserve(cap);
+  if (with_expiries) out->expires.reserve(cap);
   uint32_t live = 0;
   for (size_t i = 0; i < n; ++i) {
     const UnixSeconds exp = c.expires[i];
@@ -40,11 +48,23 @@ uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResul
     ++live;
     const uint64_t id = c.ids[i];
     if (id < o.id_from || id > o.id_to) continue;
-    if (filtered_window && InWindow(exp, o) == o.outside_expiry_window) continue;
+    if (windowed && InWindow(exp, o) == o.outside_expiry_window) continue;
     ++out->count;
-    if (o.count_only || (o.limit != 0 && out->segments.size() >= o.limit)) continue;
-    out->segments.push_back(c.At(i));
+    if (!list || (o.limit != 0 && out->ids.size() >= o.limit)) continue;
+    out->ids.push_back(id);
+    if (!with_expiries) continue;
+    out->expires.push_back(exp);
+    if (with_attrs) {
+      out->attr1.push_back(AttrOf(c, i, 1));
+      out->attr2.push_back(AttrOf(c, i, 2));
+    }
   }
+  // Attribute columns only when some listed segment has the attribute.
+  auto none = [](const std::vector<std::optional<uint32_t>>& v) {
+    return std::none_of(v.begin(), v.end(), [](const auto& a) { return a.has_value(); });
+  };
+  if (none(out->attr1)) out->attr1.clear();
+  if (none(out->attr2)) out->attr2.clear();
   return live;
 }
 

@@ -1,0 +1,257 @@
+#include "profile/profile_session.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/clock.h"
+#include "profile/segment_ops.h"
+
+namespace segstore::profile {
+
+ProfileSessionImpl::ProfileSessionImpl(storage::Store* store, const ProfileOptions& options,
+                                       std::unique_ptr<storage::Worker> worker)
+    : store_(store), options_(options), worker_(std::move(worker)) {}
+
+UnixSeconds ProfileSessionImpl::Now() const { return store_->clock().Now(); }
+
+Status ProfileSessionImpl::Decode(const storage::Record& rec) {
+  Status s = DecodeColumns(rec.body(), &scratch_);
+  if (!s.ok()) return s.WithContext(fmt::format("profile of user '{}'", rec.key()));
+  return s;
+}
+
+storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments) {
+  if (segments.empty()) return storage::Mutation::Delete();
+  std::string body;
+  EncodeSegments(segments, &body);
+  RecordTimes t = TimesFor(segments, options_.sweep_share);
+  return storage::Mutation::Put(std::move(body), t.sweep_at, t.void_at);
+}
+
+template <typename T>
+void ProfileSessionImpl::FailSoon(Status s, Callback<T> done) {
+  worker_->Defer([s = std::move(s), done = std::move(done)] { done(s); });
+}
+
+void ProfileSessionImpl::Get(std::string_view user, const GetOptions& options,
+                             Callback<GetResult> done) {
+  worker_->Get(user, [this, options, done = std::move(done)](Result<storage::Record> r) {
+    if (!r.ok()) {
+      done(r.status());
+      return;
+    }
+    if (Status s = Decode(*r); !s.ok()) {
+      done(std::move(s));
+      return;
+    }
+    GetResult out;
+    if (Select(scratch_, Now(), options, &out) == 0) {
+      done(Status::NotFound("no live segments"));
+      return;
+    }
+    done(std::move(out));
+  });
+}
+
+void ProfileSessionImpl::BatchGet(std::span<const std::string> users, const GetOptions& options,
+                                  Callback<std::vector<Result<GetResult>>> done) {
+  struct Join {
+    std::vector<Result<GetResult>> results;
+    size_t remaining;
+    Callback<std::vector<Result<GetResult>>> done;
+  };
+  if (users.empty()) {
+    worker_->Defer([done = std::move(done)] { done(std::vector<Result<GetResult>>()); });
+    return;
+  }
+  auto join = std::make_shared<Join>(
+      Join{std::vector<Result<GetResult>>(users.size(), Status::Internal("pending")), users.size(),
+           std::move(done)});
+  // One submission for all of them: the device reads go out together.
+  storage::Worker::Batch batch(*worker_);
+  for (size_t i = 0; i < users.size(); ++i) {
+    Get(users[i], options, [join, i](Result<GetResult> r) {
+      join->results[i] = std::move(r);
+      if (--join->remaining == 0) join->done(std::move(join->results));
+    });
+  }
+}
+
+void ProfileSessionImpl::Upsert(std::string_view user, std::span<const SegmentUpdate> updates,
+                                UpsertMode mode, Callback<UpsertResult> done) {
+  if (Status s = ValidateUpsert(updates, mode, Now()); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
+    return;
+  }
+  struct State {
+    std::vector<SegmentUpdate> updates;
+    UpsertResult result;
+  };
+  auto state = std::make_shared<State>();
+  state->updates.assign(updates.begin(), updates.end());
+  worker_->Update(
+      user,
+      [this, state, mode](const storage::Record* cur) -> Result<storage::Mutation> {
+        const Columns* columns = nullptr;
+        if (cur != nullptr) {
+          SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+          columns = &scratch_;
+        }
+        state->result = Merge(columns, state->updates, mode, Now(), &merged_);
+        if (merged_.size() > options_.max_segments) {
+          return Status::LimitExceeded(
+              fmt::format("the profile would hold {} segments; the limit is {}", merged_.size(),
+                          options_.max_segments));
+        }
+        return Store(merged_);
+      },
+      [state, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) {
+          done(r.status());
+        } else {
+          done(state->result);
+        }
+      });
+}
+
+void ProfileSessionImpl::Remove(std::string_view user, std::span<const uint64_t> ids,
+                                Callback<uint32_t> done) {
+  auto removed = std::make_shared<uint32_t>(0);
+  auto id_list = std::make_shared<std::vector<uint64_t>>(ids.begin(), ids.end());
+  worker_->Update(
+      user,
+      [this, removed, id_list](const storage::Record* cur) -> Result<storage::Mutation> {
+        *removed = 0;
+        if (cur == nullptr) return storage::Mutation::Keep();
+        SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+        uint32_t trimmed = 0;
+        *removed = RemoveIds(scratch_, *id_list, Now(), &merged_, &trimmed);
+        if (*removed == 0 && trimmed == 0) return storage::Mutation::Keep();
+        return Store(merged_);
+      },
+      [removed, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) {
+          done(r.status());
+        } else {
+          done(*removed);
+        }
+      });
+}
+
+void ProfileSessionImpl::Trim(std::string_view user, UnixSeconds before,
+                              Callback<TrimResult> done) {
+  auto result = std::make_shared<TrimResult>();
+  worker_->Update(
+      user,
+      [this, result, before](const storage::Record* cur) -> Result<storage::Mutation> {
+        *result = TrimResult{};
+        if (cur == nullptr) return storage::Mutation::Keep();
+        SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+        *result = TrimBefore(scratch_, std::max(before, Now()), &merged_);
+        if (result->trimmed == 0) return storage::Mutation::Keep();
+        return Store(merged_);
+      },
+      [result, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) {
+          done(r.status());
+        } else {
+          done(*result);
+        }
+      });
+}
+
+void ProfileSessionImpl::Count(std::string_view user, uint64_t id_from, uint64_t id_to,
+                               Callback<uint32_t> done) {
+  GetOptions o;
+  o.id_from = id_from;
+  o.id_to = id_to;
+  o.count_only = true;
+  Get(user, o, [done = std::move(done)](Result<GetResult> r) {
+    if (r.ok()) {
+      done(r->count);
+    } else if (r.status().IsNotFound()) {
+      done(uint32_t{0});
+    } else {
+      done(r.status());
+    }
+  });
+}
+
+void ProfileSessionImpl::Delete(std::string_view user, Callback<bool> done) {
+  worker_->Delete(user, [done = std::move(done)](Result<storage::WriteOutcome> r) {
+    if (!r.ok()) {
+      done(r.status());
+    } else {
+      done(r->applied == storage::Mutation::Kind::kDelete);
+    }
+  });
+}
+
+void ProfileSessionImpl::Sweep(std::string_view user, Callback<Swept> done) {
+  auto swept = std::make_shared<Swept>();
+  worker_->Update(
+      user,
+      [this, swept](const storage::Record* cur) -> Result<storage::Mutation> {
+        *swept = Swept{};
+        if (cur == nullptr) return storage::Mutation::Keep();  // gone, or wholly expired
+        SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+        TrimResult t = TrimBefore(scratch_, Now(), &merged_);
+        if (t.trimmed == 0) return storage::Mutation::Keep();  // rewritten meanwhile
+        storage::Mutation m = Store(merged_);
+        swept->segments_removed = t.trimmed;
+        swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
+        swept->rewritten = !swept->deleted;
+        swept->bytes_reclaimed = cur->body().size() - m.body.size();
+        return m;
+      },
+      [swept, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) {
+          done(r.status());
+        } else {
+          done(*swept);
+        }
+      });
+}
+
+// ---- Blocking helpers of the public ProfileSession.
+
+namespace {
+template <typename T, typename Start>
+Result<T> RunSync(ProfileSession* s, Start start) {
+  std::optional<Result<T>> out;
+  start([&out](Result<T> r) { out.emplace(std::move(r)); });
+  while (!out) s->Wait(std::chrono::milliseconds(100));
+  return std::move(*out);
+}
+}  // namespace
+
+Result<GetResult> ProfileSession::GetSync(std::string_view user, const GetOptions& options) {
+  return RunSync<GetResult>(this, [&](Callback<GetResult> cb) { Get(user, options, cb); });
+}
+Result<std::vector<Result<GetResult>>> ProfileSession::BatchGetSync(
+    std::span<const std::string> users, const GetOptions& options) {
+  return RunSync<std::vector<Result<GetResult>>>(
+      this, [&](Callback<std::vector<Result<GetResult>>> cb) { BatchGet(users, options, cb); });
+}
+Result<UpsertResult> ProfileSession::UpsertSync(std::string_view user,
+                                                std::span<const SegmentUpdate> updates,
+                                                UpsertMode mode) {
+  return RunSync<UpsertResult>(this,
+                               [&](Callback<UpsertResult> cb) { Upsert(user, updates, mode, cb); });
+}
+Result<uint32_t> ProfileSession::RemoveSync(std::string_view user, std::span<const uint64_t> ids) {
+  return RunSync<uint32_t>(this, [&](Callback<uint32_t> cb) { Remove(user, ids, cb); });
+}
+Result<TrimResult> ProfileSession::TrimSync(std::string_view user, UnixSeconds before) {
+  return RunSync<TrimResult>(this, [&](Callback<TrimResult> cb) { Trim(user, before, cb); });
+}
+Result<uint32_t> ProfileSession::CountSync(std::string_view user, uint64_t id_from,
+                                           uint64_t id_to) {
+  return RunSync<uint32_t>(this, [&](Callback<uint32_t> cb) { Count(user, id_from, id_to, cb); });
+}
+Result<bool> ProfileSession::DeleteSync(std::string_view user) {
+  return RunSync<bool>(this, [&](Callback<bool> cb) { Delete(user, cb); });
+}
+
+}  // namespace segstore::profile

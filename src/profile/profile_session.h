@@ -1,0 +1,62 @@
+// ProfileSessionImpl: the profile operations of one thread, on that thread's
+// storage Worker. Every write is one read-modify-write of the user's record
+// (storage::Worker::Update), so concurrent writers never lose a segment.
+// Not thread-safe: the thread that opened it only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "profile/codec.h"
+#include "segstore/profile.h"
+#include "segstore/storage.h"
+
+namespace segstore::profile {
+
+class ProfileSessionImpl final : public ProfileSession {
+ public:
+  ProfileSessionImpl(storage::Store* store, const ProfileOptions& options,
+                     std::unique_ptr<storage::Worker> worker);
+
+  void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) override;
+  void BatchGet(std::span<const std::string> users, const GetOptions& options,
+                Callback<std::vector<Result<GetResult>>> done) override;
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> updates, UpsertMode mode,
+              Callback<UpsertResult> done) override;
+  void Remove(std::string_view user, std::span<const uint64_t> ids,
+              Callback<uint32_t> done) override;
+  void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) override;
+  void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
+             Callback<uint32_t> done) override;
+  void Delete(std::string_view user, Callback<bool> done) override;
+  storage::Worker& worker() override { return *worker_; }
+
+  // What a sweep of one record did.
+  struct Swept {
+    bool rewritten = false;
+    bool deleted = false;
+    uint32_t segments_removed = 0;
+    uint64_t bytes_reclaimed = 0;
+  };
+  // Rewrites `user`'s record without the segments expired at the store's
+  // clock now (or drops it when none is left). For the sweeper.
+  void Sweep(std::string_view user, Callback<Swept> done);
+
+ private:
+  UnixSeconds Now() const;
+  // The mutation that stores `segments` (none left: delete the record).
+  storage::Mutation Store(const std::vector<Segment>& segments);
+  // Decodes `rec` into scratch_; Corruption names the user.
+  Status Decode(const storage::Record& rec);
+  template <typename T>
+  void FailSoon(Status s, Callback<T> done);
+
+  storage::Store* store_;
+  const ProfileOptions options_;
+  std::unique_ptr<storage::Worker> worker_;
+  // Reused across operations (one thread, one at a time inside callbacks).
+  Columns scratch_;
+  std::vector<Segment> merged_;
+};
+
+}  // namespace segstore::profile

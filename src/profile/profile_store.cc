@@ -1,0 +1,101 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "common/clock.h"
+#include "profile/profile_session.h"
+#include "profile/sweeper.h"
+#include "segstore/profile.h"
+
+namespace segstore::profile {
+namespace {
+
+class ProfileStoreImpl final : public ProfileStore {
+ public:
+  ProfileStoreImpl(storage::Store* store, const ProfileOptions& options)
+      : store_(store), options_(options), sweeper_(store) {}
+
+  ~ProfileStoreImpl() override {
+    stopping_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void StartSweeper() {
+    if (options_.sweeper) thread_ = std::thread([this] { SweepLoop(); });
+  }
+
+  Result<std::unique_ptr<ProfileSession>> NewSession() override {
+    Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
+    if (!w.ok()) return w.status();
+    return std::unique_ptr<ProfileSession>(
+        std::make_unique<ProfileSessionImpl>(store_, options_, std::move(w).value()));
+  }
+
+  SweeperStats sweeper_stats() const override { return sweeper_.stats(); }
+
+  Status SweepNow() override {
+    Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
+    if (!w.ok()) return w.status();
+    ProfileSessionImpl session(store_, options_, std::move(w).value());
+    std::lock_guard lock(sweep_mu_);
+    sweeper_.RunPass(&session, SIZE_MAX);
+    return Status::OK();
+  }
+
+ private:
+  void SweepLoop() {
+    Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
+    if (!w.ok()) {
+      spdlog::error("expiry sweeper is off: {}", w.status().ToString());
+      return;
+    }
+    ProfileSessionImpl session(store_, options_, std::move(w).value());
+    using Clock = std::chrono::steady_clock;
+    const double rate = options_.sweep_records_per_second;
+    const double tick = std::chrono::duration<double>(options_.sweep_interval).count();
+    double tokens = 0;
+    auto next = Clock::now() + options_.sweep_interval;
+    while (!stopping_.load()) {
+      // Keeps the session's worker polled between passes.
+      session.Wait(std::chrono::milliseconds(10));
+      if (Clock::now() < next) continue;
+      next += options_.sweep_interval;
+      tokens = std::min(tokens + rate * tick, std::max(1.0, rate * tick));
+      auto budget = static_cast<size_t>(tokens);
+      if (budget == 0) continue;
+      std::lock_guard lock(sweep_mu_);
+      tokens -= static_cast<double>(sweeper_.RunPass(&session, budget));
+      if (tokens < 0) tokens = 0;
+    }
+  }
+
+  storage::Store* store_;
+  const ProfileOptions options_;
+  Sweeper sweeper_;
+  std::mutex sweep_mu_;  // one pass at a time (thread or SweepNow)
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ProfileStore>> ProfileStore::Open(storage::Store* store,
+                                                         const ProfileOptions& options) {
+  if (store == nullptr) return Status::InvalidArgument("no storage engine");
+  if (options.max_segments == 0) return Status::InvalidArgument("max_segments must be positive");
+  if (!(options.sweep_share > 0 && options.sweep_share <= 1)) {
+    return Status::InvalidArgument(
+        fmt::format("sweep_share {} must be in (0, 1]", options.sweep_share));
+  }
+  if (options.sweeper && options.sweep_records_per_second == 0) {
+    return Status::InvalidArgument("sweep_records_per_second must be positive");
+  }
+  auto impl = std::make_unique<ProfileStoreImpl>(store, options);
+  impl->StartSweeper();
+  return std::unique_ptr<ProfileStore>(std::move(impl));
+}
+
+}  // namespace segstore::profile

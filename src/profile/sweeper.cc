@@ -1,0 +1,52 @@
+#include "profile/sweeper.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/clock.h"
+
+namespace segstore::profile {
+
+size_t Sweeper::RunPass(ProfileSessionImpl* session, size_t budget) {
+  due_.clear();
+  store_->FindDue(store_->clock().Now(), budget, &cursor_, &due_);
+  if (due_.size() > budget) due_.resize(budget);
+  size_t pending = due_.size();
+  storage::Worker& worker = session->worker();
+  {
+    storage::Worker::Batch batch(worker);
+    for (const storage::RecordRef& ref : due_) {
+      worker.GetAt(ref, [this, session, &pending](Result<storage::Record> r) {
+        if (!r.ok()) {
+          --pending;  // rewritten or gone since it was found
+          return;
+        }
+        visited_.fetch_add(1, std::memory_order_relaxed);
+        session->Sweep(r->key(), [this, &pending](Result<ProfileSessionImpl::Swept> s) {
+          --pending;
+          if (!s.ok()) {
+            spdlog::warn("expiry sweeper: {}", s.status().ToString());
+            return;
+          }
+          if (s->rewritten) rewritten_.fetch_add(1, std::memory_order_relaxed);
+          if (s->deleted) deleted_.fetch_add(1, std::memory_order_relaxed);
+          segments_.fetch_add(s->segments_removed, std::memory_order_relaxed);
+          bytes_.fetch_add(s->bytes_reclaimed, std::memory_order_relaxed);
+        });
+      });
+    }
+  }
+  while (pending > 0) session->Wait(std::chrono::milliseconds(10));
+  return due_.size();
+}
+
+SweeperStats Sweeper::stats() const {
+  SweeperStats s;
+  s.records_visited = visited_.load(std::memory_order_relaxed);
+  s.records_rewritten = rewritten_.load(std::memory_order_relaxed);
+  s.records_deleted = deleted_.load(std::memory_order_relaxed);
+  s.segments_removed = segments_.load(std::memory_order_relaxed);
+  s.bytes_reclaimed = bytes_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace segstore::profile

@@ -1,0 +1,453 @@
+// The profile layer on a real engine, against a simple model (std::map and a
+// fake clock): every operation, time moving, the store reopened in between,
+// the sweeper, concurrent writers on one user.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "common/clock.h"
+#include "profile/test_util.h"
+#include "segstore/profile.h"
+#include "segstore/storage.h"
+
+namespace segstore::profile {
+namespace {
+
+constexpr UnixSeconds kStart = 1'790'000'000;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "segstore-profile-XXXXXX").string();
+    path_ = ::mkdtemp(t.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string File(const char* name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+class ProfileStoreTest : public ::testing::Test {
+ protected:
+  void Open(ProfileOptions popts = {}) {
+    popts.sweeper = false;  // passes are run explicitly
+    popts_ = popts;
+    storage::StoreOptions o;
+    o.path = dir_.File("data");
+    o.file_size = 64u << 20;
+    o.write_block_size = 256u << 10;
+    o.background_defrag = true;
+    o.clock = &clock_;
+    auto s = storage::Store::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    engine_ = std::move(s).value();
+    auto p = ProfileStore::Open(engine_.get(), popts);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    profiles_ = std::move(p).value();
+    auto sess = profiles_->NewSession();
+    ASSERT_TRUE(sess.ok());
+    session_ = std::move(sess).value();
+  }
+  void Close() {
+    session_.reset();
+    profiles_.reset();
+    engine_.reset();
+  }
+  void Reopen() {
+    Close();
+    Open(popts_);
+  }
+  void TearDown() override { Close(); }
+
+  TempDir dir_;
+  ManualClock clock_{kStart};
+  ProfileOptions popts_;
+  std::unique_ptr<storage::Store> engine_;
+  std::unique_ptr<ProfileStore> profiles_;
+  std::unique_ptr<ProfileSession> session_;
+};
+
+TEST_F(ProfileStoreTest, EveryOperationOnOneUser) {
+  Open();
+  ProfileSession& s = *session_;
+  EXPECT_TRUE(s.GetSync("alice").status().IsNotFound());
+  std::vector<SegmentUpdate> up = {
+      {5484, 3600, true, {}, {}}, {100, kStart + 60, false, 3u, {}}, {8500, 7200, true, {}, {}}};
+  auto r = s.UpsertSync("alice", up);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->inserted, 3u);
+  EXPECT_EQ(r->count, 3u);
+  auto got = s.GetSync("alice");
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ(got->At(0), (Segment{100, kStart + 60, 3u, {}}));
+  // "add 5 hours to segment 5484"
+  std::vector<SegmentUpdate> add = {{5484, 5 * 3600, false, {}, {}}};
+  ASSERT_TRUE(s.UpsertSync("alice", add, UpsertMode::kAdd).ok());
+  EXPECT_EQ(s.GetSync("alice")->At(1).expires_at, kStart + 6 * 3600);
+  // "segments in 8000-9000"
+  EXPECT_EQ(*s.CountSync("alice", 8000, 9000), 1u);
+  // Time passes: segment 100 expires and disappears from every read.
+  clock_.Advance(60);
+  EXPECT_EQ(s.GetSync("alice")->count, 2u);
+  auto trim = s.TrimSync("alice");
+  ASSERT_TRUE(trim.ok());
+  EXPECT_EQ(trim->trimmed, 1u);
+  EXPECT_EQ(trim->remaining, 2u);
+  EXPECT_EQ(*s.RemoveSync("alice", std::vector<uint64_t>{8500, 1}), 1u);
+  EXPECT_EQ(*s.DeleteSync("alice"), true);
+  EXPECT_TRUE(s.GetSync("alice").status().IsNotFound());
+  EXPECT_EQ(*s.DeleteSync("alice"), false);
+  EXPECT_EQ(*s.CountSync("alice"), 0u);
+}
+
+TEST_F(ProfileStoreTest, AProfileWithNothingLiveDoesNotExist) {
+  Open();
+  std::vector<SegmentUpdate> up = {{1, 10, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", up).ok());
+  clock_.Advance(10);
+  EXPECT_TRUE(session_->GetSync("u").status().IsNotFound());
+  // Removing the last segment removes the profile.
+  clock_.Set(kStart);
+  Reopen();
+  std::vector<SegmentUpdate> up2 = {{1, 100, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("v", up2).ok());
+  EXPECT_EQ(*session_->RemoveSync("v", std::vector<uint64_t>{1}), 1u);
+  EXPECT_TRUE(session_->GetSync("v").status().IsNotFound());
+}
+
+TEST_F(ProfileStoreTest, BadRequestsWriteNothing) {
+  ProfileOptions o;
+  o.max_segments = 5;
+  Open(o);
+  std::vector<SegmentUpdate> ok = {{1, 100, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", ok).ok());
+  std::vector<SegmentUpdate> past = {{2, kStart - 1, false, {}, {}}};
+  EXPECT_EQ(session_->UpsertSync("u", past).status().code(), Status::Code::kInvalidArgument);
+  std::vector<SegmentUpdate> dup = {{2, 100, true, {}, {}}, {2, 200, true, {}, {}}};
+  EXPECT_EQ(session_->UpsertSync("u", dup).status().code(), Status::Code::kInvalidArgument);
+  std::vector<SegmentUpdate> many;
+  for (uint64_t i = 10; i < 15; ++i) many.push_back({i, 100, true, {}, {}});
+  auto over = session_->UpsertSync("u", many);
+  EXPECT_EQ(over.status().code(), Status::Code::kLimitExceeded) << over.status().ToString();
+  EXPECT_EQ(session_->UpsertSync(std::string(300, 'k'), ok).status().code(),
+            Status::Code::kInvalidArgument);
+  auto got = session_->GetSync("u");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->count, 1u);  // nothing of the refused writes
+}
+
+TEST_F(ProfileStoreTest, BatchGetReturnsEachUsersResultInOrder) {
+  Open();
+  std::vector<std::string> users;
+  for (int i = 0; i < 20; ++i) {
+    users.push_back("user-" + std::to_string(i));
+    if (i % 4 == 3) continue;  // some have no profile
+    std::vector<SegmentUpdate> up = {{uint64_t(i), 100, true, {}, {}}};
+    ASSERT_TRUE(session_->UpsertSync(users.back(), up).ok());
+  }
+  Reopen();  // reads from the device, issued together
+  auto r = session_->BatchGetSync(users);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), users.size());
+  for (int i = 0; i < 20; ++i) {
+    const Result<GetResult>& one = (*r)[i];
+    if (i % 4 == 3) {
+      EXPECT_TRUE(one.status().IsNotFound());
+    } else {
+      ASSERT_TRUE(one.ok()) << one.status().ToString();
+      ASSERT_EQ(one->size(), 1u);
+      EXPECT_EQ(one->ids[0], uint64_t(i));
+    }
+  }
+  EXPECT_TRUE(session_->BatchGetSync({})->empty());
+}
+
+// ---- The model.
+
+struct ModelSegment {
+  UnixSeconds expires_at;
+  std::optional<uint32_t> attr1, attr2;
+};
+using ModelProfile = std::map<uint64_t, ModelSegment>;
+bool Alive(UnixSeconds e, UnixSeconds now) { return e == kNever || e > now; }
+
+void ModelDropExpired(ModelProfile* p, UnixSeconds now) {
+  for (auto it = p->begin(); it != p->end();) {
+    it = Alive(it->second.expires_at, now) ? std::next(it) : p->erase(it);
+  }
+}
+
+UpsertResult ModelUpsert(ModelProfile* p, const std::vector<SegmentUpdate>& ups, UpsertMode mode,
+                         UnixSeconds now) {
+  UpsertResult r;
+  for (auto& [id, s] : *p) {
+    if (!Alive(s.expires_at, now)) ++r.trimmed;
+  }
+  for (const SegmentUpdate& u : ups) {
+    auto it = p->find(u.id);
+    bool live = it != p->end() && Alive(it->second.expires_at, now);
+    UnixSeconds given = u.ttl ? now + u.value : u.value;
+    if (live) {
+      ModelSegment& s = it->second;
+      if (mode == UpsertMode::kSet) s.expires_at = given;
+      if (mode == UpsertMode::kExtend) {
+        s.expires_at =
+            (s.expires_at == kNever || given == kNever) ? kNever : std::max(s.expires_at, given);
+      }
+      if (mode == UpsertMode::kAdd && s.expires_at != kNever) s.expires_at += u.value;
+      if (u.attr1) s.attr1 = u.attr1;
+      if (u.attr2) s.attr2 = u.attr2;
+      ++r.updated;
+    } else {
+      (*p)[u.id] = ModelSegment{mode == UpsertMode::kAdd ? now + u.value : given, u.attr1, u.attr2};
+      ++r.inserted;
+    }
+  }
+  ModelDropExpired(p, now);
+  r.count = static_cast<uint32_t>(p->size());
+  return r;
+}
+
+struct ModelResult {
+  std::vector<Segment> segments;
+  uint32_t count = 0;
+};
+
+ModelResult ModelGet(const ModelProfile& p, UnixSeconds now, const GetOptions& o) {
+  ModelResult r;
+  for (const auto& [id, s] : p) {
+    if (!Alive(s.expires_at, now) || id < o.id_from || id > o.id_to) continue;
+    bool in = s.expires_at == kNever ? o.expiry_to == UINT32_MAX
+                                     : s.expires_at >= o.expiry_from && s.expires_at <= o.expiry_to;
+    bool windowed = o.expiry_from != 0 || o.expiry_to != UINT32_MAX || o.outside_expiry_window;
+    if (windowed && in == o.outside_expiry_window) continue;
+    ++r.count;
+    if (!o.count_only && (o.limit == 0 || r.segments.size() < o.limit)) {
+      r.segments.push_back(o.ids_only ? Segment{id, kNever, {}, {}}
+                                      : Segment{id, s.expires_at, s.attr1, s.attr2});
+    }
+  }
+  return r;
+}
+
+size_t LiveCount(const ModelProfile& p, UnixSeconds now) {
+  size_t n = 0;
+  for (const auto& [id, s] : p) n += Alive(s.expires_at, now);
+  return n;
+}
+
+TEST_F(ProfileStoreTest, RandomOperationsMatchTheModelAcrossTimeAndRestarts) {
+  Open();
+  std::mt19937_64 rng(2026);
+  std::map<std::string, ModelProfile> model;
+  auto user = [&] { return "user-" + std::to_string(rng() % 20); };
+  for (int op = 0; op < 4000; ++op) {
+    const UnixSeconds now = clock_.Now();
+    const std::string u = user();
+    ModelProfile& m = model[u];
+    switch (rng() % 10) {
+      case 0:
+      case 1:
+      case 2: {  // upsert
+        std::vector<SegmentUpdate> ups;
+        std::set<uint64_t> ids;
+        size_t n = 1 + rng() % 10;
+        while (ids.size() < n) ids.insert(rng() % 200);
+        auto mode = static_cast<UpsertMode>(rng() % 3);
+        for (uint64_t id : ids) {
+          SegmentUpdate s{id, 0, false, {}, {}};
+          if (mode == UpsertMode::kAdd || rng() % 2) {
+            s.value = 1 + static_cast<uint32_t>(rng() % (3 * 86400));
+            s.ttl = mode != UpsertMode::kAdd;
+          } else {
+            s.value = rng() % 20 == 0 ? kNever : now + 1 + static_cast<uint32_t>(rng() % 86400);
+          }
+          if (rng() % 5 == 0) s.attr1 = static_cast<uint32_t>(rng());
+          if (rng() % 7 == 0) s.attr2 = static_cast<uint32_t>(rng() % 16);
+          ups.push_back(s);
+        }
+        auto got = session_->UpsertSync(u, ups, mode);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        UpsertResult want = ModelUpsert(&m, ups, mode, now);
+        EXPECT_EQ(got->inserted, want.inserted) << op;
+        EXPECT_EQ(got->updated, want.updated) << op;
+        EXPECT_EQ(got->count, want.count) << op;
+        break;
+      }
+      case 3: {  // remove
+        std::vector<uint64_t> ids;
+        for (int i = 0; i < 3; ++i) ids.push_back(rng() % 200);
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        uint32_t want = 0;
+        for (uint64_t id : ids) {
+          auto it = m.find(id);
+          if (it != m.end() && Alive(it->second.expires_at, now)) {
+            ++want;
+            m.erase(it);
+          }
+        }
+        auto got = session_->RemoveSync(u, ids);
+        ASSERT_TRUE(got.ok());
+        EXPECT_EQ(*got, want) << op;
+        ModelDropExpired(&m, now);
+        break;
+      }
+      case 4: {  // trim
+        UnixSeconds before = rng() % 2 ? 0 : now + static_cast<UnixSeconds>(rng() % 86400);
+        UnixSeconds at = std::max(before, now);
+        size_t before_count = m.size();
+        for (auto it = m.begin(); it != m.end();) {
+          it = Alive(it->second.expires_at, at) ? std::next(it) : m.erase(it);
+        }
+        auto got = session_->TrimSync(u, before);
+        ASSERT_TRUE(got.ok());
+        EXPECT_EQ(got->remaining, m.size()) << op;
+        EXPECT_LE(got->trimmed, before_count);
+        break;
+      }
+      case 5: {  // delete
+        bool had = LiveCount(m, now) > 0;
+        auto got = session_->DeleteSync(u);
+        ASSERT_TRUE(got.ok());
+        EXPECT_EQ(*got, had) << op;
+        m.clear();
+        break;
+      }
+      default: {  // get, with random options
+        GetOptions o;
+        if (rng() % 3 == 0) {
+          o.id_from = rng() % 100;
+          o.id_to = o.id_from + rng() % 100;
+        }
+        if (rng() % 3 == 0) {
+          o.expiry_from = now;
+          o.expiry_to = now + static_cast<UnixSeconds>(rng() % 86400);
+          o.outside_expiry_window = rng() % 2;
+        }
+        if (rng() % 4 == 0) o.limit = 1 + static_cast<uint32_t>(rng() % 5);
+        o.count_only = rng() % 6 == 0;
+        o.ids_only = rng() % 4 == 0;
+        auto got = session_->GetSync(u, o);
+        if (LiveCount(m, now) == 0) {
+          EXPECT_TRUE(got.status().IsNotFound()) << op << " " << got.status().ToString();
+          break;
+        }
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ModelResult want = ModelGet(m, now, o);
+        EXPECT_EQ(got->count, want.count) << op;
+        EXPECT_EQ(got->ToSegments(), want.segments) << op;
+      }
+    }
+    if (rng() % 50 == 0) clock_.Advance(static_cast<uint32_t>(rng() % 86400));
+    if (rng() % 300 == 0) {
+      ASSERT_TRUE(profiles_->SweepNow().ok());
+    }
+    if (rng() % 500 == 0) Reopen();
+  }
+  // Everything once more after a last restart.
+  Reopen();
+  for (auto& [u, m] : model) {
+    auto got = session_->GetSync(u);
+    if (LiveCount(m, clock_.Now()) == 0) {
+      EXPECT_TRUE(got.status().IsNotFound());
+    } else {
+      ASSERT_TRUE(got.ok());
+      EXPECT_EQ(got->ToSegments(), ModelGet(m, clock_.Now(), {}).segments);
+    }
+  }
+}
+
+TEST_F(ProfileStoreTest, SweeperRemovesExpiredSegmentsAndOnlyThose) {
+  ProfileOptions o;
+  o.sweep_share = 0.25;
+  Open(o);
+  // 100 users, each with 40 segments expiring one hour apart, and 10 forever.
+  for (int u = 0; u < 100; ++u) {
+    std::vector<SegmentUpdate> ups;
+    for (uint64_t i = 0; i < 40; ++i) ups.push_back({i, uint32_t(3600 * (i + 1)), true, {}, {}});
+    for (uint64_t i = 100; i < 110; ++i) ups.push_back({i, kNever, false, {}, {}});
+    ASSERT_TRUE(session_->UpsertSync("u" + std::to_string(u), ups).ok());
+  }
+  // Nothing is due yet: a pass visits nothing.
+  ASSERT_TRUE(profiles_->SweepNow().ok());
+  EXPECT_EQ(profiles_->sweeper_stats().records_visited, 0u);
+  // 13 of 50 segments expired: past a quarter, every record is due.
+  clock_.Advance(13 * 3600);
+  ASSERT_TRUE(profiles_->SweepNow().ok());
+  SweeperStats st = profiles_->sweeper_stats();
+  EXPECT_EQ(st.records_visited, 100u);
+  EXPECT_EQ(st.records_rewritten, 100u);
+  EXPECT_EQ(st.segments_removed, 1300u);
+  EXPECT_GT(st.bytes_reclaimed, 0u);
+  // Rewritten records are not due again until another quarter has gone.
+  ASSERT_TRUE(profiles_->SweepNow().ok());
+  EXPECT_EQ(profiles_->sweeper_stats().records_visited, 100u);
+  Reopen();
+  auto got = session_->GetSync("u7");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->count, 37u);  // 27 timed + 10 forever
+}
+
+TEST_F(ProfileStoreTest, BackgroundSweeperRunsAtItsRate) {
+  ProfileOptions o;
+  Open(o);
+  for (int u = 0; u < 50; ++u) {
+    std::vector<SegmentUpdate> ups = {
+        {1, 10, true, {}, {}}, {2, 20, true, {}, {}}, {3, 100000, true, {}, {}}};
+    ASSERT_TRUE(session_->UpsertSync("u" + std::to_string(u), ups).ok());
+  }
+  clock_.Advance(30);
+  // A store with the sweeper thread on, same engine.
+  o.sweeper = true;
+  o.sweep_interval = std::chrono::milliseconds(10);
+  o.sweep_records_per_second = 1000;
+  auto bg = ProfileStore::Open(engine_.get(), o);
+  ASSERT_TRUE(bg.ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((*bg)->sweeper_stats().records_rewritten < 50 &&
+         std::chrono::steady_clock::now() < deadline) {
+    session_->Wait(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*bg)->sweeper_stats().records_rewritten, 50u);
+  EXPECT_EQ((*bg)->sweeper_stats().segments_removed, 100u);
+  bg->reset();
+}
+
+TEST_F(ProfileStoreTest, ConcurrentUpsertsToOneUserLoseNoSegment) {
+  Open();
+  constexpr int kThreads = 3, kPerThread = 150;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto s = profiles_->NewSession();
+      ASSERT_TRUE(s.ok());
+      int done = 0;
+      for (int i = 0; i < kPerThread; ++i) {
+        std::vector<SegmentUpdate> up = {{uint64_t(t * 1000 + i), 3600, true, {}, {}}};
+        (*s)->Upsert("shared", up, UpsertMode::kSet, [&](Result<UpsertResult> r) {
+          EXPECT_TRUE(r.ok()) << r.status().ToString();
+          ++done;
+        });
+        if (i % 8 == 7) {
+          while (done < i + 1) (*s)->Wait(std::chrono::milliseconds(1));
+        }
+      }
+      while (done < kPerThread) (*s)->Wait(std::chrono::milliseconds(1));
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(*session_->CountSync("shared"), uint32_t(kThreads * kPerThread));
+  EXPECT_GT(engine_->stats().update_retries, 0u);
+}
+
+}  // namespace
+}  // namespace segstore::profile

@@ -1,0 +1,159 @@
+#include "profile/segment_ops.h"
+
+#include <gtest/gtest.h>
+
+namespace segstore::profile {
+namespace {
+
+constexpr UnixSeconds kNow = 1'790'000'000;
+
+Columns Make(const std::vector<Segment>& segments) {
+  std::string body;
+  EncodeSegments(segments, &body);
+  Columns c;
+  EXPECT_TRUE(DecodeColumns(body, &c).ok());
+  return c;
+}
+
+std::vector<uint64_t> Ids(const GetResult& r) { return r.ids; }
+
+TEST(SelectTest, HidesExpiredSegmentsFromTheirExpirySecondOn) {
+  Columns c = Make({{1, kNow, {}, {}}, {2, kNow + 1, {}, {}}, {3, kNever, {}, {}}});
+  GetResult r;
+  EXPECT_EQ(Select(c, kNow, {}, &r), 2u);
+  EXPECT_EQ(Ids(r), (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(Select(c, kNow + 1, {}, &r), 1u);
+  EXPECT_EQ(Ids(r), (std::vector<uint64_t>{3}));
+}
+
+TEST(SelectTest, ExpiryWindowAndItsInverse) {
+  const UnixSeconds end_of_day = kNow + 3600;
+  Columns c = Make({{1, kNow + 60, {}, {}}, {2, kNow + 7200, {}, {}}, {3, kNever, {}, {}}});
+  GetOptions today;
+  today.expiry_from = kNow;
+  today.expiry_to = end_of_day;
+  GetResult r;
+  Select(c, kNow, today, &r);
+  EXPECT_EQ(Ids(r), (std::vector<uint64_t>{1}));
+  today.outside_expiry_window = true;  // "segments that will not expire today"
+  Select(c, kNow, today, &r);
+  EXPECT_EQ(Ids(r), (std::vector<uint64_t>{2, 3}));
+  GetOptions open_ended;
+  open_ended.expiry_from = kNow + 100;  // no upper end: never-expiring ones are inside
+  Select(c, kNow, open_ended, &r);
+  EXPECT_EQ(Ids(r), (std::vector<uint64_t>{2, 3}));
+}
+
+TEST(SelectTest, IdRangeCountOnlyAndLimit) {
+  std::vector<Segment> in;
+  for (uint64_t id = 7990; id < 9020; id += 10) in.push_back({id, kNow + 100, {}, {}});
+  Columns c = Make(in);
+  GetOptions o;
+  o.id_from = 8000;
+  o.id_to = 9000;
+  GetResult r;
+  EXPECT_EQ(Select(c, kNow, o, &r), in.size());
+  EXPECT_EQ(r.count, 101u);
+  EXPECT_EQ(r.size(), 101u);
+  o.limit = 5;
+  Select(c, kNow, o, &r);
+  EXPECT_EQ(r.count, 101u);  // every match counted
+  EXPECT_EQ(Ids(r), (std::vector<uint64_t>{8000, 8010, 8020, 8030, 8040}));
+  o.count_only = true;
+  Select(c, kNow, o, &r);
+  EXPECT_EQ(r.count, 101u);
+  EXPECT_TRUE(r.ids.empty());
+}
+
+TEST(SelectTest, IdsOnlyAndAttributeColumns) {
+  Columns c = Make({{1, kNow + 5, 7u, {}}, {2, kNow + 6, {}, {}}, {3, kNow + 7, {}, {}}});
+  GetResult r;
+  Select(c, kNow, {}, &r);
+  EXPECT_EQ(r.expires, (std::vector<UnixSeconds>{kNow + 5, kNow + 6, kNow + 7}));
+  ASSERT_EQ(r.attr1.size(), 3u);  // some segment has attr1: a full column
+  EXPECT_EQ(r.attr1[0], 7u);
+  EXPECT_FALSE(r.attr1[1].has_value());
+  EXPECT_TRUE(r.attr2.empty());  // none has attr2: no column
+  EXPECT_EQ(r.At(0), (Segment{1, kNow + 5, 7u, {}}));
+  GetOptions ids_only;
+  ids_only.ids_only = true;
+  Select(c, kNow, ids_only, &r);
+  EXPECT_EQ(r.ids, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_TRUE(r.expires.empty());
+  EXPECT_TRUE(r.attr1.empty());
+}
+
+TEST(ValidateUpsertTest, RefusesWhatCannotBeStored) {
+  auto check = [](std::vector<SegmentUpdate> u, UpsertMode m) {
+    return ValidateUpsert(u, m, kNow).code();
+  };
+  using C = Status::Code;
+  EXPECT_EQ(check({{1, kNow + 10, false, {}, {}}}, UpsertMode::kSet), C::kOk);
+  EXPECT_EQ(check({{1, kNever, false, {}, {}}}, UpsertMode::kSet), C::kOk);
+  EXPECT_EQ(check({{1, kNow, false, {}, {}}}, UpsertMode::kSet), C::kInvalidArgument);
+  EXPECT_EQ(check({{1, 0, true, {}, {}}}, UpsertMode::kSet), C::kInvalidArgument);
+  EXPECT_EQ(check({{1, UINT32_MAX, true, {}, {}}}, UpsertMode::kExtend), C::kInvalidArgument);
+  EXPECT_EQ(check({{1, 5, false, {}, {}}, {1, 6, false, {}, {}}}, UpsertMode::kAdd),
+            C::kInvalidArgument);
+  EXPECT_EQ(check({{1, 0, false, {}, {}}}, UpsertMode::kAdd), C::kInvalidArgument);
+}
+
+TEST(MergeTest, SetExtendAndAdd) {
+  Columns c = Make({{5484, kNow + 100, 7u, {}}, {6000, kNever, {}, {}}, {7000, kNow - 1, {}, {}}});
+  std::vector<Segment> out;
+  // set: replace the expiry; attributes kept unless given
+  UpsertResult r =
+      Merge(&c, std::vector<SegmentUpdate>{{5484, 50, true, {}, 9u}}, UpsertMode::kSet, kNow, &out);
+  EXPECT_EQ(r.updated, 1u);
+  EXPECT_EQ(r.trimmed, 1u);  // 7000 had expired
+  EXPECT_EQ(r.count, 2u);
+  EXPECT_EQ(out[0], (Segment{5484, kNow + 50, 7u, 9u}));
+  // extend: the later one wins; never beats anything
+  Merge(&c, std::vector<SegmentUpdate>{{5484, 50, true, {}, {}}, {6000, 10, true, {}, {}}},
+        UpsertMode::kExtend, kNow, &out);
+  EXPECT_EQ(out[0].expires_at, kNow + 100);
+  EXPECT_EQ(out[1].expires_at, kNever);
+  // add: "add 5 hours to segment 5484"; a new segment gets now + value
+  r = Merge(&c, std::vector<SegmentUpdate>{{5484, 5 * 3600, false, {}, {}}, {1, 60, false, {}, {}}},
+            UpsertMode::kAdd, kNow, &out);
+  EXPECT_EQ(r.inserted, 1u);
+  EXPECT_EQ(r.updated, 1u);
+  EXPECT_EQ(out[0], (Segment{1, kNow + 60, {}, {}}));
+  EXPECT_EQ(out[1].expires_at, kNow + 100 + 5 * 3600);
+  // an expired segment upserted again is a new one
+  r = Merge(&c, std::vector<SegmentUpdate>{{7000, 30, true, {}, {}}}, UpsertMode::kExtend, kNow,
+            &out);
+  EXPECT_EQ(r.inserted, 1u);
+  EXPECT_EQ(out.back(), (Segment{7000, kNow + 30, {}, {}}));
+}
+
+TEST(RemoveAndTrimTest, ReportWhatTheyDid) {
+  Columns c = Make({{1, kNow + 10, {}, {}}, {2, kNow - 5, {}, {}}, {3, kNow + 5000, {}, {}}});
+  std::vector<Segment> out;
+  uint32_t trimmed = 0;
+  EXPECT_EQ(RemoveIds(c, std::vector<uint64_t>{1, 2, 99}, kNow, &out, &trimmed), 1u);
+  EXPECT_EQ(trimmed, 1u);
+  ASSERT_EQ(out.size(), 1u);
+  TrimResult t = TrimBefore(c, kNow + 100, &out);  // also what expires within 100 s
+  EXPECT_EQ(t.trimmed, 2u);
+  EXPECT_EQ(t.remaining, 1u);
+}
+
+TEST(TimesForTest, SweepWhenAQuarterHasExpiredVoidWhenAllHave) {
+  std::vector<Segment> s;
+  for (UnixSeconds i = 1; i <= 100; ++i) s.push_back({i, kNow + i * 10, {}, {}});
+  RecordTimes t = TimesFor(s, 0.25);
+  EXPECT_EQ(t.sweep_at, kNow + 250);  // the 25th expiry
+  EXPECT_EQ(t.void_at, kNow + 1000);
+  s.push_back({1000, kNever, {}, {}});
+  t = TimesFor(s, 0.25);
+  EXPECT_EQ(t.void_at, 0u);  // one segment never expires
+  EXPECT_GT(t.sweep_at, 0u);
+  std::vector<Segment> forever = {{1, kNever, {}, {}}, {2, kNever, {}, {}}};
+  EXPECT_EQ(TimesFor(forever, 0.25).sweep_at, 0u);
+  std::vector<Segment> one = {{1, kNow + 9, {}, {}}};
+  EXPECT_EQ(TimesFor(one, 0.25).sweep_at, kNow + 9);  // never later than void_at
+}
+
+}  // namespace
+}  // namespace segstore::profile
