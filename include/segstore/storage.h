@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,7 +70,9 @@ struct StoreOptions {
   // 0: the largest body a write block can hold, write_block_size - 4 KiB.
   uint32_t max_body_size = 0;
   // Background defragmentation: blocks whose live share falls below the
-  // threshold are rewritten, at most this many blocks a second.
+  // threshold are rewritten, at most this many blocks a second once free
+  // blocks run short (under 10%); with half the device free or more, at a
+  // sixteenth of that, scaling in between.
   bool background_defrag = true;
   double defrag_threshold = 0.5;
   uint32_t defrag_blocks_per_second = 64;
@@ -94,6 +97,16 @@ struct RecordBytesReleaser {
   void operator()(void* p) const {
     if (release != nullptr) release(p, size);
   }
+};
+
+// Per-worker overrides of the store's write settings.
+struct WorkerOptions {
+  // This worker's writes are acknowledged as this says rather than as the
+  // store's durability does (deletes are always committed). For background
+  // work whose writes need not survive a crash to be correct.
+  std::optional<Durability> durability;
+  // This worker's flush interval for buffered writes, instead of the store's.
+  std::optional<std::chrono::microseconds> flush_interval;
 };
 
 // One version of one key, as read from the device or from memory.
@@ -189,6 +202,10 @@ class Worker {
   // version found there, which a newer one may have superseded since (go on
   // by its key). NotFound when no valid record lies there any more.
   virtual void GetAt(const RecordRef& ref, GetCallback done) = 0;
+  // Update of the key whose record lies at `ref`: reads it there (once), then
+  // runs exactly as Update(key, fn) would, starting from that copy when the
+  // key still lives there. NotFound when no valid record lies at `ref`.
+  virtual void UpdateAt(const RecordRef& ref, UpdateFn fn, WriteCallback done) = 0;
   // Runs `task` later on this worker's thread, inside Poll()/Wait(): for
   // layers above that complete a request without touching the device.
   virtual void Defer(std::function<void()> task) = 0;
@@ -222,6 +239,7 @@ class Worker {
   // Blocking helpers: start the operation and Wait() until it completes.
   Result<Record> GetSync(std::string_view key);
   Result<Record> GetAtSync(const RecordRef& ref);
+  Result<WriteOutcome> UpdateAtSync(const RecordRef& ref, UpdateFn fn);
   Result<WriteOutcome> UpdateSync(std::string_view key, UpdateFn fn);
   Result<WriteOutcome> PutSync(std::string_view key, std::string body, uint32_t sweep_at = 0,
                                uint32_t void_at = 0);
@@ -282,7 +300,7 @@ class Store {
   virtual ~Store() = default;
 
   // Opens the calling thread's worker. Use it from this thread only.
-  virtual Result<std::unique_ptr<Worker>> NewWorker() = 0;
+  virtual Result<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& options = {}) = 0;
 
   virtual StoreStats stats() = 0;
   virtual const RecoveryStats& recovery() const = 0;

@@ -188,10 +188,10 @@ void ProfileSessionImpl::Delete(std::string_view user, Callback<bool> done) {
   });
 }
 
-void ProfileSessionImpl::Sweep(std::string_view user, Callback<Swept> done) {
+void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> done) {
   auto swept = std::make_shared<Swept>();
-  worker_->Update(
-      user,
+  worker_->UpdateAt(
+      ref,
       [this, swept](const storage::Record* cur) -> Result<storage::Mutation> {
         *swept = Swept{};
         if (cur == nullptr) return storage::Mutation::Keep();  // gone, or wholly expired

@@ -38,9 +38,10 @@ class ProfileSessionImpl final : public ProfileSession {
     uint32_t segments_removed = 0;
     uint64_t bytes_reclaimed = 0;
   };
-  // Rewrites `user`'s record without the segments expired at the store's
-  // clock now (or drops it when none is left). For the sweeper.
-  void Sweep(std::string_view user, Callback<Swept> done);
+  // Rewrites the record at `ref` (found by the engine's FindDue) without the
+  // segments expired at the store's clock now, or drops it when none is left.
+  // For the sweeper: one device read when the record has not moved.
+  void SweepAt(const storage::RecordRef& ref, Callback<Swept> done);
 
  private:
   UnixSeconds Now() const;

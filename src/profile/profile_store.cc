@@ -47,7 +47,10 @@ class ProfileStoreImpl final : public ProfileStore {
 
  private:
   void SweepLoop() {
-    Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
+    storage::WorkerOptions wo;
+    wo.durability = storage::Durability::kBuffered;
+    wo.flush_interval = options_.sweep_flush_interval;
+    Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker(wo);
     if (!w.ok()) {
       spdlog::error("expiry sweeper is off: {}", w.status().ToString());
       return;

@@ -15,23 +15,18 @@ size_t Sweeper::RunPass(ProfileSessionImpl* session, size_t budget) {
   {
     storage::Worker::Batch batch(worker);
     for (const storage::RecordRef& ref : due_) {
-      worker.GetAt(ref, [this, session, &pending](Result<storage::Record> r) {
-        if (!r.ok()) {
-          --pending;  // rewritten or gone since it was found
+      session->SweepAt(ref, [this, &pending](Result<ProfileSessionImpl::Swept> s) {
+        --pending;
+        if (!s.ok()) {
+          // NotFound: rewritten or gone since it was found.
+          if (!s.status().IsNotFound()) spdlog::warn("expiry sweeper: {}", s.status().ToString());
           return;
         }
         visited_.fetch_add(1, std::memory_order_relaxed);
-        session->Sweep(r->key(), [this, &pending](Result<ProfileSessionImpl::Swept> s) {
-          --pending;
-          if (!s.ok()) {
-            spdlog::warn("expiry sweeper: {}", s.status().ToString());
-            return;
-          }
-          if (s->rewritten) rewritten_.fetch_add(1, std::memory_order_relaxed);
-          if (s->deleted) deleted_.fetch_add(1, std::memory_order_relaxed);
-          segments_.fetch_add(s->segments_removed, std::memory_order_relaxed);
-          bytes_.fetch_add(s->bytes_reclaimed, std::memory_order_relaxed);
-        });
+        if (s->rewritten) rewritten_.fetch_add(1, std::memory_order_relaxed);
+        if (s->deleted) deleted_.fetch_add(1, std::memory_order_relaxed);
+        segments_.fetch_add(s->segments_removed, std::memory_order_relaxed);
+        bytes_.fetch_add(s->bytes_reclaimed, std::memory_order_relaxed);
       });
     }
   }

@@ -1,11 +1,12 @@
 // Sweeper: keeps the store free of expired segments without reading all of
 // it. The engine's index holds each record's sweep_at (when a share of its
 // segments will have expired); a pass asks the engine for live records whose
-// sweep_at has passed (Store::FindDue, in DRAM), reads each by its place to
-// learn its key, and rewrites it by key without its expired segments
-// (ProfileSessionImpl::Sweep: a read-modify-write, so a concurrent upsert is
-// never lost). Records with nothing left alive are not visited at all: their
-// void_at has passed and the engine drops them unread.
+// sweep_at has passed (Store::FindDue, in DRAM) and rewrites each without
+// its expired segments (ProfileSessionImpl::SweepAt: read once at its place,
+// then a read-modify-write of its key, so a concurrent upsert is never lost).
+// Its writes are buffered: a lost rewrite only brings back expired segments,
+// which reads hide. Records with nothing left alive are not visited at all:
+// their void_at has passed and the engine drops them unread.
 //
 // Not thread-safe: one pass at a time, on the session's thread.
 #pragma once

@@ -41,11 +41,13 @@ void BlockWriter::Timer::OnIoComplete(int32_t /*result*/) {
   if (writer->open_) writer->Flush(writer->open_.get());
 }
 
-BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post)
+BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post,
+                         std::chrono::microseconds flush_interval)
     : store_(store),
       queue_(queue),
       counters_(counters),
       post_(std::move(post)),
+      flush_interval_(flush_interval),
       nonces_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {
   timer_.writer = this;
   store_->RegisterWriter(this);
@@ -197,7 +199,7 @@ void BlockWriter::WhenDurable(const Slot& slot, FlushCallback done) {
 void BlockWriter::FlushWithinInterval() {
   if (timer_.armed) return;
   timer_.armed = true;
-  queue_->Timeout(store_->options().flush_interval, &timer_);
+  queue_->Timeout(flush_interval_, &timer_);
 }
 
 void BlockWriter::CancelTimer() {

@@ -41,7 +41,9 @@ using PostFn = std::function<void(std::function<void()>)>;
 class BlockWriter {
  public:
   // `counters` and `post` belong to the owner and outlive the writer.
-  BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post);
+  // Buffered writes reach the device within `flush_interval`.
+  BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, PostFn post,
+              std::chrono::microseconds flush_interval);
   ~BlockWriter();  // the owner drains the queue first (see idle())
   BlockWriter(const BlockWriter&) = delete;
   BlockWriter& operator=(const BlockWriter&) = delete;
@@ -113,6 +115,7 @@ class BlockWriter {
   IoQueue* queue_;
   Counters* counters_;
   PostFn post_;
+  const std::chrono::microseconds flush_interval_;
   std::unique_ptr<Open> open_;                  // may be null
   std::vector<std::unique_ptr<Open>> sealing_;  // sealed, last flush not yet done
   std::vector<std::shared_ptr<BlockImage>> spare_images_;

@@ -151,6 +151,7 @@ void RecordOp::ReadNext() {
     return;
   }
   const Candidate& c = candidates_[next_];
+  if (UseFetched(c)) return;
   Fetch(c.entry.offset(), c.entry.size(), c.block_salt);
 }
 
@@ -241,6 +242,9 @@ void GetOp::Deliver() {
 ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, GetCallback done)
     : RecordFetch(w), ref_(ref), done_(std::move(done)) {}
 
+ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, WriteCallback done)
+    : RecordFetch(w), ref_(ref), update_fn_(std::move(fn)), update_done_(std::move(done)) {}
+
 void ReadAtOp::Start() {
   w_->OpStarted();
   in_start_ = true;
@@ -250,7 +254,17 @@ void ReadAtOp::Start() {
 
 void ReadAtOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
   Result<RecordView> v = DecodeRecord(rec, ref_.size, ref_.block_salt);
-  if (!v.ok() || v->footprint != ref_.size || v->header.kind != RecordKind::kPut) {
+  bool valid = v.ok() && v->footprint == ref_.size && v->header.kind == RecordKind::kPut;
+  if (valid && update_fn_) {
+    // UpdateAt: go on as an update of the key found there, from this copy.
+    auto* op = new UpdateOp(w_, v->key, std::move(update_fn_), std::move(update_done_));
+    op->GiveFetched(ref_, storage, storage_size, rec);
+    op->Start();
+    w_->OpDone();
+    delete this;
+    return;
+  }
+  if (!valid) {
     ReleaseReadBuffer(storage, storage_size);
     result_.emplace(Status::NotFound("no record there any more"));
   } else {
@@ -269,7 +283,11 @@ void ReadAtOp::OnFetchFailed(Status s) {
 }
 
 void ReadAtOp::Deliver() {
-  done_(std::move(*result_));
+  if (update_done_) {
+    update_done_(result_->ok() ? Status::NotFound("no record there any more") : result_->status());
+  } else {
+    done_(std::move(*result_));
+  }
   w_->OpDone();
   delete this;
 }
@@ -278,6 +296,26 @@ void ReadAtOp::Deliver() {
 
 UpdateOp::UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done)
     : RecordOp(w, key, Scope::kUpdate), fn_(std::move(fn)), done_(std::move(done)) {}
+
+UpdateOp::~UpdateOp() {
+  if (fetched_) ReleaseReadBuffer(fetched_->storage, fetched_->storage_size);
+}
+
+void UpdateOp::GiveFetched(const RecordRef& ref, uint8_t* storage, size_t storage_size,
+                           const uint8_t* rec) {
+  fetched_ = Fetched{ref, storage, storage_size, rec};
+}
+
+bool UpdateOp::UseFetched(const Candidate& c) {
+  if (!fetched_ || c.entry.offset() != fetched_->ref.offset ||
+      c.block_salt != fetched_->ref.block_salt) {
+    return false;
+  }
+  Fetched f = *fetched_;
+  fetched_.reset();  // ownership passes on; a retry reads afresh
+  OnFetched(f.storage, f.storage_size, f.rec);
+  return true;
+}
 
 void UpdateOp::OnLookedUp() {
   snapshot_.clear();
@@ -351,8 +389,7 @@ void UpdateOp::Decide(const Record* current) {
     return;
   }
   w_->counters().Bump(w_->counters().writes);
-  bool commit =
-      mut.kind == Mutation::Kind::kDelete || store_->options().durability == Durability::kCommit;
+  bool commit = mut.kind == Mutation::Kind::kDelete || w_->durability() == Durability::kCommit;
   if (commit) {
     w_->writer().WhenDurable(slot, [this](Status s) {
       if (s.ok()) {

@@ -84,6 +84,9 @@ class RecordOp : public RecordFetch {
   UnixSeconds now() const { return now_; }
 
   virtual void OnLookedUp() {}
+  // Lets a subclass supply candidate `c`'s bytes without a read: it then
+  // calls OnFetched itself and returns true.
+  virtual bool UseFetched(const Candidate& /*c*/) { return false; }
   // The record of `c` holds the key.
   virtual void OnMatch(Record record, RecordKind kind, const Candidate& c) = 0;
   // No candidate holds the key. `damaged` counts candidates that failed
@@ -100,10 +103,13 @@ class RecordOp : public RecordFetch {
 
  private:
   void ReadNext();
-  void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) override;
-  void OnFetchFailed(Status s) override { OnFailure(std::move(s)); }
   bool Moved(const Candidate& c);
 
+ protected:
+  void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) override;
+  void OnFetchFailed(Status s) override { OnFailure(std::move(s)); }
+
+ private:
   const Scope scope_;
   uint32_t damaged_ = 0;
   size_t live_candidates_ = 0;  // get: candidates_ starts with these
@@ -138,6 +144,8 @@ class GetOp final : public RecordOp {
 class ReadAtOp final : public RecordFetch {
  public:
   ReadAtOp(WorkerImpl* w, const RecordRef& ref, GetCallback done);
+  // UpdateAt: once read, hand the record to an update of its key.
+  ReadAtOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, WriteCallback done);
   void Start();
 
  private:
@@ -147,6 +155,8 @@ class ReadAtOp final : public RecordFetch {
 
   RecordRef ref_;
   GetCallback done_;
+  UpdateFn update_fn_;         // UpdateAt only
+  WriteCallback update_done_;  // UpdateAt only
   std::optional<Result<Record>> result_;
   bool in_start_ = false;
 };
@@ -154,12 +164,17 @@ class ReadAtOp final : public RecordFetch {
 class UpdateOp final : public RecordOp {
  public:
   UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done);
+  // A record of this key already fetched from (ref.offset, ref.block_salt):
+  // used instead of reading it again if the index still points there.
+  // Takes `storage` (a read buffer of `storage_size` bytes holding it at `rec`).
+  void GiveFetched(const RecordRef& ref, uint8_t* storage, size_t storage_size, const uint8_t* rec);
 
  private:
   void OnLookedUp() override;
   void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
   void OnNoMatch(uint32_t damaged) override;
   void OnFailure(Status s) override;
+  ~UpdateOp() override;
   void Decide(const Record* current);
   // Applies `m` under the partition lock. False when the key changed since it
   // was read (the caller retries).
@@ -169,8 +184,17 @@ class UpdateOp final : public RecordOp {
   void Deliver();
   void Fail();
 
+  bool UseFetched(const Candidate& c) override;
+
   UpdateFn fn_;
   WriteCallback done_;
+  struct Fetched {
+    RecordRef ref;
+    uint8_t* storage;
+    size_t storage_size;
+    const uint8_t* rec;
+  };
+  std::optional<Fetched> fetched_;
   // The tag's entries as read: (offset, salt of the block incarnation). The
   // salt makes a block freed and reused in between, with a newer version at
   // the very same offset, count as a change.

@@ -204,8 +204,11 @@ StoreImpl::~StoreImpl() {
   }
 }
 
-Result<std::unique_ptr<Worker>> StoreImpl::NewWorker() {
-  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
+Result<std::unique_ptr<Worker>> StoreImpl::NewWorker(const WorkerOptions& options) {
+  if (options.flush_interval && options.flush_interval->count() <= 0) {
+    return Status::InvalidArgument("flush_interval must be positive");
+  }
+  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this, options);
   if (!w.ok()) return w.status();
   return std::unique_ptr<Worker>(std::move(w).value());
 }
@@ -302,7 +305,7 @@ StoreStats StoreImpl::stats() {
 
 Status StoreImpl::DefragNow(bool rotate) {
   std::lock_guard lock(defrag_mu_);
-  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
+  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this, WorkerOptions{});
   if (!w.ok()) return w.status();
   Defragmenter::Budget all;
   all.rewrite_blocks = UINT32_MAX;
@@ -336,7 +339,7 @@ uint32_t StoreImpl::FindDue(uint32_t now, size_t max, uint32_t* cursor,
 }
 
 void StoreImpl::DefragLoop() {
-  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this);
+  Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this, WorkerOptions{});
   if (!w.ok()) {
     spdlog::error("defragmentation is off: {}", w.status().ToString());
     return;
@@ -349,8 +352,14 @@ void StoreImpl::DefragLoop() {
   std::unique_lock stop_lock(stop_mu_);
   while (!stop_cv_.wait_for(stop_lock, options_.defrag_interval, [this] { return stopping_; })) {
     stop_lock.unlock();
-    rewrite_tokens = std::min(rewrite_tokens + options_.defrag_blocks_per_second * tick,
-                              std::max(1.0, options_.defrag_blocks_per_second * tick));
+    // As fast as free space requires: the full rate once under 10% of the
+    // blocks are free, a sixteenth of it from half free on (defragmentation
+    // reads and writes whole blocks, which delays the reads queued behind).
+    const double free_share =
+        static_cast<double>(blocks_->free_count()) / (blocks_->block_count() - 1);
+    const double urgency = std::clamp((0.5 - free_share) / 0.4, 1.0 / 16, 1.0);
+    const double rate = options_.defrag_blocks_per_second * urgency;
+    rewrite_tokens = std::min(rewrite_tokens + rate * tick, std::max(1.0, rate * tick));
     rotate_tokens = std::min(rotate_tokens + options_.rotate_blocks_per_second * tick,
                              std::max(1.0, options_.rotate_blocks_per_second * tick));
     sweep_tokens += Index::kPartitions * tick / kSweepSeconds;

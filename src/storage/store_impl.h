@@ -61,7 +61,7 @@ class StoreImpl final : public Store {
                                                std::shared_ptr<Device> device);
   ~StoreImpl() override;
 
-  Result<std::unique_ptr<Worker>> NewWorker() override;
+  Result<std::unique_ptr<Worker>> NewWorker(const WorkerOptions& options) override;
   StoreStats stats() override;
   const RecoveryStats& recovery() const override { return recovery_; }
   uint32_t max_key_size() const override { return options_.max_key_size; }

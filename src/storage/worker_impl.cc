@@ -8,15 +8,18 @@
 
 namespace segstore::storage {
 
-Result<std::unique_ptr<WorkerImpl>> WorkerImpl::Create(StoreImpl* store) {
-  std::unique_ptr<WorkerImpl> w(new WorkerImpl(store));
+Result<std::unique_ptr<WorkerImpl>> WorkerImpl::Create(StoreImpl* store,
+                                                       const WorkerOptions& options) {
+  std::unique_ptr<WorkerImpl> w(
+      new WorkerImpl(store, options.durability.value_or(store->options().durability)));
   Result<std::unique_ptr<IoQueue>> q = store->device().NewQueue(store->options().queue_depth);
   if (!q.ok()) return q.status().WithContext("opening the worker's I/O queue");
   w->queue_ = std::move(q).value();
   WorkerImpl* self = w.get();
-  w->writer_ =
-      std::make_unique<BlockWriter>(store, w->queue_.get(), &w->counters_,
-                                    [self](std::function<void()> t) { self->Post(std::move(t)); });
+  w->writer_ = std::make_unique<BlockWriter>(
+      store, w->queue_.get(), &w->counters_,
+      [self](std::function<void()> t) { self->Post(std::move(t)); },
+      options.flush_interval.value_or(store->options().flush_interval));
   store->RegisterCounters(&w->counters_);
   return w;
 }
@@ -117,6 +120,11 @@ void WorkerImpl::GetAt(const RecordRef& ref, GetCallback done) {
   MaybeSubmit();
 }
 
+void WorkerImpl::UpdateAt(const RecordRef& ref, UpdateFn fn, WriteCallback done) {
+  (new ReadAtOp(this, ref, std::move(fn), std::move(done)))->Start();
+  MaybeSubmit();
+}
+
 void WorkerImpl::Defer(std::function<void()> task) {
   OpStarted();
   Post([this, task = std::move(task)] {
@@ -177,6 +185,11 @@ Result<Record> Worker::GetSync(std::string_view key) {
 
 Result<Record> Worker::GetAtSync(const RecordRef& ref) {
   return RunSync<Result<Record>>(this, [&](GetCallback cb) { GetAt(ref, std::move(cb)); });
+}
+
+Result<WriteOutcome> Worker::UpdateAtSync(const RecordRef& ref, UpdateFn fn) {
+  return RunSync<Result<WriteOutcome>>(
+      this, [&](WriteCallback cb) { UpdateAt(ref, std::move(fn), std::move(cb)); });
 }
 
 Result<WriteOutcome> Worker::UpdateSync(std::string_view key, UpdateFn fn) {

@@ -18,7 +18,7 @@ namespace segstore::storage {
 
 class WorkerImpl final : public Worker {
  public:
-  static Result<std::unique_ptr<WorkerImpl>> Create(StoreImpl* store);
+  static Result<std::unique_ptr<WorkerImpl>> Create(StoreImpl* store, const WorkerOptions& options);
   ~WorkerImpl() override;
 
   void Get(std::string_view key, GetCallback done) override;
@@ -29,6 +29,7 @@ class WorkerImpl final : public Worker {
   void Flush(FlushCallback done) override;
   void Defer(std::function<void()> task) override;
   void GetAt(const RecordRef& ref, GetCallback done) override;
+  void UpdateAt(const RecordRef& ref, UpdateFn fn, WriteCallback done) override;
 
   int event_fd() const override { return queue_->event_fd(); }
   void OnEvent() override;
@@ -38,6 +39,8 @@ class WorkerImpl final : public Worker {
 
   // ---- For operations and defragmentation.
   StoreImpl* store() { return store_; }
+  // This worker's durability (its WorkerOptions, or the store's).
+  Durability durability() const { return durability_; }
   IoQueue* queue() { return queue_.get(); }
   BlockWriter& writer() { return *writer_; }
   Counters& counters() { return counters_; }
@@ -57,7 +60,7 @@ class WorkerImpl final : public Worker {
   }
 
  private:
-  explicit WorkerImpl(StoreImpl* store) : store_(store) {}
+  WorkerImpl(StoreImpl* store, Durability durability) : store_(store), durability_(durability) {}
   // OK, or InvalidArgument for an empty or too long key.
   Status CheckKey(std::string_view key) const;
   // Completes an operation that failed before it started: `done(s)`, posted.
@@ -65,6 +68,7 @@ class WorkerImpl final : public Worker {
   void FailSoon(Status s, Callback done);
 
   StoreImpl* store_;
+  const Durability durability_;
   std::unique_ptr<IoQueue> queue_;
   std::unique_ptr<BlockWriter> writer_;
   Counters counters_;

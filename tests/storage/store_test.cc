@@ -419,6 +419,38 @@ TEST_F(StoreTest, GetAtFindsNothingWhereNothingValidLies) {
   EXPECT_EQ(w->GetAtSync(due[0])->body(), "v");
 }
 
+TEST_F(StoreTest, UpdateAtReadsOnceAndUpdatesTheCurrentVersion) {
+  auto store = OpenOrDie(opts_);
+  std::vector<RecordRef> due;
+  {
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("a", "1", clock_.Now(), 0).ok());
+    ASSERT_TRUE(w->PutSync("b", "1", clock_.Now(), 0).ok());
+  }  // sealed: what follows reads the device
+  uint32_t cursor = 0;
+  store->FindDue(clock_.Now(), 10, &cursor, &due);
+  ASSERT_EQ(due.size(), 2u);
+  auto w = WorkerOrDie(store.get());
+  auto append = [](const Record* cur) -> Result<Mutation> {
+    return Mutation::Put(std::string(cur ? cur->body() : "") + "+");
+  };
+  uint64_t reads = store->stats().device_reads;
+  auto r = w->UpdateAtSync(due[0], append);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(store->stats().device_reads - reads, 1u);  // the copy read at the place served
+  // The other key is rewritten meanwhile: UpdateAt goes by its key.
+  std::string other = std::string(w->GetAtSync(due[1])->key());
+  ASSERT_TRUE(w->PutSync(other, "2").ok());
+  ASSERT_TRUE(w->UpdateAtSync(due[1], append).ok());
+  EXPECT_EQ(w->GetSync(other)->body(), "2+");
+  // Nothing valid at a place: NotFound, nothing written.
+  RecordRef nowhere = due[0];
+  nowhere.block_salt ^= 1;
+  uint64_t writes = store->stats().writes;
+  EXPECT_TRUE(w->UpdateAtSync(nowhere, append).status().IsNotFound());
+  EXPECT_EQ(store->stats().writes, writes);
+}
+
 // Scans every write block of a fault device's image; calls f(offset, view).
 template <typename F>
 void ForEachRecordOnImage(FaultDevice& dev, uint32_t block_size, F f) {
