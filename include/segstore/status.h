@@ -28,7 +28,10 @@ class [[nodiscard]] Status {
     kBusy = 8,             // too much work in flight; retry later
     kUnavailable = 9,      // shutting down, or writes refused after a device error
     kInternal = 10,        // a bug: an impossible state was detected
+    kUnsupported = 11,     // an operation or protocol version this server does not know
+    kTimeout = 12,         // no answer in time (set by clients; servers never send it)
   };
+  static constexpr uint8_t kMaxCode = 12;
 
   Status() noexcept = default;
   Status(const Status& other);
@@ -49,6 +52,11 @@ class [[nodiscard]] Status {
   static Status Busy(std::string_view msg) { return Status(Code::kBusy, msg); }
   static Status Unavailable(std::string_view msg) { return Status(Code::kUnavailable, msg); }
   static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
+  static Status Unsupported(std::string_view msg) { return Status(Code::kUnsupported, msg); }
+  static Status Timeout(std::string_view msg) { return Status(Code::kTimeout, msg); }
+  // A status of `code` (from the wire: any value up to kMaxCode; larger
+  // values give Internal, saying so) with `msg`.
+  static Status FromCode(uint8_t code, std::string_view msg);
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -40,8 +40,20 @@ std::string_view Status::CodeName(Code code) {
       return "Unavailable";
     case Code::kInternal:
       return "Internal";
+    case Code::kUnsupported:
+      return "Unsupported";
+    case Code::kTimeout:
+      return "Timeout";
   }
   return "Unknown";
+}
+
+Status Status::FromCode(uint8_t code, std::string_view msg) {
+  if (code == 0) return Status();
+  if (code > kMaxCode) {
+    return Internal("unknown status code " + std::to_string(code) + ": " + std::string(msg));
+  }
+  return Status(static_cast<Code>(code), msg);
 }
 
 std::string Status::ToString() const {

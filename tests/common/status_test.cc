@@ -37,6 +37,20 @@ TEST(StatusTest, WithContextPrefixes) {
 TEST(StatusTest, CodesAreStableOnTheWire) {
   EXPECT_EQ(static_cast<int>(Status::Code::kNotFound), 1);
   EXPECT_EQ(static_cast<int>(Status::Code::kInternal), 10);
+  EXPECT_EQ(static_cast<int>(Status::Code::kTimeout), Status::kMaxCode);
+}
+
+TEST(StatusTest, FromCodeRoundTripsAndRejectsUnknownCodes) {
+  for (uint8_t c = 1; c <= Status::kMaxCode; ++c) {
+    Status s = Status::FromCode(c, "m");
+    EXPECT_EQ(static_cast<uint8_t>(s.code()), c);
+    EXPECT_EQ(s.message(), "m");
+    EXPECT_NE(Status::CodeName(s.code()), "Unknown");
+  }
+  EXPECT_TRUE(Status::FromCode(0, "ignored").ok());
+  Status bad = Status::FromCode(200, "m");
+  EXPECT_EQ(bad.code(), Status::Code::kInternal);
+  EXPECT_NE(bad.message().find("200"), std::string_view::npos);
 }
 
 TEST(ResultTest, HoldsValueOrStatus) {

@@ -1,0 +1,103 @@
+// The profile model's plain data types: a segment, what a get asks for and
+// returns, what an upsert sends and the results of writes. Shared by the
+// profile layer (include/segstore/profile.h), the wire protocol (proto/) and
+// the client library (include/segstore/client.h); no behaviour, no
+// dependencies beyond the standard library.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace segstore {
+
+using UnixSeconds = uint32_t;
+inline constexpr UnixSeconds kNever = 0;  // expires_at of a segment that never expires
+
+struct Segment {
+  uint64_t id = 0;
+  UnixSeconds expires_at = kNever;
+  std::optional<uint32_t> attr1;  // e.g. a partner or source id
+  std::optional<uint32_t> attr2;  // e.g. flags
+  bool operator==(const Segment&) const = default;
+};
+
+// What a get returns and how.
+struct GetOptions {
+  // Only segments whose expiry lies in [expiry_from, expiry_to] (a segment
+  // that never expires counts as expiring at +infinity); with
+  // `outside_expiry_window`, only those outside it ("will not expire today":
+  // window [now, end of today], outside).
+  UnixSeconds expiry_from = 0;
+  UnixSeconds expiry_to = UINT32_MAX;
+  bool outside_expiry_window = false;
+  // Only segment IDs in [id_from, id_to].
+  uint64_t id_from = 0;
+  uint64_t id_to = UINT64_MAX;
+  // Count, do not list.
+  bool count_only = false;
+  // At most this many segments, lowest IDs first (0: all). `count` still
+  // reports every match.
+  uint32_t limit = 0;
+  // Segment IDs only (what a bidder matching campaigns needs): no expiries
+  // or attributes in the result.
+  bool ids_only = false;
+};
+
+// The matching live segments, column by column (the read path's own layout:
+// cheaper to fill than one struct per segment). Row i is ids[i], expires[i]
+// (unless ids_only), attr1[i] and attr2[i] (those two only when some matching
+// segment has the attribute; otherwise empty).
+struct GetResult {
+  std::vector<uint64_t> ids;
+  std::vector<UnixSeconds> expires;
+  std::vector<std::optional<uint32_t>> attr1;
+  std::vector<std::optional<uint32_t>> attr2;
+  uint32_t count = 0;  // live segments matching the options (all of them, whatever `limit`)
+
+  size_t size() const { return ids.size(); }
+  // Row i as a Segment (expires_at is kNever when the result is ids_only).
+  Segment At(size_t i) const {
+    return Segment{ids[i], expires.empty() ? kNever : expires[i],
+                   attr1.empty() ? std::nullopt : attr1[i],
+                   attr2.empty() ? std::nullopt : attr2[i]};
+  }
+  std::vector<Segment> ToSegments() const {
+    std::vector<Segment> out;
+    out.reserve(size());
+    for (size_t i = 0; i < size(); ++i) out.push_back(At(i));
+    return out;
+  }
+};
+
+enum class UpsertMode : uint8_t {
+  kSet,     // the expiry becomes the given one
+  kExtend,  // the later of the current and the given expiry
+  kAdd,     // the current expiry plus `value` seconds (a new segment: now + value)
+};
+
+// One segment to insert or update.
+struct SegmentUpdate {
+  uint64_t id = 0;
+  // kSet/kExtend: with `ttl`, expires at now + value seconds; without, at
+  // `value` (Unix seconds; kNever: never). kAdd: seconds to add.
+  uint32_t value = 0;
+  bool ttl = false;
+  // Set when present; kept (or absent, for a new segment) otherwise.
+  std::optional<uint32_t> attr1;
+  std::optional<uint32_t> attr2;
+};
+
+struct UpsertResult {
+  uint32_t inserted = 0;
+  uint32_t updated = 0;
+  uint32_t trimmed = 0;  // expired segments removed by this write
+  uint32_t count = 0;    // live segments after it
+};
+
+struct TrimResult {
+  uint32_t trimmed = 0;
+  uint32_t remaining = 0;
+};
+
+}  // namespace segstore

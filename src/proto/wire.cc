@@ -1,0 +1,962 @@
+#include "proto/wire.h"
+
+#include <msgpack.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+namespace segstore::proto {
+
+std::string_view OpName(uint8_t op) {
+  switch (static_cast<Op>(op)) {
+    case Op::kHello:
+      return "hello";
+    case Op::kPing:
+      return "ping";
+    case Op::kStats:
+      return "stats";
+    case Op::kGet:
+      return "get";
+    case Op::kBatchGet:
+      return "batch_get";
+    case Op::kCount:
+      return "count";
+    case Op::kUpsert:
+      return "upsert";
+    case Op::kBatchUpsert:
+      return "batch_upsert";
+    case Op::kRemove:
+      return "remove";
+    case Op::kTrim:
+      return "trim";
+    case Op::kDelete:
+      return "delete";
+  }
+  return "unknown";
+}
+
+bool IsKnownOp(uint8_t op) { return OpName(op) != "unknown"; }
+
+namespace {
+
+using msgpack::object;
+namespace mt = msgpack::type;
+
+// ---- encoding ----
+
+struct Sink {
+  std::string* s;
+  void write(const char* p, size_t n) { s->append(p, n); }
+};
+using Packer = msgpack::packer<Sink>;
+
+void Str(Packer& pk, std::string_view v) {
+  pk.pack_str(static_cast<uint32_t>(v.size()));
+  pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+}
+
+void Bool(Packer& pk, bool v) {
+  if (v) {
+    pk.pack_true();
+  } else {
+    pk.pack_false();
+  }
+}
+
+void OptU32(Packer& pk, const std::optional<uint32_t>& v) {
+  if (v) {
+    pk.pack_uint32(*v);
+  } else {
+    pk.pack_nil();
+  }
+}
+
+std::string_view ModeName(UpsertMode m) {
+  switch (m) {
+    case UpsertMode::kSet:
+      return "set";
+    case UpsertMode::kExtend:
+      return "extend";
+    case UpsertMode::kAdd:
+      return "add";
+  }
+  return "set";
+}
+
+// The get options as map entries; returns how many it wrote when `pk` is
+// null (a dry run to size the map).
+uint32_t OptionFields(Packer* pk, const GetOptions& o) {
+  const GetOptions d;
+  uint32_t n = 0;
+  auto u64 = [&](std::string_view k, uint64_t v, uint64_t def) {
+    if (v == def) return;
+    ++n;
+    if (pk != nullptr) {
+      Str(*pk, k);
+      pk->pack_uint64(v);
+    }
+  };
+  auto flag = [&](std::string_view k, bool v) {
+    if (!v) return;
+    ++n;
+    if (pk != nullptr) {
+      Str(*pk, k);
+      pk->pack_true();
+    }
+  };
+  if (o.ids_only) {
+    ++n;
+    if (pk != nullptr) {
+      Str(*pk, "projection");
+      Str(*pk, "ids");
+    }
+  }
+  u64("expiry_from", o.expiry_from, d.expiry_from);
+  u64("expiry_to", o.expiry_to, d.expiry_to);
+  flag("outside_expiry", o.outside_expiry_window);
+  u64("id_from", o.id_from, d.id_from);
+  u64("id_to", o.id_to, d.id_to);
+  flag("count_only", o.count_only);
+  u64("limit", o.limit, d.limit);
+  return n;
+}
+
+void SegmentList(Packer& pk, const std::vector<SegmentUpdate>& segs) {
+  pk.pack_array(static_cast<uint32_t>(segs.size()));
+  for (const SegmentUpdate& s : segs) {
+    const uint32_t len = s.attr2 ? 5 : s.attr1 ? 4 : s.ttl ? 3 : 2;
+    pk.pack_array(len);
+    pk.pack_uint64(s.id);
+    pk.pack_uint32(s.value);
+    if (len >= 3) Bool(pk, s.ttl);
+    if (len >= 4) OptU32(pk, s.attr1);
+    if (len >= 5) OptU32(pk, s.attr2);
+  }
+}
+
+void GetFields(Packer& pk, const GetResult& m, bool with_status) {
+  const bool attr1 = !m.attr1.empty();
+  const bool attr2 = !m.attr2.empty();
+  const bool expires = !m.expires.empty();
+  pk.pack_map(2 + (with_status ? 1 : 0) + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0));
+  if (with_status) {
+    Str(pk, "status");
+    pk.pack_uint8(0);
+  }
+  Str(pk, "count");
+  pk.pack_uint32(m.count);
+  Str(pk, "ids");
+  pk.pack_array(static_cast<uint32_t>(m.ids.size()));
+  for (uint64_t id : m.ids) pk.pack_uint64(id);
+  if (expires) {
+    Str(pk, "expires");
+    pk.pack_array(static_cast<uint32_t>(m.expires.size()));
+    for (UnixSeconds e : m.expires) pk.pack_uint32(e);
+  }
+  if (attr1) {
+    Str(pk, "attr1");
+    pk.pack_array(static_cast<uint32_t>(m.attr1.size()));
+    for (const auto& a : m.attr1) OptU32(pk, a);
+  }
+  if (attr2) {
+    Str(pk, "attr2");
+    pk.pack_array(static_cast<uint32_t>(m.attr2.size()));
+    for (const auto& a : m.attr2) OptU32(pk, a);
+  }
+}
+
+void UpsertFields(Packer& pk, const UpsertResult& m, bool with_status) {
+  pk.pack_map(with_status ? 5 : 4);
+  if (with_status) {
+    Str(pk, "status");
+    pk.pack_uint8(0);
+  }
+  Str(pk, "inserted");
+  pk.pack_uint32(m.inserted);
+  Str(pk, "updated");
+  pk.pack_uint32(m.updated);
+  Str(pk, "trimmed");
+  pk.pack_uint32(m.trimmed);
+  Str(pk, "count");
+  pk.pack_uint32(m.count);
+}
+
+void ErrorFields(Packer& pk, const Status& s) {
+  pk.pack_map(2);
+  Str(pk, "status");
+  pk.pack_uint8(static_cast<uint8_t>(s.code()));
+  Str(pk, "message");
+  Str(pk, s.message());
+}
+
+// ---- decoding ----
+
+std::string_view TypeName(mt::object_type t) {
+  switch (t) {
+    case mt::NIL:
+      return "nil";
+    case mt::BOOLEAN:
+      return "a boolean";
+    case mt::POSITIVE_INTEGER:
+      return "an unsigned integer";
+    case mt::NEGATIVE_INTEGER:
+      return "a negative integer";
+    case mt::FLOAT32:
+    case mt::FLOAT64:
+      return "a float";
+    case mt::STR:
+      return "a string";
+    case mt::BIN:
+      return "binary";
+    case mt::ARRAY:
+      return "an array";
+    case mt::MAP:
+      return "a map";
+    case mt::EXT:
+      return "an extension";
+  }
+  return "an unknown type";
+}
+
+Status Bad(std::string_view field, std::string_view what) {
+  return Status::InvalidArgument(std::string(field) + ": " + std::string(what));
+}
+
+Status WrongType(std::string_view field, std::string_view want, const object& got) {
+  return Bad(field, "expected " + std::string(want) + ", got " + std::string(TypeName(got.type)));
+}
+
+// Parses `body` into a tree of objects owned by *oh. An empty body is an empty map.
+Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_handle* oh,
+             const object** root) {
+  static const object kEmptyMap = [] {
+    object o;
+    o.type = mt::MAP;
+    o.via.map.size = 0;
+    o.via.map.ptr = nullptr;
+    return o;
+  }();
+  if (body.empty()) {
+    *root = &kEmptyMap;
+    return Status::OK();
+  }
+  // Bound what a hostile header can make the parser allocate: no container
+  // may claim more elements than the limits allow or the body could hold.
+  const size_t max_array =
+      std::min<size_t>(body.size(), std::max<size_t>({lim.max_list, lim.max_batch, 16}));
+  const size_t max_map = std::min<size_t>(body.size(), 4096);
+  try {
+    size_t off = 0;
+    *oh = msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr,
+                          msgpack::unpack_limit(max_array, max_map, body.size(), body.size(),
+                                                /*ext=*/0, /*depth=*/8));
+    if (off != body.size()) {
+      return Status::InvalidArgument("body: " + std::to_string(body.size() - off) +
+                                     " trailing bytes after the MessagePack value");
+    }
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("body is not valid MessagePack: ") + e.what());
+  }
+  *root = &oh->get();
+  return Status::OK();
+}
+
+// A MessagePack map read field by field. Unknown keys are ignored.
+class Fields {
+ public:
+  Fields(const object& map, std::string prefix) : map_(map), prefix_(std::move(prefix)) {}
+
+  static Status Of(const object& o, std::string_view what, const std::string& prefix,
+                   std::optional<Fields>* out) {
+    if (o.type != mt::MAP) return WrongType(what, "a map", o);
+    out->emplace(o, prefix);
+    return Status::OK();
+  }
+
+  std::string Name(std::string_view key) const { return prefix_ + std::string(key); }
+
+  const object* Find(std::string_view key) const {
+    for (uint32_t i = 0; i < map_.via.map.size; ++i) {
+      const object& k = map_.via.map.ptr[i].key;
+      if (k.type == mt::STR && std::string_view(k.via.str.ptr, k.via.str.size) == key) {
+        return &map_.via.map.ptr[i].val;
+      }
+    }
+    return nullptr;
+  }
+
+  Status Uint(std::string_view key, uint64_t max, uint64_t* v, bool required = false) const {
+    const object* o = Find(key);
+    if (o == nullptr || o->type == mt::NIL) {
+      return required ? Bad(Name(key), "missing") : Status::OK();
+    }
+    return ReadUint(*o, Name(key), max, v);
+  }
+
+  template <typename T>
+  Status UintAs(std::string_view key, T* v, bool required = false) const {
+    uint64_t x = *v;
+    SEGSTORE_RETURN_IF_ERROR(Uint(key, std::numeric_limits<T>::max(), &x, required));
+    *v = static_cast<T>(x);
+    return Status::OK();
+  }
+
+  Status Flag(std::string_view key, bool* v) const {
+    const object* o = Find(key);
+    if (o == nullptr || o->type == mt::NIL) return Status::OK();
+    if (o->type != mt::BOOLEAN) return WrongType(Name(key), "a boolean", *o);
+    *v = o->via.boolean;
+    return Status::OK();
+  }
+
+  Status Text(std::string_view key, std::string* v, bool required = false) const {
+    const object* o = Find(key);
+    if (o == nullptr || o->type == mt::NIL) {
+      return required ? Bad(Name(key), "missing") : Status::OK();
+    }
+    if (o->type != mt::STR) return WrongType(Name(key), "a string", *o);
+    v->assign(o->via.str.ptr, o->via.str.size);
+    return Status::OK();
+  }
+
+  Status User(const DecodeLimits& lim, std::string* v) const {
+    const object* o = Find("user");
+    if (o == nullptr) return Bad(Name("user"), "missing");
+    return ReadUser(*o, Name("user"), lim, v);
+  }
+
+  Status Array(std::string_view key, uint32_t max, const object** v, bool required) const {
+    const object* o = Find(key);
+    if (o == nullptr || o->type == mt::NIL) {
+      *v = nullptr;
+      return required ? Bad(Name(key), "missing") : Status::OK();
+    }
+    if (o->type != mt::ARRAY) return WrongType(Name(key), "an array", *o);
+    if (o->via.array.size > max) {
+      return Status::LimitExceeded(Name(key) + ": " + std::to_string(o->via.array.size) +
+                                   " elements, the limit is " + std::to_string(max));
+    }
+    *v = o;
+    return Status::OK();
+  }
+
+  static Status ReadUint(const object& o, const std::string& name, uint64_t max, uint64_t* v) {
+    if (o.type == mt::NEGATIVE_INTEGER) return Bad(name, "must not be negative");
+    if (o.type != mt::POSITIVE_INTEGER) return WrongType(name, "an unsigned integer", o);
+    if (o.via.u64 > max) return Bad(name, std::to_string(o.via.u64) + " is out of range");
+    *v = o.via.u64;
+    return Status::OK();
+  }
+
+  static Status ReadUser(const object& o, const std::string& name, const DecodeLimits& lim,
+                         std::string* v) {
+    const char* p = nullptr;
+    uint32_t n = 0;
+    if (o.type == mt::STR) {
+      p = o.via.str.ptr;
+      n = o.via.str.size;
+    } else if (o.type == mt::BIN) {
+      p = o.via.bin.ptr;
+      n = o.via.bin.size;
+    } else {
+      return WrongType(name, "a string or binary user ID", o);
+    }
+    if (n == 0) return Bad(name, "empty user ID");
+    if (n > lim.max_key_bytes) {
+      return Bad(name, "user ID of " + std::to_string(n) + " bytes, the limit is " +
+                           std::to_string(lim.max_key_bytes));
+    }
+    v->assign(p, n);
+    return Status::OK();
+  }
+
+ private:
+  const object& map_;
+  std::string prefix_;
+};
+
+Status ReadMode(const Fields& f, UpsertMode* mode) {
+  std::string name;
+  SEGSTORE_RETURN_IF_ERROR(f.Text("mode", &name));
+  if (name.empty()) return Status::OK();
+  if (name == "set") {
+    *mode = UpsertMode::kSet;
+  } else if (name == "extend") {
+    *mode = UpsertMode::kExtend;
+  } else if (name == "add") {
+    *mode = UpsertMode::kAdd;
+  } else {
+    return Bad(f.Name("mode"), "\"" + name + "\" is not one of set, extend, add");
+  }
+  return Status::OK();
+}
+
+Status ReadOptions(const Fields& f, GetOptions* o) {
+  std::string projection;
+  SEGSTORE_RETURN_IF_ERROR(f.Text("projection", &projection));
+  if (projection == "ids") {
+    o->ids_only = true;
+  } else if (projection.empty() || projection == "full") {
+    o->ids_only = false;
+  } else {
+    return Bad(f.Name("projection"), "\"" + projection + "\" is not one of ids, full");
+  }
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("expiry_from", &o->expiry_from));
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("expiry_to", &o->expiry_to));
+  SEGSTORE_RETURN_IF_ERROR(f.Flag("outside_expiry", &o->outside_expiry_window));
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_from", &o->id_from));
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_to", &o->id_to));
+  SEGSTORE_RETURN_IF_ERROR(f.Flag("count_only", &o->count_only));
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("limit", &o->limit));
+  return Status::OK();
+}
+
+Status ReadOptU32(const object& o, const std::string& name, std::optional<uint32_t>* v) {
+  if (o.type == mt::NIL) {
+    v->reset();
+    return Status::OK();
+  }
+  uint64_t x = 0;
+  SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(o, name, UINT32_MAX, &x));
+  *v = static_cast<uint32_t>(x);
+  return Status::OK();
+}
+
+Status ReadSegments(const Fields& f, const DecodeLimits& lim, std::vector<SegmentUpdate>* out) {
+  const object* arr = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f.Array("segments", lim.max_list, &arr, /*required=*/true));
+  out->clear();
+  out->reserve(arr->via.array.size);
+  for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+    const object& s = arr->via.array.ptr[i];
+    const std::string name = f.Name("segments") + "[" + std::to_string(i) + "]";
+    if (s.type != mt::ARRAY) return WrongType(name, "an array [id, value, ttl, attr1, attr2]", s);
+    const uint32_t n = s.via.array.size;
+    if (n < 2 || n > 5) {
+      return Bad(name, "has " + std::to_string(n) + " elements, expected 2 to 5");
+    }
+    SegmentUpdate u;
+    const object* e = s.via.array.ptr;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[0], name + ".id", UINT64_MAX, &u.id));
+    uint64_t value = 0;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[1], name + ".value", UINT32_MAX, &value));
+    u.value = static_cast<uint32_t>(value);
+    if (n >= 3 && e[2].type != mt::NIL) {
+      if (e[2].type != mt::BOOLEAN) return WrongType(name + ".ttl", "a boolean", e[2]);
+      u.ttl = e[2].via.boolean;
+    }
+    if (n >= 4) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e[3], name + ".attr1", &u.attr1));
+    if (n >= 5) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e[4], name + ".attr2", &u.attr2));
+    out->push_back(u);
+  }
+  return Status::OK();
+}
+
+Status ReadUpsertItem(const Fields& f, const DecodeLimits& lim, UpsertRequest* m) {
+  SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+  SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &m->mode));
+  return ReadSegments(f, lim, &m->segments);
+}
+
+Status ReadU32Column(const Fields& f, std::string_view key, size_t rows,
+                     std::vector<UnixSeconds>* out) {
+  const object* arr = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f.Array(key, UINT32_MAX, &arr, false));
+  out->clear();
+  if (arr == nullptr) return Status::OK();
+  if (arr->via.array.size != rows) return Bad(f.Name(key), "length differs from ids");
+  out->reserve(rows);
+  for (uint32_t i = 0; i < rows; ++i) {
+    uint64_t v = 0;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(arr->via.array.ptr[i], f.Name(key), UINT32_MAX, &v));
+    out->push_back(static_cast<UnixSeconds>(v));
+  }
+  return Status::OK();
+}
+
+Status ReadAttrColumn(const Fields& f, std::string_view key, size_t rows,
+                      std::vector<std::optional<uint32_t>>* out) {
+  const object* arr = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f.Array(key, UINT32_MAX, &arr, false));
+  out->clear();
+  if (arr == nullptr) return Status::OK();
+  if (arr->via.array.size != rows) return Bad(f.Name(key), "length differs from ids");
+  out->resize(rows);
+  for (uint32_t i = 0; i < rows; ++i) {
+    SEGSTORE_RETURN_IF_ERROR(ReadOptU32(arr->via.array.ptr[i], f.Name(key), &(*out)[i]));
+  }
+  return Status::OK();
+}
+
+Status ReadGetResult(const Fields& f, GetResult* m) {
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("count", &m->count, true));
+  const object* ids = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f.Array("ids", UINT32_MAX, &ids, true));
+  m->ids.clear();
+  m->ids.reserve(ids->via.array.size);
+  for (uint32_t i = 0; i < ids->via.array.size; ++i) {
+    uint64_t v = 0;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(ids->via.array.ptr[i], f.Name("ids"), UINT64_MAX, &v));
+    m->ids.push_back(v);
+  }
+  const size_t rows = m->ids.size();
+  SEGSTORE_RETURN_IF_ERROR(ReadU32Column(f, "expires", rows, &m->expires));
+  SEGSTORE_RETURN_IF_ERROR(ReadAttrColumn(f, "attr1", rows, &m->attr1));
+  return ReadAttrColumn(f, "attr2", rows, &m->attr2);
+}
+
+Status ReadUpsertResult(const Fields& f, UpsertResult* m) {
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("inserted", &m->inserted, true));
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("updated", &m->updated, true));
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("trimmed", &m->trimmed, true));
+  return f.UintAs("count", &m->count, true);
+}
+
+// An element of a batch response: {"status": 0, ...fields} or {"status": n, "message": s}.
+template <typename T, typename ReadOk>
+Status ReadResults(const Fields& f, ReadOk read_ok, std::vector<Result<T>>* out) {
+  const object* arr = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f.Array("results", UINT32_MAX, &arr, true));
+  out->clear();
+  out->reserve(arr->via.array.size);
+  for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+    std::optional<Fields> e;
+    const std::string name = "results[" + std::to_string(i) + "]";
+    SEGSTORE_RETURN_IF_ERROR(Fields::Of(arr->via.array.ptr[i], name, name + ".", &e));
+    uint8_t code = 0;
+    SEGSTORE_RETURN_IF_ERROR(e->UintAs("status", &code, true));
+    if (code != 0) {
+      std::string message;
+      SEGSTORE_RETURN_IF_ERROR(e->Text("message", &message));
+      out->push_back(Status::FromCode(code, message));
+      continue;
+    }
+    T v;
+    SEGSTORE_RETURN_IF_ERROR(read_ok(*e, &v));
+    out->push_back(std::move(v));
+  }
+  return Status::OK();
+}
+
+// Parses `body`, requires a map, and hands its fields to `read`.
+template <typename Read>
+Status DecodeMap(std::string_view body, const DecodeLimits& lim, Read read) {
+  msgpack::object_handle oh;
+  const object* root = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(Parse(body, lim, &oh, &root));
+  std::optional<Fields> f;
+  SEGSTORE_RETURN_IF_ERROR(Fields::Of(*root, "body", "", &f));
+  return read(*f);
+}
+
+template <typename Write>
+void EncodeWith(std::string* out, Write write) {
+  Sink sink{out};
+  Packer pk(sink);
+  write(pk);
+}
+
+}  // namespace
+
+// ---- requests ----
+
+void Encode(const HelloRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "client");
+    Str(pk, m.client);
+  });
+}
+
+void Encode(const GetRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1 + OptionFields(nullptr, m.options));
+    Str(pk, "user");
+    Str(pk, m.user);
+    OptionFields(&pk, m.options);
+  });
+}
+
+void Encode(const BatchGetRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1 + OptionFields(nullptr, m.options));
+    Str(pk, "users");
+    pk.pack_array(static_cast<uint32_t>(m.users.size()));
+    for (const std::string& u : m.users) Str(pk, u);
+    OptionFields(&pk, m.options);
+  });
+}
+
+void Encode(const CountRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3);
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "id_from");
+    pk.pack_uint64(m.id_from);
+    Str(pk, "id_to");
+    pk.pack_uint64(m.id_to);
+  });
+}
+
+void Encode(const UpsertRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3);
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "mode");
+    Str(pk, ModeName(m.mode));
+    Str(pk, "segments");
+    SegmentList(pk, m.segments);
+  });
+}
+
+void Encode(const BatchUpsertRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "items");
+    pk.pack_array(static_cast<uint32_t>(m.items.size()));
+    for (const UpsertRequest& item : m.items) {
+      pk.pack_map(3);
+      Str(pk, "user");
+      Str(pk, item.user);
+      Str(pk, "mode");
+      Str(pk, ModeName(item.mode));
+      Str(pk, "segments");
+      SegmentList(pk, item.segments);
+    }
+  });
+}
+
+void Encode(const RemoveRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2);
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "ids");
+    pk.pack_array(static_cast<uint32_t>(m.ids.size()));
+    for (uint64_t id : m.ids) pk.pack_uint64(id);
+  });
+}
+
+void Encode(const TrimRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(m.before != 0 ? 2 : 1);
+    Str(pk, "user");
+    Str(pk, m.user);
+    if (m.before != 0) {
+      Str(pk, "before");
+      pk.pack_uint32(m.before);
+    }
+  });
+}
+
+void Encode(const DeleteRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "user");
+    Str(pk, m.user);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, HelloRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) { return f.Text("client", &m->client); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, GetRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    return ReadOptions(f, &m->options);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("users", lim.max_batch, &arr, true));
+    m->users.clear();
+    m->users.reserve(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      std::string u;
+      SEGSTORE_RETURN_IF_ERROR(
+          Fields::ReadUser(arr->via.array.ptr[i], "users[" + std::to_string(i) + "]", lim, &u));
+      m->users.push_back(std::move(u));
+    }
+    return ReadOptions(f, &m->options);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, CountRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_from", &m->id_from));
+    return f.UintAs("id_to", &m->id_to);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, UpsertRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) { return ReadUpsertItem(f, lim, m); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    UpsertMode mode = UpsertMode::kSet;
+    SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &mode));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("items", lim.max_batch, &arr, true));
+    m->items.clear();
+    m->items.resize(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      const std::string name = "items[" + std::to_string(i) + "]";
+      std::optional<Fields> item;
+      SEGSTORE_RETURN_IF_ERROR(Fields::Of(arr->via.array.ptr[i], name, name + ".", &item));
+      m->items[i].mode = mode;
+      SEGSTORE_RETURN_IF_ERROR(ReadUpsertItem(*item, lim, &m->items[i]));
+    }
+    return Status::OK();
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("ids", lim.max_list, &arr, true));
+    m->ids.clear();
+    m->ids.reserve(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      uint64_t id = 0;
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(
+          arr->via.array.ptr[i], "ids[" + std::to_string(i) + "]", UINT64_MAX, &id));
+      m->ids.push_back(id);
+    }
+    return Status::OK();
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, TrimRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    return f.UintAs("before", &m->before);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, DeleteRequest* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) { return f.User(lim, &m->user); });
+}
+
+// ---- responses ----
+
+void Encode(const HelloResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(7);
+    Str(pk, "protocol");
+    pk.pack_uint32(m.protocol);
+    Str(pk, "server");
+    Str(pk, m.server);
+    Str(pk, "max_frame_bytes");
+    pk.pack_uint32(m.max_frame_bytes);
+    Str(pk, "max_batch");
+    pk.pack_uint32(m.max_batch);
+    Str(pk, "max_key_bytes");
+    pk.pack_uint32(m.max_key_bytes);
+    Str(pk, "max_segments");
+    pk.pack_uint32(m.max_segments);
+    Str(pk, "max_in_flight");
+    pk.pack_uint32(m.max_in_flight);
+  });
+}
+
+void Encode(const GetResult& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) { GetFields(pk, m, false); });
+}
+
+void Encode(const BatchGetResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "results");
+    pk.pack_array(static_cast<uint32_t>(m.size()));
+    for (const Result<GetResult>& r : m) {
+      if (r.ok()) {
+        GetFields(pk, *r, true);
+      } else {
+        ErrorFields(pk, r.status());
+      }
+    }
+  });
+}
+
+void Encode(const UpsertResult& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) { UpsertFields(pk, m, false); });
+}
+
+void Encode(const BatchUpsertResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "results");
+    pk.pack_array(static_cast<uint32_t>(m.size()));
+    for (const Result<UpsertResult>& r : m) {
+      if (r.ok()) {
+        UpsertFields(pk, *r, true);
+      } else {
+        ErrorFields(pk, r.status());
+      }
+    }
+  });
+}
+
+void Encode(const RemoveResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "removed");
+    pk.pack_uint32(m.removed);
+  });
+}
+
+void Encode(const TrimResult& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2);
+    Str(pk, "trimmed");
+    pk.pack_uint32(m.trimmed);
+    Str(pk, "remaining");
+    pk.pack_uint32(m.remaining);
+  });
+}
+
+void Encode(const CountResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "count");
+    pk.pack_uint32(m.count);
+  });
+}
+
+void Encode(const DeleteResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "deleted");
+    Bool(pk, m.deleted);
+  });
+}
+
+void Encode(const StatsResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(static_cast<uint32_t>(m.entries.size()));
+    for (const StatEntry& e : m.entries) {
+      Str(pk, e.name);
+      if (const auto* u = std::get_if<uint64_t>(&e.value)) {
+        pk.pack_uint64(*u);
+      } else if (const auto* d = std::get_if<double>(&e.value)) {
+        pk.pack_double(*d);
+      } else {
+        Str(pk, std::get<std::string>(e.value));
+      }
+    }
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, HelloResponse* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("protocol", &m->protocol, true));
+    SEGSTORE_RETURN_IF_ERROR(f.Text("server", &m->server));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_frame_bytes", &m->max_frame_bytes, true));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_batch", &m->max_batch, true));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_key_bytes", &m->max_key_bytes, true));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_segments", &m->max_segments, true));
+    return f.UintAs("max_in_flight", &m->max_in_flight, true);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, GetResult* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) { return ReadGetResult(f, m); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    return ReadResults<GetResult>(f, ReadGetResult, m);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, UpsertResult* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) { return ReadUpsertResult(f, m); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertResponse* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    return ReadResults<UpsertResult>(f, ReadUpsertResult, m);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, RemoveResponse* m) {
+  return DecodeMap(body, lim,
+                   [&](const Fields& f) { return f.UintAs("removed", &m->removed, true); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, TrimResult* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("trimmed", &m->trimmed, true));
+    return f.UintAs("remaining", &m->remaining, true);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, CountResponse* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) { return f.UintAs("count", &m->count, true); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, DeleteResponse* m) {
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    if (f.Find("deleted") == nullptr) return Bad("deleted", "missing");
+    return f.Flag("deleted", &m->deleted);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, StatsResponse* m) {
+  msgpack::object_handle oh;
+  const object* root = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(Parse(body, lim, &oh, &root));
+  if (root->type != mt::MAP) return WrongType("body", "a map", *root);
+  m->entries.clear();
+  for (uint32_t i = 0; i < root->via.map.size; ++i) {
+    const object& k = root->via.map.ptr[i].key;
+    const object& v = root->via.map.ptr[i].val;
+    if (k.type != mt::STR) return WrongType("stats key", "a string", k);
+    StatEntry e;
+    e.name.assign(k.via.str.ptr, k.via.str.size);
+    if (v.type == mt::POSITIVE_INTEGER) {
+      e.value = v.via.u64;
+    } else if (v.type == mt::FLOAT32 || v.type == mt::FLOAT64) {
+      e.value = v.via.f64;
+    } else if (v.type == mt::STR) {
+      e.value = std::string(v.via.str.ptr, v.via.str.size);
+    } else {
+      return WrongType(e.name, "a number or string", v);
+    }
+    m->entries.push_back(std::move(e));
+  }
+  return Status::OK();
+}
+
+void EncodeError(std::string_view message, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "message");
+    Str(pk, message);
+  });
+}
+
+std::string DecodeError(std::string_view body) {
+  std::string message;
+  Status s = DecodeMap(body, DecodeLimits{},
+                       [&](const Fields& f) { return f.Text("message", &message, true); });
+  if (!s.ok()) return "(unreadable error body: " + s.ToString() + ")";
+  return message;
+}
+
+void AppendErrorFrame(std::string* out, uint8_t op, uint32_t request_id, const Status& status) {
+  // An error body is small; it always fits any sane limit.
+  (void)AppendFrame(out, op, request_id, static_cast<uint8_t>(status.code()), UINT32_MAX,
+                    [&](std::string* o) { EncodeError(status.message(), o); });
+}
+
+}  // namespace segstore::proto

@@ -1,0 +1,162 @@
+// The bodies of the wire protocol's frames: each request and response as a
+// C++ struct, and its MessagePack encoding both ways (proto/PROTOCOL.md). The
+// server decodes requests and encodes responses; the client does the reverse;
+// tests do both against the example frames in proto/examples.
+//
+// I/O-free and thread-compatible. Decoders never trust their input: bytes that
+// are not MessagePack, a wrong type, a missing field or a value out of range
+// give InvalidArgument (LimitExceeded for a batch or list over the limits)
+// with a message that names the field; they never throw or over-read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/protocol.h"
+#include "segstore/messages.h"
+#include "segstore/result.h"
+#include "segstore/segments.h"
+#include "segstore/status.h"
+
+namespace segstore::proto {
+
+// ---- requests ----
+
+struct HelloRequest {
+  std::string client;  // free text naming the client, for the server's log
+};
+struct GetRequest {
+  std::string user;
+  GetOptions options;
+};
+struct BatchGetRequest {
+  std::vector<std::string> users;
+  GetOptions options;
+};
+struct CountRequest {
+  std::string user;
+  uint64_t id_from = 0;
+  uint64_t id_to = UINT64_MAX;
+};
+using UpsertRequest = UpsertItem;
+struct BatchUpsertRequest {
+  std::vector<UpsertRequest> items;  // each item carries its own mode
+};
+struct RemoveRequest {
+  std::string user;
+  std::vector<uint64_t> ids;
+};
+struct TrimRequest {
+  std::string user;
+  UnixSeconds before = 0;  // 0: the server's now
+};
+struct DeleteRequest {
+  std::string user;
+};
+
+// ---- responses ----
+
+using HelloResponse = ServerInfo;
+struct RemoveResponse {
+  uint32_t removed = 0;
+};
+struct CountResponse {
+  uint32_t count = 0;
+};
+struct DeleteResponse {
+  bool deleted = false;
+};
+using StatsResponse = Stats;
+using BatchGetResponse = BatchGetResult;
+using BatchUpsertResponse = BatchUpsertResult;
+
+// What a decoder accepts (a server passes its configured limits).
+struct DecodeLimits {
+  uint32_t max_key_bytes = kDefaultMaxKeyBytes;
+  uint32_t max_batch = kDefaultMaxBatch;
+  uint32_t max_list = 1u << 20;  // elements of one list (segments, ids)
+};
+
+// ---- bodies ----
+// Encode* appends the body to *out. Decode* reads exactly `body` (an empty
+// body reads as an empty map) and fills *msg.
+
+void Encode(const HelloRequest& m, std::string* out);
+void Encode(const GetRequest& m, std::string* out);
+void Encode(const BatchGetRequest& m, std::string* out);
+void Encode(const CountRequest& m, std::string* out);
+void Encode(const UpsertRequest& m, std::string* out);
+void Encode(const BatchUpsertRequest& m, std::string* out);
+void Encode(const RemoveRequest& m, std::string* out);
+void Encode(const TrimRequest& m, std::string* out);
+void Encode(const DeleteRequest& m, std::string* out);
+
+Status Decode(std::string_view body, const DecodeLimits& limits, HelloRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, GetRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, BatchGetRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, CountRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, UpsertRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, BatchUpsertRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, RemoveRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, TrimRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, DeleteRequest* m);
+
+void Encode(const HelloResponse& m, std::string* out);
+void Encode(const GetResult& m, std::string* out);
+void Encode(const BatchGetResponse& m, std::string* out);
+void Encode(const UpsertResult& m, std::string* out);
+void Encode(const BatchUpsertResponse& m, std::string* out);
+void Encode(const RemoveResponse& m, std::string* out);
+void Encode(const TrimResult& m, std::string* out);
+void Encode(const CountResponse& m, std::string* out);
+void Encode(const DeleteResponse& m, std::string* out);
+void Encode(const StatsResponse& m, std::string* out);
+
+Status Decode(std::string_view body, const DecodeLimits& limits, HelloResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, GetResult* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, BatchGetResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, UpsertResult* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, BatchUpsertResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, RemoveResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, TrimResult* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, CountResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, DeleteResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, StatsResponse* m);
+
+// The body of an error response: {"message": str}. DecodeError never fails:
+// a body it cannot read gives a message saying so.
+void EncodeError(std::string_view message, std::string* out);
+std::string DecodeError(std::string_view body);
+
+// ---- frames ----
+
+// Appends a whole frame to *out: the header, then whatever `encode_body`
+// appends. Returns false (appending nothing) when the body came out larger
+// than `max_body`; the caller then sends an error instead.
+template <typename EncodeBody>
+bool AppendFrame(std::string* out, uint8_t op, uint32_t request_id, uint8_t status,
+                 uint32_t max_body, EncodeBody&& encode_body) {
+  const size_t start = out->size();
+  out->resize(start + kHeaderSize);
+  encode_body(out);
+  const size_t body = out->size() - start - kHeaderSize;
+  if (body > max_body) {
+    out->resize(start);
+    return false;
+  }
+  FrameHeader h;
+  h.op = op;
+  h.status = status;
+  h.request_id = request_id;
+  h.body_length = static_cast<uint32_t>(body);
+  EncodeHeader(h, reinterpret_cast<uint8_t*>(out->data() + start));
+  return true;
+}
+
+// Appends an error response frame carrying `status` (not OK).
+void AppendErrorFrame(std::string* out, uint8_t op, uint32_t request_id, const Status& status);
+
+}  // namespace segstore::proto
