@@ -133,6 +133,7 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
 
   // Expiries: the coarsest unit that keeps every one exact.
   bool never = false;
+  bool finite = false;  // some segment has a finite expiry (which may be UINT32_MAX itself)
   unsigned unit = 3;
   UnixSeconds min_exp = UINT32_MAX, max_exp = 0;
   bool attr1 = false, attr2 = false;
@@ -141,6 +142,7 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
     if (s.expires_at == kNever) {
       never = true;
     } else {
+      finite = true;
       while (unit > 0 && s.expires_at % kUnits[unit] != 0) --unit;
       min_exp = std::min(min_exp, s.expires_at);
       max_exp = std::max(max_exp, s.expires_at);
@@ -155,9 +157,9 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
     }
   }
   const uint32_t u = kUnits[unit];
-  const uint64_t base = min_exp == UINT32_MAX ? 0 : min_exp / u;
+  const uint64_t base = finite ? min_exp / u : 0;
   const uint64_t shift = never ? 1 : 0;
-  const uint64_t max_value = min_exp == UINT32_MAX ? 0 : max_exp / u - base + shift;
+  const uint64_t max_value = finite ? max_exp / u - base + shift : 0;
   const unsigned width = BitWidth(max_value);
   const unsigned k = ChooseRiceParameter(segments);
 

@@ -202,7 +202,8 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         swept->segments_removed = t.trimmed;
         swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
         swept->rewritten = !swept->deleted;
-        swept->bytes_reclaimed = cur->body().size() - m.body.size();
+        swept->bytes_reclaimed =
+            cur->body().size() > m.body.size() ? cur->body().size() - m.body.size() : 0;
         return m;
       },
       [swept, done = std::move(done)](Result<storage::WriteOutcome> r) {

@@ -65,7 +65,9 @@ class ProfileStoreImpl final : public ProfileStore {
       // Keeps the session's worker polled between passes.
       session.Wait(std::chrono::milliseconds(10));
       if (Clock::now() < next) continue;
-      next += options_.sweep_interval;
+      // After a stall, start afresh rather than running a pass for every
+      // missed tick back to back: the rate cap holds over any window.
+      next = std::max(next + options_.sweep_interval, Clock::now());
       tokens = std::min(tokens + rate * tick, std::max(1.0, rate * tick));
       auto budget = static_cast<size_t>(tokens);
       if (budget == 0) continue;

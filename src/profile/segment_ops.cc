@@ -111,8 +111,13 @@ UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, Ups
   std::sort(sorted.begin(), sorted.end(),
             [](const SegmentUpdate* a, const SegmentUpdate* b) { return a->id < b->id; });
 
+  // Sums saturate: the clock may have moved on since ValidateUpsert checked
+  // them, and a wrapped sum would read as "never" (0) or as long past.
+  auto after_now = [&](uint32_t seconds) -> UnixSeconds {
+    return static_cast<UnixSeconds>(std::min<uint64_t>(uint64_t{now} + seconds, UINT32_MAX));
+  };
   auto requested = [&](const SegmentUpdate& u) -> UnixSeconds {
-    return u.ttl ? now + u.value : u.value;
+    return u.ttl ? after_now(u.value) : u.value;
   };
   auto later = [](UnixSeconds a, UnixSeconds b) {
     return a == kNever || b == kNever ? kNever : std::max(a, b);
@@ -158,7 +163,7 @@ UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, Ups
       ++r.updated;
     } else {
       if (both) ++r.trimmed;  // it had expired: a new segment now
-      s.expires_at = mode == UpsertMode::kAdd ? now + u.value : requested(u);
+      s.expires_at = mode == UpsertMode::kAdd ? after_now(u.value) : requested(u);
       s.attr1 = u.attr1;
       s.attr2 = u.attr2;
       ++r.inserted;

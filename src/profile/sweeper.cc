@@ -7,14 +7,19 @@
 namespace segstore::profile {
 
 size_t Sweeper::RunPass(ProfileSessionImpl* session, size_t budget) {
-  due_.clear();
-  store_->FindDue(store_->clock().Now(), budget, &cursor_, &due_);
-  if (due_.size() > budget) due_.resize(budget);
-  size_t pending = due_.size();
+  // FindDue returns whole partitions, so it may find more than the budget:
+  // the surplus waits in due_ for the next pass instead of a whole cycle.
+  if (due_.size() < budget) {
+    store_->FindDue(store_->clock().Now(), budget - due_.size(), &cursor_, &due_);
+  }
+  const size_t take = std::min(budget, due_.size());
+  batch_.assign(due_.begin(), due_.begin() + static_cast<std::ptrdiff_t>(take));
+  due_.erase(due_.begin(), due_.begin() + static_cast<std::ptrdiff_t>(take));
+  size_t pending = batch_.size();
   storage::Worker& worker = session->worker();
   {
     storage::Worker::Batch batch(worker);
-    for (const storage::RecordRef& ref : due_) {
+    for (const storage::RecordRef& ref : batch_) {
       session->SweepAt(ref, [this, &pending](Result<ProfileSessionImpl::Swept> s) {
         --pending;
         if (!s.ok()) {
@@ -31,7 +36,7 @@ size_t Sweeper::RunPass(ProfileSessionImpl* session, size_t budget) {
     }
   }
   while (pending > 0) session->Wait(std::chrono::milliseconds(10));
-  return due_.size();
+  return batch_.size();
 }
 
 SweeperStats Sweeper::stats() const {

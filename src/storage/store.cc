@@ -331,6 +331,9 @@ uint32_t StoreImpl::FindDue(uint32_t now, size_t max, uint32_t* cursor,
     Index::Locked table = index_.Lock(p);
     table->ForEach([&](const IndexEntry& e) {
       if (!e.live() || e.sweep_at() == 0 || e.sweep_at() > now) return;
+      // Wholly expired: the index sweep drops it unread; visiting it would
+      // spend a device read and the sweeper's budget on nothing.
+      if (e.void_at() != 0 && e.void_at() <= now) return;
       out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset()))});
       ++found;
     });

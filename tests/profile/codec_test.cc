@@ -29,6 +29,16 @@ TEST(CodecTest, EmptyProfile) {
   EXPECT_TRUE(out.empty());
 }
 
+TEST(CodecTest, TheLatestPossibleExpiryRoundTrips) {
+  // UINT32_MAX is a finite expiry like any other, alone or beside "never".
+  const std::vector<Segment> alone = {{7, UINT32_MAX, {}, {}}};
+  EXPECT_EQ(RoundTrip(alone), alone);
+  const std::vector<Segment> mixed = {{1, kNever, {}, {}}, {7, UINT32_MAX, {}, {}}};
+  EXPECT_EQ(RoundTrip(mixed), mixed);
+  const std::vector<Segment> spread = {{1, kNow, {}, {}}, {7, UINT32_MAX, 2u, {}}};
+  EXPECT_EQ(RoundTrip(spread), spread);
+}
+
 TEST(CodecTest, RoundTripsEveryShape) {
   std::vector<std::vector<Segment>> cases = {
       {{5, kNow + 1, {}, {}}},

@@ -366,6 +366,38 @@ TEST_F(ProfileStoreTest, RandomOperationsMatchTheModelAcrossTimeAndRestarts) {
   }
 }
 
+TEST_F(ProfileStoreTest, ExpiriesAtTheEndOfTimeStayReadable) {
+  Open();
+  // An absolute expiry of UINT32_MAX, and an add that saturates there.
+  std::vector<SegmentUpdate> up = {{1, UINT32_MAX, false, {}, {}}, {2, 3600, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", up).ok());
+  std::vector<SegmentUpdate> add = {{2, UINT32_MAX - kStart - 100, false, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", add, UpsertMode::kAdd).ok());
+  auto got = session_->GetSync("u");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ(got->At(0).expires_at, UINT32_MAX);
+  EXPECT_EQ(got->At(1).expires_at, UINT32_MAX);
+  // A TTL reaching exactly UINT32_MAX is accepted and kept exact.
+  std::vector<SegmentUpdate> ttl = {{3, UINT32_MAX - kStart, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("v", ttl).ok());
+  EXPECT_EQ(session_->GetSync("v")->At(0).expires_at, UINT32_MAX);
+}
+
+TEST_F(ProfileStoreTest, SweeperSkipsWhollyExpiredRecords) {
+  Open();
+  for (int u = 0; u < 20; ++u) {
+    std::vector<SegmentUpdate> ups = {{1, 60, true, {}, {}}, {2, 120, true, {}, {}}};
+    ASSERT_TRUE(session_->UpsertSync("u" + std::to_string(u), ups).ok());
+  }
+  clock_.Advance(3600);  // every segment expired: the records are void, not worth a read
+  const uint64_t reads = engine_->stats().device_reads;
+  ASSERT_TRUE(profiles_->SweepNow().ok());
+  EXPECT_EQ(profiles_->sweeper_stats().records_visited, 0u);
+  EXPECT_EQ(engine_->stats().device_reads, reads);
+  EXPECT_TRUE(session_->GetSync("u3").status().IsNotFound());
+}
+
 TEST_F(ProfileStoreTest, SweeperRemovesExpiredSegmentsAndOnlyThose) {
   ProfileOptions o;
   o.sweep_share = 0.25;
