@@ -3,6 +3,7 @@
 #include <msgpack.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <exception>
 #include <string>
 
@@ -242,9 +243,11 @@ Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_han
     return Status::OK();
   }
   // Bound what a hostile header can make the parser allocate: no container
-  // may claim more elements than the limits allow or the body could hold.
-  const size_t max_array =
-      std::min<size_t>(body.size(), std::max<size_t>({lim.max_list, lim.max_batch, 16}));
+  // may claim far more elements than the limits allow, nor more than the body
+  // could hold. Lists a little over a limit parse, so that the field check
+  // names them.
+  const size_t max_list = 2 * size_t{std::max(lim.max_list, lim.max_batch)} + 16;
+  const size_t max_array = std::min<size_t>(body.size(), max_list);
   const size_t max_map = std::min<size_t>(body.size(), 4096);
   try {
     size_t off = 0;
@@ -255,6 +258,9 @@ Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_han
       return Status::InvalidArgument("body: " + std::to_string(body.size() - off) +
                                      " trailing bytes after the MessagePack value");
     }
+  } catch (const msgpack::array_size_overflow&) {
+    return Status::LimitExceeded("body: a list has more than " + std::to_string(max_list) +
+                                 " elements");
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("body is not valid MessagePack: ") + e.what());
   }
@@ -661,10 +667,12 @@ void Encode(const DeleteRequest& m, std::string* out) {
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, HelloRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) { return f.Text("client", &m->client); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, GetRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     return ReadOptions(f, &m->options);
@@ -672,6 +680,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, GetRequest* m) {
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     const object* arr = nullptr;
     SEGSTORE_RETURN_IF_ERROR(f.Array("users", lim.max_batch, &arr, true));
@@ -688,6 +697,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, CountRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_from", &m->id_from));
@@ -696,10 +706,12 @@ Status Decode(std::string_view body, const DecodeLimits& lim, CountRequest* m) {
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, UpsertRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) { return ReadUpsertItem(f, lim, m); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     UpsertMode mode = UpsertMode::kSet;
     SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &mode));
@@ -719,6 +731,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertRequest
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     const object* arr = nullptr;
@@ -736,6 +749,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) 
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, TrimRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     return f.UintAs("before", &m->before);
@@ -743,6 +757,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, TrimRequest* m) {
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, DeleteRequest* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) { return f.User(lim, &m->user); });
 }
 
@@ -848,7 +863,13 @@ void Encode(const StatsResponse& m, std::string* out) {
       if (const auto* u = std::get_if<uint64_t>(&e.value)) {
         pk.pack_uint64(*u);
       } else if (const auto* d = std::get_if<double>(&e.value)) {
-        pk.pack_double(*d);
+        // Always float64 (0xcb): msgpack-c's pack_double writes whole values
+        // as integers, and a gauge must keep its type.
+        const auto bits = std::bit_cast<uint64_t>(*d);
+        char buf[9];
+        buf[0] = static_cast<char>(0xcb);
+        for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+        out->append(buf, sizeof buf);
       } else {
         Str(pk, std::get<std::string>(e.value));
       }
@@ -857,6 +878,7 @@ void Encode(const StatsResponse& m, std::string* out) {
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, HelloResponse* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("protocol", &m->protocol, true));
     SEGSTORE_RETURN_IF_ERROR(f.Text("server", &m->server));
@@ -869,31 +891,37 @@ Status Decode(std::string_view body, const DecodeLimits& lim, HelloResponse* m) 
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, GetResult* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) { return ReadGetResult(f, m); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     return ReadResults<GetResult>(f, ReadGetResult, m);
   });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, UpsertResult* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) { return ReadUpsertResult(f, m); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertResponse* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     return ReadResults<UpsertResult>(f, ReadUpsertResult, m);
   });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, RemoveResponse* m) {
+  *m = {};
   return DecodeMap(body, lim,
                    [&](const Fields& f) { return f.UintAs("removed", &m->removed, true); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, TrimResult* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("trimmed", &m->trimmed, true));
     return f.UintAs("remaining", &m->remaining, true);
@@ -901,10 +929,12 @@ Status Decode(std::string_view body, const DecodeLimits& lim, TrimResult* m) {
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, CountResponse* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) { return f.UintAs("count", &m->count, true); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, DeleteResponse* m) {
+  *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     if (f.Find("deleted") == nullptr) return Bad("deleted", "missing");
     return f.Flag("deleted", &m->deleted);
@@ -912,6 +942,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, DeleteResponse* m)
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, StatsResponse* m) {
+  *m = {};
   msgpack::object_handle oh;
   const object* root = nullptr;
   SEGSTORE_RETURN_IF_ERROR(Parse(body, lim, &oh, &root));

@@ -1,0 +1,399 @@
+// The table of example frames in proto/examples/*.hex: for each file, the
+// frame's header fields and the body as the C++ struct it encodes. Shared by
+// the generator (gen_examples.cc, which writes the files from this table) and
+// tests/proto/wire_test.cc (which checks that the files, the encoders and the
+// decoders agree, both ways). Change an example here, then regenerate:
+//
+//   make proto_examples_gen && ./tests/proto/proto_examples_gen ../proto/examples
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "proto/protocol.h"
+#include "proto/wire.h"
+#include "segstore/messages.h"
+#include "segstore/segments.h"
+#include "segstore/status.h"
+
+namespace segstore::proto::examples {
+
+// A frame without a body (body_length 0): ping both ways, the stats request.
+struct EmptyBody {};
+// The body of an error response (header status not 0): {"message": str}.
+struct ErrorBody {
+  std::string message;
+};
+
+using Body =
+    std::variant<EmptyBody, ErrorBody, HelloRequest, GetRequest, BatchGetRequest, CountRequest,
+                 UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest, DeleteRequest,
+                 HelloResponse, GetResult, BatchGetResponse, UpsertResult, BatchUpsertResponse,
+                 RemoveResponse, TrimResult, CountResponse, DeleteResponse, StatsResponse>;
+
+struct Example {
+  std::string file;                // "get.request.hex"
+  std::string title;               // one line: what the frame is
+  std::vector<std::string> notes;  // what a client author should know about it
+  Op op;
+  uint32_t request_id;
+  Status::Code status;  // the header's status byte (kOk in every request)
+  Body body;
+};
+
+// Appends the body's MessagePack encoding (nothing for EmptyBody).
+inline void EncodeBody(const Body& body, std::string* out) {
+  std::visit(
+      [out](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, EmptyBody>) {
+          // no body
+        } else if constexpr (std::is_same_v<T, ErrorBody>) {
+          EncodeError(m.message, out);
+        } else {
+          Encode(m, out);
+        }
+      },
+      body);
+}
+
+// The whole frame: header, then body.
+inline std::string EncodeFrame(const Example& e) {
+  std::string out;
+  const bool fits =
+      AppendFrame(&out, static_cast<uint8_t>(e.op), e.request_id, static_cast<uint8_t>(e.status),
+                  kMaxResponseBytes, [&](std::string* o) { EncodeBody(e.body, o); });
+  (void)fits;  // examples are small
+  return out;
+}
+
+inline constexpr UnixSeconds kJan2030 = 1893456000;  // 2030-01-01T00:00:00Z
+inline constexpr UnixSeconds kFeb2030 = 1896134400;  // 2030-02-01T00:00:00Z
+
+// A segment of an upsert: [id, value, ttl, attr1, attr2].
+inline SegmentUpdate Seg(uint64_t id, uint32_t value, bool ttl = false,
+                         std::optional<uint32_t> attr1 = std::nullopt,
+                         std::optional<uint32_t> attr2 = std::nullopt) {
+  SegmentUpdate s;
+  s.id = id;
+  s.value = value;
+  s.ttl = ttl;
+  s.attr1 = attr1;
+  s.attr2 = attr2;
+  return s;
+}
+
+// A get result of projection "ids".
+inline GetResult IdsOnly(std::vector<uint64_t> ids, uint32_t count) {
+  GetResult r;
+  r.ids = std::move(ids);
+  r.count = count;
+  return r;
+}
+
+inline std::vector<Example> All() {
+  std::vector<Example> v;
+  const auto ok = Status::Code::kOk;
+
+  // ---- hello ----
+  v.push_back({"hello.request.hex",
+               "hello request: the client introduces itself",
+               {"\"client\" is free text for the server's log; the body may also be empty."},
+               Op::kHello,
+               1,
+               ok,
+               HelloRequest{"segstore-py 0.1.0"}});
+  v.push_back({"hello.response.hex",
+               "hello response: the server's protocol version and limits",
+               {"Every field is an unsigned integer except \"server\" (free text).",
+                "max_frame_bytes bounds a request's body; max_batch the users (or items) of one",
+                "batch request; max_key_bytes the bytes of a user ID; max_segments the segments",
+                "one profile may hold; max_in_flight the requests read ahead per connection."},
+               Op::kHello,
+               1,
+               ok,
+               HelloResponse{.protocol = 1,
+                             .server = "segstored 0.1.0",
+                             .max_frame_bytes = kDefaultMaxFrameBytes,
+                             .max_batch = kDefaultMaxBatch,
+                             .max_key_bytes = kDefaultMaxKeyBytes,
+                             .max_segments = 10000,
+                             .max_in_flight = kDefaultMaxInFlight}});
+
+  // ---- ping ----
+  v.push_back({"ping.request.hex",
+               "ping request: no body",
+               {"body_length is 0: the frame is the header alone."},
+               Op::kPing,
+               2,
+               ok,
+               EmptyBody{}});
+  v.push_back({"ping.response.hex",
+               "ping response: no body",
+               {"body_length is 0: the frame is the header alone."},
+               Op::kPing,
+               2,
+               ok,
+               EmptyBody{}});
+
+  // ---- stats ----
+  v.push_back({"stats.request.hex",
+               "stats request: no body",
+               {"body_length is 0: the frame is the header alone."},
+               Op::kStats,
+               3,
+               ok,
+               EmptyBody{}});
+  v.push_back({"stats.response.hex",
+               "stats response: one map entry per counter, gauge or setting",
+               {"Keys are dotted names, in the server's order; a value is an unsigned integer,",
+                "a float64 or a string. Names and their number vary by server version:",
+                "read the ones you know, skip the rest."},
+               Op::kStats,
+               3,
+               ok,
+               StatsResponse{{{"server.version", std::string("segstored 0.1.0")},
+                              {"server.uptime_seconds", uint64_t{86400}},
+                              {"server.requests.get", uint64_t{12345}},
+                              {"storage.fill_ratio", 0.25}}}});
+
+  // ---- get ----
+  GetRequest get_ids{.user = "user-42", .options = {}};
+  get_ids.options.ids_only = true;
+  v.push_back({"get.request.hex",
+               "get request: one user's live segment IDs only (projection \"ids\")",
+               {"Only \"user\" is required (a string, or binary for non-UTF-8 IDs). Every other",
+                "key is optional and omitted at its default: \"projection\" (\"full\" | \"ids\"),",
+                "\"expiry_from\" (0), \"expiry_to\" (4294967295), \"outside_expiry\" (false),",
+                "\"id_from\" (0), \"id_to\" (2^64-1), \"count_only\" (false), \"limit\" (0: all).",
+                "A server ignores keys it does not know."},
+               Op::kGet,
+               4,
+               ok,
+               get_ids});
+  v.push_back({"get.response.hex",
+               "get response to projection \"ids\": the count and the IDs, no other columns",
+               {"\"count\" is every live segment matching the options (whatever \"limit\");",
+                "\"ids\" ascending. With projection \"ids\" there is no \"expires\" column.",
+                "A user without segments is an error response with status 1 (NotFound)."},
+               Op::kGet,
+               4,
+               ok,
+               IdsOnly({101, 205, 70000}, 3)});
+
+  GetRequest get_full{.user = "user-42", .options = {}};
+  get_full.options.id_from = 100;
+  get_full.options.id_to = 100000;
+  get_full.options.expiry_from = kJan2030;
+  get_full.options.limit = 50;
+  v.push_back({"get_full.request.hex",
+               "get request: full segments (the default projection), with ID, expiry, limit",
+               {"Segments with IDs in [100, 100000] expiring at or after 2030-01-01 (a segment",
+                "that never expires counts as expiring at +infinity), at most 50, lowest IDs",
+                "first. No \"projection\" key: \"full\" is the default."},
+               Op::kGet,
+               5,
+               ok,
+               get_full});
+  v.push_back({"get_full.response.hex",
+               "get response, full projection: parallel columns, one row per segment",
+               {"Row i is ids[i], expires[i], attr1[i], attr2[i]. expires 0: never expires.",
+                "\"attr1\"/\"attr2\" are present only when some returned segment has that",
+                "attribute; nil marks a row without it. Here 101 never expires and has attr1 7,",
+                "205 expires 2030-02-01 and has attr2 3, 70000 has neither attribute."},
+               Op::kGet,
+               5,
+               ok,
+               GetResult{.ids = {101, 205, 70000},
+                         .expires = {kNever, kFeb2030, kFeb2030 + 3600},
+                         .attr1 = {7u, std::nullopt, std::nullopt},
+                         .attr2 = {std::nullopt, 3u, std::nullopt},
+                         .count = 3}});
+
+  // ---- batch_get ----
+  BatchGetRequest batch_get{.users = {"user-42", "user-43", "nobody"}, .options = {}};
+  batch_get.options.ids_only = true;
+  v.push_back({"batch_get.request.hex",
+               "batch_get request: three users, IDs only",
+               {"\"users\": 1 to max_batch user IDs; the get options (as in get) apply to all."},
+               Op::kBatchGet,
+               6,
+               ok,
+               batch_get});
+  BatchGetResponse batch_get_results;
+  batch_get_results.push_back(IdsOnly({101, 205, 70000}, 3));
+  batch_get_results.push_back(IdsOnly({7}, 1));
+  batch_get_results.push_back(Status::NotFound("no profile for user nobody"));
+  v.push_back({"batch_get.response.hex",
+               "batch_get response: one result per user, in the order asked",
+               {"The header status is 0 even when some users failed: each element of \"results\"",
+                "carries its own \"status\" (0: a get result as in the get response; otherwise",
+                "an error code with a \"message\"). Here the third user has no profile:",
+                "status 1 (NotFound)."},
+               Op::kBatchGet,
+               6,
+               ok,
+               batch_get_results});
+
+  // ---- count ----
+  v.push_back({"count.request.hex",
+               "count request: live segments with IDs in [id_from, id_to]",
+               {"\"id_from\" (default 0) and \"id_to\" (default 2^64-1) are optional; this",
+                "encoder always sends both. 2^64-1 takes the uint64 form (cf + 8 bytes)."},
+               Op::kCount,
+               7,
+               ok,
+               CountRequest{.user = "user-42", .id_from = 200, .id_to = UINT64_MAX}});
+  v.push_back({"count.response.hex", "count response", {}, Op::kCount, 7, ok, CountResponse{2}});
+
+  // ---- upsert ----
+  UpsertRequest upsert{.user = "user-42", .segments = {}, .mode = UpsertMode::kSet};
+  upsert.segments.push_back(Seg(101, 86400, true));
+  upsert.segments.push_back(Seg(205, kJan2030));
+  upsert.segments.push_back(Seg(70000, 2592000, true, 7, 3));
+  upsert.segments.push_back(Seg(9000000000, kNever, false, std::nullopt, 12));
+  v.push_back({"upsert.request.hex",
+               "upsert request, mode \"set\": TTL, absolute and never-expiring segments, attrs",
+               {"\"mode\": \"set\" (the default: the expiry becomes the given one), \"extend\"",
+                "(the later of the current and the given expiry) or \"add\" (see upsert_add).",
+                "Each segment is an array [id, value, ttl, attr1, attr2]; only id and value",
+                "are required, trailing elements may be left off, nil means absent:",
+                "  id     uint64 segment ID",
+                "  value  with ttl true: seconds from now; otherwise an absolute expiry in",
+                "         Unix seconds (0: never expires)", "  ttl    bool, default false",
+                "  attr1, attr2  uint32, set when present, kept unchanged when absent",
+                "Here: 101 expires in one day; 205 at 2030-01-01; 70000 in 30 days with attr1 7",
+                "and attr2 3; 9000000000 never expires, attr2 12 (attr1 nil to reach attr2)."},
+               Op::kUpsert,
+               8,
+               ok,
+               upsert});
+  v.push_back({"upsert.response.hex",
+               "upsert response",
+               {"inserted/updated: segments new and changed; trimmed: expired segments this",
+                "write removed; count: live segments afterwards."},
+               Op::kUpsert,
+               8,
+               ok,
+               UpsertResult{.inserted = 3, .updated = 1, .trimmed = 1, .count = 5}});
+
+  UpsertRequest upsert_add{.user = "user-42", .segments = {}, .mode = UpsertMode::kAdd};
+  upsert_add.segments.push_back(Seg(101, 3600));
+  upsert_add.segments.push_back(Seg(300, 600));
+  v.push_back({"upsert_add.request.hex",
+               "upsert request, mode \"add\": push expiries later by value seconds",
+               {"With \"add\" each value is seconds added to the current expiry (a segment",
+                "that does not exist yet is created expiring at now + value); ttl is unused."},
+               Op::kUpsert,
+               9,
+               ok,
+               upsert_add});
+  v.push_back({"upsert_add.response.hex",
+               "upsert response to the \"add\"",
+               {},
+               Op::kUpsert,
+               9,
+               ok,
+               UpsertResult{.inserted = 1, .updated = 1, .trimmed = 0, .count = 6}});
+
+  // ---- batch_upsert ----
+  BatchUpsertRequest batch_upsert;
+  batch_upsert.items.push_back(
+      {.user = "user-42", .segments = {Seg(101, 86400, true)}, .mode = UpsertMode::kExtend});
+  batch_upsert.items.push_back({.user = "user-43",
+                                .segments = {Seg(205, kJan2030), Seg(206, kJan2030, false, 1)},
+                                .mode = UpsertMode::kSet});
+  v.push_back({"batch_upsert.request.hex",
+               "batch_upsert request: two users, each item with its own mode",
+               {"\"items\": 1 to max_batch maps, each exactly an upsert body. A top-level",
+                "\"mode\" may also be sent: it applies to items that have none."},
+               Op::kBatchUpsert,
+               10,
+               ok,
+               batch_upsert});
+  BatchUpsertResponse batch_upsert_results;
+  batch_upsert_results.push_back(
+      UpsertResult{.inserted = 0, .updated = 1, .trimmed = 0, .count = 5});
+  batch_upsert_results.push_back(
+      Status::LimitExceeded("profile of user-43 would hold 10001 segments, the limit is 10000"));
+  v.push_back({"batch_upsert.response.hex",
+               "batch_upsert response: one result per item, in order",
+               {"As in batch_get, each element carries its own \"status\"; here the second",
+                "item failed with status 7 (LimitExceeded) and nothing of it was written."},
+               Op::kBatchUpsert,
+               10,
+               ok,
+               batch_upsert_results});
+
+  // ---- remove ----
+  v.push_back({"remove.request.hex",
+               "remove request: these segment IDs of one user",
+               {},
+               Op::kRemove,
+               11,
+               ok,
+               RemoveRequest{.user = "user-42", .ids = {101, 9000000000}}});
+  v.push_back({"remove.response.hex",
+               "remove response: how many of the IDs were there",
+               {},
+               Op::kRemove,
+               11,
+               ok,
+               RemoveResponse{2}});
+
+  // ---- trim ----
+  v.push_back({"trim.request.hex",
+               "trim request: remove segments that expired before a time",
+               {"\"before\" (Unix seconds) is optional; absent or 0: the server's now."},
+               Op::kTrim,
+               12,
+               ok,
+               TrimRequest{.user = "user-42", .before = kJan2030}});
+  v.push_back({"trim.response.hex",
+               "trim response",
+               {"trimmed: segments removed; remaining: live segments left."},
+               Op::kTrim,
+               12,
+               ok,
+               TrimResult{.trimmed = 1, .remaining = 4}});
+
+  // ---- delete ----
+  v.push_back({"delete.request.hex",
+               "delete request: the whole profile of one user",
+               {},
+               Op::kDelete,
+               13,
+               ok,
+               DeleteRequest{"user-42"}});
+  v.push_back({"delete.response.hex",
+               "delete response: whether there was a profile",
+               {},
+               Op::kDelete,
+               13,
+               ok,
+               DeleteResponse{true}});
+
+  // ---- errors ----
+  v.push_back({"error.response.hex",
+               "error response: a get whose \"limit\" was a string",
+               {"Any request may be answered so: the header repeats the op and request_id and",
+                "carries the status code (here 2, InvalidArgument); the body is",
+                "{\"message\": str}, for people (decode errors start with the op name).",
+                "Codes: 1 NotFound, 2 InvalidArgument, 3 Corruption, 4 IOError, 5 DeviceFull,",
+                "6 Conflict, 7 LimitExceeded, 8 Busy, 9 Unavailable, 10 Internal,",
+                "11 Unsupported (12 Timeout is client-side only).",
+                "The request that got it: {\"user\": \"user-42\", \"limit\": \"x\"}."},
+               Op::kGet,
+               14,
+               Status::Code::kInvalidArgument,
+               ErrorBody{"get: limit: expected an unsigned integer, got a string"}});
+  return v;
+}
+
+}  // namespace segstore::proto::examples

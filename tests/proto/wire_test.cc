@@ -1,0 +1,1596 @@
+#include "proto/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <bit>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <new>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "proto/examples/examples.h"
+#include "proto/protocol.h"
+
+#ifndef SEGSTORE_PROTO_EXAMPLES
+#error "SEGSTORE_PROTO_EXAMPLES must name the proto/examples directory"
+#endif
+
+// ---- allocation watch ----
+// Every operator new of this binary reports its size while a watch is on, so
+// a test can show a decoder never asked for a huge block (std::vector::reserve
+// on an element count read from the input, say). msgpack's own zone allocates
+// with malloc and is bounded by the decoder's unpack limits instead.
+
+namespace {
+std::atomic<bool> g_watching{false};
+std::atomic<size_t> g_largest_allocation{0};
+
+void* Allocate(size_t n) {
+  if (g_watching.load(std::memory_order_relaxed)) {
+    size_t seen = g_largest_allocation.load(std::memory_order_relaxed);
+    while (n > seen && !g_largest_allocation.compare_exchange_weak(seen, n)) {
+    }
+  }
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+}  // namespace
+
+void* operator new(size_t n) { return Allocate(n); }
+void* operator new[](size_t n) { return Allocate(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+
+namespace segstore::proto {
+
+// gtest prints a failing example by its file name.
+namespace examples {
+void PrintTo(const Example& e, std::ostream* os) { *os << e.file; }
+}  // namespace examples
+
+namespace {
+
+using examples::Example;
+
+class AllocationWatch {
+ public:
+  AllocationWatch() {
+    g_largest_allocation = 0;
+    g_watching = true;
+  }
+  ~AllocationWatch() { g_watching = false; }
+  size_t largest() const { return g_largest_allocation.load(); }
+};
+
+// ---- a MessagePack writer for hand-made bodies ----
+// Independent of the library wire.cc uses, so hostile and unusual encodings
+// (negative numbers, binary users, wide forms of small numbers) can be built.
+
+class Mp {
+ public:
+  Mp& Map(uint32_t n) { return Head(n, 0x80, 16, 0xde, 0xdf); }
+  Mp& Arr(uint32_t n) { return Head(n, 0x90, 16, 0xdc, 0xdd); }
+  Mp& Str(std::string_view s) {
+    if (s.size() < 32) {
+      Byte(0xa0 | s.size());
+    } else if (s.size() < 256) {
+      Byte(0xd9).Be(s.size(), 1);
+    } else if (s.size() < 65536) {
+      Byte(0xda).Be(s.size(), 2);
+    } else {
+      Byte(0xdb).Be(s.size(), 4);
+    }
+    b_.append(s);
+    return *this;
+  }
+  Mp& Bin(std::string_view s) {
+    if (s.size() < 256) {
+      Byte(0xc4).Be(s.size(), 1);
+    } else {
+      Byte(0xc6).Be(s.size(), 4);
+    }
+    b_.append(s);
+    return *this;
+  }
+  Mp& U(uint64_t v) {
+    if (v < 128) return Byte(static_cast<uint8_t>(v));
+    if (v < 256) return Byte(0xcc).Be(v, 1);
+    if (v < 65536) return Byte(0xcd).Be(v, 2);
+    if (v <= UINT32_MAX) return Byte(0xce).Be(v, 4);
+    return Byte(0xcf).Be(v, 8);
+  }
+  Mp& U64(uint64_t v) { return Byte(0xcf).Be(v, 8); }  // the widest form, whatever v
+  Mp& I8(int8_t v) { return Byte(0xd0).Byte(static_cast<uint8_t>(v)); }
+  Mp& I(int64_t v) {  // v < 0
+    if (v >= -32) return Byte(static_cast<uint8_t>(v));
+    return Byte(0xd3).Be(static_cast<uint64_t>(v), 8);
+  }
+  Mp& F64(double v) { return Byte(0xcb).Be(std::bit_cast<uint64_t>(v), 8); }
+  Mp& Nil() { return Byte(0xc0); }
+  Mp& Bool(bool v) { return Byte(v ? 0xc3 : 0xc2); }
+  Mp& Raw(std::initializer_list<uint8_t> bytes) {
+    for (uint8_t x : bytes) Byte(x);
+    return *this;
+  }
+  Mp& Append(std::string_view bytes) {
+    b_.append(bytes);
+    return *this;
+  }
+  const std::string& str() const { return b_; }
+  operator std::string_view() const { return b_; }  // NOLINT: implicit by design
+
+ private:
+  Mp& Byte(uint64_t x) {
+    b_.push_back(static_cast<char>(static_cast<uint8_t>(x)));
+    return *this;
+  }
+  Mp& Be(uint64_t v, int width) {
+    for (int k = width - 1; k >= 0; --k) Byte(v >> (8 * k));
+    return *this;
+  }
+  Mp& Head(uint32_t n, uint8_t fix, uint32_t fix_max, uint8_t b16, uint8_t b32) {
+    if (n < fix_max) return Byte(fix | n);
+    if (n < 65536) return Byte(b16).Be(n, 2);
+    return Byte(b32).Be(n, 4);
+  }
+  std::string b_;
+};
+
+// ---- the messages as text, for comparisons with readable diffs ----
+
+std::string Opt(const std::optional<uint32_t>& v) { return v ? std::to_string(*v) : "nil"; }
+
+template <typename T, typename F>
+std::string List(const std::vector<T>& v, F f) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + f(v[i]);
+  return out + "]";
+}
+
+std::string U(uint64_t v) { return std::to_string(v); }
+std::string Q(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string Text(const GetOptions& o) {
+  std::ostringstream s;
+  s << "expiry=[" << o.expiry_from << "," << o.expiry_to << "]"
+    << (o.outside_expiry_window ? " outside" : "") << " id=[" << o.id_from << "," << o.id_to
+    << "] count_only=" << o.count_only << " limit=" << o.limit << " ids_only=" << o.ids_only;
+  return s.str();
+}
+std::string Text(const SegmentUpdate& u) {
+  return "[" + U(u.id) + " " + U(u.value) + (u.ttl ? " ttl" : " abs") + " " + Opt(u.attr1) + " " +
+         Opt(u.attr2) + "]";
+}
+std::string ModeText(UpsertMode m) { return std::to_string(static_cast<int>(m)); }
+std::string Text(const examples::EmptyBody&) { return "(no body)"; }
+std::string Text(const examples::ErrorBody& m) { return "error " + Q(m.message); }
+std::string Text(const HelloRequest& m) { return "hello " + Q(m.client); }
+std::string Text(const GetRequest& m) { return "get " + Q(m.user) + " " + Text(m.options); }
+std::string Text(const BatchGetRequest& m) {
+  return "batch_get " + List(m.users, Q) + " " + Text(m.options);
+}
+std::string Text(const CountRequest& m) {
+  return "count " + Q(m.user) + " " + U(m.id_from) + ".." + U(m.id_to);
+}
+std::string Text(const UpsertRequest& m) {
+  return "upsert " + Q(m.user) + " mode " + ModeText(m.mode) + " " +
+         List(m.segments, [](const SegmentUpdate& u) { return Text(u); });
+}
+std::string Text(const BatchUpsertRequest& m) {
+  return "batch_upsert " + List(m.items, [](const UpsertRequest& i) { return Text(i); });
+}
+std::string Text(const RemoveRequest& m) { return "remove " + Q(m.user) + " " + List(m.ids, U); }
+std::string Text(const TrimRequest& m) { return "trim " + Q(m.user) + " " + U(m.before); }
+std::string Text(const DeleteRequest& m) { return "delete " + Q(m.user); }
+std::string Text(const HelloResponse& m) {
+  std::ostringstream s;
+  s << "server_info " << m.protocol << " " << Q(m.server) << " " << m.max_frame_bytes << " "
+    << m.max_batch << " " << m.max_key_bytes << " " << m.max_segments << " " << m.max_in_flight;
+  return s.str();
+}
+std::string Text(const GetResult& m) {
+  return "get_result count " + U(m.count) + " ids " + List(m.ids, U) + " expires " +
+         List(m.expires, [](UnixSeconds e) { return U(e); }) + " attr1 " + List(m.attr1, Opt) +
+         " attr2 " + List(m.attr2, Opt);
+}
+std::string Text(const UpsertResult& m) {
+  return "upsert_result " + U(m.inserted) + " " + U(m.updated) + " " + U(m.trimmed) + " " +
+         U(m.count);
+}
+template <typename T>
+std::string Text(const Result<T>& r) {
+  if (r.ok()) return Text(*r);
+  return std::string(Status::CodeName(r.status().code())) + " " + Q(r.status().message());
+}
+std::string Text(const BatchGetResponse& m) {
+  return "batch_get_results " + List(m, [](const Result<GetResult>& r) { return Text(r); });
+}
+std::string Text(const BatchUpsertResponse& m) {
+  return "batch_upsert_results " + List(m, [](const Result<UpsertResult>& r) { return Text(r); });
+}
+std::string Text(const RemoveResponse& m) { return "removed " + U(m.removed); }
+std::string Text(const TrimResult& m) {
+  return "trim_result " + U(m.trimmed) + " " + U(m.remaining);
+}
+std::string Text(const CountResponse& m) { return "count_result " + U(m.count); }
+std::string Text(const DeleteResponse& m) {
+  return std::string("deleted ") + (m.deleted ? "1" : "0");
+}
+std::string Text(const StatsResponse& m) {
+  return "stats " + List(m.entries, [](const StatEntry& e) {
+           std::string v;
+           if (const auto* u = std::get_if<uint64_t>(&e.value)) {
+             v = "u" + U(*u);
+           } else if (const auto* d = std::get_if<double>(&e.value)) {
+             v = "d" + U(std::bit_cast<uint64_t>(*d));  // exact, NaN included
+           } else {
+             v = "s" + Q(std::get<std::string>(e.value));
+           }
+           return Q(e.name) + "=" + v;
+         });
+}
+std::string Text(const examples::Body& b) {
+  return std::visit([](const auto& m) { return Text(m); }, b);
+}
+
+// ---- helpers ----
+
+template <typename T>
+std::string EncodeToString(const T& m) {
+  std::string out;
+  Encode(m, &out);
+  return out;
+}
+
+// Encodes `in`, decodes it, and expects the same message back.
+template <typename T>
+void ExpectRoundTrip(const T& in, const DecodeLimits& lim = {}) {
+  SCOPED_TRACE(Text(in));
+  std::string body;
+  Encode(in, &body);
+  T out{};
+  Status s = Decode(body, lim, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Text(out), Text(in));
+  // And what came back encodes to the same bytes.
+  std::string again;
+  Encode(out, &again);
+  EXPECT_EQ(again, body);
+}
+
+template <typename T>
+Status DecodeAs(std::string_view body, const DecodeLimits& lim = {}) {
+  T m{};
+  return Decode(body, lim, &m);
+}
+
+// The body decoded as the example's body type.
+Status DecodeBody(std::string_view body, const examples::Body& like, examples::Body* out) {
+  return std::visit(
+      [&](const auto& proto) -> Status {
+        using T = std::decay_t<decltype(proto)>;
+        T m{};
+        Status s;
+        if constexpr (std::is_same_v<T, examples::EmptyBody>) {
+          if (!body.empty()) s = Status::InvalidArgument("a body where none belongs");
+        } else if constexpr (std::is_same_v<T, examples::ErrorBody>) {
+          m.message = DecodeError(body);
+        } else {
+          s = Decode(body, DecodeLimits{}, &m);
+        }
+        *out = std::move(m);
+        return s;
+      },
+      like);
+}
+
+using AnyDecoder = std::function<Status(std::string_view)>;
+
+template <typename T>
+std::pair<std::string, AnyDecoder> DecoderOf(std::string name, DecodeLimits lim = {}) {
+  return {std::move(name), [lim](std::string_view b) { return DecodeAs<T>(b, lim); }};
+}
+
+std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {}) {
+  return {
+      DecoderOf<HelloRequest>("HelloRequest", lim),
+      DecoderOf<GetRequest>("GetRequest", lim),
+      DecoderOf<BatchGetRequest>("BatchGetRequest", lim),
+      DecoderOf<CountRequest>("CountRequest", lim),
+      DecoderOf<UpsertRequest>("UpsertRequest", lim),
+      DecoderOf<BatchUpsertRequest>("BatchUpsertRequest", lim),
+      DecoderOf<RemoveRequest>("RemoveRequest", lim),
+      DecoderOf<TrimRequest>("TrimRequest", lim),
+      DecoderOf<DeleteRequest>("DeleteRequest", lim),
+      DecoderOf<HelloResponse>("HelloResponse", lim),
+      DecoderOf<GetResult>("GetResult", lim),
+      DecoderOf<BatchGetResponse>("BatchGetResponse", lim),
+      DecoderOf<UpsertResult>("UpsertResult", lim),
+      DecoderOf<BatchUpsertResponse>("BatchUpsertResponse", lim),
+      DecoderOf<RemoveResponse>("RemoveResponse", lim),
+      DecoderOf<TrimResult>("TrimResult", lim),
+      DecoderOf<CountResponse>("CountResponse", lim),
+      DecoderOf<DeleteResponse>("DeleteResponse", lim),
+      DecoderOf<StatsResponse>("StatsResponse", lim),
+      {"DecodeError",
+       [](std::string_view b) {
+         (void)DecodeError(b);
+         return Status::OK();
+       }},
+  };
+}
+
+// Expects `s` to fail with `code` and a message containing each of `parts`.
+void ExpectError(const Status& s, Status::Code code,
+                 std::initializer_list<std::string_view> parts) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (std::string_view p : parts) {
+    EXPECT_NE(s.message().find(p), std::string_view::npos)
+        << "\"" << p << "\" not in: " << s.ToString();
+  }
+}
+
+void ExpectInvalid(const Status& s, std::initializer_list<std::string_view> parts) {
+  ExpectError(s, Status::Code::kInvalidArgument, parts);
+}
+
+// ---- the example files ----
+
+std::string ExamplePath(const std::string& file) {
+  return std::string(SEGSTORE_PROTO_EXAMPLES) + "/" + file;
+}
+
+// The bytes of a .hex file: comment lines skipped, the rest hex pairs.
+std::string ReadHexFile(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  std::string bytes;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line[0] == '#') continue;
+    std::istringstream tokens(line);
+    std::string tok;
+    while (tokens >> tok) {
+      const bool hex = tok.size() == 2 && std::isxdigit(static_cast<unsigned char>(tok[0])) &&
+                       std::isxdigit(static_cast<unsigned char>(tok[1]));
+      if (!hex) {
+        ADD_FAILURE() << path << ":" << line_no << ": \"" << tok << "\" is not a hex byte";
+        return bytes;
+      }
+      bytes.push_back(static_cast<char>(std::stoul(tok, nullptr, 16)));
+    }
+  }
+  return bytes;
+}
+
+// Bytes as hex, 16 a line: comparisons of frames then diff readably.
+std::string HexDump(std::string_view bytes) {
+  std::string out;
+  char buf[4];
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), "%02x", static_cast<uint8_t>(bytes[i]));
+    out += buf;
+    out += (i % 16 == 15 || i + 1 == bytes.size()) ? '\n' : ' ';
+  }
+  return out;
+}
+
+bool IsRequest(const Example& e) { return e.file.find(".request.") != std::string::npos; }
+
+class ExampleFrameTest : public testing::TestWithParam<Example> {};
+
+TEST_P(ExampleFrameTest, FileDecodesToTheExpectedMessage) {
+  const Example& e = GetParam();
+  const std::string frame = ReadHexFile(ExamplePath(e.file));
+  ASSERT_GE(frame.size(), kHeaderSize);
+  const auto* p = reinterpret_cast<const uint8_t*>(frame.data());
+  FrameHeader h;
+  const uint32_t max_body = IsRequest(e) ? kDefaultMaxFrameBytes : kMaxResponseBytes;
+  ASSERT_EQ(DecodeHeader(p, max_body, &h), HeaderCheck::kOk);
+  EXPECT_EQ(h.version, kVersion);
+  EXPECT_EQ(h.op, static_cast<uint8_t>(e.op));
+  EXPECT_EQ(h.status, static_cast<uint8_t>(e.status));
+  EXPECT_EQ(h.flags, 0);
+  EXPECT_EQ(p[6], 0);
+  EXPECT_EQ(p[7], 0);
+  EXPECT_EQ(h.request_id, e.request_id);
+  ASSERT_EQ(h.body_length, frame.size() - kHeaderSize);
+  if (IsRequest(e)) {
+    EXPECT_EQ(h.status, 0);
+  }
+
+  examples::Body got;
+  Status s = DecodeBody(std::string_view(frame).substr(kHeaderSize), e.body, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Text(got), Text(e.body));
+}
+
+TEST_P(ExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
+  const Example& e = GetParam();
+  std::string frame;
+  ASSERT_TRUE(AppendFrame(&frame, static_cast<uint8_t>(e.op), e.request_id,
+                          static_cast<uint8_t>(e.status), kMaxResponseBytes,
+                          [&](std::string* out) { examples::EncodeBody(e.body, out); }));
+  const std::string file = ReadHexFile(ExamplePath(e.file));
+  EXPECT_EQ(HexDump(frame), HexDump(file))
+      << "regenerate: make proto_examples_gen && ./tests/proto/proto_examples_gen "
+         "../proto/examples";
+  if (std::holds_alternative<examples::ErrorBody>(e.body)) {
+    // An error frame is what AppendErrorFrame makes.
+    std::string error_frame;
+    AppendErrorFrame(&error_frame, static_cast<uint8_t>(e.op), e.request_id,
+                     Status::FromCode(static_cast<uint8_t>(e.status),
+                                      std::get<examples::ErrorBody>(e.body).message));
+    EXPECT_EQ(error_frame, file);
+  }
+}
+
+TEST_P(ExampleFrameTest, EveryTruncatedBodyFails) {
+  const Example& e = GetParam();
+  const std::string frame = ReadHexFile(ExamplePath(e.file));
+  ASSERT_GE(frame.size(), kHeaderSize);
+  const std::string_view body = std::string_view(frame).substr(kHeaderSize);
+  if (body.empty()) return;  // nothing to truncate
+  for (size_t n = 1; n < body.size(); ++n) {
+    examples::Body got;
+    const std::string_view prefix = body.substr(0, n);
+    if (std::holds_alternative<examples::ErrorBody>(e.body)) {
+      // DecodeError never fails; it says it could not read the body.
+      EXPECT_EQ(DecodeError(prefix).rfind("(unreadable error body", 0), 0u) << n << " bytes";
+      continue;
+    }
+    Status s = DecodeBody(prefix, e.body, &got);
+    EXPECT_FALSE(s.ok()) << n << " of " << body.size() << " bytes decoded as " << Text(got);
+  }
+}
+
+TEST_P(ExampleFrameTest, MutatedBodiesNeverCrashAnyDecoder) {
+  const Example& e = GetParam();
+  const std::string frame = ReadHexFile(ExamplePath(e.file));
+  ASSERT_GE(frame.size(), kHeaderSize);
+  const std::string body = frame.substr(kHeaderSize);
+  if (body.empty()) return;
+  const auto decoders = AllDecoders();
+  std::mt19937 rng(20240611);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string m = body;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits; ++k) {
+      const size_t at = rng() % m.size();
+      switch (rng() % 4) {
+        case 0:
+          m[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          m[at] = static_cast<char>(m[at] ^ (1 << (rng() % 8)));
+          break;
+        case 2:
+          m.insert(m.begin() + static_cast<std::ptrdiff_t>(at), static_cast<char>(rng()));
+          break;
+        default:
+          if (m.size() > 1) m.erase(m.begin() + static_cast<std::ptrdiff_t>(at));
+          break;
+      }
+    }
+    for (const auto& [name, decode] : decoders) (void)decode(m);
+  }
+}
+
+std::string ExampleName(const testing::TestParamInfo<Example>& info) {
+  std::string name = info.param.file.substr(0, info.param.file.size() - 4);  // no ".hex"
+  for (char& c : name) {
+    if (c == '.') c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleFrameTest, testing::ValuesIn(examples::All()),
+                         ExampleName);
+
+TEST(ExampleFilesTest, DirectoryHoldsExactlyTheTablesFiles) {
+  std::set<std::string> in_table;
+  for (const Example& e : examples::All()) {
+    EXPECT_TRUE(in_table.insert(e.file).second) << "duplicate " << e.file;
+  }
+  std::set<std::string> on_disk;
+  for (const auto& entry : std::filesystem::directory_iterator(SEGSTORE_PROTO_EXAMPLES)) {
+    if (entry.path().extension() == ".hex") on_disk.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(on_disk, in_table);
+}
+
+TEST(ExampleFilesTest, EveryOperationHasARequestAndAResponse) {
+  std::set<std::pair<uint8_t, bool>> seen;  // (op, is request)
+  bool error = false;
+  for (const Example& e : examples::All()) {
+    seen.insert({static_cast<uint8_t>(e.op), IsRequest(e)});
+    error |= e.status != Status::Code::kOk;
+    // A response echoes its request's id.
+    if (!IsRequest(e) && e.status == Status::Code::kOk) {
+      const std::string request = e.file.substr(0, e.file.find(".response.")) + ".request.hex";
+      bool found = false;
+      for (const Example& r : examples::All()) {
+        if (r.file == request) {
+          found = true;
+          EXPECT_EQ(r.request_id, e.request_id) << e.file;
+          EXPECT_EQ(r.op, e.op) << e.file;
+        }
+      }
+      EXPECT_TRUE(found) << e.file << " has no " << request;
+    }
+  }
+  for (uint8_t op = 0; op < 0xff; ++op) {
+    if (!IsKnownOp(op)) continue;
+    EXPECT_TRUE(seen.count({op, true})) << OpName(op) << " request";
+    EXPECT_TRUE(seen.count({op, false})) << OpName(op) << " response";
+  }
+  EXPECT_TRUE(error) << "no error response example";
+}
+
+// ---- round trips ----
+
+TEST(WireTest, HelloRequestRoundTrips) {
+  ExpectRoundTrip(HelloRequest{""});
+  ExpectRoundTrip(HelloRequest{"segstore-py 0.1.0"});
+  ExpectRoundTrip(HelloRequest{std::string(70000, 'x')});  // str32
+  // An empty body is an empty map: no client name.
+  HelloRequest m{"old"};
+  ASSERT_TRUE(Decode("", DecodeLimits{}, &m).ok());
+}
+
+TEST(WireTest, GetRequestRoundTripsEveryOptionAtItsEdges) {
+  std::vector<GetOptions> cases(1);  // the defaults: no option sent
+  auto with = [&](auto set) {
+    GetOptions o;
+    set(o);
+    cases.push_back(o);
+  };
+  with([](GetOptions& o) { o.ids_only = true; });
+  with([](GetOptions& o) { o.expiry_from = UINT32_MAX; });
+  with([](GetOptions& o) { o.expiry_to = 0; });
+  with([](GetOptions& o) { o.outside_expiry_window = true; });
+  with([](GetOptions& o) { o.id_from = UINT64_MAX; });
+  with([](GetOptions& o) { o.id_to = 0; });
+  with([](GetOptions& o) { o.id_to = UINT64_MAX - 1; });
+  with([](GetOptions& o) { o.count_only = true; });
+  with([](GetOptions& o) { o.limit = UINT32_MAX; });
+  with([](GetOptions& o) {
+    o.ids_only = true;
+    o.expiry_from = 1;
+    o.expiry_to = UINT32_MAX - 1;
+    o.outside_expiry_window = true;
+    o.id_from = 1ull << 63;
+    o.id_to = UINT64_MAX;
+    o.count_only = true;
+    o.limit = 1;
+  });
+  for (const GetOptions& o : cases) {
+    ExpectRoundTrip(GetRequest{"user-42", o});
+  }
+  // A user of exactly max_key_bytes, and a one-byte user.
+  ExpectRoundTrip(GetRequest{std::string(kDefaultMaxKeyBytes, 'u'), {}});
+  ExpectRoundTrip(GetRequest{"u", {}});
+  // Default options are not sent at all.
+  EXPECT_EQ(EncodeToString(GetRequest{"u", {}}), Mp().Map(1).Str("user").Str("u").str());
+}
+
+TEST(WireTest, BatchGetRequestRoundTripsUsersAndOptions) {
+  GetOptions o;
+  o.ids_only = true;
+  o.limit = 10;
+  ExpectRoundTrip(BatchGetRequest{{}, {}});  // an empty list is valid
+  ExpectRoundTrip(BatchGetRequest{{"a"}, o});
+  ExpectRoundTrip(BatchGetRequest{{"a", std::string("b\0c", 3), "a"}, o});  // NUL, repeats
+  ExpectRoundTrip(BatchGetRequest{std::vector<std::string>(kDefaultMaxBatch, "user"), o});
+}
+
+TEST(WireTest, CountRequestRoundTripsTheWholeIdRange) {
+  ExpectRoundTrip(CountRequest{"u", 0, UINT64_MAX});
+  ExpectRoundTrip(CountRequest{"u", UINT64_MAX, UINT64_MAX});
+  ExpectRoundTrip(CountRequest{"u", 5, 4});  // an empty range is the caller's business
+  // Absent bounds read as the whole range.
+  CountRequest m;
+  ASSERT_TRUE(Decode(Mp().Map(1).Str("user").Str("u"), DecodeLimits{}, &m).ok());
+  EXPECT_EQ(m.id_from, 0u);
+  EXPECT_EQ(m.id_to, UINT64_MAX);
+}
+
+std::vector<SegmentUpdate> EverySegmentShape() {
+  using examples::Seg;
+  return {
+      Seg(0, 0),                                  // absolute, never expires
+      Seg(1, 86400, true),                        // ttl
+      Seg(UINT64_MAX, UINT32_MAX),                // the largest id and expiry
+      Seg(2, UINT32_MAX, true),                   // the largest ttl
+      Seg(3, 5, false, 0),                        // attr1 present and zero (not absent)
+      Seg(4, 5, true, UINT32_MAX),                // attr1 only
+      Seg(5, 5, false, std::nullopt, 0),          // attr2 only, zero
+      Seg(6, 5, true, std::nullopt, UINT32_MAX),  // attr2 only, ttl
+      Seg(7, 5, false, 1, 2),                     // both
+      Seg(1ull << 32, 1),                         // an id over 32 bits
+  };
+}
+
+TEST(WireTest, UpsertRoundTripsEveryMode) {
+  for (UpsertMode mode : {UpsertMode::kSet, UpsertMode::kExtend, UpsertMode::kAdd}) {
+    ExpectRoundTrip(UpsertRequest{"user-42", EverySegmentShape(), mode});
+    ExpectRoundTrip(UpsertRequest{"user-42", {}, mode});  // an empty segment list
+  }
+}
+
+TEST(WireTest, UpsertSegmentsOmitTrailingDefaults) {
+  using examples::Seg;
+  auto segment_bytes = [](const SegmentUpdate& s) {
+    std::string body = EncodeToString(UpsertRequest{"u", {s}, UpsertMode::kSet});
+    const std::string head =
+        Mp().Map(3).Str("user").Str("u").Str("mode").Str("set").Str("segments").Arr(1).str();
+    EXPECT_EQ(body.substr(0, head.size()), head);
+    return body.substr(head.size());
+  };
+  EXPECT_EQ(segment_bytes(Seg(1, 2)), Mp().Arr(2).U(1).U(2).str());
+  EXPECT_EQ(segment_bytes(Seg(1, 2, true)), Mp().Arr(3).U(1).U(2).Bool(true).str());
+  EXPECT_EQ(segment_bytes(Seg(1, 2, false, 3)), Mp().Arr(4).U(1).U(2).Bool(false).U(3).str());
+  EXPECT_EQ(segment_bytes(Seg(1, 2, false, std::nullopt, 4)),
+            Mp().Arr(5).U(1).U(2).Bool(false).Nil().U(4).str());
+}
+
+TEST(WireTest, BatchUpsertRoundTripsItemsWithTheirOwnModes) {
+  ExpectRoundTrip(BatchUpsertRequest{});  // no items
+  BatchUpsertRequest m;
+  m.items.push_back({"a", EverySegmentShape(), UpsertMode::kAdd});
+  m.items.push_back({"b", {}, UpsertMode::kSet});
+  m.items.push_back({"c", {examples::Seg(9, 9, true)}, UpsertMode::kExtend});
+  ExpectRoundTrip(m);
+}
+
+TEST(WireTest, BatchUpsertTopLevelModeAppliesToItemsWithout) {
+  const std::string body = Mp().Map(2)
+                               .Str("mode")
+                               .Str("extend")
+                               .Str("items")
+                               .Arr(2)
+                               .Map(2)
+                               .Str("user")
+                               .Str("a")
+                               .Str("segments")
+                               .Arr(0)
+                               .Map(3)
+                               .Str("user")
+                               .Str("b")
+                               .Str("mode")
+                               .Str("add")
+                               .Str("segments")
+                               .Arr(0)
+                               .str();
+  BatchUpsertRequest m;
+  ASSERT_TRUE(Decode(body, DecodeLimits{}, &m).ok());
+  ASSERT_EQ(m.items.size(), 2u);
+  EXPECT_EQ(m.items[0].mode, UpsertMode::kExtend);
+  EXPECT_EQ(m.items[1].mode, UpsertMode::kAdd);
+}
+
+TEST(WireTest, RemoveTrimDeleteRequestsRoundTrip) {
+  ExpectRoundTrip(RemoveRequest{"u", {}});
+  ExpectRoundTrip(RemoveRequest{"u", {0, 1, UINT64_MAX, 1ull << 40}});
+  ExpectRoundTrip(TrimRequest{"u", 0});  // 0: the server's now, not sent
+  ExpectRoundTrip(TrimRequest{"u", 1});
+  ExpectRoundTrip(TrimRequest{"u", UINT32_MAX});
+  EXPECT_EQ(EncodeToString(TrimRequest{"u", 0}), Mp().Map(1).Str("user").Str("u").str());
+  ExpectRoundTrip(DeleteRequest{"u"});
+  ExpectRoundTrip(DeleteRequest{std::string(kDefaultMaxKeyBytes, '\xff')});
+}
+
+TEST(WireTest, UserMayBeBinaryInsteadOfString) {
+  const std::string user("\x00\xff\x80user", 7);
+  auto with_user = [&](auto add_rest, uint32_t fields) {
+    Mp m;
+    m.Map(fields).Str("user").Bin(user);
+    add_rest(m);
+    return m.str();
+  };
+  auto none = [](Mp&) {};
+  {
+    GetRequest m;
+    ASSERT_TRUE(Decode(with_user(none, 1), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.user, user);
+  }
+  {
+    CountRequest m;
+    ASSERT_TRUE(Decode(with_user(none, 1), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.user, user);
+  }
+  {
+    UpsertRequest m;
+    ASSERT_TRUE(
+        Decode(with_user([](Mp& b) { b.Str("segments").Arr(0); }, 2), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.user, user);
+  }
+  {
+    RemoveRequest m;
+    ASSERT_TRUE(
+        Decode(with_user([](Mp& b) { b.Str("ids").Arr(1).U(5); }, 2), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.user, user);
+  }
+  {
+    TrimRequest m;
+    ASSERT_TRUE(Decode(with_user(none, 1), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.user, user);
+  }
+  {
+    DeleteRequest m;
+    ASSERT_TRUE(Decode(with_user(none, 1), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.user, user);
+  }
+  {
+    BatchGetRequest m;
+    ASSERT_TRUE(
+        Decode(Mp().Map(1).Str("users").Arr(2).Bin(user).Str("b"), DecodeLimits{}, &m).ok());
+    EXPECT_EQ(m.users, (std::vector<std::string>{user, "b"}));
+  }
+  {
+    BatchUpsertRequest m;
+    ASSERT_TRUE(
+        Decode(Mp().Map(1).Str("items").Arr(1).Map(2).Str("user").Bin(user).Str("segments").Arr(0),
+               DecodeLimits{}, &m)
+            .ok());
+    ASSERT_EQ(m.items.size(), 1u);
+    EXPECT_EQ(m.items[0].user, user);
+  }
+}
+
+TEST(WireTest, AnyValidEncodingOfAValueIsAccepted) {
+  // Clients in other languages may pick wider forms than the shortest; keys
+  // may come in any order.
+  GetRequest m;
+  ASSERT_TRUE(Decode(Mp().Raw({0xde, 0x00, 0x03})  // map16
+                         .Str("limit")
+                         .U64(7)
+                         .Raw({0xda, 0x00, 0x04})  // str16 key
+                         .Append("user")
+                         .Raw({0xd9, 0x01, 'u'})  // str8 value
+                         .Str("id_from")
+                         .I8(5),  // a non-negative int8
+                     DecodeLimits{}, &m)
+                  .ok());
+  EXPECT_EQ(m.user, "u");
+  EXPECT_EQ(m.options.limit, 7u);
+  EXPECT_EQ(m.options.id_from, 5u);
+
+  RemoveRequest r;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("ids").Raw({0xdc, 0x00, 0x01}).U64(1).Str("user").Str("u"),
+                     DecodeLimits{}, &r)
+                  .ok());
+  EXPECT_EQ(r.ids, std::vector<uint64_t>{1});
+}
+
+TEST(WireTest, HelloResponseRoundTrips) {
+  ExpectRoundTrip(HelloResponse{});
+  ExpectRoundTrip(HelloResponse{1, "segstored 0.1.0", kDefaultMaxFrameBytes, kDefaultMaxBatch,
+                                kDefaultMaxKeyBytes, 10000, kDefaultMaxInFlight});
+  ExpectRoundTrip(
+      HelloResponse{UINT32_MAX, "", UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX});
+}
+
+GetResult FullResult() {
+  GetResult r;
+  r.ids = {0, 7, UINT64_MAX};
+  r.expires = {kNever, 1, UINT32_MAX};
+  r.attr1 = {std::nullopt, 0u, UINT32_MAX};
+  r.attr2 = {5u, std::nullopt, std::nullopt};
+  r.count = UINT32_MAX;
+  return r;
+}
+
+TEST(WireTest, GetResultRoundTripsEveryColumnShape) {
+  ExpectRoundTrip(GetResult{});                            // nothing matched
+  ExpectRoundTrip(examples::IdsOnly({1, UINT64_MAX}, 2));  // ids projection
+  ExpectRoundTrip(FullResult());
+  GetResult no_attrs = FullResult();
+  no_attrs.attr1.clear();
+  no_attrs.attr2.clear();
+  ExpectRoundTrip(no_attrs);
+  GetResult attr1_only = FullResult();
+  attr1_only.attr2.clear();
+  ExpectRoundTrip(attr1_only);
+  GetResult attr2_only = FullResult();
+  attr2_only.attr1.clear();
+  ExpectRoundTrip(attr2_only);
+  // A column present with every row absent stays present.
+  GetResult all_nil = FullResult();
+  all_nil.attr1.assign(3, std::nullopt);
+  ExpectRoundTrip(all_nil);
+  // count_only: a count and no rows.
+  ExpectRoundTrip(examples::IdsOnly({}, 12345));
+}
+
+TEST(WireTest, BatchGetResponseRoundTripsResultsAndErrors) {
+  ExpectRoundTrip(BatchGetResponse{});
+  BatchGetResponse m;
+  m.push_back(FullResult());
+  m.push_back(GetResult{});
+  for (uint8_t c = 1; c <= Status::kMaxCode; ++c) {
+    m.push_back(Status::FromCode(c, "error " + std::to_string(c)));
+  }
+  m.push_back(Status::NotFound(""));  // an empty message
+  m.push_back(examples::IdsOnly({3}, 1));
+  ExpectRoundTrip(m);
+}
+
+TEST(WireTest, UpsertResultsRoundTrip) {
+  ExpectRoundTrip(UpsertResult{});
+  ExpectRoundTrip(UpsertResult{UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX});
+  ExpectRoundTrip(BatchUpsertResponse{});
+  BatchUpsertResponse m;
+  m.push_back(UpsertResult{1, 2, 3, 4});
+  m.push_back(Status::LimitExceeded("too many segments"));
+  m.push_back(Status::InvalidArgument("duplicate segment id 5"));
+  m.push_back(UpsertResult{});
+  ExpectRoundTrip(m);
+}
+
+TEST(WireTest, SmallResponsesRoundTrip) {
+  ExpectRoundTrip(RemoveResponse{0});
+  ExpectRoundTrip(RemoveResponse{UINT32_MAX});
+  ExpectRoundTrip(TrimResult{0, 0});
+  ExpectRoundTrip(TrimResult{UINT32_MAX, UINT32_MAX});
+  ExpectRoundTrip(CountResponse{0});
+  ExpectRoundTrip(CountResponse{UINT32_MAX});
+  ExpectRoundTrip(DeleteResponse{false});
+  ExpectRoundTrip(DeleteResponse{true});
+}
+
+TEST(WireTest, StatsRoundTripEveryValueKind) {
+  ExpectRoundTrip(StatsResponse{});
+  StatsResponse m;
+  m.entries = {{"a.u64", uint64_t{0}},
+               {"a.max", UINT64_MAX},
+               {"b.double", 0.1},
+               {"b.negative", -2.5},
+               {"b.inf", std::numeric_limits<double>::infinity()},
+               {"b.tiny", 5e-324},
+               {"b.huge", 1.5e300},
+               {"c.text", std::string("segstored 0.1.0")},
+               {"c.empty", std::string()},
+               {"", uint64_t{1}}};
+  ExpectRoundTrip(m);
+  // A float32 reads as a double.
+  StatsResponse f;
+  ASSERT_TRUE(
+      Decode(Mp().Map(1).Str("x").Raw({0xca, 0x3f, 0xc0, 0x00, 0x00}), DecodeLimits{}, &f).ok());
+  ASSERT_EQ(f.entries.size(), 1u);
+  EXPECT_EQ(std::get<double>(f.entries[0].value), 1.5);
+}
+
+// msgpack-c's pack_double writes a double holding an integral value as a
+// MessagePack integer (0.0 would come back as uint64_t, -2.0 as a negative
+// integer the decoder rejects); the stats encoder writes float64 (cb) itself.
+TEST(WireTest, IntegralDoubleStatsKeepTheirType) {
+  for (double d : {0.0, 1.0, -2.0, -0.0, 1e15}) {
+    ExpectRoundTrip(StatsResponse{{{"gauge", d}}});
+  }
+}
+
+TEST(WireTest, ErrorBodyRoundTripsAndUnreadableBodiesSaySo) {
+  for (std::string message : {std::string(), std::string("get: limit: bad"),
+                              std::string(100000, 'm'), std::string("\0\xff", 2)}) {
+    std::string body;
+    EncodeError(message, &body);
+    EXPECT_EQ(DecodeError(body), message);
+  }
+  EXPECT_EQ(DecodeError("").rfind("(unreadable error body", 0), 0u);  // no message
+  EXPECT_EQ(DecodeError("\xc1").rfind("(unreadable error body", 0), 0u);
+  EXPECT_EQ(DecodeError(Mp().Map(1).Str("message").U(5)).rfind("(unreadable error body", 0), 0u);
+}
+
+// ---- hostile input ----
+
+TEST(HostileInputTest, EmptyBodyIsAnEmptyMap) {
+  // Fine where nothing is required...
+  EXPECT_TRUE(DecodeAs<HelloRequest>("").ok());
+  StatsResponse stats{{{"x", uint64_t{1}}}};
+  ASSERT_TRUE(Decode("", DecodeLimits{}, &stats).ok());
+  EXPECT_TRUE(stats.entries.empty());
+  // ...and a missing field, named, everywhere else.
+  ExpectInvalid(DecodeAs<GetRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<BatchGetRequest>(""), {"users", "missing"});
+  ExpectInvalid(DecodeAs<CountRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<BatchUpsertRequest>(""), {"items", "missing"});
+  ExpectInvalid(DecodeAs<RemoveRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<TrimRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<DeleteRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<HelloResponse>(""), {"protocol", "missing"});
+  ExpectInvalid(DecodeAs<GetResult>(""), {"count", "missing"});
+  ExpectInvalid(DecodeAs<BatchGetResponse>(""), {"results", "missing"});
+  ExpectInvalid(DecodeAs<UpsertResult>(""), {"inserted", "missing"});
+  ExpectInvalid(DecodeAs<BatchUpsertResponse>(""), {"results", "missing"});
+  ExpectInvalid(DecodeAs<RemoveResponse>(""), {"removed", "missing"});
+  ExpectInvalid(DecodeAs<TrimResult>(""), {"trimmed", "missing"});
+  ExpectInvalid(DecodeAs<CountResponse>(""), {"count", "missing"});
+  ExpectInvalid(DecodeAs<DeleteResponse>(""), {"deleted", "missing"});
+}
+
+TEST(HostileInputTest, RandomBytesNeverCrash) {
+  const auto decoders = AllDecoders();
+  DecodeLimits tight;
+  tight.max_key_bytes = 4;
+  tight.max_batch = 2;
+  tight.max_list = 3;
+  const auto tight_decoders = AllDecoders(tight);
+  std::mt19937 rng(12345);
+  // Bytes biased towards MessagePack's type bytes, so containers nest.
+  const uint8_t interesting[] = {0x80, 0x81, 0x83, 0x90, 0x92, 0x95, 0xa1, 0xa4, 0xc0, 0xc2,
+                                 0xc3, 0xc4, 0xcc, 0xcf, 0xd0, 0xd9, 0xdc, 0xdd, 0xde, 0xdf,
+                                 0xff, 0x00, 0x7f, 0xe0, 0xca, 0xcb, 0xd4, 0xc7};
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string body(rng() % 48, '\0');
+    for (char& c : body) {
+      c = static_cast<char>(rng() % 2 ? rng() : interesting[rng() % sizeof(interesting)]);
+    }
+    for (const auto& [name, decode] : decoders) (void)decode(body);
+    for (const auto& [name, decode] : tight_decoders) (void)decode(body);
+  }
+}
+
+TEST(HostileInputTest, HugeLengthClaimsFailFastWithoutAllocating) {
+  const std::vector<std::pair<std::string, std::string>> bodies = {
+      {"array32 top level", Mp().Raw({0xdd, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"map32 top level", Mp().Raw({0xdf, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"users array32", Mp().Map(1).Str("users").Raw({0xdd, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"items array32", Mp().Map(1).Str("items").Raw({0xdd, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"segments array32",
+       Mp().Map(2).Str("user").Str("u").Str("segments").Raw({0xdd, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"ids array32", Mp().Map(3)
+                          .Str("user")
+                          .Str("u")
+                          .Str("count")
+                          .U(1)
+                          .Str("ids")
+                          .Raw({0xdd, 0xff, 0xff, 0xff, 0xff})
+                          .str()},
+      {"results array32", Mp().Map(1).Str("results").Raw({0xdd, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"str32 user", Mp().Map(1).Str("user").Raw({0xdb, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"bin32 user", Mp().Map(1).Str("user").Raw({0xc6, 0xff, 0xff, 0xff, 0xff}).str()},
+      {"ext32", Mp().Raw({0xc9, 0xff, 0xff, 0xff, 0xff, 0x01}).str()},
+      {"array16 claims", Mp().Map(1).Str("users").Raw({0xdc, 0xff, 0xff}).str()},
+  };
+  for (const auto& [what, body] : bodies) {
+    for (const auto& [name, decode] : AllDecoders()) {
+      SCOPED_TRACE(what + " as " + name);
+      AllocationWatch watch;
+      const auto start = std::chrono::steady_clock::now();
+      Status s = decode(body);
+      const auto took = std::chrono::steady_clock::now() - start;
+      if (name != "DecodeError") {
+        EXPECT_FALSE(s.ok());
+      }
+      EXPECT_LT(took, std::chrono::milliseconds(500));
+      EXPECT_LT(watch.largest(), 64u * 1024) << "bytes in one allocation";
+    }
+  }
+}
+
+TEST(HostileInputTest, WrongTypesNameTheField) {
+  // A request's fields.
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("limit").Str("x")),
+                {"limit", "expected an unsigned integer, got a string"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("user").U(5)), {"user", "unsigned integer"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("user").Arr(0)), {"user", "an array"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("projection").U(1)),
+                {"projection"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("count_only").U(1)),
+                {"count_only", "a boolean"});
+  ExpectInvalid(
+      DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("outside_expiry").Str("yes")),
+      {"outside_expiry"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("id_to").F64(1.0)),
+                {"id_to", "a float"});
+  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Str("u")), {"users", "array"});
+  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Arr(2).Str("a").U(5)),
+                {"users[1]"});
+  ExpectInvalid(DecodeAs<CountRequest>(Mp().Map(2).Str("user").Str("u").Str("id_from").Bool(true)),
+                {"id_from", "a boolean"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(Mp().Map(2).Str("user").Str("u").Str("segments").Map(0)),
+                {"segments", "a map"});
+  ExpectInvalid(
+      DecodeAs<UpsertRequest>(Mp().Map(2).Str("user").Str("u").Str("segments").Arr(1).U(5)),
+      {"segments[0]"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(
+                    Mp().Map(2).Str("user").Str("u").Str("segments").Arr(1).Arr(2).U(1).Str("x")),
+                {"segments[0].value"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(
+                    Mp().Map(2).Str("user").Str("u").Str("segments").Arr(1).Arr(2).Nil().U(1)),
+                {"segments[0].id"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(
+                    Mp().Map(2).Str("user").Str("u").Str("segments").Arr(1).Arr(3).U(1).U(1).U(1)),
+                {"segments[0].ttl", "a boolean"});
+  ExpectInvalid(
+      DecodeAs<UpsertRequest>(
+          Mp().Map(2).Str("user").Str("u").Str("segments").Arr(1).Arr(4).U(1).U(1).Nil().Str("a")),
+      {"segments[0].attr1"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("mode").U(1).Str("segments").Arr(0)),
+                {"mode", "a string"});
+  ExpectInvalid(DecodeAs<BatchUpsertRequest>(Mp().Map(1)
+                                                 .Str("items")
+                                                 .Arr(2)
+                                                 .Map(2)
+                                                 .Str("user")
+                                                 .Str("a")
+                                                 .Str("segments")
+                                                 .Arr(0)
+                                                 .Str("b")),
+                {"items[1]", "a map"});
+  ExpectInvalid(DecodeAs<BatchUpsertRequest>(Mp().Map(1)
+                                                 .Str("items")
+                                                 .Arr(1)
+                                                 .Map(2)
+                                                 .Str("user")
+                                                 .Str("a")
+                                                 .Str("segments")
+                                                 .Arr(1)
+                                                 .Arr(3)
+                                                 .U(1)
+                                                 .U(2)
+                                                 .Str("t")),
+                {"items[0].segments[0].ttl"});
+  ExpectInvalid(
+      DecodeAs<RemoveRequest>(Mp().Map(2).Str("user").Str("u").Str("ids").Arr(2).U(1).Str("x")),
+      {"ids[1]"});
+  ExpectInvalid(DecodeAs<TrimRequest>(Mp().Map(2).Str("user").Str("u").Str("before").Str("now")),
+                {"before"});
+  ExpectInvalid(DecodeAs<HelloRequest>(Mp().Map(1).Str("client").U(1)), {"client"});
+  // A response's fields.
+  ExpectInvalid(DecodeAs<GetResult>(Mp().Map(2).Str("count").Str("x").Str("ids").Arr(0)),
+                {"count"});
+  ExpectInvalid(DecodeAs<GetResult>(Mp().Map(2).Str("count").U(1).Str("ids").Arr(1).Str("x")),
+                {"ids"});
+  ExpectInvalid(
+      DecodeAs<GetResult>(
+          Mp().Map(3).Str("count").U(1).Str("ids").Arr(1).U(1).Str("expires").Arr(1).Str("x")),
+      {"expires"});
+  ExpectInvalid(
+      DecodeAs<GetResult>(
+          Mp().Map(3).Str("count").U(1).Str("ids").Arr(1).U(1).Str("attr2").Arr(1).Bool(true)),
+      {"attr2"});
+  ExpectInvalid(
+      DecodeAs<GetResult>(
+          Mp().Map(3).Str("count").U(1).Str("ids").Arr(2).U(1).U(2).Str("expires").Arr(1).U(1)),
+      {"expires", "length differs"});
+  ExpectInvalid(DecodeAs<BatchGetResponse>(Mp().Map(1).Str("results").Arr(1).U(1)),
+                {"results[0]", "a map"});
+  ExpectInvalid(
+      DecodeAs<BatchGetResponse>(Mp().Map(1).Str("results").Arr(1).Map(1).Str("status").Str("x")),
+      {"results[0].status"});
+  ExpectInvalid(
+      DecodeAs<BatchGetResponse>(
+          Mp().Map(1).Str("results").Arr(1).Map(2).Str("status").U(1).Str("message").U(1)),
+      {"results[0].message"});
+  ExpectInvalid(DecodeAs<HelloResponse>(Mp().Map(1).Str("protocol").Str("1")), {"protocol"});
+  ExpectInvalid(DecodeAs<DeleteResponse>(Mp().Map(1).Str("deleted").U(1)), {"deleted"});
+  ExpectInvalid(DecodeAs<StatsResponse>(Mp().Map(1).Str("server.x").Nil()), {"server.x"});
+  ExpectInvalid(DecodeAs<StatsResponse>(Mp().Map(1).U(1).U(1)), {"stats key"});
+}
+
+TEST(HostileInputTest, UserIsRequiredNonEmptyAndBounded) {
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("users").Str("u")), {"user", "missing"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("user").Nil()), {"user"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("user").Str("")), {"user", "empty"});
+  ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Bin("")), {"user", "empty"});
+  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Arr(2).Str("a").Str("")),
+                {"users[1]", "empty"});
+  ExpectInvalid(
+      DecodeAs<BatchUpsertRequest>(Mp().Map(1).Str("items").Arr(1).Map(1).Str("segments").Arr(0)),
+      {"items[0].user", "missing"});
+  const std::string at_limit(kDefaultMaxKeyBytes, 'k');
+  const std::string over_limit(kDefaultMaxKeyBytes + 1, 'k');
+  EXPECT_TRUE(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Str(at_limit)).ok());
+  ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Str(over_limit)),
+                {"user", "257 bytes", "256"});
+  ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Bin(over_limit)), {"user"});
+  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Arr(1).Str(over_limit)),
+                {"users[0]"});
+  DecodeLimits small;
+  small.max_key_bytes = 3;
+  EXPECT_TRUE(DecodeAs<TrimRequest>(Mp().Map(1).Str("user").Str("abc"), small).ok());
+  ExpectInvalid(DecodeAs<TrimRequest>(Mp().Map(1).Str("user").Str("abcd"), small), {"user"});
+}
+
+TEST(HostileInputTest, BatchesOverMaxBatchAreLimitExceeded) {
+  auto users = [](size_t n) {
+    Mp m;
+    m.Map(1).Str("users").Arr(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) m.Str("u");
+    return m.str();
+  };
+  EXPECT_TRUE(DecodeAs<BatchGetRequest>(users(kDefaultMaxBatch)).ok());
+  ExpectError(DecodeAs<BatchGetRequest>(users(kDefaultMaxBatch + 1)), Status::Code::kLimitExceeded,
+              {"users", "1001", "1000"});
+  DecodeLimits small;
+  small.max_batch = 2;
+  EXPECT_TRUE(DecodeAs<BatchGetRequest>(users(2), small).ok());
+  ExpectError(DecodeAs<BatchGetRequest>(users(3), small), Status::Code::kLimitExceeded, {"users"});
+
+  auto items = [](size_t n) {
+    Mp m;
+    m.Map(1).Str("items").Arr(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) m.Map(2).Str("user").Str("u").Str("segments").Arr(0);
+    return m.str();
+  };
+  EXPECT_TRUE(DecodeAs<BatchUpsertRequest>(items(2), small).ok());
+  ExpectError(DecodeAs<BatchUpsertRequest>(items(3), small), Status::Code::kLimitExceeded,
+              {"items"});
+  ExpectError(DecodeAs<BatchUpsertRequest>(items(kDefaultMaxBatch + 1)),
+              Status::Code::kLimitExceeded, {"items"});
+}
+
+TEST(HostileInputTest, ListsOverMaxListAreLimitExceeded) {
+  DecodeLimits small;
+  small.max_list = 2;
+  auto ids = [](size_t n) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("ids").Arr(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) m.U(i);
+    return m.str();
+  };
+  EXPECT_TRUE(DecodeAs<RemoveRequest>(ids(2), small).ok());
+  ExpectError(DecodeAs<RemoveRequest>(ids(3), small), Status::Code::kLimitExceeded, {"ids"});
+  auto segments = [](size_t n) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("segments").Arr(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) m.Arr(2).U(i).U(0);
+    return m.str();
+  };
+  EXPECT_TRUE(DecodeAs<UpsertRequest>(segments(2), small).ok());
+  ExpectError(DecodeAs<UpsertRequest>(segments(3), small), Status::Code::kLimitExceeded,
+              {"segments"});
+}
+
+// A list just over the largest limit must still parse, so that the field
+// check answers LimitExceeded naming the field (an upsert of 10001 segments
+// against a server's max_segments of 10000).
+TEST(HostileInputTest, ListJustOverTheLargestLimitIsLimitExceeded) {
+  DecodeLimits server;
+  server.max_list = 10000;
+  server.max_batch = 1000;
+  Mp m;
+  m.Map(2).Str("user").Str("u").Str("segments").Arr(server.max_list + 1);
+  for (uint32_t i = 0; i <= server.max_list; ++i) m.Arr(2).U(i).U(0);
+  ExpectError(DecodeAs<UpsertRequest>(m, server), Status::Code::kLimitExceeded, {"segments"});
+}
+
+TEST(HostileInputTest, SegmentsNeedTwoToFiveElements) {
+  auto segment = [](uint32_t n) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("segments").Arr(1).Arr(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i == 2) {
+        m.Bool(false);
+      } else {
+        m.U(1);
+      }
+    }
+    return m.str();
+  };
+  ExpectInvalid(DecodeAs<UpsertRequest>(segment(0)), {"segments[0]", "0 elements"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(segment(1)), {"segments[0]", "1 elements"});
+  for (uint32_t n = 2; n <= 5; ++n) EXPECT_TRUE(DecodeAs<UpsertRequest>(segment(n)).ok()) << n;
+  ExpectInvalid(DecodeAs<UpsertRequest>(segment(6)), {"segments[0]", "6 elements"});
+}
+
+TEST(HostileInputTest, NegativeAndOutOfRangeIntegersAreRejected) {
+  auto get_with = [](std::string_view key, auto add) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str(key);
+    add(m);
+    return DecodeAs<GetRequest>(m);
+  };
+  ExpectInvalid(get_with("limit", [](Mp& m) { m.I(-1); }), {"limit", "negative"});
+  ExpectInvalid(get_with("id_from", [](Mp& m) { m.I(INT64_MIN); }), {"id_from", "negative"});
+  ExpectInvalid(get_with("limit", [](Mp& m) { m.U(1ull << 32); }), {"limit", "out of range"});
+  ExpectInvalid(get_with("expiry_to", [](Mp& m) { m.U(1ull << 32); }), {"expiry_to", "range"});
+  EXPECT_TRUE(get_with("limit", [](Mp& m) { m.U(UINT32_MAX); }).ok());
+  EXPECT_TRUE(get_with("id_to", [](Mp& m) { m.U(UINT64_MAX); }).ok());
+
+  auto segment = [](auto add) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("segments").Arr(1);
+    add(m);
+    return DecodeAs<UpsertRequest>(m);
+  };
+  ExpectInvalid(segment([](Mp& m) { m.Arr(2).I(-5).U(1); }), {"segments[0].id", "negative"});
+  ExpectInvalid(segment([](Mp& m) { m.Arr(2).U(1).I(-1); }), {"segments[0].value", "negative"});
+  ExpectInvalid(segment([](Mp& m) { m.Arr(2).U(1).U(1ull << 32); }),
+                {"segments[0].value", "range"});
+  ExpectInvalid(segment([](Mp& m) { m.Arr(4).U(1).U(1).Bool(true).U(1ull << 32); }),
+                {"segments[0].attr1", "range"});
+  ExpectInvalid(segment([](Mp& m) { m.Arr(5).U(1).U(1).Bool(true).Nil().I(-1); }),
+                {"segments[0].attr2", "negative"});
+  ExpectInvalid(DecodeAs<RemoveRequest>(Mp().Map(2).Str("user").Str("u").Str("ids").Arr(1).I(-1)),
+                {"ids[0]", "negative"});
+  ExpectInvalid(DecodeAs<TrimRequest>(Mp().Map(2).Str("user").Str("u").Str("before").I(-100)),
+                {"before", "negative"});
+  ExpectInvalid(DecodeAs<CountResponse>(Mp().Map(1).Str("count").I(-1)), {"count", "negative"});
+  ExpectInvalid(DecodeAs<StatsResponse>(Mp().Map(1).Str("neg.stat").I(-1)), {"neg.stat"});
+}
+
+TEST(HostileInputTest, TrailingBytesAfterTheValueAreRejected) {
+  for (const Example& e : examples::All()) {
+    std::string body;
+    examples::EncodeBody(e.body, &body);
+    if (body.empty() || std::holds_alternative<examples::ErrorBody>(e.body)) continue;
+    SCOPED_TRACE(e.file);
+    examples::Body got;
+    ExpectInvalid(DecodeBody(body + '\xc0', e.body, &got), {"trailing"});
+    ExpectInvalid(DecodeBody(body + body, e.body, &got), {"trailing"});
+  }
+  EXPECT_EQ(DecodeError(Mp().Map(1).Str("message").Str("m").Raw({0x00})).rfind("(unreadable", 0),
+            0u);
+}
+
+TEST(HostileInputTest, TopLevelMustBeAMap) {
+  const std::vector<std::string> bodies = {Mp().Arr(0).str(),      Mp().Arr(1).Str("user").str(),
+                                           Mp().Str("user").str(), Mp().U(1).str(),
+                                           Mp().Nil().str(),       Mp().Bool(true).str(),
+                                           Mp().F64(1).str(),      Mp().Bin("x").str()};
+  for (const std::string& body : bodies) {
+    for (const auto& [name, decode] : AllDecoders()) {
+      if (name == "DecodeError") continue;
+      SCOPED_TRACE(name + " " + testing::PrintToString(body));
+      ExpectInvalid(decode(body), {"body", "a map"});
+    }
+  }
+  ExpectInvalid(DecodeAs<GetRequest>("\xc1"), {"not valid MessagePack"});  // never used byte
+}
+
+TEST(HostileInputTest, UnknownKeysAreIgnored) {
+  GetRequest get;
+  ASSERT_TRUE(Decode(Mp().Map(4)
+                         .Str("future")
+                         .Arr(3)
+                         .U(1)
+                         .Map(1)
+                         .Str("x")
+                         .Nil()
+                         .F64(2)
+                         .Str("user")
+                         .Str("u")
+                         .U(7)  // a non-string key
+                         .Str("seven")
+                         .Str("projection")
+                         .Str("ids"),
+                     DecodeLimits{}, &get)
+                  .ok());
+  EXPECT_EQ(get.user, "u");
+  EXPECT_TRUE(get.options.ids_only);
+  // "projection" spelled differently is just another unknown key.
+  GetRequest other_case;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("user").Str("u").Str("Projection").Str("bogus"),
+                     DecodeLimits{}, &other_case)
+                  .ok());
+  EXPECT_FALSE(other_case.options.ids_only);
+
+  UpsertResult upsert;
+  ASSERT_TRUE(Decode(Mp().Map(6)
+                         .Str("inserted")
+                         .U(1)
+                         .Str("updated")
+                         .U(2)
+                         .Str("trimmed")
+                         .U(3)
+                         .Str("count")
+                         .U(4)
+                         .Str("took_us")
+                         .U(17)
+                         .Str("status")
+                         .U(0),
+                     DecodeLimits{}, &upsert)
+                  .ok());
+  EXPECT_EQ(Text(upsert), Text(UpsertResult{1, 2, 3, 4}));
+
+  GetResult get_result;
+  ASSERT_TRUE(Decode(Mp().Map(3).Str("count").U(1).Str("ids").Arr(1).U(9).Str("cursor").Str("x"),
+                     DecodeLimits{}, &get_result)
+                  .ok());
+  EXPECT_EQ(get_result.ids, std::vector<uint64_t>{9});
+}
+
+TEST(HostileInputTest, UnknownModeAndProjectionAreRejected) {
+  ExpectInvalid(
+      DecodeAs<UpsertRequest>(
+          Mp().Map(3).Str("user").Str("u").Str("mode").Str("bogus").Str("segments").Arr(0)),
+      {"mode", "\"bogus\""});
+  ExpectInvalid(DecodeAs<UpsertRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("mode").Str("SET").Str("segments").Arr(0)),
+                {"mode"});
+  ExpectInvalid(
+      DecodeAs<BatchUpsertRequest>(Mp().Map(2).Str("mode").Str("bogus").Str("items").Arr(0)),
+      {"mode"});
+  ExpectInvalid(DecodeAs<BatchUpsertRequest>(Mp().Map(1)
+                                                 .Str("items")
+                                                 .Arr(1)
+                                                 .Map(3)
+                                                 .Str("user")
+                                                 .Str("u")
+                                                 .Str("mode")
+                                                 .Str("bogus")
+                                                 .Str("segments")
+                                                 .Arr(0)),
+                {"items[0].mode"});
+  ExpectInvalid(
+      DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("projection").Str("bogus")),
+      {"projection", "\"bogus\""});
+  ExpectInvalid(DecodeAs<BatchGetRequest>(
+                    Mp().Map(2).Str("users").Arr(1).Str("u").Str("projection").Str("bogus")),
+                {"projection"});
+  // The known names.
+  for (std::string_view mode : {"set", "extend", "add"}) {
+    EXPECT_TRUE(DecodeAs<UpsertRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("mode").Str(mode).Str("segments").Arr(0))
+                    .ok())
+        << mode;
+  }
+  GetRequest full;
+  ASSERT_TRUE(
+      Decode(Mp().Map(2).Str("user").Str("u").Str("projection").Str("full"), DecodeLimits{}, &full)
+          .ok());
+  EXPECT_FALSE(full.options.ids_only);
+}
+
+TEST(HostileInputTest, NestingDeeperThanTheLimitFails) {
+  Mp m;
+  m.Map(2).Str("user").Str("u").Str("x");
+  for (int i = 0; i < 64; ++i) m.Arr(1);
+  m.Nil();
+  EXPECT_FALSE(DecodeAs<GetRequest>(m).ok());
+}
+
+// ---- frame headers ----
+
+TEST(HeaderTest, EncodeDecodeRoundTripsEveryField) {
+  const FrameHeader cases[] = {
+      {kVersion, 0x00, 0x00, 0x00, 0, 0},
+      {kVersion, 0xff, 0xff, 0xff, UINT32_MAX, UINT32_MAX},
+      {kVersion, static_cast<uint8_t>(Op::kBatchUpsert), Status::kMaxCode, 0x80, 0x01020304,
+       0x0a0b0c0d},
+  };
+  for (const FrameHeader& in : cases) {
+    uint8_t bytes[kHeaderSize];
+    std::memset(bytes, 0xee, sizeof(bytes));
+    EncodeHeader(in, bytes);
+    FrameHeader out;
+    ASSERT_EQ(DecodeHeader(bytes, UINT32_MAX, &out), HeaderCheck::kOk);
+    EXPECT_EQ(out.version, in.version);
+    EXPECT_EQ(out.op, in.op);
+    EXPECT_EQ(out.status, in.status);
+    EXPECT_EQ(out.flags, in.flags);
+    EXPECT_EQ(out.request_id, in.request_id);
+    EXPECT_EQ(out.body_length, in.body_length);
+    EXPECT_EQ(bytes[6], 0);  // reserved
+    EXPECT_EQ(bytes[7], 0);
+  }
+}
+
+TEST(HeaderTest, LayoutIsBigEndianAtTheDocumentedOffsets) {
+  FrameHeader h;
+  h.op = 0x10;
+  h.status = 2;
+  h.flags = 0;
+  h.request_id = 0x01020304;
+  h.body_length = 0x0a0b0c0d;
+  uint8_t bytes[kHeaderSize];
+  EncodeHeader(h, bytes);
+  const uint8_t want[kHeaderSize] = {0x53, 0x47, 0x01, 0x10, 0x02, 0x00, 0x00, 0x00,
+                                     0x01, 0x02, 0x03, 0x04, 0x0a, 0x0b, 0x0c, 0x0d};
+  EXPECT_EQ(std::memcmp(bytes, want, kHeaderSize), 0);
+}
+
+FrameHeader Sentinel() {
+  FrameHeader h;
+  h.version = 0x77;
+  h.op = 0x77;
+  h.status = 0x77;
+  h.flags = 0x77;
+  h.request_id = 0x77777777;
+  h.body_length = 0x77777777;
+  return h;
+}
+
+TEST(HeaderTest, BadMagicIsRejectedAndFillsNothing) {
+  FrameHeader good;
+  good.op = 1;
+  good.request_id = 9;
+  uint8_t bytes[kHeaderSize];
+  const std::pair<uint8_t, uint8_t> magics[] = {
+      {0x47, 0x53}, {0x53, 0x00}, {0x00, 0x47}, {0x00, 0x00}, {0x73, 0x67}};
+  for (auto [b0, b1] : magics) {
+    EncodeHeader(good, bytes);
+    bytes[0] = b0;
+    bytes[1] = b1;
+    FrameHeader h = Sentinel();
+    EXPECT_EQ(DecodeHeader(bytes, UINT32_MAX, &h), HeaderCheck::kBadMagic);
+    EXPECT_EQ(h.request_id, 0x77777777u);
+    EXPECT_EQ(h.op, 0x77);
+  }
+}
+
+TEST(HeaderTest, BodyOverTheLimitIsTooLarge) {
+  FrameHeader in;
+  in.op = static_cast<uint8_t>(Op::kGet);
+  in.request_id = 42;
+  uint8_t bytes[kHeaderSize];
+  in.body_length = kDefaultMaxFrameBytes;
+  EncodeHeader(in, bytes);
+  FrameHeader h;
+  EXPECT_EQ(DecodeHeader(bytes, kDefaultMaxFrameBytes, &h), HeaderCheck::kOk);
+  in.body_length = kDefaultMaxFrameBytes + 1;
+  EncodeHeader(in, bytes);
+  EXPECT_EQ(DecodeHeader(bytes, kDefaultMaxFrameBytes, &h), HeaderCheck::kTooLarge);
+  EXPECT_EQ(h.request_id, 42u);  // the magic was right: filled
+  EXPECT_EQ(h.body_length, kDefaultMaxFrameBytes + 1);
+  in.body_length = UINT32_MAX;
+  EncodeHeader(in, bytes);
+  EXPECT_EQ(DecodeHeader(bytes, kMaxResponseBytes, &h), HeaderCheck::kTooLarge);
+  in.body_length = 1;
+  EncodeHeader(in, bytes);
+  EXPECT_EQ(DecodeHeader(bytes, 0, &h), HeaderCheck::kTooLarge);
+}
+
+TEST(HeaderTest, OtherVersionIsBadVersionWithFieldsFilled) {
+  FrameHeader in;
+  in.version = 2;
+  in.op = static_cast<uint8_t>(Op::kUpsert);
+  in.status = 0;
+  in.flags = 0x01;
+  in.request_id = 0xcafef00d;
+  in.body_length = 100;
+  uint8_t bytes[kHeaderSize];
+  EncodeHeader(in, bytes);
+  FrameHeader h = Sentinel();
+  ASSERT_EQ(DecodeHeader(bytes, kDefaultMaxFrameBytes, &h), HeaderCheck::kBadVersion);
+  EXPECT_EQ(h.version, 2);
+  EXPECT_EQ(h.op, in.op);
+  EXPECT_EQ(h.status, 0);
+  EXPECT_EQ(h.flags, 0x01);
+  EXPECT_EQ(h.request_id, 0xcafef00du);  // so the answer can echo it
+  EXPECT_EQ(h.body_length, 100u);        // so the body can be skipped
+  for (uint8_t v : {uint8_t{0}, uint8_t{0xff}}) {
+    bytes[2] = v;
+    EXPECT_EQ(DecodeHeader(bytes, kDefaultMaxFrameBytes, &h), HeaderCheck::kBadVersion);
+  }
+}
+
+TEST(HeaderTest, OpNamesCoverTheTable) {
+  const std::pair<Op, std::string_view> ops[] = {
+      {Op::kHello, "hello"},        {Op::kPing, "ping"},
+      {Op::kStats, "stats"},        {Op::kGet, "get"},
+      {Op::kBatchGet, "batch_get"}, {Op::kCount, "count"},
+      {Op::kUpsert, "upsert"},      {Op::kBatchUpsert, "batch_upsert"},
+      {Op::kRemove, "remove"},      {Op::kTrim, "trim"},
+      {Op::kDelete, "delete"},
+  };
+  int known = 0;
+  for (int op = 0; op <= 0xff; ++op) known += IsKnownOp(static_cast<uint8_t>(op)) ? 1 : 0;
+  EXPECT_EQ(known, static_cast<int>(std::size(ops)));
+  for (const auto& [op, name] : ops) {
+    EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
+    EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
+  }
+  for (uint8_t op : {0x00, 0x04, 0x13, 0x25, 0xff}) {
+    EXPECT_FALSE(IsKnownOp(op));
+    EXPECT_EQ(OpName(op), "unknown");
+  }
+}
+
+TEST(FrameTest, AppendFrameRefusesABodyOverTheLimitAndAppendsNothing) {
+  std::string out = "prefix";
+  EXPECT_FALSE(AppendFrame(&out, 0x10, 1, 0, 4, [](std::string* o) { o->append(5, 'x'); }));
+  EXPECT_EQ(out, "prefix");
+  EXPECT_TRUE(AppendFrame(&out, 0x10, 1, 0, 5, [](std::string* o) { o->append(5, 'x'); }));
+  ASSERT_EQ(out.size(), 6 + kHeaderSize + 5);
+  FrameHeader h;
+  ASSERT_EQ(DecodeHeader(reinterpret_cast<const uint8_t*>(out.data()) + 6, 5, &h),
+            HeaderCheck::kOk);
+  EXPECT_EQ(h.body_length, 5u);
+}
+
+TEST(FrameTest, AppendErrorFrameCarriesTheCodeAndMessage) {
+  std::string out;
+  AppendErrorFrame(&out, static_cast<uint8_t>(Op::kTrim), 77, Status::Busy("slow down"));
+  ASSERT_GE(out.size(), kHeaderSize);
+  FrameHeader h;
+  ASSERT_EQ(DecodeHeader(reinterpret_cast<const uint8_t*>(out.data()), kMaxResponseBytes, &h),
+            HeaderCheck::kOk);
+  EXPECT_EQ(h.op, static_cast<uint8_t>(Op::kTrim));
+  EXPECT_EQ(h.request_id, 77u);
+  EXPECT_EQ(h.status, static_cast<uint8_t>(Status::Code::kBusy));
+  EXPECT_EQ(h.body_length, out.size() - kHeaderSize);
+  EXPECT_EQ(DecodeError(std::string_view(out).substr(kHeaderSize)), "slow down");
+}
+
+// ---- status codes of batch elements ----
+
+std::string ErrorElement(uint64_t code, std::optional<std::string> message) {
+  Mp m;
+  m.Map(1).Str("results").Arr(1).Map(message ? 2 : 1).Str("status").U(code);
+  if (message) m.Str("message").Str(*message);
+  return m.str();
+}
+
+TEST(BatchStatusTest, EveryWireCodeBecomesThatStatus) {
+  for (uint8_t c = 1; c <= Status::kMaxCode; ++c) {
+    BatchGetResponse get;
+    ASSERT_TRUE(Decode(ErrorElement(c, "m" + std::to_string(c)), DecodeLimits{}, &get).ok());
+    ASSERT_EQ(get.size(), 1u);
+    ASSERT_FALSE(get[0].ok());
+    EXPECT_EQ(static_cast<uint8_t>(get[0].status().code()), c);
+    EXPECT_EQ(get[0].status().message(), "m" + std::to_string(c));
+    EXPECT_EQ(get[0].status().ToString(), Status::FromCode(c, "m" + std::to_string(c)).ToString());
+
+    BatchUpsertResponse upsert;
+    ASSERT_TRUE(Decode(ErrorElement(c, "x"), DecodeLimits{}, &upsert).ok());
+    ASSERT_EQ(upsert.size(), 1u);
+    EXPECT_EQ(static_cast<uint8_t>(upsert[0].status().code()), c);
+  }
+}
+
+TEST(BatchStatusTest, UnknownCodesBecomeInternalSayingSo) {
+  for (uint64_t c : {uint64_t{Status::kMaxCode} + 1, uint64_t{200}, uint64_t{255}}) {
+    BatchGetResponse m;
+    ASSERT_TRUE(Decode(ErrorElement(c, "what"), DecodeLimits{}, &m).ok());
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].status().code(), Status::Code::kInternal);
+    EXPECT_NE(m[0].status().message().find("unknown status code " + std::to_string(c)),
+              std::string_view::npos)
+        << m[0].status().ToString();
+    EXPECT_NE(m[0].status().message().find("what"), std::string_view::npos);
+  }
+  // Not a byte at all: the element is unreadable.
+  ExpectInvalid(DecodeAs<BatchGetResponse>(ErrorElement(256, "m")), {"results[0].status", "range"});
+}
+
+TEST(BatchStatusTest, ElementsNeedAStatusAndOkOnesTheirFields) {
+  BatchGetResponse m;
+  ASSERT_TRUE(Decode(ErrorElement(1, std::nullopt), DecodeLimits{}, &m).ok());  // no message
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_TRUE(m[0].status().IsNotFound());
+  EXPECT_TRUE(m[0].status().message().empty());
+  ExpectInvalid(DecodeAs<BatchGetResponse>(Mp().Map(1).Str("results").Arr(1).Map(0)),
+                {"results[0].status", "missing"});
+  ExpectInvalid(DecodeAs<BatchGetResponse>(ErrorElement(0, "fine")), {"results[0].count"});
+  ExpectInvalid(DecodeAs<BatchUpsertResponse>(ErrorElement(0, "fine")), {"results[0].inserted"});
+}
+
+}  // namespace
+}  // namespace segstore::proto
