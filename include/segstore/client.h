@@ -1,0 +1,171 @@
+// The segstore client library: talks the wire protocol (proto/PROTOCOL.md) to
+// a segstore server over one TCP connection.
+//
+// AsyncClient is the building block: one connection, asynchronous, driven by
+// the caller's boost::asio::io_context. Every call sends its request at once
+// (requests are pipelined; many may be in flight) and its callback runs
+// exactly once, on the io_context's thread: with the answer, the server's
+// error, Timeout after request_timeout, or Unavailable when the connection
+// broke or was closed. Callbacks never run inside the call that started them,
+// except that Close() and the destructor fail the requests still in flight
+// from inside themselves. Callbacks must not throw; they may start new calls,
+// Close() the client or destroy it.
+//
+// Client is the synchronous wrapper: it owns a private io_context and one
+// AsyncClient, and each call blocks until its answer (or its timeout).
+//
+// Threads: an AsyncClient is not thread-safe. Call it, and get its callbacks,
+// only on the thread running its io_context (run that io_context on one
+// thread). Destroy it before the io_context. A Client is thread-compatible:
+// one thread at a time.
+//
+// Errors name the operation and the server: "Timeout: get to
+// 127.0.0.1:7700: no answer within 1000 ms". A server's error keeps its code
+// and carries the server's message after that prefix.
+//
+// This header does not include Asio; the AsyncClient's user includes
+// <boost/asio.hpp> to make an io_context.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "segstore/messages.h"
+#include "segstore/result.h"
+#include "segstore/segments.h"
+#include "segstore/status.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace segstore::client {
+
+using segstore::BatchGetResult;
+using segstore::BatchUpsertResult;
+using segstore::GetOptions;
+using segstore::GetResult;
+using segstore::SegmentUpdate;
+using segstore::ServerInfo;
+using segstore::TrimResult;
+using segstore::UnixSeconds;
+using segstore::UpsertItem;
+using segstore::UpsertMode;
+using segstore::UpsertResult;
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";  // an IPv4 or IPv6 address, or a name to resolve
+  uint16_t port = 7700;
+  // Resolving, connecting and (with `hello`) the hello answer, together; 0: none.
+  std::chrono::milliseconds connect_timeout{1000};
+  // Per request, from the call to its answer; 0: none.
+  std::chrono::milliseconds request_timeout{1000};
+  // Say hello on connect and keep the server's ServerInfo (its limits). The
+  // client then refuses, with LimitExceeded and without sending it, a request
+  // whose body is over the server's max_frame_bytes (a server closes the
+  // connection on one).
+  bool hello = true;
+  std::string client_name = "segstore-client";  // sent in hello, for the server's log
+};
+
+// Parses "host:port" (an IPv4 address or a name, or "[v6 address]:port") into
+// options->host and options->port. InvalidArgument, leaving *options alone,
+// on anything else.
+Status ParseServerAddress(std::string_view text, ClientOptions* options);
+
+// "host:port" as ParseServerAddress reads it ("[::1]:7700" for IPv6).
+std::string FormatServerAddress(std::string_view host, uint16_t port);
+
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+
+class AsyncClient {
+ public:
+  // Resolves, connects (TCP_NODELAY) and, with options.hello, says hello.
+  // `done` runs once on the io_context's thread, never inside Connect: with
+  // the client, or Unavailable (refused, unreachable, no such host), Timeout
+  // (connect_timeout passed) or the hello's error.
+  static void Connect(boost::asio::io_context& io, const ClientOptions& options,
+                      Callback<std::unique_ptr<AsyncClient>> done);
+
+  // Fails the requests in flight with Unavailable (their callbacks run inside
+  // the destructor) and closes the connection.
+  virtual ~AsyncClient() = default;
+
+  // The server's hello answer (the latest one); zeros if none was asked for.
+  virtual const ServerInfo& server_info() const = 0;
+  // Requests sent whose callback has not run yet.
+  virtual size_t in_flight() const = 0;
+  // "host:port" of the server.
+  virtual const std::string& server_address() const = 0;
+  // False once the connection broke or was closed: every call then fails
+  // with Unavailable.
+  virtual bool is_open() const = 0;
+
+  virtual void Hello(Callback<ServerInfo> done) = 0;
+  virtual void Ping(Callback<std::monostate> done) = 0;
+  virtual void Stats(Callback<segstore::Stats> done) = 0;
+  virtual void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) = 0;
+  virtual void BatchGet(std::span<const std::string> users, const GetOptions& options,
+                        Callback<BatchGetResult> done) = 0;
+  // Live segments of `user` with IDs in [id_from, id_to].
+  virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
+                     Callback<uint32_t> done) = 0;
+  virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                      UpsertMode mode, Callback<UpsertResult> done) = 0;
+  virtual void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done) = 0;
+  // Gives the number of segments removed.
+  virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
+                      Callback<uint32_t> done) = 0;
+  // Drops the segments that expired before `before` (0: the server's now).
+  virtual void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) = 0;
+  // Gives whether there was a profile to delete.
+  virtual void Delete(std::string_view user, Callback<bool> done) = 0;
+
+  // Fails the requests in flight with Unavailable (their callbacks run inside
+  // Close) and closes the connection. Idempotent.
+  virtual void Close() = 0;
+
+ protected:
+  AsyncClient() = default;
+  AsyncClient(const AsyncClient&) = delete;
+  AsyncClient& operator=(const AsyncClient&) = delete;
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const ServerInfo& server_info() const;
+  const std::string& server_address() const;
+
+  Result<ServerInfo> Hello();
+  Status Ping();
+  Result<segstore::Stats> Stats();
+  Result<GetResult> Get(std::string_view user, const GetOptions& options = {});
+  Result<BatchGetResult> BatchGet(std::span<const std::string> users,
+                                  const GetOptions& options = {});
+  Result<uint32_t> Count(std::string_view user, uint64_t id_from = 0, uint64_t id_to = UINT64_MAX);
+  Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                              UpsertMode mode = UpsertMode::kSet);
+  Result<BatchUpsertResult> BatchUpsert(std::span<const UpsertItem> items);
+  Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids);
+  Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0);
+  Result<bool> Delete(std::string_view user);
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace segstore::client

@@ -1,0 +1,337 @@
+#include "segstore/client.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+// After <utility>: Boost 1.74's Asio uses std::exchange without including it.
+#include <boost/asio.hpp>
+
+#include "client/connection.h"
+#include "proto/wire.h"
+
+namespace segstore::client {
+
+namespace {
+
+using internal::Completion;
+using internal::Connection;
+using proto::Op;
+
+// A client trusts a server's sizes more than a server trusts a client's, but
+// still decodes defensively: the wire decoders never crash on any input.
+constexpr proto::DecodeLimits kResponseLimits{UINT32_MAX, UINT32_MAX, UINT32_MAX};
+
+bool IsHostChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '-' || c == '_';
+}
+
+// Decodes a response body of type `Wire` and hands `convert(wire)` to `done`.
+template <typename Wire, typename T, typename Convert>
+Completion Decoding(Op op, Callback<T> done, Convert convert) {
+  return [op, done = std::move(done), convert = std::move(convert)](
+             const Status& status, std::string_view body, const Connection& conn) {
+    if (!status.ok()) {
+      done(status);
+      return;
+    }
+    Wire wire{};
+    Status st = proto::Decode(body, kResponseLimits, &wire);
+    if (!st.ok()) {
+      done(Status::Corruption(conn.Context(static_cast<uint8_t>(op)) +
+                              ": bad response body: " + st.ToString()));
+      return;
+    }
+    done(convert(std::move(wire)));
+  };
+}
+
+template <typename T>
+auto Identity() {
+  return [](T v) { return v; };
+}
+
+class AsyncClientImpl final : public AsyncClient {
+ public:
+  explicit AsyncClientImpl(std::shared_ptr<Connection> conn) : conn_(std::move(conn)) {}
+  ~AsyncClientImpl() override { conn_->Close(); }
+
+  const ServerInfo& server_info() const override { return conn_->server_info(); }
+  size_t in_flight() const override { return conn_->in_flight(); }
+  const std::string& server_address() const override { return conn_->address(); }
+  bool is_open() const override { return conn_->is_open(); }
+
+  void Hello(Callback<ServerInfo> done) override {
+    proto::HelloRequest req;
+    // The connection outlives every completion it runs; a new hello updates
+    // the limits the client enforces.
+    Connection* conn = conn_.get();
+    Send(Op::kHello, req,
+         Decoding<proto::HelloResponse>(Op::kHello, std::move(done), [conn](ServerInfo info) {
+           conn->set_server_info(info);
+           return info;
+         }));
+  }
+
+  void Ping(Callback<std::monostate> done) override {
+    // A ping's answer has no body worth reading.
+    conn_->Send(
+        Op::kPing, [](std::string*) {},
+        [done = std::move(done)](const Status& status, std::string_view, const Connection&) {
+          if (!status.ok()) {
+            done(status);
+          } else {
+            done(std::monostate{});
+          }
+        });
+  }
+
+  void Stats(Callback<segstore::Stats> done) override {
+    conn_->Send(
+        Op::kStats, [](std::string*) {},
+        Decoding<proto::StatsResponse>(Op::kStats, std::move(done), Identity<segstore::Stats>()));
+  }
+
+  void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) override {
+    proto::GetRequest req{std::string(user), options};
+    Send(Op::kGet, req, Decoding<GetResult>(Op::kGet, std::move(done), Identity<GetResult>()));
+  }
+
+  void BatchGet(std::span<const std::string> users, const GetOptions& options,
+                Callback<BatchGetResult> done) override {
+    proto::BatchGetRequest req{std::vector<std::string>(users.begin(), users.end()), options};
+    Send(Op::kBatchGet, req,
+         Decoding<proto::BatchGetResponse>(Op::kBatchGet, std::move(done),
+                                           Identity<BatchGetResult>()));
+  }
+
+  void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
+             Callback<uint32_t> done) override {
+    proto::CountRequest req{std::string(user), id_from, id_to};
+    Send(Op::kCount, req,
+         Decoding<proto::CountResponse>(Op::kCount, std::move(done),
+                                        [](proto::CountResponse r) { return r.count; }));
+  }
+
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
+              Callback<UpsertResult> done) override {
+    proto::UpsertRequest req{std::string(user),
+                             std::vector<SegmentUpdate>(segments.begin(), segments.end()), mode};
+    Send(Op::kUpsert, req,
+         Decoding<UpsertResult>(Op::kUpsert, std::move(done), Identity<UpsertResult>()));
+  }
+
+  void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done) override {
+    proto::BatchUpsertRequest req{std::vector<UpsertItem>(items.begin(), items.end())};
+    Send(Op::kBatchUpsert, req,
+         Decoding<proto::BatchUpsertResponse>(Op::kBatchUpsert, std::move(done),
+                                              Identity<BatchUpsertResult>()));
+  }
+
+  void Remove(std::string_view user, std::span<const uint64_t> ids,
+              Callback<uint32_t> done) override {
+    proto::RemoveRequest req{std::string(user), std::vector<uint64_t>(ids.begin(), ids.end())};
+    Send(Op::kRemove, req,
+         Decoding<proto::RemoveResponse>(Op::kRemove, std::move(done),
+                                         [](proto::RemoveResponse r) { return r.removed; }));
+  }
+
+  void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) override {
+    proto::TrimRequest req{std::string(user), before};
+    Send(Op::kTrim, req, Decoding<TrimResult>(Op::kTrim, std::move(done), Identity<TrimResult>()));
+  }
+
+  void Delete(std::string_view user, Callback<bool> done) override {
+    proto::DeleteRequest req{std::string(user)};
+    Send(Op::kDelete, req,
+         Decoding<proto::DeleteResponse>(Op::kDelete, std::move(done),
+                                         [](proto::DeleteResponse r) { return r.deleted; }));
+  }
+
+  void Close() override { conn_->Close(); }
+
+ private:
+  template <typename Request>
+  void Send(Op op, const Request& req, Completion complete) {
+    conn_->Send(
+        op, [&req](std::string* out) { proto::Encode(req, out); }, std::move(complete));
+  }
+
+  std::shared_ptr<Connection> conn_;
+};
+
+}  // namespace
+
+// ---- addresses ----
+
+Status ParseServerAddress(std::string_view text, ClientOptions* options) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("server address \"" + std::string(text) + "\": " +
+                                   std::string(why) + " (expected host:port or [v6]:port)");
+  };
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) return bad("no ']' after an IPv6 address");
+    host = text.substr(1, close - 1);
+    if (host.empty()) return bad("empty host");
+    for (char c : host) {
+      const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      if (!hex && c != ':' && c != '.') return bad("not an IPv6 address");
+    }
+    if (host.find(':') == std::string_view::npos) return bad("not an IPv6 address");
+    if (close + 1 >= text.size() || text[close + 1] != ':') return bad("no port");
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return bad("no port");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.empty()) return bad("empty host");
+    if (host.find(':') != std::string_view::npos) return bad("an IPv6 address needs [brackets]");
+    for (char c : host) {
+      if (!IsHostChar(c)) return bad("bad character in host");
+    }
+  }
+  if (port.empty()) return bad("no port");
+  if (port.size() > 5) return bad("port out of range");
+  uint32_t value = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') return bad("port is not a number");
+    value = value * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (value == 0 || value > 65535) return bad("port out of range");
+  options->host = std::string(host);
+  options->port = static_cast<uint16_t>(value);
+  return Status::OK();
+}
+
+std::string FormatServerAddress(std::string_view host, uint16_t port) {
+  std::string s;
+  if (host.find(':') != std::string_view::npos) {
+    s = "[" + std::string(host) + "]";
+  } else {
+    s = std::string(host);
+  }
+  s += ":";
+  s += std::to_string(port);
+  return s;
+}
+
+// ---- AsyncClient ----
+
+void AsyncClient::Connect(boost::asio::io_context& io, const ClientOptions& options,
+                          Callback<std::unique_ptr<AsyncClient>> done) {
+  auto conn = std::make_shared<Connection>(io, options);
+  // The connection holds `done` until it runs, so the lambda must not hold
+  // the connection (a cycle if the io_context is destroyed first); the
+  // connection runs it, so it is alive then.
+  Connection* raw = conn.get();
+  conn->Start([raw, done = std::move(done)](const Status& status) {
+    if (!status.ok()) {
+      done(status);
+      return;
+    }
+    done(std::unique_ptr<AsyncClient>(new AsyncClientImpl(raw->shared_from_this())));
+  });
+}
+
+// ---- Client ----
+
+struct Client::Impl {
+  boost::asio::io_context io;
+  std::unique_ptr<AsyncClient> async;  // declared after io: destroyed before it
+
+  // Starts an operation through `start(callback)` and runs the io_context
+  // until its callback has run.
+  template <typename T, typename Start>
+  Result<T> Wait(Start&& start) {
+    std::optional<Result<T>> out;
+    start([&out](Result<T> r) { out.emplace(std::move(r)); });
+    io.restart();
+    while (!out) {
+      // Something is always pending while a callback is owed: a read, a
+      // timer or a posted failure.
+      if (io.run_one() == 0 && !out) {
+        return Status::Internal("client: io_context ran out of work before an answer");
+      }
+    }
+    return std::move(*out);
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  boost::asio::io_context& io = impl->io;
+  Result<std::unique_ptr<AsyncClient>> r =
+      impl->Wait<std::unique_ptr<AsyncClient>>([&](Callback<std::unique_ptr<AsyncClient>> cb) {
+        AsyncClient::Connect(io, options, std::move(cb));
+      });
+  if (!r.ok()) return r.status();
+  impl->async = std::move(r).value();
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+const ServerInfo& Client::server_info() const { return impl_->async->server_info(); }
+const std::string& Client::server_address() const { return impl_->async->server_address(); }
+
+Result<ServerInfo> Client::Hello() {
+  return impl_->Wait<ServerInfo>([&](Callback<ServerInfo> cb) { impl_->async->Hello(cb); });
+}
+
+Status Client::Ping() {
+  return impl_->Wait<std::monostate>([&](Callback<std::monostate> cb) { impl_->async->Ping(cb); })
+      .status();
+}
+
+Result<segstore::Stats> Client::Stats() {
+  return impl_->Wait<segstore::Stats>(
+      [&](Callback<segstore::Stats> cb) { impl_->async->Stats(cb); });
+}
+
+Result<GetResult> Client::Get(std::string_view user, const GetOptions& options) {
+  return impl_->Wait<GetResult>(
+      [&](Callback<GetResult> cb) { impl_->async->Get(user, options, cb); });
+}
+
+Result<BatchGetResult> Client::BatchGet(std::span<const std::string> users,
+                                        const GetOptions& options) {
+  return impl_->Wait<BatchGetResult>(
+      [&](Callback<BatchGetResult> cb) { impl_->async->BatchGet(users, options, cb); });
+}
+
+Result<uint32_t> Client::Count(std::string_view user, uint64_t id_from, uint64_t id_to) {
+  return impl_->Wait<uint32_t>(
+      [&](Callback<uint32_t> cb) { impl_->async->Count(user, id_from, id_to, cb); });
+}
+
+Result<UpsertResult> Client::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                                    UpsertMode mode) {
+  return impl_->Wait<UpsertResult>(
+      [&](Callback<UpsertResult> cb) { impl_->async->Upsert(user, segments, mode, cb); });
+}
+
+Result<BatchUpsertResult> Client::BatchUpsert(std::span<const UpsertItem> items) {
+  return impl_->Wait<BatchUpsertResult>(
+      [&](Callback<BatchUpsertResult> cb) { impl_->async->BatchUpsert(items, cb); });
+}
+
+Result<uint32_t> Client::Remove(std::string_view user, std::span<const uint64_t> ids) {
+  return impl_->Wait<uint32_t>([&](Callback<uint32_t> cb) { impl_->async->Remove(user, ids, cb); });
+}
+
+Result<TrimResult> Client::Trim(std::string_view user, UnixSeconds before) {
+  return impl_->Wait<TrimResult>(
+      [&](Callback<TrimResult> cb) { impl_->async->Trim(user, before, cb); });
+}
+
+Result<bool> Client::Delete(std::string_view user) {
+  return impl_->Wait<bool>([&](Callback<bool> cb) { impl_->async->Delete(user, cb); });
+}
+
+}  // namespace segstore::client

@@ -1,0 +1,354 @@
+#include "client/connection.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace segstore::client::internal {
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+constexpr size_t kInitialReadBuffer = 64 << 10;
+constexpr size_t kMinRead = 4 << 10;  // free space worth a read
+constexpr size_t kShrinkReadBufferAbove = 1 << 20;
+constexpr size_t kMaxRememberedTimeouts = 1 << 16;
+
+std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+Connection::Connection(asio::io_context& io, const ClientOptions& options)
+    : io_(io),
+      options_(options),
+      address_(FormatServerAddress(options.host, options.port)),
+      resolver_(io),
+      socket_(io),
+      connect_timer_(io),
+      timer_(io),
+      rbuf_(kInitialReadBuffer) {}
+
+Connection::~Connection() = default;
+
+std::string Connection::Context(uint8_t op) const {
+  std::string s(proto::OpName(op));
+  s += " to ";
+  s += address_;
+  return s;
+}
+
+// ---- connecting ----
+
+void Connection::Start(std::function<void(const Status&)> done) {
+  start_done_ = std::move(done);
+  auto self = shared_from_this();
+  if (options_.connect_timeout.count() > 0) {
+    connect_timer_.expires_after(options_.connect_timeout);
+    connect_timer_.async_wait(
+        [self](const boost::system::error_code& ec) { self->OnConnectTimer(ec); });
+  }
+  resolver_.async_resolve(
+      options_.host, std::to_string(options_.port),
+      [self](const boost::system::error_code& ec, const tcp::resolver::results_type& endpoints) {
+        self->OnResolved(ec, endpoints);
+      });
+}
+
+void Connection::FinishStart(const Status& status) {
+  if (!start_done_) return;
+  auto done = std::move(start_done_);
+  start_done_ = nullptr;
+  connect_timer_.cancel();
+  if (!status.ok()) Shutdown(static_cast<uint8_t>(Status::Code::kUnavailable), "connect failed");
+  done(status);
+}
+
+void Connection::OnConnectTimer(const boost::system::error_code& ec) {
+  if (ec == asio::error::operation_aborted || !start_done_) return;
+  FinishStart(Status::Timeout("connect to " + address_ + ": " +
+                              (connected_ ? "no hello answer" : "no connection") + " within " +
+                              Ms(options_.connect_timeout)));
+}
+
+void Connection::OnResolved(const boost::system::error_code& ec,
+                            const tcp::resolver::results_type& endpoints) {
+  if (!start_done_ || closed_) return;
+  if (ec) {
+    FinishStart(
+        Status::Unavailable("connect to " + address_ + ": cannot resolve host: " + ec.message()));
+    return;
+  }
+  auto self = shared_from_this();
+  asio::async_connect(socket_, endpoints,
+                      [self](const boost::system::error_code& cec, const tcp::endpoint&) {
+                        self->OnConnected(cec);
+                      });
+}
+
+void Connection::OnConnected(const boost::system::error_code& ec) {
+  if (!start_done_ || closed_) return;
+  if (ec) {
+    FinishStart(Status::Unavailable("connect to " + address_ + ": " + ec.message()));
+    return;
+  }
+  boost::system::error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);
+  connected_ = true;
+  StartRead();
+  if (!options_.hello) {
+    FinishStart(Status::OK());
+    return;
+  }
+  proto::HelloRequest hello{options_.client_name};
+  Send(
+      proto::Op::kHello, [&](std::string* out) { proto::Encode(hello, out); },
+      // The connection runs this completion itself, so `this` is alive.
+      [this](const Status& status, std::string_view body, const Connection&) {
+        if (!status.ok()) {
+          FinishStart(status);
+          return;
+        }
+        ServerInfo info;
+        const proto::DecodeLimits limits{UINT32_MAX, UINT32_MAX, UINT32_MAX};
+        Status st = proto::Decode(body, limits, &info);
+        if (!st.ok()) {
+          FinishStart(Status::Corruption(Context(static_cast<uint8_t>(proto::Op::kHello)) +
+                                         ": bad response body: " + st.ToString()));
+          return;
+        }
+        server_info_ = std::move(info);
+        FinishStart(Status::OK());
+      });
+}
+
+// ---- sending ----
+
+uint32_t Connection::NextId() {
+  for (;;) {
+    const uint32_t id = next_id_++;
+    if (next_id_ == 0) next_id_ = 1;  // 0 is the server's, for connection-level errors
+    if (id != 0 && !pending_.contains(id) && !timed_out_.contains(id)) return id;
+  }
+}
+
+void Connection::Track(uint32_t id, uint8_t op, Completion complete) {
+  pending_.emplace(id, Pending{op, std::move(complete)});
+  if (options_.request_timeout.count() > 0) {
+    deadlines_.emplace_back(Clock::now() + options_.request_timeout, id);
+    ArmTimer();
+  }
+}
+
+void Connection::PostFailure(Completion complete, Status status) {
+  asio::post(io_, [self = shared_from_this(), complete = std::move(complete),
+                   status = std::move(status)]() { complete(status, {}, *self); });
+}
+
+void Connection::Flush() {
+  if (write_in_progress_ || out_.empty() || closed_) return;
+  write_in_progress_ = true;
+  std::swap(out_, writing_);
+  asio::async_write(socket_, asio::buffer(writing_),
+                    [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                      self->write_in_progress_ = false;
+                      if (self->closed_) return;
+                      if (ec) {
+                        self->Break("write failed: " + ec.message());
+                        return;
+                      }
+                      self->writing_.clear();
+                      self->Flush();
+                    });
+}
+
+// ---- receiving ----
+
+void Connection::StartRead() {
+  socket_.async_read_some(asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_),
+                          [self = shared_from_this()](const boost::system::error_code& ec,
+                                                      size_t n) { self->OnRead(ec, n); });
+}
+
+void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
+  if (closed_) return;
+  if (ec) {
+    Break(ec == asio::error::eof ? std::string("closed by the server")
+                                 : "read failed: " + ec.message());
+    return;
+  }
+  rend_ += n;
+  if (!ParseFrames()) return;
+  StartRead();
+}
+
+bool Connection::ParseFrames() {
+  size_t need = proto::kHeaderSize;  // bytes the frame at rbeg_ needs in all
+  while (rend_ - rbeg_ >= proto::kHeaderSize) {
+    proto::FrameHeader h;
+    const auto* p = reinterpret_cast<const uint8_t*>(rbuf_.data() + rbeg_);
+    switch (proto::DecodeHeader(p, proto::kMaxResponseBytes, &h)) {
+      case proto::HeaderCheck::kOk:
+        break;
+      case proto::HeaderCheck::kBadMagic: {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x%02x", p[0], p[1]);
+        Break(std::string("bad magic ") + hex + " in a response header");
+        return false;
+      }
+      case proto::HeaderCheck::kTooLarge:
+        Break("response body of " + std::to_string(h.body_length) + " bytes, over the limit of " +
+              std::to_string(proto::kMaxResponseBytes));
+        return false;
+      case proto::HeaderCheck::kBadVersion:
+        Break("response in protocol version " + std::to_string(h.version) +
+              "; this client speaks " + std::to_string(proto::kVersion));
+        return false;
+    }
+    const size_t frame = proto::kHeaderSize + h.body_length;
+    if (rend_ - rbeg_ < frame) {
+      need = frame;
+      break;
+    }
+    const std::string_view body(rbuf_.data() + rbeg_ + proto::kHeaderSize, h.body_length);
+    rbeg_ += frame;  // before the completion runs: the frame is consumed whatever it does
+    HandleFrame(h, body);
+    // A completion may have closed the connection (or destroyed the facade;
+    // the read handler still holds this alive). Nothing ran moves rbuf_.
+    if (closed_) return false;
+  }
+
+  const size_t avail = rend_ - rbeg_;
+  if (avail == 0) {
+    rbeg_ = rend_ = 0;
+    if (rbuf_.size() > kShrinkReadBufferAbove) {
+      rbuf_.assign(kInitialReadBuffer, 0);
+      rbuf_.shrink_to_fit();
+    }
+    return true;
+  }
+  if (rbeg_ > 0 && (rbuf_.size() - rbeg_ < need || rbuf_.size() - rend_ < kMinRead)) {
+    std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, avail);
+    rbeg_ = 0;
+    rend_ = avail;
+  }
+  // Room for the whole frame at rbeg_; the next read then always has space.
+  if (rbuf_.size() - rbeg_ < need) rbuf_.resize(rbeg_ + std::max(need, 2 * rbuf_.size()));
+  return true;
+}
+
+void Connection::HandleFrame(const proto::FrameHeader& h, std::string_view body) {
+  if (h.request_id == 0) {
+    // The server's connection-level error: it is closing the connection.
+    if (h.status == 0) {
+      Break("a frame for request id 0 without an error status");
+      return;
+    }
+    Shutdown(h.status, "server closed the connection: " + proto::DecodeError(body));
+    return;
+  }
+  auto it = pending_.find(h.request_id);
+  if (it == pending_.end()) {
+    if (timed_out_.erase(h.request_id) != 0) return;  // a late answer: its caller has moved on
+    Break("an answer to request id " + std::to_string(h.request_id) + ", which is not in flight");
+    return;
+  }
+  if (it->second.op != h.op) {
+    Break("the answer to request id " + std::to_string(h.request_id) + " is for op " +
+          std::string(proto::OpName(h.op)) + ", not " + std::string(proto::OpName(it->second.op)));
+    return;
+  }
+  Completion complete = std::move(it->second.complete);
+  pending_.erase(it);
+  while (!deadlines_.empty() && !pending_.contains(deadlines_.front().second)) {
+    deadlines_.pop_front();
+  }
+  if (h.status == 0) {
+    complete(Status::OK(), body, *this);
+  } else {
+    complete(Status::FromCode(h.status, Context(h.op) + ": " + proto::DecodeError(body)), {},
+             *this);
+  }
+}
+
+// ---- deadlines ----
+
+void Connection::ArmTimer() {
+  if (timer_armed_ || deadlines_.empty() || closed_) return;
+  timer_armed_ = true;
+  timer_.expires_at(deadlines_.front().first);
+  timer_.async_wait(
+      [self = shared_from_this()](const boost::system::error_code& ec) { self->OnTimer(ec); });
+}
+
+void Connection::OnTimer(const boost::system::error_code&) {
+  timer_armed_ = false;
+  if (closed_) return;
+  const auto now = Clock::now();
+  while (!deadlines_.empty()) {
+    const auto [when, id] = deadlines_.front();
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
+      deadlines_.pop_front();
+      continue;
+    }
+    if (when > now) break;
+    deadlines_.pop_front();
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    RememberTimedOut(id);
+    p.complete(
+        Status::Timeout(Context(p.op) + ": no answer within " + Ms(options_.request_timeout)), {},
+        *this);
+    if (closed_) return;
+  }
+  ArmTimer();
+}
+
+void Connection::RememberTimedOut(uint32_t id) {
+  timed_out_.insert(id);
+  timed_out_order_.push_back(id);
+  if (timed_out_order_.size() > kMaxRememberedTimeouts) {
+    timed_out_.erase(timed_out_order_.front());
+    timed_out_order_.pop_front();
+  }
+}
+
+// ---- closing ----
+
+void Connection::Break(std::string_view why) {
+  Shutdown(static_cast<uint8_t>(Status::Code::kUnavailable),
+           "connection broken: " + std::string(why));
+}
+
+void Connection::Shutdown(uint8_t code, std::string why) {
+  if (closed_) return;
+  closed_ = true;
+  close_reason_ = why;
+  boost::system::error_code ignored;
+  resolver_.cancel();
+  connect_timer_.cancel();
+  timer_.cancel();
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  deadlines_.clear();
+  timed_out_.clear();
+  timed_out_order_.clear();
+  out_.clear();
+
+  // Fail in the order sent; a completion may start calls (they fail, posted)
+  // or close again (a no-op).
+  auto pending = std::move(pending_);
+  pending_.clear();
+  std::vector<std::pair<uint32_t, Pending>> order(std::make_move_iterator(pending.begin()),
+                                                  std::make_move_iterator(pending.end()));
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [id, p] : order) {
+    p.complete(Status::FromCode(code, Context(p.op) + ": " + why), {}, *this);
+  }
+}
+
+}  // namespace segstore::client::internal
