@@ -13,6 +13,8 @@ packages=(
   libxxhash-dev       # digests and checksums
   libtomlplusplus-dev # config file
   libsystemd-dev      # sd_notify readiness
+  libcli11-dev        # command-line parsing (segstored, segctl)
+  nlohmann-json3-dev  # segctl --json output
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

@@ -1,0 +1,455 @@
+#include "server/config.h"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace segstore::server {
+
+namespace {
+
+// One key of the file: applies a TOML value to the config.
+using Setter = std::function<Status(const toml::node&, Config*)>;
+
+Status Bad(const toml::node& n, std::string_view what) {
+  return Status::InvalidArgument(fmt::format("line {}: {}", n.source().begin.line, what));
+}
+
+Result<int64_t> Int(const toml::node& n, int64_t min, int64_t max) {
+  auto v = n.value<int64_t>();
+  if (!n.is_integer() || !v) return Bad(n, "expected an integer");
+  if (*v < min || *v > max) return Bad(n, fmt::format("{} is out of range [{}, {}]", *v, min, max));
+  return *v;
+}
+
+Result<uint64_t> Size(const toml::node& n, uint64_t min, uint64_t max) {
+  uint64_t bytes = 0;
+  if (n.is_integer()) {
+    auto v = Int(n, 0, INT64_MAX);
+    if (!v.ok()) return v.status();
+    bytes = static_cast<uint64_t>(*v);
+  } else if (n.is_string()) {
+    Status s = ParseBytes(*n.value<std::string>(), &bytes);
+    if (!s.ok()) return Bad(n, s.message());
+  } else {
+    return Bad(n, "expected a byte size (an integer or a string like \"4GiB\")");
+  }
+  if (bytes < min || bytes > max) {
+    return Bad(n, fmt::format("{} bytes is out of range [{}, {}]", bytes, min, max));
+  }
+  return bytes;
+}
+
+Result<double> Float(const toml::node& n, double min, double max) {
+  auto v = n.value<double>();  // integers convert too
+  if (!(n.is_floating_point() || n.is_integer()) || !v) return Bad(n, "expected a number");
+  if (!(*v >= min && *v <= max)) return Bad(n, fmt::format("{} is out of range [{}, {}]", *v, min, max));
+  return *v;
+}
+
+Result<bool> Bool(const toml::node& n) {
+  if (!n.is_boolean()) return Bad(n, "expected true or false");
+  return *n.value<bool>();
+}
+
+Result<std::string> Text(const toml::node& n) {
+  if (!n.is_string()) return Bad(n, "expected a string");
+  return *n.value<std::string>();
+}
+
+// Setter builders.
+Setter IntSetter(int64_t min, int64_t max, std::function<void(Config*, int64_t)> set) {
+  return [=](const toml::node& n, Config* c) -> Status {
+    auto v = Int(n, min, max);
+    if (!v.ok()) return v.status();
+    set(c, *v);
+    return Status::OK();
+  };
+}
+Setter SizeSetter(uint64_t min, uint64_t max, std::function<void(Config*, uint64_t)> set) {
+  return [=](const toml::node& n, Config* c) -> Status {
+    auto v = Size(n, min, max);
+    if (!v.ok()) return v.status();
+    set(c, *v);
+    return Status::OK();
+  };
+}
+Setter BoolSetter(std::function<void(Config*, bool)> set) {
+  return [=](const toml::node& n, Config* c) -> Status {
+    auto v = Bool(n);
+    if (!v.ok()) return v.status();
+    set(c, *v);
+    return Status::OK();
+  };
+}
+Setter FloatSetter(double min, double max, std::function<void(Config*, double)> set) {
+  return [=](const toml::node& n, Config* c) -> Status {
+    auto v = Float(n, min, max);
+    if (!v.ok()) return v.status();
+    set(c, *v);
+    return Status::OK();
+  };
+}
+Setter TextSetter(std::function<Status(Config*, const std::string&)> set) {
+  return [=](const toml::node& n, Config* c) -> Status {
+    auto v = Text(n);
+    if (!v.ok()) return v.status();
+    Status s = set(c, *v);
+    return s.ok() ? s : Bad(n, s.message());
+  };
+}
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::map<std::string, std::map<std::string, Setter>>& Schema() {
+  static const auto* schema = new std::map<std::string, std::map<std::string, Setter>>{
+      {"server",
+       {
+           {"listen", TextSetter([](Config* c, const std::string& v) {
+              return ParseListen(v, &c->server);
+            })},
+           {"threads", IntSetter(0, 1024, [](Config* c, int64_t v) {
+              c->server.threads = static_cast<unsigned>(v);
+            })},
+           {"max_connections", IntSetter(1, 1'000'000, [](Config* c, int64_t v) {
+              c->server.max_connections = static_cast<uint32_t>(v);
+            })},
+           {"idle_timeout_seconds", IntSetter(1, 86'400 * 7, [](Config* c, int64_t v) {
+              c->server.idle_timeout = seconds(v);
+            })},
+           {"max_frame_bytes", SizeSetter(4096, 256u << 20, [](Config* c, uint64_t v) {
+              c->server.max_frame_bytes = static_cast<uint32_t>(v);
+            })},
+           {"max_in_flight", IntSetter(1, 65'536, [](Config* c, int64_t v) {
+              c->server.max_in_flight = static_cast<uint32_t>(v);
+            })},
+           {"max_pending_bytes", SizeSetter(64 * 1024, 1u << 30, [](Config* c, uint64_t v) {
+              c->server.max_pending_bytes = static_cast<uint32_t>(v);
+            })},
+           {"max_batch", IntSetter(1, 100'000, [](Config* c, int64_t v) {
+              c->max_batch = static_cast<uint32_t>(v);
+            })},
+           {"shutdown_timeout_seconds", IntSetter(0, 3600, [](Config* c, int64_t v) {
+              c->server.shutdown_timeout = seconds(v);
+            })},
+       }},
+      {"storage",
+       {
+           {"path", TextSetter([](Config* c, const std::string& v) {
+              if (v.empty()) return Status::InvalidArgument("path is empty");
+              c->storage.path = v;
+              return Status::OK();
+            })},
+           {"file_size", SizeSetter(16u << 20, uint64_t{16} << 40, [](Config* c, uint64_t v) {
+              c->storage.file_size = v;
+            })},
+           {"write_block_size", SizeSetter(64 * 1024, 8u << 20, [](Config* c, uint64_t v) {
+              c->storage.write_block_size = static_cast<uint32_t>(v);
+            })},
+           {"durability", TextSetter([](Config* c, const std::string& v) {
+              return ParseDurability(v, &c->storage.durability);
+            })},
+           {"flush_interval_us", IntSetter(10, 10'000'000, [](Config* c, int64_t v) {
+              c->storage.flush_interval = std::chrono::microseconds(v);
+            })},
+           {"align_records",
+            BoolSetter([](Config* c, bool v) { c->storage.align_records = v; })},
+           {"io_backend", TextSetter([](Config* c, const std::string& v) {
+              if (v == "auto") {
+                c->storage.io_backend = storage::IoBackend::kAuto;
+              } else if (v == "io_uring") {
+                c->storage.io_backend = storage::IoBackend::kIoUring;
+              } else if (v == "sync") {
+                c->storage.io_backend = storage::IoBackend::kSync;
+              } else {
+                return Status::InvalidArgument("io_backend \"" + v +
+                                               "\" is not one of auto, io_uring, sync");
+              }
+              return Status::OK();
+            })},
+           {"queue_depth", IntSetter(8, 32'768, [](Config* c, int64_t v) {
+              c->storage.queue_depth = static_cast<uint32_t>(v);
+            })},
+           {"max_key_bytes", IntSetter(1, 4096, [](Config* c, int64_t v) {
+              c->storage.max_key_size = static_cast<uint32_t>(v);
+            })},
+           {"background_defrag",
+            BoolSetter([](Config* c, bool v) { c->storage.background_defrag = v; })},
+           {"defrag_threshold", FloatSetter(0.0, 0.95, [](Config* c, double v) {
+              c->storage.defrag_threshold = v;
+            })},
+           {"defrag_blocks_per_second", IntSetter(1, 100'000, [](Config* c, int64_t v) {
+              c->storage.defrag_blocks_per_second = static_cast<uint32_t>(v);
+            })},
+           {"rotate_blocks_per_second", IntSetter(1, 100'000, [](Config* c, int64_t v) {
+              c->storage.rotate_blocks_per_second = static_cast<uint32_t>(v);
+            })},
+       }},
+      {"profile",
+       {
+           {"max_segments", IntSetter(1, 1'000'000, [](Config* c, int64_t v) {
+              c->profile.max_segments = static_cast<uint32_t>(v);
+            })},
+           {"sweeper", BoolSetter([](Config* c, bool v) { c->profile.sweeper = v; })},
+           {"sweep_records_per_second", IntSetter(1, 10'000'000, [](Config* c, int64_t v) {
+              c->profile.sweep_records_per_second = static_cast<uint32_t>(v);
+            })},
+           {"sweep_share", FloatSetter(0.01, 1.0, [](Config* c, double v) {
+              c->profile.sweep_share = v;
+            })},
+           {"sweep_interval_ms", IntSetter(1, 60'000, [](Config* c, int64_t v) {
+              c->profile.sweep_interval = milliseconds(v);
+            })},
+           {"sweep_flush_interval_ms", IntSetter(1, 600'000, [](Config* c, int64_t v) {
+              c->profile.sweep_flush_interval = milliseconds(v);
+            })},
+       }},
+      {"log",
+       {
+           {"level", TextSetter([](Config* c, const std::string& v) {
+              static const char* kLevels[] = {"trace", "debug", "info",    "warn",
+                                              "error", "critical", "off"};
+              for (const char* l : kLevels) {
+                if (v == l) {
+                  c->log_level = v;
+                  return Status::OK();
+                }
+              }
+              return Status::InvalidArgument(
+                  "level \"" + v + "\" is not one of trace, debug, info, warn, error, critical, off");
+            })},
+       }},
+  };
+  return *schema;
+}
+
+std::string DurabilityName(storage::Durability d) {
+  return d == storage::Durability::kCommit ? "commit" : "buffered";
+}
+
+std::string BackendName(storage::IoBackend b) {
+  switch (b) {
+    case storage::IoBackend::kAuto:
+      return "auto";
+    case storage::IoBackend::kIoUring:
+      return "io_uring";
+    case storage::IoBackend::kSync:
+      return "sync";
+  }
+  return "auto";
+}
+
+}  // namespace
+
+Config DefaultConfig() {
+  Config c;
+  c.server.port = kDefaultPort;
+  c.storage.path = "segstore-data/segstore.dat";
+  return c;
+}
+
+Status LoadConfigText(std::string_view text, std::string_view origin, Config* config) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return Status::InvalidArgument(fmt::format("{}: line {}: {}", origin,
+                                               e.source().begin.line, e.description()));
+  }
+  const auto& schema = Schema();
+  for (auto&& [section_name, section_node] : root) {
+    const std::string section(section_name.str());
+    auto it = schema.find(section);
+    if (it == schema.end()) {
+      return Status::InvalidArgument(fmt::format("{}: line {}: unknown section [{}]", origin,
+                                                 section_node.source().begin.line, section));
+    }
+    const toml::table* table = section_node.as_table();
+    if (table == nullptr) {
+      return Status::InvalidArgument(fmt::format("{}: line {}: {} must be a [{}] table", origin,
+                                                 section_node.source().begin.line, section,
+                                                 section));
+    }
+    for (auto&& [key_name, value] : *table) {
+      const std::string key(key_name.str());
+      auto k = it->second.find(key);
+      if (k == it->second.end()) {
+        return Status::InvalidArgument(fmt::format("{}: line {}: unknown key {}.{}", origin,
+                                                   value.source().begin.line, section, key));
+      }
+      Status s = k->second(value, config);
+      if (!s.ok()) {
+        return Status::InvalidArgument(fmt::format("{}: {}.{}: {}", origin, section, key,
+                                                   s.message()));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status LoadConfigFile(const std::string& path, Config* config) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      return Status::NotFound("config file " + path + " does not exist");
+    }
+    return Status::IOError("cannot read config file " + path);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return LoadConfigText(text.str(), path, config);
+}
+
+Status ParseListen(std::string_view text, ServerOptions* server) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    return Status::InvalidArgument("listen \"" + std::string(text) +
+                                   "\": expected host:port, [v6]:port or :port");
+  }
+  std::string_view host = text.substr(0, colon);
+  std::string_view port = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return Status::InvalidArgument("listen \"" + std::string(text) +
+                                   "\": write an IPv6 address in brackets, [::1]:7700");
+  }
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
+    return Status::InvalidArgument("listen \"" + std::string(text) + "\": bad port \"" +
+                                   std::string(port) + "\"");
+  }
+  if (!host.empty()) server->host = std::string(host);
+  server->port = static_cast<uint16_t>(value);
+  return Status::OK();
+}
+
+Status ParseDurability(std::string_view text, storage::Durability* d) {
+  if (text == "commit") {
+    *d = storage::Durability::kCommit;
+  } else if (text == "buffered") {
+    *d = storage::Durability::kBuffered;
+  } else {
+    return Status::InvalidArgument("durability \"" + std::string(text) +
+                                   "\" is not one of commit, buffered");
+  }
+  return Status::OK();
+}
+
+Status ParseBytes(std::string_view text, uint64_t* bytes) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) {
+    return Status::InvalidArgument("\"" + std::string(text) + "\" is not a byte size");
+  }
+  std::string_view unit(end, text.data() + text.size() - end);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  int shift = 0;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else if (unit == "KiB" || unit == "K") {
+    shift = 10;
+  } else if (unit == "MiB" || unit == "M") {
+    shift = 20;
+  } else if (unit == "GiB" || unit == "G") {
+    shift = 30;
+  } else if (unit == "TiB" || unit == "T") {
+    shift = 40;
+  } else {
+    return Status::InvalidArgument("\"" + std::string(text) +
+                                   "\": unknown unit; use B, KiB, MiB, GiB or TiB");
+  }
+  if (shift > 0 && value > (UINT64_MAX >> shift)) {
+    return Status::InvalidArgument("\"" + std::string(text) + "\" is too large");
+  }
+  *bytes = value << shift;
+  return Status::OK();
+}
+
+Status Validate(const Config& c) {
+  const uint32_t b = c.storage.write_block_size;
+  if ((b & (b - 1)) != 0) {
+    return Status::InvalidArgument("storage.write_block_size must be a power of two");
+  }
+  if (c.storage.file_size < 4ull * b) {
+    return Status::InvalidArgument("storage.file_size must hold at least four write blocks");
+  }
+  if (c.server.max_pending_bytes < 64 * 1024) {
+    return Status::InvalidArgument("server.max_pending_bytes must be at least 64 KiB");
+  }
+  return Status::OK();
+}
+
+std::vector<StatEntry> Describe(const Config& c) {
+  std::vector<StatEntry> out;
+  auto add = [&](std::string name, auto v) {
+    if constexpr (std::is_convertible_v<decltype(v), std::string>) {
+      out.push_back({"config." + name, std::string(v)});
+    } else if constexpr (std::is_floating_point_v<decltype(v)>) {
+      out.push_back({"config." + name, static_cast<double>(v)});
+    } else {
+      out.push_back({"config." + name, static_cast<uint64_t>(v)});
+    }
+  };
+  add("server.listen", c.server.host + ":" + std::to_string(c.server.port));
+  add("server.threads", c.server.threads);
+  add("server.max_connections", c.server.max_connections);
+  add("server.idle_timeout_seconds",
+      std::chrono::duration_cast<seconds>(c.server.idle_timeout).count());
+  add("server.max_frame_bytes", c.server.max_frame_bytes);
+  add("server.max_in_flight", c.server.max_in_flight);
+  add("server.max_pending_bytes", c.server.max_pending_bytes);
+  add("server.max_batch", c.max_batch);
+  add("server.shutdown_timeout_seconds",
+      std::chrono::duration_cast<seconds>(c.server.shutdown_timeout).count());
+  add("storage.path", c.storage.path);
+  add("storage.file_size", c.storage.file_size);
+  add("storage.write_block_size", c.storage.write_block_size);
+  add("storage.durability", DurabilityName(c.storage.durability));
+  add("storage.flush_interval_us", c.storage.flush_interval.count());
+  add("storage.align_records", c.storage.align_records ? 1 : 0);
+  add("storage.io_backend", BackendName(c.storage.io_backend));
+  add("storage.queue_depth", c.storage.queue_depth);
+  add("storage.max_key_bytes", c.storage.max_key_size);
+  add("storage.background_defrag", c.storage.background_defrag ? 1 : 0);
+  add("storage.defrag_threshold", c.storage.defrag_threshold);
+  add("storage.defrag_blocks_per_second", c.storage.defrag_blocks_per_second);
+  add("storage.rotate_blocks_per_second", c.storage.rotate_blocks_per_second);
+  add("profile.max_segments", c.profile.max_segments);
+  add("profile.sweeper", c.profile.sweeper ? 1 : 0);
+  add("profile.sweep_records_per_second", c.profile.sweep_records_per_second);
+  add("profile.sweep_share", c.profile.sweep_share);
+  add("profile.sweep_interval_ms", c.profile.sweep_interval.count());
+  add("profile.sweep_flush_interval_ms", c.profile.sweep_flush_interval.count());
+  add("log.level", c.log_level);
+  return out;
+}
+
+std::string DescribeLine(const Config& c) {
+  std::string line;
+  for (const StatEntry& e : Describe(c)) {
+    if (!line.empty()) line += ' ';
+    line += e.name.substr(7);  // without "config."
+    line += '=';
+    if (const auto* u = std::get_if<uint64_t>(&e.value)) {
+      line += std::to_string(*u);
+    } else if (const auto* d = std::get_if<double>(&e.value)) {
+      line += fmt::format("{}", *d);
+    } else {
+      line += std::get<std::string>(e.value);
+    }
+  }
+  return line;
+}
+
+}  // namespace segstore::server

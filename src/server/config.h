@@ -1,0 +1,52 @@
+// segstored's configuration: every setting of the daemon in one struct, read
+// from a TOML file (config/segstored.toml documents every key) and then
+// overridden from the command line. With no file at all the defaults serve:
+// a data file under the working directory, listening on 127.0.0.1.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "segstore/messages.h"
+#include "segstore/profile.h"
+#include "segstore/status.h"
+#include "segstore/storage.h"
+#include "server/server.h"
+
+namespace segstore::server {
+
+inline constexpr uint16_t kDefaultPort = 7700;
+
+struct Config {
+  ServerOptions server;
+  uint32_t max_batch = proto::kDefaultMaxBatch;
+  storage::StoreOptions storage;
+  profile::ProfileOptions profile;
+  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+};
+
+// The defaults: Config{} with the port and data path segstored uses.
+Config DefaultConfig();
+
+// Reads `path` over *config. InvalidArgument naming the file, line and key for
+// a syntax error, an unknown key, a wrong type or a value out of range;
+// NotFound when the file does not exist.
+Status LoadConfigFile(const std::string& path, Config* config);
+// The same from TOML text (`origin` names it in messages).
+Status LoadConfigText(std::string_view text, std::string_view origin, Config* config);
+
+// "host:port", "[v6]:port" or ":port" (host stays as it was).
+Status ParseListen(std::string_view text, ServerOptions* server);
+// "commit" or "buffered".
+Status ParseDurability(std::string_view text, storage::Durability* d);
+// A byte size: "4294967296", "4GiB", "512MiB", "64KiB".
+Status ParseBytes(std::string_view text, uint64_t* bytes);
+// Checks values against each other (threads, sizes, limits).
+Status Validate(const Config& config);
+
+// The settings in force, for the start log line and the stats operation.
+std::vector<StatEntry> Describe(const Config& config);
+std::string DescribeLine(const Config& config);
+
+}  // namespace segstore::server

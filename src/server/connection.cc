@@ -1,0 +1,260 @@
+#include "server/connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "proto/wire.h"
+
+namespace segstore::server {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+constexpr size_t kReadChunk = 64 * 1024;
+}
+
+Connection::Connection(Loop* loop, asio::ip::tcp::socket socket, const ServerOptions& options)
+    : loop_(loop), socket_(std::move(socket)), idle_timer_(loop->io), options_(options) {}
+
+void Connection::Start() {
+  error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  Touch();
+  ArmIdleTimer();
+  Read();
+}
+
+bool Connection::Paused() const {
+  return in_flight_ >= options_.max_in_flight ||
+         out_.size() + writing_.size() >= options_.max_pending_bytes;
+}
+
+void Connection::Read() {
+  if (reading_ || closed_ || draining_ || close_after_write_) return;
+  if (Paused()) {
+    if (!was_paused_) {
+      was_paused_ = true;
+      LoopCounters::Add(loop_->counters.pauses, 1);
+    }
+    return;
+  }
+  was_paused_ = false;
+  // Room for the next chunk, or for the rest of a large frame already begun.
+  if (start_ == end_) start_ = end_ = 0;
+  size_t want = kReadChunk;
+  if (end_ - start_ >= proto::kHeaderSize) {
+    proto::FrameHeader h;
+    if (proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in_.data() + start_), UINT32_MAX,
+                            &h) != proto::HeaderCheck::kBadMagic) {
+      const size_t frame = proto::kHeaderSize + size_t{h.body_length};
+      if (frame > end_ - start_) want = std::max(want, frame - (end_ - start_));
+    }
+  }
+  if (in_.size() - end_ < want) {
+    if (start_ > 0) {
+      std::memmove(in_.data(), in_.data() + start_, end_ - start_);
+      end_ -= start_;
+      start_ = 0;
+    }
+    if (in_.size() - end_ < want) in_.resize(end_ + want);
+  }
+  reading_ = true;
+  socket_.async_read_some(asio::buffer(in_.data() + end_, in_.size() - end_),
+                          [self = shared_from_this()](const error_code& ec, size_t n) {
+                            self->OnRead(ec, n);
+                          });
+}
+
+void Connection::OnRead(const error_code& ec, size_t n) {
+  reading_ = false;
+  if (closed_) return;
+  if (draining_) {
+    MaybeFinish();
+    return;
+  }
+  if (ec) {
+    // The client closed or reset. Requests in flight still complete (their
+    // writes are not undone); their replies are dropped.
+    Close();
+    return;
+  }
+  end_ += n;
+  LoopCounters::Add(loop_->counters.bytes_in, n);
+  Touch();
+  ProcessInput();
+  Read();
+  // A large idle read buffer goes back to the allocator.
+  if (start_ == end_ && in_.size() > 4 * kReadChunk && !reading_) in_ = std::vector<char>();
+}
+
+void Connection::ProcessInput() {
+  if (processing_) return;  // a reply arrived from inside Handle(): the outer loop goes on
+  processing_ = true;
+  while (!closed_ && !close_after_write_ && !Paused() && end_ - start_ >= proto::kHeaderSize) {
+    if (!HandleFrame()) break;
+  }
+  processing_ = false;
+  MaybeFinish();
+}
+
+bool Connection::HandleFrame() {
+  const auto* head = reinterpret_cast<const uint8_t*>(in_.data() + start_);
+  proto::FrameHeader h;
+  switch (proto::DecodeHeader(head, options_.max_frame_bytes, &h)) {
+    case proto::HeaderCheck::kBadMagic:
+      LoopCounters::Add(loop_->counters.broken_frames, 1);
+      FailConnection(0, 0, Status::InvalidArgument("bad frame magic: not a segstore frame"));
+      return false;
+    case proto::HeaderCheck::kTooLarge:
+      LoopCounters::Add(loop_->counters.broken_frames, 1);
+      FailConnection(h.op, h.request_id,
+                     Status::LimitExceeded("frame body of " + std::to_string(h.body_length) +
+                                           " bytes is over the limit of " +
+                                           std::to_string(options_.max_frame_bytes)));
+      return false;
+    case proto::HeaderCheck::kBadVersion:
+    case proto::HeaderCheck::kOk:
+      break;
+  }
+  const size_t frame = proto::kHeaderSize + size_t{h.body_length};
+  if (end_ - start_ < frame) return false;  // the rest is still to come
+  const std::string_view body(in_.data() + start_ + proto::kHeaderSize, h.body_length);
+  start_ += frame;
+  LoopCounters::Add(loop_->counters.requests, 1);
+  LoopCounters::Add(loop_->counters.by_op[h.op], 1);
+
+  Status refuse;
+  if (h.version != proto::kVersion) {
+    refuse = Status::Unsupported("protocol version " + std::to_string(h.version) +
+                                 " is not supported; this server speaks " +
+                                 std::to_string(proto::kVersion));
+  } else if (!proto::IsKnownOp(h.op)) {
+    refuse = Status::Unsupported("unknown operation code " + std::to_string(h.op));
+  } else if (h.status != 0) {
+    refuse = Status::InvalidArgument("a request must carry status 0");
+  }
+  if (!refuse.ok()) {
+    std::string out;
+    proto::AppendErrorFrame(&out, h.op, h.request_id, refuse);
+    LoopCounters::Add(loop_->counters.error_responses, 1);
+    Send(out);
+    return true;
+  }
+  ++in_flight_;
+  loop_->handler->Handle(h, body, [self = shared_from_this()](std::string reply) {
+    self->OnReply(std::move(reply));
+  });
+  return true;
+}
+
+void Connection::OnReply(std::string frame) {
+  --in_flight_;
+  if (closed_) return;
+  if (frame.size() >= proto::kHeaderSize && frame[4] != 0) {
+    LoopCounters::Add(loop_->counters.error_responses, 1);
+  }
+  Send(frame);
+  if (!processing_) {
+    ProcessInput();  // frames already buffered may now be served
+    Read();
+  }
+}
+
+void Connection::Send(std::string_view frame) {
+  if (closed_) return;
+  out_.append(frame);
+  Write();
+}
+
+void Connection::Write() {
+  if (writing_now_ || out_.empty() || closed_) return;
+  writing_now_ = true;
+  writing_.swap(out_);
+  out_.clear();
+  asio::async_write(socket_, asio::buffer(writing_),
+                    [self = shared_from_this()](const error_code& ec, size_t n) {
+                      self->writing_now_ = false;
+                      if (self->closed_) return;
+                      if (ec) {
+                        self->Close();
+                        return;
+                      }
+                      LoopCounters::Add(self->loop_->counters.bytes_out, n);
+                      self->Touch();
+                      self->writing_.clear();
+                      if (self->writing_.capacity() > 4 * kReadChunk) self->writing_.shrink_to_fit();
+                      self->Write();
+                      if (!self->processing_) {
+                        self->ProcessInput();
+                        self->Read();
+                      }
+                      self->MaybeFinish();
+                    });
+}
+
+void Connection::FailConnection(uint8_t op, uint32_t request_id, const Status& status) {
+  spdlog::warn("closing connection from {}: {}", [&] {
+    error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }(), status.ToString());
+  std::string out;
+  proto::AppendErrorFrame(&out, op, request_id, status);
+  LoopCounters::Add(loop_->counters.error_responses, 1);
+  Send(out);
+  close_after_write_ = true;
+  start_ = end_ = 0;
+  MaybeFinish();
+}
+
+void Connection::Drain() {
+  draining_ = true;
+  start_ = end_ = 0;  // frames read but not started are dropped: nothing was acknowledged
+  error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  MaybeFinish();
+}
+
+void Connection::MaybeFinish() {
+  if (closed_) return;
+  if ((draining_ || close_after_write_) && in_flight_ == 0 && out_.empty() && !writing_now_) {
+    Close();
+  }
+}
+
+void Connection::ArmIdleTimer() {
+  // While a request is being served the connection is not idle, whatever the
+  // last byte's time: look again a whole timeout from now, not from then.
+  const auto from = in_flight_ > 0 ? std::max(last_activity_, std::chrono::steady_clock::now())
+                                   : last_activity_;
+  idle_timer_.expires_at(from + options_.idle_timeout);
+  idle_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec || self->closed_) return;
+    // Idle: nothing read or written for the whole timeout, and nothing being
+    // served (a reader that stopped reading counts: its writes do not move).
+    if (self->in_flight_ == 0 &&
+        std::chrono::steady_clock::now() - self->last_activity_ >= self->options_.idle_timeout) {
+      LoopCounters::Add(self->loop_->counters.idle_closed, 1);
+      self->Close();
+      return;
+    }
+    self->ArmIdleTimer();
+  });
+}
+
+void Connection::Close() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  idle_timer_.cancel();
+  out_.clear();
+  LoopCounters::Add(loop_->counters.closed, 1);
+  // Drop the loop's reference last: `this` may go with it.
+  loop_->connections.erase(shared_from_this());
+}
+
+}  // namespace segstore::server

@@ -1,0 +1,114 @@
+// One client connection and the event loop that owns it. Internal to the
+// front end (server.cc); the only place sockets are read and written.
+//
+// A Connection lives on its loop's thread from accept to close: every member
+// is touched only there. It reads frames ahead (pipelining) while fewer than
+// max_in_flight requests are being served and fewer than max_pending_bytes of
+// responses wait to be sent; otherwise it stops reading, and the client feels
+// TCP backpressure. Responses go out in the order they complete, which may
+// differ from the order of requests (clients match request IDs).
+#pragma once
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "server/server.h"
+#include "server/service.h"
+
+namespace segstore::server {
+
+class Connection;
+
+// Counters of one loop: written by its thread only, read by any (relaxed).
+struct alignas(64) LoopCounters {
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> closed{0};
+  std::atomic<uint64_t> idle_closed{0};
+  std::atomic<uint64_t> broken_frames{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> error_responses{0};
+  std::atomic<uint64_t> pauses{0};
+  std::atomic<uint64_t> bytes_in{0};
+  std::atomic<uint64_t> bytes_out{0};
+  std::atomic<uint64_t> by_op[256] = {};
+
+  static void Add(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+
+// One event loop thread: its io_context, handler, connections and counters.
+struct Loop {
+  unsigned index = 0;
+  boost::asio::io_context io{1};
+  std::unique_ptr<Handler> handler;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> handler_event;
+  std::unordered_set<std::shared_ptr<Connection>> connections;
+  LoopCounters counters;
+  std::atomic<int64_t> heartbeat_ns{0};  // steady clock of the last heartbeat task run
+  bool draining = false;
+  std::thread thread;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Loop* loop, boost::asio::ip::tcp::socket socket, const ServerOptions& options);
+
+  // Begins reading. Call once, on the loop's thread, after registering.
+  void Start();
+  // Stop reading new requests; close once those in flight are answered and
+  // sent. Used by a graceful shutdown.
+  void Drain();
+  // Closes now; pending replies are dropped when they arrive.
+  void Close();
+  bool closed() const { return closed_; }
+
+ private:
+  void Read();
+  void OnRead(const boost::system::error_code& ec, size_t n);
+  void ProcessInput();
+  // Handles the complete frame at in_[start_..]; returns false when the
+  // connection must close (a broken frame).
+  bool HandleFrame();
+  void OnReply(std::string frame);
+  void Send(std::string_view frame);
+  void Write();
+  // An error frame, then close once it is written.
+  void FailConnection(uint8_t op, uint32_t request_id, const Status& status);
+  bool Paused() const;
+  void ArmIdleTimer();
+  void Touch() { last_activity_ = std::chrono::steady_clock::now(); }
+  void MaybeFinish();
+
+  Loop* loop_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer idle_timer_;
+  const ServerOptions& options_;
+  std::vector<char> in_;       // received bytes; frames parsed from start_ to end_
+  size_t start_ = 0;
+  size_t end_ = 0;
+  std::string out_;            // responses waiting to be written
+  std::string writing_;        // responses being written
+  uint32_t in_flight_ = 0;     // requests handed to the handler and not yet answered
+  bool reading_ = false;
+  bool writing_now_ = false;
+  bool processing_ = false;
+  bool draining_ = false;      // read nothing more; close when idle
+  bool close_after_write_ = false;
+  bool closed_ = false;
+  bool was_paused_ = false;
+  std::chrono::steady_clock::time_point last_activity_;
+};
+
+}  // namespace segstore::server

@@ -1,0 +1,178 @@
+// segstored: reads the configuration, opens the store (recovering it),
+// serves until SIGTERM or SIGINT, then shuts down cleanly. Everything else
+// lives in the libraries; see ARCHITECTURE.md.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+
+#include "server/config.h"
+#include "server/notify.h"
+#include "server/profile_service.h"
+#include "server/server.h"
+
+namespace {
+
+using segstore::Status;
+namespace server = segstore::server;
+
+constexpr const char* kVersion = SEGSTORE_VERSION;
+
+struct Overrides {
+  std::string config;
+  std::string listen;
+  std::string data;
+  std::string file_size;
+  std::string durability;
+  std::string log_level;
+  std::optional<unsigned> threads;
+  bool print_config = false;
+};
+
+Status BuildConfig(const Overrides& o, server::Config* c) {
+  *c = server::DefaultConfig();
+  if (!o.config.empty()) SEGSTORE_RETURN_IF_ERROR(server::LoadConfigFile(o.config, c));
+  const std::string cli = "command line: ";
+  if (!o.listen.empty()) {
+    Status s = server::ParseListen(o.listen, &c->server);
+    if (!s.ok()) return s.WithContext("--listen");
+  }
+  if (!o.data.empty()) c->storage.path = o.data;
+  if (!o.file_size.empty()) {
+    Status s = server::ParseBytes(o.file_size, &c->storage.file_size);
+    if (!s.ok()) return s.WithContext("--file-size");
+  }
+  if (!o.durability.empty()) {
+    Status s = server::ParseDurability(o.durability, &c->storage.durability);
+    if (!s.ok()) return s.WithContext("--durability");
+  }
+  if (!o.log_level.empty()) {
+    if (spdlog::level::from_str(o.log_level) == spdlog::level::off && o.log_level != "off") {
+      return Status::InvalidArgument("--log-level: \"" + o.log_level +
+                                     "\" is not one of trace, debug, info, warn, error, "
+                                     "critical, off");
+    }
+    c->log_level = o.log_level;
+  }
+  if (o.threads) c->server.threads = *o.threads;
+  return server::Validate(*c);
+}
+
+int Serve(const server::Config& config) {
+  // Signals are taken synchronously by this thread; every thread started from
+  // here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::Notify("STATUS=recovering " + config.storage.path);
+  segstore::storage::StoreOptions store_options = config.storage;
+  store_options.on_recovery_progress = [](uint32_t done, uint32_t total) {
+    // A large device takes a while: keep systemd's start timeout ahead of us.
+    server::Notify("STATUS=recovering: " + std::to_string(done) + " of " + std::to_string(total) +
+                   " write blocks read\nEXTEND_TIMEOUT_USEC=30000000");
+    spdlog::info("recovery: {} of {} write blocks read", done, total);
+  };
+  auto store = segstore::storage::Store::Open(store_options);
+  if (!store.ok()) {
+    spdlog::critical("cannot open the store at {}: {}", config.storage.path,
+                     store.status().ToString());
+    return 1;
+  }
+  auto profiles = segstore::profile::ProfileStore::Open(store->get(), config.profile);
+  if (!profiles.ok()) {
+    spdlog::critical("cannot open the profile store: {}", profiles.status().ToString());
+    return 1;
+  }
+
+  server::ProfileServiceOptions service_options;
+  service_options.server_name = std::string("segstored ") + kVersion;
+  service_options.max_batch = config.max_batch;
+  service_options.max_frame_bytes = config.server.max_frame_bytes;
+  service_options.max_in_flight = config.server.max_in_flight;
+  service_options.max_segments = config.profile.max_segments;
+  service_options.config = server::Describe(config);
+  server::ProfileService service(store->get(), profiles->get(), service_options);
+  server::Server front(config.server, &service);
+  service.set_server_counters([&front] { return front.counters(); });
+  if (Status s = front.Start(); !s.ok()) {
+    spdlog::critical("cannot start serving: {}", s.ToString());
+    return 1;
+  }
+
+  const segstore::storage::RecoveryStats& r = (*store)->recovery();
+  const segstore::storage::StoreStats st = (*store)->stats();
+  spdlog::info(
+      "segstored {} serving on {} with {} threads, io {}; recovered {} live records from {} "
+      "blocks in {:.2f} s ({} damaged regions); config: {}",
+      kVersion, front.endpoint(), front.threads(), st.io_backend, r.live_records,
+      r.blocks_in_use, r.seconds, r.damaged_regions, server::DescribeLine(config));
+  server::Notify("READY=1\nSTATUS=serving on " + front.endpoint());
+
+  const auto watchdog = server::WatchdogInterval();
+  const auto tick = watchdog ? std::chrono::duration_cast<std::chrono::milliseconds>(*watchdog / 2)
+                             : std::chrono::milliseconds(1000);
+  int signal = 0;
+  while (signal == 0) {
+    timespec timeout{};
+    timeout.tv_sec = tick.count() / 1000;
+    timeout.tv_nsec = (tick.count() % 1000) * 1'000'000;
+    const int got = sigtimedwait(&signals, nullptr, &timeout);
+    if (got > 0) {
+      signal = got;
+    } else if (watchdog) {
+      // Ping only while every event loop is turning.
+      if (front.LoopsAlive(std::chrono::duration_cast<std::chrono::milliseconds>(*watchdog))) {
+        server::Notify("WATCHDOG=1");
+      } else {
+        spdlog::error("an event loop has not run for a watchdog interval; not pinging systemd");
+      }
+    }
+  }
+
+  spdlog::info("{}: stopping: finishing requests in flight", strsignal(signal));
+  server::Notify("STOPPING=1\nSTATUS=stopping");
+  front.Stop();  // handlers (and their storage workers) flush as they go
+  profiles->reset();
+  store->reset();
+  spdlog::info("stopped cleanly");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"segstored: the segstore user-profile server"};
+  Overrides o;
+  app.add_option("-c,--config", o.config,
+                 "TOML configuration file (config/segstored.toml documents every key)");
+  app.add_option("--listen", o.listen,
+                 "host:port to serve on; port 0 picks a free one (default 127.0.0.1:7700)");
+  app.add_option("--data", o.data,
+                 "data file or block device (default segstore-data/segstore.dat)");
+  app.add_option("--file-size", o.file_size, "size of a new data file, e.g. 4GiB");
+  app.add_option("--durability", o.durability, "commit (default) or buffered");
+  app.add_option("--threads", o.threads, "event loop threads (default: one per core)");
+  app.add_option("--log-level", o.log_level, "trace, debug, info (default), warn, error, off");
+  app.add_flag("--print-config", o.print_config, "print the configuration in force and exit");
+  app.set_version_flag("--version", std::string("segstored ") + kVersion);
+  CLI11_PARSE(app, argc, argv);
+
+  server::Config config;
+  if (Status s = BuildConfig(o, &config); !s.ok()) {
+    std::fprintf(stderr, "segstored: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  if (o.print_config) {
+    std::printf("%s\n", server::DescribeLine(config).c_str());
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  return Serve(config);
+}

@@ -1,0 +1,60 @@
+// ProfileService: the real Service behind segstored. Each event loop thread
+// gets a handler wrapping that thread's ProfileSession (and so its storage
+// worker); a handler decodes a request body (src/proto/wire.h), runs the
+// profile operation, and encodes the answer or the error. I/O-free apart from
+// what the profile layer does: sockets stay in the front end.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "segstore/messages.h"
+#include "segstore/profile.h"
+#include "segstore/storage.h"
+#include "server/server.h"
+#include "server/service.h"
+
+namespace segstore::server {
+
+struct ProfileServiceOptions {
+  std::string server_name = "segstored";  // with the version, in hello and stats
+  uint32_t max_batch = proto::kDefaultMaxBatch;
+  // Announced in hello (the front end enforces them).
+  uint32_t max_frame_bytes = proto::kDefaultMaxFrameBytes;
+  uint32_t max_in_flight = proto::kDefaultMaxInFlight;
+  uint32_t max_segments = 10000;  // as the profile store was opened with
+  // Settings reported by the stats operation, as "config.<name>".
+  std::vector<StatEntry> config;
+};
+
+class ProfileService : public Service {
+ public:
+  // `store` and `profiles` must outlive the service and its handlers.
+  ProfileService(storage::Store* store, profile::ProfileStore* profiles,
+                 const ProfileServiceOptions& options);
+
+  // Where the stats operation reads the front end's counters (set once,
+  // before the server starts).
+  void set_server_counters(std::function<ServerCounters()> counters) {
+    server_counters_ = std::move(counters);
+  }
+
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) override;
+
+  // Every statistic, as the stats operation returns it.
+  Stats CollectStats() const;
+
+ private:
+  friend class ProfileHandler;
+  storage::Store* store_;
+  profile::ProfileStore* profiles_;
+  ProfileServiceOptions options_;
+  std::function<ServerCounters()> server_counters_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace segstore::server

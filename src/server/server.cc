@@ -1,0 +1,280 @@
+#include "server/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <thread>
+
+#include "proto/wire.h"
+#include "server/connection.h"
+
+namespace segstore::server {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+class Server::Impl {
+ public:
+  Impl(const ServerOptions& options, Service* service) : options_(options), service_(service) {}
+
+  Status Start();
+  void Stop();
+  ServerCounters Counters() const;
+  bool LoopsAlive(std::chrono::milliseconds within);
+
+  ServerOptions options_;
+  Service* service_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  std::unique_ptr<asio::steady_timer> accept_retry_;
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> accepted_{0};  // handed to a loop (counted by the acceptor)
+  unsigned next_loop_ = 0;
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+
+ private:
+  void RunLoop(Loop* loop, std::promise<Status>* ready);
+  void ArmHandlerEvent(Loop* loop);
+  void Accept();
+  uint64_t OpenConnections() const;
+};
+
+Status Server::Impl::Start() {
+  if (started_) return Status::InvalidArgument("server already started");
+  error_code ec;
+  asio::ip::address address = asio::ip::make_address(options_.host, ec);
+  if (ec) {
+    asio::io_context resolve_io;
+    tcp::resolver resolver(resolve_io);
+    auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
+    if (ec || results.empty()) {
+      return Status::InvalidArgument("cannot resolve listen host \"" + options_.host +
+                                     "\": " + ec.message());
+    }
+    address = results.begin()->endpoint().address();
+  }
+  const unsigned threads =
+      options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < threads; ++i) {
+    loops_.push_back(std::make_unique<Loop>());
+    loops_.back()->index = i;
+  }
+
+  const tcp::endpoint endpoint(address, options_.port);
+  acceptor_ = std::make_unique<tcp::acceptor>(loops_[0]->io);
+  accept_retry_ = std::make_unique<asio::steady_timer>(loops_[0]->io);
+  acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(endpoint, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    acceptor_.reset();
+    accept_retry_.reset();  // its io_context goes with the loops
+    loops_.clear();
+    return Status::IOError("cannot listen on " + options_.host + ":" +
+                           std::to_string(options_.port) + ": " + ec.message());
+  }
+  port_ = acceptor_->local_endpoint().port();
+
+  std::vector<std::promise<Status>> ready(threads);
+  for (unsigned i = 0; i < threads; ++i) {
+    Loop* loop = loops_[i].get();
+    loop->heartbeat_ns = SteadyNanos();
+    loop->thread = std::thread([this, loop, p = &ready[i]] { RunLoop(loop, p); });
+  }
+  Status first;
+  for (auto& p : ready) {
+    Status s = p.get_future().get();
+    if (first.ok() && !s.ok()) first = std::move(s);
+  }
+  started_ = true;
+  if (!first.ok()) {
+    Stop();
+    return first;
+  }
+  asio::post(loops_[0]->io, [this] { Accept(); });
+  return Status::OK();
+}
+
+void Server::Impl::RunLoop(Loop* loop, std::promise<Status>* ready) {
+  auto work = asio::make_work_guard(loop->io);
+  Result<std::unique_ptr<Handler>> handler = service_->NewHandler(loop->index);
+  if (!handler.ok()) {
+    ready->set_value(handler.status());
+    return;
+  }
+  loop->handler = std::move(*handler);
+  if (loop->handler->event_fd() >= 0) {
+    loop->handler_event =
+        std::make_unique<asio::posix::stream_descriptor>(loop->io, loop->handler->event_fd());
+    ArmHandlerEvent(loop);
+  }
+  ready->set_value(Status::OK());
+  loop->io.run();
+  // The descriptor belongs to the handler: stop watching it without closing it.
+  if (loop->handler_event) {
+    (void)loop->handler_event->release();
+    loop->handler_event.reset();
+  }
+  // The handler (its storage worker) flushes and waits for its I/O here, on
+  // its own thread; replies it still makes go to closed connections.
+  loop->handler.reset();
+}
+
+void Server::Impl::ArmHandlerEvent(Loop* loop) {
+  loop->handler_event->async_wait(asio::posix::stream_descriptor::wait_read,
+                                  [this, loop](const error_code& ec) {
+                                    if (ec) return;
+                                    loop->handler->OnEvent();
+                                    ArmHandlerEvent(loop);
+                                  });
+}
+
+uint64_t Server::Impl::OpenConnections() const {
+  uint64_t closed = 0;
+  for (const auto& l : loops_) closed += l->counters.closed.load(std::memory_order_relaxed);
+  const uint64_t accepted = accepted_.load(std::memory_order_relaxed);
+  return accepted - std::min(accepted, closed);
+}
+
+void Server::Impl::Accept() {
+  if (!acceptor_ || !acceptor_->is_open()) return;
+  Loop* target = loops_[next_loop_].get();
+  next_loop_ = (next_loop_ + 1) % loops_.size();
+  acceptor_->async_accept(target->io, [this, target](const error_code& ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
+    if (ec) {
+      // Out of descriptors, say: log, wait a little, try again.
+      spdlog::error("accept failed: {}", ec.message());
+      accept_retry_->expires_after(std::chrono::milliseconds(100));
+      accept_retry_->async_wait([this](const error_code& e) {
+        if (!e) Accept();
+      });
+      return;
+    }
+    // Counted open here, on the accepting thread, so that a burst of
+    // connections cannot pass the limit before their loops register them.
+    if (OpenConnections() >= options_.max_connections) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      std::string frame;
+      proto::AppendErrorFrame(
+          &frame, 0, 0,
+          Status::Busy("too many connections (limit " +
+                       std::to_string(options_.max_connections) + ")"));
+      error_code ignored;
+      socket.non_blocking(true, ignored);
+      socket.write_some(asio::buffer(frame), ignored);
+      socket.close(ignored);
+    } else {
+      accepted_.fetch_add(1, std::memory_order_relaxed);
+      asio::post(target->io, [this, target, s = std::make_shared<tcp::socket>(std::move(socket))] {
+        LoopCounters::Add(target->counters.accepted, 1);
+        if (target->draining) {
+          LoopCounters::Add(target->counters.closed, 1);
+          return;
+        }
+        auto conn = std::make_shared<Connection>(target, std::move(*s), options_);
+        target->connections.insert(conn);
+        conn->Start();
+      });
+    }
+    Accept();
+  });
+}
+
+void Server::Impl::Stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  asio::post(loops_[0]->io, [this] {
+    error_code ec;
+    if (acceptor_) acceptor_->close(ec);
+    accept_retry_->cancel();
+  });
+  for (auto& l : loops_) {
+    Loop* loop = l.get();
+    asio::post(loop->io, [loop] {
+      loop->draining = true;
+      auto conns = loop->connections;  // Drain may close, which erases
+      for (auto& c : conns) c->Drain();
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+  while (OpenConnections() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (OpenConnections() > 0) {
+    spdlog::warn("shutdown: {} connections still busy after {} ms; closing them",
+                 OpenConnections(), options_.shutdown_timeout.count());
+  }
+  for (auto& l : loops_) {
+    Loop* loop = l.get();
+    asio::post(loop->io, [loop] {
+      auto conns = loop->connections;
+      for (auto& c : conns) c->Close();
+      loop->io.stop();
+    });
+  }
+  for (auto& l : loops_) {
+    if (l->thread.joinable()) l->thread.join();
+  }
+  acceptor_.reset();
+  accept_retry_.reset();
+}
+
+ServerCounters Server::Impl::Counters() const {
+  ServerCounters c;
+  for (const auto& l : loops_) {
+    const LoopCounters& lc = l->counters;
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    c.connections_accepted += get(lc.accepted);
+    c.connections_idle_closed += get(lc.idle_closed);
+    c.broken_frames += get(lc.broken_frames);
+    c.requests += get(lc.requests);
+    c.error_responses += get(lc.error_responses);
+    c.backpressure_pauses += get(lc.pauses);
+    c.bytes_in += get(lc.bytes_in);
+    c.bytes_out += get(lc.bytes_out);
+    for (int op = 0; op < 256; ++op) c.requests_by_op[op] += get(lc.by_op[op]);
+  }
+  c.connections_open = OpenConnections();
+  c.connections_refused = refused_.load(std::memory_order_relaxed);
+  return c;
+}
+
+bool Server::Impl::LoopsAlive(std::chrono::milliseconds within) {
+  const int64_t now = SteadyNanos();
+  bool alive = true;
+  for (auto& l : loops_) {
+    Loop* loop = l.get();
+    const int64_t age = now - loop->heartbeat_ns.load(std::memory_order_relaxed);
+    if (age > std::chrono::duration_cast<std::chrono::nanoseconds>(within).count()) alive = false;
+    asio::post(loop->io, [loop] { loop->heartbeat_ns.store(SteadyNanos()); });
+  }
+  return alive;
+}
+
+Server::Server(const ServerOptions& options, Service* service)
+    : impl_(std::make_unique<Impl>(options, service)) {}
+Server::~Server() { Stop(); }
+Status Server::Start() { return impl_->Start(); }
+void Server::Stop() { impl_->Stop(); }
+uint16_t Server::port() const { return impl_->port_; }
+std::string Server::endpoint() const {
+  return impl_->options_.host + ":" + std::to_string(impl_->port_);
+}
+unsigned Server::threads() const { return static_cast<unsigned>(impl_->loops_.size()); }
+ServerCounters Server::counters() const { return impl_->Counters(); }
+bool Server::LoopsAlive(std::chrono::milliseconds within) { return impl_->LoopsAlive(within); }
+
+}  // namespace segstore::server

@@ -1,0 +1,87 @@
+// The network front end: a TCP acceptor and one Asio event loop per thread,
+// each loop owning its connections and its Service Handler (and through it
+// one storage worker, whose io_uring completions reach the same loop through
+// an eventfd). No thread per connection and no lock on the request path: a
+// connection lives on one loop from accept to close.
+//
+// Start() and Stop() are called from one controlling thread (main); counters()
+// and LoopsAlive() from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "proto/protocol.h"
+#include "segstore/status.h"
+#include "server/service.h"
+
+namespace segstore::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 7700;  // 0: an ephemeral port (see Server::port())
+  unsigned threads = 0;  // event loops; 0: one per core
+  // Connections beyond this are answered Busy and closed.
+  uint32_t max_connections = 4096;
+  // A connection with no bytes moving either way for this long is closed.
+  std::chrono::milliseconds idle_timeout{300'000};
+  // Largest request body; a frame announcing more closes its connection.
+  uint32_t max_frame_bytes = proto::kDefaultMaxFrameBytes;
+  // Per connection: requests being served at once, and response bytes waiting
+  // for the client to read them. Past either, the connection is not read
+  // until it drops below (the client sees TCP backpressure).
+  uint32_t max_in_flight = proto::kDefaultMaxInFlight;
+  uint32_t max_pending_bytes = 8u << 20;
+  // Stop() waits this long for requests in flight and unsent responses.
+  std::chrono::milliseconds shutdown_timeout{10'000};
+};
+
+// Totals since start, over every loop.
+struct ServerCounters {
+  uint64_t connections_open = 0;
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // over max_connections
+  uint64_t connections_idle_closed = 0;
+  uint64_t broken_frames = 0;  // bad magic or impossible length: connection closed
+  uint64_t requests = 0;
+  uint64_t error_responses = 0;
+  uint64_t backpressure_pauses = 0;  // times a connection stopped being read
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint64_t requests_by_op[256] = {};
+};
+
+class Server {
+ public:
+  // `service` must outlive the server.
+  Server(const ServerOptions& options, Service* service);
+  ~Server();  // Stop()s if running
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, starts the loops and makes every handler; returns once the port
+  // accepts. InvalidArgument for a bad address, IOError when the bind fails,
+  // or the first handler's error.
+  Status Start();
+  // Stops accepting, lets every connection finish the requests it has read
+  // and send their responses (up to shutdown_timeout), closes connections,
+  // destroys the handlers on their threads and joins them. Idempotent.
+  void Stop();
+
+  uint16_t port() const;          // the bound port, once started
+  std::string endpoint() const;   // "host:port"
+  unsigned threads() const;
+  ServerCounters counters() const;
+  // True when every loop has run a task posted to it within `within` (for the
+  // systemd watchdog: a stuck loop must stop the pings).
+  bool LoopsAlive(std::chrono::milliseconds within);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace segstore::server

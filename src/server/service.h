@@ -1,0 +1,44 @@
+// What the network front end serves: a Service makes one Handler per event
+// loop thread, and the front end hands each well-formed request frame to the
+// Handler of the thread that owns the connection. The front end knows only
+// this interface, so it can be tested with a stub service; ProfileService
+// (profile_service.h) is the real one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "proto/protocol.h"
+#include "segstore/result.h"
+
+namespace segstore::server {
+
+// Takes a whole response frame (header included). Call it exactly once, on
+// the handler's thread; it may be called after the connection closed (the
+// frame is then dropped).
+using Reply = std::function<void(std::string frame)>;
+
+// Lives on one event loop thread: created, used and destroyed there.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // One request. `header` passed the front end's checks (magic, version,
+  // size, known op); `body` is valid only during the call.
+  virtual void Handle(const proto::FrameHeader& header, std::string_view body, Reply reply) = 0;
+  // A descriptor the loop watches for this handler's own completions
+  // (the storage worker's eventfd), or -1; OnEvent() runs when it is readable.
+  virtual int event_fd() const { return -1; }
+  virtual void OnEvent() {}
+};
+
+class Service {
+ public:
+  virtual ~Service() = default;
+  // Called once on each event loop thread, from that thread, before it serves.
+  virtual Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) = 0;
+};
+
+}  // namespace segstore::server

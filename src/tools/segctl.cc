@@ -1,0 +1,458 @@
+// segctl: the operator's command line for a segstore server. One command per
+// run, through the client library (include/segstore/client.h); tables for
+// people, --json for scripts. `segctl --help` and `segctl <command> --help`
+// list everything.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "segstore/client.h"
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using segstore::Result;
+using segstore::Status;
+namespace client = segstore::client;
+
+uint32_t Now() { return static_cast<uint32_t>(std::time(nullptr)); }
+
+// "2026-12-01 00:00:00" (UTC), or "never".
+std::string FormatTime(uint32_t t) {
+  if (t == 0) return "never";
+  const std::time_t tt = t;
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+// "8d 3h", "4h 12m", "59s", "expired", "-".
+std::string FormatLeft(uint32_t t, uint32_t now) {
+  if (t == 0) return "-";
+  if (t <= now) return "expired";
+  uint64_t s = t - now;
+  const uint64_t d = s / 86400, h = s % 86400 / 3600, m = s % 3600 / 60;
+  s %= 60;
+  if (d > 0) return std::to_string(d) + "d " + std::to_string(h) + "h";
+  if (h > 0) return std::to_string(h) + "h " + std::to_string(m) + "m";
+  if (m > 0) return std::to_string(m) + "m " + std::to_string(s) + "s";
+  return std::to_string(s) + "s";
+}
+
+Status ParseU64(std::string_view text, std::string_view what, uint64_t* v) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return Status::InvalidArgument(std::string(what) + " \"" + std::string(text) +
+                                   "\" is not an unsigned integer");
+  }
+  return Status::OK();
+}
+
+// A duration: "90", "90s", "15m", "5h", "30d".
+Status ParseDuration(std::string_view text, uint32_t* seconds) {
+  uint64_t mult = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 's':
+        mult = 1;
+        text.remove_suffix(1);
+        break;
+      case 'm':
+        mult = 60;
+        text.remove_suffix(1);
+        break;
+      case 'h':
+        mult = 3600;
+        text.remove_suffix(1);
+        break;
+      case 'd':
+        mult = 86400;
+        text.remove_suffix(1);
+        break;
+      default:
+        break;
+    }
+  }
+  uint64_t v = 0;
+  SEGSTORE_RETURN_IF_ERROR(ParseU64(text, "duration", &v));
+  if (v > UINT32_MAX / mult) return Status::InvalidArgument("duration is too long");
+  *seconds = static_cast<uint32_t>(v * mult);
+  return Status::OK();
+}
+
+// A point in time: "never", Unix seconds, or "YYYY-MM-DDTHH:MM:SSZ".
+Status ParseTime(std::string_view text, uint32_t* t) {
+  if (text == "never") {
+    *t = 0;
+    return Status::OK();
+  }
+  if (text.find('-') != std::string_view::npos) {
+    std::tm tm{};
+    const std::string s(text);
+    const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (end == nullptr || (*end != '\0' && std::string_view(end) != "Z")) {
+      return Status::InvalidArgument("time \"" + s + "\": expected YYYY-MM-DDTHH:MM:SSZ (UTC)");
+    }
+    const int64_t v = timegm(&tm);
+    if (v <= 0 || v > UINT32_MAX) return Status::InvalidArgument("time \"" + s + "\" is out of range");
+    *t = static_cast<uint32_t>(v);
+    return Status::OK();
+  }
+  uint64_t v = 0;
+  SEGSTORE_RETURN_IF_ERROR(ParseU64(text, "time", &v));
+  if (v > UINT32_MAX) return Status::InvalidArgument("time is out of range");
+  *t = static_cast<uint32_t>(v);
+  return Status::OK();
+}
+
+// ID@WHEN[,a1=N][,a2=N]; WHEN is +DURATION (a TTL), a time, or "never".
+Status ParseSegment(std::string_view text, segstore::SegmentUpdate* u) {
+  const std::string whole(text);
+  const size_t at = text.find('@');
+  if (at == std::string_view::npos) {
+    return Status::InvalidArgument("segment \"" + whole +
+                                   "\": expected ID@WHEN, e.g. 5484@+5h or 5484@never");
+  }
+  SEGSTORE_RETURN_IF_ERROR(ParseU64(text.substr(0, at), "segment ID", &u->id));
+  std::string_view rest = text.substr(at + 1);
+  std::string_view when = rest.substr(0, rest.find(','));
+  rest = when.size() < rest.size() ? rest.substr(when.size() + 1) : std::string_view();
+  if (!when.empty() && when.front() == '+') {
+    u->ttl = true;
+    SEGSTORE_RETURN_IF_ERROR(ParseDuration(when.substr(1), &u->value));
+  } else {
+    u->ttl = false;
+    SEGSTORE_RETURN_IF_ERROR(ParseTime(when, &u->value));
+  }
+  while (!rest.empty()) {
+    std::string_view attr = rest.substr(0, rest.find(','));
+    rest = attr.size() < rest.size() ? rest.substr(attr.size() + 1) : std::string_view();
+    uint64_t v = 0;
+    if (attr.starts_with("a1=")) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU64(attr.substr(3), "a1", &v));
+      if (v > UINT32_MAX) return Status::InvalidArgument("a1 is over 2^32-1");
+      u->attr1 = static_cast<uint32_t>(v);
+    } else if (attr.starts_with("a2=")) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU64(attr.substr(3), "a2", &v));
+      if (v > UINT32_MAX) return Status::InvalidArgument("a2 is over 2^32-1");
+      u->attr2 = static_cast<uint32_t>(v);
+    } else {
+      return Status::InvalidArgument("segment \"" + whole + "\": unknown part \"" +
+                                     std::string(attr) + "\" (a1=N or a2=N)");
+    }
+  }
+  return Status::OK();
+}
+
+json StatusJson(const Status& s) {
+  return json{{"error", {{"code", std::string(Status::CodeName(s.code()))},
+                         {"message", std::string(s.message())}}}};
+}
+
+
+json GetJson(const segstore::GetResult& r, bool ids_only) {
+  json out{{"count", r.count}};
+  if (ids_only) {
+    out["ids"] = r.ids;
+    return out;
+  }
+  json segs = json::array();
+  for (size_t i = 0; i < r.size(); ++i) {
+    const segstore::Segment s = r.At(i);
+    json e{{"id", s.id}, {"expires_at", s.expires_at}};
+    if (s.attr1) e["attr1"] = *s.attr1;
+    if (s.attr2) e["attr2"] = *s.attr2;
+    segs.push_back(std::move(e));
+  }
+  out["segments"] = std::move(segs);
+  return out;
+}
+
+void PrintGet(const std::string& user, const segstore::GetResult& r, bool ids_only,
+              bool count_only) {
+  if (count_only) {
+    std::printf("%s: %u matching live segments\n", user.c_str(), r.count);
+    return;
+  }
+  std::printf("%s: %u matching live segments%s\n", user.c_str(), r.count,
+              r.size() < r.count ? (", showing " + std::to_string(r.size())).c_str() : "");
+  if (ids_only) {
+    for (size_t i = 0; i < r.size(); ++i) std::printf("%llu\n", static_cast<unsigned long long>(r.ids[i]));
+    return;
+  }
+  const uint32_t now = Now();
+  std::printf("%-20s  %-19s  %-9s  %-10s  %-10s\n", "SEGMENT", "EXPIRES (UTC)", "LEFT", "ATTR1",
+              "ATTR2");
+  for (size_t i = 0; i < r.size(); ++i) {
+    const segstore::Segment s = r.At(i);
+    std::printf("%-20llu  %-19s  %-9s  %-10s  %-10s\n", static_cast<unsigned long long>(s.id),
+                FormatTime(s.expires_at).c_str(), FormatLeft(s.expires_at, now).c_str(),
+                s.attr1 ? std::to_string(*s.attr1).c_str() : "-",
+                s.attr2 ? std::to_string(*s.attr2).c_str() : "-");
+  }
+}
+
+struct Args {
+  std::string server = "127.0.0.1:7700";
+  uint32_t timeout_ms = 5000;
+  bool json = false;
+  std::string user;
+  bool ids_only = false;
+  bool count_only = false;
+  std::string id_from, id_to, expiring_from, expiring_to, before;
+  bool outside = false;
+  uint32_t limit = 0;
+  std::string mode = "set";
+  std::vector<std::string> items;  // segments or IDs
+};
+
+// Runs `command`; returns the exit code.
+int Run(const std::string& command, const Args& a) {
+  auto fail = [&](const Status& s) {
+    if (a.json) {
+      std::cout << StatusJson(s).dump() << "\n";
+    } else {
+      std::fprintf(stderr, "segctl: %s\n", s.ToString().c_str());
+    }
+    return 1;
+  };
+
+  client::ClientOptions options;
+  if (Status s = client::ParseServerAddress(a.server, &options); !s.ok()) return fail(s);
+  options.connect_timeout = std::chrono::milliseconds(a.timeout_ms);
+  options.request_timeout = std::chrono::milliseconds(a.timeout_ms);
+  options.client_name = "segctl";
+  options.hello = command == "info";
+
+  // Everything is parsed before connecting: bad input never reaches the server.
+  segstore::GetOptions get;
+  get.ids_only = a.ids_only;
+  get.count_only = a.count_only;
+  get.outside_expiry_window = a.outside;
+  get.limit = a.limit;
+  uint64_t id_from = 0, id_to = UINT64_MAX;
+  if (!a.id_from.empty()) {
+    if (Status s = ParseU64(a.id_from, "--id-from", &id_from); !s.ok()) return fail(s);
+  }
+  if (!a.id_to.empty()) {
+    if (Status s = ParseU64(a.id_to, "--id-to", &id_to); !s.ok()) return fail(s);
+  }
+  get.id_from = id_from;
+  get.id_to = id_to;
+  if (!a.expiring_from.empty()) {
+    if (Status s = ParseTime(a.expiring_from, &get.expiry_from); !s.ok()) return fail(s);
+  }
+  if (!a.expiring_to.empty()) {
+    if (Status s = ParseTime(a.expiring_to, &get.expiry_to); !s.ok()) return fail(s);
+  }
+  uint32_t before = 0;
+  if (!a.before.empty()) {
+    if (Status s = ParseTime(a.before, &before); !s.ok()) return fail(s);
+  }
+  segstore::UpsertMode mode = segstore::UpsertMode::kSet;
+  if (a.mode == "extend") {
+    mode = segstore::UpsertMode::kExtend;
+  } else if (a.mode == "add") {
+    mode = segstore::UpsertMode::kAdd;
+  } else if (a.mode != "set") {
+    return fail(Status::InvalidArgument("--mode must be set, extend or add"));
+  }
+  std::vector<segstore::SegmentUpdate> updates;
+  std::vector<uint64_t> ids;
+  for (const std::string& item : a.items) {
+    if (command == "upsert") {
+      segstore::SegmentUpdate u;
+      if (Status s = ParseSegment(item, &u); !s.ok()) return fail(s);
+      updates.push_back(u);
+    } else {
+      uint64_t id = 0;
+      if (Status s = ParseU64(item, "segment ID", &id); !s.ok()) return fail(s);
+      ids.push_back(id);
+    }
+  }
+
+  auto connected = client::Client::Connect(options);
+  if (!connected.ok()) return fail(connected.status());
+  client::Client& c = **connected;
+
+  if (command == "ping") {
+    const auto start = std::chrono::steady_clock::now();
+    if (Status s = c.Ping(); !s.ok()) return fail(s);
+    const double us = std::chrono::duration<double, std::micro>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+    if (a.json) {
+      std::cout << json{{"ok", true}, {"round_trip_us", us}}.dump() << "\n";
+    } else {
+      std::printf("pong from %s in %.0f us\n", a.server.c_str(), us);
+    }
+    return 0;
+  }
+  if (command == "info") {
+    const segstore::ServerInfo& i = c.server_info();
+    if (a.json) {
+      std::cout << json{{"server", i.server},
+                        {"protocol", i.protocol},
+                        {"max_frame_bytes", i.max_frame_bytes},
+                        {"max_batch", i.max_batch},
+                        {"max_key_bytes", i.max_key_bytes},
+                        {"max_segments", i.max_segments},
+                        {"max_in_flight", i.max_in_flight}}
+                       .dump()
+                << "\n";
+    } else {
+      std::printf(
+          "%s, protocol %u\nmax_frame_bytes %u\nmax_batch %u\nmax_key_bytes %u\n"
+          "max_segments %u\nmax_in_flight %u\n",
+          i.server.c_str(), i.protocol, i.max_frame_bytes, i.max_batch, i.max_key_bytes,
+          i.max_segments, i.max_in_flight);
+    }
+    return 0;
+  }
+  if (command == "stats") {
+    auto r = c.Stats();
+    if (!r.ok()) return fail(r.status());
+    json out = json::object();
+    for (const segstore::StatEntry& e : r->entries) {
+      std::visit([&](const auto& v) { out[e.name] = v; }, e.value);
+    }
+    if (a.json) {
+      std::cout << out.dump() << "\n";
+    } else {
+      for (const auto& [k, v] : out.items()) {
+        std::printf("%-40s %s\n", k.c_str(),
+                    v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+      }
+    }
+    return 0;
+  }
+  if (command == "get") {
+    auto r = c.Get(a.user, get);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << GetJson(*r, a.ids_only).dump() << "\n";
+    } else {
+      PrintGet(a.user, *r, a.ids_only, a.count_only);
+    }
+    return 0;
+  }
+  if (command == "upsert") {
+    auto r = c.Upsert(a.user, updates, mode);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"inserted", r->inserted},
+                        {"updated", r->updated},
+                        {"trimmed", r->trimmed},
+                        {"count", r->count}}
+                       .dump()
+                << "\n";
+    } else {
+      std::printf("%u inserted, %u updated, %u expired trimmed, %u live segments now\n",
+                  r->inserted, r->updated, r->trimmed, r->count);
+    }
+    return 0;
+  }
+  if (command == "remove") {
+    auto r = c.Remove(a.user, ids);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"removed", *r}}.dump() << "\n";
+    } else {
+      std::printf("%u segments removed\n", *r);
+    }
+    return 0;
+  }
+  if (command == "trim") {
+    auto r = c.Trim(a.user, before);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"trimmed", r->trimmed}, {"remaining", r->remaining}}.dump() << "\n";
+    } else {
+      std::printf("%u stale segments trimmed, %u remaining\n", r->trimmed, r->remaining);
+    }
+    return 0;
+  }
+  if (command == "count") {
+    auto r = c.Count(a.user, id_from, id_to);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"count", *r}}.dump() << "\n";
+    } else {
+      std::printf("segments in %s-%s: %u\n", a.id_from.empty() ? "0" : a.id_from.c_str(),
+                  a.id_to.empty() ? "max" : a.id_to.c_str(), *r);
+    }
+    return 0;
+  }
+  if (command == "delete") {
+    auto r = c.Delete(a.user);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"deleted", *r}}.dump() << "\n";
+    } else {
+      std::printf(*r ? "profile of %s deleted\n" : "%s had no profile\n", a.user.c_str());
+    }
+    return 0;
+  }
+  return fail(Status::InvalidArgument("unknown command " + command));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"segctl: talk to a segstore server"};
+  app.require_subcommand(1);
+  app.fallthrough();  // --server, --json, --timeout may come after the command too
+  Args a;
+  app.add_option("-s,--server", a.server, "server address host:port (default 127.0.0.1:7700)");
+  app.add_option("--timeout", a.timeout_ms, "connect and request timeout in ms (default 5000)");
+  app.add_flag("--json", a.json, "print JSON instead of tables");
+
+  auto user = [&](CLI::App* cmd) { cmd->add_option("user", a.user, "user ID")->required(); };
+  auto id_range = [&](CLI::App* cmd) {
+    cmd->add_option("--id-from", a.id_from, "lowest segment ID");
+    cmd->add_option("--id-to", a.id_to, "highest segment ID");
+  };
+
+  app.add_subcommand("ping", "check the server answers; print the round trip");
+  app.add_subcommand("info", "the server's version and limits (hello)");
+  app.add_subcommand("stats", "the server's statistics");
+  CLI::App* get = app.add_subcommand("get", "list a user's live segments");
+  user(get);
+  id_range(get);
+  get->add_flag("--ids-only", a.ids_only, "segment IDs only");
+  get->add_flag("--count-only", a.count_only, "count the matches, list none");
+  get->add_option("--expiring-from", a.expiring_from, "expiry window start (Unix s or ISO UTC)");
+  get->add_option("--expiring-to", a.expiring_to, "expiry window end (Unix s or ISO UTC)");
+  get->add_flag("--outside", a.outside, "segments expiring outside the window instead");
+  get->add_option("--limit", a.limit, "list at most this many (lowest IDs)");
+  CLI::App* upsert = app.add_subcommand(
+      "upsert",
+      "insert or update segments: ID@WHEN[,a1=N][,a2=N], WHEN = +DURATION (90s, 15m, 5h, 30d), "
+      "Unix seconds, YYYY-MM-DDTHH:MM:SSZ or never; with --mode add, +DURATION is added");
+  user(upsert);
+  upsert->add_option("segments", a.items, "segments")->required();
+  upsert->add_option("--mode", a.mode, "set (default), extend (keep the later) or add");
+  CLI::App* remove = app.add_subcommand("remove", "remove segments by ID");
+  user(remove);
+  remove->add_option("ids", a.items, "segment IDs")->required();
+  CLI::App* trim = app.add_subcommand("trim", "remove expired segments");
+  user(trim);
+  trim->add_option("--before", a.before, "remove those expired before this time (default now)");
+  CLI::App* count = app.add_subcommand("count", "count live segments with IDs in a range");
+  user(count);
+  id_range(count);
+  CLI::App* del = app.add_subcommand("delete", "delete a user's whole profile, durably");
+  user(del);
+
+  CLI11_PARSE(app, argc, argv);
+  return Run(app.get_subcommands().front()->get_name(), a);
+}

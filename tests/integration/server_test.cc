@@ -1,0 +1,432 @@
+// The whole server in process: a real store on a temporary file, the profile
+// layer, ProfileService and the Asio front end on an ephemeral loopback port,
+// driven through the client library and through raw frames (proto/examples).
+#include <gtest/gtest.h>
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/clock.h"
+#include "proto/examples/examples.h"
+#include "proto/wire.h"
+#include "segstore/client.h"
+#include "server/profile_service.h"
+#include "server/raw_conn.h"
+#include "server/server.h"
+#include "storage/test_util.h"
+
+namespace segstore::server {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using testing::Frame;
+using testing::MakeFrame;
+using testing::RawConn;
+
+constexpr UnixSeconds kStart = 1'790'000'000;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+  void TearDown() override { Stop(); }
+
+  void Start() {
+    storage::StoreOptions o;
+    o.path = dir_.File("data");
+    o.file_size = 128u << 20;
+    o.write_block_size = 256u << 10;
+    o.clock = &clock_;
+    auto store = storage::Store::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    p.max_segments = kMaxSegments;
+    auto profiles = profile::ProfileStore::Open(store_.get(), p);
+    ASSERT_TRUE(profiles.ok());
+    profiles_ = std::move(profiles).value();
+    ProfileServiceOptions so;
+    so.max_batch = 100;
+    so.max_segments = kMaxSegments;
+    so.max_in_flight = server_options_.max_in_flight;
+    so.max_frame_bytes = server_options_.max_frame_bytes;
+    service_ = std::make_unique<ProfileService>(store_.get(), profiles_.get(), so);
+    server_options_.port = 0;
+    server_options_.threads = 2;
+    server_ = std::make_unique<Server>(server_options_, service_.get());
+    service_->set_server_counters([s = server_.get()] { return s->counters(); });
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  void Stop() {
+    if (server_) server_->Stop();
+    server_.reset();
+    service_.reset();
+    profiles_.reset();
+    store_.reset();
+  }
+
+  std::unique_ptr<Client> Connect() {
+    ClientOptions o;
+    o.port = server_->port();
+    o.request_timeout = std::chrono::milliseconds(10000);
+    o.connect_timeout = std::chrono::milliseconds(10000);
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  static constexpr uint32_t kMaxSegments = 2000;
+  storage::testing::TempDir dir_;
+  ManualClock clock_{kStart};
+  ServerOptions server_options_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<profile::ProfileStore> profiles_;
+  std::unique_ptr<ProfileService> service_;
+  std::unique_ptr<Server> server_;
+};
+
+std::vector<SegmentUpdate> Segments(uint64_t first, uint64_t n, uint32_t ttl) {
+  std::vector<SegmentUpdate> out;
+  for (uint64_t i = 0; i < n; ++i) out.push_back({first + i, ttl, true, {}, {}});
+  return out;
+}
+
+TEST_F(ServerTest, EveryOperationThroughTheClient) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->server_info().protocol, 1u);
+  EXPECT_EQ(c->server_info().max_segments, kMaxSegments);
+  EXPECT_EQ(c->server_info().max_batch, 100u);
+  ASSERT_TRUE(c->Ping().ok());
+
+  std::vector<SegmentUpdate> up = {{5484, 3600, true, {}, {}},
+                                   {100, kStart + 60, false, 3u, 9u},
+                                   {8500, 0, false, {}, {}}};  // never expires
+  auto r = c->Upsert("alice", up);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->inserted, 3u);
+  EXPECT_EQ(r->count, 3u);
+
+  auto got = c->Get("alice");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ(got->At(0), (Segment{100, kStart + 60, 3u, 9u}));
+  EXPECT_EQ(got->At(1), (Segment{5484, kStart + 3600, {}, {}}));
+  EXPECT_EQ(got->At(2), (Segment{8500, kNever, {}, {}}));
+
+  GetOptions ids;
+  ids.ids_only = true;
+  ids.id_from = 1000;
+  got = c->Get("alice", ids);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->ids, (std::vector<uint64_t>{5484, 8500}));
+  EXPECT_TRUE(got->expires.empty());
+
+  GetOptions window;  // "will not expire within the next two hours"
+  window.expiry_from = kStart;
+  window.expiry_to = kStart + 7200;
+  window.outside_expiry_window = true;
+  got = c->Get("alice", window);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->ids, (std::vector<uint64_t>{8500}));
+
+  GetOptions limited;
+  limited.limit = 1;
+  got = c->Get("alice", limited);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->count, 3u);
+  EXPECT_EQ(got->ids, (std::vector<uint64_t>{100}));
+
+  // "add 5 hours to segment 5484"
+  std::vector<SegmentUpdate> add = {{5484, 5 * 3600, false, {}, {}}};
+  ASSERT_TRUE(c->Upsert("alice", add, UpsertMode::kAdd).ok());
+  EXPECT_EQ(c->Get("alice")->At(1).expires_at, kStart + 6 * 3600);
+  // "segments in 8000-9000"
+  EXPECT_EQ(*c->Count("alice", 8000, 9000), 1u);
+
+  std::vector<std::string> users = {"alice", "nobody", "alice"};
+  auto batch = c->BatchGet(users);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), 3u);
+  EXPECT_EQ((*batch)[0]->count, 3u);
+  EXPECT_TRUE((*batch)[1].status().IsNotFound());
+  EXPECT_EQ((*batch)[2]->count, 3u);
+
+  std::vector<UpsertItem> items = {{"bob", Segments(1, 10, 600), UpsertMode::kSet},
+                                   {"carol", Segments(1, 5, 600), UpsertMode::kSet},
+                                   {"dave", {{1, 1, false, {}, {}}}, UpsertMode::kSet}};
+  auto bu = c->BatchUpsert(items);
+  ASSERT_TRUE(bu.ok()) << bu.status().ToString();
+  EXPECT_EQ((*bu)[0]->inserted, 10u);
+  EXPECT_EQ((*bu)[1]->count, 5u);
+  EXPECT_EQ((*bu)[2].status().code(), Status::Code::kInvalidArgument);  // expiry in the past
+
+  // Time passes: segment 100 expires, invisible at once; trim removes it.
+  clock_.Advance(60);
+  EXPECT_EQ(c->Get("alice")->count, 2u);
+  auto trim = c->Trim("alice");
+  ASSERT_TRUE(trim.ok());
+  EXPECT_EQ(trim->trimmed, 1u);
+  EXPECT_EQ(trim->remaining, 2u);
+  std::vector<uint64_t> rm = {8500, 1};
+  EXPECT_EQ(*c->Remove("alice", rm), 1u);
+  EXPECT_EQ(*c->Delete("alice"), true);
+  EXPECT_TRUE(c->Get("alice").status().IsNotFound());
+  EXPECT_EQ(*c->Delete("alice"), false);
+
+  auto stats = c->Stats();
+  ASSERT_TRUE(stats.ok());
+  std::map<std::string, StatEntry> by_name;
+  for (const StatEntry& e : stats->entries) by_name[e.name] = e;
+  ASSERT_TRUE(by_name.count("server.requests.get"));
+  EXPECT_GE(std::get<uint64_t>(by_name["server.requests.get"].value), 7u);
+  EXPECT_TRUE(by_name.count("storage.records"));
+  EXPECT_TRUE(by_name.count("sweeper.segments_removed"));
+  EXPECT_TRUE(by_name.count("recovery.seconds"));
+}
+
+TEST_F(ServerTest, LimitsAreRefusedAndNothingIsWritten) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  auto over = c->Upsert("u", Segments(0, kMaxSegments + 1, 600));
+  EXPECT_EQ(over.status().code(), Status::Code::kLimitExceeded) << over.status().ToString();
+  EXPECT_TRUE(c->Get("u").status().IsNotFound());
+  std::vector<std::string> many(101, "x");
+  EXPECT_EQ(c->BatchGet(many).status().code(), Status::Code::kLimitExceeded);
+  EXPECT_EQ(c->Get(std::string(300, 'k')).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c->Get("").status().code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(c->Ping().ok());  // the connection is still fine
+}
+
+// Every example request in proto/examples, sent as its raw bytes, is answered
+// with the same op and request ID and a body of the documented shape.
+TEST_F(ServerTest, ExampleRequestFramesAreAnswered) {
+  RawConn conn;
+  ASSERT_TRUE(conn.Connect(server_->port()));
+  for (const proto::examples::Example& e : proto::examples::All()) {
+    if (e.file.find(".request.") == std::string::npos) continue;
+    SCOPED_TRACE(e.file);
+    ASSERT_TRUE(conn.Write(proto::examples::EncodeFrame(e)));
+    Frame f;
+    ASSERT_EQ(conn.ReadFrame(&f), RawConn::ReadResult::kFrame);
+    EXPECT_EQ(f.op(), static_cast<uint8_t>(e.op));
+    EXPECT_EQ(f.id(), e.request_id);
+    // Upserts in the examples use dates in 2030, so they succeed; reads of
+    // users not yet written may be NotFound.
+    EXPECT_TRUE(f.status() == Status::Code::kOk || f.status() == Status::Code::kNotFound)
+        << proto::DecodeError(f.body);
+    if (f.status() != Status::Code::kOk) {
+      EXPECT_FALSE(proto::DecodeError(f.body).empty());
+    }
+  }
+}
+
+TEST_F(ServerTest, BadRequestsGetErrorsAndTheConnectionStaysUsable) {
+  RawConn conn;
+  ASSERT_TRUE(conn.Connect(server_->port()));
+  const auto get = static_cast<uint8_t>(proto::Op::kGet);
+  struct Case {
+    std::string body;
+    Status::Code code;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"\xc1", Status::Code::kInvalidArgument, "not valid MessagePack"},
+      {"\x93\x01\x02\x03", Status::Code::kInvalidArgument, "map"},     // an array
+      {"\x80", Status::Code::kInvalidArgument, "user"},                // missing user
+      {"\x81\xa4user\x07", Status::Code::kInvalidArgument, "user"},    // wrong type
+      {"\x82\xa4user\xa1u\xa5limit\xa1x", Status::Code::kInvalidArgument, "limit"},
+      {std::string("\x81\xa4user\xa1u\x00", 9), Status::Code::kInvalidArgument, "trailing"},
+  };
+  uint32_t id = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    ASSERT_TRUE(conn.Write(MakeFrame(get, id, c.body)));
+    Frame f;
+    ASSERT_TRUE(conn.Expect(id, c.code, &f));
+    EXPECT_NE(proto::DecodeError(f.body).find(c.needle), std::string::npos)
+        << proto::DecodeError(f.body);
+    ++id;
+  }
+  // A key too long, a batch too large.
+  std::string body;
+  proto::Encode(proto::GetRequest{std::string(257, 'k'), {}}, &body);
+  ASSERT_TRUE(conn.Write(MakeFrame(get, id, body)));
+  ASSERT_TRUE(conn.Expect(id++, Status::Code::kInvalidArgument));
+  body.clear();
+  proto::Encode(proto::BatchGetRequest{std::vector<std::string>(101, "u"), {}}, &body);
+  ASSERT_TRUE(conn.Write(MakeFrame(static_cast<uint8_t>(proto::Op::kBatchGet), id, body)));
+  ASSERT_TRUE(conn.Expect(id++, Status::Code::kLimitExceeded));
+  // An unknown operation.
+  ASSERT_TRUE(conn.Write(MakeFrame(0x7e, id, "")));
+  ASSERT_TRUE(conn.Expect(id++, Status::Code::kUnsupported));
+  // Still serving.
+  ASSERT_TRUE(conn.Write(MakeFrame(static_cast<uint8_t>(proto::Op::kPing), id, "")));
+  ASSERT_TRUE(conn.Expect(id++, Status::Code::kOk));
+  // A broken frame closes only this connection.
+  ASSERT_TRUE(conn.Write(std::string(16, 'Z')));
+  Frame f;
+  ASSERT_EQ(conn.ReadFrame(&f), RawConn::ReadResult::kFrame);
+  EXPECT_EQ(f.status(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(conn.ExpectClosed());
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Ping().ok());
+}
+
+// Thousands of requests in flight on one connection, through the async client.
+TEST_F(ServerTest, ThousandsOfPipelinedRequestsAllComplete) {
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    for (int u = 0; u < 50; ++u) {
+      ASSERT_TRUE(c->Upsert("user" + std::to_string(u), Segments(u, 20, 3600)).ok());
+    }
+  }
+  boost::asio::io_context io;
+  ClientOptions o;
+  o.port = server_->port();
+  o.request_timeout = std::chrono::milliseconds(30000);
+  std::unique_ptr<client::AsyncClient> ac;
+  client::AsyncClient::Connect(io, o, [&](Result<std::unique_ptr<client::AsyncClient>> r) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ac = std::move(r).value();
+  });
+  io.run_one();
+  while (!ac) io.run_one();
+  constexpr int kRequests = 5000;
+  int done = 0, wrong = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    const int u = i % 60;  // 50 exist, 10 do not
+    ac->Get("user" + std::to_string(u), {}, [&, u](Result<GetResult> r) {
+      ++done;
+      if (u < 50 ? !(r.ok() && r->count == 20 && r->ids.front() == uint64_t(u))
+                 : !r.status().IsNotFound()) {
+        ++wrong;
+      }
+    });
+  }
+  while (done < kRequests) io.run_one();
+  EXPECT_EQ(wrong, 0);
+  ac.reset();
+}
+
+// A client that sends many requests and reads nothing: the server stops
+// reading it (bounded memory) and keeps serving everyone else; once the
+// client reads, every answer arrives.
+TEST_F(ServerTest, AClientThatStopsReadingGetsBackpressure) {
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->Upsert("big", Segments(0, 1000, 3600)).ok());  // ~10 KiB a response
+  }
+  RawConn slow;
+  ASSERT_TRUE(slow.Connect(server_->port(), /*rcvbuf=*/4096));
+  std::string body;
+  proto::Encode(proto::GetRequest{"big", {}}, &body);
+  constexpr uint32_t kRequests = 3000;  // ~30 MiB of answers, far over 8 MiB pending
+  std::string burst;
+  for (uint32_t i = 1; i <= kRequests; ++i) {
+    burst += MakeFrame(static_cast<uint8_t>(proto::Op::kGet), i, body);
+  }
+  // ~90 KB of requests fit in the socket buffers, so the write completes
+  // without our reading anything.
+  ASSERT_TRUE(slow.Write(burst, /*drain=*/false));
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().backpressure_pauses > 0; }));
+  // Everyone else is served meanwhile.
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Get("big").ok());
+  const uint64_t served = server_->counters().requests_by_op[0x10];
+  EXPECT_LT(served, kRequests);  // it stopped reading us
+  // Now read: every request gets its answer.
+  std::set<uint32_t> seen;
+  Frame f;
+  while (seen.size() < kRequests) {
+    if (slow.ReadFrame(&f, std::chrono::milliseconds(10000)) != RawConn::ReadResult::kFrame) break;
+    EXPECT_EQ(f.status(), Status::Code::kOk);
+    seen.insert(f.id());
+  }
+  EXPECT_EQ(seen.size(), kRequests);
+}
+
+TEST_F(ServerTest, ManyConnectionsUpsertingOneUserLoseNothing) {
+  constexpr int kClients = 8, kEach = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = Connect();
+      if (!c) {
+        ++failures;
+        return;
+      }
+      for (int i = 0; i < kEach; ++i) {
+        std::vector<SegmentUpdate> one = {{uint64_t(t * 1000 + i), 3600, true, {}, {}}};
+        if (!c->Upsert("shared", one).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto c = Connect();
+  EXPECT_EQ(c->Get("shared")->count, uint32_t(kClients * kEach));
+}
+
+TEST_F(ServerTest, AcknowledgedWritesAndDeletesSurviveARestart) {
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    for (int u = 0; u < 200; ++u) {
+      ASSERT_TRUE(c->Upsert("user" + std::to_string(u), Segments(u, 10, 3600)).ok());
+    }
+    for (int u = 0; u < 200; u += 10) ASSERT_TRUE(*c->Delete("user" + std::to_string(u)));
+  }
+  Stop();
+  Start();
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (int u = 0; u < 200; ++u) {
+    auto got = c->Get("user" + std::to_string(u));
+    if (u % 10 == 0) {
+      EXPECT_TRUE(got.status().IsNotFound()) << u;
+    } else {
+      ASSERT_TRUE(got.ok()) << u << " " << got.status().ToString();
+      EXPECT_EQ(got->count, 10u);
+    }
+  }
+}
+
+TEST_F(ServerTest, StopAnswersRequestsInFlightFirst) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Upsert("u", Segments(0, 100, 3600)).ok());
+  RawConn conn;
+  ASSERT_TRUE(conn.Connect(server_->port()));
+  std::string body;
+  proto::Encode(proto::GetRequest{"u", {}}, &body);
+  std::string burst;
+  for (uint32_t i = 1; i <= 100; ++i) burst += MakeFrame(0x10, i, body);
+  ASSERT_TRUE(conn.Write(burst));
+  // Wait until the server has read them all, then stop it.
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().requests_by_op[0x10] >= 100; }));
+  std::thread stopper([&] { server_->Stop(); });
+  std::set<uint32_t> seen;
+  Frame f;
+  while (conn.ReadFrame(&f) == RawConn::ReadResult::kFrame) seen.insert(f.id());
+  stopper.join();
+  EXPECT_EQ(seen.size(), 100u);
+}
+
+}  // namespace
+}  // namespace segstore::server

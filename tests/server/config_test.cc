@@ -1,0 +1,358 @@
+// segstored's configuration: the shipped file, the TOML loader's checks and
+// the small parsers behind it.
+
+#include "server/config.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace segstore::server {
+namespace {
+
+using Code = Status::Code;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::string kShippedConfig = std::string(SEGSTORE_SOURCE_DIR) + "/config/segstored.toml";
+
+Status Load(std::string_view text, Config* c) { return LoadConfigText(text, "test.toml", c); }
+
+::testing::AssertionResult Rejected(std::string_view text, std::string_view must_mention) {
+  Config c = DefaultConfig();
+  Status s = Load(text, &c);
+  if (s.ok()) return ::testing::AssertionFailure() << "accepted:\n" << text;
+  if (s.code() != Code::kInvalidArgument) {
+    return ::testing::AssertionFailure() << "wrong code: " << s.ToString();
+  }
+  if (s.message().find(must_mention) == std::string_view::npos) {
+    return ::testing::AssertionFailure()
+           << "message \"" << s.message() << "\" does not mention \"" << must_mention << "\"";
+  }
+  return ::testing::AssertionSuccess() << s.message();
+}
+
+// Every setting the file can carry, set away from its default, so that a key
+// the shipped file leaves out shows up as a difference.
+Config EveryKeyChanged() {
+  Config c = DefaultConfig();
+  c.server.host = "10.9.8.7";
+  c.server.port = 1;
+  c.server.threads = 77;
+  c.server.max_connections = 7;
+  c.server.idle_timeout = seconds(7);
+  c.server.max_frame_bytes = 7777;
+  c.server.max_in_flight = 7;
+  c.server.max_pending_bytes = 777777;
+  c.server.shutdown_timeout = seconds(77);
+  c.max_batch = 7;
+  c.storage.path = "/elsewhere";
+  c.storage.file_size = 7ull << 30;
+  c.storage.write_block_size = 64 * 1024;
+  c.storage.durability = c.storage.durability == storage::Durability::kCommit
+                             ? storage::Durability::kBuffered
+                             : storage::Durability::kCommit;
+  c.storage.flush_interval = std::chrono::microseconds(7);
+  c.storage.align_records = !c.storage.align_records;
+  c.storage.io_backend = storage::IoBackend::kSync;
+  c.storage.queue_depth = 7;
+  c.storage.max_key_size = 7;
+  c.storage.background_defrag = !c.storage.background_defrag;
+  c.storage.defrag_threshold = 0.07;
+  c.storage.defrag_blocks_per_second = 7;
+  c.storage.rotate_blocks_per_second = 7;
+  c.profile.max_segments = 7;
+  c.profile.sweeper = !c.profile.sweeper;
+  c.profile.sweep_records_per_second = 7;
+  c.profile.sweep_share = 0.07;
+  c.profile.sweep_interval = milliseconds(7);
+  c.profile.sweep_flush_interval = milliseconds(7);
+  c.log_level = "off";
+  return c;
+}
+
+// The settings Describe() leaves out, compared one by one.
+void ExpectUndescribedEqual(const Config& got, const Config& want) {
+  EXPECT_EQ(got.server.shutdown_timeout, want.server.shutdown_timeout);
+  EXPECT_EQ(got.storage.queue_depth, want.storage.queue_depth);
+  EXPECT_EQ(got.storage.max_key_size, want.storage.max_key_size);
+  EXPECT_EQ(got.storage.defrag_threshold, want.storage.defrag_threshold);
+  EXPECT_EQ(got.storage.defrag_blocks_per_second, want.storage.defrag_blocks_per_second);
+  EXPECT_EQ(got.storage.rotate_blocks_per_second, want.storage.rotate_blocks_per_second);
+  EXPECT_EQ(got.profile.sweep_interval, want.profile.sweep_interval);
+  EXPECT_EQ(got.profile.sweep_flush_interval, want.profile.sweep_flush_interval);
+}
+
+TEST(ConfigTest, ShippedFileLoadsAndDocumentsTheDefaults) {
+  Config c = DefaultConfig();
+  Status s = LoadConfigFile(kShippedConfig, &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const auto got = Describe(c);
+  const auto want = Describe(DefaultConfig());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << "key " << want[i].name << " differs from the default";
+  }
+  ExpectUndescribedEqual(c, DefaultConfig());
+  EXPECT_TRUE(Validate(c).ok());
+}
+
+TEST(ConfigTest, ShippedFileSetsEveryKey) {
+  Config c = EveryKeyChanged();
+  Status s = LoadConfigFile(kShippedConfig, &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const auto got = Describe(c);
+  const auto want = Describe(DefaultConfig());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << "the shipped file does not set " << want[i].name;
+  }
+  ExpectUndescribedEqual(c, DefaultConfig());
+}
+
+TEST(ConfigTest, EmptyTextChangesNothing) {
+  Config c = EveryKeyChanged();
+  ASSERT_TRUE(Load("", &c).ok());
+  EXPECT_EQ(Describe(c), Describe(EveryKeyChanged()));
+}
+
+TEST(ConfigTest, ValuesAreApplied) {
+  Config c = DefaultConfig();
+  Status s = Load(R"(
+[server]
+listen = "[::1]:7800"
+threads = 3
+idle_timeout_seconds = 30
+max_frame_bytes = 65536
+max_pending_bytes = "2MiB"
+shutdown_timeout_seconds = 0
+[storage]
+path = "/data/s.dat"
+file_size = "64GiB"
+write_block_size = "4MiB"
+durability = "buffered"
+io_backend = "io_uring"
+defrag_threshold = 0
+[profile]
+sweeper = false
+sweep_share = 1
+[log]
+level = "debug"
+)",
+                  &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.server.host, "::1");
+  EXPECT_EQ(c.server.port, 7800);
+  EXPECT_EQ(c.server.threads, 3u);
+  EXPECT_EQ(c.server.idle_timeout, seconds(30));
+  EXPECT_EQ(c.server.max_frame_bytes, 65536u);
+  EXPECT_EQ(c.server.max_pending_bytes, 2u << 20);
+  EXPECT_EQ(c.server.shutdown_timeout, seconds(0));
+  EXPECT_EQ(c.storage.path, "/data/s.dat");
+  EXPECT_EQ(c.storage.file_size, uint64_t{64} << 30);
+  EXPECT_EQ(c.storage.write_block_size, 4u << 20);
+  EXPECT_EQ(c.storage.durability, storage::Durability::kBuffered);
+  EXPECT_EQ(c.storage.io_backend, storage::IoBackend::kIoUring);
+  EXPECT_EQ(c.storage.defrag_threshold, 0.0);
+  EXPECT_FALSE(c.profile.sweeper);
+  EXPECT_EQ(c.profile.sweep_share, 1.0);
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_TRUE(Validate(c).ok());
+}
+
+TEST(ConfigTest, SizesAreStringsWithUnitsOrIntegers) {
+  Config c = DefaultConfig();
+  ASSERT_TRUE(Load("[storage]\nfile_size = \"4GiB\"\n", &c).ok());
+  EXPECT_EQ(c.storage.file_size, uint64_t{4} << 30);
+  ASSERT_TRUE(Load("[storage]\nfile_size = 1073741824\n", &c).ok());
+  EXPECT_EQ(c.storage.file_size, uint64_t{1} << 30);
+  ASSERT_TRUE(Load("[storage]\nfile_size = \"512MiB\"\n", &c).ok());
+  EXPECT_EQ(c.storage.file_size, uint64_t{512} << 20);
+  ASSERT_TRUE(Load("[server]\nmax_pending_bytes = \"64KiB\"\n", &c).ok());
+  EXPECT_EQ(c.server.max_pending_bytes, 64u * 1024);
+  ASSERT_TRUE(Load("[server]\nmax_frame_bytes = 4096\n", &c).ok());
+  EXPECT_EQ(c.server.max_frame_bytes, 4096u);
+}
+
+TEST(ConfigTest, UnknownSectionIsRejectedWithItsLine) {
+  EXPECT_TRUE(Rejected("[server]\nthreads = 1\n\n[srever]\nthreads = 2\n", "line 4"));
+  EXPECT_TRUE(Rejected("[server]\nthreads = 1\n\n[srever]\nthreads = 2\n", "srever"));
+  EXPECT_TRUE(Rejected("\nthreads = 1\n", "line 2"));  // a key outside any section
+}
+
+TEST(ConfigTest, UnknownKeyIsRejectedWithItsLine) {
+  const char* text = "# comment\n[server]\nthreads = 1\nmax_conections = 5\n";
+  EXPECT_TRUE(Rejected(text, "line 4"));
+  EXPECT_TRUE(Rejected(text, "server.max_conections"));
+  EXPECT_TRUE(Rejected("[storage]\n\n\npath = \"x\"\nsize = 1\n", "line 5"));
+  EXPECT_TRUE(Rejected("[log]\nlevel = \"info\"\n[log.sub]\nx = 1\n", "log.sub"));
+}
+
+TEST(ConfigTest, SyntaxErrorIsRejectedWithItsLine) {
+  EXPECT_TRUE(Rejected("[server]\nthreads = 1\nthreads 2\n", "line 3"));
+  EXPECT_TRUE(Rejected("[server]\nthreads = 1\nthreads = 2\n", "line 3"));  // duplicate key
+}
+
+TEST(ConfigTest, WrongTypeIsRejectedNamingTheKey) {
+  EXPECT_TRUE(Rejected("[server]\nthreads = \"four\"\n", "server.threads"));
+  EXPECT_TRUE(Rejected("[server]\nthreads = 2.5\n", "server.threads"));
+  EXPECT_TRUE(Rejected("[server]\nlisten = 7700\n", "server.listen"));
+  EXPECT_TRUE(Rejected("[storage]\nalign_records = 1\n", "storage.align_records"));
+  EXPECT_TRUE(Rejected("[storage]\nfile_size = 4.5\n", "storage.file_size"));
+  EXPECT_TRUE(Rejected("[storage]\nfile_size = true\n", "storage.file_size"));
+  EXPECT_TRUE(Rejected("[storage]\ndefrag_threshold = \"half\"\n", "storage.defrag_threshold"));
+  EXPECT_TRUE(Rejected("[profile]\nsweeper = \"yes\"\n", "profile.sweeper"));
+  EXPECT_TRUE(Rejected("[log]\nlevel = 3\n", "log.level"));
+  EXPECT_TRUE(Rejected("server = 1\n", "server"));  // a section that is not a table
+}
+
+TEST(ConfigTest, OutOfRangeValuesAreRejected) {
+  EXPECT_TRUE(Rejected("[server]\nthreads = 5000\n", "server.threads"));
+  EXPECT_TRUE(Rejected("[server]\nthreads = -1\n", "server.threads"));
+  EXPECT_TRUE(Rejected("[server]\nmax_connections = 0\n", "server.max_connections"));
+  EXPECT_TRUE(Rejected("[server]\nidle_timeout_seconds = 0\n", "server.idle_timeout_seconds"));
+  EXPECT_TRUE(Rejected("[server]\nmax_frame_bytes = \"1KiB\"\n", "server.max_frame_bytes"));
+  EXPECT_TRUE(Rejected("[server]\nmax_frame_bytes = \"1GiB\"\n", "server.max_frame_bytes"));
+  EXPECT_TRUE(Rejected("[server]\nmax_pending_bytes = \"2GiB\"\n", "server.max_pending_bytes"));
+  EXPECT_TRUE(Rejected("[server]\nmax_in_flight = 0\n", "server.max_in_flight"));
+  EXPECT_TRUE(Rejected("[storage]\nfile_size = \"1MiB\"\n", "storage.file_size"));
+  EXPECT_TRUE(Rejected("[storage]\nfile_size = \"17TiB\"\n", "storage.file_size"));
+  EXPECT_TRUE(Rejected("[storage]\nfile_size = -1\n", "storage.file_size"));
+  EXPECT_TRUE(Rejected("[storage]\nwrite_block_size = \"16MiB\"\n", "storage.write_block_size"));
+  EXPECT_TRUE(Rejected("[storage]\ndefrag_threshold = 0.99\n", "storage.defrag_threshold"));
+  EXPECT_TRUE(Rejected("[storage]\ndefrag_threshold = nan\n", "storage.defrag_threshold"));
+  EXPECT_TRUE(Rejected("[profile]\nsweep_share = 0\n", "profile.sweep_share"));
+  EXPECT_TRUE(Rejected("[storage]\nqueue_depth = 4\n", "storage.queue_depth"));
+  // Values that are the wrong word.
+  EXPECT_TRUE(Rejected("[storage]\ndurability = \"sometimes\"\n", "storage.durability"));
+  EXPECT_TRUE(Rejected("[storage]\nio_backend = \"epoll\"\n", "storage.io_backend"));
+  EXPECT_TRUE(Rejected("[storage]\npath = \"\"\n", "storage.path"));
+  EXPECT_TRUE(Rejected("[log]\nlevel = \"verbose\"\n", "log.level"));
+  EXPECT_TRUE(Rejected("[server]\nlisten = \"localhost\"\n", "server.listen"));
+  EXPECT_TRUE(Rejected("[storage]\nfile_size = \"4 GB\"\n", "storage.file_size"));
+}
+
+TEST(ConfigTest, RejectedLoadNamesTheOrigin) {
+  Config c = DefaultConfig();
+  Status s = LoadConfigText("[server]\nthreads = -1\n", "/etc/segstored.toml", &c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/etc/segstored.toml"), std::string_view::npos) << s.message();
+  EXPECT_NE(s.message().find("line 2"), std::string_view::npos) << s.message();
+}
+
+TEST(ConfigTest, LoadConfigFileOnMissingFileIsNotFound) {
+  Config c = DefaultConfig();
+  Status s = LoadConfigFile(std::string(SEGSTORE_SOURCE_DIR) + "/config/no-such-file.toml", &c);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_EQ(Describe(c), Describe(DefaultConfig()));
+}
+
+TEST(ConfigTest, ParseListenAcceptsHostPortV6AndPortOnly) {
+  ServerOptions o;
+  ASSERT_TRUE(ParseListen("127.0.0.1:7700", &o).ok());
+  EXPECT_EQ(o.host, "127.0.0.1");
+  EXPECT_EQ(o.port, 7700);
+  ASSERT_TRUE(ParseListen("[::1]:80", &o).ok());
+  EXPECT_EQ(o.host, "::1");
+  EXPECT_EQ(o.port, 80);
+  ASSERT_TRUE(ParseListen(":9000", &o).ok());
+  EXPECT_EQ(o.host, "::1");  // unchanged
+  EXPECT_EQ(o.port, 9000);
+  ASSERT_TRUE(ParseListen("example.com:0", &o).ok());
+  EXPECT_EQ(o.host, "example.com");
+  EXPECT_EQ(o.port, 0);
+  ASSERT_TRUE(ParseListen("0.0.0.0:65535", &o).ok());
+  EXPECT_EQ(o.port, 65535);
+}
+
+TEST(ConfigTest, ParseListenRejectsMalformedAddresses) {
+  for (const char* bad : {"host", "h:70000", "h:65536", "h:-1", "::1:80", "h:", "h:80x", "h: 80",
+                          "h:+80", "", "[::1]", "[::1]80"}) {
+    ServerOptions o;
+    o.host = "unchanged";
+    o.port = 1234;
+    Status s = ParseListen(bad, &o);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << "\"" << bad << "\" was accepted";
+    EXPECT_EQ(o.host, "unchanged") << bad;
+    EXPECT_EQ(o.port, 1234) << bad;
+  }
+}
+
+TEST(ConfigTest, ParseBytesReadsUnits) {
+  struct Case {
+    const char* text;
+    uint64_t bytes;
+  };
+  for (const Case& c :
+       {Case{"0", 0}, Case{"4294967296", uint64_t{1} << 32}, Case{"17B", 17},
+        Case{"64KiB", 64 * 1024}, Case{"64K", 64 * 1024}, Case{"512MiB", uint64_t{512} << 20},
+        Case{"4GiB", uint64_t{4} << 30}, Case{"4 GiB", uint64_t{4} << 30},
+        Case{"2TiB", uint64_t{2} << 40}, Case{"3G", uint64_t{3} << 30},
+        Case{"18446744073709551615", UINT64_MAX}, Case{"16777215TiB", uint64_t{16777215} << 40}}) {
+    uint64_t got = 1;
+    Status s = ParseBytes(c.text, &got);
+    ASSERT_TRUE(s.ok()) << c.text << ": " << s.ToString();
+    EXPECT_EQ(got, c.bytes) << c.text;
+  }
+}
+
+TEST(ConfigTest, ParseBytesRejectsOverflowAndJunk) {
+  for (const char* bad :
+       {"", "GiB", "-1", "4gib", "4GB", "4 XiB", "1.5GiB", " 4GiB", "18446744073709551616",
+        "16777216TiB", "17179869184GiB", "99999999999999999999999", "4GiBs"}) {
+    uint64_t got = 42;
+    Status s = ParseBytes(bad, &got);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << "\"" << bad << "\" was accepted as " << got;
+    EXPECT_EQ(got, 42u) << bad;
+  }
+}
+
+TEST(ConfigTest, ParseDurabilityKnowsCommitAndBuffered) {
+  storage::Durability d = storage::Durability::kBuffered;
+  ASSERT_TRUE(ParseDurability("commit", &d).ok());
+  EXPECT_EQ(d, storage::Durability::kCommit);
+  ASSERT_TRUE(ParseDurability("buffered", &d).ok());
+  EXPECT_EQ(d, storage::Durability::kBuffered);
+  for (const char* bad : {"", "Commit", "sync", "commit "}) {
+    EXPECT_EQ(ParseDurability(bad, &d).code(), Code::kInvalidArgument) << bad;
+    EXPECT_EQ(d, storage::Durability::kBuffered) << bad;
+  }
+}
+
+TEST(ConfigTest, ValidateAcceptsTheDefaults) { EXPECT_TRUE(Validate(DefaultConfig()).ok()); }
+
+TEST(ConfigTest, ValidateRejectsBlockSizeThatIsNotAPowerOfTwo) {
+  Config c = DefaultConfig();
+  c.storage.write_block_size = 3u << 20;
+  Status s = Validate(c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("write_block_size"), std::string_view::npos) << s.message();
+
+  // The same value from a file passes the loader's range check; Validate is
+  // what catches it.
+  c = DefaultConfig();
+  ASSERT_TRUE(Load("[storage]\nwrite_block_size = \"768KiB\"\n", &c).ok());
+  EXPECT_EQ(Validate(c).code(), Code::kInvalidArgument);
+}
+
+TEST(ConfigTest, ValidateRejectsFileSmallerThanFourBlocks) {
+  Config c = DefaultConfig();
+  ASSERT_TRUE(Load("[storage]\nfile_size = \"16MiB\"\nwrite_block_size = \"8MiB\"\n", &c).ok());
+  Status s = Validate(c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("file_size"), std::string_view::npos) << s.message();
+}
+
+TEST(ConfigTest, DescribeLineListsEverySetting) {
+  const Config c = DefaultConfig();
+  const std::string line = DescribeLine(c);
+  for (const StatEntry& e : Describe(c)) {
+    EXPECT_NE(line.find(e.name.substr(7) + "="), std::string::npos) << e.name;
+  }
+  EXPECT_NE(line.find("server.listen=127.0.0.1:7700"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace segstore::server

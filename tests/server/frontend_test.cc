@@ -1,0 +1,543 @@
+// The network front end (Server, Connection) against a stub Service, driven
+// by raw sockets: framing, pipelining, the protocol's error cases, the
+// connection limits, backpressure and shutdown (proto/PROTOCOL.md).
+
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "proto/protocol.h"
+#include "server/raw_conn.h"
+#include "server/server.h"
+#include "server/stub_service.h"
+
+namespace segstore::server {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::IdFor;
+using testing::kPatience;
+using testing::MakeFrame;
+using testing::MakeHeader;
+using testing::RawConn;
+using testing::SizeBody;
+using testing::StubService;
+using testing::WaitFor;
+using Code = Status::Code;
+
+constexpr auto kPing = static_cast<uint8_t>(proto::Op::kPing);
+constexpr auto kStats = static_cast<uint8_t>(proto::Op::kStats);
+
+class FrontendTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (server_ != nullptr) {
+      service_.set_hold(false);
+      service_.ReleaseHeld();
+      server_->Stop();
+    }
+  }
+
+  // Starts a server on an ephemeral port of 127.0.0.1.
+  void StartServer(ServerOptions options = {}) {
+    options.host = "127.0.0.1";
+    options.port = 0;
+    if (options.threads == 0) options.threads = 2;
+    server_ = std::make_unique<Server>(options, &service_);
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_NE(server_->port(), 0);
+  }
+
+  RawConn Connect(int rcvbuf = 0) {
+    RawConn c;
+    EXPECT_TRUE(c.Connect(server_->port(), rcvbuf)) << std::strerror(errno);
+    return c;
+  }
+
+  // A ping answered on `c`, echoing its body.
+  ::testing::AssertionResult Ping(RawConn& c, uint32_t id) {
+    const std::string body = "ping " + std::to_string(id);
+    auto w = c.Write(MakeFrame(kPing, id, body));
+    if (!w) return w;
+    testing::Frame f;
+    auto r = c.Expect(id, Code::kOk, &f);
+    if (!r) return r;
+    if (f.body != body) return ::testing::AssertionFailure() << "body \"" << f.body << "\"";
+    return ::testing::AssertionSuccess();
+  }
+
+  ServerCounters counters() const { return server_->counters(); }
+
+  StubService service_;  // outlives server_
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(FrontendTest, PipelinedRequestsAreAllAnsweredAndMatchedById) {
+  StartServer();
+  RawConn c = Connect();
+  constexpr uint32_t kRequests = 5000;
+  std::string burst;
+  for (uint32_t i = 1; i <= kRequests; ++i) {
+    burst += MakeFrame(kPing, IdFor(1, i), "body of " + std::to_string(i));
+  }
+  ASSERT_TRUE(c.Write(burst));  // all at once
+  std::set<uint32_t> answered;
+  for (uint32_t n = 0; n < kRequests; ++n) {
+    testing::Frame f;
+    ASSERT_EQ(c.ReadFrame(&f), RawConn::ReadResult::kFrame) << "after " << n << " responses";
+    ASSERT_EQ(f.status(), Code::kOk);
+    ASSERT_EQ(f.op(), kPing);
+    const uint32_t seq = f.id() & 0xFFFFF;
+    ASSERT_EQ(f.id(), IdFor(1, seq));
+    ASSERT_EQ(f.body, "body of " + std::to_string(seq));
+    ASSERT_TRUE(answered.insert(f.id()).second) << "request " << f.id() << " answered twice";
+  }
+  EXPECT_EQ(answered.size(), kRequests);
+  EXPECT_TRUE(c.ExpectQuiet(milliseconds(50)));
+  EXPECT_GE(counters().requests, kRequests);
+  EXPECT_EQ(counters().requests_by_op[kPing], kRequests);
+}
+
+TEST_F(FrontendTest, FrameArrivingByteByByteIsServed) {
+  StartServer();
+  RawConn c = Connect();
+  const std::string frame = MakeFrame(kPing, 7, "split across many writes");
+  for (char b : frame) ASSERT_TRUE(c.Write(std::string_view(&b, 1)));
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(7, Code::kOk, &f));
+  EXPECT_EQ(f.body, "split across many writes");
+}
+
+TEST_F(FrontendTest, BodyOfExactlyMaxFrameBytesIsServed) {
+  ServerOptions o;
+  o.max_frame_bytes = 1 << 20;
+  StartServer(o);
+  RawConn c = Connect();
+  std::string body(o.max_frame_bytes, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 131 % 251);
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 3, body)));
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(3, Code::kOk, &f));
+  EXPECT_TRUE(f.body == body);
+  EXPECT_TRUE(Ping(c, 4));
+}
+
+TEST_F(FrontendTest, BadMagicGetsOneInvalidArgumentFrameThenClose) {
+  StartServer();
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write("GET / HTTP/1.1\r\n"));  // 16 bytes that are not a frame
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(0, Code::kInvalidArgument, &f));
+  EXPECT_EQ(f.op(), 0);
+  EXPECT_TRUE(c.ExpectClosed());
+  EXPECT_TRUE(WaitFor([&] { return counters().broken_frames == 1; }));
+  EXPECT_EQ(service_.handled(), 0u);
+}
+
+TEST_F(FrontendTest, BodyOverMaxFrameBytesGetsLimitExceededThenClose) {
+  ServerOptions o;
+  o.max_frame_bytes = 4096;
+  StartServer(o);
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeHeader(kPing, 77, o.max_frame_bytes + 1)));
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(77, Code::kLimitExceeded, &f));
+  EXPECT_EQ(f.op(), kPing);
+  EXPECT_TRUE(c.ExpectClosed());
+  EXPECT_TRUE(WaitFor([&] { return counters().broken_frames == 1; }));
+  EXPECT_EQ(service_.handled(), 0u);
+}
+
+TEST_F(FrontendTest, UnknownOpGetsUnsupportedAndConnectionStaysUsable) {
+  StartServer();
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeFrame(0x7f, 5, "whatever") + MakeFrame(kPing, 6, "next")));
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(5, Code::kUnsupported, &f));
+  EXPECT_EQ(f.op(), 0x7f);
+  ASSERT_TRUE(c.Expect(6, Code::kOk, &f));
+  EXPECT_EQ(f.body, "next");
+  EXPECT_TRUE(Ping(c, 8));
+  EXPECT_EQ(service_.handled(), 2u);  // the unknown op never reached the handler
+}
+
+TEST_F(FrontendTest, OtherVersionGetsUnsupportedWithItsBodySkipped) {
+  StartServer();
+  RawConn c = Connect();
+  // The version-2 frame's body is itself a valid version-1 frame: were the
+  // body not skipped, request 99 would be answered.
+  const std::string inner = MakeFrame(kPing, 99, "smuggled");
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 8, inner, /*version=*/2) + MakeFrame(kPing, 9, "after")));
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(8, Code::kUnsupported, &f));
+  ASSERT_TRUE(c.Expect(9, Code::kOk, &f));
+  EXPECT_EQ(f.body, "after");
+  EXPECT_TRUE(Ping(c, 10));  // and nothing for 99 came before it
+  EXPECT_TRUE(c.ExpectQuiet(milliseconds(50)));
+}
+
+TEST_F(FrontendTest, RequestWithNonZeroStatusGetsInvalidArgument) {
+  StartServer();
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 11, "", proto::kVersion, /*status=*/3)));
+  ASSERT_TRUE(c.Expect(11, Code::kInvalidArgument));
+  EXPECT_TRUE(Ping(c, 12));
+  EXPECT_EQ(service_.handled(), 1u);
+  EXPECT_TRUE(WaitFor([&] { return counters().error_responses == 1; }));
+}
+
+TEST_F(FrontendTest, ConnectionOverMaxConnectionsGetsBusyThenClose) {
+  ServerOptions o;
+  o.max_connections = 2;
+  StartServer(o);
+  RawConn c1 = Connect();
+  RawConn c2 = Connect();
+  ASSERT_TRUE(Ping(c1, 1));  // both registered with their loops
+  ASSERT_TRUE(Ping(c2, 2));
+  RawConn c3 = Connect();
+  testing::Frame f;
+  ASSERT_TRUE(c3.Expect(0, Code::kBusy, &f));
+  EXPECT_EQ(f.op(), 0);
+  EXPECT_TRUE(c3.ExpectClosed());
+  EXPECT_EQ(counters().connections_refused, 1u);
+  EXPECT_TRUE(Ping(c1, 3));  // the others are unaffected
+
+  // A slot that frees up can be taken again.
+  c1.Close();
+  ASSERT_TRUE(WaitFor([&] { return counters().connections_open == 1; }));
+  RawConn c4 = Connect();
+  EXPECT_TRUE(Ping(c4, 4));
+  EXPECT_EQ(counters().connections_refused, 1u);
+}
+
+// Connections accepted in a burst are counted against the limit too (the
+// acceptor counts them, not the loops they are handed to).
+TEST_F(FrontendTest, BurstOfConnectionsNeverExceedsMaxConnections) {
+  ServerOptions o;
+  o.max_connections = 2;
+  StartServer(o);
+  constexpr int kConns = 12;
+  std::vector<RawConn> conns;
+  for (int i = 0; i < kConns; ++i) conns.push_back(Connect());
+  for (int i = 0; i < kConns; ++i) ASSERT_TRUE(conns[i].Write(MakeFrame(kPing, 100 + i, "x")));
+  int served = 0, busy = 0;
+  for (int i = 0; i < kConns; ++i) {
+    testing::Frame f;
+    ASSERT_EQ(conns[i].ReadFrame(&f), RawConn::ReadResult::kFrame) << "connection " << i;
+    if (f.status() == Code::kBusy) ++busy;
+    if (f.status() == Code::kOk) ++served;
+  }
+  EXPECT_LE(served, 2);
+  EXPECT_EQ(served + busy, kConns);
+  EXPECT_EQ(counters().connections_refused, static_cast<uint64_t>(busy));
+}
+
+TEST_F(FrontendTest, IdleConnectionIsClosed) {
+  ServerOptions o;
+  o.idle_timeout = milliseconds(200);
+  StartServer(o);
+  RawConn c = Connect();
+  ASSERT_TRUE(Ping(c, 1));
+  const auto since = testing::Clock::now();
+  EXPECT_TRUE(c.ExpectClosed());
+  EXPECT_GE(testing::Clock::now() - since, milliseconds(150));
+  EXPECT_TRUE(WaitFor([&] { return counters().connections_idle_closed == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return counters().connections_open == 0; }));
+}
+
+TEST_F(FrontendTest, ConnectionWithRequestInFlightIsNotIdleClosed) {
+  ServerOptions o;
+  o.idle_timeout = milliseconds(200);
+  StartServer(o);
+  service_.set_hold(true);
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 1, "held")));
+  ASSERT_TRUE(WaitFor([&] { return service_.held() == 1; }));
+  EXPECT_TRUE(c.ExpectQuiet(milliseconds(700)));  // several idle timeouts
+  EXPECT_EQ(counters().connections_idle_closed, 0u);
+
+  service_.ReleaseHeld();
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(1, Code::kOk, &f));
+  EXPECT_EQ(f.body, "held");
+  // Idle from now on.
+  EXPECT_TRUE(c.ExpectClosed());
+  EXPECT_TRUE(WaitFor([&] { return counters().connections_idle_closed == 1; }));
+}
+
+// A loop thread does not spin while a request outlives the idle timeout.
+TEST_F(FrontendTest, RequestOutlivingIdleTimeoutDoesNotSpinTheLoop) {
+  ServerOptions o;
+  o.idle_timeout = milliseconds(100);
+  o.threads = 1;
+  StartServer(o);
+  service_.set_hold(true);
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 1, "held")));
+  ASSERT_TRUE(WaitFor([&] { return service_.held() == 1; }));
+  auto cpu = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  };
+  const auto before = cpu();
+  EXPECT_TRUE(c.ExpectQuiet(milliseconds(1000)));
+  const auto used = std::chrono::duration_cast<milliseconds>(cpu() - before);
+  EXPECT_LT(used.count(), 300) << "the process burnt " << used.count()
+                               << " ms of CPU in 1000 ms while idle";
+  service_.ReleaseHeld();
+  EXPECT_TRUE(c.Expect(1, Code::kOk));
+}
+
+TEST_F(FrontendTest, MaxInFlightBoundsRequestsOutstandingPerConnection) {
+  ServerOptions o;
+  o.max_in_flight = 8;
+  StartServer(o);
+  service_.set_hold(true);
+  constexpr uint32_t kPerConn = 40;
+  RawConn conns[2] = {Connect(), Connect()};
+  for (uint32_t t = 0; t < 2; ++t) {
+    std::string burst;
+    for (uint32_t i = 1; i <= kPerConn; ++i) burst += MakeFrame(kPing, IdFor(t + 1, i), "x");
+    ASSERT_TRUE(conns[t].Write(burst));
+  }
+  // Each round the handler holds 8 requests of each connection (fewer at the
+  // end) and no more; releasing them lets the next ones in.
+  uint32_t released = 0;
+  while (released < kPerConn) {
+    const uint32_t expect = std::min(8u, kPerConn - released);
+    // (Counted by `seen`, which only grows once the previous round's
+    // release has run; `held` alone would still show that round.)
+    auto round_held = [&](uint32_t tag) {
+      const auto s = service_.tag(tag);
+      return s.seen == released + expect && s.outstanding == expect;
+    };
+    ASSERT_TRUE(WaitFor([&] { return round_held(1) && round_held(2); }))
+        << "after " << released << " released: seen " << service_.tag(1).seen << " and "
+        << service_.tag(2).seen;
+    EXPECT_EQ(service_.held(), 2 * expect);
+    released += expect;
+    service_.ReleaseHeld();
+  }
+  for (uint32_t t = 0; t < 2; ++t) {
+    std::set<uint32_t> ids;
+    for (uint32_t i = 0; i < kPerConn; ++i) {
+      testing::Frame f;
+      ASSERT_EQ(conns[t].ReadFrame(&f), RawConn::ReadResult::kFrame)
+          << "connection " << t << " after " << i << " responses; held " << service_.held()
+          << ", outstanding " << service_.tag(t + 1).outstanding << ", seen "
+          << service_.tag(t + 1).seen;
+      ASSERT_EQ(f.status(), Code::kOk);
+      ids.insert(f.id());
+    }
+    EXPECT_EQ(ids.size(), kPerConn);
+    EXPECT_EQ(*ids.begin(), IdFor(t + 1, 1));
+    EXPECT_EQ(*ids.rbegin(), IdFor(t + 1, kPerConn));
+    EXPECT_EQ(service_.tag(t + 1).max_outstanding, 8u);
+    EXPECT_EQ(service_.tag(t + 1).seen, kPerConn);
+  }
+}
+
+TEST_F(FrontendTest, SlowReaderIsPausedWhileOtherConnectionsAreServed) {
+  ServerOptions o;
+  o.threads = 1;  // the slow reader shares the loop with the other connection
+  o.max_pending_bytes = 1 << 20;
+  StartServer(o);
+  constexpr uint32_t kRequests = 400;
+  constexpr uint32_t kResponseBytes = 256 * 1024;
+  RawConn slow = Connect(/*rcvbuf=*/64 * 1024);
+  std::string burst;
+  for (uint32_t i = 1; i <= kRequests; ++i) {
+    burst += MakeFrame(kStats, IdFor(1, i), SizeBody(kResponseBytes));
+  }
+  ASSERT_TRUE(slow.Write(burst, /*drain=*/false));  // and read nothing
+
+  ASSERT_TRUE(WaitFor([&] { return counters().backpressure_pauses > 0; }));
+  // The handler stops being given the slow reader's requests.
+  uint64_t seen = service_.tag(1).seen;
+  auto stable_since = testing::Clock::now();
+  ASSERT_TRUE(WaitFor([&] {
+    const uint64_t now = service_.tag(1).seen;
+    if (now != seen) {
+      seen = now;
+      stable_since = testing::Clock::now();
+    }
+    return testing::Clock::now() - stable_since >= milliseconds(300);
+  }));
+  EXPECT_LT(seen, kRequests / 4) << "the server kept serving a client that does not read";
+
+  // Meanwhile another connection on the same loop is served.
+  RawConn other = Connect();
+  for (uint32_t i = 1; i <= 20; ++i) ASSERT_TRUE(Ping(other, IdFor(2, i)));
+  EXPECT_EQ(service_.tag(1).seen, seen);
+
+  // Once the client reads, everything is answered.
+  std::set<uint32_t> ids;
+  for (uint32_t i = 0; i < kRequests; ++i) {
+    testing::Frame f;
+    ASSERT_EQ(slow.ReadFrame(&f), RawConn::ReadResult::kFrame) << "after " << i << " responses";
+    ASSERT_EQ(f.status(), Code::kOk);
+    ASSERT_EQ(f.body.size(), kResponseBytes);
+    ids.insert(f.id());
+  }
+  EXPECT_EQ(ids.size(), kRequests);
+  EXPECT_EQ(service_.tag(1).seen, kRequests);
+  EXPECT_TRUE(slow.ExpectQuiet(milliseconds(50)));
+}
+
+TEST_F(FrontendTest, StopSendsHeldReplyBeforeClosing) {
+  ServerOptions o;
+  o.threads = 1;
+  StartServer(o);
+  service_.set_hold(true);
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 1, "in flight at stop")));
+  ASSERT_TRUE(WaitFor([&] { return service_.held() == 1; }));
+
+  auto stopped = std::async(std::launch::async, [&] { server_->Stop(); });
+  // Stop() has begun once the port refuses connections.
+  ASSERT_TRUE(WaitFor([&] {
+    RawConn probe;
+    return !probe.Connect(server_->port());
+  }));
+  EXPECT_TRUE(c.ExpectQuiet(milliseconds(50)));  // still waiting for the reply
+  EXPECT_EQ(stopped.wait_for(milliseconds(0)), std::future_status::timeout);
+
+  service_.ReleaseHeld();
+  testing::Frame f;
+  ASSERT_TRUE(c.Expect(1, Code::kOk, &f));
+  EXPECT_EQ(f.body, "in flight at stop");
+  EXPECT_TRUE(c.ExpectClosed());
+  ASSERT_EQ(stopped.wait_for(kPatience), std::future_status::ready) << "Stop() did not return";
+}
+
+TEST_F(FrontendTest, StopGivesUpOnReplyThatNeverComesAfterShutdownTimeout) {
+  ServerOptions o;
+  o.shutdown_timeout = milliseconds(200);
+  StartServer(o);
+  service_.set_hold(true);
+  RawConn c = Connect();
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 1, "never answered")));
+  ASSERT_TRUE(WaitFor([&] { return service_.held() == 1; }));
+  const auto start = testing::Clock::now();
+  server_->Stop();
+  const auto took = testing::Clock::now() - start;
+  EXPECT_GE(took, milliseconds(190));
+  EXPECT_LT(took, kPatience);
+  EXPECT_TRUE(c.ExpectClosed());
+  EXPECT_EQ(service_.held(), 0u);  // the handler answered on its way out
+}
+
+TEST_F(FrontendTest, StopClosesIdleConnectionsAndIsIdempotent) {
+  StartServer();
+  RawConn c = Connect();
+  ASSERT_TRUE(Ping(c, 1));
+  server_->Stop();
+  EXPECT_TRUE(c.ExpectClosed());
+  server_->Stop();
+  RawConn late;
+  EXPECT_FALSE(late.Connect(server_->port()));
+}
+
+TEST_F(FrontendTest, ClientGoneWithRequestsInFlightDoesNotHurtTheServer) {
+  ServerOptions o;
+  o.threads = 1;
+  StartServer(o);
+  service_.set_hold(true);
+  {
+    RawConn orderly = Connect();
+    RawConn reset = Connect();
+    std::string burst1, burst2;
+    for (uint32_t i = 1; i <= 5; ++i) {
+      burst1 += MakeFrame(kStats, IdFor(1, i), SizeBody(100000));
+      burst2 += MakeFrame(kPing, IdFor(2, i), "gone");
+    }
+    ASSERT_TRUE(orderly.Write(burst1));
+    ASSERT_TRUE(reset.Write(burst2));
+    ASSERT_TRUE(WaitFor([&] { return service_.held() == 10; }));
+    orderly.Close();
+    reset.Abort();
+  }
+  ASSERT_TRUE(WaitFor([&] { return counters().connections_open == 0; }));
+  service_.set_hold(false);
+  service_.ReleaseHeld();
+  // Every reply was made (into a closed connection) and the loop lives on.
+  EXPECT_TRUE(WaitFor(
+      [&] { return service_.tag(1).outstanding == 0 && service_.tag(2).outstanding == 0; }));
+  EXPECT_EQ(service_.held(), 0u);
+
+  RawConn c = Connect();
+  EXPECT_TRUE(Ping(c, IdFor(3, 1)));
+  EXPECT_TRUE(server_->LoopsAlive(kPatience));
+}
+
+TEST_F(FrontendTest, CountersCountConnectionsAndBytes) {
+  StartServer();
+  {
+    RawConn c = Connect();
+    ASSERT_TRUE(Ping(c, 1));
+    ASSERT_TRUE(Ping(c, 2));
+  }
+  ASSERT_TRUE(WaitFor([&] { return counters().connections_open == 0; }));
+  const ServerCounters n = counters();
+  EXPECT_EQ(n.connections_accepted, 1u);
+  EXPECT_EQ(n.requests, 2u);
+  EXPECT_EQ(n.requests_by_op[kPing], 2u);
+  EXPECT_EQ(n.error_responses, 0u);
+  const uint64_t frame_bytes = 2 * (proto::kHeaderSize + 6);  // "ping 1", "ping 2"
+  EXPECT_EQ(n.bytes_in, frame_bytes);
+  EXPECT_EQ(n.bytes_out, frame_bytes);
+}
+
+// A failed Start() leaves nothing behind on a destroyed io_context (run under
+// AddressSanitizer to see the difference).
+TEST_F(FrontendTest, StartFailsWhenThePortIsTaken) {
+  StartServer();
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = server_->port();
+  o.threads = 1;
+  StubService other_service;
+  Server other(o, &other_service);
+  Status s = other.Start();
+  EXPECT_EQ(s.code(), Code::kIOError) << s.ToString();
+}
+
+// A Service whose handler for one loop cannot be made.
+class FailingService : public Service {
+ public:
+  explicit FailingService(unsigned failing_index) : failing_index_(failing_index) {}
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) override {
+    if (thread_index == failing_index_) return Status::IOError("no storage for this loop");
+    return stub_.NewHandler(thread_index);
+  }
+
+ private:
+  unsigned failing_index_;
+  StubService stub_;
+};
+
+TEST(FrontendStartTest, StartReturnsTheHandlersErrorAndStopsCleanly) {
+  for (unsigned failing : {0u, 1u}) {
+    FailingService service(failing);
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.threads = 2;
+    Server server(o, &service);
+    Status s = server.Start();
+    EXPECT_EQ(s.code(), Code::kIOError) << "handler " << failing << ": " << s.ToString();
+    server.Stop();  // and the destructor: no hang, no crash
+  }
+}
+
+}  // namespace
+}  // namespace segstore::server
