@@ -8,7 +8,11 @@
 
 #include <boost/asio.hpp>
 
+#include <sys/wait.h>
+
 #include <atomic>
+#include <cstdio>
+#include <tuple>
 #include <map>
 #include <set>
 #include <thread>
@@ -426,6 +430,100 @@ TEST_F(ServerTest, StopAnswersRequestsInFlightFirst) {
   while (conn.ReadFrame(&f) == RawConn::ReadResult::kFrame) seen.insert(f.id());
   stopper.join();
   EXPECT_EQ(seen.size(), 100u);
+}
+
+// Runs segctl against this server; returns its exit code and its output
+// (stdout and stderr together).
+std::pair<int, std::string> Segctl(uint16_t port, const std::string& args) {
+  const std::string cmd = std::string(SEGCTL_PATH) + " --server 127.0.0.1:" +
+                          std::to_string(port) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+bool Has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+TEST_F(ServerTest, SegctlDrivesEveryOperation) {
+  const uint16_t port = server_->port();
+  auto [rc, out] = Segctl(port, "ping");
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(Has(out, "pong from 127.0.0.1:")) << out;
+  // The ManualClock says kStart; segctl's TTLs are relative to the server's
+  // clock, absolute times are checked against it.
+  std::tie(rc, out) = Segctl(port, "upsert alice 5484@+5h 8000@+30d,a1=7 8500@never");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "3 inserted, 0 updated")) << out;
+  std::tie(rc, out) = Segctl(port, "get alice");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "alice: 3 matching live segments")) << out;
+  EXPECT_TRUE(Has(out, "EXPIRES (UTC)")) << out;
+  EXPECT_TRUE(Has(out, "never")) << out;
+  std::tie(rc, out) = Segctl(port, "get alice --json");  // global flags after the command
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "{\"count\":3,\"segments\":[{\"id\":5484,\"expires_at\":" +
+                           std::to_string(kStart + 5 * 3600) + "}"))
+      << out;
+  EXPECT_TRUE(Has(out, "\"attr1\":7")) << out;
+  std::tie(rc, out) = Segctl(port, "--json get alice --ids-only");
+  EXPECT_TRUE(Has(out, "{\"count\":3,\"ids\":[5484,8000,8500]}")) << out;
+  std::tie(rc, out) = Segctl(port, "upsert alice 5484@+5h --mode add");
+  EXPECT_TRUE(Has(out, "0 inserted, 1 updated")) << out;
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->Get("alice")->At(0).expires_at, kStart + 10 * 3600);
+  }
+  std::tie(rc, out) = Segctl(port, "count alice --id-from 8000 --id-to 9000");
+  EXPECT_TRUE(Has(out, "segments in 8000-9000: 2")) << out;
+  std::tie(rc, out) = Segctl(port, "remove alice 8500 1");
+  EXPECT_TRUE(Has(out, "1 segments removed")) << out;
+  std::tie(rc, out) = Segctl(port, "trim alice");
+  EXPECT_TRUE(Has(out, "0 stale segments trimmed, 2 remaining")) << out;
+  std::tie(rc, out) = Segctl(port, "stats");
+  EXPECT_TRUE(Has(out, "server.requests.upsert")) << out;
+  std::tie(rc, out) = Segctl(port, "--json info");
+  EXPECT_TRUE(Has(out, "\"max_segments\":2000")) << out;
+  std::tie(rc, out) = Segctl(port, "delete alice");
+  EXPECT_TRUE(Has(out, "profile of alice deleted")) << out;
+  std::tie(rc, out) = Segctl(port, "get alice");
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(Has(out, "NotFound")) << out;
+  std::tie(rc, out) = Segctl(port, "--json get alice");
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(Has(out, "{\"error\":{\"code\":\"NotFound\"")) << out;
+}
+
+TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
+  const uint16_t port = server_->port();
+  const uint64_t before = server_->counters().requests;
+  auto [rc, out] = Segctl(port, "upsert alice 5484");
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(Has(out, "expected ID@WHEN")) << out;
+  std::tie(rc, out) = Segctl(port, "upsert alice x@+5h");
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(Has(out, "segment ID")) << out;
+  std::tie(rc, out) = Segctl(port, "upsert alice 1@+5y");
+  EXPECT_EQ(rc, 1);
+  std::tie(rc, out) = Segctl(port, "upsert alice 1@2030-13-45T00:00:00Z");
+  EXPECT_EQ(rc, 1);
+  std::tie(rc, out) = Segctl(port, "upsert alice 1@+5h --mode sometimes");
+  EXPECT_EQ(rc, 1);
+  std::tie(rc, out) = Segctl(port, "remove alice 12abc");
+  EXPECT_EQ(rc, 1);
+  std::tie(rc, out) = Segctl(port, "frobnicate alice");
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(server_->counters().requests, before);
+  // A server that is not there: a clear error, not a hang.
+  std::tie(rc, out) = Segctl(1, "--timeout 2000 ping");
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(Has(out, "127.0.0.1:1")) << out;
 }
 
 }  // namespace
