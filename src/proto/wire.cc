@@ -382,6 +382,15 @@ class Fields {
   std::string prefix_;
 };
 
+// The common case of an element of a long list, without building its name:
+// a non-negative integer in range. Otherwise the caller takes the slow path,
+// which names the element in its error.
+inline bool FastUint(const object& o, uint64_t max, uint64_t* v) {
+  if (o.type != mt::POSITIVE_INTEGER || o.via.u64 > max) return false;
+  *v = o.via.u64;
+  return true;
+}
+
 Status ReadMode(const Fields& f, UpsertMode* mode) {
   std::string name;
   SEGSTORE_RETURN_IF_ERROR(f.Text("mode", &name));
@@ -436,24 +445,30 @@ Status ReadSegments(const Fields& f, const DecodeLimits& lim, std::vector<Segmen
   out->reserve(arr->via.array.size);
   for (uint32_t i = 0; i < arr->via.array.size; ++i) {
     const object& s = arr->via.array.ptr[i];
-    const std::string name = f.Name("segments") + "[" + std::to_string(i) + "]";
-    if (s.type != mt::ARRAY) return WrongType(name, "an array [id, value, ttl, attr1, attr2]", s);
+    auto name = [&] { return f.Name("segments") + "[" + std::to_string(i) + "]"; };
+    if (s.type != mt::ARRAY) {
+      return WrongType(name(), "an array [id, value, ttl, attr1, attr2]", s);
+    }
     const uint32_t n = s.via.array.size;
     if (n < 2 || n > 5) {
-      return Bad(name, "has " + std::to_string(n) + " elements, expected 2 to 5");
+      return Bad(name(), "has " + std::to_string(n) + " elements, expected 2 to 5");
     }
     SegmentUpdate u;
     const object* e = s.via.array.ptr;
-    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[0], name + ".id", UINT64_MAX, &u.id));
+    if (!FastUint(e[0], UINT64_MAX, &u.id)) {
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[0], name() + ".id", UINT64_MAX, &u.id));
+    }
     uint64_t value = 0;
-    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[1], name + ".value", UINT32_MAX, &value));
+    if (!FastUint(e[1], UINT32_MAX, &value)) {
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[1], name() + ".value", UINT32_MAX, &value));
+    }
     u.value = static_cast<uint32_t>(value);
     if (n >= 3 && e[2].type != mt::NIL) {
-      if (e[2].type != mt::BOOLEAN) return WrongType(name + ".ttl", "a boolean", e[2]);
+      if (e[2].type != mt::BOOLEAN) return WrongType(name() + ".ttl", "a boolean", e[2]);
       u.ttl = e[2].via.boolean;
     }
-    if (n >= 4) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e[3], name + ".attr1", &u.attr1));
-    if (n >= 5) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e[4], name + ".attr2", &u.attr2));
+    if (n >= 4) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e[3], name() + ".attr1", &u.attr1));
+    if (n >= 5) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e[4], name() + ".attr2", &u.attr2));
     out->push_back(u);
   }
   return Status::OK();
@@ -475,7 +490,10 @@ Status ReadU32Column(const Fields& f, std::string_view key, size_t rows,
   out->reserve(rows);
   for (uint32_t i = 0; i < rows; ++i) {
     uint64_t v = 0;
-    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(arr->via.array.ptr[i], f.Name(key), UINT32_MAX, &v));
+    if (!FastUint(arr->via.array.ptr[i], UINT32_MAX, &v)) {
+      SEGSTORE_RETURN_IF_ERROR(
+          Fields::ReadUint(arr->via.array.ptr[i], f.Name(key), UINT32_MAX, &v));
+    }
     out->push_back(static_cast<UnixSeconds>(v));
   }
   return Status::OK();
@@ -490,7 +508,14 @@ Status ReadAttrColumn(const Fields& f, std::string_view key, size_t rows,
   if (arr->via.array.size != rows) return Bad(f.Name(key), "length differs from ids");
   out->resize(rows);
   for (uint32_t i = 0; i < rows; ++i) {
-    SEGSTORE_RETURN_IF_ERROR(ReadOptU32(arr->via.array.ptr[i], f.Name(key), &(*out)[i]));
+    const object& o = arr->via.array.ptr[i];
+    if (o.type == mt::NIL) continue;
+    uint64_t v = 0;
+    if (FastUint(o, UINT32_MAX, &v)) {
+      (*out)[i] = static_cast<uint32_t>(v);
+      continue;
+    }
+    SEGSTORE_RETURN_IF_ERROR(ReadOptU32(o, f.Name(key), &(*out)[i]));
   }
   return Status::OK();
 }
@@ -503,7 +528,10 @@ Status ReadGetResult(const Fields& f, GetResult* m) {
   m->ids.reserve(ids->via.array.size);
   for (uint32_t i = 0; i < ids->via.array.size; ++i) {
     uint64_t v = 0;
-    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(ids->via.array.ptr[i], f.Name("ids"), UINT64_MAX, &v));
+    if (!FastUint(ids->via.array.ptr[i], UINT64_MAX, &v)) {
+      SEGSTORE_RETURN_IF_ERROR(
+          Fields::ReadUint(ids->via.array.ptr[i], f.Name("ids"), UINT64_MAX, &v));
+    }
     m->ids.push_back(v);
   }
   const size_t rows = m->ids.size();
@@ -740,8 +768,10 @@ Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) 
     m->ids.reserve(arr->via.array.size);
     for (uint32_t i = 0; i < arr->via.array.size; ++i) {
       uint64_t id = 0;
-      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(
-          arr->via.array.ptr[i], "ids[" + std::to_string(i) + "]", UINT64_MAX, &id));
+      if (!FastUint(arr->via.array.ptr[i], UINT64_MAX, &id)) {
+        SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(
+            arr->via.array.ptr[i], "ids[" + std::to_string(i) + "]", UINT64_MAX, &id));
+      }
       m->ids.push_back(id);
     }
     return Status::OK();

@@ -143,6 +143,16 @@ bool Connection::HandleFrame() {
     return true;
   }
   ++in_flight_;
+  if (!loop_->in_burst) {
+    // Posted work runs after the handlers already due in this turn of the
+    // loop: every request read in this turn joins one submission.
+    loop_->in_burst = true;
+    loop_->handler->BeginBurst();
+    boost::asio::post(loop_->io, [loop = loop_] {
+      loop->in_burst = false;
+      loop->handler->EndBurst();
+    });
+  }
   loop_->handler->Handle(h, body, [self = shared_from_this()](std::string reply) {
     self->OnReply(std::move(reply));
   });

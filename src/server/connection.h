@@ -58,6 +58,7 @@ struct Loop {
   LoopCounters counters;
   std::atomic<int64_t> heartbeat_ns{0};  // steady clock of the last heartbeat task run
   bool draining = false;
+  bool in_burst = false;  // BeginBurst called; EndBurst posted to run after this turn
   std::thread thread;
 };
 

@@ -1,6 +1,7 @@
 #include "server/profile_service.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,8 @@ class ProfileHandler : public Handler {
 
   int event_fd() const override { return session_->worker().event_fd(); }
   void OnEvent() override { session_->worker().OnEvent(); }
+  void BeginBurst() override { burst_.emplace(session_->worker()); }
+  void EndBurst() override { burst_.reset(); }
 
   void Handle(const FrameHeader& h, std::string_view body, Reply reply) override {
     switch (static_cast<Op>(h.op)) {
@@ -210,6 +213,7 @@ class ProfileHandler : public Handler {
   ProfileService* service_;
   std::unique_ptr<profile::ProfileSession> session_;
   proto::DecodeLimits limits_;
+  std::optional<storage::Worker::Batch> burst_;  // while the loop's turn lasts
 };
 
 ProfileService::ProfileService(storage::Store* store, profile::ProfileStore* profiles,

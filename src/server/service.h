@@ -32,6 +32,11 @@ class Handler {
   // (the storage worker's eventfd), or -1; OnEvent() runs when it is readable.
   virtual int event_fd() const { return -1; }
   virtual void OnEvent() {}
+  // The loop brackets the requests it handles in one turn (all the sockets
+  // that were ready) with these, so a handler can hand their device I/O to
+  // the kernel together: one submission, one doorbell, for many requests.
+  virtual void BeginBurst() {}
+  virtual void EndBurst() {}
 };
 
 class Service {
