@@ -11,6 +11,7 @@ packages=(
   libmsgpack-cxx-dev  # wire bodies
   libspdlog-dev       # logging (pulls libfmt-dev)
   libxxhash-dev       # digests and checksums
+  zlib1g-dev          # gzip-compressed DMP files (segctl load)
   libtomlplusplus-dev # config file
   libsystemd-dev      # sd_notify readiness
   libcli11-dev        # command-line parsing (segstored, segctl)
