@@ -3,17 +3,17 @@
 // people, --json for scripts. `segctl --help` and `segctl <command> --help`
 // list everything.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "segstore/client.h"
+#include "tools/load.h"
 
 namespace {
 
@@ -103,7 +103,8 @@ Status ParseTime(std::string_view text, uint32_t* t) {
       return Status::InvalidArgument("time \"" + s + "\": expected YYYY-MM-DDTHH:MM:SSZ (UTC)");
     }
     const int64_t v = timegm(&tm);
-    if (v <= 0 || v > UINT32_MAX) return Status::InvalidArgument("time \"" + s + "\" is out of range");
+    if (v <= 0 || v > UINT32_MAX)
+      return Status::InvalidArgument("time \"" + s + "\" is out of range");
     *t = static_cast<uint32_t>(v);
     return Status::OK();
   }
@@ -154,10 +155,10 @@ Status ParseSegment(std::string_view text, segstore::SegmentUpdate* u) {
 }
 
 json StatusJson(const Status& s) {
-  return json{{"error", {{"code", std::string(Status::CodeName(s.code()))},
-                         {"message", std::string(s.message())}}}};
+  return json{
+      {"error",
+       {{"code", std::string(Status::CodeName(s.code()))}, {"message", std::string(s.message())}}}};
 }
-
 
 json GetJson(const segstore::GetResult& r, bool ids_only) {
   json out{{"count", r.count}};
@@ -186,7 +187,8 @@ void PrintGet(const std::string& user, const segstore::GetResult& r, bool ids_on
   std::printf("%s: %u matching live segments%s\n", user.c_str(), r.count,
               r.size() < r.count ? (", showing " + std::to_string(r.size())).c_str() : "");
   if (ids_only) {
-    for (size_t i = 0; i < r.size(); ++i) std::printf("%llu\n", static_cast<unsigned long long>(r.ids[i]));
+    for (size_t i = 0; i < r.size(); ++i)
+      std::printf("%llu\n", static_cast<unsigned long long>(r.ids[i]));
     return;
   }
   const uint32_t now = Now();
@@ -213,7 +215,65 @@ struct Args {
   uint32_t limit = 0;
   std::string mode = "set";
   std::vector<std::string> items;  // segments or IDs
+  // load
+  std::vector<std::string> files;
+  std::string format = "auto";
+  std::string delimiter = "auto";
+  std::string default_ttl;
+  bool dry_run = false;
+  uint64_t max_errors = 0;
+  unsigned connections = 4;
+  uint32_t batch_users = 100;
+  uint64_t memory_mib = 1024;
+  bool no_progress = false;
 };
+
+int RunLoadCommand(const Args& a) {
+  segstore::tools::LoadOptions o;
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+    return 2;
+  };
+  if (Status s = client::ParseServerAddress(a.server, &o.client); !s.ok()) return fail(s);
+  o.client.connect_timeout = std::chrono::milliseconds(a.timeout_ms);
+  o.client.request_timeout = std::chrono::milliseconds(std::max<uint32_t>(a.timeout_ms, 30000));
+  o.client.client_name = "segctl load";
+  o.files = a.files;
+  if (a.format == "rows") {
+    o.parse.format = segstore::loader::Format::kRows;
+  } else if (a.format == "grouped") {
+    o.parse.format = segstore::loader::Format::kGrouped;
+  } else if (a.format != "auto") {
+    return fail(Status::InvalidArgument("--format must be auto, rows or grouped"));
+  }
+  if (a.delimiter == "comma" || a.delimiter == ",") {
+    o.parse.delimiter = ',';
+  } else if (a.delimiter == "tab" || a.delimiter == "\\t") {
+    o.parse.delimiter = '\t';
+  } else if (a.delimiter != "auto") {
+    return fail(Status::InvalidArgument("--delimiter must be auto, comma or tab"));
+  }
+  if (!a.default_ttl.empty()) {
+    uint32_t ttl = 0;
+    if (Status s = ParseDuration(a.default_ttl, &ttl); !s.ok()) return fail(s);
+    if (ttl == 0) return fail(Status::InvalidArgument("--default-ttl must be positive"));
+    o.parse.default_ttl = ttl;
+  }
+  o.parse.now = Now();
+  if (a.mode == "extend") {
+    o.mode = segstore::UpsertMode::kExtend;
+  } else if (a.mode != "set") {
+    return fail(Status::InvalidArgument("--mode for load must be set or extend"));
+  }
+  o.dry_run = a.dry_run;
+  o.max_errors = a.max_errors;
+  o.connections = std::max(1u, a.connections);
+  o.batch_users = std::max<uint32_t>(1, a.batch_users);
+  o.memory_bytes = std::max<uint64_t>(1, a.memory_mib) << 20;
+  o.json = a.json;
+  o.progress = !a.no_progress;
+  return segstore::tools::RunLoad(o);
+}
 
 // Runs `command`; returns the exit code.
 int Run(const std::string& command, const Args& a) {
@@ -287,9 +347,8 @@ int Run(const std::string& command, const Args& a) {
   if (command == "ping") {
     const auto start = std::chrono::steady_clock::now();
     if (Status s = c.Ping(); !s.ok()) return fail(s);
-    const double us = std::chrono::duration<double, std::micro>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     if (a.json) {
       std::cout << json{{"ok", true}, {"round_trip_us", us}}.dump() << "\n";
     } else {
@@ -453,6 +512,24 @@ int main(int argc, char** argv) {
   CLI::App* del = app.add_subcommand("delete", "delete a user's whole profile, durably");
   user(del);
 
+  CLI::App* load = app.add_subcommand(
+      "load",
+      "bulk-load DMP segment files (rows: user,segment[,ttl|expiry[,a1[,a2]]]; grouped: "
+      "user<TAB>seg[:ttl],...); plain or gzip, '-' for stdin");
+  load->add_option("files", a.files, "files to load")->required();
+  load->add_option("--format", a.format, "auto (default), rows or grouped");
+  load->add_option("--delimiter", a.delimiter, "row files: auto (default), comma or tab");
+  load->add_option("--default-ttl", a.default_ttl, "TTL for rows without one: 86400, 30d, 12h");
+  load->add_option("--mode", a.mode, "set (default) or extend (keep later expiries)");
+  load->add_flag("--dry-run", a.dry_run, "parse and validate, write nothing");
+  load->add_option("--max-errors", a.max_errors, "stop after this many bad rows (default: never)");
+  load->add_option("--connections", a.connections, "connections to the server (default 4)");
+  load->add_option("--batch-users", a.batch_users, "users in one batch upsert (default 100)");
+  load->add_option("--memory-mib", a.memory_mib, "memory for grouping rows by user (default 1024)");
+  load->add_flag("--no-progress", a.no_progress, "no progress output");
+
   CLI11_PARSE(app, argc, argv);
-  return Run(app.get_subcommands().front()->get_name(), a);
+  const std::string command = app.get_subcommands().front()->get_name();
+  if (command == "load") return RunLoadCommand(a);
+  return Run(command, a);
 }

@@ -4,18 +4,17 @@
 #include <gtest/gtest.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include <sys/wait.h>
+#include <zlib.h>
 
 #include <atomic>
+#include <boost/asio.hpp>
 #include <cstdio>
-#include <tuple>
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "common/clock.h"
 #include "proto/examples/examples.h"
@@ -246,9 +245,9 @@ TEST_F(ServerTest, BadRequestsGetErrorsAndTheConnectionStaysUsable) {
   };
   const std::vector<Case> cases = {
       {"\xc1", Status::Code::kInvalidArgument, "not valid MessagePack"},
-      {"\x93\x01\x02\x03", Status::Code::kInvalidArgument, "map"},     // an array
-      {"\x80", Status::Code::kInvalidArgument, "user"},                // missing user
-      {"\x81\xa4user\x07", Status::Code::kInvalidArgument, "user"},    // wrong type
+      {"\x93\x01\x02\x03", Status::Code::kInvalidArgument, "map"},   // an array
+      {"\x80", Status::Code::kInvalidArgument, "user"},              // missing user
+      {"\x81\xa4user\x07", Status::Code::kInvalidArgument, "user"},  // wrong type
       {"\x82\xa4user\xa1u\xa5limit\xa1x", Status::Code::kInvalidArgument, "limit"},
       {std::string("\x81\xa4user\xa1u\x00", 9), Status::Code::kInvalidArgument, "trailing"},
   };
@@ -435,8 +434,8 @@ TEST_F(ServerTest, StopAnswersRequestsInFlightFirst) {
 // Runs segctl against this server; returns its exit code and its output
 // (stdout and stderr together).
 std::pair<int, std::string> Segctl(uint16_t port, const std::string& args) {
-  const std::string cmd = std::string(SEGCTL_PATH) + " --server 127.0.0.1:" +
-                          std::to_string(port) + " " + args + " 2>&1";
+  const std::string cmd = std::string(SEGCTL_PATH) + " --server 127.0.0.1:" + std::to_string(port) +
+                          " " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -524,6 +523,147 @@ TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
   std::tie(rc, out) = Segctl(1, "--timeout 2000 ping");
   EXPECT_EQ(rc, 1);
   EXPECT_TRUE(Has(out, "127.0.0.1:1")) << out;
+}
+
+// ---- segctl load ----
+
+void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+constexpr UnixSeconds kJan2030 = 1893456000;
+
+TEST_F(ServerTest, LoadReadsEveryFormatGzipAndStdin) {
+  const std::string rows = dir_.File("rows.csv");
+  WriteFile(rows,
+            "user_id,segment_id,expiry\n"  // a header line
+            "r1,10,@" +
+                std::to_string(kJan2030) +
+                "\n"
+                "r1,11,3600\n"
+                "r2,12,30d,7,9\r\n");  // TTL with a unit, attributes, CRLF
+  const std::string tabs = dir_.File("rows.tsv");
+  WriteFile(tabs, "t1\t20\t2030-01-01T00:00:00Z\n# a comment\n\nt1\t21\tnever\n");
+  const std::string grouped = dir_.File("grouped.tsv");
+  WriteFile(grouped, "g1\t30:12h,31,32:@" + std::to_string(kJan2030) + "\n");
+  const std::string gz = dir_.File("rows.csv.gz");
+  {
+    gzFile f = gzopen(gz.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string text = "z1,40,3600\nz1,41,3600\n";
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+  }
+  auto [rc, out] = Segctl(server_->port(), "load --no-progress --default-ttl 1h " + rows + " " +
+                                               tabs + " " + grouped + " " + gz);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "8 rows, 5 users")) << out;
+  std::tie(rc, out) = Segctl(server_->port(), "load --no-progress - < " + rows);
+  EXPECT_EQ(rc, 0) << out;
+
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  auto r1 = c->Get("r1");
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_EQ(r1->At(0), (Segment{10, kJan2030, {}, {}}));
+  EXPECT_EQ(r1->At(1).expires_at, kStart + 3600);  // TTLs count from the server's clock
+  EXPECT_EQ(c->Get("r2")->At(0), (Segment{12, kStart + 30 * 86400, 7u, 9u}));
+  auto t1 = c->Get("t1");
+  ASSERT_TRUE(t1.ok());
+  EXPECT_EQ(t1->At(0).expires_at, kJan2030);
+  EXPECT_EQ(t1->At(1).expires_at, kNever);
+  auto g1 = c->Get("g1");
+  ASSERT_TRUE(g1.ok());
+  EXPECT_EQ(g1->ids, (std::vector<uint64_t>{30, 31, 32}));
+  EXPECT_EQ(g1->At(1).expires_at, kStart + 3600);  // --default-ttl
+  EXPECT_EQ(c->Get("z1")->count, 2u);
+}
+
+TEST_F(ServerTest, LoadReportsBadRowsWithTheirLineAndWritesTheRest) {
+  const std::string rows = dir_.File("bad.csv");
+  WriteFile(rows,
+            "u1,1,3600\n"
+            "u1,x,3600\n"        // 2: bad segment ID
+            "u1,2,3600,1,2,3\n"  // 3: too many fields
+            "" + std::string(300, 'k') +
+                ",3,3600\n"           // 4: user ID too long
+                "u1,4,@1000000000\n"  // 5: expiry in the past
+                "u1,5,3600\n");
+  const std::string grouped = dir_.File("bad.tsv");
+  WriteFile(grouped, "g1\t1:3600,oops:3600\n");  // refused whole
+  auto [rc, out] = Segctl(server_->port(), "load --no-progress " + rows + " " + grouped);
+  EXPECT_EQ(rc, 1) << out;
+  for (int line : {2, 3, 4, 5}) {
+    EXPECT_TRUE(Has(out, rows + ":" + std::to_string(line) + ":")) << line << "\n" << out;
+  }
+  EXPECT_TRUE(Has(out, grouped + ":1:")) << out;
+  EXPECT_TRUE(Has(out, "5 bad rows")) << out;
+  auto c = Connect();
+  EXPECT_EQ(c->Get("u1")->ids, (std::vector<uint64_t>{1, 5}));
+  EXPECT_TRUE(c->Get("g1").status().IsNotFound());
+
+  // --max-errors stops the load, and says so in the exit status.
+  std::tie(rc, out) = Segctl(server_->port(), "load --no-progress --max-errors 2 " + rows);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(Has(out, "--max-errors")) << out;
+  // A dry run validates and writes nothing.
+  WriteFile(dir_.File("new.csv"), "fresh,1,3600\n");
+  std::tie(rc, out) =
+      Segctl(server_->port(), "load --no-progress --dry-run " + dir_.File("new.csv"));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "dry run")) << out;
+  EXPECT_TRUE(c->Get("fresh").status().IsNotFound());
+}
+
+TEST_F(ServerTest, LoadingAFileWithAbsoluteExpiriesTwiceChangesNothing) {
+  std::string text;
+  for (int u = 0; u < 300; ++u) {
+    for (int s = 0; s < 20; ++s) {
+      text += "user" + std::to_string(u) + "," + std::to_string(s * 7 + u) + ",@" +
+              std::to_string(kJan2030 + 3600 * s) + "\n";
+    }
+  }
+  const std::string rows = dir_.File("abs.csv");
+  WriteFile(rows, text);
+  auto [rc, out] = Segctl(server_->port(), "load --no-progress --json " + rows);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "\"rows\":6000,\"users\":300")) << out;
+  EXPECT_TRUE(Has(out, "\"upserts_per_user\":1.00")) << out;
+  auto c = Connect();
+  std::vector<GetResult> before;
+  for (int u = 0; u < 300; ++u) before.push_back(*c->Get("user" + std::to_string(u)));
+  std::tie(rc, out) = Segctl(server_->port(), "load --no-progress " + rows);
+  EXPECT_EQ(rc, 0) << out;
+  for (int u = 0; u < 300; ++u) {
+    auto after = c->Get("user" + std::to_string(u));
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->ids, before[u].ids);
+    EXPECT_EQ(after->expires, before[u].expires);
+  }
+}
+
+TEST_F(ServerTest, LoadFailsClearlyWhenTheServerGoesAway) {
+  std::string text;
+  for (int u = 0; u < 20000; ++u) text += "user" + std::to_string(u) + "\t1:3600,2:3600\n";
+  const std::string grouped = dir_.File("many.tsv");
+  WriteFile(grouped, text);
+  std::pair<int, std::string> result;
+  std::thread loader([&] {
+    // One user a batch, one batch at a time: the load takes a while.
+    result = Segctl(server_->port(),
+                    "load --no-progress --timeout 1000 --connections 1 "
+                    "--batch-users 1 --memory-mib 1 " +
+                        grouped);
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().requests_by_op[0x21] >= 5; },
+                               std::chrono::milliseconds(30000)));
+  server_->Stop();
+  loader.join();
+  EXPECT_EQ(result.first, 2) << result.second;
+  EXPECT_TRUE(Has(result.second, "failed")) << result.second;
 }
 
 }  // namespace

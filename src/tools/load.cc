@@ -1,0 +1,441 @@
+#include "tools/load.h"
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "loader/line_reader.h"
+
+namespace segstore::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// One batch upsert on its way, with what is needed to retry or report it.
+struct Batch {
+  std::vector<UpsertItem> items;
+  uint64_t segments = 0;
+  unsigned attempt = 0;
+};
+
+std::string Human(double v) {
+  char buf[32];
+  if (v >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  }
+  return buf;
+}
+
+class Loader {
+ public:
+  explicit Loader(const LoadOptions& o)
+      : o_(o), batch_users_(std::max<uint32_t>(o.batch_users, 1)) {}
+
+  int Run() {
+    start_ = Clock::now();
+    for (const std::string& f : o_.files) {
+      struct stat st {};
+      if (f != "-" && ::stat(f.c_str(), &st) == 0)
+        total_bytes_ += static_cast<uint64_t>(st.st_size);
+    }
+    if (!o_.dry_run) {
+      if (Status s = ConnectAll(); !s.ok()) {
+        std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+        return 2;
+      }
+      const ServerInfo& info = conns_[0]->server_info();
+      if (info.max_batch != 0) batch_users_ = std::min<uint32_t>(o_.batch_users, info.max_batch);
+      if (info.max_frame_bytes != 0) frame_budget_ = info.max_frame_bytes / 2;
+    }
+    for (const std::string& f : o_.files) {
+      if (!ReadFile(f)) break;
+    }
+    if (!stopped_) Flush();
+    Drain();
+    EndProgress();
+    return Summary();
+  }
+
+ private:
+  Status ConnectAll() {
+    conns_.resize(o_.connections);
+    in_flight_.assign(o_.connections, 0);
+    Status first;
+    unsigned pending = o_.connections;
+    for (unsigned i = 0; i < o_.connections; ++i) {
+      client::AsyncClient::Connect(io_, o_.client,
+                                   [&, i](Result<std::unique_ptr<client::AsyncClient>> r) {
+                                     --pending;
+                                     if (!r.ok()) {
+                                       if (first.ok()) first = r.status();
+                                       return;
+                                     }
+                                     conns_[i] = std::move(r).value();
+                                   });
+    }
+    while (pending > 0) io_.run_one();
+    return first;
+  }
+
+  // Reads and groups one file; false when the load must stop.
+  bool ReadFile(const std::string& path) {
+    std::unique_ptr<loader::LineReader> reader;
+    if (Status s = loader::LineReader::Open(path, &reader); !s.ok()) {
+      std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+      stopped_ = true;
+      exit_ = 2;
+      return false;
+    }
+    loader::LineParser parser(o_.parse);
+    loader::ParsedLine parsed;
+    std::string_view line;
+    uint64_t since_poll = 0;
+    while (reader->Next(&line)) {
+      const uint64_t n = reader->line_number();
+      Status s = parser.Parse(line, n, &parsed);
+      if (!s.ok()) {
+        ++bad_rows_;
+        std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(n),
+                     std::string(s.message()).c_str());
+        if (o_.max_errors != 0 && bad_rows_ >= o_.max_errors) {
+          std::fprintf(stderr, "segctl load: stopping after %llu bad rows (--max-errors)\n",
+                       static_cast<unsigned long long>(bad_rows_));
+          stopped_ = true;
+          exit_ = 2;
+          return false;
+        }
+        continue;
+      }
+      if (parsed.segments.empty()) continue;
+      ++rows_;
+      segments_read_ += parsed.segments.size();
+      Add(parsed);
+      if (++since_poll >= 4096) {
+        since_poll = 0;
+        if (!o_.dry_run) io_.poll();
+        Progress(reader.get(), false);
+        if (stopped_) return false;
+      }
+    }
+    if (!reader->status().ok()) {
+      std::fprintf(stderr, "segctl load: %s\n", reader->status().ToString().c_str());
+      stopped_ = true;
+      exit_ = 2;
+      return false;
+    }
+    done_bytes_ += reader->bytes_read();
+    Progress(nullptr, false);
+    return true;
+  }
+
+  void Add(const loader::ParsedLine& parsed) {
+    auto it = groups_.find(parsed.user);
+    if (it == groups_.end()) {
+      it = groups_.emplace(std::string(parsed.user), std::vector<SegmentUpdate>()).first;
+      group_bytes_ += parsed.user.size() + 96;
+    }
+    it->second.insert(it->second.end(), parsed.segments.begin(), parsed.segments.end());
+    group_bytes_ += parsed.segments.size() * sizeof(SegmentUpdate);
+    if (group_bytes_ >= o_.memory_bytes) Flush();
+  }
+
+  // Sends every grouped user (one upsert each) and forgets them.
+  void Flush() {
+    Batch batch;
+    size_t batch_bytes = 0;
+    for (auto& [user, segs] : groups_) {
+      // The same segment twice for one user: the last row wins.
+      std::stable_sort(segs.begin(), segs.end(),
+                       [](const SegmentUpdate& a, const SegmentUpdate& b) { return a.id < b.id; });
+      std::vector<SegmentUpdate> unique;
+      unique.reserve(segs.size());
+      for (const SegmentUpdate& s : segs) {
+        if (!unique.empty() && unique.back().id == s.id) {
+          unique.back() = s;
+        } else {
+          unique.push_back(s);
+        }
+      }
+      users_seen_.insert(std::hash<std::string_view>{}(user));
+      const size_t bytes = user.size() + unique.size() * 14 + 16;
+      if (!batch.items.empty() &&
+          (batch.items.size() >= batch_users_ || batch_bytes + bytes > frame_budget_)) {
+        Send(std::move(batch));
+        batch = Batch();
+        batch_bytes = 0;
+      }
+      batch.segments += unique.size();
+      batch_bytes += bytes;
+      batch.items.push_back(UpsertItem{user, std::move(unique), o_.mode});
+    }
+    if (!batch.items.empty()) Send(std::move(batch));
+    groups_.clear();
+    group_bytes_ = 0;
+  }
+
+  void Send(Batch batch) {
+    if (o_.dry_run) {
+      upserts_ += batch.items.size();
+      segments_written_ += batch.segments;
+      return;
+    }
+    // The connection with the fewest batches in flight; wait while all are full.
+    for (;;) {
+      if (stopped_) return;
+      int best = -1;
+      for (unsigned i = 0; i < conns_.size(); ++i) {
+        if (!conns_[i] || !conns_[i]->is_open()) continue;
+        if (in_flight_[i] < o_.in_flight && (best < 0 || in_flight_[i] < in_flight_[best])) {
+          best = static_cast<int>(i);
+        }
+      }
+      if (best >= 0) {
+        SendOn(static_cast<unsigned>(best), std::make_shared<Batch>(std::move(batch)));
+        return;
+      }
+      if (OpenConnections() == 0 && TotalInFlight() == 0) {
+        if (!Reconnect()) {
+          FailBatch(batch, Status::Unavailable("the server went away and does not come back"));
+          stopped_ = true;
+          exit_ = 2;
+          return;
+        }
+        continue;
+      }
+      io_.run_one();
+    }
+  }
+
+  void SendOn(unsigned c, std::shared_ptr<Batch> batch) {
+    ++in_flight_[c];
+    conns_[c]->BatchUpsert(batch->items, [this, c, batch](Result<BatchUpsertResult> r) {
+      --in_flight_[c];
+      if (!r.ok()) {
+        const Status::Code code = r.status().code();
+        const bool transient = code == Status::Code::kBusy || code == Status::Code::kUnavailable ||
+                               code == Status::Code::kTimeout;
+        if (transient && batch->attempt < o_.retries) {
+          ++batch->attempt;
+          ++retries_;
+          retry_.push_back(batch);
+          return;
+        }
+        FailBatch(*batch, r.status());
+        return;
+      }
+      for (size_t i = 0; i < r->size() && i < batch->items.size(); ++i) {
+        const Result<UpsertResult>& one = (*r)[i];
+        if (one.ok()) {
+          ++upserts_;
+          segments_written_ += batch->items[i].segments.size();
+        } else {
+          ++failed_users_;
+          std::fprintf(stderr, "user %s: %s\n", batch->items[i].user.c_str(),
+                       one.status().ToString().c_str());
+        }
+      }
+    });
+  }
+
+  void FailBatch(const Batch& batch, const Status& s) {
+    failed_users_ += batch.items.size();
+    std::string users;
+    for (size_t i = 0; i < batch.items.size() && i < 5; ++i) {
+      users += (i > 0 ? ", " : "") + batch.items[i].user;
+    }
+    if (batch.items.size() > 5) users += ", ...";
+    std::fprintf(stderr, "batch of %zu users (%s) failed after %u attempts: %s\n",
+                 batch.items.size(), users.c_str(), batch.attempt + 1, s.ToString().c_str());
+  }
+
+  unsigned OpenConnections() const {
+    unsigned n = 0;
+    for (const auto& c : conns_) n += (c && c->is_open()) ? 1 : 0;
+    return n;
+  }
+  unsigned TotalInFlight() const {
+    unsigned n = 0;
+    for (unsigned f : in_flight_) n += f;
+    return n;
+  }
+
+  // Reconnects every broken connection, backing off between attempts.
+  bool Reconnect() {
+    for (unsigned attempt = 0; attempt < o_.retries; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 << std::min(attempt, 4u)));
+      for (auto& c : conns_) {
+        if (c && !c->is_open()) c.reset();
+      }
+      unsigned pending = 0;
+      for (unsigned i = 0; i < conns_.size(); ++i) {
+        if (conns_[i]) continue;
+        ++pending;
+        client::AsyncClient::Connect(io_, o_.client,
+                                     [&, i](Result<std::unique_ptr<client::AsyncClient>> r) {
+                                       --pending;
+                                       if (r.ok()) conns_[i] = std::move(r).value();
+                                     });
+      }
+      while (pending > 0) io_.run_one();
+      if (OpenConnections() > 0) return true;
+    }
+    return false;
+  }
+
+  // Waits for every batch, resending the ones to retry.
+  void Drain() {
+    if (o_.dry_run) return;
+    while (!stopped_ && (TotalInFlight() > 0 || !retry_.empty())) {
+      if (!retry_.empty()) {
+        auto b = retry_.front();
+        retry_.pop_front();
+        Batch again = std::move(*b);
+        Send(std::move(again));
+        continue;
+      }
+      io_.run_one();
+      if (!retry_.empty() && OpenConnections() == 0 && TotalInFlight() == 0) {
+        if (!Reconnect()) {
+          while (!retry_.empty()) {
+            FailBatch(*retry_.front(), Status::Unavailable("the server went away"));
+            retry_.pop_front();
+          }
+          exit_ = 2;
+          break;
+        }
+      }
+    }
+    // Retries queued while reading are resent here too.
+    while (!retry_.empty() && !stopped_) {
+      auto b = retry_.front();
+      retry_.pop_front();
+      Send(std::move(*b));
+      while (TotalInFlight() > 0) io_.run_one();
+    }
+    conns_.clear();
+  }
+
+  void Progress(const loader::LineReader* reader, bool final) {
+    if (!o_.progress) return;
+    const auto now = Clock::now();
+    const bool tty = ::isatty(2) != 0;
+    const auto every = tty ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
+    if (!final && now - last_progress_ < every) return;
+    last_progress_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const uint64_t read = done_bytes_ + (reader ? reader->bytes_read() : 0);
+    const double share =
+        total_bytes_ > 0 ? std::min(1.0, static_cast<double>(read) / total_bytes_) : 0.0;
+    const double eta = share > 0.01 ? secs / share - secs : 0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%5.1f%% %s of %s bytes  rows %s (%s/s)  users %s (%s/s)  errors %llu  "
+                  "left %.0f s",
+                  share * 100, Human(static_cast<double>(read)).c_str(),
+                  total_bytes_ > 0 ? Human(static_cast<double>(total_bytes_)).c_str() : "?",
+                  Human(static_cast<double>(rows_)).c_str(),
+                  Human(rows_ / std::max(secs, 1e-3)).c_str(),
+                  Human(static_cast<double>(upserts_)).c_str(),
+                  Human(upserts_ / std::max(secs, 1e-3)).c_str(),
+                  static_cast<unsigned long long>(bad_rows_), eta);
+    if (tty) {
+      const int width = 24;
+      const int filled = static_cast<int>(share * width);
+      std::fprintf(stderr, "\r[%.*s%.*s] %s", filled, "========================", width - filled,
+                   "                        ", line);
+      shown_ = true;
+    } else {
+      std::fprintf(stderr, "progress: %s\n", line);
+    }
+  }
+
+  void EndProgress() {
+    if (shown_) std::fprintf(stderr, "\n");
+  }
+
+  int Summary() {
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double per_user =
+        users_seen_.empty() ? 0
+                            : static_cast<double>(upserts_ + failed_users_) / users_seen_.size();
+    if (o_.json) {
+      std::printf(
+          "{\"rows\":%llu,\"users\":%zu,\"segments\":%llu,\"upserts\":%llu,"
+          "\"upserts_per_user\":%.2f,\"bad_rows\":%llu,\"failed_users\":%llu,\"retries\":%llu,"
+          "\"seconds\":%.3f,\"rows_per_second\":%.0f,\"dry_run\":%s}\n",
+          static_cast<unsigned long long>(rows_), users_seen_.size(),
+          static_cast<unsigned long long>(segments_written_),
+          static_cast<unsigned long long>(upserts_), per_user,
+          static_cast<unsigned long long>(bad_rows_),
+          static_cast<unsigned long long>(failed_users_), static_cast<unsigned long long>(retries_),
+          secs, rows_ / std::max(secs, 1e-9), o_.dry_run ? "true" : "false");
+    } else {
+      std::printf(
+          "%s%llu rows, %zu users, %llu segments %s in %.1f s (%.0f rows/s, %.0f users/s); "
+          "%llu upserts (%.2f a user); %llu bad rows, %llu users failed, %llu retries\n",
+          o_.dry_run ? "dry run: " : "", static_cast<unsigned long long>(rows_), users_seen_.size(),
+          static_cast<unsigned long long>(segments_written_), o_.dry_run ? "valid" : "written",
+          secs, rows_ / std::max(secs, 1e-9), users_seen_.size() / std::max(secs, 1e-9),
+          static_cast<unsigned long long>(upserts_), per_user,
+          static_cast<unsigned long long>(bad_rows_),
+          static_cast<unsigned long long>(failed_users_),
+          static_cast<unsigned long long>(retries_));
+    }
+    if (exit_ != 0) return exit_;
+    return bad_rows_ == 0 && failed_users_ == 0 ? 0 : 1;
+  }
+
+  LoadOptions o_;
+  boost::asio::io_context io_;
+  std::vector<std::unique_ptr<client::AsyncClient>> conns_;
+  std::vector<unsigned> in_flight_;
+  std::deque<std::shared_ptr<Batch>> retry_;
+  std::unordered_map<std::string, std::vector<SegmentUpdate>, StringHash, std::equal_to<>> groups_;
+  std::unordered_set<size_t> users_seen_;  // hashes of the users sent, for the rewrite ratio
+  uint64_t group_bytes_ = 0;
+  uint32_t batch_users_ = 100;
+  size_t frame_budget_ = 2u << 20;
+  Clock::time_point start_;
+  Clock::time_point last_progress_;
+  uint64_t total_bytes_ = 0, done_bytes_ = 0;
+  uint64_t rows_ = 0, segments_read_ = 0, segments_written_ = 0, upserts_ = 0;
+  uint64_t bad_rows_ = 0, failed_users_ = 0, retries_ = 0;
+  bool stopped_ = false;
+  bool shown_ = false;
+  int exit_ = 0;
+};
+
+}  // namespace
+
+int RunLoad(const LoadOptions& options) {
+  Loader loader(options);
+  return loader.Run();
+}
+
+}  // namespace segstore::tools
