@@ -3,11 +3,13 @@
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -25,11 +27,6 @@ namespace segstore::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
 
 // One batch upsert on its way, with what is needed to retry or report it.
 struct Batch {
@@ -51,6 +48,60 @@ std::string Human(double v) {
   }
   return buf;
 }
+
+// User ID -> its index in the loader's user list: open addressing with
+// linear probing over (digest, index) slots, so a lookup is about one cache
+// line (std::unordered_map spent half the loader's time walking node chains
+// on a shuffled row file, and comparing the keys themselves another sixth).
+// Users are told apart by their XXH3-128 digest: two of a hundred million
+// IDs share one with a probability near 1e-23.
+class UserIndex {
+ public:
+  // The index of `key`, or `fresh` (inserted, *inserted set) when it is new.
+  uint32_t FindOrInsert(std::string_view key, uint32_t fresh, bool* inserted) {
+    if ((used_ + 1) * 2 > slots_.size()) Grow();
+    const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+    for (size_t i = h.low64 & mask_;; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      if (slot.index == kEmpty) {
+        slot = Slot{h.low64, h.high64, fresh};
+        ++used_;
+        *inserted = true;
+        return fresh;
+      }
+      if (slot.lo == h.low64 && slot.hi == h.high64) {
+        *inserted = false;
+        return slot.index;
+      }
+    }
+  }
+  void Clear() {
+    slots_.assign(slots_.size(), Slot{});
+    used_ = 0;
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint64_t lo = 0;
+    uint64_t hi = 0;
+    uint32_t index = kEmpty;
+  };
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(1024, old.size() * 2), Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.index == kEmpty) continue;
+      size_t i = s.lo & mask_;
+      while (slots_[i].index != kEmpty) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t used_ = 0;
+};
 
 class Loader {
  public:
@@ -121,8 +172,10 @@ class Loader {
       Status s = parser.Parse(line, n, &parsed);
       if (!s.ok()) {
         ++bad_rows_;
-        std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(n),
-                     std::string(s.message()).c_str());
+        if (Report()) {
+          std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(n),
+                       std::string(s.message()).c_str());
+        }
         if (o_.max_errors != 0 && bad_rows_ >= o_.max_errors) {
           std::fprintf(stderr, "segctl load: stopping after %llu bad rows (--max-errors)\n",
                        static_cast<unsigned long long>(bad_rows_));
@@ -154,25 +207,76 @@ class Loader {
     return true;
   }
 
+  // Groups one line's segments under its user. Rows are appended to one flat
+  // array (sequential writes: a shuffled row file touches 100,000 users at
+  // random, and a vector per user would make every row a cache and TLB
+  // miss); Flush sorts them by user. Segments with attributes, rare in DMP
+  // files, take a slower per-user side table.
   void Add(const loader::ParsedLine& parsed) {
-    auto it = groups_.find(parsed.user);
-    if (it == groups_.end()) {
-      it = groups_.emplace(std::string(parsed.user), std::vector<SegmentUpdate>()).first;
-      group_bytes_ += parsed.user.size() + 96;
+    bool inserted = false;
+    const uint32_t index =
+        user_index_.FindOrInsert(parsed.user, static_cast<uint32_t>(users_.size()), &inserted);
+    if (inserted) {
+      users_.emplace_back(parsed.user);
+      group_bytes_ += parsed.user.size() + 64;
     }
-    it->second.insert(it->second.end(), parsed.segments.begin(), parsed.segments.end());
-    group_bytes_ += parsed.segments.size() * sizeof(SegmentUpdate);
-    if (group_bytes_ >= o_.memory_bytes) Flush();
+    for (const SegmentUpdate& s : parsed.segments) {
+      if (s.attr1 || s.attr2) {
+        with_attrs_[index].push_back(s);
+        group_bytes_ += 2 * sizeof(SegmentUpdate);
+        continue;
+      }
+      grouped_.push_back(Row{index | (s.ttl ? kTtlBit : 0), s.value, s.id});
+    }
+    // A row costs itself and its copy in Flush's sort.
+    if (group_bytes_ + grouped_.size() * 2 * sizeof(Row) >= o_.memory_bytes) Flush();
   }
 
   // Sends every grouped user (one upsert each) and forgets them.
   void Flush() {
+    // Counting sort of the rows by user: stable, so for a segment given twice
+    // the later row stays later (and wins below).
+    const size_t n_users = users_.size();
+    std::vector<uint64_t> start(n_users + 1, 0);
+    for (const Row& r : grouped_) ++start[(r.user & ~kTtlBit) + 1];
+    for (size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
+    // Both arrays keep their memory from one flush to the next: giving it
+    // back and faulting it in again cost more than the sort itself.
+    sorted_.resize(grouped_.size());
+    std::vector<Row>& sorted = sorted_;
+    {
+      std::vector<uint64_t> next(start.begin(), start.end() - 1);
+      for (const Row& r : grouped_) sorted[next[r.user & ~kTtlBit]++] = r;
+    }
+    grouped_.clear();
+
     Batch batch;
     size_t batch_bytes = 0;
-    for (auto& [user, segs] : groups_) {
+    std::vector<SegmentUpdate> segs;
+    for (uint32_t u = 0; u < n_users; ++u) {
+      segs.clear();
+      for (uint64_t i = start[u]; i < start[u + 1]; ++i) {
+        const Row& r = sorted[i];
+        segs.push_back(SegmentUpdate{r.id, r.value, (r.user & kTtlBit) != 0, {}, {}});
+      }
+      if (auto a = with_attrs_.find(u); a != with_attrs_.end()) {
+        segs.insert(segs.end(), a->second.begin(), a->second.end());
+      }
+      // An absolute expiry that was ahead when its row was read may have
+      // passed since (a large file takes a while): such a segment is dropped
+      // and counted, rather than failing the user's whole upsert.
+      const auto now = static_cast<uint32_t>(std::time(nullptr)) + 1;
+      const size_t before = segs.size();
+      std::erase_if(segs, [now](const SegmentUpdate& x) {
+        return !x.ttl && x.value != kNever && x.value <= now;
+      });
+      expired_rows_ += before - segs.size();
+      if (segs.empty()) continue;
       // The same segment twice for one user: the last row wins.
-      std::stable_sort(segs.begin(), segs.end(),
-                       [](const SegmentUpdate& a, const SegmentUpdate& b) { return a.id < b.id; });
+      auto by_id = [](const SegmentUpdate& a, const SegmentUpdate& b) { return a.id < b.id; };
+      if (!std::is_sorted(segs.begin(), segs.end(), by_id)) {  // grouped files usually are
+        std::stable_sort(segs.begin(), segs.end(), by_id);
+      }
       std::vector<SegmentUpdate> unique;
       unique.reserve(segs.size());
       for (const SegmentUpdate& s : segs) {
@@ -182,6 +286,7 @@ class Loader {
           unique.push_back(s);
         }
       }
+      const std::string& user = users_[u];
       users_seen_.insert(std::hash<std::string_view>{}(user));
       const size_t bytes = user.size() + unique.size() * 14 + 16;
       if (!batch.items.empty() &&
@@ -195,7 +300,9 @@ class Loader {
       batch.items.push_back(UpsertItem{user, std::move(unique), o_.mode});
     }
     if (!batch.items.empty()) Send(std::move(batch));
-    groups_.clear();
+    user_index_.Clear();
+    users_.clear();
+    with_attrs_.clear();
     group_bytes_ = 0;
   }
 
@@ -256,11 +363,25 @@ class Loader {
           segments_written_ += batch->items[i].segments.size();
         } else {
           ++failed_users_;
-          std::fprintf(stderr, "user %s: %s\n", batch->items[i].user.c_str(),
-                       one.status().ToString().c_str());
+          if (Report()) {
+            std::fprintf(stderr, "user %s: %s\n", batch->items[i].user.c_str(),
+                         one.status().ToString().c_str());
+          }
         }
       }
     });
+  }
+
+  // Whether to print one more error: the first kMaxReported, then one line
+  // saying the rest are only counted (a nightly file with a systematic
+  // problem must not print a hundred million lines).
+  bool Report() {
+    constexpr uint64_t kMaxReported = 100;
+    if (++reported_ <= kMaxReported) return true;
+    if (reported_ == kMaxReported + 1) {
+      std::fprintf(stderr, "segctl load: more errors; only counted from here on\n");
+    }
+    return false;
   }
 
   void FailBatch(const Batch& batch, const Status& s) {
@@ -387,28 +508,32 @@ class Loader {
     if (o_.json) {
       std::printf(
           "{\"rows\":%llu,\"users\":%zu,\"segments\":%llu,\"upserts\":%llu,"
-          "\"upserts_per_user\":%.2f,\"bad_rows\":%llu,\"failed_users\":%llu,\"retries\":%llu,"
+          "\"upserts_per_user\":%.2f,\"bad_rows\":%llu,\"expired_rows\":%llu,"
+          "\"failed_users\":%llu,\"retries\":%llu,"
           "\"seconds\":%.3f,\"rows_per_second\":%.0f,\"dry_run\":%s}\n",
           static_cast<unsigned long long>(rows_), users_seen_.size(),
           static_cast<unsigned long long>(segments_written_),
           static_cast<unsigned long long>(upserts_), per_user,
           static_cast<unsigned long long>(bad_rows_),
+          static_cast<unsigned long long>(expired_rows_),
           static_cast<unsigned long long>(failed_users_), static_cast<unsigned long long>(retries_),
           secs, rows_ / std::max(secs, 1e-9), o_.dry_run ? "true" : "false");
     } else {
       std::printf(
           "%s%llu rows, %zu users, %llu segments %s in %.1f s (%.0f rows/s, %.0f users/s); "
-          "%llu upserts (%.2f a user); %llu bad rows, %llu users failed, %llu retries\n",
+          "%llu upserts (%.2f a user); %llu bad rows, %llu expired before sending, %llu users "
+          "failed, %llu retries\n",
           o_.dry_run ? "dry run: " : "", static_cast<unsigned long long>(rows_), users_seen_.size(),
           static_cast<unsigned long long>(segments_written_), o_.dry_run ? "valid" : "written",
           secs, rows_ / std::max(secs, 1e-9), users_seen_.size() / std::max(secs, 1e-9),
           static_cast<unsigned long long>(upserts_), per_user,
           static_cast<unsigned long long>(bad_rows_),
+          static_cast<unsigned long long>(expired_rows_),
           static_cast<unsigned long long>(failed_users_),
           static_cast<unsigned long long>(retries_));
     }
     if (exit_ != 0) return exit_;
-    return bad_rows_ == 0 && failed_users_ == 0 ? 0 : 1;
+    return bad_rows_ == 0 && failed_users_ == 0 && expired_rows_ == 0 ? 0 : 1;
   }
 
   LoadOptions o_;
@@ -416,7 +541,18 @@ class Loader {
   std::vector<std::unique_ptr<client::AsyncClient>> conns_;
   std::vector<unsigned> in_flight_;
   std::deque<std::shared_ptr<Batch>> retry_;
-  std::unordered_map<std::string, std::vector<SegmentUpdate>, StringHash, std::equal_to<>> groups_;
+  // One grouped row: 16 bytes. `user` indexes users_; its top bit is the TTL flag.
+  struct Row {
+    uint32_t user;
+    uint32_t value;
+    uint64_t id;
+  };
+  static constexpr uint32_t kTtlBit = 1u << 31;
+  std::vector<Row> grouped_;
+  std::vector<Row> sorted_;  // Flush's scratch
+  std::deque<std::string> users_;
+  UserIndex user_index_;
+  std::unordered_map<uint32_t, std::vector<SegmentUpdate>> with_attrs_;
   std::unordered_set<size_t> users_seen_;  // hashes of the users sent, for the rewrite ratio
   uint64_t group_bytes_ = 0;
   uint32_t batch_users_ = 100;
@@ -426,6 +562,8 @@ class Loader {
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
   uint64_t rows_ = 0, segments_read_ = 0, segments_written_ = 0, upserts_ = 0;
   uint64_t bad_rows_ = 0, failed_users_ = 0, retries_ = 0;
+  uint64_t expired_rows_ = 0;  // valid when read, expired before they could be sent
+  uint64_t reported_ = 0;
   bool stopped_ = false;
   bool shown_ = false;
   int exit_ = 0;

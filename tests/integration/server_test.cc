@@ -618,6 +618,23 @@ TEST_F(ServerTest, LoadReportsBadRowsWithTheirLineAndWritesTheRest) {
   EXPECT_TRUE(c->Get("fresh").status().IsNotFound());
 }
 
+TEST_F(ServerTest, LoadPrintsTheFirstHundredErrorsAndCountsTheRest) {
+  std::string text = "user,segment,ttl\n";  // a header: line 1 is not an error
+  for (int i = 0; i < 250; ++i) text += "u,notanumber,3600\n";
+  text += "u,1,3600\n";
+  const std::string rows = dir_.File("many-bad.csv");
+  WriteFile(rows, text);
+  auto [rc, out] = Segctl(server_->port(), "load " + rows);  // progress on, not a terminal
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(Has(out, "progress: ")) << out;  // a line, not a bar, off a terminal
+  EXPECT_TRUE(Has(out, "errors 250")) << out;
+  EXPECT_TRUE(Has(out, rows + ":101:")) << out;  // lines 2 to 101: the first hundred
+  EXPECT_FALSE(Has(out, rows + ":102:")) << out;
+  EXPECT_TRUE(Has(out, "only counted")) << out;
+  EXPECT_TRUE(Has(out, "250 bad rows")) << out;
+  EXPECT_EQ(Connect()->Get("u")->count, 1u);
+}
+
 TEST_F(ServerTest, LoadingAFileWithAbsoluteExpiriesTwiceChangesNothing) {
   std::string text;
   for (int u = 0; u < 300; ++u) {
