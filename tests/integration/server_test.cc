@@ -11,6 +11,7 @@
 #include <boost/asio.hpp>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -523,6 +524,63 @@ TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
   std::tie(rc, out) = Segctl(1, "--timeout 2000 ping");
   EXPECT_EQ(rc, 1);
   EXPECT_TRUE(Has(out, "127.0.0.1:1")) << out;
+}
+
+// Random and mutated frames never take the server down: every connection
+// either gets answers or is closed, and a fresh one is always served.
+TEST_F(ServerTest, RandomAndMutatedFramesNeverTakeTheServerDown) {
+  std::mt19937_64 rng(20261122);
+  std::vector<std::string> examples;
+  for (const proto::examples::Example& e : proto::examples::All()) {
+    if (e.file.find(".request.") != std::string::npos) {
+      examples.push_back(proto::examples::EncodeFrame(e));
+    }
+  }
+  const uint8_t ops[] = {0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x20, 0x21, 0x22, 0x23, 0x24, 0x7f};
+  for (int round = 0; round < 20; ++round) {
+    RawConn conn;
+    ASSERT_TRUE(conn.Connect(server_->port()));
+    std::string burst;
+    for (int i = 0; i < 100; ++i) {
+      std::string frame;
+      switch (rng() % 3) {
+        case 0: {  // an example with some bytes of its body flipped or cut
+          frame = examples[rng() % examples.size()];
+          const int flips = 1 + static_cast<int>(rng() % 4);
+          for (int f = 0; f < flips && frame.size() > proto::kHeaderSize; ++f) {
+            frame[proto::kHeaderSize + rng() % (frame.size() - proto::kHeaderSize)] =
+                static_cast<char>(rng());
+          }
+          break;
+        }
+        case 1: {  // a well-framed random body
+          std::string body(rng() % 64, '\0');
+          for (char& c : body) c = static_cast<char>(rng());
+          frame = MakeFrame(ops[rng() % sizeof ops], static_cast<uint32_t>(i + 1), body);
+          break;
+        }
+        default: {  // a well-framed random MessagePack-ish map with random values
+          std::string body = "\x82\xa4user";
+          body += static_cast<char>(0xa0 | (rng() % 8));
+          body.append(rng() % 8, 'u');
+          for (int b = 0; b < 12; ++b) body += static_cast<char>(rng());
+          frame = MakeFrame(ops[rng() % sizeof ops], static_cast<uint32_t>(i + 1), body);
+        }
+      }
+      burst += frame;
+    }
+    // Round 19 ends with garbage: a broken frame closes that connection.
+    if (round == 19) burst += std::string(16, '\xff');
+    (void)conn.Write(burst);
+    Frame f;
+    // Read what comes back until a quiet spell (answers or not, we only
+    // need the server to stay up).
+    while (conn.ReadFrame(&f, std::chrono::milliseconds(300)) == RawConn::ReadResult::kFrame) {
+    }
+    auto c = Connect();
+    ASSERT_NE(c, nullptr) << "round " << round;
+    ASSERT_TRUE(c->Ping().ok()) << "round " << round;
+  }
 }
 
 // ---- segctl load ----
