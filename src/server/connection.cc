@@ -139,7 +139,7 @@ bool Connection::HandleFrame() {
     std::string out;
     proto::AppendErrorFrame(&out, h.op, h.request_id, refuse);
     LoopCounters::Add(loop_->counters.error_responses, 1);
-    Send(out);
+    Send(std::move(out));
     return true;
   }
   ++in_flight_;
@@ -165,16 +165,21 @@ void Connection::OnReply(std::string frame) {
   if (frame.size() >= proto::kHeaderSize && frame[4] != 0) {
     LoopCounters::Add(loop_->counters.error_responses, 1);
   }
-  Send(frame);
+  Send(std::move(frame));
   if (!processing_) {
     ProcessInput();  // frames already buffered may now be served
     Read();
   }
 }
 
-void Connection::Send(std::string_view frame) {
+void Connection::Send(std::string frame) {
   if (closed_) return;
-  out_.append(frame);
+  // Usually nothing is queued: the frame becomes the output without a copy.
+  if (out_.empty()) {
+    out_.swap(frame);
+  } else {
+    out_.append(frame);
+  }
   Write();
 }
 
@@ -213,7 +218,7 @@ void Connection::FailConnection(uint8_t op, uint32_t request_id, const Status& s
   std::string out;
   proto::AppendErrorFrame(&out, op, request_id, status);
   LoopCounters::Add(loop_->counters.error_responses, 1);
-  Send(out);
+  Send(std::move(out));
   close_after_write_ = true;
   start_ = end_ = 0;
   MaybeFinish();

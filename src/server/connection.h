@@ -32,7 +32,6 @@ class Connection;
 
 // Counters of one loop: written by its thread only, read by any (relaxed).
 struct alignas(64) LoopCounters {
-  std::atomic<uint64_t> accepted{0};
   std::atomic<uint64_t> closed{0};
   std::atomic<uint64_t> idle_closed{0};
   std::atomic<uint64_t> broken_frames{0};
@@ -83,7 +82,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connection must close (a broken frame).
   bool HandleFrame();
   void OnReply(std::string frame);
-  void Send(std::string_view frame);
+  void Send(std::string frame);
   void Write();
   // An error frame, then close once it is written.
   void FailConnection(uint8_t op, uint32_t request_id, const Status& status);

@@ -179,7 +179,6 @@ void Server::Impl::Accept() {
     } else {
       accepted_.fetch_add(1, std::memory_order_relaxed);
       asio::post(target->io, [this, target, s = std::make_shared<tcp::socket>(std::move(socket))] {
-        LoopCounters::Add(target->counters.accepted, 1);
         if (target->draining) {
           LoopCounters::Add(target->counters.closed, 1);
           return;
@@ -237,7 +236,6 @@ ServerCounters Server::Impl::Counters() const {
   for (const auto& l : loops_) {
     const LoopCounters& lc = l->counters;
     auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    c.connections_accepted += get(lc.accepted);
     c.connections_idle_closed += get(lc.idle_closed);
     c.broken_frames += get(lc.broken_frames);
     c.requests += get(lc.requests);
@@ -247,6 +245,7 @@ ServerCounters Server::Impl::Counters() const {
     c.bytes_out += get(lc.bytes_out);
     for (int op = 0; op < 256; ++op) c.requests_by_op[op] += get(lc.by_op[op]);
   }
+  c.connections_accepted = accepted_.load(std::memory_order_relaxed);
   c.connections_open = OpenConnections();
   c.connections_refused = refused_.load(std::memory_order_relaxed);
   return c;
