@@ -187,7 +187,6 @@ class Loader {
       }
       if (parsed.segments.empty()) continue;
       ++rows_;
-      segments_read_ += parsed.segments.size();
       Add(parsed);
       if (++since_poll >= 4096) {
         since_poll = 0;
@@ -436,8 +435,7 @@ class Loader {
       if (!retry_.empty()) {
         auto b = retry_.front();
         retry_.pop_front();
-        Batch again = std::move(*b);
-        Send(std::move(again));
+        Send(std::move(*b));
         continue;
       }
       io_.run_one();
@@ -451,13 +449,6 @@ class Loader {
           break;
         }
       }
-    }
-    // Retries queued while reading are resent here too.
-    while (!retry_.empty() && !stopped_) {
-      auto b = retry_.front();
-      retry_.pop_front();
-      Send(std::move(*b));
-      while (TotalInFlight() > 0) io_.run_one();
     }
     conns_.clear();
   }
@@ -560,7 +551,7 @@ class Loader {
   Clock::time_point start_;
   Clock::time_point last_progress_;
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
-  uint64_t rows_ = 0, segments_read_ = 0, segments_written_ = 0, upserts_ = 0;
+  uint64_t rows_ = 0, segments_written_ = 0, upserts_ = 0;
   uint64_t bad_rows_ = 0, failed_users_ = 0, retries_ = 0;
   uint64_t expired_rows_ = 0;  // valid when read, expired before they could be sent
   uint64_t reported_ = 0;
