@@ -18,7 +18,6 @@
 #include <ctime>
 #include <numeric>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -57,15 +56,10 @@ struct Segments {
 };
 
 Segments For(uint64_t user, uint32_t now, bool ttl) {
-  std::mt19937_64 rng(user * 0x9E3779B97F4A7C15ull + 1);
-  std::set<uint64_t> ids;
-  while (ids.size() < 1000) ids.insert(rng() % 82000);
   Segments s;
-  for (uint64_t id : ids) {
-    const uint64_t hours = 1 + rng() % 720;
-    s.ids.push_back(id);
-    s.when.push_back(ttl ? static_cast<uint32_t>(hours * 3600)
-                         : static_cast<uint32_t>((now / 3600 + hours) * 3600));
+  for (const segstore::bench::ReferenceSegment& r : segstore::bench::ReferenceSegments(user)) {
+    s.ids.push_back(r.id);
+    s.when.push_back(ttl ? r.hours * 3600 : segstore::bench::WholeHourExpiry(now, r.hours));
   }
   return s;
 }

@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "bench/workload.h"
@@ -35,14 +34,9 @@ using namespace segstore;
 using Clock = std::chrono::steady_clock;
 
 std::vector<SegmentUpdate> ReferenceSegments(uint64_t user, uint32_t now) {
-  std::mt19937_64 rng(user * 0x9E3779B97F4A7C15ull + 1);
-  std::set<uint64_t> ids;
-  while (ids.size() < 1000) ids.insert(rng() % 82000);
   std::vector<SegmentUpdate> out;
-  out.reserve(ids.size());
-  for (uint64_t id : ids) {
-    const uint32_t expiry = static_cast<uint32_t>((now / 3600 + 1 + rng() % 720) * 3600);
-    out.push_back({id, expiry, false, {}, {}});
+  for (const bench::ReferenceSegment& s : bench::ReferenceSegments(user)) {
+    out.push_back({s.id, bench::WholeHourExpiry(now, s.hours), false, {}, {}});
   }
   return out;
 }

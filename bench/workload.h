@@ -6,7 +6,10 @@
 #include <xxhash.h>
 
 #include <cstdint>
+#include <random>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace segstore::bench {
 
@@ -26,6 +29,30 @@ inline std::string UserKey(uint64_t i) {
     }
   }
   return key;
+}
+
+// One of a user's segments: its ID and how many whole hours (1 to 720) ahead
+// of the current hour it expires.
+struct ReferenceSegment {
+  uint64_t id;
+  uint32_t hours;
+};
+
+// User i's segments: 1,000 distinct IDs uniform in [0, 82000), ascending.
+// Deterministic in i; every load generator uses this one.
+inline std::vector<ReferenceSegment> ReferenceSegments(uint64_t user) {
+  std::mt19937_64 rng(user * 0x9E3779B97F4A7C15ull + 1);
+  std::set<uint64_t> ids;
+  while (ids.size() < 1000) ids.insert(rng() % 82000);
+  std::vector<ReferenceSegment> out;
+  out.reserve(ids.size());
+  for (uint64_t id : ids) out.push_back({id, static_cast<uint32_t>(1 + rng() % 720)});
+  return out;
+}
+
+// Unix seconds of an expiry `hours` whole hours after the hour holding `now`.
+inline uint32_t WholeHourExpiry(uint32_t now, uint32_t hours) {
+  return static_cast<uint32_t>((uint64_t{now} / 3600 + hours) * 3600);
 }
 
 }  // namespace segstore::bench
