@@ -1,5 +1,9 @@
 #include "server/profile_service.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +17,18 @@ using proto::FrameHeader;
 using proto::Op;
 
 namespace {
+
+// The resident set of this process in bytes, from /proc/self/statm (0 if
+// unreadable).
+uint64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 void ReplyError(const FrameHeader& h, const Status& s, const Reply& reply) {
   std::string frame;
@@ -242,6 +258,15 @@ Stats ProfileService::CollectStats() const {
   add("server.uptime_seconds",
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count());
+  add("process.pid", static_cast<uint64_t>(::getpid()));
+  add("process.resident_bytes", ResidentBytes());
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  add("process.cpu_user_seconds", seconds(usage.ru_utime));
+  add("process.cpu_system_seconds", seconds(usage.ru_stime));
   if (server_counters_) {
     const ServerCounters c = server_counters_();
     add("server.connections_open", c.connections_open);

@@ -5,6 +5,7 @@
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
 #include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
@@ -197,6 +198,13 @@ TEST_F(ServerTest, EveryOperationThroughTheClient) {
   EXPECT_TRUE(by_name.count("storage.records"));
   EXPECT_TRUE(by_name.count("sweeper.segments_removed"));
   EXPECT_TRUE(by_name.count("recovery.seconds"));
+  // The process figures benchmarks divide by: this very process, in-process.
+  ASSERT_TRUE(by_name.count("process.pid"));
+  EXPECT_EQ(std::get<uint64_t>(by_name["process.pid"].value), static_cast<uint64_t>(::getpid()));
+  EXPECT_GT(std::get<uint64_t>(by_name["process.resident_bytes"].value), 0u);
+  EXPECT_GT(std::get<double>(by_name["process.cpu_user_seconds"].value) +
+                std::get<double>(by_name["process.cpu_system_seconds"].value),
+            0.0);  // the test process has run: some CPU time is on the clock
 }
 
 TEST_F(ServerTest, LimitsAreRefusedAndNothingIsWritten) {
