@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <msgpack.hpp>
+
 #include <atomic>
 #include <bit>
 #include <cctype>
@@ -832,6 +834,30 @@ TEST(WireTest, GetResultRoundTripsEveryColumnShape) {
   ExpectRoundTrip(all_nil);
   // count_only: a count and no rows.
   ExpectRoundTrip(examples::IdsOnly({}, 12345));
+}
+
+// Get answers write their integer columns by hand (the hot path): the bytes
+// must be exactly msgpack's smallest forms, at every width boundary.
+TEST(WireTest, GetResultIntegersAreMsgpacksSmallestForms) {
+  GetResult r;
+  r.ids = {0, 127, 128, 255, 256, 65535, 65536, 0xffffffffull, 0x100000000ull, UINT64_MAX};
+  r.expires = {0, 127, 128, 255, 256, 65535, 65536, 0x7fffffff, 0xfffffffe, UINT32_MAX};
+  r.count = 10;
+  std::string ours;
+  Encode(r, &ours);
+  msgpack::sbuffer expected;
+  msgpack::packer<msgpack::sbuffer> pk(expected);
+  pk.pack_map(3);
+  pk.pack(std::string("count"));
+  pk.pack_uint32(10);
+  pk.pack(std::string("ids"));
+  pk.pack_array(10);
+  for (uint64_t id : r.ids) pk.pack_uint64(id);
+  pk.pack(std::string("expires"));
+  pk.pack_array(10);
+  for (uint32_t e : r.expires) pk.pack_uint32(e);
+  EXPECT_EQ(ours, std::string(expected.data(), expected.size()));
+  ExpectRoundTrip(r);
 }
 
 TEST(WireTest, BatchGetResponseRoundTripsResultsAndErrors) {
