@@ -14,7 +14,9 @@ packages=(
   zlib1g-dev          # gzip-compressed DMP files (segctl load)
   libtomlplusplus-dev # config file
   libsystemd-dev      # sd_notify readiness
-  libcli11-dev        # command-line parsing (segstored, segctl)
+  libcli11-dev        # command-line parsing (segstored, segctl, segbench)
+  libhiredis-dev      # segbench's Redis client (the side-by-side comparison)
+  redis-tools         # Redis 7.0 itself (its server binary), for the comparison and its tests
   nlohmann-json3-dev  # segctl --json output
   libgtest-dev libgmock-dev libbenchmark-dev
 )

@@ -1,0 +1,549 @@
+#include "bench/segbench/driver.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "bench/segbench/picker.h"
+#include "bench/workload.h"
+
+namespace segstore::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::nanoseconds;
+
+uint32_t NowSeconds() { return static_cast<uint32_t>(std::time(nullptr)); }
+
+double ClientCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+std::vector<Assignment> ReferenceProfile(uint64_t user, uint32_t now) {
+  std::vector<Assignment> out;
+  out.reserve(1000);
+  for (const ReferenceSegment& s : ReferenceSegments(user)) {
+    out.push_back({s.id, WholeHourExpiry(now, s.hours)});
+  }
+  return out;
+}
+
+// Opens `n` connections on `io` (run by the calling thread until all are
+// in). Fails with the first connection's error.
+Result<std::vector<std::unique_ptr<Connection>>> OpenAll(Target& target,
+                                                         boost::asio::io_context& io, unsigned n) {
+  std::vector<std::unique_ptr<Connection>> conns(n);
+  unsigned answered = 0;
+  Status first = Status::OK();
+  for (unsigned i = 0; i < n; ++i) {
+    target.Open(io, [&, i](Result<std::unique_ptr<Connection>> r) {
+      ++answered;
+      if (!r.ok()) {
+        if (first.ok()) first = r.status();
+        return;
+      }
+      conns[i] = std::move(r).value();
+    });
+  }
+  while (answered < n) io.run_one();
+  if (!first.ok()) return first;
+  return conns;
+}
+
+// Runs `io` until every connection has nothing in flight, or `limit` passes.
+void Drain(boost::asio::io_context& io, const std::vector<std::unique_ptr<Connection>>& conns,
+           std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    size_t in_flight = 0;
+    for (const auto& c : conns) in_flight += c ? c->in_flight() : 0;
+    if (in_flight == 0) return;
+    io.run_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The phases a run goes through, set by the coordinating thread.
+enum Phase : int { kWarmup, kMeasure, kStop };
+
+// One client thread of a run: its io_context, its connections and its share
+// of the requests.
+class Worker {
+ public:
+  Worker(Target& target, const RunSpec& spec, const UserPicker& picker, unsigned index,
+         unsigned connections, bool background, const std::atomic<int>& phase)
+      : target_(target),
+        spec_(spec),
+        picker_(picker),
+        uniform_(spec.users, 0),
+        connections_(connections),
+        background_(background),
+        phase_(phase),
+        rng_(spec.seed * 1000003 + index) {}
+
+  // Opens the connections; false (and error()) on failure.
+  bool Open() {
+    auto conns = OpenAll(target_, io_, connections_ + (background_ ? 1 : 0));
+    if (!conns.ok()) {
+      error_ = conns.status().ToString();
+      return false;
+    }
+    conns_ = std::move(conns).value();
+    if (background_) {
+      background_conn_ = std::move(conns_.back());
+      conns_.pop_back();
+    }
+    return true;
+  }
+
+  // Runs until the phase is kStop and everything in flight is answered.
+  void Run() {
+    start_ = Clock::now();
+    if (spec_.rate > 0) {
+      interval_ = nanoseconds(static_cast<int64_t>(1e9 * spec_.threads / spec_.rate));
+      if (interval_.count() <= 0) interval_ = nanoseconds(1);
+      next_due_ = start_;
+      timer_.emplace(io_);
+      Tick();
+    } else {
+      for (unsigned c = 0; c < conns_.size(); ++c) {
+        for (unsigned d = 0; d < spec_.depth; ++d) Issue(c, Clock::now());
+      }
+    }
+    if (background_conn_) Background();
+    while (phase_.load(std::memory_order_acquire) != kStop) {
+      io_.run_for(std::chrono::milliseconds(20));
+    }
+    if (timer_) timer_->cancel();
+    backlog_.clear();
+    Drain(io_, conns_, std::chrono::seconds(60));
+    if (background_conn_) {
+      std::vector<std::unique_ptr<Connection>> bg;
+      bg.push_back(std::move(background_conn_));
+      Drain(io_, bg, std::chrono::seconds(60));
+    }
+    conns_.clear();  // fails whatever is still in flight, here, on this thread
+  }
+
+  const std::string& error() const { return error_; }
+  const RunResult& figures() const { return figures_; }
+
+ private:
+  // Open loop: issues every request now due, on a free connection or into
+  // the backlog, then sleeps until the next one is due.
+  void Tick() {
+    if (phase_.load(std::memory_order_acquire) == kStop) return;
+    const auto now = Clock::now();
+    while (next_due_ <= now) {
+      Dispatch(next_due_);
+      next_due_ += interval_;
+    }
+    timer_->expires_at(next_due_);
+    timer_->async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) Tick();
+    });
+  }
+
+  // Open loop: a request due at `due` goes to a connection with a free slot,
+  // or waits in the backlog for one.
+  void Dispatch(Clock::time_point due) {
+    for (unsigned i = 0; i < conns_.size(); ++i) {
+      const unsigned c = (next_conn_ + i) % static_cast<unsigned>(conns_.size());
+      if (conns_[c]->in_flight() < spec_.depth) {
+        next_conn_ = c + 1;
+        Issue(c, due);
+        return;
+      }
+    }
+    backlog_.push_back(due);
+    figures_.backlog_max = std::max<uint64_t>(figures_.backlog_max, backlog_.size());
+  }
+
+  OpKind NextKind() {
+    switch (spec_.workload) {
+      case Workload::kBatchGet:
+        return OpKind::kBatchGet;
+      case Workload::kUpsert:
+        return OpKind::kUpsert;
+      case Workload::kTrim:
+        return OpKind::kTrim;
+      case Workload::kMixed: {
+        const uint64_t r = rng_() % 100;
+        return r < 90 ? OpKind::kGet : r < 99 ? OpKind::kUpsert : OpKind::kTrim;
+      }
+      case Workload::kGet:
+      case Workload::kMixedBusy:
+        break;
+    }
+    return OpKind::kGet;
+  }
+
+  // Sends one request on connection `c`; latency counts from `due`.
+  void Issue(unsigned c, Clock::time_point due) {
+    if (phase_.load(std::memory_order_acquire) == kStop) return;
+    const OpKind kind = NextKind();
+    auto done = [this, c, due, kind](Outcome o) { Completed(c, due, kind, std::move(o)); };
+    Connection& conn = *conns_[c];
+    switch (kind) {
+      case OpKind::kGet:
+        conn.Get(UserKey(picker_.Pick(rng_)), std::move(done));
+        break;
+      case OpKind::kBatchGet: {
+        std::vector<std::string> users;
+        users.reserve(spec_.batch);
+        for (unsigned i = 0; i < spec_.batch; ++i) users.push_back(UserKey(picker_.Pick(rng_)));
+        conn.BatchGet(users, std::move(done));
+        break;
+      }
+      case OpKind::kUpsert: {
+        // 1 to 10 distinct segments, each expiring 1 to 720 whole hours ahead.
+        const unsigned n = 1 + static_cast<unsigned>(rng_() % 10);
+        const uint32_t now = NowSeconds();
+        std::vector<Assignment> segs;
+        segs.reserve(n);
+        while (segs.size() < n) {
+          const uint64_t id = rng_() % 82000;
+          bool dup = false;
+          for (const Assignment& a : segs) dup = dup || a.id == id;
+          if (!dup) segs.push_back({id, WholeHourExpiry(now, 1 + static_cast<uint32_t>(rng_() % 720))});
+        }
+        conn.Upsert(UserKey(uniform_.Pick(rng_)), segs, std::move(done));
+        break;
+      }
+      case OpKind::kTrim:
+        conn.Trim(UserKey(uniform_.Pick(rng_)), std::move(done));
+        break;
+      case OpKind::kCount:
+        break;
+    }
+  }
+
+  void Completed(unsigned c, Clock::time_point due, OpKind kind, Outcome o) {
+    const auto now = Clock::now();
+    if (phase_.load(std::memory_order_acquire) == kMeasure) {
+      const auto ns = static_cast<uint64_t>(std::chrono::duration_cast<nanoseconds>(now - due).count());
+      for (KindFigures* f : {&figures_.all, &figures_.by_kind[static_cast<size_t>(kind)]}) {
+        ++f->ops;
+        f->latency.Record(ns);
+        f->segments += o.segments;
+        f->missing += o.missing;
+        if (!o.ok) ++f->errors;
+      }
+    }
+    if (!o.ok && figures_.first_error.empty()) figures_.first_error = o.error;
+    if (phase_.load(std::memory_order_acquire) == kStop || c >= conns_.size()) return;
+    if (spec_.rate > 0) {
+      if (!backlog_.empty()) {
+        const auto next = backlog_.front();
+        backlog_.pop_front();
+        Issue(c, next);
+      }
+    } else {
+      Issue(c, Clock::now());
+    }
+  }
+
+  // kMixedBusy: whole reference profiles rewritten, one request at a time.
+  void Background() {
+    if (phase_.load(std::memory_order_acquire) == kStop) return;
+    std::vector<std::string> users;
+    std::vector<std::vector<Assignment>> profiles;
+    const uint32_t now = NowSeconds();
+    for (unsigned i = 0; i < spec_.background_batch; ++i) {
+      const uint64_t u = uniform_.Pick(rng_);
+      users.push_back(UserKey(u));
+      profiles.push_back(ReferenceProfile(u, now));
+    }
+    const auto n = static_cast<uint64_t>(users.size());
+    background_conn_->Replace(users, profiles, [this, n](Outcome o) {
+      if (phase_.load(std::memory_order_acquire) == kMeasure) {
+        if (o.ok) {
+          figures_.background_users += n;
+        } else {
+          ++figures_.background_errors;
+        }
+      }
+      if (!o.ok && figures_.first_error.empty()) figures_.first_error = "background load: " + o.error;
+      Background();
+    });
+  }
+
+  Target& target_;
+  const RunSpec& spec_;
+  const UserPicker& picker_;
+  const UserPicker uniform_;  // upserts and trims pick users uniformly
+  const unsigned connections_;
+  const bool background_;
+  const std::atomic<int>& phase_;
+  std::mt19937_64 rng_;
+  boost::asio::io_context io_;
+  // Keeps io_ running between requests (a store whose connections hold no
+  // pending I/O of their own would otherwise stop it).
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
+      boost::asio::make_work_guard(io_);
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::unique_ptr<Connection> background_conn_;
+  std::optional<boost::asio::steady_timer> timer_;
+  Clock::time_point start_;
+  Clock::time_point next_due_;
+  nanoseconds interval_{0};
+  std::deque<Clock::time_point> backlog_;
+  unsigned next_conn_ = 0;
+  RunResult figures_;
+  std::string error_;
+};
+
+void MergeKind(KindFigures* into, const KindFigures& from) {
+  into->ops += from.ops;
+  into->errors += from.errors;
+  into->segments += from.segments;
+  into->missing += from.missing;
+  into->latency.Merge(from.latency);
+}
+
+}  // namespace
+
+const char* WorkloadName(Workload w) {
+  switch (w) {
+    case Workload::kGet:
+      return "get";
+    case Workload::kBatchGet:
+      return "batch-get";
+    case Workload::kUpsert:
+      return "upsert";
+    case Workload::kTrim:
+      return "trim";
+    case Workload::kMixed:
+      return "mixed";
+    case Workload::kMixedBusy:
+      return "mixed-busy";
+  }
+  return "?";
+}
+
+const char* OpKindName(OpKind k) {
+  switch (k) {
+    case OpKind::kGet:
+      return "get";
+    case OpKind::kBatchGet:
+      return "batch-get";
+    case OpKind::kUpsert:
+      return "upsert";
+    case OpKind::kTrim:
+      return "trim";
+    case OpKind::kCount:
+      break;
+  }
+  return "?";
+}
+
+std::optional<double> ProcessCpuSeconds(int64_t pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return std::nullopt;
+  // "pid (comm) state ppid ... utime stime": comm may hold spaces, so split
+  // at the last ')'.
+  const size_t open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  const std::string comm = text.substr(open + 1, close - open - 1);
+  if (comm.rfind("segstored", 0) != 0 && comm.rfind("redis", 0) != 0) return std::nullopt;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  // Fields 3..13 (state .. cmajflt), then utime (14) and stime (15).
+  for (int i = 3; i <= 13 && rest >> field; ++i) {
+  }
+  if (!(rest >> utime >> stime)) return std::nullopt;
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+Result<RunResult> Run(Target& target, const RunSpec& spec) {
+  if (spec.users == 0 || spec.connections == 0 || spec.depth == 0 || spec.threads == 0 ||
+      spec.seconds <= 0 || spec.batch == 0) {
+    return Status::InvalidArgument("users, connections, depth, threads, batch and seconds must be positive");
+  }
+  const unsigned threads = std::min(spec.threads, spec.connections);
+  RunSpec s = spec;
+  s.threads = threads;
+  const bool zipf_reads = spec.zipf > 0;
+  const UserPicker picker(spec.users, zipf_reads ? spec.zipf : 0);
+  std::atomic<int> phase{kWarmup};
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    const unsigned conns = spec.connections / threads + (t < spec.connections % threads ? 1 : 0);
+    workers.push_back(std::make_unique<Worker>(target, s, picker, t, conns,
+                                               t == 0 && spec.workload == Workload::kMixedBusy,
+                                               phase));
+  }
+  // Connections open on their own threads; the run starts once all are in.
+  std::vector<std::thread> pool;
+  std::atomic<unsigned> opened{0};
+  std::atomic<bool> failed{false}, go{false};
+  for (auto& w : workers) {
+    pool.emplace_back([&, wp = w.get()] {
+      if (!wp->Open()) failed = true;
+      ++opened;
+      while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!failed.load()) wp->Run();
+    });
+  }
+  while (opened.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (failed.load()) {
+    phase = kStop;
+    go = true;
+    for (auto& t : pool) t.join();
+    for (auto& w : workers) {
+      if (!w->error().empty()) return Status::Unavailable("connecting: " + w->error());
+    }
+    return Status::Unavailable("connecting failed");
+  }
+  go = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(spec.warmup_seconds));
+
+  RunResult result;
+  result.spec = s;
+  Result<ServerSample> before = target.Sample();
+  const std::optional<double> cpu0 = before.ok() ? ProcessCpuSeconds(before->pid) : std::nullopt;
+  const double client0 = ClientCpuSeconds();
+  const auto m0 = Clock::now();
+  phase = kMeasure;
+  std::this_thread::sleep_for(std::chrono::duration<double>(spec.seconds));
+  phase = kStop;
+  result.seconds = std::chrono::duration<double>(Clock::now() - m0).count();
+  result.client_cpu_seconds = ClientCpuSeconds() - client0;
+  const std::optional<double> cpu1 = before.ok() ? ProcessCpuSeconds(before->pid) : std::nullopt;
+  if (cpu0 && cpu1) result.server_cpu_seconds = *cpu1 - *cpu0;
+  Result<ServerSample> after = target.Sample();
+  for (auto& t : pool) t.join();
+  if (!before.ok()) return before.status();
+  if (!after.ok()) return after.status();
+  result.before = *before;
+  result.after = *after;
+  for (auto& w : workers) {
+    const RunResult& f = w->figures();
+    MergeKind(&result.all, f.all);
+    for (size_t k = 0; k < result.by_kind.size(); ++k) MergeKind(&result.by_kind[k], f.by_kind[k]);
+    if (result.first_error.empty()) result.first_error = f.first_error;
+    result.backlog_max = std::max(result.backlog_max, f.backlog_max);
+    result.background_users += f.background_users;
+    result.background_errors += f.background_errors;
+  }
+  return result;
+}
+
+namespace {
+
+// Runs `work(conn, unit, done)` for units 0, 1, 2... < `units` over
+// `connections` connections from this thread, one request in flight on
+// each. `work` returns false when a unit needs no request (`done` unused).
+// Stops at the first error.
+using UnitWork = std::function<bool(Connection&, uint64_t, Done&)>;
+
+Status DriveUnits(Target& target, unsigned connections, uint64_t units, const UnitWork& work) {
+  boost::asio::io_context io;
+  auto guard = boost::asio::make_work_guard(io);
+  auto conns = OpenAll(target, io, connections);
+  if (!conns.ok()) return conns.status();
+  uint64_t next = 0;
+  Status first = Status::OK();
+  std::function<void(unsigned)> step = [&](unsigned c) {
+    while (next < units && first.ok()) {
+      const uint64_t unit = next++;
+      Done done = [&, c](Outcome o) {
+        if (!o.ok && first.ok()) first = Status::IOError(o.error);
+        step(c);
+      };
+      if (work(*(*conns)[c], unit, done)) return;
+    }
+  };
+  for (unsigned c = 0; c < connections; ++c) step(c);
+  Drain(io, *conns, std::chrono::hours(24));
+  conns->clear();
+  return first;
+}
+
+}  // namespace
+
+Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
+  if (users == 0 || connections == 0) {
+    return Status::InvalidArgument("users and connections must be positive");
+  }
+  LoadResult r;
+  r.users = users;
+  Result<ServerSample> before = target.Sample();
+  if (!before.ok()) return before.status();
+  r.before = *before;
+  const std::optional<double> cpu0 = ProcessCpuSeconds(before->pid);
+  const auto t0 = Clock::now();
+  const uint64_t per = std::max<size_t>(1, target.load_batch());
+  const uint64_t units = (users + per - 1) / per;
+  Status s = DriveUnits(target, connections, units, [&](Connection& c, uint64_t unit, Done& done) {
+    std::vector<std::string> keys;
+    std::vector<std::vector<Assignment>> profiles;
+    const uint32_t now = NowSeconds();
+    for (uint64_t u = unit * per; u < std::min(users, (unit + 1) * per); ++u) {
+      keys.push_back(UserKey(u));
+      profiles.push_back(ReferenceProfile(u, now));
+    }
+    c.Replace(keys, profiles, std::move(done));
+    return true;
+  });
+  if (!s.ok()) return s.WithContext("loading");
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::optional<double> cpu1 = ProcessCpuSeconds(before->pid);
+  if (cpu0 && cpu1) r.server_cpu_seconds = *cpu1 - *cpu0;
+  Result<ServerSample> after = target.Sample();
+  if (!after.ok()) return after.status();
+  r.after = *after;
+  return r;
+}
+
+Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections) {
+  if (!(share > 0 && share <= 1)) return Status::InvalidArgument("the expiring share must be in (0, 1]");
+  ExpireResult r;
+  const auto t0 = Clock::now();
+  const auto threshold = static_cast<uint64_t>(share * 1e6);
+  uint32_t last_expiry = 0;
+  Status s = DriveUnits(target, connections, users, [&](Connection& c, uint64_t u, Done& done) {
+    // Three seconds ahead: in the future still when the store checks it.
+    const uint32_t expires = NowSeconds() + 3;
+    last_expiry = std::max(last_expiry, expires);
+    std::vector<Assignment> segs;
+    for (const ReferenceSegment& seg : ReferenceSegments(u)) {
+      // A per-(user, segment) coin with the given bias, the same for every store.
+      const uint64_t coin = XXH3_64bits_withSeed(&seg.id, sizeof seg.id, u) % 1000000;
+      if (coin < threshold) segs.push_back({seg.id, expires});
+    }
+    r.segments += segs.size();
+    if (segs.empty()) return false;
+    c.Upsert(UserKey(u), segs, std::move(done));
+    return true;
+  });
+  if (!s.ok()) return s.WithContext("expiring segments");
+  while (NowSeconds() <= last_expiry) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace segstore::bench

@@ -1,0 +1,119 @@
+// The run loop of segbench: drives a Target with the reference workload
+// (../shared/workload.md) over many connections from a few client threads,
+// and measures it.
+//
+// Closed loop (rate 0): every connection keeps `depth` requests in flight and
+// sends the next as one completes; latency runs from the send to the answer.
+// Open loop (rate > 0): requests are due at fixed intervals whatever the
+// server does; one waits in the client when every connection has `depth` in
+// flight, and its latency runs from when it was due, not from when it could
+// be sent, so a stall shows in the percentiles instead of thinning the
+// sample (no coordinated omission).
+//
+// Every run has a warm-up, then a measured window; requests answered inside
+// the window are counted. The server's CPU time over the window comes from
+// /proc/<pid>/stat when the server runs on this machine.
+//
+// All functions block the calling thread until done; they start and join
+// their own client threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "bench/segbench/target.h"
+#include "common/histogram.h"
+#include "segstore/result.h"
+
+namespace segstore::bench {
+
+enum class Workload {
+  kGet,        // one user's live segments
+  kBatchGet,   // `batch` users in one request
+  kUpsert,     // 1 to 10 segments into one user, trimming on the way
+  kTrim,       // drop one user's expired segments
+  kMixed,      // 90 % get, 9 % upsert, 1 % trim
+  kMixedBusy,  // get, beside a background load (whole profiles rewritten)
+};
+const char* WorkloadName(Workload w);
+
+// What one request was, for per-kind figures in mixed runs.
+enum class OpKind { kGet, kBatchGet, kUpsert, kTrim, kCount };
+const char* OpKindName(OpKind k);
+
+struct RunSpec {
+  Workload workload = Workload::kGet;
+  uint64_t users = 100000;   // the data set: users [0, users)
+  double zipf = 0;           // > 0: gets pick users by Zipf with this exponent
+  unsigned connections = 32;
+  unsigned depth = 1;        // requests in flight per connection (the most, open loop)
+  unsigned threads = 1;      // client threads; connections are spread over them
+  double warmup_seconds = 3;
+  double seconds = 20;
+  double rate = 0;           // requests a second over all connections; 0: closed loop
+  unsigned batch = 20;       // users per batch get
+  uint64_t seed = 42;
+  // kMixedBusy: users per background Replace (whole profiles rewritten, one
+  // request in flight on one extra connection, as fast as it goes).
+  unsigned background_batch = 20;
+};
+
+struct KindFigures {
+  uint64_t ops = 0;
+  uint64_t errors = 0;
+  uint64_t segments = 0;  // returned (reads) or removed as expired (writes)
+  uint64_t missing = 0;   // users without a profile
+  Histogram latency;      // nanoseconds
+};
+
+struct RunResult {
+  RunSpec spec;
+  double seconds = 0;            // the measured window, as it ran
+  KindFigures all;               // every foreground request
+  std::array<KindFigures, static_cast<size_t>(OpKind::kCount)> by_kind;
+  std::string first_error;       // the first error seen, if any
+  uint64_t backlog_max = 0;      // open loop: most requests waiting for a slot
+  // kMixedBusy's background load, over the window.
+  uint64_t background_users = 0;
+  uint64_t background_errors = 0;
+  // The server at the window's edges, and its CPU time over the window.
+  ServerSample before;
+  ServerSample after;
+  std::optional<double> server_cpu_seconds;  // none when its process is not visible here
+  double client_cpu_seconds = 0;             // this process, over the window
+
+  double ops_per_second() const { return seconds > 0 ? static_cast<double>(all.ops) / seconds : 0; }
+};
+
+Result<RunResult> Run(Target& target, const RunSpec& spec);
+
+// Loading the data set: every user's reference profile (1,000 segments,
+// whole-hour expiries), written with Replace over `connections`.
+struct LoadResult {
+  uint64_t users = 0;
+  double seconds = 0;
+  ServerSample before;
+  ServerSample after;
+  std::optional<double> server_cpu_seconds;
+};
+Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections);
+
+// Makes `share` (0..1) of every user's reference segments expire: upserts
+// them with an expiry three seconds ahead, then waits until it has passed.
+// Which segments is deterministic in the user, so two stores given the same
+// share expire the same segments.
+struct ExpireResult {
+  uint64_t segments = 0;  // segments given the short expiry
+  double seconds = 0;     // writing them and waiting them out
+};
+Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections);
+
+// The CPU time (user + system, seconds) of process `pid` from
+// /proc/<pid>/stat, if that process is visible here and its name starts
+// with one of "segstored" or "redis" (a PID from another machine or
+// namespace must not be read as ours).
+std::optional<double> ProcessCpuSeconds(int64_t pid);
+
+}  // namespace segstore::bench

@@ -1,0 +1,69 @@
+// The Redis target of segbench: the reference workload against a Redis 7
+// server, for the side-by-side comparison with segstore.
+//
+// Data model: one hash per user. Key: the user ID; field: a segment ID in
+// decimal; value: that segment's expiry in Unix seconds, in decimal (Redis
+// 7.0 has no per-field TTL, so expiry lives in the value and the scripts
+// below honour it). Operations map onto Redis as follows; "now" is the
+// client's clock, in Unix seconds, taken when the request is sent.
+//   Get        whole_profiles: HGETALL user (every field, expired or not);
+//              else EVALSHA of the live-get script: the fields whose value
+//              > now (nil when the key does not exist). `missing` counts
+//              users without a hash; a hash whose fields have all expired
+//              counts as present with no segments.
+//   BatchGet   the Get command for each user, pipelined back to back.
+//   Upsert     EVALSHA of the upsert script: HSET every pair, then HDEL the
+//              fields whose value <= now; `segments` = fields deleted.
+//   Trim       EVALSHA of the trim script: HDEL the fields whose value <=
+//              now; `segments` = fields deleted.
+//   Replace    for each user, pipelined: DEL user, HSET user <all pairs>.
+// The Lua scripts are in redis_target.cc and loaded by NewRedisTarget
+// (SCRIPT LOAD). If the server forgets them (SCRIPT FLUSH, a restart),
+// EVALSHA fails with NOSCRIPT and so do those requests: make a new target.
+//
+// Each Connection is one hiredis asynchronous context driven by the Asio
+// io_context it was opened on (one non-blocking socket, requests pipelined
+// without limit). Threads and lifetimes follow target.h: the Target is
+// immutable once made and may be shared by threads (Open from any of them;
+// Sample from one at a time); a Connection is used, and its callbacks run,
+// on its io_context's thread only, and must be destroyed before that
+// io_context. A Connection does not reconnect: once its socket fails, or a
+// request goes unanswered for `timeout`, every request in flight fails and
+// every later one fails at once (ok == false, posted); open a new one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bench/segbench/target.h"
+#include "segstore/result.h"
+
+namespace segstore::bench {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";  // an IPv4/IPv6 address or a host name
+  uint16_t port = 6379;
+  // Get/BatchGet: a plain HGETALL (true: expired segments included, as a
+  // client filtering on its side would see them) or the live-only Lua
+  // script (false: what segstore's get returns).
+  bool whole_profiles = false;
+  // How long a request may wait for its answer before its connection is
+  // given up (failing everything in flight); also the connect timeout of
+  // Open, NewRedisTarget and Sample. 0: none (connects then time out after
+  // 10 s all the same).
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Connects once, synchronously, to check the server answers and to load the
+// Lua scripts (SCRIPT LOAD), then returns a Target for `options`.
+// InvalidArgument for an empty host, port 0 or a negative timeout;
+// Unavailable, naming host:port, when the server cannot be reached, does
+// not answer in time, or refuses a command (for example NOAUTH).
+// Side effect: sets SIGPIPE to ignored for the process if it was at its
+// default (hiredis writes with write(2), so a server that goes away would
+// otherwise kill the process); a handler already installed is kept.
+Result<std::unique_ptr<Target>> NewRedisTarget(const RedisOptions& options);
+
+}  // namespace segstore::bench

@@ -1,0 +1,734 @@
+// segbench: the reference workload (../shared/workload.md) against segstore,
+// and against Redis beside it, measured the way the field measures.
+//
+//   segbench --segstore 127.0.0.1:7700 --users 100000 load get get-zipf
+//   segbench --segstore 127.0.0.1:7700 --redis 127.0.0.1:6379 all
+//   segbench --segstore 127.0.0.1:7700 --rate 20000 get      (open loop)
+//   segbench --segstore 127.0.0.1:7700 --json limits get
+//
+// Workloads run in the order given; with both --segstore and --redis each
+// runs on segstore, then on Redis, interleaved, and the report prints both
+// rows and their ratio:
+//   load        every user's reference profile (1,000 segments, whole-hour
+//               expiries); memory per user is the server's growth over it
+//   get         one random user's live segments (Redis: HGETALL, and a Lua
+//               script that keeps the live ones)
+//   get-zipf    the same, users drawn by Zipf (--zipf, 0.99)
+//   batch-get   --batch users (20) in one request
+//   get-80      open loop at 80 % of the get rate just measured (or --rate)
+//   upsert      1 to 10 segments into one random user, expiring 1 to 720
+//               hours ahead, trimming expired ones on the way
+//   mixed       90 % get, 9 % upsert, 1 % trim
+//   trim        first makes --trim-expire (10 %) of every user's segments
+//               expire, then drops a random user's expired segments
+//   mixed-busy  first makes --busy-expire (50 %) expire, then gets beside a
+//               background load rewriting whole profiles, with segstore's
+//               sweeper and defragmentation running (the p99 bidders live with)
+//   limits      the device's 4 KiB random-read rate at QD32 and a ping-pong
+//               round trip (see limits.h)
+//   all         limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy
+//
+// A table for people on stdout, or --json for scripts (--json-file: both).
+// Progress on stderr. Exits 1 when a run saw errors.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/segbench/driver.h"
+#include "bench/segbench/limits.h"
+#include "bench/segbench/redis_target.h"
+#include "bench/segbench/segstore_target.h"
+
+namespace segstore::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Options {
+  std::string segstore;
+  std::string redis;
+  RunSpec spec;
+  double zipf = 0.99;
+  double trim_expire = 0.10;
+  double busy_expire = 0.50;
+  unsigned load_connections = 4;
+  bool ids_only = false;
+  std::string limits_dir;
+  uint64_t limits_file_mib = 1024;
+  bool json = false;
+  std::string json_file;
+  std::vector<std::string> workloads;
+};
+
+// One store under test, as a report row names it.
+struct Subject {
+  std::string label;               // "segstore", "redis HGETALL", "redis Lua"
+  std::unique_ptr<Target> target;
+  bool segstore = false;
+  bool whole = false;              // Redis's plain HGETALL reads
+  ServerSample first;              // when segbench started
+  std::optional<LoadResult> load;
+  std::optional<double> get_rate;  // the latest closed-loop get rate
+};
+
+// One line of the report.
+struct Row {
+  std::string subject;
+  std::string workload;
+  RunResult run;
+  double target_rate = 0;           // open loop: the rate asked for
+  std::optional<ExpireResult> expired;
+  double expire_share = 0;
+};
+
+std::string Thousands(double v) {
+  const auto n = static_cast<long long>(std::llround(v));
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+double Us(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+std::optional<double> CpuUsPerOp(const RunResult& r) {
+  if (!r.server_cpu_seconds || r.all.ops == 0) return std::nullopt;
+  return *r.server_cpu_seconds * 1e6 / static_cast<double>(r.all.ops);
+}
+
+std::string Now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&t));
+  return buf;
+}
+
+void Progress(const Row& row) {
+  const RunResult& r = row.run;
+  std::fprintf(stderr, "segbench: %-14s %-11s %9s/s p50 %s us p99 %s us, %llu errors%s%s\n",
+               row.subject.c_str(), row.workload.c_str(), Thousands(r.ops_per_second()).c_str(),
+               Thousands(Us(r.all.latency.Percentile(0.50))).c_str(),
+               Thousands(Us(r.all.latency.Percentile(0.99))).c_str(),
+               static_cast<unsigned long long>(r.all.errors), r.first_error.empty() ? "" : ": ",
+               r.first_error.c_str());
+}
+
+json HistogramJson(const Histogram& h) {
+  return {{"count", h.count()},
+          {"p50_us", Us(h.Percentile(0.50))},
+          {"p99_us", Us(h.Percentile(0.99))},
+          {"p999_us", Us(h.Percentile(0.999))},
+          {"max_us", Us(h.max())}};
+}
+
+json SampleJson(const ServerSample& s) {
+  return {{"pid", s.pid},
+          {"memory_bytes", s.memory_bytes},
+          {"device_bytes_used", s.device_bytes_used},
+          {"records", s.records},
+          {"sweeper_segments_removed", s.sweeper_segments_removed},
+          {"sweeper_records_rewritten", s.sweeper_records_rewritten},
+          {"defrag_blocks", s.defrag_blocks}};
+}
+
+json RowJson(const Row& row) {
+  const RunResult& r = row.run;
+  json j = {{"target", row.subject},
+            {"workload", row.workload},
+            {"seconds", r.seconds},
+            {"ops", r.all.ops},
+            {"ops_per_second", r.ops_per_second()},
+            {"latency", HistogramJson(r.all.latency)},
+            {"errors", r.all.errors},
+            {"missing", r.all.missing},
+            {"segments_per_op",
+             r.all.ops ? static_cast<double>(r.all.segments) / static_cast<double>(r.all.ops) : 0.0},
+            {"client_cpu_seconds", r.client_cpu_seconds},
+            {"before", SampleJson(r.before)},
+            {"after", SampleJson(r.after)}};
+  j["mode"] = r.spec.rate > 0 ? "open" : "closed";
+  if (r.spec.rate > 0) {
+    j["target_rate"] = r.spec.rate;
+    j["backlog_max"] = r.backlog_max;
+  }
+  if (auto cpu = CpuUsPerOp(r)) {
+    j["server_cpu_seconds"] = *r.server_cpu_seconds;
+    j["server_cpu_us_per_op"] = *cpu;
+  } else {
+    j["server_cpu_us_per_op"] = nullptr;
+  }
+  if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  json kinds = json::object();
+  for (size_t k = 0; k < r.by_kind.size(); ++k) {
+    const KindFigures& f = r.by_kind[k];
+    if (f.ops == 0) continue;
+    kinds[OpKindName(static_cast<OpKind>(k))] = {
+        {"ops", f.ops},
+        {"latency", HistogramJson(f.latency)},
+        {"errors", f.errors},
+        {"segments_per_op", static_cast<double>(f.segments) / static_cast<double>(f.ops)}};
+  }
+  j["by_kind"] = kinds;
+  if (row.expired) {
+    j["expired_share"] = row.expire_share;
+    j["expired_segments"] = row.expired->segments;
+  }
+  if (r.spec.workload == Workload::kMixedBusy) {
+    j["background_users_per_second"] = static_cast<double>(r.background_users) / r.seconds;
+    j["background_errors"] = r.background_errors;
+    j["sweeper_segments_removed_per_second"] =
+        static_cast<double>(r.after.sweeper_segments_removed - r.before.sweeper_segments_removed) /
+        r.seconds;
+    j["sweeper_records_rewritten"] = r.after.sweeper_records_rewritten - r.before.sweeper_records_rewritten;
+    j["defrag_blocks"] = r.after.defrag_blocks - r.before.defrag_blocks;
+  }
+  return j;
+}
+
+// Memory and disk per user from a subject's load.
+struct PerUser {
+  std::optional<double> memory;  // growth over the load / users
+  std::optional<double> disk;    // device bytes in use / records, after the load
+  std::string note;
+};
+
+PerUser PerUserOf(const Subject& s) {
+  PerUser p;
+  if (!s.load) return p;
+  const LoadResult& l = *s.load;
+  if (l.before.records > 0) {
+    p.note = "the server held " + std::to_string(l.before.records) +
+             " records before the load: memory growth not per user";
+  } else if (l.after.memory_bytes >= l.before.memory_bytes) {
+    p.memory = static_cast<double>(l.after.memory_bytes - l.before.memory_bytes) /
+               static_cast<double>(l.users);
+  }
+  if (l.after.device_bytes_used > 0 && l.after.records > 0) {
+    p.disk = static_cast<double>(l.after.device_bytes_used) / static_cast<double>(l.after.records);
+  }
+  return p;
+}
+
+class Bench {
+ public:
+  explicit Bench(Options o) : o_(std::move(o)) {}
+
+  int Main() {
+    if (Status s = Connect(); !s.ok()) return Fail(s);
+    machine_ = DescribeMachine(DataPath());
+    std::vector<std::string> names;
+    for (const std::string& w : o_.workloads) {
+      if (w == "all") {
+        for (const char* n : {"limits", "load", "get", "get-zipf", "batch-get", "get-80", "upsert",
+                              "mixed", "trim", "mixed-busy"}) {
+          names.push_back(n);
+        }
+      } else {
+        names.push_back(w);
+      }
+    }
+    for (const std::string& w : names) {
+      if (Status s = Workload(w); !s.ok()) return Fail(s);
+    }
+    if (o_.json) {
+      std::printf("%s\n", Json().dump(2).c_str());
+    } else {
+      PrintTable();
+    }
+    if (!o_.json_file.empty()) {
+      std::FILE* f = std::fopen(o_.json_file.c_str(), "w");
+      if (f == nullptr || std::fprintf(f, "%s\n", Json().dump(2).c_str()) < 0 || std::fclose(f) != 0) {
+        return Fail(Status::IOError("cannot write " + o_.json_file));
+      }
+    }
+    for (const Row& r : rows_) {
+      if (r.run.all.errors > 0 || r.run.background_errors > 0) return 1;
+    }
+    return 0;
+  }
+
+ private:
+  int Fail(const Status& s) {
+    std::fprintf(stderr, "segbench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+
+  Status Connect() {
+    if (o_.segstore.empty() && o_.redis.empty()) o_.segstore = "127.0.0.1:7700";
+    if (!o_.segstore.empty()) {
+      SegstoreOptions so;
+      if (Status s = client::ParseServerAddress(o_.segstore, &so.client); !s.ok()) return s;
+      so.client.connect_timeout = std::chrono::milliseconds(10000);
+      so.client.request_timeout = std::chrono::milliseconds(30000);
+      so.client.client_name = "segbench";
+      so.ids_only = o_.ids_only;
+      auto t = NewSegstoreTarget(so);
+      if (!t.ok()) return t.status().WithContext("segstore at " + o_.segstore);
+      Add(o_.ids_only ? "segstore ids" : "segstore", std::move(*t), true, false);
+    }
+    if (!o_.redis.empty()) {
+      client::ClientOptions parsed;
+      if (Status s = client::ParseServerAddress(o_.redis, &parsed); !s.ok()) return s;
+      for (bool whole : {false, true}) {
+        RedisOptions ro;
+        ro.host = parsed.host;
+        ro.port = parsed.port;
+        ro.whole_profiles = whole;
+        auto t = NewRedisTarget(ro);
+        if (!t.ok()) return t.status().WithContext("redis at " + o_.redis);
+        Add(whole ? "redis HGETALL" : "redis Lua", std::move(*t), false, whole);
+      }
+    }
+    return Status::OK();
+  }
+
+  void Add(std::string label, std::unique_ptr<Target> t, bool segstore, bool whole) {
+    Subject s;
+    s.label = std::move(label);
+    s.target = std::move(t);
+    s.segstore = segstore;
+    s.whole = whole;
+    if (auto sample = s.target->Sample(); sample.ok()) s.first = *sample;
+    subjects_.push_back(std::move(s));
+  }
+
+  std::string DataPath() const {
+    for (const Subject& s : subjects_) {
+      if (s.segstore && !s.first.device.empty()) return s.first.device;
+    }
+    return "";
+  }
+
+  // The subjects a workload runs on: every store once; reads also on
+  // Redis's plain HGETALL.
+  std::vector<Subject*> SubjectsFor(bool reads) {
+    std::vector<Subject*> out;
+    for (Subject& s : subjects_) {
+      if (!s.whole || reads) out.push_back(&s);
+    }
+    return out;
+  }
+
+  Status Workload(const std::string& w) {
+    if (w == "limits") return Limits();
+    if (w == "load") {
+      for (Subject* s : SubjectsFor(false)) {
+        std::fprintf(stderr, "segbench: loading %s users into %s\n",
+                     Thousands(static_cast<double>(o_.spec.users)).c_str(), s->label.c_str());
+        auto l = Load(*s->target, o_.spec.users, o_.load_connections);
+        if (!l.ok()) return l.status().WithContext(s->label);
+        std::fprintf(stderr, "segbench: loaded in %.1f s (%s users/s)\n", l->seconds,
+                     Thousands(static_cast<double>(l->users) / l->seconds).c_str());
+        s->load = *l;
+      }
+      return Status::OK();
+    }
+    RunSpec spec = o_.spec;
+    bool reads = false;
+    double expire = 0;
+    if (w == "get" || w == "get-zipf" || w == "get-80") {
+      spec.workload = Workload::kGet;
+      reads = true;
+      if (w == "get-zipf") spec.zipf = o_.zipf;
+    } else if (w == "batch-get") {
+      spec.workload = Workload::kBatchGet;
+      reads = true;
+    } else if (w == "upsert") {
+      spec.workload = Workload::kUpsert;
+    } else if (w == "mixed") {
+      spec.workload = Workload::kMixed;
+    } else if (w == "trim") {
+      spec.workload = Workload::kTrim;
+      expire = o_.trim_expire;
+    } else if (w == "mixed-busy") {
+      spec.workload = Workload::kMixedBusy;
+      expire = o_.busy_expire;
+    } else {
+      return Status::InvalidArgument("no workload \"" + w +
+                                     "\" (limits load get get-zipf batch-get get-80 upsert mixed "
+                                     "trim mixed-busy all)");
+    }
+    for (Subject* s : SubjectsFor(reads)) {
+      Row row;
+      row.subject = s->label;
+      row.workload = w == "get-zipf" ? "get zipf " + Trim(o_.zipf) : w;
+      RunSpec one = spec;
+      if (w == "get-80") {
+        if (o_.spec.rate > 0) {
+          one.rate = o_.spec.rate;
+        } else if (s->get_rate) {
+          one.rate = 0.8 * *s->get_rate;
+        } else {
+          return Status::InvalidArgument("get-80 needs a get run before it, or --rate");
+        }
+        row.target_rate = one.rate;
+      }
+      if (expire > 0) {
+        std::fprintf(stderr, "segbench: making %.0f %% of %s's segments expire\n", expire * 100,
+                     s->label.c_str());
+        auto e = Expire(*s->target, o_.spec.users, expire, o_.load_connections);
+        if (!e.ok()) return e.status().WithContext(s->label);
+        row.expired = *e;
+        row.expire_share = expire;
+      }
+      auto r = Run(*s->target, one);
+      if (!r.ok()) return r.status().WithContext(s->label + " " + w);
+      row.run = std::move(*r);
+      if (w == "get" && one.rate == 0) s->get_rate = row.run.ops_per_second();
+      Progress(row);
+      rows_.push_back(std::move(row));
+    }
+    return Status::OK();
+  }
+
+  static std::string Trim(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+
+  Status Limits() {
+    std::string dir = o_.limits_dir;
+    if (dir.empty()) {
+      const std::string data = DataPath();
+      std::error_code ec;
+      if (!data.empty() && std::filesystem::exists(data, ec)) {
+        dir = std::filesystem::path(data).parent_path().string();
+      }
+    }
+    if (dir.empty()) {
+      return Status::InvalidArgument(
+          "limits: no data file of segstore's on this machine; give --limits-dir on the device");
+    }
+    std::fprintf(stderr, "segbench: measuring the device under %s\n", dir.c_str());
+    auto d = MeasureDevice(dir, o_.limits_file_mib << 20, 32, std::min(o_.spec.seconds, 10.0));
+    if (!d.ok()) return d.status().WithContext("limits");
+    device_ = std::move(*d);
+    machine_ = DescribeMachine(dir);
+    if (!o_.segstore.empty()) {
+      client::ClientOptions co;
+      if (Status s = client::ParseServerAddress(o_.segstore, &co); !s.ok()) return s;
+      co.client_name = "segbench";
+      auto p = MeasurePing(co, o_.spec.connections, std::min(o_.spec.seconds, 5.0));
+      if (!p.ok()) return p.status().WithContext("limits: ping");
+      ping_ = std::move(*p);
+    }
+    return Status::OK();
+  }
+
+  const Row* Find(const std::string& subject, const std::string& workload) const {
+    for (const Row& r : rows_) {
+      if (r.subject == subject && r.workload == workload) return &r;
+    }
+    return nullptr;
+  }
+
+  std::string Header() const {
+    const RunSpec& s = o_.spec;
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "%s users of 1,000 segments (the reference workload%s), %u connections x depth "
+                  "%u, %u client thread%s, %g s measured after %g s warm-up",
+                  Thousands(static_cast<double>(s.users)).c_str(),
+                  s.users < 500000 ? "; its full size is 500,000 users" : "", s.connections, s.depth,
+                  s.threads, s.threads == 1 ? "" : "s", s.seconds, s.warmup_seconds);
+    return buf;
+  }
+
+  json Json() const {
+    json j;
+    j["date"] = Now();
+    j["setup"] = Header();
+    j["users"] = o_.spec.users;
+    j["connections"] = o_.spec.connections;
+    j["depth"] = o_.spec.depth;
+    j["client_threads"] = o_.spec.threads;
+    j["seconds"] = o_.spec.seconds;
+    j["warmup_seconds"] = o_.spec.warmup_seconds;
+    j["machine"] = {{"cores", machine_.cores},
+                    {"cpu", machine_.cpu},
+                    {"memory_bytes", machine_.memory_bytes},
+                    {"kernel", machine_.kernel},
+                    {"storage", machine_.storage}};
+    json servers = json::array();
+    for (const Subject& s : subjects_) {
+      if (s.whole) continue;
+      json one = {{"name", s.target->name()},
+                  {"address", s.target->address()},
+                  {"durability", s.first.durability},
+                  {"data", s.first.device}};
+      const PerUser p = PerUserOf(s);
+      if (s.load) {
+        one["load"] = {{"users", s.load->users},
+                       {"seconds", s.load->seconds},
+                       {"users_per_second", static_cast<double>(s.load->users) / s.load->seconds},
+                       {"before", SampleJson(s.load->before)},
+                       {"after", SampleJson(s.load->after)}};
+      }
+      one["memory_bytes_per_user"] = p.memory ? json(*p.memory) : json(nullptr);
+      one["disk_bytes_per_user"] = p.disk ? json(*p.disk) : json(nullptr);
+      if (!p.note.empty()) one["note"] = p.note;
+      servers.push_back(one);
+    }
+    j["servers"] = servers;
+    json rows = json::array();
+    for (const Row& r : rows_) rows.push_back(RowJson(r));
+    j["runs"] = rows;
+    if (device_) {
+      j["limits"]["device"] = {{"file", device_->file},
+                               {"file_bytes", device_->file_bytes},
+                               {"queue_depth", device_->queue_depth},
+                               {"reads_per_second", device_->reads_per_second},
+                               {"latency", HistogramJson(device_->latency)},
+                               {"latency_depth1", HistogramJson(device_->latency_depth1)}};
+    }
+    if (ping_) {
+      j["limits"]["ping"] = {{"round_trip", HistogramJson(ping_->round_trip)},
+                             {"round_trips_per_second", ping_->round_trips_per_second},
+                             {"connections", ping_->connections},
+                             {"pings_per_second", ping_->pings_per_second}};
+    }
+    return j;
+  }
+
+  void PrintTable() const {
+    std::printf("segbench, %s\n%s\n", Now().c_str(), Header().c_str());
+    std::printf("machine: %u cores (%s), %s GiB, kernel %s; data on %s\n", machine_.cores,
+                machine_.cpu.c_str(),
+                Thousands(static_cast<double>(machine_.memory_bytes) / (1u << 30)).c_str(),
+                machine_.kernel.c_str(), machine_.storage.empty() ? "?" : machine_.storage.c_str());
+    for (const Subject& s : subjects_) {
+      if (s.whole) continue;
+      std::printf("%s at %s: durability %s; data %s\n", s.target->name().c_str(),
+                  s.target->address().c_str(), s.first.durability.c_str(), s.first.device.c_str());
+    }
+    if (!rows_.empty()) {
+      std::printf("\n%-14s %-13s %10s %8s %8s %8s %8s %9s %8s %6s\n", "target", "workload", "ops/s",
+                  "p50 us", "p99 us", "p99.9 us", "max us", "CPU us/op", "segs/op", "errors");
+      for (const Row& row : rows_) {
+        const RunResult& r = row.run;
+        const auto cpu = CpuUsPerOp(r);
+        std::printf("%-14s %-13s %10s %8s %8s %8s %8s %9s %8.1f %6llu\n", row.subject.c_str(),
+                    row.workload.c_str(), Thousands(r.ops_per_second()).c_str(),
+                    Thousands(Us(r.all.latency.Percentile(0.50))).c_str(),
+                    Thousands(Us(r.all.latency.Percentile(0.99))).c_str(),
+                    Thousands(Us(r.all.latency.Percentile(0.999))).c_str(),
+                    Thousands(Us(r.all.latency.max())).c_str(),
+                    cpu ? Thousands(*cpu).c_str() : "?",
+                    r.all.ops ? static_cast<double>(r.all.segments) / static_cast<double>(r.all.ops)
+                              : 0.0,
+                    static_cast<unsigned long long>(r.all.errors));
+      }
+      std::printf(
+          "ops/s: requests answered a second (batch-get: requests of %u users); latency from "
+          "send (open loop: from when due) to answer; CPU: the server's user+system time per "
+          "request, from /proc; segs/op: segments returned (reads) or removed as expired "
+          "(upsert, trim)\n",
+          o_.spec.batch);
+      PrintNotes();
+      PrintRatios();
+    }
+    PrintPerUser();
+    PrintLimits();
+  }
+
+  void PrintNotes() const {
+    for (const Row& row : rows_) {
+      const RunResult& r = row.run;
+      if (r.spec.rate > 0) {
+        std::printf("%s %s: open loop at %s/s asked; at most %s requests waited for a free slot\n",
+                    row.subject.c_str(), row.workload.c_str(), Thousands(r.spec.rate).c_str(),
+                    Thousands(static_cast<double>(r.backlog_max)).c_str());
+      }
+      if (row.expired) {
+        std::printf("%s %s: %.0f %% of segments made to expire first (%s segments)\n",
+                    row.subject.c_str(), row.workload.c_str(), row.expire_share * 100,
+                    Thousands(static_cast<double>(row.expired->segments)).c_str());
+      }
+      if (r.spec.workload == Workload::kMixed) {
+        for (size_t k = 0; k < r.by_kind.size(); ++k) {
+          const KindFigures& f = r.by_kind[k];
+          if (f.ops == 0) continue;
+          std::printf("%s mixed, %s: %s ops, p50 %s us, p99 %s us\n", row.subject.c_str(),
+                      OpKindName(static_cast<OpKind>(k)), Thousands(static_cast<double>(f.ops)).c_str(),
+                      Thousands(Us(f.latency.Percentile(0.5))).c_str(),
+                      Thousands(Us(f.latency.Percentile(0.99))).c_str());
+        }
+      }
+      if (r.spec.workload == Workload::kMixedBusy && row.subject.rfind("segstore", 0) != 0) {
+        std::printf("%s mixed-busy: background load %s users/s\n", row.subject.c_str(),
+                    Thousands(static_cast<double>(r.background_users) / r.seconds).c_str());
+      } else if (r.spec.workload == Workload::kMixedBusy) {
+        std::printf(
+            "%s mixed-busy: background load %s users/s; sweeper removed %s segments/s "
+            "(%s records rewritten); %s write blocks defragmented\n",
+            row.subject.c_str(),
+            Thousands(static_cast<double>(r.background_users) / r.seconds).c_str(),
+            Thousands(static_cast<double>(r.after.sweeper_segments_removed -
+                                          r.before.sweeper_segments_removed) /
+                      r.seconds)
+                .c_str(),
+            Thousands(static_cast<double>(r.after.sweeper_records_rewritten -
+                                          r.before.sweeper_records_rewritten))
+                .c_str(),
+            Thousands(static_cast<double>(r.after.defrag_blocks - r.before.defrag_blocks)).c_str());
+      }
+    }
+  }
+
+  void PrintRatios() const {
+    const Subject* seg = nullptr;
+    for (const Subject& s : subjects_) {
+      if (s.segstore) seg = &s;
+    }
+    if (seg == nullptr) return;
+    bool header = false;
+    for (const Row& row : rows_) {
+      if (row.subject == seg->label) continue;
+      const Row* ours = Find(seg->label, row.workload);
+      if (ours == nullptr || row.run.ops_per_second() <= 0) continue;
+      if (!header) {
+        std::printf("\nsegstore against Redis, same run\n");
+        header = true;
+      }
+      const auto c1 = CpuUsPerOp(ours->run), c2 = CpuUsPerOp(row.run);
+      std::printf("%-13s vs %-14s %6.1fx the requests/s", row.workload.c_str(),
+                  row.subject.c_str(), ours->run.ops_per_second() / row.run.ops_per_second());
+      if (c1 && c2 && *c1 > 0) std::printf(", %6.1fx less server CPU per request", *c2 / *c1);
+      std::printf(", p99 %s us against %s us\n",
+                  Thousands(Us(ours->run.all.latency.Percentile(0.99))).c_str(),
+                  Thousands(Us(row.run.all.latency.Percentile(0.99))).c_str());
+    }
+  }
+
+  void PrintPerUser() const {
+    std::optional<double> seg_total, redis_memory;
+    bool header = false;
+    for (const Subject& s : subjects_) {
+      if (s.whole || !s.load) continue;
+      if (!header) {
+        std::printf("\nper user, after the load\n");
+        header = true;
+      }
+      const PerUser p = PerUserOf(s);
+      std::printf("%-14s loaded %s users/s; memory %s B/user%s", s.label.c_str(),
+                  Thousands(static_cast<double>(s.load->users) / s.load->seconds).c_str(),
+                  p.memory ? Thousands(*p.memory).c_str() : "?",
+                  s.segstore ? " (resident set growth)" : " (used_memory growth)");
+      if (p.disk) std::printf(", disk %s B/user (write blocks in use)", Thousands(*p.disk).c_str());
+      if (!p.note.empty()) std::printf(" [%s]", p.note.c_str());
+      std::printf("\n");
+      if (s.segstore && p.memory && p.disk) seg_total = *p.memory + *p.disk;
+      if (!s.segstore && p.memory) redis_memory = *p.memory;
+    }
+    if (seg_total && redis_memory && *seg_total > 0) {
+      std::printf("Redis memory per user / segstore memory + disk per user: %.1fx\n",
+                  *redis_memory / *seg_total);
+    }
+  }
+
+  void PrintLimits() const {
+    if (!device_ && !ping_) return;
+    std::printf("\nlimits\n");
+    if (device_) {
+      std::printf(
+          "device: 4 KiB O_DIRECT random reads through io_uring: %s/s at QD%u (p50 %s us, p99 %s "
+          "us); one at a time: p50 %s us (a %s MiB scratch file)\n",
+          Thousands(device_->reads_per_second).c_str(), device_->queue_depth,
+          Thousands(Us(device_->latency.Percentile(0.5))).c_str(),
+          Thousands(Us(device_->latency.Percentile(0.99))).c_str(),
+          Thousands(Us(device_->latency_depth1.Percentile(0.5))).c_str(),
+          Thousands(static_cast<double>(device_->file_bytes >> 20)).c_str());
+    }
+    if (ping_) {
+      std::printf("ping: round trip p50 %s us (%s/s on one connection); %s pings/s on %u connections\n",
+                  Thousands(Us(ping_->round_trip.Percentile(0.5))).c_str(),
+                  Thousands(ping_->round_trips_per_second).c_str(),
+                  Thousands(ping_->pings_per_second).c_str(), ping_->connections);
+    }
+    for (const Row& row : rows_) {
+      if (row.subject.rfind("segstore", 0) != 0) continue;
+      if (row.run.spec.workload != Workload::kGet && row.run.spec.workload != Workload::kBatchGet) {
+        continue;
+      }
+      const double users_per_s =
+          row.run.ops_per_second() * (row.run.spec.workload == Workload::kBatchGet ? row.run.spec.batch : 1);
+      std::printf("%s %s: %s users/s", row.subject.c_str(), row.workload.c_str(),
+                  Thousands(users_per_s).c_str());
+      if (device_ && device_->reads_per_second > 0) {
+        std::printf(" = %.0f %% of the device's QD32 reads", 100 * users_per_s / device_->reads_per_second);
+      }
+      if (ping_ && ping_->pings_per_second > 0) {
+        std::printf(", requests at %.0f %% of the ping rate",
+                    100 * row.run.ops_per_second() / ping_->pings_per_second);
+      }
+      std::printf("\n");
+    }
+  }
+
+  Options o_;
+  std::vector<Subject> subjects_;
+  std::vector<Row> rows_;
+  Machine machine_;
+  std::optional<DeviceLimit> device_;
+  std::optional<PingLimit> ping_;
+};
+
+}  // namespace
+}  // namespace segstore::bench
+
+int main(int argc, char** argv) {
+  using segstore::bench::Options;
+  CLI::App app{"segbench: the reference workload against segstore (and Redis), measured"};
+  Options o;
+  app.add_option("workloads", o.workloads,
+                 "limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy, or all")
+      ->required();
+  app.add_option("--segstore", o.segstore, "host:port of segstored (default 127.0.0.1:7700)");
+  app.add_option("--redis", o.redis, "host:port of a Redis to run the same workloads on");
+  app.add_option("--users", o.spec.users, "users in the data set (default 100000; full size 500000)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--connections", o.spec.connections, "connections (default 32)")
+      ->check(CLI::Range(1u, 4096u));
+  app.add_option("--depth", o.spec.depth, "requests in flight per connection (default 1)")
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("--threads", o.spec.threads, "client threads (default 1)")->check(CLI::Range(1u, 64u));
+  app.add_option("--seconds", o.spec.seconds, "measured seconds per run (default 20)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.spec.warmup_seconds, "unmeasured seconds before each run (default 3)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--rate", o.spec.rate,
+                 "open loop: requests a second over all connections (default: closed loop; get-80 "
+                 "uses it instead of 80 % of get)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", o.spec.batch, "users per batch get (default 20)")->check(CLI::Range(1u, 1000u));
+  app.add_option("--zipf", o.zipf, "get-zipf's exponent (default 0.99)")->check(CLI::Range(0.01, 10.0));
+  app.add_option("--trim-expire", o.trim_expire, "share of segments made to expire before trim (0.10)")
+      ->check(CLI::Range(0.001, 1.0));
+  app.add_option("--busy-expire", o.busy_expire,
+                 "share of segments made to expire before mixed-busy (0.50)")
+      ->check(CLI::Range(0.001, 1.0));
+  app.add_option("--load-connections", o.load_connections, "connections for load (default 4)")
+      ->check(CLI::Range(1u, 256u));
+  app.add_flag("--ids-only", o.ids_only, "segstore gets ask for segment IDs only");
+  app.add_option("--limits-dir", o.limits_dir,
+                 "where limits writes its scratch file (default: the data file's directory)");
+  app.add_option("--limits-file-mib", o.limits_file_mib, "the scratch file's size (default 1024)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_flag("--json", o.json, "print JSON instead of the table");
+  app.add_option("--json-file", o.json_file, "also write the JSON report to this file");
+  CLI11_PARSE(app, argc, argv);
+  return segstore::bench::Bench(std::move(o)).Main();
+}

@@ -1,0 +1,165 @@
+#include "bench/segbench/segstore_target.h"
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace segstore::bench {
+namespace {
+
+Outcome Failed(const Status& s) { return Outcome{false, s.ToString(), 0, 0}; }
+
+class SegstoreConnection final : public Connection {
+ public:
+  SegstoreConnection(std::unique_ptr<client::AsyncClient> c, const GetOptions& get)
+      : client_(std::move(c)), get_(get) {}
+
+  void Get(const std::string& user, Done done) override {
+    client_->Get(user, get_, [done = std::move(done)](Result<GetResult> r) {
+      if (r.ok()) return done(Outcome{true, {}, r->count, 0});
+      if (r.status().IsNotFound()) return done(Outcome{true, {}, 0, 1});
+      done(Failed(r.status()));
+    });
+  }
+
+  void BatchGet(std::span<const std::string> users, Done done) override {
+    client_->BatchGet(users, get_, [done = std::move(done)](Result<BatchGetResult> r) {
+      if (!r.ok()) return done(Failed(r.status()));
+      Outcome o;
+      for (const Result<GetResult>& one : *r) {
+        if (one.ok()) {
+          o.segments += one->count;
+        } else if (one.status().IsNotFound()) {
+          ++o.missing;
+        } else if (o.ok) {
+          o = Failed(one.status());
+        }
+      }
+      done(std::move(o));
+    });
+  }
+
+  void Upsert(const std::string& user, std::span<const Assignment> segments, Done done) override {
+    std::vector<SegmentUpdate> updates;
+    updates.reserve(segments.size());
+    for (const Assignment& a : segments) updates.push_back({a.id, a.expires, false, {}, {}});
+    client_->Upsert(user, updates, UpsertMode::kSet,
+                    [done = std::move(done)](Result<UpsertResult> r) {
+                      if (!r.ok()) return done(Failed(r.status()));
+                      done(Outcome{true, {}, r->trimmed, 0});
+                    });
+  }
+
+  void Trim(const std::string& user, Done done) override {
+    client_->Trim(user, 0, [done = std::move(done)](Result<TrimResult> r) {
+      if (!r.ok()) return done(Failed(r.status()));
+      done(Outcome{true, {}, r->trimmed, 0});
+    });
+  }
+
+  void Replace(std::span<const std::string> users, std::span<const std::vector<Assignment>> profiles,
+               Done done) override {
+    std::vector<UpsertItem> items;
+    items.reserve(users.size());
+    for (size_t i = 0; i < users.size() && i < profiles.size(); ++i) {
+      UpsertItem item{users[i], {}, UpsertMode::kSet};
+      item.segments.reserve(profiles[i].size());
+      for (const Assignment& a : profiles[i]) item.segments.push_back({a.id, a.expires, false, {}, {}});
+      items.push_back(std::move(item));
+    }
+    client_->BatchUpsert(items, [done = std::move(done)](Result<BatchUpsertResult> r) {
+      if (!r.ok()) return done(Failed(r.status()));
+      for (const Result<UpsertResult>& one : *r) {
+        if (!one.ok()) return done(Failed(one.status()));
+      }
+      done(Outcome{});
+    });
+  }
+
+  size_t in_flight() const override { return client_->in_flight(); }
+
+ private:
+  std::unique_ptr<client::AsyncClient> client_;
+  GetOptions get_;
+};
+
+class SegstoreTarget final : public Target {
+ public:
+  explicit SegstoreTarget(const SegstoreOptions& options) : options_(options) {
+    get_.ids_only = options.ids_only;
+  }
+
+  std::string name() const override { return "segstore"; }
+  std::string address() const override {
+    return client::FormatServerAddress(options_.client.host, options_.client.port);
+  }
+
+  void Open(boost::asio::io_context& io,
+            std::function<void(Result<std::unique_ptr<Connection>>)> done) override {
+    client::AsyncClient::Connect(
+        io, options_.client,
+        [this, done = std::move(done)](Result<std::unique_ptr<client::AsyncClient>> r) {
+          if (!r.ok()) return done(r.status());
+          done(std::unique_ptr<Connection>(new SegstoreConnection(std::move(*r), get_)));
+        });
+  }
+
+  Result<ServerSample> Sample() override {
+    auto c = client::Client::Connect(options_.client);
+    if (!c.ok()) return c.status();
+    auto stats = (*c)->Stats();
+    if (!stats.ok()) return stats.status();
+    std::map<std::string, decltype(StatEntry::value)> by_name;
+    for (StatEntry& e : stats->entries) by_name[e.name] = std::move(e.value);
+    auto number = [&](const char* name) -> uint64_t {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) return 0;
+      if (const auto* u = std::get_if<uint64_t>(&it->second)) return *u;
+      if (const auto* d = std::get_if<double>(&it->second)) return static_cast<uint64_t>(*d);
+      return 0;
+    };
+    auto text = [&](const char* name) -> std::string {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) return "";
+      if (const auto* s = std::get_if<std::string>(&it->second)) return *s;
+      return "";
+    };
+    ServerSample s;
+    s.pid = static_cast<int64_t>(number("process.pid"));
+    s.memory_bytes = number("process.resident_bytes");
+    s.device_bytes_used =
+        (number("storage.blocks_total") - number("storage.blocks_free")) * number("storage.block_size");
+    s.records = number("storage.records");
+    s.sweeper_segments_removed = number("sweeper.segments_removed");
+    s.sweeper_records_rewritten = number("sweeper.records_rewritten");
+    s.defrag_blocks = number("storage.defrag_blocks");
+    s.durability = text("config.storage.durability");
+    s.device = text("config.storage.path");
+    return s;
+  }
+
+  size_t load_batch() const override { return 20; }
+
+ private:
+  SegstoreOptions options_;
+  GetOptions get_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Target>> NewSegstoreTarget(const SegstoreOptions& options) {
+  auto c = client::Client::Connect(options.client);
+  if (!c.ok()) return c.status();
+  auto target = std::make_unique<SegstoreTarget>(options);
+  Result<ServerSample> probe = target->Sample();
+  if (!probe.ok()) return probe.status();
+  return std::unique_ptr<Target>(std::move(target));
+}
+
+}  // namespace segstore::bench

@@ -1,0 +1,103 @@
+// Target: the store under test, seen by segbench as the reference workload's
+// operations (../shared/workload.md). segbench drives every store through
+// this one interface, so segstore and Redis are measured by the same loop,
+// the same histograms and the same clock.
+//
+// A Target is created on the main thread and shared by segbench's client
+// threads: Open() may be called from any of them at once. Each Connection
+// belongs to the thread whose io_context it was opened on: call it, and get
+// its callbacks, only there. Callbacks run exactly once, never inside the
+// call that started them, and may start new calls. A Connection's destructor
+// fails what is still in flight (callbacks with ok == false) before it
+// returns. Sample() is synchronous, opens its own connection, and is called
+// from the main thread only, between runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "segstore/result.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace segstore::bench {
+
+// One segment assignment: a segment ID and its expiry (Unix seconds, in the
+// future when written).
+struct Assignment {
+  uint64_t id = 0;
+  uint32_t expires = 0;
+};
+
+// What one operation did.
+struct Outcome {
+  bool ok = true;       // false: the store answered with an error, or none came
+  std::string error;    // why, when !ok
+  uint32_t segments = 0;  // segments returned (reads), removed as expired (upsert, trim)
+  uint32_t missing = 0;   // users that had no profile (reads)
+};
+using Done = std::function<void(Outcome)>;
+
+// One connection to the store under test.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Reads `user`'s segments: only the live ones, unless the target was made
+  // to read whole profiles (Redis's plain HGETALL).
+  virtual void Get(const std::string& user, Done done) = 0;
+  // Get for each of `users` in one request (segstore) or one pipelined burst
+  // (Redis); done once every answer is in. `segments` and `missing` sum over
+  // the users.
+  virtual void BatchGet(std::span<const std::string> users, Done done) = 0;
+  // Sets these segments' expiries in `user`'s profile, creating it if need
+  // be, and drops the profile's expired segments on the way. `segments`:
+  // how many expired segments it dropped.
+  virtual void Upsert(const std::string& user, std::span<const Assignment> segments,
+                      Done done) = 0;
+  // Drops `user`'s expired segments. `segments`: how many.
+  virtual void Trim(const std::string& user, Done done) = 0;
+  // Replaces each user's profile with exactly `profiles[i]` (users[i] gets
+  // profiles[i]); done once all are stored. Used to load the data set.
+  virtual void Replace(std::span<const std::string> users,
+                       std::span<const std::vector<Assignment>> profiles, Done done) = 0;
+  // Requests sent whose callback has not run yet.
+  virtual size_t in_flight() const = 0;
+};
+
+// A server's figures at one instant, for memory and CPU per operation.
+struct ServerSample {
+  int64_t pid = 0;                 // the server's process ID as it reports it (0: unknown)
+  uint64_t memory_bytes = 0;       // Redis: used_memory; segstore: resident set
+  uint64_t device_bytes_used = 0;  // bytes of the data device in use, garbage included (0: none)
+  uint64_t records = 0;            // profiles (segstore) or keys (Redis) stored
+  // Background work, cumulative (segstore only; 0 elsewhere).
+  uint64_t sweeper_segments_removed = 0;
+  uint64_t sweeper_records_rewritten = 0;
+  uint64_t defrag_blocks = 0;
+  std::string durability;          // segstore: its durability mode; Redis: its persistence
+  std::string device;              // what the data lives on: "/var/lib/segstore/data (ext4)" or "memory"
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  // "segstore" or "redis".
+  virtual std::string name() const = 0;
+  // "host:port".
+  virtual std::string address() const = 0;
+  // Opens one connection on `io`; `done` runs on io's thread, never inside Open.
+  virtual void Open(boost::asio::io_context& io,
+                    std::function<void(Result<std::unique_ptr<Connection>>)> done) = 0;
+  // The server's figures now.
+  virtual Result<ServerSample> Sample() = 0;
+  // Users per Replace call that suit this store when loading.
+  virtual size_t load_batch() const = 0;
+};
+
+}  // namespace segstore::bench

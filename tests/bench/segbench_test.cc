@@ -1,0 +1,445 @@
+// segbench's pieces: the user picker, the run loop against a fake store (open
+// loop must not hide a stall), and the whole tool against an in-process
+// server: the driver's load, gets, expiry and trims, then the segbench
+// binary's JSON report.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "bench/segbench/driver.h"
+#include "bench/segbench/limits.h"
+#include "bench/segbench/picker.h"
+#include "bench/segbench/segstore_target.h"
+#include "bench/workload.h"
+#include "segstore/profile.h"
+#include "server/profile_service.h"
+#include "server/server.h"
+#include "storage/test_util.h"
+
+namespace segstore::bench {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(UserPicker, UniformStaysInRange) {
+  UserPicker p(1000, 0);
+  EXPECT_FALSE(p.zipf());
+  std::mt19937_64 rng(1);
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t u = p.Pick(rng);
+    ASSERT_LT(u, 1000u);
+    seen.insert(u);
+  }
+  EXPECT_EQ(seen.size(), 1000u);
+}
+
+TEST(UserPicker, ZipfDrawsTheHottestUserAsOften_AsTheLawSays) {
+  constexpr uint64_t kUsers = 10000;
+  constexpr double kExponent = 0.99;
+  UserPicker p(kUsers, kExponent);
+  ASSERT_TRUE(p.zipf());
+  double harmonic = 0;
+  for (uint64_t k = 1; k <= kUsers; ++k) harmonic += 1.0 / std::pow(static_cast<double>(k), kExponent);
+  std::mt19937_64 rng(7);
+  std::map<uint64_t, uint64_t> counts;
+  constexpr int kDraws = 400000;
+  for (int i = 0; i < kDraws; ++i) ++counts[p.Pick(rng)];
+  // Rank 0 and rank 9 against 1/H and 1/(10^s H), within 5 %.
+  const double top = static_cast<double>(counts[p.RankToUser(0)]) / kDraws;
+  const double tenth = static_cast<double>(counts[p.RankToUser(9)]) / kDraws;
+  EXPECT_NEAR(top, 1.0 / harmonic, 0.05 / harmonic);
+  EXPECT_NEAR(tenth, 1.0 / (std::pow(10.0, kExponent) * harmonic),
+              0.05 / (std::pow(10.0, kExponent) * harmonic) + 0.002);
+  // The hot users are spread out, not users 0, 1, 2...
+  EXPECT_NE(p.RankToUser(1), 1u);
+}
+
+TEST(UserPicker, RanksMapToDistinctUsers) {
+  UserPicker p(1000, 0.99);
+  std::set<uint64_t> users;
+  for (uint64_t r = 0; r < 1000; ++r) users.insert(p.RankToUser(r));
+  EXPECT_EQ(users.size(), 1000u);
+}
+
+TEST(ProcessCpu, OnlyReadsAStoreServersProcess) {
+  EXPECT_FALSE(ProcessCpuSeconds(0).has_value());
+  EXPECT_FALSE(ProcessCpuSeconds(-1).has_value());
+  // This test binary is neither segstored nor redis.
+  EXPECT_FALSE(ProcessCpuSeconds(::getpid()).has_value());
+}
+
+// A store that answers every request `delay` after it was sent, one at a time
+// per connection (as a server busy with each request would), holding
+// nothing: gets find 7 segments.
+class SlowTarget final : public Target {
+ public:
+  explicit SlowTarget(milliseconds delay) : delay_(delay) {}
+
+  class Conn final : public Connection {
+   public:
+    Conn(boost::asio::io_context& io, milliseconds delay) : timer_(io), delay_(delay) {}
+    ~Conn() override {
+      timer_.cancel();
+      while (!queue_.empty()) {
+        Done d = std::move(queue_.front());
+        queue_.pop_front();
+        d(Outcome{false, "closed", 0, 0});
+      }
+    }
+    void Get(const std::string&, Done done) override { Push(std::move(done)); }
+    void BatchGet(std::span<const std::string>, Done done) override { Push(std::move(done)); }
+    void Upsert(const std::string&, std::span<const Assignment>, Done done) override {
+      Push(std::move(done));
+    }
+    void Trim(const std::string&, Done done) override { Push(std::move(done)); }
+    void Replace(std::span<const std::string>, std::span<const std::vector<Assignment>>,
+                 Done done) override {
+      Push(std::move(done));
+    }
+    size_t in_flight() const override { return queue_.size(); }
+
+   private:
+    void Push(Done done) {
+      queue_.push_back(std::move(done));
+      if (queue_.size() == 1) Arm();
+    }
+    void Arm() {
+      timer_.expires_after(delay_);
+      timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec || queue_.empty()) return;
+        Done d = std::move(queue_.front());
+        queue_.pop_front();
+        if (!queue_.empty()) Arm();
+        d(Outcome{true, {}, 7, 0});
+      });
+    }
+    boost::asio::steady_timer timer_;
+    milliseconds delay_;
+    std::deque<Done> queue_;
+  };
+
+  std::string name() const override { return "slow"; }
+  std::string address() const override { return "nowhere"; }
+  void Open(boost::asio::io_context& io,
+            std::function<void(Result<std::unique_ptr<Connection>>)> done) override {
+    boost::asio::post(io, [&io, this, done = std::move(done)] {
+      done(std::unique_ptr<Connection>(new Conn(io, delay_)));
+    });
+  }
+  Result<ServerSample> Sample() override { return ServerSample{}; }
+  size_t load_batch() const override { return 1; }
+
+ private:
+  milliseconds delay_;
+};
+
+TEST(Run, ClosedLoopCountsEveryAnswer) {
+  SlowTarget target(milliseconds(2));
+  RunSpec spec;
+  spec.users = 100;
+  spec.connections = 3;
+  spec.threads = 2;
+  spec.warmup_seconds = 0.05;
+  spec.seconds = 0.5;
+  auto r = bench::Run(target, spec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->all.ops, 0u);
+  EXPECT_EQ(r->all.errors, 0u);
+  EXPECT_EQ(r->all.segments, 7 * r->all.ops);
+  EXPECT_EQ(r->by_kind[static_cast<size_t>(OpKind::kGet)].ops, r->all.ops);
+  // Each request takes at least the store's 2 ms.
+  EXPECT_GE(r->all.latency.Percentile(0.5), 2'000'000u * 97 / 100);
+}
+
+TEST(Run, OpenLoopCountsTheWaitOfRequestsAStallHeldBack) {
+  // Capacity 20 requests/s (50 ms each, one at a time) asked for 100/s:
+  // requests pile up in the client, and their latency runs from when they
+  // were due. A closed-loop measure would report ~50 ms throughout.
+  SlowTarget target(milliseconds(50));
+  RunSpec spec;
+  spec.users = 100;
+  spec.connections = 1;
+  spec.depth = 1;
+  spec.warmup_seconds = 0;
+  spec.seconds = 1;
+  spec.rate = 100;
+  auto r = bench::Run(target, spec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GT(r->all.ops, 3u);
+  EXPECT_GT(r->backlog_max, 10u);
+  EXPECT_GT(r->all.latency.Percentile(0.5), 150'000'000u);
+  EXPECT_GT(r->all.latency.max(), 400'000'000u);
+}
+
+TEST(Run, MixedSpreadsItsRequestsOverTheKinds) {
+  SlowTarget target(milliseconds(0));
+  RunSpec spec;
+  spec.workload = Workload::kMixed;
+  spec.users = 100;
+  spec.connections = 4;
+  spec.warmup_seconds = 0;
+  spec.seconds = 0.5;
+  auto r = bench::Run(target, spec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& get = r->by_kind[static_cast<size_t>(OpKind::kGet)];
+  const auto& upsert = r->by_kind[static_cast<size_t>(OpKind::kUpsert)];
+  ASSERT_GT(r->all.ops, 1000u);
+  EXPECT_NEAR(static_cast<double>(get.ops) / static_cast<double>(r->all.ops), 0.90, 0.03);
+  EXPECT_NEAR(static_cast<double>(upsert.ops) / static_cast<double>(r->all.ops), 0.09, 0.03);
+  EXPECT_GT(r->by_kind[static_cast<size_t>(OpKind::kTrim)].ops, 0u);
+}
+
+TEST(Run, RefusesNonsense) {
+  SlowTarget target(milliseconds(0));
+  RunSpec spec;
+  spec.connections = 0;
+  EXPECT_EQ(bench::Run(target, spec).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Expire(target, 10, 0, 1).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Expire(target, 10, 1.5, 1).status().code(), Status::Code::kInvalidArgument);
+}
+
+// A real segstore server in this process, on the system clock, with the
+// sweeper off (so expired segments wait for trims).
+class SegbenchServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    storage::StoreOptions o;
+    o.path = dir_.File("data");
+    o.file_size = 256u << 20;
+    o.write_block_size = 1u << 20;
+    auto store = storage::Store::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    auto profiles = profile::ProfileStore::Open(store_.get(), p);
+    ASSERT_TRUE(profiles.ok());
+    profiles_ = std::move(profiles).value();
+    server::ProfileServiceOptions so;
+    so.config = {{"config.storage.path", o.path}, {"config.storage.durability", std::string("commit")}};
+    service_ = std::make_unique<server::ProfileService>(store_.get(), profiles_.get(), so);
+    server::ServerOptions opts;
+    opts.port = 0;
+    opts.threads = 1;
+    server_ = std::make_unique<server::Server>(opts, service_.get());
+    service_->set_server_counters([s = server_.get()] { return s->counters(); });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    server_.reset();
+    service_.reset();
+    profiles_.reset();
+    store_.reset();
+  }
+
+  std::unique_ptr<Target> NewTarget() {
+    SegstoreOptions o;
+    o.client.port = server_->port();
+    o.client.request_timeout = milliseconds(30000);
+    o.client.connect_timeout = milliseconds(10000);
+    auto t = NewSegstoreTarget(o);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  storage::testing::TempDir dir_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<profile::ProfileStore> profiles_;
+  std::unique_ptr<server::ProfileService> service_;
+  std::unique_ptr<server::Server> server_;
+};
+
+TEST_F(SegbenchServerTest, LoadGetExpireAndTrim) {
+  auto target = NewTarget();
+  ASSERT_NE(target, nullptr);
+  constexpr uint64_t kUsers = 60;
+  auto load = Load(*target, kUsers, 3);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(load->before.records, 0u);
+  EXPECT_EQ(load->after.records, kUsers);
+  EXPECT_GT(load->after.device_bytes_used, 0u);
+  EXPECT_EQ(load->after.pid, ::getpid());
+  EXPECT_EQ(load->after.durability, "commit");
+
+  RunSpec spec;
+  spec.users = kUsers;
+  spec.connections = 2;
+  spec.warmup_seconds = 0.05;
+  spec.seconds = 0.3;
+  auto get = bench::Run(*target, spec);
+  ASSERT_TRUE(get.ok()) << get.status().ToString();
+  ASSERT_GT(get->all.ops, 0u);
+  EXPECT_EQ(get->all.errors, 0u) << get->first_error;
+  EXPECT_EQ(get->all.missing, 0u);
+  EXPECT_EQ(get->all.segments, 1000 * get->all.ops);  // every segment is live
+
+  spec.workload = Workload::kBatchGet;
+  spec.batch = 5;
+  auto batch = bench::Run(*target, spec);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->all.segments, 5000 * batch->all.ops);
+
+  auto expired = Expire(*target, kUsers, 0.10, 2);
+  ASSERT_TRUE(expired.ok()) << expired.status().ToString();
+  EXPECT_NEAR(static_cast<double>(expired->segments), kUsers * 100.0, kUsers * 100.0 * 0.15);
+
+  spec.workload = Workload::kGet;
+  auto after = bench::Run(*target, spec);
+  ASSERT_TRUE(after.ok());
+  const double live = static_cast<double>(after->all.segments) / static_cast<double>(after->all.ops);
+  EXPECT_LT(live, 1000.0);
+  EXPECT_NEAR(live, 900.0, 30.0);
+
+  // Trimming every user once removes exactly what was made to expire.
+  {
+    boost::asio::io_context io;
+    std::unique_ptr<Connection> conn;
+    target->Open(io, [&](Result<std::unique_ptr<Connection>> r) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      conn = std::move(*r);
+    });
+    io.run_for(std::chrono::seconds(10));
+    io.restart();
+    ASSERT_NE(conn, nullptr);
+    uint64_t trimmed = 0, answered = 0;
+    for (uint64_t u = 0; u < kUsers; ++u) {
+      conn->Trim(UserKey(u), [&](Outcome o) {
+        EXPECT_TRUE(o.ok) << o.error;
+        trimmed += o.segments;
+        ++answered;
+      });
+    }
+    while (answered < kUsers && io.run_one_for(std::chrono::seconds(10)) > 0) {
+    }
+    EXPECT_EQ(answered, kUsers);
+    EXPECT_EQ(trimmed, expired->segments);
+  }
+  spec.workload = Workload::kTrim;
+  auto trim = bench::Run(*target, spec);
+  ASSERT_TRUE(trim.ok());
+  EXPECT_GT(trim->all.ops, 0u);
+  EXPECT_EQ(trim->all.errors, 0u) << trim->first_error;
+  EXPECT_EQ(trim->all.segments, 0u);  // nothing left to trim
+
+  spec.workload = Workload::kUpsert;
+  spec.seconds = 0.3;
+  auto upsert = bench::Run(*target, spec);
+  ASSERT_TRUE(upsert.ok());
+  EXPECT_GT(upsert->all.ops, 0u);
+  EXPECT_EQ(upsert->all.errors, 0u) << upsert->first_error;
+
+  spec.workload = Workload::kMixedBusy;
+  spec.background_batch = 4;
+  auto busy = bench::Run(*target, spec);
+  ASSERT_TRUE(busy.ok());
+  EXPECT_EQ(busy->all.errors, 0u) << busy->first_error;
+  EXPECT_GT(busy->background_users, 0u);
+  EXPECT_EQ(busy->background_errors, 0u);
+}
+
+TEST_F(SegbenchServerTest, PingAndDeviceLimits) {
+  client::ClientOptions o;
+  o.port = server_->port();
+  auto ping = MeasurePing(o, 3, 0.2);
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
+  EXPECT_GT(ping->round_trip.count(), 0u);
+  EXPECT_GT(ping->round_trips_per_second, 0);
+  EXPECT_GT(ping->pings_per_second, 0);
+
+  auto device = MeasureDevice(dir_.File(""), 8u << 20, 8, 0.2);
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  EXPECT_GT(device->reads_per_second, 0);
+  EXPECT_GT(device->latency.count(), 0u);
+  EXPECT_GT(device->latency_depth1.count(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(device->file));  // the scratch file is gone
+  EXPECT_EQ(MeasureDevice(dir_.File("no-such-dir"), 8u << 20, 8, 0.1).status().code(),
+            Status::Code::kIOError);
+
+  const Machine m = DescribeMachine(dir_.File("data"));
+  EXPECT_GT(m.cores, 0u);
+  EXPECT_GT(m.memory_bytes, 0u);
+  EXPECT_FALSE(m.kernel.empty());
+  EXPECT_FALSE(m.storage.empty());
+}
+
+// The segbench binary itself, every workload at a tiny scale, as JSON.
+TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
+  const std::string cmd =
+      std::string(SEGBENCH_PATH) + " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
+      " --users 40 --connections 2 --seconds 0.3 --warmup 0.05 --batch 4 --limits-file-mib 8"
+      " --json load get get-zipf batch-get get-80 upsert mixed trim mixed-busy limits 2>/dev/null";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["users"], 40);
+  ASSERT_EQ(j["servers"].size(), 1u);
+  EXPECT_EQ(j["servers"][0]["name"], "segstore");
+  EXPECT_GT(j["servers"][0]["disk_bytes_per_user"].get<double>(), 1000.0);
+  EXPECT_FALSE(j["servers"][0]["memory_bytes_per_user"].is_null());
+  std::set<std::string> workloads;
+  for (const auto& run : j["runs"]) {
+    workloads.insert(run["workload"].get<std::string>());
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_GT(run["ops"].get<uint64_t>(), 0u) << run.dump();
+    EXPECT_GT(run["latency"]["p99_us"].get<double>(), 0.0);
+    // The in-process server is this test, not a segstored: no CPU figure.
+    EXPECT_TRUE(run["server_cpu_us_per_op"].is_null());
+  }
+  EXPECT_EQ(workloads, (std::set<std::string>{"get", "get zipf 0.99", "batch-get", "get-80",
+                                              "upsert", "mixed", "trim", "mixed-busy"}));
+  for (const auto& run : j["runs"]) {
+    if (run["workload"] == "get") {
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 1000.0);
+    }
+    if (run["workload"] == "get-80") {
+      EXPECT_EQ(run["mode"], "open");
+    }
+    if (run["workload"] == "trim") {
+      EXPECT_GT(run["expired_segments"].get<uint64_t>(), 0u);
+    }
+  }
+  EXPECT_GT(j["limits"]["device"]["reads_per_second"].get<double>(), 0.0);
+  EXPECT_GT(j["limits"]["ping"]["pings_per_second"].get<double>(), 0.0);
+}
+
+TEST_F(SegbenchServerTest, ToolRefusesAnUnknownWorkloadAndAnAbsentServer) {
+  const std::string base = std::string(SEGBENCH_PATH) + " --users 10 --seconds 0.1 ";
+  std::string cmd = base + "--segstore 127.0.0.1:" + std::to_string(server_->port()) +
+                    " frobnicate 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
+  EXPECT_NE(out.find("no workload \"frobnicate\""), std::string::npos) << out;
+
+  cmd = base + "--segstore 127.0.0.1:1 get 2>&1";
+  p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  out.clear();
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
+  EXPECT_NE(out.find("segstore at 127.0.0.1:1"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace segstore::bench
