@@ -192,6 +192,7 @@ json RowJson(const Row& row) {
         static_cast<double>(r.after.sweeper_segments_removed - r.before.sweeper_segments_removed) /
         r.seconds;
     j["sweeper_records_rewritten"] = r.after.sweeper_records_rewritten - r.before.sweeper_records_rewritten;
+    j["sweeper_segments_removed"] = r.after.sweeper_segments_removed - r.before.sweeper_segments_removed;
     j["defrag_blocks"] = r.after.defrag_blocks - r.before.defrag_blocks;
   }
   return j;
@@ -571,18 +572,17 @@ class Bench {
         std::printf("%s mixed-busy: background load %s users/s\n", row.subject.c_str(),
                     Thousands(static_cast<double>(r.background_users) / r.seconds).c_str());
       } else if (r.spec.workload == Workload::kMixedBusy) {
+        const auto removed = static_cast<double>(r.after.sweeper_segments_removed -
+                                                 r.before.sweeper_segments_removed);
+        const auto rewritten = static_cast<double>(r.after.sweeper_records_rewritten -
+                                                   r.before.sweeper_records_rewritten);
         std::printf(
             "%s mixed-busy: background load %s users/s; sweeper removed %s segments/s "
-            "(%s records rewritten); %s write blocks defragmented\n",
+            "(%s records rewritten, %s segments each); %s write blocks defragmented\n",
             row.subject.c_str(),
             Thousands(static_cast<double>(r.background_users) / r.seconds).c_str(),
-            Thousands(static_cast<double>(r.after.sweeper_segments_removed -
-                                          r.before.sweeper_segments_removed) /
-                      r.seconds)
-                .c_str(),
-            Thousands(static_cast<double>(r.after.sweeper_records_rewritten -
-                                          r.before.sweeper_records_rewritten))
-                .c_str(),
+            Thousands(removed / r.seconds).c_str(), Thousands(rewritten).c_str(),
+            rewritten > 0 ? Thousands(removed / rewritten).c_str() : "0",
             Thousands(static_cast<double>(r.after.defrag_blocks - r.before.defrag_blocks)).c_str());
       }
     }
