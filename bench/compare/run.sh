@@ -49,6 +49,7 @@ fi
 cmake --build "$build" -j2 --target segstored segbench
 
 mkdir -p "$data"
+data=$(cd "$data" && pwd)  # absolute: Redis runs from inside it
 rm -f "$data/segstore.dat" "$data/dump.rdb"
 segstore_pid=""
 redis_pid=""
@@ -85,8 +86,12 @@ for _ in 1 2 3 4 5; do
       --save "" --appendonly no --daemonize no --logfile "$data/redis.log" ) &
   redis_pid=$!
   for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then redis_port=$port; break; fi
     kill -0 "$redis_pid" 2>/dev/null || break
+    # Ours, not another server already on that port.
+    if [ "$(redis-cli -p "$port" INFO server 2>/dev/null | sed -n 's/^process_id:\([0-9]*\).*/\1/p')" = "$redis_pid" ]; then
+      redis_port=$port
+      break
+    fi
     sleep 0.1
   done
   [ -n "$redis_port" ] && break

@@ -83,46 +83,62 @@ void Drain(boost::asio::io_context& io, const std::vector<std::unique_ptr<Connec
   }
 }
 
-// The phases a run goes through, set by the coordinating thread.
-enum Phase : int { kWarmup, kMeasure, kStop };
+// The measured window, set by the coordinating thread: steady-clock
+// nanoseconds; `end` stays at the maximum until the window closes, and
+// `stop` tells the workers to send nothing new.
+struct Window {
+  std::atomic<int64_t> start{INT64_MAX};
+  std::atomic<int64_t> end{INT64_MAX};
+  std::atomic<bool> stop{false};
+
+  static int64_t Nanos(Clock::time_point t) {
+    return std::chrono::duration_cast<nanoseconds>(t.time_since_epoch()).count();
+  }
+  bool Contains(Clock::time_point t) const {
+    const int64_t n = Nanos(t);
+    return n >= start.load(std::memory_order_acquire) && n < end.load(std::memory_order_acquire);
+  }
+  bool stopped() const { return stop.load(std::memory_order_acquire); }
+};
 
 // One client thread of a run: its io_context, its connections and its share
-// of the requests.
+// of the requests; or, for kMixedBusy, the background load alone, on a
+// thread of its own so that building and encoding whole profiles never
+// delays the answers the foreground measures.
 class Worker {
  public:
   Worker(Target& target, const RunSpec& spec, const UserPicker& picker, unsigned index,
-         unsigned connections, bool background, const std::atomic<int>& phase)
+         unsigned connections, bool background, const Window& window)
       : target_(target),
         spec_(spec),
         picker_(picker),
         uniform_(spec.users, 0),
         connections_(connections),
         background_(background),
-        phase_(phase),
+        window_(window),
         rng_(spec.seed * 1000003 + index) {}
 
   // Opens the connections; false (and error()) on failure.
   bool Open() {
-    auto conns = OpenAll(target_, io_, connections_ + (background_ ? 1 : 0));
+    auto conns = OpenAll(target_, io_, background_ ? 1 : connections_);
     if (!conns.ok()) {
       error_ = conns.status().ToString();
       return false;
     }
     conns_ = std::move(conns).value();
-    if (background_) {
-      background_conn_ = std::move(conns_.back());
-      conns_.pop_back();
-    }
+    retired_.assign(conns_.size(), false);
     return true;
   }
 
-  // Runs until the phase is kStop and everything in flight is answered.
+  // Runs until the window is closed and everything sent is answered.
   void Run() {
-    start_ = Clock::now();
-    if (spec_.rate > 0) {
-      interval_ = nanoseconds(static_cast<int64_t>(1e9 * spec_.threads / spec_.rate));
-      if (interval_.count() <= 0) interval_ = nanoseconds(1);
-      next_due_ = start_;
+    if (background_) {
+      Background();
+    } else if (spec_.rate > 0) {
+      // This thread's share of the rate: its share of the connections.
+      const double rate = spec_.rate * connections_ / spec_.connections;
+      interval_ = nanoseconds(std::max<int64_t>(1, static_cast<int64_t>(1e9 / rate)));
+      next_due_ = Clock::now();
       timer_.emplace(io_);
       Tick();
     } else {
@@ -130,17 +146,16 @@ class Worker {
         for (unsigned d = 0; d < spec_.depth; ++d) Issue(c, Clock::now());
       }
     }
-    if (background_conn_) Background();
-    while (phase_.load(std::memory_order_acquire) != kStop) {
-      io_.run_for(std::chrono::milliseconds(20));
-    }
+    while (!window_.stopped()) io_.run_for(std::chrono::milliseconds(20));
     if (timer_) timer_->cancel();
-    backlog_.clear();
-    Drain(io_, conns_, std::chrono::seconds(60));
-    if (background_conn_) {
-      std::vector<std::unique_ptr<Connection>> bg;
-      bg.push_back(std::move(background_conn_));
-      Drain(io_, bg, std::chrono::seconds(60));
+    // Open loop: requests still waiting for a slot go out as slots free up
+    // (Completed sends them), and their wait counts.
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < deadline) {
+      size_t in_flight = 0;
+      for (const auto& c : conns_) in_flight += c->in_flight();
+      if (in_flight == 0) break;
+      io_.run_for(std::chrono::milliseconds(5));
     }
     conns_.clear();  // fails whatever is still in flight, here, on this thread
   }
@@ -152,7 +167,7 @@ class Worker {
   // Open loop: issues every request now due, on a free connection or into
   // the backlog, then sleeps until the next one is due.
   void Tick() {
-    if (phase_.load(std::memory_order_acquire) == kStop) return;
+    if (window_.stopped()) return;
     const auto now = Clock::now();
     while (next_due_ <= now) {
       Dispatch(next_due_);
@@ -169,7 +184,7 @@ class Worker {
   void Dispatch(Clock::time_point due) {
     for (unsigned i = 0; i < conns_.size(); ++i) {
       const unsigned c = (next_conn_ + i) % static_cast<unsigned>(conns_.size());
-      if (conns_[c]->in_flight() < spec_.depth) {
+      if (!retired_[c] && conns_[c]->in_flight() < spec_.depth) {
         next_conn_ = c + 1;
         Issue(c, due);
         return;
@@ -200,7 +215,6 @@ class Worker {
 
   // Sends one request on connection `c`; latency counts from `due`.
   void Issue(unsigned c, Clock::time_point due) {
-    if (phase_.load(std::memory_order_acquire) == kStop) return;
     const OpKind kind = NextKind();
     auto done = [this, c, due, kind](Outcome o) { Completed(c, due, kind, std::move(o)); };
     Connection& conn = *conns_[c];
@@ -238,34 +252,46 @@ class Worker {
     }
   }
 
+  // Throughput counts answers received inside the window; latency, errors
+  // and segments count the requests sent (closed loop) or due (open loop)
+  // inside it, whenever they were answered. A failed request retires its
+  // connection for the rest of the run, so a broken connection cannot spin.
   void Completed(unsigned c, Clock::time_point due, OpKind kind, Outcome o) {
     const auto now = Clock::now();
-    if (phase_.load(std::memory_order_acquire) == kMeasure) {
-      const auto ns = static_cast<uint64_t>(std::chrono::duration_cast<nanoseconds>(now - due).count());
-      for (KindFigures* f : {&figures_.all, &figures_.by_kind[static_cast<size_t>(kind)]}) {
-        ++f->ops;
-        f->latency.Record(ns);
-        f->segments += o.segments;
-        f->missing += o.missing;
-        if (!o.ok) ++f->errors;
+    const bool answered_in_window = o.ok && window_.Contains(now);
+    const bool due_in_window = window_.Contains(due);
+    for (KindFigures* f : {&figures_.all, &figures_.by_kind[static_cast<size_t>(kind)]}) {
+      if (answered_in_window) ++f->ops;
+      if (!due_in_window) continue;
+      if (!o.ok) {
+        ++f->errors;
+        continue;
       }
+      f->latency.Record(static_cast<uint64_t>(std::chrono::duration_cast<nanoseconds>(now - due).count()));
+      f->segments += o.segments;
+      f->missing += o.missing;
     }
-    if (!o.ok && figures_.first_error.empty()) figures_.first_error = o.error;
-    if (phase_.load(std::memory_order_acquire) == kStop || c >= conns_.size()) return;
+    if (!o.ok) {
+      if (figures_.first_error.empty()) figures_.first_error = o.error;
+      if (c < retired_.size()) retired_[c] = true;
+    }
+    if (c >= conns_.size() || retired_[c]) return;
     if (spec_.rate > 0) {
       if (!backlog_.empty()) {
         const auto next = backlog_.front();
         backlog_.pop_front();
         Issue(c, next);
       }
-    } else {
+    } else if (!window_.stopped()) {
       Issue(c, Clock::now());
     }
   }
 
   // kMixedBusy: whole reference profiles rewritten, one request at a time.
   void Background() {
-    if (phase_.load(std::memory_order_acquire) == kStop) return;
+    if (window_.stopped()) return;
+    // Each user's own reference profile, so a rewrite replaces rather than
+    // grows it (segstore's Replace merges).
     std::vector<std::string> users;
     std::vector<std::vector<Assignment>> profiles;
     const uint32_t now = NowSeconds();
@@ -275,15 +301,18 @@ class Worker {
       profiles.push_back(ReferenceProfile(u, now));
     }
     const auto n = static_cast<uint64_t>(users.size());
-    background_conn_->Replace(users, profiles, [this, n](Outcome o) {
-      if (phase_.load(std::memory_order_acquire) == kMeasure) {
+    conns_[0]->Replace(users, profiles, [this, n](Outcome o) {
+      if (window_.Contains(Clock::now())) {
         if (o.ok) {
           figures_.background_users += n;
         } else {
           ++figures_.background_errors;
         }
       }
-      if (!o.ok && figures_.first_error.empty()) figures_.first_error = "background load: " + o.error;
+      if (!o.ok) {
+        if (figures_.first_error.empty()) figures_.first_error = "background load: " + o.error;
+        return;  // the connection is retired
+      }
       Background();
     });
   }
@@ -294,7 +323,7 @@ class Worker {
   const UserPicker uniform_;  // upserts and trims pick users uniformly
   const unsigned connections_;
   const bool background_;
-  const std::atomic<int>& phase_;
+  const Window& window_;
   std::mt19937_64 rng_;
   boost::asio::io_context io_;
   // Keeps io_ running between requests (a store whose connections hold no
@@ -302,9 +331,8 @@ class Worker {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
       boost::asio::make_work_guard(io_);
   std::vector<std::unique_ptr<Connection>> conns_;
-  std::unique_ptr<Connection> background_conn_;
+  std::vector<bool> retired_;
   std::optional<boost::asio::steady_timer> timer_;
-  Clock::time_point start_;
   Clock::time_point next_due_;
   nanoseconds interval_{0};
   std::deque<Clock::time_point> backlog_;
@@ -380,25 +408,32 @@ std::optional<double> ProcessCpuSeconds(int64_t pid) {
 
 Result<RunResult> Run(Target& target, const RunSpec& spec) {
   if (spec.users == 0 || spec.connections == 0 || spec.depth == 0 || spec.threads == 0 ||
-      spec.seconds <= 0 || spec.batch == 0) {
-    return Status::InvalidArgument("users, connections, depth, threads, batch and seconds must be positive");
+      spec.seconds <= 0 || spec.batch == 0 || spec.warmup_seconds < 0) {
+    return Status::InvalidArgument(
+        "users, connections, depth, threads, batch and seconds must be positive");
+  }
+  if (spec.rate != 0 && !(spec.rate >= 1)) {
+    return Status::InvalidArgument("an open-loop rate must be at least 1 request a second");
+  }
+  if (spec.zipf > 0 && spec.users > (uint64_t{1} << 27)) {
+    return Status::InvalidArgument("zipf draws need a table of 8 bytes a user: at most 2^27 users");
   }
   const unsigned threads = std::min(spec.threads, spec.connections);
   RunSpec s = spec;
   s.threads = threads;
-  const bool zipf_reads = spec.zipf > 0;
-  const UserPicker picker(spec.users, zipf_reads ? spec.zipf : 0);
-  std::atomic<int> phase{kWarmup};
+  const UserPicker picker(spec.users, spec.zipf > 0 ? spec.zipf : 0);
+  Window window;
   std::vector<std::unique_ptr<Worker>> workers;
   for (unsigned t = 0; t < threads; ++t) {
     const unsigned conns = spec.connections / threads + (t < spec.connections % threads ? 1 : 0);
-    workers.push_back(std::make_unique<Worker>(target, s, picker, t, conns,
-                                               t == 0 && spec.workload == Workload::kMixedBusy,
-                                               phase));
+    workers.push_back(std::make_unique<Worker>(target, s, picker, t, conns, false, window));
+  }
+  if (spec.workload == Workload::kMixedBusy) {
+    workers.push_back(std::make_unique<Worker>(target, s, picker, threads, 0, true, window));
   }
   // Connections open on their own threads; the run starts once all are in.
   std::vector<std::thread> pool;
-  std::atomic<unsigned> opened{0};
+  std::atomic<size_t> opened{0};
   std::atomic<bool> failed{false}, go{false};
   for (auto& w : workers) {
     pool.emplace_back([&, wp = w.get()] {
@@ -408,9 +443,9 @@ Result<RunResult> Run(Target& target, const RunSpec& spec) {
       if (!failed.load()) wp->Run();
     });
   }
-  while (opened.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (opened.load() < workers.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (failed.load()) {
-    phase = kStop;
+    window.stop = true;
     go = true;
     for (auto& t : pool) t.join();
     for (auto& w : workers) {
@@ -427,10 +462,12 @@ Result<RunResult> Run(Target& target, const RunSpec& spec) {
   const std::optional<double> cpu0 = before.ok() ? ProcessCpuSeconds(before->pid) : std::nullopt;
   const double client0 = ClientCpuSeconds();
   const auto m0 = Clock::now();
-  phase = kMeasure;
+  window.start = Window::Nanos(m0);
   std::this_thread::sleep_for(std::chrono::duration<double>(spec.seconds));
-  phase = kStop;
-  result.seconds = std::chrono::duration<double>(Clock::now() - m0).count();
+  const auto m1 = Clock::now();
+  window.end = Window::Nanos(m1);
+  window.stop = true;
+  result.seconds = std::chrono::duration<double>(m1 - m0).count();
   result.client_cpu_seconds = ClientCpuSeconds() - client0;
   const std::optional<double> cpu1 = before.ok() ? ProcessCpuSeconds(before->pid) : std::nullopt;
   if (cpu0 && cpu1) result.server_cpu_seconds = *cpu1 - *cpu0;

@@ -10,9 +10,11 @@
 // be sent, so a stall shows in the percentiles instead of thinning the
 // sample (no coordinated omission).
 //
-// Every run has a warm-up, then a measured window; requests answered inside
-// the window are counted. The server's CPU time over the window comes from
-// /proc/<pid>/stat when the server runs on this machine.
+// Every run has a warm-up, then a measured window (see KindFigures for what
+// counts). A request that fails retires its connection for the rest of the
+// run. The server's CPU time over the window comes from /proc/<pid>/stat
+// when the server runs on this machine. kMixedBusy's background load runs on
+// a thread of its own.
 //
 // All functions block the calling thread until done; they start and join
 // their own client threads.
@@ -60,12 +62,20 @@ struct RunSpec {
   unsigned background_batch = 20;
 };
 
+// Throughput counts answers received inside the measured window; latency,
+// errors, segments and missing count the requests sent (closed loop) or due
+// (open loop) inside it, whenever they were answered, so the slowest ones are
+// never dropped at the window's end.
 struct KindFigures {
-  uint64_t ops = 0;
-  uint64_t errors = 0;
+  uint64_t ops = 0;       // answers received in the window (successes)
+  uint64_t errors = 0;    // requests of the window that failed
   uint64_t segments = 0;  // returned (reads) or removed as expired (writes)
   uint64_t missing = 0;   // users without a profile
-  Histogram latency;      // nanoseconds
+  Histogram latency;      // nanoseconds, one sample per successful request of the window
+
+  double segments_per_request() const {
+    return latency.count() ? static_cast<double>(segments) / static_cast<double>(latency.count()) : 0;
+  }
 };
 
 struct RunResult {

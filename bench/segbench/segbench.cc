@@ -33,6 +33,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -153,8 +154,8 @@ json RowJson(const Row& row) {
             {"latency", HistogramJson(r.all.latency)},
             {"errors", r.all.errors},
             {"missing", r.all.missing},
-            {"segments_per_op",
-             r.all.ops ? static_cast<double>(r.all.segments) / static_cast<double>(r.all.ops) : 0.0},
+            {"requests_measured", r.all.latency.count()},
+            {"segments_per_op", r.all.segments_per_request()},
             {"client_cpu_seconds", r.client_cpu_seconds},
             {"before", SampleJson(r.before)},
             {"after", SampleJson(r.after)}};
@@ -178,7 +179,7 @@ json RowJson(const Row& row) {
         {"ops", f.ops},
         {"latency", HistogramJson(f.latency)},
         {"errors", f.errors},
-        {"segments_per_op", static_cast<double>(f.segments) / static_cast<double>(f.ops)}};
+        {"segments_per_op", f.segments_per_request()}};
   }
   j["by_kind"] = kinds;
   if (row.expired) {
@@ -227,22 +228,38 @@ class Bench {
   explicit Bench(Options o) : o_(std::move(o)) {}
 
   int Main() {
-    if (Status s = Connect(); !s.ok()) return Fail(s);
-    machine_ = DescribeMachine(DataPath());
+    static const std::vector<std::string> kAll = {"limits", "load",   "get",  "get-zipf",
+                                                  "batch-get", "get-80", "upsert", "mixed",
+                                                  "trim",   "mixed-busy"};
     std::vector<std::string> names;
     for (const std::string& w : o_.workloads) {
       if (w == "all") {
-        for (const char* n : {"limits", "load", "get", "get-zipf", "batch-get", "get-80", "upsert",
-                              "mixed", "trim", "mixed-busy"}) {
-          names.push_back(n);
-        }
-      } else {
+        names.insert(names.end(), kAll.begin(), kAll.end());
+      } else if (std::find(kAll.begin(), kAll.end(), w) != kAll.end()) {
         names.push_back(w);
+      } else {
+        return Fail(Status::InvalidArgument(
+            "no workload \"" + w +
+            "\" (limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy all)"));
       }
     }
+    if (Status s = Connect(); !s.ok()) return Fail(s);
+    machine_ = DescribeMachine(DataPath());
+    Status failure = Status::OK();
     for (const std::string& w : names) {
-      if (Status s = Workload(w); !s.ok()) return Fail(s);
+      failure = Workload(w);
+      if (!failure.ok()) break;  // report what was measured, then the failure
     }
+    if (int rc = Report(); rc != 0) return rc;
+    if (!failure.ok()) return Fail(failure);
+    for (const Row& r : rows_) {
+      if (r.run.all.errors > 0 || r.run.background_errors > 0) return 1;
+    }
+    return 0;
+  }
+
+ private:
+  int Report() {
     if (o_.json) {
       std::printf("%s\n", Json().dump(2).c_str());
     } else {
@@ -254,13 +271,9 @@ class Bench {
         return Fail(Status::IOError("cannot write " + o_.json_file));
       }
     }
-    for (const Row& r : rows_) {
-      if (r.run.all.errors > 0 || r.run.background_errors > 0) return 1;
-    }
     return 0;
   }
 
- private:
   int Fail(const Status& s) {
     std::fprintf(stderr, "segbench: %s\n", s.ToString().c_str());
     return 1;
@@ -357,9 +370,7 @@ class Bench {
       spec.workload = Workload::kMixedBusy;
       expire = o_.busy_expire;
     } else {
-      return Status::InvalidArgument("no workload \"" + w +
-                                     "\" (limits load get get-zipf batch-get get-80 upsert mixed "
-                                     "trim mixed-busy all)");
+      return Status::Internal("workload \"" + w + "\" slipped past the check");
     }
     for (Subject* s : SubjectsFor(reads)) {
       Row row;
@@ -528,15 +539,15 @@ class Bench {
                     Thousands(Us(r.all.latency.Percentile(0.999))).c_str(),
                     Thousands(Us(r.all.latency.max())).c_str(),
                     cpu ? Thousands(*cpu).c_str() : "?",
-                    r.all.ops ? static_cast<double>(r.all.segments) / static_cast<double>(r.all.ops)
-                              : 0.0,
+                    r.all.segments_per_request(),
                     static_cast<unsigned long long>(r.all.errors));
       }
       std::printf(
-          "ops/s: requests answered a second (batch-get: requests of %u users); latency from "
-          "send (open loop: from when due) to answer; CPU: the server's user+system time per "
-          "request, from /proc; segs/op: segments returned (reads) or removed as expired "
-          "(upsert, trim)\n",
+          "ops/s: requests answered a second in the window (batch-get: requests of %u users); "
+          "latency: of every request sent (open loop: due) in the window, from then to its "
+          "answer; CPU: the server's user+system time per request answered, from /proc "
+          "(mixed-busy: the background load's included); segs/op: segments returned (reads) or "
+          "removed as expired (upsert, trim)\n",
           o_.spec.batch);
       PrintNotes();
       PrintRatios();
