@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/segbench/open_all.h"
 #include "bench/segbench/picker.h"
 #include "bench/workload.h"
 
@@ -49,26 +50,13 @@ std::vector<Assignment> ReferenceProfile(uint64_t user, uint32_t now) {
   return out;
 }
 
-// Opens `n` connections on `io` (run by the calling thread until all are
-// in). Fails with the first connection's error.
-Result<std::vector<std::unique_ptr<Connection>>> OpenAll(Target& target,
-                                                         boost::asio::io_context& io, unsigned n) {
-  std::vector<std::unique_ptr<Connection>> conns(n);
-  unsigned answered = 0;
-  Status first = Status::OK();
-  for (unsigned i = 0; i < n; ++i) {
-    target.Open(io, [&, i](Result<std::unique_ptr<Connection>> r) {
-      ++answered;
-      if (!r.ok()) {
-        if (first.ok()) first = r.status();
-        return;
-      }
-      conns[i] = std::move(r).value();
-    });
-  }
-  while (answered < n) io.run_one();
-  if (!first.ok()) return first;
-  return conns;
+// Opens `n` connections to `target` on `io` (run by the calling thread).
+Result<std::vector<std::unique_ptr<Connection>>> OpenTargets(Target& target,
+                                                             boost::asio::io_context& io,
+                                                             unsigned n) {
+  return OpenAll<Connection>(io, n, [&target](boost::asio::io_context& ctx, auto done) {
+    target.Open(ctx, std::move(done));
+  });
 }
 
 // Runs `io` until every connection has nothing in flight, or `limit` passes.
@@ -120,7 +108,7 @@ class Worker {
 
   // Opens the connections; false (and error()) on failure.
   bool Open() {
-    auto conns = OpenAll(target_, io_, background_ ? 1 : connections_);
+    auto conns = OpenTargets(target_, io_, background_ ? 1 : connections_);
     if (!conns.ok()) {
       error_ = conns.status().ToString();
       return false;
@@ -500,7 +488,7 @@ using UnitWork = std::function<bool(Connection&, uint64_t, Done&)>;
 Status DriveUnits(Target& target, unsigned connections, uint64_t units, const UnitWork& work) {
   boost::asio::io_context io;
   auto guard = boost::asio::make_work_guard(io);
-  auto conns = OpenAll(target, io, connections);
+  auto conns = OpenTargets(target, io, connections);
   if (!conns.ok()) return conns.status();
   uint64_t next = 0;
   Status first = Status::OK();

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/segbench/open_all.h"
 #include "common/aligned_buffer.h"
 
 namespace segstore::bench {
@@ -174,21 +175,12 @@ Result<PingLimit> MeasurePing(const client::ClientOptions& options, unsigned con
   // One client thread, `n` connections each with one ping in flight.
   auto run = [&](unsigned n, Histogram* latency) -> Result<double> {
     boost::asio::io_context io;
-    std::vector<std::unique_ptr<client::AsyncClient>> conns(n);
-    unsigned answered = 0;
+    auto opened = OpenAll<client::AsyncClient>(io, n, [&](boost::asio::io_context& ctx, auto done) {
+      client::AsyncClient::Connect(ctx, options, std::move(done));
+    });
+    if (!opened.ok()) return opened.status();
+    std::vector<std::unique_ptr<client::AsyncClient>>& conns = *opened;
     Status first = Status::OK();
-    for (unsigned i = 0; i < n; ++i) {
-      client::AsyncClient::Connect(io, options, [&, i](Result<std::unique_ptr<client::AsyncClient>> r) {
-        ++answered;
-        if (!r.ok()) {
-          if (first.ok()) first = r.status();
-          return;
-        }
-        conns[i] = std::move(r).value();
-      });
-    }
-    while (answered < n) io.run_one();
-    if (!first.ok()) return first;
     uint64_t done = 0;
     bool stopping = false;
     std::function<void(unsigned)> ping = [&](unsigned c) {
