@@ -59,18 +59,6 @@ Result<std::vector<std::unique_ptr<Connection>>> OpenTargets(Target& target,
   });
 }
 
-// Runs `io` until every connection has nothing in flight, or `limit` passes.
-void Drain(boost::asio::io_context& io, const std::vector<std::unique_ptr<Connection>>& conns,
-           std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    size_t in_flight = 0;
-    for (const auto& c : conns) in_flight += c ? c->in_flight() : 0;
-    if (in_flight == 0) return;
-    io.run_for(std::chrono::milliseconds(5));
-  }
-}
-
 // The measured window, set by the coordinating thread: steady-clock
 // nanoseconds; `end` stays at the maximum until the window closes, and
 // `stop` tells the workers to send nothing new.
@@ -138,13 +126,7 @@ class Worker {
     if (timer_) timer_->cancel();
     // Open loop: requests still waiting for a slot go out as slots free up
     // (Completed sends them), and their wait counts.
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (Clock::now() < deadline) {
-      size_t in_flight = 0;
-      for (const auto& c : conns_) in_flight += c->in_flight();
-      if (in_flight == 0) break;
-      io_.run_for(std::chrono::milliseconds(5));
-    }
+    DrainAll(io_, conns_, std::chrono::seconds(60));
     conns_.clear();  // fails whatever is still in flight, here, on this thread
   }
 
@@ -261,9 +243,9 @@ class Worker {
     }
     if (!o.ok) {
       if (figures_.first_error.empty()) figures_.first_error = o.error;
-      if (c < retired_.size()) retired_[c] = true;
+      retired_[c] = true;
     }
-    if (c >= conns_.size() || retired_[c]) return;
+    if (retired_[c]) return;
     if (spec_.rate > 0) {
       if (!backlog_.empty()) {
         const auto next = backlog_.front();
@@ -503,7 +485,7 @@ Status DriveUnits(Target& target, unsigned connections, uint64_t units, const Un
     }
   };
   for (unsigned c = 0; c < connections; ++c) step(c);
-  Drain(io, *conns, std::chrono::hours(24));
+  DrainAll(io, *conns, std::chrono::hours(24));
   conns->clear();
   return first;
 }

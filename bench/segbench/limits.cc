@@ -204,12 +204,7 @@ Result<PingLimit> MeasurePing(const client::ClientOptions& options, unsigned con
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     const uint64_t counted = done;
     stopping = true;
-    size_t in_flight = 1;
-    while (in_flight > 0) {
-      io.run_for(std::chrono::milliseconds(10));
-      in_flight = 0;
-      for (auto& c : conns) in_flight += c->in_flight();
-    }
+    DrainAll(io, conns, std::chrono::seconds(60));
     if (!first.ok()) return first;
     return static_cast<double>(counted) / elapsed;
   };

@@ -1,8 +1,9 @@
-// OpenAll: opens `n` connections of any kind at once on one io_context and
-// waits for them all, running that io_context on the calling thread.
-// `open(io, done)` starts one connection and calls done(Result<unique_ptr<T>>)
-// once, on io's thread. Fails with the first connection's error (the others
-// are closed).
+// Connections of any kind (a segbench Connection, a client AsyncClient) on
+// one io_context, run by the calling thread:
+// - OpenAll opens `n` at once and waits for them all. `open(io, done)` starts
+//   one connection and calls done(Result<unique_ptr<T>>) once, on io's
+//   thread. Fails with the first connection's error (the others are closed).
+// - DrainAll runs io until none has a request in flight, or `limit` passes.
 #pragma once
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
@@ -10,6 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -36,6 +38,18 @@ Result<std::vector<std::unique_ptr<T>>> OpenAll(boost::asio::io_context& io, uns
   while (answered < n) io.run_one();
   if (!first.ok()) return first;
   return conns;
+}
+
+template <typename T>
+void DrainAll(boost::asio::io_context& io, const std::vector<std::unique_ptr<T>>& conns,
+              std::chrono::steady_clock::duration limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    size_t in_flight = 0;
+    for (const auto& c : conns) in_flight += c ? c->in_flight() : 0;
+    if (in_flight == 0) return;
+    io.run_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace segstore::bench

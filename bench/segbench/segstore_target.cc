@@ -154,8 +154,6 @@ class SegstoreTarget final : public Target {
 }  // namespace
 
 Result<std::unique_ptr<Target>> NewSegstoreTarget(const SegstoreOptions& options) {
-  auto c = client::Client::Connect(options.client);
-  if (!c.ok()) return c.status();
   auto target = std::make_unique<SegstoreTarget>(options);
   Result<ServerSample> probe = target->Sample();
   if (!probe.ok()) return probe.status();

@@ -14,8 +14,8 @@ struct SegstoreOptions {
   bool ids_only = false;         // gets ask for segment IDs only (the smallest answer)
 };
 
-// Connects once (hello and stats) to check the server is there and is a
-// segstored; Unavailable or the server's error otherwise.
+// Samples the server once (a connection, hello and stats) to check it is
+// there and is a segstored; Unavailable or the server's error otherwise.
 Result<std::unique_ptr<Target>> NewSegstoreTarget(const SegstoreOptions& options);
 
 }  // namespace segstore::bench
