@@ -285,7 +285,7 @@ class Loader {
           unique.push_back(s);
         }
       }
-      const std::string& user = users_[u];
+      std::string& user = users_[u];  // moved into the batch below: users_ is cleared after
       users_seen_.insert(std::hash<std::string_view>{}(user));
       const size_t bytes = user.size() + unique.size() * 14 + 16;
       if (!batch.items.empty() &&
@@ -296,7 +296,7 @@ class Loader {
       }
       batch.segments += unique.size();
       batch_bytes += bytes;
-      batch.items.push_back(UpsertItem{user, std::move(unique), o_.mode});
+      batch.items.push_back(UpsertItem{std::move(user), std::move(unique), o_.mode});
     }
     if (!batch.items.empty()) Send(std::move(batch));
     user_index_.Clear();
