@@ -2,6 +2,8 @@
 
 #include <msgpack.hpp>
 
+#include "proto/get_reader.h"
+
 #include <algorithm>
 #include <bit>
 #include <exception>
@@ -278,11 +280,9 @@ Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_han
   }
   // Bound what a hostile header can make the parser allocate: no container
   // may claim far more elements than the limits allow, nor more than the body
-  // could hold. Lists a little over a limit parse, so that the field check
-  // names them.
-  const size_t max_list = 2 * size_t{std::max(lim.max_list, lim.max_batch)} + 16;
-  const size_t max_array = std::min<size_t>(body.size(), max_list);
-  const size_t max_map = std::min<size_t>(body.size(), 4096);
+  // could hold.
+  const size_t max_array = internal::MaxListElements(body.size(), lim);
+  const size_t max_map = internal::MaxMapEntries(body.size());
   try {
     size_t off = 0;
     *oh = msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr,
@@ -293,7 +293,7 @@ Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_han
                                      " trailing bytes after the MessagePack value");
     }
   } catch (const msgpack::array_size_overflow&) {
-    return Status::LimitExceeded("body: a list has more than " + std::to_string(max_list) +
+    return Status::LimitExceeded("body: a list has more than " + std::to_string(max_array) +
                                  " elements");
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("body is not valid MessagePack: ") + e.what());
@@ -956,10 +956,23 @@ Status Decode(std::string_view body, const DecodeLimits& lim, HelloResponse* m) 
 
 Status Decode(std::string_view body, const DecodeLimits& lim, GetResult* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return ReadGetResult(f, m); });
+  if (internal::ReadGetAnswer(body, lim, m)) return Status::OK();
+  return internal::DecodeGeneral(body, lim, m);
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* m) {
+  *m = {};
+  if (internal::ReadGetAnswer(body, lim, m)) return Status::OK();
+  return internal::DecodeGeneral(body, lim, m);
+}
+
+Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim, GetResult* m) {
+  *m = {};
+  return DecodeMap(body, lim, [&](const Fields& f) { return ReadGetResult(f, m); });
+}
+
+Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim,
+                               BatchGetResponse* m) {
   *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     return ReadResults<GetResult>(f, ReadGetResult, m);

@@ -1,0 +1,235 @@
+#include "proto/get_reader.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace segstore::proto::internal {
+namespace {
+
+// A forward cursor over the MessagePack forms a get answer is made of. Every
+// read checks the bytes left; a form it does not expect reads as false.
+class Cursor {
+ public:
+  explicit Cursor(std::string_view b) : p_(b.data()), end_(b.data() + b.size()) {}
+
+  bool at_end() const { return p_ == end_; }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+
+  bool MapHeader(uint32_t* n) { return Header(0x80, 0xde, n); }
+  bool ArrayHeader(uint32_t* n) { return Header(0x90, 0xdc, n); }
+
+  bool Str(std::string_view* s) {
+    if (at_end()) return false;
+    const auto b = static_cast<uint8_t>(*p_);
+    uint64_t n = 0;
+    if ((b & 0xe0) == 0xa0) {
+      n = b & 0x1f;
+      ++p_;
+    } else if (b == 0xd9 || b == 0xda || b == 0xdb) {
+      if (!BigEndianAfterTag(b == 0xd9 ? 1 : b == 0xda ? 2 : 4, &n)) return false;
+    } else {
+      return false;
+    }
+    if (n > left()) return false;
+    *s = std::string_view(p_, n);
+    p_ += n;
+    return true;
+  }
+
+  // An unsigned integer in one of the unsigned forms, at most `max`.
+  bool Uint(uint64_t max, uint64_t* v) {
+    if (at_end()) return false;
+    const auto b = static_cast<uint8_t>(*p_);
+    if (b < 0x80) {
+      *v = b;
+      ++p_;
+    } else if (b >= 0xcc && b <= 0xcf) {
+      if (!BigEndianAfterTag(1 << (b - 0xcc), v)) return false;
+    } else {
+      return false;
+    }
+    return *v <= max;
+  }
+
+  bool Nil() {
+    if (at_end() || static_cast<uint8_t>(*p_) != 0xc0) return false;
+    ++p_;
+    return true;
+  }
+
+ private:
+  // fix forms at `fix` (low 4 bits the count), 16- and 32-bit at `wide`, wide + 1.
+  bool Header(uint8_t fix, uint8_t wide, uint32_t* n) {
+    if (at_end()) return false;
+    const auto b = static_cast<uint8_t>(*p_);
+    uint64_t v = 0;
+    if ((b & 0xf0) == fix) {
+      v = b & 0x0f;
+      ++p_;
+    } else if (b == wide || b == wide + 1) {
+      if (!BigEndianAfterTag(b == wide ? 2 : 4, &v)) return false;
+    } else {
+      return false;
+    }
+    *n = static_cast<uint32_t>(v);
+    return true;
+  }
+
+  bool BigEndianAfterTag(int bytes, uint64_t* v) {
+    if (left() < 1 + static_cast<size_t>(bytes)) return false;
+    ++p_;
+    uint64_t x = 0;
+    for (int i = 0; i < bytes; ++i) x = (x << 8) | static_cast<uint8_t>(p_[i]);
+    p_ += bytes;
+    *v = x;
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+// The fields of one answer map the general path reads; a repeated key, a
+// key it would ignore, or a nil would make the two paths' readings differ in
+// ways not worth copying, so they fall back.
+class AnswerReader {
+ public:
+  AnswerReader(Cursor& in, size_t max_list, size_t max_map)
+      : in_(in), max_list_(max_list), max_map_(max_map) {}
+
+  // A map of a get answer's fields, plus `status` and `message` when
+  // `in_batch`. *status is 0 for a plain answer.
+  bool Read(bool in_batch, GetResult* m, uint8_t* status, std::string* message) {
+    uint32_t n = 0;
+    if (!in_.MapHeader(&n) || n > max_map_) return false;
+    bool seen_status = false, seen_count = false, seen_ids = false, seen_expires = false;
+    bool seen_attr1 = false, seen_attr2 = false, seen_message = false;
+    uint64_t expires_rows = 0, attr1_rows = 0, attr2_rows = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view key;
+      if (!in_.Str(&key)) return false;
+      bool ok = false;
+      if (key == "ids") {
+        ok = Once(&seen_ids) && Column(UINT64_MAX, &m->ids);
+      } else if (key == "expires") {
+        ok = Once(&seen_expires) && Column(UINT32_MAX, &m->expires);
+        expires_rows = m->expires.size();
+      } else if (key == "count") {
+        uint64_t v = 0;
+        ok = Once(&seen_count) && in_.Uint(UINT32_MAX, &v);
+        m->count = static_cast<uint32_t>(v);
+      } else if (key == "attr1") {
+        ok = Once(&seen_attr1) && Attrs(&m->attr1);
+        attr1_rows = m->attr1.size();
+      } else if (key == "attr2") {
+        ok = Once(&seen_attr2) && Attrs(&m->attr2);
+        attr2_rows = m->attr2.size();
+      } else if (in_batch && key == "status") {
+        uint64_t v = 0;
+        ok = Once(&seen_status) && in_.Uint(UINT8_MAX, &v);
+        *status = static_cast<uint8_t>(v);
+      } else if (in_batch && key == "message") {
+        std::string_view s;
+        ok = Once(&seen_message) && in_.Str(&s);
+        message->assign(s);
+      }
+      if (!ok) return false;
+    }
+    if (in_batch && !seen_status) return false;
+    if (in_batch && *status != 0) return true;  // an error answer: its other fields do not count
+    const uint64_t rows = m->ids.size();
+    return seen_count && seen_ids && (!seen_expires || expires_rows == rows) &&
+           (!seen_attr1 || attr1_rows == rows) && (!seen_attr2 || attr2_rows == rows);
+  }
+
+ private:
+  static bool Once(bool* seen) {
+    if (*seen) return false;
+    *seen = true;
+    return true;
+  }
+
+  // Room for `n` elements: within the limits, and no more than the bytes
+  // left could hold (each takes one at least).
+  bool Fits(uint32_t n) const { return n <= max_list_ && n <= in_.left(); }
+
+  template <typename T>
+  bool Column(uint64_t max, std::vector<T>* out) {
+    uint32_t n = 0;
+    if (!in_.ArrayHeader(&n) || !Fits(n)) return false;
+    out->resize(n);
+    T* dst = out->data();
+    for (uint32_t i = 0; i < n; ++i) {
+      uint64_t v = 0;
+      if (!in_.Uint(max, &v)) return false;
+      dst[i] = static_cast<T>(v);
+    }
+    return true;
+  }
+
+  bool Attrs(std::vector<std::optional<uint32_t>>* out) {
+    uint32_t n = 0;
+    if (!in_.ArrayHeader(&n) || !Fits(n)) return false;
+    out->assign(n, std::nullopt);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (in_.Nil()) continue;
+      uint64_t v = 0;
+      if (!in_.Uint(UINT32_MAX, &v)) return false;
+      (*out)[i] = static_cast<uint32_t>(v);
+    }
+    return true;
+  }
+
+  Cursor& in_;
+  size_t max_list_;
+  size_t max_map_;
+};
+
+}  // namespace
+
+size_t MaxMapEntries(size_t body_bytes) { return std::min<size_t>(body_bytes, 4096); }
+
+size_t MaxListElements(size_t body_bytes, const DecodeLimits& limits) {
+  // Lists a little over a limit parse, so that the field check names them.
+  const size_t max_list = 2 * size_t{std::max(limits.max_list, limits.max_batch)} + 16;
+  return std::min(body_bytes, max_list);
+}
+
+bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, GetResult* m) {
+  Cursor in(body);
+  AnswerReader reader(in, MaxListElements(body.size(), limits), MaxMapEntries(body.size()));
+  uint8_t status = 0;
+  return reader.Read(false, m, &status, nullptr) && in.at_end();
+}
+
+bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, BatchGetResponse* m) {
+  Cursor in(body);
+  const size_t max_list = MaxListElements(body.size(), limits);
+  uint32_t fields = 0, n = 0;
+  std::string_view key;
+  if (!in.MapHeader(&fields) || fields != 1 || !in.Str(&key) || key != "results" ||
+      !in.ArrayHeader(&n) || n > max_list || n > in.left()) {
+    return false;
+  }
+  AnswerReader reader(in, max_list, MaxMapEntries(body.size()));
+  m->clear();
+  m->reserve(n);
+  std::string message;
+  for (uint32_t i = 0; i < n; ++i) {
+    GetResult one;
+    uint8_t status = 0;
+    message.clear();
+    if (!reader.Read(true, &one, &status, &message)) return false;
+    if (status != 0) {
+      m->push_back(Status::FromCode(status, message));
+    } else {
+      m->push_back(std::move(one));
+    }
+  }
+  return in.at_end();
+}
+
+}  // namespace segstore::proto::internal
