@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cassert>
 #include <cstring>
+#include <optional>
 
 #include "common/coding.h"
 #include "storage/format.h"
@@ -13,8 +14,19 @@
 
 namespace segstore::storage {
 
+// One durable write of a block's range [begin, end).
+struct BlockWriter::Flight final : IoCompletion {
+  Open* ob = nullptr;
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  uint64_t first = UINT64_MAX;  // lowest stamp of the records it carries
+  bool complete = false;
+  int32_t result = 0;
+  void OnIoComplete(int32_t r) override;
+};
+
 // One block this writer appends to or is still flushing.
-struct BlockWriter::Open final : IoCompletion {
+struct BlockWriter::Open {
   BlockWriter* writer = nullptr;
   uint32_t block = 0;
   uint64_t seq = 0;
@@ -22,19 +34,20 @@ struct BlockWriter::Open final : IoCompletion {
   uint64_t base = 0;  // device offset of the block
   std::shared_ptr<BlockImage> image;
   uint32_t write_off = kBlockHeaderSize;  // next append
-  uint32_t flushed = 0;                   // [0, flushed) is on the device
-  uint32_t flush_end = 0;                 // end of the flush in flight; 0 when none
+  uint32_t flushed = 0;  // [0, flushed) is on the device: every flush up to it completed
+  uint32_t issued = 0;   // [0, issued) is on the device or in flight
   bool sealed = false;
-  bool reflush = false;  // flush again when the one in flight completes
-  // Lowest stamp in the flush in flight, and in what was appended since.
-  uint64_t inflight_first = UINT64_MAX;
-  uint64_t tail_first = UINT64_MAX;
+  bool reflush = false;  // flush again when a flight completes (kMaxFlights were out)
+  bool broken = false;   // a flush failed: nothing more is acknowledged
+  std::deque<std::unique_ptr<Flight>> flights;  // in flight or done out of order, by begin
+  uint64_t tail_first = UINT64_MAX;             // lowest stamp appended since the last flush
   std::deque<std::pair<uint32_t, FlushCallback>> waiters;  // by record end, ascending
 
   uint8_t* bytes() { return image->bytes.data(); }
   bool has_records() const { return write_off > kBlockHeaderSize || flushed > 0; }
-  void OnIoComplete(int32_t result) override { writer->OnFlushed(this, result); }
 };
+
+void BlockWriter::Flight::OnIoComplete(int32_t r) { ob->writer->OnFlushed(ob, this, r); }
 
 void BlockWriter::Timer::OnIoComplete(int32_t /*result*/) {
   armed = false;
@@ -59,7 +72,7 @@ BlockWriter::~BlockWriter() {
     if (!open_->has_records()) {
       blocks.DetachImage(open_->block);
       blocks.ReleaseUnwritten(open_->block);
-    } else if (open_->flushed >= open_->write_off && open_->flush_end == 0) {
+    } else if (open_->flushed >= open_->write_off && open_->flights.empty()) {
       blocks.DetachImage(open_->block);
       blocks.MarkUsed(open_->block);
     }
@@ -74,9 +87,9 @@ uint64_t BlockWriter::open_seq() const { return open_ ? open_->seq : UINT64_MAX;
 bool BlockWriter::idle() const {
   // Sealed blocks leave sealing_ when their last flush completes, or stay
   // there after a device error: only I/O in flight counts.
-  if (timer_.armed || (open_ && open_->flush_end != 0)) return false;
+  if (timer_.armed || (open_ && !open_->flights.empty())) return false;
   return std::none_of(sealing_.begin(), sealing_.end(),
-                      [](const std::unique_ptr<Open>& s) { return s->flush_end != 0; });
+                      [](const std::unique_ptr<Open>& s) { return !s->flights.empty(); });
 }
 
 std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t salt) {
@@ -219,7 +232,7 @@ void BlockWriter::FlushAll(FlushCallback done) {
     if (--join->remaining == 0) join->done(join->status);
   };
   auto wait_for = [&](Open* ob) {
-    if (ob->write_off <= ob->flushed && ob->flush_end == 0) return;
+    if (ob->write_off <= ob->flushed) return;
     if (!ob->has_records()) return;
     ++join->remaining;
     ob->waiters.emplace_back(ob->write_off, arrive);
@@ -242,15 +255,15 @@ void BlockWriter::Seal() {
   }
   sealing_.push_back(std::move(open_));
   open_seq_hint_.store(UINT64_MAX, std::memory_order_relaxed);
-  if (ob->write_off > ob->flushed || ob->flush_end != 0) {
+  if (ob->write_off > ob->issued) {
     Flush(ob);
-  } else {
+  } else if (ob->flights.empty()) {
     Finish(ob);
-  }
+  }  // else the last flight to complete finishes it
 }
 
 void BlockWriter::Flush(Open* ob) {
-  if (ob->flush_end != 0) {
+  if (ob->flights.size() >= kMaxFlights) {
     ob->reflush = true;
     return;
   }
@@ -263,42 +276,64 @@ void BlockWriter::Flush(Open* ob) {
     ob->waiters.clear();
     return;
   }
-  if (ob->write_off <= ob->flushed) return;
+  if (ob->write_off <= ob->issued) return;
   uint32_t end = static_cast<uint32_t>(AlignUp(ob->write_off, kSectorSize));
   if (end > ob->write_off) EncodePadMarker(ob->salt, ob->bytes() + ob->write_off);
   ob->write_off = end;  // later appends start on a fresh sector
-  ob->flush_end = end;
-  ob->inflight_first = ob->tail_first;
+  auto f = std::make_unique<Flight>();
+  f->ob = ob;
+  f->begin = ob->issued;
+  f->end = end;
+  f->first = ob->tail_first;
   ob->tail_first = UINT64_MAX;
+  ob->issued = end;
   counters_->Bump(counters_->flushes);
-  queue_->Write(ob->base + ob->flushed, ob->bytes() + ob->flushed, end - ob->flushed, ob);
+  Flight* raw = f.get();
+  ob->flights.push_back(std::move(f));
+  queue_->Write(ob->base + raw->begin, ob->bytes() + raw->begin, raw->end - raw->begin, raw);
 }
 
-void BlockWriter::OnFlushed(Open* ob, int32_t result) {
-  uint32_t len = ob->flush_end - ob->flushed;
-  if (result != static_cast<int32_t>(len)) {
-    Status s = result < 0
+void BlockWriter::OnFlushed(Open* ob, Flight* flight, int32_t result) {
+  flight->complete = true;
+  flight->result = result;
+  if (ob->broken) {
+    // Nothing past the failed flush counts; its flights only have to land.
+    std::erase_if(ob->flights, [](const std::unique_ptr<Flight>& f) { return f->complete; });
+    return;
+  }
+  // Flights complete in any order; a record counts as on the device once its
+  // flight and every earlier one of the block completed.
+  std::optional<Status> failed;
+  while (!ob->flights.empty() && ob->flights.front()->complete) {
+    const Flight& f = *ob->flights.front();
+    const uint32_t len = f.end - f.begin;
+    if (f.result != static_cast<int32_t>(len)) {
+      failed = f.result < 0
                    ? Status::IOError(fmt::format("write of {} bytes at offset {} of {}: {}", len,
-                                                 ob->base + ob->flushed, store_->device().name(),
-                                                 std::strerror(-result)))
+                                                 ob->base + f.begin, store_->device().name(),
+                                                 std::strerror(-f.result)))
                    : Status::IOError(fmt::format("short write at offset {} of {}: {} of {} bytes",
-                                                 ob->base + ob->flushed, store_->device().name(),
-                                                 result, len));
-    store_->SetWriteError(s);
-    ob->flush_end = 0;
+                                                 ob->base + f.begin, store_->device().name(),
+                                                 f.result, len));
+      break;
+    }
+    ob->flushed = f.end;
+    ob->flights.pop_front();
+  }
+  if (failed) {
+    store_->SetWriteError(*failed);
+    ob->broken = true;
     ob->reflush = false;
     // The records stay in memory (readable) but are not durable: pending_min
     // keeps them, so defragmentation frees nothing they might depend on.
-    ob->tail_first = std::min(ob->tail_first, ob->inflight_first);
-    ob->inflight_first = UINT64_MAX;
+    for (const auto& f : ob->flights) ob->tail_first = std::min(ob->tail_first, f->first);
+    std::erase_if(ob->flights, [](const std::unique_ptr<Flight>& f) { return f->complete; });
+    PublishPendingMin();
     auto waiters = std::move(ob->waiters);
     ob->waiters.clear();
-    for (auto& [end, done] : waiters) done(s);
+    for (auto& [end, done] : waiters) done(*failed);
     return;
   }
-  ob->flushed = ob->flush_end;
-  ob->flush_end = 0;
-  ob->inflight_first = UINT64_MAX;
   PublishPendingMin();
   // Callbacks run last: they may start new writes, which may seal or even
   // finish this very block.
@@ -308,12 +343,12 @@ void BlockWriter::OnFlushed(Open* ob, int32_t result) {
     ob->waiters.pop_front();
   }
   if (ob->sealed) {
-    if (ob->write_off > ob->flushed) {
+    if (ob->write_off > ob->issued) {
       Flush(ob);
-    } else {
+    } else if (ob->flights.empty()) {
       Finish(ob);  // destroys ob
     }
-  } else if (ob->reflush || !ob->waiters.empty()) {
+  } else if (ob->reflush || (!ob->waiters.empty() && ob->waiters.back().first > ob->issued)) {
     ob->reflush = false;
     Flush(ob);
   }
@@ -334,8 +369,12 @@ void BlockWriter::Finish(Open* ob) {
 
 void BlockWriter::PublishPendingMin() {
   uint64_t m = UINT64_MAX;
-  if (open_) m = std::min({m, open_->inflight_first, open_->tail_first});
-  for (auto& s : sealing_) m = std::min({m, s->inflight_first, s->tail_first});
+  auto fold = [&m](const Open& ob) {
+    m = std::min(m, ob.tail_first);
+    for (const auto& f : ob.flights) m = std::min(m, f->first);
+  };
+  if (open_) fold(*open_);
+  for (auto& s : sealing_) fold(*s);
   pending_min_.store(m, std::memory_order_release);
 }
 

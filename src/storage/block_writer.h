@@ -6,11 +6,15 @@
 // durable write. A flush that ends mid-sector pads the rest of that sector
 // (a pad marker) and later appends start at the next sector, so no flush
 // ever rewrites a sector an earlier flush wrote: a torn write can only harm
-// records that were not yet acknowledged. Flushes of one block are issued one
-// at a time, so a completed flush implies every earlier one completed.
+// records that were not yet acknowledged. Up to kMaxFlights flushes of one
+// block are in flight at once, over disjoint ranges; they may complete in any
+// order, but a record counts as on the device (its waiters run, pending_min
+// lets it go) only once its flush and every earlier flush of the block
+// completed.
 //
-// Group commit: a commit write waits for the next flush; writes that arrive
-// while one flush is in flight share the following one.
+// Group commit: a commit write waits for the next flush, posted to run once
+// the current burst of work is appended; while kMaxFlights are out, writes
+// share the flush that follows the first to complete.
 //
 // Not thread-safe: the owning thread only, except pending_min(), which any
 // thread may read. The owner calls Append while holding the partition lock of
@@ -93,6 +97,12 @@ class BlockWriter {
 
  private:
   struct Open;
+  struct Flight;
+  // Flushes of one block in flight at once. On this VM's virtio disk, 32 KiB
+  // durable writes went from 2.9k/s at one in flight to 4.2k/s at four
+  // (RWF_DSYNC from threads, 2026-11-23); more would mostly split group
+  // commits into smaller writes.
+  static constexpr size_t kMaxFlights = 4;
   struct Timer final : IoCompletion {
     BlockWriter* writer = nullptr;
     bool armed = false;
@@ -105,7 +115,7 @@ class BlockWriter {
   uint32_t Placement(uint32_t write_off, uint32_t footprint) const;
   void Seal();
   void Flush(Open* ob);
-  void OnFlushed(Open* ob, int32_t result);
+  void OnFlushed(Open* ob, Flight* flight, int32_t result);
   void Finish(Open* ob);
   void Fail(const Status& s);
   void PublishPendingMin();

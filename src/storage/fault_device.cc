@@ -29,14 +29,18 @@ class FaultQueue final : public EmulatedQueue {
     }
   }
   void Reap(std::vector<Done>* out) override {
-    // Complete everything issued, in a shuffled order.
+    // Complete a random part of what was issued (at least one operation), in a
+    // shuffled order: the rest stays in flight, so a power loss can find any
+    // mix of earlier writes pending and later ones done.
     std::vector<std::list<Issued>::iterator> order;
     for (auto it = issued_.begin(); it != issued_.end(); ++it) order.push_back(it);
     std::shuffle(order.begin(), order.end(), rng_);
+    if (order.size() > 1) order.resize(1 + rng_() % order.size());
     for (auto it : order) {
       out->push_back(Done{it->done, device_->Complete(&it->op)});
       issued_.erase(it);
     }
+    if (!issued_.empty()) Notify();  // still pollable for the rest
   }
 
  private:

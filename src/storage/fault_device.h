@@ -7,8 +7,10 @@
 // completed flush" means "not completed". PowerLoss() cuts the power: each
 // write then in flight keeps a random subset of its sectors (a torn write),
 // and every later I/O fails with EIO. Reboot() returns a fresh device holding
-// what survived. Queues complete operations only inside Poll()/Wait(), in a
-// shuffled order, so completions interleave as on a real device.
+// what survived. Queues complete operations only inside Poll()/Wait(): each
+// poll a random part of them (at least one), in a shuffled order, so
+// completions interleave as on a real device and a power loss may find a
+// later write done and an earlier one still in flight.
 //
 // Thread-safe: queues may run on many threads; fault controls may be called
 // from any thread.
