@@ -257,9 +257,10 @@ void BlockWriter::Seal() {
   open_seq_hint_.store(UINT64_MAX, std::memory_order_relaxed);
   if (ob->write_off > ob->issued) {
     Flush(ob);
-  } else if (ob->flights.empty()) {
+  } else if (ob->flights.empty() && !ob->broken) {
     Finish(ob);
-  }  // else the last flight to complete finishes it
+  }  // else the last flight to complete finishes it, or (broken) its image
+     // stays attached so its records remain readable
 }
 
 void BlockWriter::Flush(Open* ob) {
@@ -268,12 +269,14 @@ void BlockWriter::Flush(Open* ob) {
     return;
   }
   if (store_->writes_failed()) {
+    // Records no flight carries fail now; those in flight learn from theirs
+    // (on a broken block, no flight will tell them: all fail).
     Status s = Status::Unavailable(fmt::format("write block not flushed after a device error ({})",
                                                store_->write_error().ToString()));
-    for (auto& [end, done] : ob->waiters) {
-      post_([s, done = std::move(done)] { done(s); });
+    while (!ob->waiters.empty() && (ob->broken || ob->waiters.back().first > ob->issued)) {
+      post_([s, done = std::move(ob->waiters.back().second)] { done(s); });
+      ob->waiters.pop_back();
     }
-    ob->waiters.clear();
     return;
   }
   if (ob->write_off <= ob->issued) return;
@@ -329,9 +332,10 @@ void BlockWriter::OnFlushed(Open* ob, Flight* flight, int32_t result) {
     for (const auto& f : ob->flights) ob->tail_first = std::min(ob->tail_first, f->first);
     std::erase_if(ob->flights, [](const std::unique_ptr<Flight>& f) { return f->complete; });
     PublishPendingMin();
+    // Records before the failed flush are on the device; the rest are not.
     auto waiters = std::move(ob->waiters);
     ob->waiters.clear();
-    for (auto& [end, done] : waiters) done(*failed);
+    for (auto& [end, done] : waiters) done(end <= ob->flushed ? Status::OK() : *failed);
     return;
   }
   PublishPendingMin();

@@ -16,7 +16,11 @@ class FaultQueue final : public EmulatedQueue {
       : device_(std::move(device)), rng_(seed) {}
   ~FaultQueue() override {
     std::lock_guard lock(device_->mu_);
-    for (auto& p : issued_) device_->in_flight_writes_.erase(&p.op);
+    for (auto& p : issued_) {
+      device_->in_flight_writes_.erase(&p.op);
+      device_->held_.erase(&p.op);
+      device_->release_eio_.erase(&p.op);
+    }
   }
   const char* backend_name() const override { return "fault"; }
   using EmulatedQueue::init_status;
@@ -33,14 +37,17 @@ class FaultQueue final : public EmulatedQueue {
     // shuffled order: the rest stays in flight, so a power loss can find any
     // mix of earlier writes pending and later ones done.
     std::vector<std::list<Issued>::iterator> order;
-    for (auto it = issued_.begin(); it != issued_.end(); ++it) order.push_back(it);
+    for (auto it = issued_.begin(); it != issued_.end(); ++it) {
+      if (!device_->Held(&it->op)) order.push_back(it);
+    }
     std::shuffle(order.begin(), order.end(), rng_);
-    if (order.size() > 1) order.resize(1 + rng_() % order.size());
+    const bool all = order.size() <= 1;
+    if (!all) order.resize(1 + rng_() % order.size());
     for (auto it : order) {
       out->push_back(Done{it->done, device_->Complete(&it->op)});
       issued_.erase(it);
     }
-    if (!issued_.empty()) Notify();  // still pollable for the rest
+    if (!all) Notify();  // still pollable for the rest
   }
 
  private:
@@ -92,11 +99,33 @@ void FaultDevice::ClearFaults() {
 void FaultDevice::Issue(const Pending* op) {
   std::lock_guard lock(mu_);
   in_flight_writes_.insert(op);
+  if (writes_to_hold_ > 0) {
+    --writes_to_hold_;
+    held_.insert(op);
+  }
+}
+
+void FaultDevice::HoldNextWrites(uint32_t n) {
+  std::lock_guard lock(mu_);
+  writes_to_hold_ = n;
+}
+
+void FaultDevice::ReleaseHeld(bool fail) {
+  std::lock_guard lock(mu_);
+  if (fail) release_eio_.insert(held_.begin(), held_.end());
+  held_.clear();
+}
+
+bool FaultDevice::Held(const Pending* op) const {
+  std::lock_guard lock(mu_);
+  return held_.count(op) > 0;
 }
 
 int32_t FaultDevice::Complete(const Pending* op) {
   std::lock_guard lock(mu_);
   if (op->write) in_flight_writes_.erase(op);
+  held_.erase(op);
+  if (release_eio_.erase(op) > 0) return -EIO;
   if (!powered_) return -EIO;
   if (op->offset + op->len > image_.size()) return -EINVAL;
   if (op->write) {

@@ -49,6 +49,10 @@ class FaultDevice final : public Device, public std::enable_shared_from_this<Fau
   void SetShortWrites(bool on) { short_writes_ = on; }
   // Clears every injected fault (not a power loss).
   void ClearFaults();
+  // The next `n` writes issued are held: no poll completes them until
+  // ReleaseHeld(), after which a poll does, with EIO when `fail`.
+  void HoldNextWrites(uint32_t n);
+  void ReleaseHeld(bool fail);
 
   // Cuts the power: tears the writes in flight, fails every later I/O.
   void PowerLoss();
@@ -76,12 +80,17 @@ class FaultDevice final : public Device, public std::enable_shared_from_this<Fau
   void Issue(const Pending* op);
   // Carries out `op` against the image; returns the byte count or -errno.
   int32_t Complete(const Pending* op);
+  // Whether `op` is held (HoldNextWrites) and must not complete yet.
+  bool Held(const Pending* op) const;
 
   std::string name_ = "fault-device";
   mutable std::mutex mu_;
   std::vector<uint8_t> image_;
   std::mt19937_64 rng_;
   std::set<const Pending*> in_flight_writes_;
+  uint32_t writes_to_hold_ = 0;
+  std::set<const Pending*> held_;         // held writes not yet released
+  std::set<const Pending*> release_eio_;  // released to fail
   bool powered_ = true;
   uint64_t writes_before_failure_ = UINT64_MAX;
   uint64_t reads_before_failure_ = UINT64_MAX;

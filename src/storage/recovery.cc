@@ -144,9 +144,13 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     }
     if (scan.damaged() > 0) {
       stats->damaged_regions += scan.damaged();
-      spdlog::error(
-          "recovery: write block {} holds {} damaged stretch(es) of records; the "
-          "records there are lost, the rest of the block is recovered",
+      // Up to kMaxFlights flushes of a block are in flight at once, so a
+      // crash can leave a hole (a flush that never landed, so never
+      // acknowledged) before records of a later one: this is not only damage.
+      spdlog::warn(
+          "recovery: write block {} holds {} stretch(es) that do not read as records "
+          "(flushes a crash interrupted, never acknowledged, or damage); what was there "
+          "is lost, the rest of the block is recovered",
           r.block, scan.damaged());
     }
     ++read_so_far;
