@@ -174,6 +174,13 @@ void UintArray(Packer& pk, std::string* out, const std::vector<T>& v) {
   out->resize(static_cast<size_t>(p - out->data()));
 }
 
+// Bytes GetFields may need at most, the room UintArray asks for included:
+// reserved up front, a batch answer of 20 profiles is built without the
+// string growing (perf had a fifth of a batch get's CPU in that growth).
+size_t GetFieldsBound(const GetResult& m) {
+  return 64 + 9 * (m.ids.size() + m.expires.size()) + 5 * (m.attr1.size() + m.attr2.size());
+}
+
 void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_status) {
   const bool attr1 = !m.attr1.empty();
   const bool attr2 = !m.attr2.empty();
@@ -848,10 +855,16 @@ void Encode(const HelloResponse& m, std::string* out) {
 }
 
 void Encode(const GetResult& m, std::string* out) {
+  out->reserve(out->size() + GetFieldsBound(m));
   EncodeWith(out, [&](Packer& pk) { GetFields(pk, out, m, false); });
 }
 
 void Encode(const BatchGetResponse& m, std::string* out) {
+  size_t bound = 32;
+  for (const Result<GetResult>& r : m) {
+    bound += r.ok() ? GetFieldsBound(*r) : 32 + r.status().message().size();
+  }
+  out->reserve(out->size() + bound);
   EncodeWith(out, [&](Packer& pk) {
     pk.pack_map(1);
     Str(pk, "results");
