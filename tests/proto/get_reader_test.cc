@@ -137,53 +137,49 @@ TEST(GetReaderTest, LeavesOtherFormsToTheGeneralPath) {
     ExpectAgree<GetResult>(s);
   };
 
+  // A map of `fields` entries that opens with count and an ids array of
+  // `ids` elements; the caller packs the elements and any further fields.
+  auto count_and_ids = [&](uint32_t fields, uint64_t count, uint32_t ids) {
+    fresh().pack_map(fields);
+    pk.pack(std::string("count"));
+    pk.pack_uint64(count);
+    pk.pack(std::string("ids"));
+    pk.pack_array(ids);
+  };
+
   // A signed form of a non-negative id: valid MessagePack, read generally.
-  fresh().pack_map(2);
-  pk.pack(std::string("count"));
-  pk.pack_uint32(1);
-  pk.pack(std::string("ids"));
-  pk.pack_array(1);
+  count_and_ids(2, 1, 1);
   pk.pack_fix_int8(5);
   expect_general(body(), true);
 
   // An unknown key is ignored by the general path.
-  fresh().pack_map(3);
-  pk.pack(std::string("count"));
-  pk.pack_uint32(0);
-  pk.pack(std::string("ids"));
-  pk.pack_array(0);
+  count_and_ids(3, 0, 0);
   pk.pack(std::string("later"));
   pk.pack(std::string("field"));
   expect_general(body(), true);
 
   // A repeated key: the general path reads the first.
-  fresh().pack_map(3);
-  pk.pack(std::string("count"));
-  pk.pack_uint32(0);
-  pk.pack(std::string("ids"));
-  pk.pack_array(0);
+  count_and_ids(3, 0, 0);
   pk.pack(std::string("count"));
   pk.pack_uint32(9);
   expect_general(body(), true);
 
   // A nil column reads as absent there.
-  fresh().pack_map(3);
-  pk.pack(std::string("count"));
-  pk.pack_uint32(0);
-  pk.pack(std::string("ids"));
-  pk.pack_array(0);
+  count_and_ids(3, 0, 0);
   pk.pack(std::string("expires"));
   pk.pack_nil();
   expect_general(body(), true);
 
   // Wrong: a negative id, an expiry past 32 bits, columns of unequal length,
   // no ids, a count past 32 bits, trailing bytes, nothing at all.
-  fresh().pack_map(2);
-  pk.pack(std::string("count"));
-  pk.pack_uint32(1);
-  pk.pack(std::string("ids"));
-  pk.pack_array(1);
+  count_and_ids(2, 1, 1);
   pk.pack_int8(-1);
+  expect_general(body(), false);
+  count_and_ids(3, 1, 1);
+  pk.pack_uint32(7);
+  pk.pack(std::string("expires"));
+  pk.pack_array(1);
+  pk.pack_uint64(1ull << 32);
   expect_general(body(), false);
   GetResult r = Wide();
   std::string s = Encoded(r);
@@ -193,11 +189,7 @@ TEST(GetReaderTest, LeavesOtherFormsToTheGeneralPath) {
   pk.pack(std::string("count"));
   pk.pack_uint32(1);
   expect_general(body(), false);
-  fresh().pack_map(2);
-  pk.pack(std::string("count"));
-  pk.pack_uint64(1ull << 32);
-  pk.pack(std::string("ids"));
-  pk.pack_array(0);
+  count_and_ids(2, 1ull << 32, 0);
   expect_general(body(), false);
   expect_general(s + '\0', false);
   expect_general("", false);
