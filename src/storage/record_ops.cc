@@ -247,9 +247,13 @@ ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, WriteCallba
 
 void ReadAtOp::Start() {
   w_->OpStarted();
+  bool ended = false;
+  ended_in_start_ = &ended;
   in_start_ = true;
   Fetch(ref_.offset, ref_.size, ref_.block_salt);
+  if (ended) return;  // an UpdateAt found its record in memory: this op is gone
   in_start_ = false;
+  ended_in_start_ = nullptr;
 }
 
 void ReadAtOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
@@ -261,6 +265,7 @@ void ReadAtOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* r
     op->GiveFetched(ref_, storage, storage_size, rec);
     op->Start();
     w_->OpDone();
+    if (ended_in_start_ != nullptr) *ended_in_start_ = true;
     delete this;
     return;
   }

@@ -159,6 +159,9 @@ class ReadAtOp final : public RecordFetch {
   WriteCallback update_done_;  // UpdateAt only
   std::optional<Result<Record>> result_;
   bool in_start_ = false;
+  // While Start() runs: set when the op completed (and was deleted) inside
+  // it, so that Start touches nothing more.
+  bool* ended_in_start_ = nullptr;
 };
 
 class UpdateOp final : public RecordOp {
