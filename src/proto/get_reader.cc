@@ -107,7 +107,6 @@ class AnswerReader {
     if (!in_.MapHeader(&n) || n > max_map_) return false;
     bool seen_status = false, seen_count = false, seen_ids = false, seen_expires = false;
     bool seen_attr1 = false, seen_attr2 = false, seen_message = false;
-    uint64_t expires_rows = 0, attr1_rows = 0, attr2_rows = 0;
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view key;
       if (!in_.Str(&key)) return false;
@@ -116,17 +115,14 @@ class AnswerReader {
         ok = Once(&seen_ids) && Column(UINT64_MAX, &m->ids);
       } else if (key == "expires") {
         ok = Once(&seen_expires) && Column(UINT32_MAX, &m->expires);
-        expires_rows = m->expires.size();
       } else if (key == "count") {
         uint64_t v = 0;
         ok = Once(&seen_count) && in_.Uint(UINT32_MAX, &v);
         m->count = static_cast<uint32_t>(v);
       } else if (key == "attr1") {
         ok = Once(&seen_attr1) && Attrs(&m->attr1);
-        attr1_rows = m->attr1.size();
       } else if (key == "attr2") {
         ok = Once(&seen_attr2) && Attrs(&m->attr2);
-        attr2_rows = m->attr2.size();
       } else if (in_batch && key == "status") {
         uint64_t v = 0;
         ok = Once(&seen_status) && in_.Uint(UINT8_MAX, &v);
@@ -141,8 +137,8 @@ class AnswerReader {
     if (in_batch && !seen_status) return false;
     if (in_batch && *status != 0) return true;  // an error answer: its other fields do not count
     const uint64_t rows = m->ids.size();
-    return seen_count && seen_ids && (!seen_expires || expires_rows == rows) &&
-           (!seen_attr1 || attr1_rows == rows) && (!seen_attr2 || attr2_rows == rows);
+    return seen_count && seen_ids && (!seen_expires || m->expires.size() == rows) &&
+           (!seen_attr1 || m->attr1.size() == rows) && (!seen_attr2 || m->attr2.size() == rows);
   }
 
  private:
@@ -199,6 +195,7 @@ size_t MaxListElements(size_t body_bytes, const DecodeLimits& limits) {
 }
 
 bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, GetResult* m) {
+  *m = {};  // a column the body lacks stays empty
   Cursor in(body);
   AnswerReader reader(in, MaxListElements(body.size(), limits), MaxMapEntries(body.size()));
   uint8_t status = 0;

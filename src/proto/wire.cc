@@ -968,13 +968,11 @@ Status Decode(std::string_view body, const DecodeLimits& lim, HelloResponse* m) 
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, GetResult* m) {
-  *m = {};
   if (internal::ReadGetAnswer(body, lim, m)) return Status::OK();
   return internal::DecodeGeneral(body, lim, m);
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* m) {
-  *m = {};
   if (internal::ReadGetAnswer(body, lim, m)) return Status::OK();
   return internal::DecodeGeneral(body, lim, m);
 }

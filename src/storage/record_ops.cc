@@ -249,10 +249,8 @@ void ReadAtOp::Start() {
   w_->OpStarted();
   bool ended = false;
   ended_in_start_ = &ended;
-  in_start_ = true;
   Fetch(ref_.offset, ref_.size, ref_.block_salt);
   if (ended) return;  // an UpdateAt found its record in memory: this op is gone
-  in_start_ = false;
   ended_in_start_ = nullptr;
 }
 
@@ -275,7 +273,7 @@ void ReadAtOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* r
   } else {
     result_.emplace(RecordBuilder::Make(storage, storage_size, *v));
   }
-  if (in_start_) {
+  if (ended_in_start_ != nullptr) {  // still inside Start()
     w_->Post([this] { Deliver(); });
   } else {
     Deliver();

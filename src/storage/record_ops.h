@@ -158,9 +158,8 @@ class ReadAtOp final : public RecordFetch {
   UpdateFn update_fn_;         // UpdateAt only
   WriteCallback update_done_;  // UpdateAt only
   std::optional<Result<Record>> result_;
-  bool in_start_ = false;
-  // While Start() runs: set when the op completed (and was deleted) inside
-  // it, so that Start touches nothing more.
+  // Set only while Start() runs: its flag saying the op ended (and was
+  // deleted) inside it, so that Start touches nothing more.
   bool* ended_in_start_ = nullptr;
 };
 
