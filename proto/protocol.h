@@ -43,6 +43,19 @@ enum class Op : uint8_t {
   kDelete = 0x24,
 };
 
+// Every operation in a fixed order. An operation's place in it (OpSlot)
+// numbers per-operation counters; codes outside the table get kOpCount.
+inline constexpr Op kOps[] = {Op::kHello,  Op::kPing,        Op::kStats,  Op::kGet,
+                              Op::kBatchGet, Op::kCount,     Op::kUpsert, Op::kBatchUpsert,
+                              Op::kRemove, Op::kTrim,        Op::kDelete};
+inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
+constexpr size_t OpSlot(uint8_t op) {
+  for (size_t i = 0; i < kOpCount; ++i) {
+    if (static_cast<uint8_t>(kOps[i]) == op) return i;
+  }
+  return kOpCount;
+}
+
 // "get", "batch_get", ...; "unknown" for a code outside the table.
 std::string_view OpName(uint8_t op);
 bool IsKnownOp(uint8_t op);

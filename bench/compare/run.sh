@@ -62,7 +62,8 @@ trap stop EXIT
 
 # segstore: port 0 picks a free port; its log says which.
 file_gib=$(( users / 50000 + 2 ))
-"$build/src/server/segstored" --listen 127.0.0.1:0 --data "$data/segstore.dat" \
+"$build/src/server/segstored" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  --data "$data/segstore.dat" \
   --file-size "${file_gib}GiB" >"$data/segstored.log" 2>&1 &
 segstore_pid=$!
 segstore_port=""

@@ -286,6 +286,10 @@ struct StoreStats {
   uint64_t expired_dropped = 0;  // records dropped at void_at, unread
   uint64_t watermark = 0;        // oldest block sequence still on the device
   uint64_t sequence = 0;         // next value of the global sequence
+  // Empty while the device takes writes. After a device write error, the
+  // error: writes are refused (Unavailable) until the store is reopened, and
+  // reads go on.
+  std::string write_error;
 };
 
 class Store {

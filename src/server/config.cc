@@ -141,6 +141,12 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
               c->server.shutdown_timeout = seconds(v);
             })},
        }},
+      {"admin",
+       {
+           {"listen", TextSetter([](Config* c, const std::string& v) {
+              return ParseAdminListen(v, &c->admin);
+            })},
+       }},
       {"storage",
        {
            {"path", TextSetter([](Config* c, const std::string& v) {
@@ -252,6 +258,7 @@ std::string BackendName(storage::IoBackend b) {
 Config DefaultConfig() {
   Config c;
   c.server.port = kDefaultPort;
+  c.admin.port = kDefaultAdminPort;
   c.storage.path = "segstore-data/segstore.dat";
   return c;
 }
@@ -310,6 +317,20 @@ Status LoadConfigFile(const std::string& path, Config* config) {
 }
 
 Status ParseListen(std::string_view text, ServerOptions* server) {
+  return ParseListen(text, &server->host, &server->port);
+}
+
+Status ParseAdminListen(std::string_view text, AdminOptions* admin) {
+  if (text == "off") {
+    admin->enabled = false;
+    return Status::OK();
+  }
+  SEGSTORE_RETURN_IF_ERROR(ParseListen(text, &admin->host, &admin->port));
+  admin->enabled = true;
+  return Status::OK();
+}
+
+Status ParseListen(std::string_view text, std::string* host_out, uint16_t* port_out) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) {
     return Status::InvalidArgument("listen \"" + std::string(text) +
@@ -329,8 +350,8 @@ Status ParseListen(std::string_view text, ServerOptions* server) {
     return Status::InvalidArgument("listen \"" + std::string(text) + "\": bad port \"" +
                                    std::string(port) + "\"");
   }
-  if (!host.empty()) server->host = std::string(host);
-  server->port = static_cast<uint16_t>(value);
+  if (!host.empty()) *host_out = std::string(host);
+  *port_out = static_cast<uint16_t>(value);
   return Status::OK();
 }
 
@@ -387,6 +408,10 @@ Status Validate(const Config& c) {
   if (c.server.max_pending_bytes < 64 * 1024) {
     return Status::InvalidArgument("server.max_pending_bytes must be at least 64 KiB");
   }
+  if (c.admin.enabled && c.admin.port != 0 && c.admin.port == c.server.port) {
+    return Status::InvalidArgument("admin.listen must use another port than server.listen (" +
+                                   std::to_string(c.server.port) + ")");
+  }
   return Status::OK();
 }
 
@@ -412,6 +437,8 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("server.max_batch", c.max_batch);
   add("server.shutdown_timeout_seconds",
       std::chrono::duration_cast<seconds>(c.server.shutdown_timeout).count());
+  add("admin.listen",
+      c.admin.enabled ? c.admin.host + ":" + std::to_string(c.admin.port) : std::string("off"));
   add("storage.path", c.storage.path);
   add("storage.file_size", c.storage.file_size);
   add("storage.write_block_size", c.storage.write_block_size);

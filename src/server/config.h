@@ -12,14 +12,17 @@
 #include "segstore/profile.h"
 #include "segstore/status.h"
 #include "segstore/storage.h"
+#include "server/admin.h"
 #include "server/server.h"
 
 namespace segstore::server {
 
 inline constexpr uint16_t kDefaultPort = 7700;
+inline constexpr uint16_t kDefaultAdminPort = 7701;
 
 struct Config {
   ServerOptions server;
+  AdminOptions admin;  // the HTTP metrics and health endpoint (admin.h)
   uint32_t max_batch = proto::kDefaultMaxBatch;
   storage::StoreOptions storage;
   profile::ProfileOptions profile;
@@ -37,7 +40,10 @@ Status LoadConfigFile(const std::string& path, Config* config);
 Status LoadConfigText(std::string_view text, std::string_view origin, Config* config);
 
 // "host:port", "[v6]:port" or ":port" (host stays as it was).
+Status ParseListen(std::string_view text, std::string* host, uint16_t* port);
 Status ParseListen(std::string_view text, ServerOptions* server);
+// The same, or "off" (no admin endpoint).
+Status ParseAdminListen(std::string_view text, AdminOptions* admin);
 // "commit" or "buffered".
 Status ParseDurability(std::string_view text, storage::Durability* d);
 // A byte size: "4294967296", "4GiB", "512MiB", "64KiB".

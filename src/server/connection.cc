@@ -138,7 +138,6 @@ bool Connection::HandleFrame() {
   if (!refuse.ok()) {
     std::string out;
     proto::AppendErrorFrame(&out, h.op, h.request_id, refuse);
-    LoopCounters::Add(loop_->counters.error_responses, 1);
     Send(std::move(out));
     return true;
   }
@@ -153,18 +152,23 @@ bool Connection::HandleFrame() {
       loop->handler->EndBurst();
     });
   }
-  loop_->handler->Handle(h, body, [self = shared_from_this()](std::string reply) {
-    self->OnReply(std::move(reply));
+  const auto started = std::chrono::steady_clock::now();
+  loop_->handler->Handle(h, body, [self = shared_from_this(), started](std::string reply) {
+    self->OnReply(std::move(reply), started);
   });
   return true;
 }
 
-void Connection::OnReply(std::string frame) {
+void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
   --in_flight_;
-  if (closed_) return;
-  if (frame.size() >= proto::kHeaderSize && frame[4] != 0) {
-    LoopCounters::Add(loop_->counters.error_responses, 1);
+  if (frame.size() >= proto::kHeaderSize) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
+    loop_->counters.latency_us[proto::OpSlot(static_cast<uint8_t>(frame[3]))].Record(
+        static_cast<uint64_t>(std::max<int64_t>(us, 0)));
   }
+  if (closed_) return;
   Send(std::move(frame));
   if (!processing_) {
     ProcessInput();  // frames already buffered may now be served
@@ -174,6 +178,14 @@ void Connection::OnReply(std::string frame) {
 
 void Connection::Send(std::string frame) {
   if (closed_) return;
+  // Every frame sent is one response: count it by operation and status.
+  if (frame.size() >= proto::kHeaderSize) {
+    const auto status = static_cast<uint8_t>(frame[4]);
+    LoopCounters::Add(loop_->counters.responses[proto::OpSlot(static_cast<uint8_t>(frame[3]))]
+                                               [std::min<size_t>(status, kStatusCodes - 1)],
+                      1);
+    if (status != 0) LoopCounters::Add(loop_->counters.error_responses, 1);
+  }
   // Usually nothing is queued: the frame becomes the output without a copy.
   if (out_.empty()) {
     out_.swap(frame);
@@ -217,7 +229,6 @@ void Connection::FailConnection(uint8_t op, uint32_t request_id, const Status& s
   }(), status.ToString());
   std::string out;
   proto::AppendErrorFrame(&out, op, request_id, status);
-  LoopCounters::Add(loop_->counters.error_responses, 1);
   Send(std::move(out));
   close_after_write_ = true;
   start_ = end_ = 0;

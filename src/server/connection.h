@@ -23,6 +23,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/histogram.h"
 #include "server/server.h"
 #include "server/service.h"
 
@@ -41,6 +42,11 @@ struct alignas(64) LoopCounters {
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> by_op[256] = {};
+  // Responses sent, by operation slot (proto::OpSlot) and status code.
+  std::atomic<uint64_t> responses[kOpSlots][kStatusCodes] = {};
+  // Microseconds from a request's whole frame being read to its answer being
+  // handed back, by operation slot.
+  AtomicHistogram latency_us[kOpSlots];
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -55,7 +61,10 @@ struct Loop {
   std::unique_ptr<boost::asio::posix::stream_descriptor> handler_event;
   std::unordered_set<std::shared_ptr<Connection>> connections;
   LoopCounters counters;
-  std::atomic<int64_t> heartbeat_ns{0};  // steady clock of the last heartbeat task run
+  // Liveness (Server::LoopsAlive): steady clock of the last heartbeat task
+  // posted to the loop, and of the last one run.
+  std::atomic<int64_t> heartbeat_posted_ns{0};
+  std::atomic<int64_t> heartbeat_ns{0};
   bool draining = false;
   bool in_burst = false;  // BeginBurst called; EndBurst posted to run after this turn
   std::thread thread;
@@ -81,7 +90,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Handles the complete frame at in_[start_..]; returns false when the
   // connection must close (a broken frame).
   bool HandleFrame();
-  void OnReply(std::string frame);
+  void OnReply(std::string frame, std::chrono::steady_clock::time_point started);
   void Send(std::string frame);
   void Write();
   // An error frame, then close once it is written.

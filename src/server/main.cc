@@ -7,9 +7,12 @@
 #include <malloc.h>
 
 #include <csignal>
+#include <memory>
+#include <mutex>
 #include <cstdio>
 #include <ctime>
 
+#include "server/admin.h"
 #include "server/config.h"
 #include "server/notify.h"
 #include "server/profile_service.h"
@@ -25,6 +28,7 @@ constexpr const char* kVersion = SEGSTORE_VERSION;
 struct Overrides {
   std::string config;
   std::string listen;
+  std::string admin_listen;
   std::string data;
   std::string file_size;
   std::string durability;
@@ -40,6 +44,10 @@ Status BuildConfig(const Overrides& o, server::Config* c) {
   if (!o.listen.empty()) {
     Status s = server::ParseListen(o.listen, &c->server);
     if (!s.ok()) return s.WithContext("--listen");
+  }
+  if (!o.admin_listen.empty()) {
+    Status s = server::ParseAdminListen(o.admin_listen, &c->admin);
+    if (!s.ok()) return s.WithContext("--admin-listen");
   }
   if (!o.data.empty()) c->storage.path = o.data;
   if (!o.file_size.empty()) {
@@ -62,6 +70,43 @@ Status BuildConfig(const Overrides& o, server::Config* c) {
   return server::Validate(*c);
 }
 
+// What the admin endpoint's handlers see. They run on the admin thread,
+// which starts before recovery (so probes answer while a large device is
+// read) and stops last; `mu` keeps the objects from going away under them.
+struct AdminState {
+  std::mutex mu;
+  std::string not_ready = "starting";  // empty once serving
+  server::ProfileService* service = nullptr;
+  server::Server* front = nullptr;
+};
+
+// A loop that has not run a posted task for this long counts as stuck.
+constexpr std::chrono::milliseconds kStuckLoop{10'000};
+
+server::AdminHandlers MakeAdminHandlers(AdminState* state) {
+  server::AdminHandlers h;
+  h.metrics = [state] {
+    std::lock_guard lock(state->mu);
+    return state->service != nullptr ? state->service->PrometheusText() : std::string();
+  };
+  h.live = [state] {
+    std::lock_guard lock(state->mu);
+    return state->front == nullptr || state->front->LoopsAlive(kStuckLoop);
+  };
+  h.not_ready = [state]() -> std::string {
+    std::lock_guard lock(state->mu);
+    if (!state->not_ready.empty()) return state->not_ready;
+    if (!state->front->LoopsAlive(kStuckLoop)) return "an event loop is stuck";
+    return std::string();
+  };
+  return h;
+}
+
+void SetNotReady(AdminState* state, std::string why) {
+  std::lock_guard lock(state->mu);
+  state->not_ready = std::move(why);
+}
+
 int Serve(const server::Config& config) {
   // Signals are taken synchronously by this thread; every thread started from
   // here on inherits the mask.
@@ -72,9 +117,23 @@ int Serve(const server::Config& config) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  AdminState admin_state;
+  std::unique_ptr<server::AdminServer> admin;
+  if (config.admin.enabled) {
+    admin = std::make_unique<server::AdminServer>(config.admin, MakeAdminHandlers(&admin_state));
+    if (Status s = admin->Start(); !s.ok()) {
+      spdlog::critical("cannot start the admin endpoint: {}", s.ToString());
+      return 1;
+    }
+    spdlog::info("admin endpoint on http://{} (/metrics, /health, /ready)", admin->endpoint());
+  }
+
   server::Notify("STATUS=recovering " + config.storage.path);
+  SetNotReady(&admin_state, "recovering " + config.storage.path);
   segstore::storage::StoreOptions store_options = config.storage;
-  store_options.on_recovery_progress = [](uint32_t done, uint32_t total) {
+  store_options.on_recovery_progress = [&admin_state](uint32_t done, uint32_t total) {
+    SetNotReady(&admin_state, "recovering: " + std::to_string(done) + " of " +
+                                  std::to_string(total) + " write blocks read");
     // A large device takes a while: keep systemd's start timeout ahead of us.
     server::Notify("STATUS=recovering: " + std::to_string(done) + " of " + std::to_string(total) +
                    " write blocks read\nEXTEND_TIMEOUT_USEC=30000000");
@@ -107,6 +166,13 @@ int Serve(const server::Config& config) {
     return 1;
   }
 
+  {
+    std::lock_guard lock(admin_state.mu);
+    admin_state.service = &service;
+    admin_state.front = &front;
+    admin_state.not_ready.clear();
+  }
+
   const segstore::storage::RecoveryStats& r = (*store)->recovery();
   const segstore::storage::StoreStats st = (*store)->stats();
   spdlog::info(
@@ -114,7 +180,8 @@ int Serve(const server::Config& config) {
       "blocks in {:.2f} s ({} damaged regions); config: {}",
       kVersion, front.endpoint(), front.threads(), st.io_backend, r.live_records,
       r.blocks_in_use, r.seconds, r.damaged_regions, server::DescribeLine(config));
-  server::Notify("READY=1\nSTATUS=serving on " + front.endpoint());
+  server::Notify("READY=1\nSTATUS=serving on " + front.endpoint() +
+                 (admin ? ", admin on http://" + admin->endpoint() : std::string()));
 
   const auto watchdog = server::WatchdogInterval();
   const auto tick = watchdog ? std::chrono::duration_cast<std::chrono::milliseconds>(*watchdog / 2)
@@ -138,8 +205,10 @@ int Serve(const server::Config& config) {
   }
 
   spdlog::info("{}: stopping: finishing requests in flight", strsignal(signal));
+  SetNotReady(&admin_state, "stopping");
   server::Notify("STOPPING=1\nSTATUS=stopping");
   front.Stop();  // handlers (and their storage workers) flush as they go
+  if (admin) admin->Stop();
   profiles->reset();
   store->reset();
   spdlog::info("stopped cleanly");
@@ -164,6 +233,9 @@ int main(int argc, char** argv) {
                  "TOML configuration file (config/segstored.toml documents every key)");
   app.add_option("--listen", o.listen,
                  "host:port to serve on; port 0 picks a free one (default 127.0.0.1:7700)");
+  app.add_option("--admin-listen", o.admin_listen,
+                 "host:port of the HTTP metrics and health endpoint, or off "
+                 "(default 127.0.0.1:7701)");
   app.add_option("--data", o.data,
                  "data file or block device (default segstore-data/segstore.dat)");
   app.add_option("--file-size", o.file_size, "size of a new data file, e.g. 4GiB");

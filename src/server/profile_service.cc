@@ -1,8 +1,5 @@
 #include "server/profile_service.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -17,18 +14,6 @@ using proto::FrameHeader;
 using proto::Op;
 
 namespace {
-
-// The resident set of this process in bytes, from /proc/self/statm (0 if
-// unreadable).
-uint64_t ResidentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-}
 
 void ReplyError(const FrameHeader& h, const Status& s, const Reply& reply) {
   std::string frame;
@@ -242,86 +227,22 @@ Result<std::unique_ptr<Handler>> ProfileService::NewHandler(unsigned /*thread_in
   return std::unique_ptr<Handler>(new ProfileHandler(this, std::move(*session)));
 }
 
-Stats ProfileService::CollectStats() const {
-  Stats out;
-  auto add = [&](std::string name, auto v) {
-    using V = decltype(v);
-    if constexpr (std::is_floating_point_v<V>) {
-      out.entries.push_back({std::move(name), static_cast<double>(v)});
-    } else if constexpr (std::is_integral_v<V>) {
-      out.entries.push_back({std::move(name), static_cast<uint64_t>(v)});
-    } else {
-      out.entries.push_back({std::move(name), std::string(v)});
-    }
-  };
-  add("server.version", options_.server_name);
-  add("server.uptime_seconds",
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
-          .count());
-  add("process.pid", static_cast<uint64_t>(::getpid()));
-  add("process.resident_bytes", ResidentBytes());
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  add("process.cpu_user_seconds", seconds(usage.ru_utime));
-  add("process.cpu_system_seconds", seconds(usage.ru_stime));
-  if (server_counters_) {
-    const ServerCounters c = server_counters_();
-    add("server.connections_open", c.connections_open);
-    add("server.connections_accepted", c.connections_accepted);
-    add("server.connections_refused", c.connections_refused);
-    add("server.connections_idle_closed", c.connections_idle_closed);
-    add("server.broken_frames", c.broken_frames);
-    add("server.requests", c.requests);
-    add("server.error_responses", c.error_responses);
-    add("server.backpressure_pauses", c.backpressure_pauses);
-    add("server.bytes_in", c.bytes_in);
-    add("server.bytes_out", c.bytes_out);
-    for (int op = 0; op < 256; ++op) {
-      if (proto::IsKnownOp(static_cast<uint8_t>(op))) {
-        add("server.requests." + std::string(proto::OpName(static_cast<uint8_t>(op))),
-            c.requests_by_op[op]);
-      }
-    }
-  }
-  const storage::StoreStats s = store_->stats();
-  add("storage.io_backend", s.io_backend);
-  add("storage.device_bytes", s.device_bytes);
-  add("storage.block_size", s.block_size);
-  add("storage.blocks_total", s.blocks_total);
-  add("storage.blocks_free", s.blocks_free);
-  add("storage.live_bytes", s.live_bytes);
-  add("storage.records", s.index_entries);
-  add("storage.index_tombstones", s.index_tombstones);
-  add("storage.index_bytes", s.index_bytes);
-  add("storage.gets", s.gets);
-  add("storage.writes", s.writes);
-  add("storage.update_retries", s.update_retries);
-  add("storage.device_reads", s.device_reads);
-  add("storage.memory_reads", s.memory_reads);
-  add("storage.corruptions", s.corruptions);
-  add("storage.flushes", s.flushes);
-  add("storage.defrag_blocks", s.defrag_blocks);
-  add("storage.defrag_records_moved", s.defrag_records_moved);
-  add("storage.rotated_blocks", s.rotated_blocks);
-  add("storage.tombstones_reclaimed", s.tombstones_reclaimed);
-  add("storage.expired_dropped", s.expired_dropped);
-  const storage::RecoveryStats& r = store_->recovery();
-  add("recovery.seconds", r.seconds);
-  add("recovery.blocks_scanned", r.blocks_scanned);
-  add("recovery.records_scanned", r.records_scanned);
-  add("recovery.live_records", r.live_records);
-  add("recovery.damaged_regions", r.damaged_regions);
-  const profile::SweeperStats w = profiles_->sweeper_stats();
-  add("sweeper.records_visited", w.records_visited);
-  add("sweeper.records_rewritten", w.records_rewritten);
-  add("sweeper.records_deleted", w.records_deleted);
-  add("sweeper.segments_removed", w.segments_removed);
-  add("sweeper.bytes_reclaimed", w.bytes_reclaimed);
-  for (const StatEntry& e : options_.config) out.entries.push_back(e);
-  return out;
+MetricsSnapshot ProfileService::Snapshot() const {
+  MetricsSnapshot m;
+  m.version = options_.server_name;
+  m.uptime_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  ReadProcessFigures(&m);
+  if (server_counters_) m.server = std::make_unique<ServerCounters>(server_counters_());
+  m.storage = store_->stats();
+  m.recovery = store_->recovery();
+  m.sweeper = profiles_->sweeper_stats();
+  m.config = options_.config;
+  return m;
 }
+
+Stats ProfileService::CollectStats() const { return ToStats(Snapshot()); }
+
+std::string ProfileService::PrometheusText() const { return ToPrometheus(Snapshot()); }
 
 }  // namespace segstore::server

@@ -15,6 +15,7 @@
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
+#include "server/metrics.h"
 #include "server/server.h"
 #include "server/service.h"
 
@@ -45,8 +46,12 @@ class ProfileService : public Service {
 
   Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) override;
 
+  // Everything the server reports, gathered now.
+  MetricsSnapshot Snapshot() const;
   // Every statistic, as the stats operation returns it.
   Stats CollectStats() const;
+  // The same for Prometheus (the admin endpoint's /metrics).
+  std::string PrometheusText() const;
 
  private:
   friend class ProfileHandler;

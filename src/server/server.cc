@@ -244,6 +244,12 @@ ServerCounters Server::Impl::Counters() const {
     c.bytes_in += get(lc.bytes_in);
     c.bytes_out += get(lc.bytes_out);
     for (int op = 0; op < 256; ++op) c.requests_by_op[op] += get(lc.by_op[op]);
+    for (size_t slot = 0; slot < kOpSlots; ++slot) {
+      for (size_t code = 0; code < kStatusCodes; ++code) {
+        c.responses[slot][code] += get(lc.responses[slot][code]);
+      }
+      c.latency_sum_us[slot] += lc.latency_us[slot].SnapshotInto(&c.latency_us[slot]);
+    }
   }
   c.connections_accepted = accepted_.load(std::memory_order_relaxed);
   c.connections_open = OpenConnections();
@@ -253,12 +259,20 @@ ServerCounters Server::Impl::Counters() const {
 
 bool Server::Impl::LoopsAlive(std::chrono::milliseconds within) {
   const int64_t now = SteadyNanos();
+  const int64_t limit = std::chrono::duration_cast<std::chrono::nanoseconds>(within).count();
   bool alive = true;
   for (auto& l : loops_) {
     Loop* loop = l.get();
-    const int64_t age = now - loop->heartbeat_ns.load(std::memory_order_relaxed);
-    if (age > std::chrono::duration_cast<std::chrono::nanoseconds>(within).count()) alive = false;
-    asio::post(loop->io, [loop] { loop->heartbeat_ns.store(SteadyNanos()); });
+    int64_t posted = loop->heartbeat_posted_ns.load(std::memory_order_acquire);
+    const int64_t ran = loop->heartbeat_ns.load(std::memory_order_acquire);
+    if (ran >= posted) {
+      // The last heartbeat ran: post the next one (once, whoever asks).
+      if (loop->heartbeat_posted_ns.compare_exchange_strong(posted, now)) {
+        asio::post(loop->io, [loop] { loop->heartbeat_ns.store(SteadyNanos()); });
+      }
+    } else if (now - posted > limit) {
+      alive = false;  // posted longer ago than `within` and still not run
+    }
   }
   return alive;
 }

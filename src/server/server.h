@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "common/histogram.h"
 #include "proto/protocol.h"
 #include "segstore/status.h"
 #include "server/service.h"
@@ -38,6 +39,11 @@ struct ServerOptions {
   std::chrono::milliseconds shutdown_timeout{10'000};
 };
 
+// Per-operation counters are indexed by proto::OpSlot; the last slot holds
+// frames with an operation code outside the table.
+inline constexpr size_t kOpSlots = proto::kOpCount + 1;
+inline constexpr size_t kStatusCodes = size_t{Status::kMaxCode} + 1;
+
 // Totals since start, over every loop.
 struct ServerCounters {
   uint64_t connections_open = 0;
@@ -51,6 +57,13 @@ struct ServerCounters {
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t requests_by_op[256] = {};
+  // Responses sent by operation slot and status code (0: OK).
+  uint64_t responses[kOpSlots][kStatusCodes] = {};
+  // Service time in microseconds by operation slot: from the request's whole
+  // frame being read to its answer being ready (socket queues not included),
+  // and the sum of those times.
+  Histogram latency_us[kOpSlots];
+  uint64_t latency_sum_us[kOpSlots] = {};
 };
 
 class Server {
@@ -74,8 +87,10 @@ class Server {
   std::string endpoint() const;   // "host:port"
   unsigned threads() const;
   ServerCounters counters() const;
-  // True when every loop has run a task posted to it within `within` (for the
-  // systemd watchdog: a stuck loop must stop the pings).
+  // False when a task posted to some loop has waited more than `within`
+  // without running: that loop is stuck (the systemd watchdog stops pinging,
+  // the admin endpoint's /health answers 503). Each call posts the next task
+  // to every loop whose last one ran.
   bool LoopsAlive(std::chrono::milliseconds within);
 
   class Impl;

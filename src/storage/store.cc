@@ -223,7 +223,8 @@ void StoreImpl::SetWriteError(const Status& s) {
   if (!write_error_.ok()) return;  // the first error is the one that counts
   write_error_ = s;
   writes_failed_.store(true, std::memory_order_release);
-  spdlog::error("device write failed; refusing writes from now on (reads go on): {}", s.ToString());
+  spdlog::error("device write failed; refusing writes until restart (reads go on): {}",
+                s.ToString());
 }
 
 void StoreImpl::RegisterWriter(BlockWriter* w) {
@@ -292,6 +293,7 @@ StoreStats StoreImpl::stats() {
   s.index_entries = u.entries;
   s.index_tombstones = u.tombstones;
   s.index_bytes = u.bytes_allocated;
+  if (writes_failed()) s.write_error = write_error().ToString();
   {
     std::lock_guard lock(registry_mu_);
     for (const Counters* c : counters_) c->AddTo(&s);

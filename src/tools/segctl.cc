@@ -14,6 +14,7 @@
 
 #include "segstore/client.h"
 #include "tools/load.h"
+#include "tools/stats_table.h"
 
 namespace {
 
@@ -387,10 +388,7 @@ int Run(const std::string& command, const Args& a) {
     if (a.json) {
       std::cout << out.dump() << "\n";
     } else {
-      for (const auto& [k, v] : out.items()) {
-        std::printf("%-40s %s\n", k.c_str(),
-                    v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
-      }
+      std::fputs(segstore::tools::FormatStatsTable(*r).c_str(), stdout);
     }
     return 0;
   }

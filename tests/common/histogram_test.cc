@@ -57,5 +57,37 @@ TEST(HistogramTest, HugeValuesDoNotOverflowTheBuckets) {
   EXPECT_EQ(h.Percentile(1.0), UINT64_MAX);
 }
 
+TEST(HistogramTest, CountAtMostIsExactOnBucketEdgesAndCloseBetween) {
+  Histogram h;
+  for (uint64_t v = 0; v < 10000; ++v) h.Record(v);
+  EXPECT_EQ(h.CountAtMost(0), 1u);
+  EXPECT_EQ(h.CountAtMost(50), 51u);
+  EXPECT_EQ(h.CountAtMost(UINT64_MAX), 10000u);
+  for (uint64_t bound : {100u, 250u, 1000u, 2500u, 5000u}) {
+    const double got = static_cast<double>(h.CountAtMost(bound));
+    EXPECT_NEAR(got, static_cast<double>(bound + 1), 0.03 * static_cast<double>(bound)) << bound;
+    EXPECT_LE(got, static_cast<double>(bound + 1)) << bound;  // never counts a larger value
+  }
+}
+
+TEST(HistogramTest, AtomicHistogramSnapshotsWhatWasRecorded) {
+  AtomicHistogram a;
+  Histogram plain;
+  uint64_t sum = 0;
+  for (uint64_t v : {0u, 1u, 63u, 64u, 1000u, 123456u, 5u, 5u}) {
+    a.Record(v);
+    plain.Record(v);
+    sum += v;
+  }
+  Histogram snap;
+  EXPECT_EQ(a.SnapshotInto(&snap), sum);
+  EXPECT_EQ(snap.count(), plain.count());
+  EXPECT_EQ(snap.max(), plain.max());
+  for (double q : {0.1, 0.5, 0.9, 0.99, 1.0}) EXPECT_EQ(snap.Percentile(q), plain.Percentile(q));
+  // Snapshots merge: twice into one histogram counts everything twice.
+  a.SnapshotInto(&snap);
+  EXPECT_EQ(snap.count(), 2 * plain.count());
+}
+
 }  // namespace
 }  // namespace segstore

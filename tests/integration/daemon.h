@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -76,6 +77,10 @@ class Daemon {
          std::vector<std::string> env) {
     std::vector<std::string> argv = {SEGSTORED_PATH};
     argv.insert(argv.end(), args.begin(), args.end());
+    // The admin endpoint on an ephemeral port too, unless the test says.
+    if (std::find(args.begin(), args.end(), "--admin-listen") == args.end()) {
+      argv.insert(argv.end(), {"--admin-listen", "127.0.0.1:0"});
+    }
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
@@ -132,6 +137,14 @@ inline std::string ReadFile(const std::string& path) {
 // The port in "STATUS=serving on 127.0.0.1:PORT".
 inline uint16_t PortOf(const std::string& ready) {
   const std::string key = "serving on 127.0.0.1:";
+  const size_t at = ready.find(key);
+  if (at == std::string::npos) return 0;
+  return static_cast<uint16_t>(std::stoi(ready.substr(at + key.size())));
+}
+
+// The admin port in "STATUS=serving on ..., admin on http://127.0.0.1:PORT".
+inline uint16_t AdminPortOf(const std::string& ready) {
+  const std::string key = "admin on http://127.0.0.1:";
   const size_t at = ready.find(key);
   if (at == std::string::npos) return 0;
   return static_cast<uint16_t>(std::stoi(ready.substr(at + key.size())));

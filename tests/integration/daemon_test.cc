@@ -18,6 +18,7 @@
 
 #include "integration/daemon.h"
 #include "segstore/client.h"
+#include "server/http_client.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
 
@@ -27,6 +28,9 @@ namespace {
 using std::chrono::milliseconds;
 using testing::Connect;
 using testing::Daemon;
+using testing::AdminPortOf;
+using testing::Ask;
+using testing::HttpAnswer;
 using testing::NotifySocket;
 using testing::PortOf;
 using testing::ReadFile;
@@ -95,6 +99,51 @@ TEST_F(DaemonTest, PingsTheWatchdogWhileItsLoopsTurn) {
   ASSERT_FALSE(notify.WaitFor("READY=1").empty()) << ReadFile(log);
   EXPECT_FALSE(notify.WaitFor("WATCHDOG=1", milliseconds(10000)).empty()) << ReadFile(log);
   d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+}
+
+// The admin endpoint of a real daemon: metrics that follow what the client
+// did, liveness and readiness, and readiness lost while stopping.
+TEST_F(DaemonTest, AdminEndpointServesMetricsHealthAndReadiness) {
+  NotifySocket notify(Path("notify.sock"));
+  const std::string log = Path("segstored.log");
+  Daemon d(dir_.File(""),
+           {"--listen", "127.0.0.1:0", "--data", Path("data"), "--file-size", "64MiB"}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  const std::string ready = notify.WaitFor("READY=1");
+  ASSERT_FALSE(ready.empty()) << ReadFile(log);
+  const uint16_t admin = AdminPortOf(ready);
+  ASSERT_NE(admin, 0) << ready;
+  auto c = Connect(PortOf(ready));
+  ASSERT_NE(c, nullptr);
+  std::vector<SegmentUpdate> up = {{5484, 3600, true, {}, {}}};
+  ASSERT_TRUE(c->Upsert("alice", up).ok());
+  ASSERT_TRUE(c->Get("alice").ok());
+  EXPECT_TRUE(c->Get("nobody").status().IsNotFound());
+
+  const HttpAnswer m = Ask(admin, "GET", "/metrics");
+  ASSERT_EQ(m.status, 200) << m.head;
+  for (const char* line : {"segstore_responses_total{op=\"upsert\",status=\"ok\"} 1\n",
+                           "segstore_responses_total{op=\"get\",status=\"ok\"} 1\n",
+                           "segstore_responses_total{op=\"get\",status=\"not_found\"} 1\n",
+                           "segstore_request_duration_seconds_count{op=\"get\"} 2\n",
+                           "segstore_index_entries 1\n", "segstore_connections_open 1\n",
+                           "segstore_writes_refused 0\n"}) {
+    EXPECT_NE(m.body.find(line), std::string::npos) << line << " not in\n" << m.body;
+  }
+  EXPECT_EQ(Ask(admin, "GET", "/health").status, 200);
+  const HttpAnswer r = Ask(admin, "GET", "/ready");
+  EXPECT_EQ(r.status, 200) << r.body;
+
+  // Stopping: /ready says so for as long as the endpoint still answers.
+  d.Signal(SIGTERM);
+  ASSERT_FALSE(notify.WaitFor("STOPPING=1").empty());
+  HttpAnswer stopping = Ask(admin, "GET", "/ready");
+  if (stopping.status != 0) {  // 0: the endpoint is already gone
+    EXPECT_EQ(stopping.status, 503);
+    EXPECT_EQ(stopping.body, "stopping\n");
+  }
+  c.reset();
   EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
 }
 

@@ -198,6 +198,14 @@ TEST_F(ServerTest, EveryOperationThroughTheClient) {
   EXPECT_TRUE(by_name.count("storage.records"));
   EXPECT_TRUE(by_name.count("sweeper.segments_removed"));
   EXPECT_TRUE(by_name.count("recovery.seconds"));
+  // Errors by operation and status, and service times, as served.
+  ASSERT_TRUE(by_name.count("server.errors.get.not_found"));
+  EXPECT_GE(std::get<uint64_t>(by_name["server.errors.get.not_found"].value), 1u);
+  ASSERT_TRUE(by_name.count("latency.get.count"));
+  EXPECT_GE(std::get<uint64_t>(by_name["latency.get.count"].value), 7u);
+  EXPECT_GE(std::get<uint64_t>(by_name["latency.get.max_us"].value),
+            std::get<uint64_t>(by_name["latency.get.p50_us"].value));
+  EXPECT_EQ(std::get<uint64_t>(by_name["storage.writes_refused"].value), 0u);
   // The process figures benchmarks divide by: this very process, in-process.
   ASSERT_TRUE(by_name.count("process.pid"));
   EXPECT_EQ(std::get<uint64_t>(by_name["process.pid"].value), static_cast<uint64_t>(::getpid()));
@@ -495,7 +503,11 @@ TEST_F(ServerTest, SegctlDrivesEveryOperation) {
   std::tie(rc, out) = Segctl(port, "trim alice");
   EXPECT_TRUE(Has(out, "0 stale segments trimmed, 2 remaining")) << out;
   std::tie(rc, out) = Segctl(port, "stats");
-  EXPECT_TRUE(Has(out, "server.requests.upsert")) << out;
+  EXPECT_TRUE(Has(out, "operation")) << out;
+  EXPECT_TRUE(Has(out, "\nupsert ")) << out;
+  EXPECT_TRUE(Has(out, "\nstorage\n")) << out;
+  std::tie(rc, out) = Segctl(port, "--json stats");
+  EXPECT_TRUE(Has(out, "\"server.requests.upsert\":")) << out;
   std::tie(rc, out) = Segctl(port, "--json info");
   EXPECT_TRUE(Has(out, "\"max_segments\":2000")) << out;
   std::tie(rc, out) = Segctl(port, "delete alice");

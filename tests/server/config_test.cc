@@ -280,6 +280,37 @@ TEST(ConfigTest, ParseListenRejectsMalformedAddresses) {
   }
 }
 
+TEST(ConfigTest, AdminListenTakesAnAddressOrOff) {
+  Config c = DefaultConfig();
+  EXPECT_TRUE(c.admin.enabled);
+  EXPECT_EQ(c.admin.host, "127.0.0.1");
+  EXPECT_EQ(c.admin.port, kDefaultAdminPort);
+  ASSERT_TRUE(LoadConfigText("[admin]\nlisten = \"off\"\n", "t", &c).ok());
+  EXPECT_FALSE(c.admin.enabled);
+  ASSERT_TRUE(LoadConfigText("[admin]\nlisten = \"10.0.0.5:9100\"\n", "t", &c).ok());
+  EXPECT_TRUE(c.admin.enabled);
+  EXPECT_EQ(c.admin.host, "10.0.0.5");
+  EXPECT_EQ(c.admin.port, 9100);
+  Status s = LoadConfigText("[admin]\nlisten = \"nowhere\"\n", "t", &c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("admin.listen"), std::string::npos) << s.ToString();
+  EXPECT_EQ(c.admin.port, 9100);  // unchanged by the refused value
+}
+
+TEST(ConfigTest, ValidateRejectsTheAdminEndpointOnTheClientPort) {
+  Config c = DefaultConfig();
+  c.admin.port = c.server.port;
+  Status s = Validate(c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("admin.listen"), std::string::npos) << s.ToString();
+  c.admin.enabled = false;
+  EXPECT_TRUE(Validate(c).ok());
+  c.admin.enabled = true;
+  c.admin.port = 0;
+  c.server.port = 0;  // both ephemeral: they cannot collide
+  EXPECT_TRUE(Validate(c).ok());
+}
+
 TEST(ConfigTest, ParseBytesReadsUnits) {
   struct Case {
     const char* text;

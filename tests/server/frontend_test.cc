@@ -497,6 +497,29 @@ TEST_F(FrontendTest, CountersCountConnectionsAndBytes) {
   EXPECT_EQ(n.bytes_out, frame_bytes);
 }
 
+TEST_F(FrontendTest, CountersCountResponsesByOperationAndStatusAndTimeThem) {
+  StartServer();
+  RawConn c = Connect();
+  ASSERT_TRUE(Ping(c, 1));
+  ASSERT_TRUE(Ping(c, 2));
+  ASSERT_TRUE(c.Write(MakeFrame(kPing, 3, "", proto::kVersion + 1)));  // refused: version
+  ASSERT_TRUE(c.Expect(3, Code::kUnsupported));
+  ASSERT_TRUE(c.Write(MakeFrame(0x7f, 4, "")));  // refused: unknown operation
+  ASSERT_TRUE(c.Expect(4, Code::kUnsupported));
+  const ServerCounters n = counters();
+  const size_t ping = proto::OpSlot(kPing);
+  const size_t unknown = proto::kOpCount;
+  const auto unsupported = static_cast<size_t>(Code::kUnsupported);
+  EXPECT_EQ(n.responses[ping][0], 2u);
+  EXPECT_EQ(n.responses[ping][unsupported], 1u);
+  EXPECT_EQ(n.responses[unknown][unsupported], 1u);
+  EXPECT_EQ(n.error_responses, 2u);
+  // Only requests a handler served are timed.
+  EXPECT_EQ(n.latency_us[ping].count(), 2u);
+  EXPECT_EQ(n.latency_us[unknown].count(), 0u);
+  EXPECT_EQ(n.latency_us[proto::OpSlot(kStats)].count(), 0u);
+}
+
 // A failed Start() leaves nothing behind on a destroyed io_context (run under
 // AddressSanitizer to see the difference).
 TEST_F(FrontendTest, StartFailsWhenThePortIsTaken) {

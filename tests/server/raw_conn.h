@@ -215,6 +215,37 @@ class RawConn {
            << "unexpected frame: request " << f.id() << " status " << static_cast<int>(f.status());
   }
 
+  // Raw bytes, not frames (the admin endpoint's HTTP): what is buffered or
+  // arrives within `timeout`, appended to *out. False when nothing came:
+  // closed, or the time passed.
+  bool ReadSome(std::string* out, milliseconds timeout = kPatience) {
+    const auto deadline = Clock::now() + timeout;
+    while (in_.size() == pos_ && !eof_) {
+      const int left = Remaining(deadline);
+      if (left == 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, left) > 0) Fill();
+    }
+    if (in_.size() == pos_) return false;
+    out->append(in_, pos_, std::string::npos);
+    in_.clear();
+    pos_ = 0;
+    return true;
+  }
+
+  // The server closes (orderly or by reset) within `timeout`; whatever it
+  // sent first is dropped.
+  bool WaitClosed(milliseconds timeout = kPatience) {
+    const auto deadline = Clock::now() + timeout;
+    while (!eof_) {
+      const int left = Remaining(deadline);
+      if (left == 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, left) > 0) Fill();
+    }
+    return true;
+  }
+
   // Nothing arrives and the connection stays open for `duration`.
   ::testing::AssertionResult ExpectQuiet(milliseconds duration) {
     Frame f;
