@@ -125,6 +125,9 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"idle_timeout_seconds", IntSetter(1, 86'400 * 7, [](Config* c, int64_t v) {
               c->server.idle_timeout = seconds(v);
             })},
+           {"frame_timeout_seconds", IntSetter(1, 3600, [](Config* c, int64_t v) {
+              c->server.frame_timeout = seconds(v);
+            })},
            {"max_frame_bytes", SizeSetter(4096, 256u << 20, [](Config* c, uint64_t v) {
               c->server.max_frame_bytes = static_cast<uint32_t>(v);
             })},
@@ -431,6 +434,8 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("server.max_connections", c.server.max_connections);
   add("server.idle_timeout_seconds",
       std::chrono::duration_cast<seconds>(c.server.idle_timeout).count());
+  add("server.frame_timeout_seconds",
+      std::chrono::duration_cast<seconds>(c.server.frame_timeout).count());
   add("server.max_frame_bytes", c.server.max_frame_bytes);
   add("server.max_in_flight", c.server.max_in_flight);
   add("server.max_pending_bytes", c.server.max_pending_bytes);

@@ -80,10 +80,16 @@ void Connection::OnRead(const error_code& ec, size_t n) {
     Close();
     return;
   }
+  const bool at_frame_start = start_ == end_;
+  const size_t start_before = start_;
   end_ += n;
   LoopCounters::Add(loop_->counters.bytes_in, n);
   Touch();
   ProcessInput();
+  // A frame begun in this read: its clock starts now.
+  if (at_frame_start || start_ != start_before) frame_begun_ = last_activity_;
+  // The timer looks at most every frame_timeout for a frame left partial.
+  if (frame_begun_ + options_.frame_timeout < timer_at_ && PartialFrame()) ArmIdleTimer();
   Read();
   // A large idle read buffer goes back to the allocator.
   if (start_ == end_ && in_.size() > 4 * kReadChunk && !reading_) in_ = std::vector<char>();
@@ -250,14 +256,38 @@ void Connection::MaybeFinish() {
   }
 }
 
+bool Connection::PartialFrame() const {
+  if (end_ == start_ || closed_ || close_after_write_ || draining_) return false;
+  if (end_ - start_ < proto::kHeaderSize) return true;
+  proto::FrameHeader h;
+  (void)proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in_.data() + start_), UINT32_MAX,
+                            &h);
+  return end_ - start_ < proto::kHeaderSize + size_t{h.body_length};
+}
+
 void Connection::ArmIdleTimer() {
   // While a request is being served the connection is not idle, whatever the
   // last byte's time: look again a whole timeout from now, not from then.
-  const auto from = in_flight_ > 0 ? std::max(last_activity_, std::chrono::steady_clock::now())
-                                   : last_activity_;
-  idle_timer_.expires_at(from + options_.idle_timeout);
+  const auto now = std::chrono::steady_clock::now();
+  const auto from = in_flight_ > 0 ? std::max(last_activity_, now) : last_activity_;
+  auto at = from + options_.idle_timeout;
+  // A frame trickling in: look when its time is up (again a little later if
+  // the check finds a whole frame waiting on backpressure instead).
+  if (PartialFrame()) at = std::min(at, std::max(frame_begun_ + options_.frame_timeout, now));
+  timer_at_ = at;
+  idle_timer_.expires_at(at);  // a wait already pending ends with operation_aborted
   idle_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
     if (ec || self->closed_) return;
+    if (self->PartialFrame() && !self->Paused() &&
+        std::chrono::steady_clock::now() - self->frame_begun_ >= self->options_.frame_timeout) {
+      LoopCounters::Add(self->loop_->counters.slow_closed, 1);
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(self->options_.frame_timeout);
+      self->FailConnection(0, 0,
+                           Status::LimitExceeded("a request frame did not arrive whole within " +
+                                                 std::to_string(ms.count()) + " ms"));
+      return;
+    }
     // Idle: nothing read or written for the whole timeout, and nothing being
     // served (a reader that stopped reading counts: its writes do not move).
     if (self->in_flight_ == 0 &&

@@ -35,6 +35,7 @@ class Connection;
 struct alignas(64) LoopCounters {
   std::atomic<uint64_t> closed{0};
   std::atomic<uint64_t> idle_closed{0};
+  std::atomic<uint64_t> slow_closed{0};
   std::atomic<uint64_t> broken_frames{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> error_responses{0};
@@ -97,6 +98,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void FailConnection(uint8_t op, uint32_t request_id, const Status& status);
   bool Paused() const;
   void ArmIdleTimer();
+  // The buffer holds the start of a frame and not all of it.
+  bool PartialFrame() const;
   void Touch() { last_activity_ = std::chrono::steady_clock::now(); }
   void MaybeFinish();
 
@@ -118,6 +121,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   bool was_paused_ = false;
   std::chrono::steady_clock::time_point last_activity_;
+  // When the first bytes of the frame at start_ arrived (PartialFrame()).
+  std::chrono::steady_clock::time_point frame_begun_;
+  std::chrono::steady_clock::time_point timer_at_;  // when idle_timer_ fires
 };
 
 }  // namespace segstore::server

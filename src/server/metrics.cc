@@ -15,18 +15,19 @@ namespace segstore::server {
 
 namespace {
 
-// "NotFound" -> "not_found": status names as Prometheus labels and stat names.
+// "NotFound" -> "not_found", "IOError" -> "io_error": status names as
+// Prometheus labels and stat names. A word starts at a capital after a small
+// letter, or at the last capital of a run followed by a small letter.
 std::string SnakeName(Status::Code code) {
   const std::string_view camel = Status::CodeName(code);
+  auto upper = [&](size_t i) { return std::isupper(static_cast<unsigned char>(camel[i])) != 0; };
   std::string out;
   for (size_t i = 0; i < camel.size(); ++i) {
-    const auto c = static_cast<unsigned char>(camel[i]);
-    if (std::isupper(c) != 0) {
-      if (i > 0) out.push_back('_');
-      out.push_back(static_cast<char>(std::tolower(c)));
-    } else {
-      out.push_back(static_cast<char>(c));
+    if (i > 0 && upper(i) &&
+        (!upper(i - 1) || (i + 1 < camel.size() && !upper(i + 1)))) {
+      out.push_back('_');
     }
+    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(camel[i]))));
   }
   return out;
 }
@@ -148,6 +149,7 @@ Stats ToStats(const MetricsSnapshot& m) {
     add("server.connections_accepted", c.connections_accepted);
     add("server.connections_refused", c.connections_refused);
     add("server.connections_idle_closed", c.connections_idle_closed);
+    add("server.connections_slow_closed", c.connections_slow_closed);
     add("server.broken_frames", c.broken_frames);
     add("server.requests", c.requests);
     add("server.error_responses", c.error_responses);
@@ -247,6 +249,10 @@ std::string ToPrometheus(const MetricsSnapshot& m) {
     w.One("connections_idle_closed_total", "counter",
           "Connections closed after server.idle_timeout_seconds without traffic.",
           c.connections_idle_closed);
+    w.One("connections_slow_closed_total", "counter",
+          "Connections closed because a request frame did not arrive whole within "
+          "server.frame_timeout_seconds.",
+          c.connections_slow_closed);
     w.One("broken_frames_total", "counter",
           "Frames with a bad magic or an oversize length (their connection was closed).",
           c.broken_frames);

@@ -237,6 +237,7 @@ ServerCounters Server::Impl::Counters() const {
     const LoopCounters& lc = l->counters;
     auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
     c.connections_idle_closed += get(lc.idle_closed);
+    c.connections_slow_closed += get(lc.slow_closed);
     c.broken_frames += get(lc.broken_frames);
     c.requests += get(lc.requests);
     c.error_responses += get(lc.error_responses);

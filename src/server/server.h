@@ -28,6 +28,10 @@ struct ServerOptions {
   uint32_t max_connections = 4096;
   // A connection with no bytes moving either way for this long is closed.
   std::chrono::milliseconds idle_timeout{300'000};
+  // A request frame begun must arrive whole within this; else its connection
+  // gets a LimitExceeded error frame and is closed (a client trickling bytes
+  // must not hold a connection slot forever).
+  std::chrono::milliseconds frame_timeout{30'000};
   // Largest request body; a frame announcing more closes its connection.
   uint32_t max_frame_bytes = proto::kDefaultMaxFrameBytes;
   // Per connection: requests being served at once, and response bytes waiting
@@ -50,6 +54,7 @@ struct ServerCounters {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // over max_connections
   uint64_t connections_idle_closed = 0;
+  uint64_t connections_slow_closed = 0;  // a frame not whole within frame_timeout
   uint64_t broken_frames = 0;  // bad magic or impossible length: connection closed
   uint64_t requests = 0;
   uint64_t error_responses = 0;

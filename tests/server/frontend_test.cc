@@ -253,6 +253,51 @@ TEST_F(FrontendTest, IdleConnectionIsClosed) {
   EXPECT_TRUE(WaitFor([&] { return counters().connections_open == 0; }));
 }
 
+// A client trickling a frame one byte at a time (a slow-loris) keeps bytes
+// moving, so the idle timeout never ends it; the frame timeout does.
+TEST_F(FrontendTest, FrameTricklingInPastTheFrameTimeoutClosesTheConnection) {
+  ServerOptions o;
+  o.frame_timeout = milliseconds(300);
+  StartServer(o);
+  RawConn other = Connect();
+  RawConn slow = Connect();
+  const std::string frame = MakeFrame(kPing, 7, "trickle");
+  const auto begun = std::chrono::steady_clock::now();
+  size_t sent = 0;
+  testing::Frame f;
+  RawConn::ReadResult r = RawConn::ReadResult::kTimeout;
+  while (sent < frame.size() && r == RawConn::ReadResult::kTimeout) {
+    ASSERT_TRUE(slow.Write(frame.substr(sent++, 1)));
+    r = slow.ReadFrame(&f, milliseconds(60));  // one byte every 60 ms
+    ASSERT_TRUE(Ping(other, static_cast<uint32_t>(sent)));  // others are served meanwhile
+  }
+  ASSERT_EQ(r, RawConn::ReadResult::kFrame) << "sent all " << sent << " bytes unanswered";
+  EXPECT_LT(sent, frame.size());
+  EXPECT_GE(std::chrono::steady_clock::now() - begun, o.frame_timeout);
+  EXPECT_EQ(f.status(), Code::kLimitExceeded);
+  EXPECT_EQ(f.id(), 0u);
+  EXPECT_TRUE(slow.ExpectClosed());
+  EXPECT_EQ(counters().connections_slow_closed, 1u);
+  EXPECT_TRUE(Ping(other, 100));
+}
+
+// Frames that each arrive in pieces, but whole within the frame timeout, are
+// served however long the connection lives.
+TEST_F(FrontendTest, FramesArrivingInPiecesWithinTheFrameTimeoutAreServed) {
+  ServerOptions o;
+  o.frame_timeout = milliseconds(1500);
+  StartServer(o);
+  RawConn c = Connect();
+  for (uint32_t id = 1; id <= 6; ++id) {
+    const std::string frame = MakeFrame(kPing, id, "ping " + std::to_string(id));
+    ASSERT_TRUE(c.Write(frame.substr(0, 5)));
+    std::this_thread::sleep_for(milliseconds(100));
+    ASSERT_TRUE(c.Write(frame.substr(5)));
+    ASSERT_TRUE(c.Expect(id, Code::kOk));
+  }
+  EXPECT_EQ(counters().connections_slow_closed, 0u);
+}
+
 TEST_F(FrontendTest, ConnectionWithRequestInFlightIsNotIdleClosed) {
   ServerOptions o;
   o.idle_timeout = milliseconds(200);

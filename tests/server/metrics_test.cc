@@ -40,6 +40,8 @@ MetricsSnapshot Sample() {
   c.responses[get][static_cast<size_t>(Status::Code::kNotFound)] = 3;
   c.responses[upsert][static_cast<size_t>(Status::Code::kUnavailable)] = 1;
   c.responses[upsert][0] = 1;
+  c.responses[get][static_cast<size_t>(Status::Code::kIOError)] = 2;
+  c.responses[get][static_cast<size_t>(Status::Code::kDeviceFull)] = 1;
   for (uint64_t us = 1; us <= 1000; ++us) {
     c.latency_us[get].Record(us * 10);  // 10 us .. 10 ms
     c.latency_sum_us[get] += us * 10;
@@ -78,6 +80,8 @@ TEST(MetricsTest, StatsCarryErrorsByStatusAndLatencyPercentiles) {
   EXPECT_EQ(u64("server.requests.get"), 1000u);
   EXPECT_EQ(u64("server.errors.get.not_found"), 3u);
   EXPECT_EQ(u64("server.errors.upsert.unavailable"), 1u);
+  EXPECT_EQ(u64("server.errors.get.io_error"), 2u);  // not "i_o_error"
+  EXPECT_EQ(u64("server.errors.get.device_full"), 1u);
   EXPECT_EQ(stats.count("server.errors.get.ok"), 0u);  // successes are not errors
   EXPECT_EQ(stats.count("server.errors.ping.not_found"), 0u);  // none happened
   EXPECT_EQ(u64("latency.get.count"), 1000u);
