@@ -11,6 +11,9 @@
 #include <optional>
 #include <thread>
 
+#include "segstore/result.h"
+#include "server/listen.h"
+
 namespace segstore::server {
 
 namespace asio = boost::asio;
@@ -159,27 +162,8 @@ http::response<http::string_body> AdminServer::Impl::Respond(
 
 Status AdminServer::Impl::Start() {
   if (started_) return Status::InvalidArgument("admin server already started");
-  error_code ec;
-  asio::ip::address address = asio::ip::make_address(options_.host, ec);
-  if (ec) {
-    tcp::resolver resolver(io_);
-    auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
-    if (ec || results.empty()) {
-      return Status::InvalidArgument("cannot resolve admin listen host \"" + options_.host +
-                                     "\": " + ec.message());
-    }
-    address = results.begin()->endpoint().address();
-  }
-  const tcp::endpoint endpoint(address, options_.port);
   acceptor_ = std::make_unique<tcp::acceptor>(io_);
-  acceptor_->open(endpoint.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(endpoint, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Status::IOError("admin endpoint: cannot listen on " + options_.host + ":" +
-                           std::to_string(options_.port) + ": " + ec.message());
-  }
+  SEGSTORE_RETURN_IF_ERROR(Listen(acceptor_.get(), options_.host, options_.port, "admin listen"));
   port_ = acceptor_->local_endpoint().port();
   started_ = true;
   Accept();

@@ -7,6 +7,7 @@
 
 #include "proto/wire.h"
 #include "server/connection.h"
+#include "server/listen.h"
 
 namespace segstore::server {
 
@@ -52,38 +53,19 @@ class Server::Impl {
 
 Status Server::Impl::Start() {
   if (started_) return Status::InvalidArgument("server already started");
-  error_code ec;
-  asio::ip::address address = asio::ip::make_address(options_.host, ec);
-  if (ec) {
-    asio::io_context resolve_io;
-    tcp::resolver resolver(resolve_io);
-    auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
-    if (ec || results.empty()) {
-      return Status::InvalidArgument("cannot resolve listen host \"" + options_.host +
-                                     "\": " + ec.message());
-    }
-    address = results.begin()->endpoint().address();
-  }
   const unsigned threads =
       options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < threads; ++i) {
     loops_.push_back(std::make_unique<Loop>());
     loops_.back()->index = i;
   }
-
-  const tcp::endpoint endpoint(address, options_.port);
   acceptor_ = std::make_unique<tcp::acceptor>(loops_[0]->io);
   accept_retry_ = std::make_unique<asio::steady_timer>(loops_[0]->io);
-  acceptor_->open(endpoint.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(endpoint, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
+  if (Status s = Listen(acceptor_.get(), options_.host, options_.port, "listen"); !s.ok()) {
     acceptor_.reset();
     accept_retry_.reset();  // its io_context goes with the loops
     loops_.clear();
-    return Status::IOError("cannot listen on " + options_.host + ":" +
-                           std::to_string(options_.port) + ": " + ec.message());
+    return s;
   }
   port_ = acceptor_->local_endpoint().port();
 
