@@ -184,10 +184,18 @@ TEST(CrashTest, SigkillMidLoadLosesNoAcknowledgedWrite) {
     }
   }
   ::close(fds[1]);
+  // Kill once the child has acknowledged enough to test something, plus a
+  // little more: a count, not a time window, so a slow machine (or a
+  // sanitizer build) only takes longer.
   int last = -1;
   int value;
-  auto start = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500) &&
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (last < 400 && std::chrono::steady_clock::now() < deadline &&
+         ::read(fds[0], &value, sizeof value) == sizeof value) {
+    last = value;
+  }
+  const auto more = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (std::chrono::steady_clock::now() < more &&
          ::read(fds[0], &value, sizeof value) == sizeof value) {
     last = value;
   }
