@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cassert>
 #include <cstring>
+#include <mutex>
 #include <optional>
 
 #include "common/coding.h"
@@ -61,6 +62,7 @@ BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, P
       counters_(counters),
       post_(std::move(post)),
       flush_interval_(flush_interval),
+      image_pool_(std::make_shared<ImagePool>()),
       nonces_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {
   timer_.writer = this;
   store_->RegisterWriter(this);
@@ -92,20 +94,31 @@ bool BlockWriter::idle() const {
                       [](const std::unique_ptr<Open>& s) { return !s->flights.empty(); });
 }
 
+struct BlockWriter::ImagePool {
+  static constexpr size_t kMaxSpares = 2;
+  std::mutex mu;
+  std::vector<std::unique_ptr<BlockImage>> spares;
+};
+
 std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t salt) {
-  for (auto it = spare_images_.begin(); it != spare_images_.end(); ++it) {
-    if (it->use_count() == 1) {  // no reader still copies out of it
-      // Pairs with the release in the last reader's shared_ptr drop.
-      std::atomic_thread_fence(std::memory_order_acquire);
-      std::shared_ptr<BlockImage> image = std::move(*it);
-      spare_images_.erase(it);
-      image->salt = salt;
-      return image;
+  std::unique_ptr<BlockImage> image;
+  {
+    std::lock_guard lock(image_pool_->mu);
+    if (!image_pool_->spares.empty()) {
+      image = std::move(image_pool_->spares.back());
+      image_pool_->spares.pop_back();
     }
   }
-  auto image = std::make_shared<BlockImage>(store_->block_size());
+  if (!image) image = std::make_unique<BlockImage>(store_->block_size());
   image->salt = salt;
-  return image;
+  // The deleter runs once the last owner let go, after every copy out of the
+  // image (shared_ptr orders each owner's drop before it); the pool's mutex
+  // then orders that before the next TakeImage writes into it.
+  return std::shared_ptr<BlockImage>(image.release(), [pool = image_pool_](BlockImage* p) {
+    std::unique_ptr<BlockImage> dropped(p);  // freed outside the lock if not kept
+    std::lock_guard lock(pool->mu);
+    if (pool->spares.size() < ImagePool::kMaxSpares) pool->spares.push_back(std::move(dropped));
+  });
 }
 
 void BlockWriter::OpenBlock(const BlockHeader& h) {
@@ -363,7 +376,7 @@ void BlockWriter::Finish(Open* ob) {
   BlockTable& blocks = store_->blocks();
   blocks.DetachImage(ob->block);
   blocks.MarkUsed(ob->block);
-  if (spare_images_.size() < 2) spare_images_.push_back(std::move(ob->image));
+  ob->image.reset();  // back to the pool once no reader holds it
   auto it = std::find_if(sealing_.begin(), sealing_.end(),
                          [ob](const std::unique_ptr<Open>& s) { return s.get() == ob; });
   assert(it != sealing_.end());

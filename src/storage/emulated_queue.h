@@ -70,6 +70,8 @@ class EmulatedQueue : public IoQueue {
 
 // pread/pwritev2(RWF_DSYNC) at submission time. The fallback for kernels and
 // sandboxes without io_uring: correct, but one blocking system call per I/O.
+// Also what kAuto picks in a ThreadSanitizer build, where it tells the
+// sanitizer of the kernel's accesses to each buffer (KernelAccess).
 class SyncQueue final : public EmulatedQueue {
  public:
   static Result<std::unique_ptr<IoQueue>> Open(int fd);
@@ -81,8 +83,12 @@ class SyncQueue final : public EmulatedQueue {
 
  private:
   explicit SyncQueue(int fd) : fd_(fd) {}
+  struct Finished {
+    Op op;
+    int32_t result;
+  };
   int fd_;
-  std::vector<Done> done_;
+  std::vector<Finished> done_;
 };
 
 }  // namespace segstore::storage

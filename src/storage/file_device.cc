@@ -82,6 +82,21 @@ Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t
       }
       break;
     case IoBackend::kAuto:
+      if constexpr (kThreadSanitizer) {
+        // ThreadSanitizer sees neither the kernel filling read buffers nor
+        // reading write buffers through io_uring: it would miss races on
+        // them. pread is intercepted, and SyncQueue declares the rest (see
+        // emulated_queue.cc), so every access and every synchronisation it
+        // checks is real. io_uring is covered by the plain and ASan builds.
+        static std::once_flag once;
+        std::call_once(once, [] {
+          spdlog::warn(
+              "ThreadSanitizer build: io_backend auto uses pread/pwrite, not io_uring, so that "
+              "the sanitizer sees every device read and write");
+        });
+        use_uring = false;
+        break;
+      }
       if (!IoUringAvailable(&why)) {
         spdlog::error(
             "io_uring is unavailable ({}). Falling back to synchronous pread/pwrite: every "

@@ -106,10 +106,27 @@ class Device {
   virtual Result<std::unique_ptr<IoQueue>> NewQueue(uint32_t depth) = 0;
 };
 
+// Whether this is a ThreadSanitizer build (scripts/tsan.sh). The sanitizer
+// cannot see what the kernel reads and writes through io_uring, so there
+// IoBackend::kAuto means pread/pwrite.
+#if defined(__SANITIZE_THREAD__)  // GCC
+#define SEGSTORE_THREAD_SANITIZER 1
+#elif defined(__has_feature)  // Clang
+#if __has_feature(thread_sanitizer)
+#define SEGSTORE_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(SEGSTORE_THREAD_SANITIZER)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Opens `path` with O_DIRECT: a block device as it is, or a regular file,
 // created at `create_size` bytes (fallocated) when missing. An existing file
 // keeps its size. `backend` picks io_uring or the fallback; under kAuto an
-// unavailable io_uring is logged as an error, in plain words, with the cause.
+// unavailable io_uring is logged as an error, in plain words, with the cause
+// (and in a ThreadSanitizer build kAuto is the fallback, logged once).
 Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t create_size,
                                                IoBackend backend);
 
