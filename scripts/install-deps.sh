@@ -19,6 +19,9 @@ packages=(
   redis-tools         # Redis 7.0 itself (its server binary), for the comparison and its tests
   nlohmann-json3-dev  # segctl --json output
   libgtest-dev libgmock-dev libbenchmark-dev
+  # scripts/fuzz.sh only: clang 14, its runtimes (libFuzzer, ASan, UBSan: only
+  # recommended by clang, so named here) and llvm-symbolizer (readable stacks)
+  clang libclang-rt-14-dev llvm
 )
 
 missing=()

@@ -1,0 +1,153 @@
+// fuzz_seeds: writes the seed corpus of every fuzz target but fuzz_recovery
+// (recovery_seeds.cc, which needs the storage engine), one directory per
+// target named as the target without its "fuzz_" prefix:
+//
+//   fuzz_seeds <proto/examples dir> <output dir>
+//
+// - frame: every example frame of proto/examples (*.hex to bytes), and two
+//   requests pipelined in one input;
+// - hello, get, ..., delete: the bodies of that operation's example requests,
+//   and an empty body;
+// - get_reader: the bodies of the get and batch_get example answers;
+// - record_codec: the codec's encodings of a few profiles of every shape.
+//
+// scripts/fuzz.sh runs it before the fuzzers; seeds are never committed.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_util.h"
+#include "profile/codec.h"
+#include "proto/protocol.h"
+
+namespace fs = std::filesystem;
+
+namespace segstore::fuzz {
+namespace {
+
+fs::path g_out;
+int g_written = 0;
+
+void Write(const std::string& target, const std::string& name, const std::string& bytes) {
+  const fs::path dir = g_out / target;
+  fs::create_directories(dir);
+  std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  FUZZ_CHECK(f.good());
+  ++g_written;
+}
+
+// The frame in an example file: every line not starting with '#' holds hex pairs.
+std::string ReadHexFrame(const fs::path& path) {
+  std::ifstream in(path);
+  FUZZ_CHECK(in.good());
+  std::string out, line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string pair;
+    while (words >> pair) {
+      FUZZ_CHECK(pair.size() == 2);
+      out.push_back(static_cast<char>(std::stoi(pair, nullptr, 16)));
+    }
+  }
+  FUZZ_CHECK(out.size() >= proto::kHeaderSize);
+  return out;
+}
+
+void ProtoSeeds(const fs::path& examples) {
+  const char* kBodyTargets[] = {"hello",        "get",    "batch_get", "count", "upsert",
+                                "batch_upsert", "remove", "trim",      "delete"};
+  for (const char* t : kBodyTargets) Write(t, "empty", "");
+  std::string get_request, ping_request;
+  for (const auto& entry : fs::directory_iterator(examples)) {
+    const std::string file = entry.path().filename().string();
+    const std::string suffix = ".hex";
+    if (file.size() <= suffix.size() || file.substr(file.size() - suffix.size()) != suffix) {
+      continue;
+    }
+    const std::string name = file.substr(0, file.size() - suffix.size());  // "get.request"
+    const std::string frame = ReadHexFrame(entry.path());
+    const std::string body = frame.substr(proto::kHeaderSize);
+    Write("frame", name, frame);
+    if (name == "get.request") get_request = frame;
+    if (name == "ping.request") ping_request = frame;
+    const size_t dot = name.find('.');
+    const std::string op = name.substr(0, dot), direction = name.substr(dot + 1);
+    if (direction == "request") {
+      for (const char* t : kBodyTargets) {
+        // get_full feeds get, upsert_add feeds upsert.
+        if (op == t || (op.rfind(t, 0) == 0 && op[std::string(t).size()] == '_')) {
+          Write(t, name, body);
+        }
+      }
+    } else if (op == "get" || op == "get_full" || op == "batch_get") {
+      Write("get_reader", name, body);
+    }
+  }
+  FUZZ_CHECK(!get_request.empty() && !ping_request.empty());
+  Write("frame", "pipelined", get_request + ping_request + get_request);
+}
+
+void CodecSeeds() {
+  constexpr UnixSeconds kHour = 3600;
+  const UnixSeconds t = 1'800'000'000 - 1'800'000'000 % kHour;
+  const std::vector<std::vector<Segment>> profiles = {
+      {},
+      {{42, kNever, {}, {}}},
+      {{5, t + 1, {}, {}}, {6, t + 2, {}, {}}},
+      // whole hours, consecutive and spread ids
+      {{100, t, {}, {}},
+       {101, t + kHour, {}, {}},
+       {130, t + 5 * kHour, {}, {}},
+       {4000, t + 24 * kHour, {}, {}}},
+      // whole days, a never among them
+      {{1, kNever, {}, {}}, {2, 86400 * 20000, {}, {}}, {9, 86400 * 20001, {}, {}}},
+      // a gap past the escape, ids at the top of the range
+      {{0, t + 60, {}, {}},
+       {uint64_t{1} << 40, t + 120, {}, {}},
+       {UINT64_MAX - 1, t + 180, {}, {}},
+       {UINT64_MAX, UINT32_MAX, {}, {}}},
+      // attributes on some segments
+      {{7, t + 86400, 1u, {}},
+       {9, t + 3600, {}, 0xffffffffu},
+       {12, kNever, 0u, 5u},
+       {15, t + 120, {}, {}}},
+  };
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    std::string body;
+    profile::EncodeSegments(profiles[i], &body);
+    Write("record_codec", "profile-" + std::to_string(i), body);
+  }
+  std::vector<Segment> many;
+  for (uint64_t i = 0; i < 300; ++i) {
+    many.push_back(
+        Segment{1000 + i * (1 + i % 17),
+                t + static_cast<UnixSeconds>(i % 9) * kHour,
+                i % 4 == 0 ? std::optional<uint32_t>(static_cast<uint32_t>(i)) : std::nullopt,
+                {}});
+  }
+  std::string body;
+  profile::EncodeSegments(many, &body);
+  Write("record_codec", "profile-many", body);
+}
+
+}  // namespace
+}  // namespace segstore::fuzz
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s <proto/examples dir> <output dir>\n", argv[0]);
+    return 2;
+  }
+  segstore::fuzz::g_out = argv[2];
+  segstore::fuzz::ProtoSeeds(argv[1]);
+  segstore::fuzz::CodecSeeds();
+  std::printf("fuzz_seeds: wrote %d seeds under %s\n", segstore::fuzz::g_written, argv[2]);
+  return 0;
+}
