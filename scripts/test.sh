@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds segstore with warnings as errors and runs
-# every test. README's test command; .ci/run calls exactly this.
+# every test; then the suite under ASan+UBSan, the concurrency tests under
+# TSan and every fuzzer for a minute. README's test command; .ci/run calls
+# exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${SEGSTORE_BUILD_DIR:-build}"
@@ -33,5 +35,19 @@ if [[ "${SEGSTORE_SANITIZERS:-1}" != 0 ]]; then
   stage "tests under ASan+UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$asan" --output-on-failure -j2 --timeout 900
+fi
+
+# The concurrency tests under ThreadSanitizer (scripts/tsan.sh: its own build
+# directory, io through pread/pwrite so the sanitizer sees every access).
+# SEGSTORE_TSAN=0 skips it.
+if [[ "${SEGSTORE_TSAN:-1}" != 0 ]]; then
+  stage "concurrency tests under TSan (scripts/tsan.sh)" \
+    env SEGSTORE_TSAN_BUILD_DIR="${build}-tsan" ./scripts/tsan.sh
+fi
+
+# Every libFuzzer target for SEGSTORE_FUZZ_SECONDS (default 60) each, built
+# with clang (scripts/fuzz.sh); any finding fails. SEGSTORE_FUZZING=0 skips it.
+if [[ "${SEGSTORE_FUZZING:-1}" != 0 ]]; then
+  stage "fuzzing (scripts/fuzz.sh)" env SEGSTORE_FUZZ_BUILD_DIR="${build}-fuzz" ./scripts/fuzz.sh
 fi
 echo "=== all stages: $(( $(date +%s) - start_all )) s"
