@@ -8,15 +8,8 @@ cd "$(dirname "$0")/.."
 build="${SEGSTORE_BUILD_DIR:-build}"
 start_all=$(date +%s)
 
-stage() {
-  local name=$1
-  shift
-  local t0
-  t0=$(date +%s)
-  echo "=== ${name}"
-  "$@"
-  echo "=== ${name}: $(( $(date +%s) - t0 )) s"
-}
+# shellcheck source=scripts/stage.sh
+. scripts/stage.sh
 
 stage "install dependencies" ./scripts/install-deps.sh
 stage "configure" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEGSTORE_WERROR=ON

@@ -19,15 +19,8 @@ build="${SEGSTORE_TSAN_BUILD_DIR:-build-tsan}"
 reports="$PWD/${build}/tsan-reports"
 start_all=$(date +%s)
 
-stage() {
-  local name=$1
-  shift
-  local t0
-  t0=$(date +%s)
-  echo "=== ${name}"
-  "$@"
-  echo "=== ${name}: $(( $(date +%s) - t0 )) s"
-}
+# shellcheck source=scripts/stage.sh
+. scripts/stage.sh
 
 # The SIGKILL crash tests (storage and integration) check durability, which
 # the sanitizer does not; the process they kill runs a single writer (storage)
