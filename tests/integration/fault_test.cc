@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "segstore/client.h"
+#include "integration/in_process.h"
 #include "server/profile_service.h"
 #include "server/raw_conn.h"
 #include "server/server.h"
@@ -28,7 +29,6 @@ namespace segstore::server {
 namespace {
 
 using client::Client;
-using client::ClientOptions;
 using storage::FaultDevice;
 using Code = Status::Code;
 
@@ -59,32 +59,13 @@ class FaultTest : public ::testing::Test {
     o.write_block_size = kBlock;
     o.background_defrag = false;
     o.clock = &clock_;
-    auto store = storage::Store::Open(o, device_);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
     profile::ProfileOptions p;
     p.sweeper = false;
-    auto profiles = profile::ProfileStore::Open(store_.get(), p);
-    ASSERT_TRUE(profiles.ok());
-    profiles_ = std::move(profiles).value();
-    service_ = std::make_unique<ProfileService>(store_.get(), profiles_.get(),
-                                                ProfileServiceOptions{});
-    server_options_.host = "127.0.0.1";
-    server_options_.port = 0;
     server_options_.threads = 2;
-    server_ = std::make_unique<Server>(server_options_, service_.get());
-    service_->set_server_counters([s = server_.get()] { return s->counters(); });
-    Status s = server_->Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    served_.Start(o, device_, p, ProfileServiceOptions{}, server_options_);
   }
 
-  void Stop() {
-    if (server_) server_->Stop();
-    server_.reset();
-    service_.reset();
-    profiles_.reset();
-    store_.reset();
-  }
+  void Stop() { served_.Stop(); }
 
   // Stops, and serves again from what the device kept (faults cleared).
   void Restart() {
@@ -92,15 +73,7 @@ class FaultTest : public ::testing::Test {
     Start(device_->Reboot());
   }
 
-  std::unique_ptr<Client> Connect() {
-    ClientOptions o;
-    o.port = server_->port();
-    o.request_timeout = std::chrono::milliseconds(20000);
-    o.connect_timeout = std::chrono::milliseconds(20000);
-    auto c = Client::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
+  std::unique_ptr<Client> Connect() { return served_.Connect(std::chrono::milliseconds(20000)); }
 
   // Upserts users [from, to); all must be acknowledged.
   void Fill(Client* c, int from, int to, int segments = 40) {
@@ -134,10 +107,7 @@ class FaultTest : public ::testing::Test {
   ManualClock clock_{kStart};
   ServerOptions server_options_;
   std::shared_ptr<FaultDevice> device_;
-  std::unique_ptr<storage::Store> store_;
-  std::unique_ptr<profile::ProfileStore> profiles_;
-  std::unique_ptr<ProfileService> service_;
-  std::unique_ptr<Server> server_;
+  testing::InProcessServer served_;
 };
 
 TEST_F(FaultTest, WriteErrorsRefuseWritesServeReadsAndLoseNothingAcknowledged) {
@@ -274,7 +244,7 @@ TEST_F(FaultTest, AConnectionFloodPastTheLimitIsRefusedWhileClientsAreServed) {
   int busy = 0;
   for (int i = 0; i < 200; ++i) {
     testing::RawConn raw;
-    ASSERT_TRUE(raw.Connect(server_->port()));
+    ASSERT_TRUE(raw.Connect(served_.server->port()));
     testing::Frame f;
     if (raw.ReadFrame(&f) == testing::RawConn::ReadResult::kFrame &&
         f.status() == Code::kBusy) {
@@ -284,10 +254,10 @@ TEST_F(FaultTest, AConnectionFloodPastTheLimitIsRefusedWhileClientsAreServed) {
     if (i % 20 == 0) ExpectUsers(clients[i % 8].get(), 0, 10);  // served throughout
   }
   EXPECT_EQ(busy, 200);
-  EXPECT_EQ(server_->counters().connections_refused, 200u);
+  EXPECT_EQ(served_.server->counters().connections_refused, 200u);
   // Room again once clients leave.
   clients.resize(4);
-  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().connections_open == 4; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return served_.server->counters().connections_open == 4; }));
   auto late = Connect();
   ASSERT_NE(late, nullptr);
   ExpectUsers(late.get(), 0, 10);

@@ -22,6 +22,7 @@
 #include "proto/examples/examples.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
+#include "integration/in_process.h"
 #include "server/profile_service.h"
 #include "server/raw_conn.h"
 #include "server/server.h"
@@ -49,55 +50,27 @@ class ServerTest : public ::testing::Test {
     o.file_size = 128u << 20;
     o.write_block_size = 256u << 10;
     o.clock = &clock_;
-    auto store = storage::Store::Open(o);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
     profile::ProfileOptions p;
     p.sweeper = false;
     p.max_segments = kMaxSegments;
-    auto profiles = profile::ProfileStore::Open(store_.get(), p);
-    ASSERT_TRUE(profiles.ok());
-    profiles_ = std::move(profiles).value();
     ProfileServiceOptions so;
     so.max_batch = 100;
     so.max_segments = kMaxSegments;
     so.max_in_flight = server_options_.max_in_flight;
     so.max_frame_bytes = server_options_.max_frame_bytes;
-    service_ = std::make_unique<ProfileService>(store_.get(), profiles_.get(), so);
-    server_options_.port = 0;
     server_options_.threads = 2;
-    server_ = std::make_unique<Server>(server_options_, service_.get());
-    service_->set_server_counters([s = server_.get()] { return s->counters(); });
-    Status s = server_->Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    served_.Start(o, nullptr, p, so, server_options_);
   }
 
-  void Stop() {
-    if (server_) server_->Stop();
-    server_.reset();
-    service_.reset();
-    profiles_.reset();
-    store_.reset();
-  }
+  void Stop() { served_.Stop(); }
 
-  std::unique_ptr<Client> Connect() {
-    ClientOptions o;
-    o.port = server_->port();
-    o.request_timeout = std::chrono::milliseconds(10000);
-    o.connect_timeout = std::chrono::milliseconds(10000);
-    auto c = Client::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
+  std::unique_ptr<Client> Connect() { return served_.Connect(); }
 
   static constexpr uint32_t kMaxSegments = 2000;
   storage::testing::TempDir dir_;
   ManualClock clock_{kStart};
   ServerOptions server_options_;
-  std::unique_ptr<storage::Store> store_;
-  std::unique_ptr<profile::ProfileStore> profiles_;
-  std::unique_ptr<ProfileService> service_;
-  std::unique_ptr<Server> server_;
+  testing::InProcessServer served_;
 };
 
 std::vector<SegmentUpdate> Segments(uint64_t first, uint64_t n, uint32_t ttl) {
@@ -232,7 +205,7 @@ TEST_F(ServerTest, LimitsAreRefusedAndNothingIsWritten) {
 // with the same op and request ID and a body of the documented shape.
 TEST_F(ServerTest, ExampleRequestFramesAreAnswered) {
   RawConn conn;
-  ASSERT_TRUE(conn.Connect(server_->port()));
+  ASSERT_TRUE(conn.Connect(served_.server->port()));
   for (const proto::examples::Example& e : proto::examples::All()) {
     if (e.file.find(".request.") == std::string::npos) continue;
     SCOPED_TRACE(e.file);
@@ -253,7 +226,7 @@ TEST_F(ServerTest, ExampleRequestFramesAreAnswered) {
 
 TEST_F(ServerTest, BadRequestsGetErrorsAndTheConnectionStaysUsable) {
   RawConn conn;
-  ASSERT_TRUE(conn.Connect(server_->port()));
+  ASSERT_TRUE(conn.Connect(served_.server->port()));
   const auto get = static_cast<uint8_t>(proto::Op::kGet);
   struct Case {
     std::string body;
@@ -315,7 +288,7 @@ TEST_F(ServerTest, ThousandsOfPipelinedRequestsAllComplete) {
   }
   boost::asio::io_context io;
   ClientOptions o;
-  o.port = server_->port();
+  o.port = served_.server->port();
   o.request_timeout = std::chrono::milliseconds(30000);
   std::unique_ptr<client::AsyncClient> ac;
   client::AsyncClient::Connect(io, o, [&](Result<std::unique_ptr<client::AsyncClient>> r) {
@@ -351,7 +324,7 @@ TEST_F(ServerTest, AClientThatStopsReadingGetsBackpressure) {
     ASSERT_TRUE(c->Upsert("big", Segments(0, 1000, 3600)).ok());  // ~10 KiB a response
   }
   RawConn slow;
-  ASSERT_TRUE(slow.Connect(server_->port(), /*rcvbuf=*/4096));
+  ASSERT_TRUE(slow.Connect(served_.server->port(), /*rcvbuf=*/4096));
   std::string body;
   proto::Encode(proto::GetRequest{"big", {}}, &body);
   constexpr uint32_t kRequests = 3000;  // ~30 MiB of answers, far over 8 MiB pending
@@ -362,12 +335,12 @@ TEST_F(ServerTest, AClientThatStopsReadingGetsBackpressure) {
   // ~90 KB of requests fit in the socket buffers, so the write completes
   // without our reading anything.
   ASSERT_TRUE(slow.Write(burst, /*drain=*/false));
-  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().backpressure_pauses > 0; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return served_.server->counters().backpressure_pauses > 0; }));
   // Everyone else is served meanwhile.
   auto c = Connect();
   ASSERT_NE(c, nullptr);
   EXPECT_TRUE(c->Get("big").ok());
-  const uint64_t served = server_->counters().requests_by_op[0x10];
+  const uint64_t served = served_.server->counters().requests_by_op[0x10];
   EXPECT_LT(served, kRequests);  // it stopped reading us
   // Now read: every request gets its answer.
   std::set<uint32_t> seen;
@@ -432,15 +405,15 @@ TEST_F(ServerTest, StopAnswersRequestsInFlightFirst) {
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(c->Upsert("u", Segments(0, 100, 3600)).ok());
   RawConn conn;
-  ASSERT_TRUE(conn.Connect(server_->port()));
+  ASSERT_TRUE(conn.Connect(served_.server->port()));
   std::string body;
   proto::Encode(proto::GetRequest{"u", {}}, &body);
   std::string burst;
   for (uint32_t i = 1; i <= 100; ++i) burst += MakeFrame(0x10, i, body);
   ASSERT_TRUE(conn.Write(burst));
   // Wait until the server has read them all, then stop it.
-  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().requests_by_op[0x10] >= 100; }));
-  std::thread stopper([&] { server_->Stop(); });
+  ASSERT_TRUE(testing::WaitFor([&] { return served_.server->counters().requests_by_op[0x10] >= 100; }));
+  std::thread stopper([&] { served_.server->Stop(); });
   std::set<uint32_t> seen;
   Frame f;
   while (conn.ReadFrame(&f) == RawConn::ReadResult::kFrame) seen.insert(f.id());
@@ -467,7 +440,7 @@ bool Has(const std::string& text, const std::string& needle) {
 }
 
 TEST_F(ServerTest, SegctlDrivesEveryOperation) {
-  const uint16_t port = server_->port();
+  const uint16_t port = served_.server->port();
   auto [rc, out] = Segctl(port, "ping");
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(Has(out, "pong from 127.0.0.1:")) << out;
@@ -521,8 +494,8 @@ TEST_F(ServerTest, SegctlDrivesEveryOperation) {
 }
 
 TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
-  const uint16_t port = server_->port();
-  const uint64_t before = server_->counters().requests;
+  const uint16_t port = served_.server->port();
+  const uint64_t before = served_.server->counters().requests;
   auto [rc, out] = Segctl(port, "upsert alice 5484");
   EXPECT_EQ(rc, 1);
   EXPECT_TRUE(Has(out, "expected ID@WHEN")) << out;
@@ -539,7 +512,7 @@ TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
   EXPECT_EQ(rc, 1);
   std::tie(rc, out) = Segctl(port, "frobnicate alice");
   EXPECT_NE(rc, 0);
-  EXPECT_EQ(server_->counters().requests, before);
+  EXPECT_EQ(served_.server->counters().requests, before);
   // A server that is not there: a clear error, not a hang.
   std::tie(rc, out) = Segctl(1, "--timeout 2000 ping");
   EXPECT_EQ(rc, 1);
@@ -559,7 +532,7 @@ TEST_F(ServerTest, RandomAndMutatedFramesNeverTakeTheServerDown) {
   const uint8_t ops[] = {0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x20, 0x21, 0x22, 0x23, 0x24, 0x7f};
   for (int round = 0; round < 20; ++round) {
     RawConn conn;
-    ASSERT_TRUE(conn.Connect(server_->port()));
+    ASSERT_TRUE(conn.Connect(served_.server->port()));
     std::string burst;
     for (int i = 0; i < 100; ++i) {
       std::string frame;
@@ -635,11 +608,11 @@ TEST_F(ServerTest, LoadReadsEveryFormatGzipAndStdin) {
     gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
     gzclose(f);
   }
-  auto [rc, out] = Segctl(server_->port(), "load --no-progress --default-ttl 1h " + rows + " " +
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress --default-ttl 1h " + rows + " " +
                                                tabs + " " + grouped + " " + gz);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "8 rows, 5 users")) << out;
-  std::tie(rc, out) = Segctl(server_->port(), "load --no-progress - < " + rows);
+  std::tie(rc, out) = Segctl(served_.server->port(), "load --no-progress - < " + rows);
   EXPECT_EQ(rc, 0) << out;
 
   auto c = Connect();
@@ -672,7 +645,7 @@ TEST_F(ServerTest, LoadReportsBadRowsWithTheirLineAndWritesTheRest) {
                 "u1,5,3600\n");
   const std::string grouped = dir_.File("bad.tsv");
   WriteFile(grouped, "g1\t1:3600,oops:3600\n");  // refused whole
-  auto [rc, out] = Segctl(server_->port(), "load --no-progress " + rows + " " + grouped);
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress " + rows + " " + grouped);
   EXPECT_EQ(rc, 1) << out;
   for (int line : {2, 3, 4, 5}) {
     EXPECT_TRUE(Has(out, rows + ":" + std::to_string(line) + ":")) << line << "\n" << out;
@@ -684,13 +657,13 @@ TEST_F(ServerTest, LoadReportsBadRowsWithTheirLineAndWritesTheRest) {
   EXPECT_TRUE(c->Get("g1").status().IsNotFound());
 
   // --max-errors stops the load, and says so in the exit status.
-  std::tie(rc, out) = Segctl(server_->port(), "load --no-progress --max-errors 2 " + rows);
+  std::tie(rc, out) = Segctl(served_.server->port(), "load --no-progress --max-errors 2 " + rows);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_TRUE(Has(out, "--max-errors")) << out;
   // A dry run validates and writes nothing.
   WriteFile(dir_.File("new.csv"), "fresh,1,3600\n");
   std::tie(rc, out) =
-      Segctl(server_->port(), "load --no-progress --dry-run " + dir_.File("new.csv"));
+      Segctl(served_.server->port(), "load --no-progress --dry-run " + dir_.File("new.csv"));
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "dry run")) << out;
   EXPECT_TRUE(c->Get("fresh").status().IsNotFound());
@@ -702,7 +675,7 @@ TEST_F(ServerTest, LoadPrintsTheFirstHundredErrorsAndCountsTheRest) {
   text += "u,1,3600\n";
   const std::string rows = dir_.File("many-bad.csv");
   WriteFile(rows, text);
-  auto [rc, out] = Segctl(server_->port(), "load " + rows);  // progress on, not a terminal
+  auto [rc, out] = Segctl(served_.server->port(), "load " + rows);  // progress on, not a terminal
   EXPECT_EQ(rc, 1);
   EXPECT_TRUE(Has(out, "progress: ")) << out;  // a line, not a bar, off a terminal
   EXPECT_TRUE(Has(out, "errors 250")) << out;
@@ -723,14 +696,14 @@ TEST_F(ServerTest, LoadingAFileWithAbsoluteExpiriesTwiceChangesNothing) {
   }
   const std::string rows = dir_.File("abs.csv");
   WriteFile(rows, text);
-  auto [rc, out] = Segctl(server_->port(), "load --no-progress --json " + rows);
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress --json " + rows);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "\"rows\":6000,\"users\":300")) << out;
   EXPECT_TRUE(Has(out, "\"upserts_per_user\":1.00")) << out;
   auto c = Connect();
   std::vector<GetResult> before;
   for (int u = 0; u < 300; ++u) before.push_back(*c->Get("user" + std::to_string(u)));
-  std::tie(rc, out) = Segctl(server_->port(), "load --no-progress " + rows);
+  std::tie(rc, out) = Segctl(served_.server->port(), "load --no-progress " + rows);
   EXPECT_EQ(rc, 0) << out;
   for (int u = 0; u < 300; ++u) {
     auto after = c->Get("user" + std::to_string(u));
@@ -748,14 +721,14 @@ TEST_F(ServerTest, LoadFailsClearlyWhenTheServerGoesAway) {
   std::pair<int, std::string> result;
   std::thread loader([&] {
     // One user a batch, one batch at a time: the load takes a while.
-    result = Segctl(server_->port(),
+    result = Segctl(served_.server->port(),
                     "load --no-progress --timeout 1000 --connections 1 "
                     "--batch-users 1 --memory-mib 1 " +
                         grouped);
   });
-  ASSERT_TRUE(testing::WaitFor([&] { return server_->counters().requests_by_op[0x21] >= 5; },
+  ASSERT_TRUE(testing::WaitFor([&] { return served_.server->counters().requests_by_op[0x21] >= 5; },
                                std::chrono::milliseconds(30000)));
-  server_->Stop();
+  served_.server->Stop();
   loader.join();
   EXPECT_EQ(result.first, 2) << result.second;
   EXPECT_TRUE(Has(result.second, "failed")) << result.second;
