@@ -59,6 +59,18 @@ using segstore::UpsertItem;
 using segstore::UpsertMode;
 using segstore::UpsertResult;
 
+// TLS to a server that serves it (its [tls] settings). The server's
+// certificate is verified against `ca_file` (or the system's trust store)
+// and must name the host (or `server_name`).
+struct TlsClientOptions {
+  bool enabled = false;
+  std::string ca_file;      // PEM CAs to trust; empty: the system's default trust store
+  std::string cert_file;    // PEM client certificate, for a server that requires one
+  std::string key_file;     // its private key (PEM, unencrypted)
+  std::string server_name;  // the name the certificate must carry (and SNI); empty: the host
+  bool verify = true;       // false: accept any certificate (encrypts, proves nothing)
+};
+
 struct ClientOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 address, or a name to resolve
   uint16_t port = 7700;
@@ -72,7 +84,13 @@ struct ClientOptions {
   // connection on one).
   bool hello = true;
   std::string client_name = "segstore-client";  // sent in hello, for the server's log
+  TlsClientOptions tls;
+  // The shared secret of a server that requires one, sent in hello (so a
+  // secret makes the client say hello whatever `hello` says). Send it only
+  // over TLS or a network you trust: it is not otherwise protected.
+  std::string auth_secret;
 };
+
 
 // Parses "host:port" (an IPv4 address or a name, or "[v6 address]:port") into
 // options->host and options->port. InvalidArgument, leaving *options alone,
@@ -87,10 +105,13 @@ using Callback = std::function<void(Result<T>)>;
 
 class AsyncClient {
  public:
-  // Resolves, connects (TCP_NODELAY) and, with options.hello, says hello.
-  // `done` runs once on the io_context's thread, never inside Connect: with
-  // the client, or Unavailable (refused, unreachable, no such host), Timeout
-  // (connect_timeout passed) or the hello's error.
+  // Resolves, connects (TCP_NODELAY), with options.tls does the TLS
+  // handshake and, with options.hello or a secret, says hello. `done` runs
+  // once on the io_context's thread, never inside Connect: with the client,
+  // or Unavailable (refused, unreachable, no such host, TLS handshake or
+  // certificate check failed), InvalidArgument (an unreadable CA,
+  // certificate or key file), Timeout (connect_timeout passed) or the
+  // hello's error (Unauthenticated for a missing or wrong secret).
   static void Connect(boost::asio::io_context& io, const ClientOptions& options,
                       Callback<std::unique_ptr<AsyncClient>> done);
 

@@ -30,8 +30,9 @@ class [[nodiscard]] Status {
     kInternal = 10,        // a bug: an impossible state was detected
     kUnsupported = 11,     // an operation or protocol version this server does not know
     kTimeout = 12,         // no answer in time (set by clients; servers never send it)
+    kUnauthenticated = 13, // the server wants an authenticated hello first, or the secret is wrong
   };
-  static constexpr uint8_t kMaxCode = 12;
+  static constexpr uint8_t kMaxCode = 13;
 
   Status() noexcept = default;
   Status(const Status& other);
@@ -54,6 +55,9 @@ class [[nodiscard]] Status {
   static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
   static Status Unsupported(std::string_view msg) { return Status(Code::kUnsupported, msg); }
   static Status Timeout(std::string_view msg) { return Status(Code::kTimeout, msg); }
+  static Status Unauthenticated(std::string_view msg) {
+    return Status(Code::kUnauthenticated, msg);
+  }
   // A status of `code` (from the wire: any value up to kMaxCode; larger
   // values give Internal, saying so) with `msg`.
   static Status FromCode(uint8_t code, std::string_view msg);

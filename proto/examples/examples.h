@@ -108,7 +108,7 @@ inline std::vector<Example> All() {
                Op::kHello,
                1,
                ok,
-               HelloRequest{"segstore-py 0.1.0"}});
+               HelloRequest{"segstore-py 0.1.0", ""}});
   v.push_back({"hello.response.hex",
                "hello response: the server's protocol version and limits",
                {"Every field is an unsigned integer except \"server\" (free text).",

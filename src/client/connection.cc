@@ -19,6 +19,34 @@ constexpr size_t kMaxRememberedTimeouts = 1 << 16;
 
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
+// The context of one TLS connection; InvalidArgument naming a file that
+// cannot be used.
+Status MakeTlsContext(const TlsClientOptions& o, std::unique_ptr<asio::ssl::context>* out) {
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  if (o.ca_file.empty()) {
+    ctx->set_default_verify_paths(ec);
+    if (ec) return Status::InvalidArgument("TLS: the system's trust store: " + ec.message());
+  } else if (ctx->load_verify_file(o.ca_file, ec); ec) {
+    return Status::InvalidArgument("TLS CA file " + o.ca_file + ": " + ec.message());
+  }
+  if (!o.cert_file.empty() || !o.key_file.empty()) {
+    if (o.cert_file.empty() || o.key_file.empty()) {
+      return Status::InvalidArgument("TLS: a client certificate needs both its file and its key");
+    }
+    if (ctx->use_certificate_chain_file(o.cert_file, ec); ec) {
+      return Status::InvalidArgument("TLS certificate file " + o.cert_file + ": " + ec.message());
+    }
+    if (ctx->use_private_key_file(o.key_file, asio::ssl::context::pem, ec); ec) {
+      return Status::InvalidArgument("TLS key file " + o.key_file + ": " + ec.message());
+    }
+  }
+  ctx->set_verify_mode(o.verify ? asio::ssl::verify_peer : asio::ssl::verify_none);
+  *out = std::move(ctx);
+  return Status::OK();
+}
+
 }  // namespace
 
 Connection::Connection(asio::io_context& io, const ClientOptions& options)
@@ -96,13 +124,54 @@ void Connection::OnConnected(const boost::system::error_code& ec) {
   }
   boost::system::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
+  if (!options_.tls.enabled) {
+    Established();
+    return;
+  }
+  if (Status s = MakeTlsContext(options_.tls, &tls_context_); !s.ok()) {
+    FinishStart(s.WithContext("connect to " + address_));
+    return;
+  }
+  tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *tls_context_);
+  const std::string& name =
+      options_.tls.server_name.empty() ? options_.host : options_.tls.server_name;
+  if (options_.tls.verify) tls_->set_verify_callback(asio::ssl::host_name_verification(name));
+  boost::system::error_code not_ip;
+  (void)asio::ip::make_address(name, not_ip);
+  if (not_ip) {  // SNI carries names only (SSL_set_tlsext_host_name, without its C cast)
+    SSL_ctrl(tls_->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+             const_cast<char*>(name.c_str()));
+  }
+  tls_->async_handshake(asio::ssl::stream_base::client,
+                        [self = shared_from_this()](const boost::system::error_code& hec) {
+                          self->OnHandshake(hec);
+                        });
+}
+
+void Connection::OnHandshake(const boost::system::error_code& ec) {
+  if (!start_done_ || closed_) return;
+  if (ec) {
+    std::string why = ec.message();
+    if (tls_) {
+      const long verify = SSL_get_verify_result(tls_->native_handle());
+      if (verify != X509_V_OK) {
+        why += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
+      }
+    }
+    FinishStart(Status::Unavailable("connect to " + address_ + ": TLS handshake failed: " + why));
+    return;
+  }
+  Established();
+}
+
+void Connection::Established() {
   connected_ = true;
   StartRead();
-  if (!options_.hello) {
+  if (!options_.hello && options_.auth_secret.empty()) {
     FinishStart(Status::OK());
     return;
   }
-  proto::HelloRequest hello{options_.client_name};
+  proto::HelloRequest hello{options_.client_name, options_.auth_secret};
   Send(
       proto::Op::kHello, [&](std::string* out) { proto::Encode(hello, out); },
       // The connection runs this completion itself, so `this` is alive.
@@ -151,8 +220,7 @@ void Connection::Flush() {
   if (write_in_progress_ || out_.empty() || closed_) return;
   write_in_progress_ = true;
   std::swap(out_, writing_);
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+  auto on_written = [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
                       self->write_in_progress_ = false;
                       if (self->closed_) return;
                       if (ec) {
@@ -161,22 +229,34 @@ void Connection::Flush() {
                       }
                       self->writing_.clear();
                       self->Flush();
-                    });
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(writing_), std::move(on_written));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_), std::move(on_written));
+  }
 }
 
 // ---- receiving ----
 
 void Connection::StartRead() {
-  socket_.async_read_some(asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_),
-                          [self = shared_from_this()](const boost::system::error_code& ec,
-                                                      size_t n) { self->OnRead(ec, n); });
+  auto on_read = [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+    self->OnRead(ec, n);
+  };
+  const auto buffer = asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_);
+  if (tls_) {
+    tls_->async_read_some(buffer, std::move(on_read));
+  } else {
+    socket_.async_read_some(buffer, std::move(on_read));
+  }
 }
 
 void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
   if (closed_) return;
   if (ec) {
-    Break(ec == asio::error::eof ? std::string("closed by the server")
-                                 : "read failed: " + ec.message());
+    // A server closes TLS connections without a close_notify: the same as EOF.
+    const bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    Break(closed ? std::string("closed by the server") : "read failed: " + ec.message());
     return;
   }
   rend_ += n;

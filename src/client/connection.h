@@ -27,6 +27,7 @@
 
 // After <utility>: Boost 1.74's Asio uses std::exchange without including it.
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 
 #include "proto/protocol.h"
 #include "proto/wire.h"
@@ -103,6 +104,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnResolved(const boost::system::error_code& ec,
                   const boost::asio::ip::tcp::resolver::results_type& endpoints);
   void OnConnected(const boost::system::error_code& ec);
+  void OnHandshake(const boost::system::error_code& ec);
+  // Reading starts; then hello, or done.
+  void Established();
   void OnConnectTimer(const boost::system::error_code& ec);
 
   uint32_t NextId();
@@ -129,6 +133,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const std::string address_;  // "host:port"
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
+  // With options.tls: the context and the stream over socket_ every read
+  // and write goes through.
+  std::unique_ptr<boost::asio::ssl::context> tls_context_;
+  std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer timer_;  // the earliest request deadline
   std::function<void(const Status&)> start_done_;

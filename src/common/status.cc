@@ -44,6 +44,8 @@ std::string_view Status::CodeName(Code code) {
       return "Unsupported";
     case Code::kTimeout:
       return "Timeout";
+    case Code::kUnauthenticated:
+      return "Unauthenticated";
   }
   return "Unknown";
 }

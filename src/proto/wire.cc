@@ -367,6 +367,20 @@ class Fields {
     return Status::OK();
   }
 
+  // A str or a bin, as bytes.
+  Status Blob(std::string_view key, std::string* v) const {
+    const object* o = Find(key);
+    if (o == nullptr || o->type == mt::NIL) return Status::OK();
+    if (o->type == mt::STR) {
+      v->assign(o->via.str.ptr, o->via.str.size);
+    } else if (o->type == mt::BIN) {
+      v->assign(o->via.bin.ptr, o->via.bin.size);
+    } else {
+      return WrongType(Name(key), "a string or bin", *o);
+    }
+    return Status::OK();
+  }
+
   Status User(const DecodeLimits& lim, std::string* v) const {
     const object* o = Find("user");
     if (o == nullptr) return Bad(Name("user"), "missing");
@@ -638,9 +652,13 @@ void EncodeWith(std::string* out, Write write) {
 
 void Encode(const HelloRequest& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(1);
+    pk.pack_map(m.auth.empty() ? 1 : 2);
     Str(pk, "client");
     Str(pk, m.client);
+    if (!m.auth.empty()) {
+      Str(pk, "auth");
+      Str(pk, m.auth);
+    }
   });
 }
 
@@ -737,7 +755,10 @@ void Encode(const DeleteRequest& m, std::string* out) {
 
 Status Decode(std::string_view body, const DecodeLimits& lim, HelloRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return f.Text("client", &m->client); });
+  return DecodeMap(body, lim, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.Text("client", &m->client));
+    return f.Blob("auth", &m->auth);
+  });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, GetRequest* m) {

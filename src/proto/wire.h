@@ -27,6 +27,7 @@ namespace segstore::proto {
 
 struct HelloRequest {
   std::string client;  // free text naming the client, for the server's log
+  std::string auth;    // the shared secret, when the server asks for one; empty: none sent
 };
 struct GetRequest {
   std::string user;

@@ -143,6 +143,32 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"shutdown_timeout_seconds", IntSetter(0, 3600, [](Config* c, int64_t v) {
               c->server.shutdown_timeout = seconds(v);
             })},
+           {"auth_secret_file", TextSetter([](Config* c, const std::string& v) {
+              c->server.auth_secret_file = v;
+              return Status::OK();
+            })},
+       }},
+      {"tls",
+       {
+           {"cert_file", TextSetter([](Config* c, const std::string& v) {
+              c->server.tls.cert_file = v;
+              return Status::OK();
+            })},
+           {"key_file", TextSetter([](Config* c, const std::string& v) {
+              c->server.tls.key_file = v;
+              return Status::OK();
+            })},
+           {"client_ca_file", TextSetter([](Config* c, const std::string& v) {
+              c->server.tls.client_ca_file = v;
+              return Status::OK();
+            })},
+           {"min_version", TextSetter([](Config* c, const std::string& v) {
+              if (v != "1.2" && v != "1.3") {
+                return Status::InvalidArgument("min_version \"" + v + "\" is not one of 1.2, 1.3");
+              }
+              c->server.tls.min_version = v;
+              return Status::OK();
+            })},
        }},
       {"admin",
        {
@@ -411,6 +437,14 @@ Status Validate(const Config& c) {
   if (c.server.max_pending_bytes < 64 * 1024) {
     return Status::InvalidArgument("server.max_pending_bytes must be at least 64 KiB");
   }
+  const TlsOptions& tls = c.server.tls;
+  if (tls.cert_file.empty() && (!tls.key_file.empty() || !tls.client_ca_file.empty())) {
+    return Status::InvalidArgument(
+        "tls.key_file and tls.client_ca_file need tls.cert_file (the server's certificate)");
+  }
+  if (!tls.cert_file.empty() && tls.key_file.empty()) {
+    return Status::InvalidArgument("tls.cert_file needs tls.key_file (its private key)");
+  }
   if (c.admin.enabled && c.admin.port != 0 && c.admin.port == c.server.port) {
     return Status::InvalidArgument("admin.listen must use another port than server.listen (" +
                                    std::to_string(c.server.port) + ")");
@@ -442,6 +476,12 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("server.max_batch", c.max_batch);
   add("server.shutdown_timeout_seconds",
       std::chrono::duration_cast<seconds>(c.server.shutdown_timeout).count());
+  // Paths only: never a secret or a key.
+  add("server.auth_secret_file", c.server.auth_secret_file);
+  add("tls.cert_file", c.server.tls.cert_file);
+  add("tls.key_file", c.server.tls.key_file);
+  add("tls.client_ca_file", c.server.tls.client_ca_file);
+  add("tls.min_version", c.server.tls.min_version);
   add("admin.listen",
       c.admin.enabled ? c.admin.host + ":" + std::to_string(c.admin.port) : std::string("off"));
   add("storage.path", c.storage.path);

@@ -15,15 +15,61 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 }
 
-Connection::Connection(Loop* loop, asio::ip::tcp::socket socket, const ServerOptions& options)
-    : loop_(loop), socket_(std::move(socket)), idle_timer_(loop->io), options_(options) {}
+Connection::Connection(Loop* loop, asio::ip::tcp::socket socket, const ServerOptions& options,
+                       std::shared_ptr<const Credentials> credentials)
+    : loop_(loop),
+      socket_(std::move(socket)),
+      credentials_(std::move(credentials)),
+      idle_timer_(loop->io),
+      options_(options) {
+  if (credentials_->tls() != nullptr) {
+    tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_,
+                                                                        *credentials_->tls());
+    handshake_done_ = false;
+  }
+  authenticated_ = !credentials_->auth_required();
+}
 
 void Connection::Start() {
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   Touch();
+  accepted_ = last_activity_;
   ArmIdleTimer();
+  if (tls_) {
+    tls_->async_handshake(asio::ssl::stream_base::server,
+                          [self = shared_from_this()](const error_code& e) {
+                            self->OnHandshake(e);
+                          });
+    return;
+  }
   Read();
+}
+
+void Connection::OnHandshake(const error_code& ec) {
+  if (closed_) return;
+  if (ec) {
+    // A plain-TCP client, an untrusted or missing client certificate, a
+    // scanner: nothing can be sent back outside TLS. Counted, not logged
+    // above debug (anyone can cause one).
+    LoopCounters::Add(loop_->counters.tls_handshake_failures, 1);
+    spdlog::debug("TLS handshake with {} failed: {}", Peer(), ec.message());
+    Close();
+    return;
+  }
+  handshake_done_ = true;
+  Touch();
+  if (draining_) {
+    MaybeFinish();
+    return;
+  }
+  Read();
+}
+
+std::string Connection::Peer() const {
+  error_code ec;
+  auto ep = socket_.remote_endpoint(ec);
+  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
 bool Connection::Paused() const {
@@ -32,7 +78,7 @@ bool Connection::Paused() const {
 }
 
 void Connection::Read() {
-  if (reading_ || closed_ || draining_ || close_after_write_) return;
+  if (reading_ || closed_ || draining_ || close_after_write_ || !handshake_done_) return;
   if (Paused()) {
     if (!was_paused_) {
       was_paused_ = true;
@@ -61,10 +107,15 @@ void Connection::Read() {
     if (in_.size() - end_ < want) in_.resize(end_ + want);
   }
   reading_ = true;
-  socket_.async_read_some(asio::buffer(in_.data() + end_, in_.size() - end_),
-                          [self = shared_from_this()](const error_code& ec, size_t n) {
-                            self->OnRead(ec, n);
-                          });
+  auto on_read = [self = shared_from_this()](const error_code& ec, size_t n) {
+    self->OnRead(ec, n);
+  };
+  const auto buffer = asio::buffer(in_.data() + end_, in_.size() - end_);
+  if (tls_) {
+    tls_->async_read_some(buffer, std::move(on_read));
+  } else {
+    socket_.async_read_some(buffer, std::move(on_read));
+  }
 }
 
 void Connection::OnRead(const error_code& ec, size_t n) {
@@ -147,6 +198,10 @@ bool Connection::HandleFrame() {
     Send(std::move(out));
     return true;
   }
+  if (!authenticated_) {
+    bool close = false;
+    if (!Authenticate(h, body, &close)) return !close;
+  }
   ++in_flight_;
   if (!loop_->in_burst) {
     // Posted work runs after the handlers already due in this turn of the
@@ -163,6 +218,31 @@ bool Connection::HandleFrame() {
     self->OnReply(std::move(reply), started);
   });
   return true;
+}
+
+bool Connection::Authenticate(const proto::FrameHeader& h, std::string_view body, bool* close) {
+  Status refuse;
+  proto::HelloRequest hello;
+  if (h.op != static_cast<uint8_t>(proto::Op::kHello)) {
+    refuse = Status::Unauthenticated(
+        "this server requires authentication: send hello with the shared secret (auth) first");
+  } else if (Status s = proto::Decode(body, proto::DecodeLimits{}, &hello); !s.ok()) {
+    refuse = s.WithContext("hello");
+  } else if (hello.auth.empty()) {
+    refuse = Status::Unauthenticated("hello: this server requires the shared secret (auth)");
+  } else if (!credentials_->Authenticate(hello.auth)) {
+    LoopCounters::Add(loop_->counters.auth_failures, 1);
+    *close = true;
+    FailConnection(h.op, h.request_id, Status::Unauthenticated("hello: wrong shared secret"));
+    return false;
+  } else {
+    authenticated_ = true;
+    return true;
+  }
+  std::string out;
+  proto::AppendErrorFrame(&out, h.op, h.request_id, refuse);
+  Send(std::move(out));
+  return false;
 }
 
 void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
@@ -206,8 +286,7 @@ void Connection::Write() {
   writing_now_ = true;
   writing_.swap(out_);
   out_.clear();
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self = shared_from_this()](const error_code& ec, size_t n) {
+  auto on_written = [self = shared_from_this()](const error_code& ec, size_t n) {
                       self->writing_now_ = false;
                       if (self->closed_) return;
                       if (ec) {
@@ -224,15 +303,16 @@ void Connection::Write() {
                         self->Read();
                       }
                       self->MaybeFinish();
-                    });
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(writing_), std::move(on_written));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_), std::move(on_written));
+  }
 }
 
 void Connection::FailConnection(uint8_t op, uint32_t request_id, const Status& status) {
-  spdlog::warn("closing connection from {}: {}", [&] {
-    error_code ec;
-    auto ep = socket_.remote_endpoint(ec);
-    return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
-  }(), status.ToString());
+  spdlog::warn("closing connection from {}: {}", Peer(), status.ToString());
   std::string out;
   proto::AppendErrorFrame(&out, op, request_id, status);
   Send(std::move(out));
@@ -274,15 +354,30 @@ void Connection::ArmIdleTimer() {
   // A frame trickling in: look when its time is up (again a little later if
   // the check finds a whole frame waiting on backpressure instead).
   if (PartialFrame()) at = std::min(at, std::max(frame_begun_ + options_.frame_timeout, now));
+  // Not yet through the handshake and hello: that has its own deadline.
+  if (!Established()) at = std::min(at, std::max(accepted_ + options_.frame_timeout, now));
   timer_at_ = at;
   idle_timer_.expires_at(at);  // a wait already pending ends with operation_aborted
   idle_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
     if (ec || self->closed_) return;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(self->options_.frame_timeout);
+    if (!self->Established() &&
+        std::chrono::steady_clock::now() - self->accepted_ >= self->options_.frame_timeout) {
+      LoopCounters::Add(self->loop_->counters.slow_closed, 1);
+      if (!self->handshake_done_) {
+        LoopCounters::Add(self->loop_->counters.tls_handshake_failures, 1);
+        self->Close();  // nothing can be said outside TLS
+        return;
+      }
+      self->FailConnection(0, 0,
+                           Status::Unauthenticated("not authenticated within " +
+                                                   std::to_string(ms.count()) + " ms"));
+      return;
+    }
     if (self->PartialFrame() && !self->Paused() &&
         std::chrono::steady_clock::now() - self->frame_begun_ >= self->options_.frame_timeout) {
       LoopCounters::Add(self->loop_->counters.slow_closed, 1);
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(self->options_.frame_timeout);
       self->FailConnection(0, 0,
                            Status::LimitExceeded("a request frame did not arrive whole within " +
                                                  std::to_string(ms.count()) + " ms"));

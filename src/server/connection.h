@@ -7,12 +7,18 @@
 // responses wait to be sent; otherwise it stops reading, and the client feels
 // TCP backpressure. Responses go out in the order they complete, which may
 // differ from the order of requests (clients match request IDs).
+//
+// With TLS the connection first completes the handshake; with a shared
+// secret it answers every request but a hello carrying the secret with
+// Unauthenticated (a wrong secret closes it). Both together must be done
+// within frame_timeout of the accept, or the connection is closed.
 #pragma once
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
 #include <utility>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/stream.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "server/security.h"
 #include "server/server.h"
 #include "server/service.h"
 
@@ -36,6 +43,8 @@ struct alignas(64) LoopCounters {
   std::atomic<uint64_t> closed{0};
   std::atomic<uint64_t> idle_closed{0};
   std::atomic<uint64_t> slow_closed{0};
+  std::atomic<uint64_t> tls_handshake_failures{0};
+  std::atomic<uint64_t> auth_failures{0};
   std::atomic<uint64_t> broken_frames{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> error_responses{0};
@@ -73,7 +82,8 @@ struct Loop {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Loop* loop, boost::asio::ip::tcp::socket socket, const ServerOptions& options);
+  Connection(Loop* loop, boost::asio::ip::tcp::socket socket, const ServerOptions& options,
+             std::shared_ptr<const Credentials> credentials);
 
   // Begins reading. Call once, on the loop's thread, after registering.
   void Start();
@@ -85,6 +95,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed() const { return closed_; }
 
  private:
+  void OnHandshake(const boost::system::error_code& ec);
+  // The handshake is done and (when asked for) the hello authenticated.
+  bool Established() const { return handshake_done_ && authenticated_; }
+  // Checks an unauthenticated connection's request: true to serve it (a
+  // hello with the secret); false when answered or (returned in *close)
+  // the connection must close.
+  bool Authenticate(const proto::FrameHeader& h, std::string_view body, bool* close);
+  std::string Peer() const;
   void Read();
   void OnRead(const boost::system::error_code& ec, size_t n);
   void ProcessInput();
@@ -105,6 +123,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Loop* loop_;
   boost::asio::ip::tcp::socket socket_;
+  std::shared_ptr<const Credentials> credentials_;
+  // Over socket_ when the port speaks TLS; null for plain TCP.
+  std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   boost::asio::steady_timer idle_timer_;
   const ServerOptions& options_;
   std::vector<char> in_;       // received bytes; frames parsed from start_ to end_
@@ -120,6 +141,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_write_ = false;
   bool closed_ = false;
   bool was_paused_ = false;
+  bool handshake_done_ = true;  // false until a TLS handshake completes
+  bool authenticated_ = true;   // false until a hello with the secret, when one is required
+  std::chrono::steady_clock::time_point accepted_;
   std::chrono::steady_clock::time_point last_activity_;
   // When the first bytes of the frame at start_ arrived (PartialFrame()).
   std::chrono::steady_clock::time_point frame_begun_;

@@ -33,6 +33,10 @@ struct Overrides {
   std::string file_size;
   std::string durability;
   std::string log_level;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string auth_secret_file;
   std::optional<unsigned> threads;
   bool print_config = false;
 };
@@ -67,6 +71,10 @@ Status BuildConfig(const Overrides& o, server::Config* c) {
     c->log_level = o.log_level;
   }
   if (o.threads) c->server.threads = *o.threads;
+  if (!o.tls_cert.empty()) c->server.tls.cert_file = o.tls_cert;
+  if (!o.tls_key.empty()) c->server.tls.key_file = o.tls_key;
+  if (!o.tls_client_ca.empty()) c->server.tls.client_ca_file = o.tls_client_ca;
+  if (!o.auth_secret_file.empty()) c->server.auth_secret_file = o.auth_secret_file;
   return server::Validate(*c);
 }
 
@@ -107,6 +115,28 @@ void SetNotReady(AdminState* state, std::string why) {
   state->not_ready = std::move(why);
 }
 
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// An exposed port without TLS or without authentication is allowed (a
+// private network may be trusted) but said out loud at every start.
+void WarnIfExposed(const server::Config& config) {
+  if (IsLoopback(config.server.host)) return;
+  const bool tls = config.server.tls.enabled();
+  const bool auth = !config.server.auth_secret_file.empty();
+  if (!tls) {
+    spdlog::warn("serving {} without TLS: requests, profiles{} cross the network in clear "
+                 "(set [tls] cert_file and key_file)",
+                 config.server.host, auth ? " and the shared secret" : "");
+  }
+  if (!auth && config.server.tls.client_ca_file.empty()) {
+    spdlog::warn("serving {} without authentication: anyone who reaches the port can read and "
+                 "delete profiles (set server.auth_secret_file or tls.client_ca_file)",
+                 config.server.host);
+  }
+}
+
 int Serve(const server::Config& config) {
   // Signals are taken synchronously by this thread; every thread started from
   // here on inherits the mask.
@@ -114,6 +144,7 @@ int Serve(const server::Config& config) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reload the TLS files and auth secrets
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -165,6 +196,7 @@ int Serve(const server::Config& config) {
     spdlog::critical("cannot start serving: {}", s.ToString());
     return 1;
   }
+  WarnIfExposed(config);
 
   {
     std::lock_guard lock(admin_state.mu);
@@ -176,9 +208,10 @@ int Serve(const server::Config& config) {
   const segstore::storage::RecoveryStats& r = (*store)->recovery();
   const segstore::storage::StoreStats st = (*store)->stats();
   spdlog::info(
-      "segstored {} serving on {} with {} threads, io {}; recovered {} live records from {} "
-      "blocks in {:.2f} s ({} damaged regions); config: {}",
-      kVersion, front.endpoint(), front.threads(), st.io_backend, r.live_records,
+      "segstored {} serving on {} ({}) with {} threads, io {}; recovered {} live records from "
+      "{} blocks in {:.2f} s ({} damaged regions); config: {}",
+      kVersion, front.endpoint(), front.security(), front.threads(), st.io_backend,
+      r.live_records,
       r.blocks_in_use, r.seconds, r.damaged_regions, server::DescribeLine(config));
   server::Notify("READY=1\nSTATUS=serving on " + front.endpoint() +
                  (admin ? ", admin on http://" + admin->endpoint() : std::string()));
@@ -192,7 +225,14 @@ int Serve(const server::Config& config) {
     timeout.tv_sec = tick.count() / 1000;
     timeout.tv_nsec = (tick.count() % 1000) * 1'000'000;
     const int got = sigtimedwait(&signals, nullptr, &timeout);
-    if (got > 0) {
+    if (got == SIGHUP) {
+      if (Status s = front.ReloadCredentials(); s.ok()) {
+        spdlog::info("SIGHUP: reloaded credentials for new connections: {}", front.security());
+      } else {
+        spdlog::error("SIGHUP: reload failed, keeping the credentials in force ({}): {}",
+                      front.security(), s.ToString());
+      }
+    } else if (got > 0) {
       signal = got;
     } else if (watchdog) {
       // Ping only while every event loop is turning.
@@ -242,6 +282,13 @@ int main(int argc, char** argv) {
   app.add_option("--durability", o.durability, "commit (default) or buffered");
   app.add_option("--threads", o.threads, "event loop threads (default: one per core)");
   app.add_option("--log-level", o.log_level, "trace, debug, info (default), warn, error, off");
+  app.add_option("--tls-cert", o.tls_cert,
+                 "PEM certificate chain: serve TLS only (with --tls-key; SIGHUP reloads)");
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", o.tls_client_ca,
+                 "PEM CAs whose client certificates are required (mutual TLS)");
+  app.add_option("--auth-secret-file", o.auth_secret_file,
+                 "file of shared secrets, one per line: require one in hello (SIGHUP reloads)");
   app.add_flag("--print-config", o.print_config, "print the configuration in force and exit");
   app.set_version_flag("--version", std::string("segstored ") + kVersion);
   CLI11_PARSE(app, argc, argv);

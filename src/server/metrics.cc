@@ -150,6 +150,11 @@ Stats ToStats(const MetricsSnapshot& m) {
     add("server.connections_refused", c.connections_refused);
     add("server.connections_idle_closed", c.connections_idle_closed);
     add("server.connections_slow_closed", c.connections_slow_closed);
+    add("server.tls_handshake_failures", c.tls_handshake_failures);
+    add("server.auth_failures", c.auth_failures);
+    if (c.tls_certificate_not_after != 0) {
+      add("server.tls_certificate_not_after", static_cast<uint64_t>(c.tls_certificate_not_after));
+    }
     add("server.broken_frames", c.broken_frames);
     add("server.requests", c.requests);
     add("server.error_responses", c.error_responses);
@@ -250,9 +255,19 @@ std::string ToPrometheus(const MetricsSnapshot& m) {
           "Connections closed after server.idle_timeout_seconds without traffic.",
           c.connections_idle_closed);
     w.One("connections_slow_closed_total", "counter",
-          "Connections closed because a request frame did not arrive whole within "
-          "server.frame_timeout_seconds.",
+          "Connections closed because a request frame, or the TLS handshake and authenticated "
+          "hello, did not arrive within server.frame_timeout_seconds.",
           c.connections_slow_closed);
+    w.One("tls_handshake_failures_total", "counter",
+          "TLS handshakes that failed or timed out (the connection was closed).",
+          c.tls_handshake_failures);
+    w.One("auth_failures_total", "counter",
+          "Hellos with a wrong shared secret (the connection was closed).", c.auth_failures);
+    if (c.tls_certificate_not_after != 0) {
+      w.One("tls_certificate_expiry_timestamp_seconds", "gauge",
+            "When the server's TLS certificate expires (its notAfter, Unix seconds).",
+            c.tls_certificate_not_after);
+    }
     w.One("broken_frames_total", "counter",
           "Frames with a bad magic or an oversize length (their connection was closed).",
           c.broken_frames);

@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "proto/wire.h"
 #include "server/connection.h"
 #include "server/listen.h"
+#include "server/security.h"
 
 namespace segstore::server {
 
@@ -29,6 +31,11 @@ class Server::Impl {
 
   Status Start();
   void Stop();
+  Status ReloadCredentials();
+  std::shared_ptr<const Credentials> credentials() const {
+    std::lock_guard lock(credentials_mu_);
+    return credentials_;
+  }
   ServerCounters Counters() const;
   bool LoopsAlive(std::chrono::milliseconds within);
 
@@ -40,6 +47,9 @@ class Server::Impl {
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> accepted_{0};  // handed to a loop (counted by the acceptor)
   unsigned next_loop_ = 0;
+  // What new connections use; replaced by ReloadCredentials.
+  mutable std::mutex credentials_mu_;
+  std::shared_ptr<const Credentials> credentials_;
   uint16_t port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
@@ -53,6 +63,9 @@ class Server::Impl {
 
 Status Server::Impl::Start() {
   if (started_) return Status::InvalidArgument("server already started");
+  auto credentials = Credentials::Load(options_);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = std::move(*credentials);
   const unsigned threads =
       options_.threads != 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < threads; ++i) {
@@ -160,12 +173,13 @@ void Server::Impl::Accept() {
       socket.close(ignored);
     } else {
       accepted_.fetch_add(1, std::memory_order_relaxed);
-      asio::post(target->io, [this, target, s = std::make_shared<tcp::socket>(std::move(socket))] {
+      asio::post(target->io, [this, target, s = std::make_shared<tcp::socket>(std::move(socket)),
+                              credentials = credentials()] {
         if (target->draining) {
           LoopCounters::Add(target->counters.closed, 1);
           return;
         }
-        auto conn = std::make_shared<Connection>(target, std::move(*s), options_);
+        auto conn = std::make_shared<Connection>(target, std::move(*s), options_, credentials);
         target->connections.insert(conn);
         conn->Start();
       });
@@ -213,6 +227,14 @@ void Server::Impl::Stop() {
   accept_retry_.reset();
 }
 
+Status Server::Impl::ReloadCredentials() {
+  auto loaded = Credentials::Load(options_);
+  if (!loaded.ok()) return loaded.status();
+  std::lock_guard lock(credentials_mu_);
+  credentials_ = std::move(*loaded);
+  return Status::OK();
+}
+
 ServerCounters Server::Impl::Counters() const {
   ServerCounters c;
   for (const auto& l : loops_) {
@@ -220,6 +242,8 @@ ServerCounters Server::Impl::Counters() const {
     auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
     c.connections_idle_closed += get(lc.idle_closed);
     c.connections_slow_closed += get(lc.slow_closed);
+    c.tls_handshake_failures += get(lc.tls_handshake_failures);
+    c.auth_failures += get(lc.auth_failures);
     c.broken_frames += get(lc.broken_frames);
     c.requests += get(lc.requests);
     c.error_responses += get(lc.error_responses);
@@ -237,6 +261,7 @@ ServerCounters Server::Impl::Counters() const {
   c.connections_accepted = accepted_.load(std::memory_order_relaxed);
   c.connections_open = OpenConnections();
   c.connections_refused = refused_.load(std::memory_order_relaxed);
+  if (auto creds = credentials()) c.tls_certificate_not_after = creds->certificate_not_after();
   return c;
 }
 
@@ -265,6 +290,14 @@ Server::Server(const ServerOptions& options, Service* service)
 Server::~Server() { Stop(); }
 Status Server::Start() { return impl_->Start(); }
 void Server::Stop() { impl_->Stop(); }
+Status Server::ReloadCredentials() {
+  if (!impl_->started_) return Status::InvalidArgument("server not started");
+  return impl_->ReloadCredentials();
+}
+std::string Server::security() const {
+  auto creds = impl_->credentials();
+  return creds ? creds->Describe() : std::string("not started");
+}
 uint16_t Server::port() const { return impl_->port_; }
 std::string Server::endpoint() const {
   return impl_->options_.host + ":" + std::to_string(impl_->port_);

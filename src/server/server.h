@@ -20,6 +20,16 @@
 
 namespace segstore::server {
 
+// TLS on the client port (security.h loads it). With a certificate the port
+// speaks TLS only.
+struct TlsOptions {
+  std::string cert_file;       // PEM: the server's certificate, then any intermediates
+  std::string key_file;        // PEM: its private key (unencrypted)
+  std::string client_ca_file;  // PEM CAs; set: clients must present a certificate they signed
+  std::string min_version = "1.2";  // "1.2" or "1.3"
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7700;  // 0: an ephemeral port (see Server::port())
@@ -41,6 +51,10 @@ struct ServerOptions {
   uint32_t max_pending_bytes = 8u << 20;
   // Stop() waits this long for requests in flight and unsent responses.
   std::chrono::milliseconds shutdown_timeout{10'000};
+  TlsOptions tls;
+  // A file of shared secrets, one per line; set: a connection is served only
+  // after a hello carrying one of them (security.h). Empty: no authentication.
+  std::string auth_secret_file;
 };
 
 // Per-operation counters are indexed by proto::OpSlot; the last slot holds
@@ -54,7 +68,11 @@ struct ServerCounters {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // over max_connections
   uint64_t connections_idle_closed = 0;
-  uint64_t connections_slow_closed = 0;  // a frame not whole within frame_timeout
+  uint64_t connections_slow_closed = 0;  // a frame (or TLS handshake and hello) not in time
+  uint64_t tls_handshake_failures = 0;
+  uint64_t auth_failures = 0;            // hellos with a wrong secret (connection closed)
+  // The server certificate's notAfter (Unix seconds); 0 without TLS.
+  int64_t tls_certificate_not_after = 0;
   uint64_t broken_frames = 0;  // bad magic or impossible length: connection closed
   uint64_t requests = 0;
   uint64_t error_responses = 0;
@@ -79,10 +97,18 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds, starts the loops and makes every handler; returns once the port
-  // accepts. InvalidArgument for a bad address, IOError when the bind fails,
-  // or the first handler's error.
+  // Loads the TLS credentials and auth secrets, binds, starts the loops and
+  // makes every handler; returns once the port accepts. InvalidArgument for a
+  // bad address or unusable credentials, IOError when the bind fails, or the
+  // first handler's error.
   Status Start();
+  // Reads the TLS certificate, key, client CAs and auth secrets again (on
+  // SIGHUP): new connections use them, open ones keep theirs. On an error
+  // the ones in force stay and the error is returned.
+  Status ReloadCredentials();
+  // "plain TCP" or "TLS 1.2+, client certificates required", and ", shared
+  // secret required" when auth is on: for the start log line.
+  std::string security() const;
   // Stops accepting, lets every connection finish the requests it has read
   // and send their responses (up to shutdown_timeout), closes connections,
   // destroys the handlers on their threads and joins them. Idempotent.

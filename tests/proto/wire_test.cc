@@ -194,7 +194,7 @@ std::string Text(const SegmentUpdate& u) {
 std::string ModeText(UpsertMode m) { return std::to_string(static_cast<int>(m)); }
 std::string Text(const examples::EmptyBody&) { return "(no body)"; }
 std::string Text(const examples::ErrorBody& m) { return "error " + Q(m.message); }
-std::string Text(const HelloRequest& m) { return "hello " + Q(m.client); }
+std::string Text(const HelloRequest& m) { return "hello " + Q(m.client) + " auth " + Q(m.auth); }
 std::string Text(const GetRequest& m) { return "get " + Q(m.user) + " " + Text(m.options); }
 std::string Text(const BatchGetRequest& m) {
   return "batch_get " + List(m.users, Q) + " " + Text(m.options);
@@ -563,12 +563,22 @@ TEST(ExampleFilesTest, EveryOperationHasARequestAndAResponse) {
 // ---- round trips ----
 
 TEST(WireTest, HelloRequestRoundTrips) {
-  ExpectRoundTrip(HelloRequest{""});
-  ExpectRoundTrip(HelloRequest{"segstore-py 0.1.0"});
-  ExpectRoundTrip(HelloRequest{std::string(70000, 'x')});  // str32
-  // An empty body is an empty map: no client name.
-  HelloRequest m{"old"};
+  ExpectRoundTrip(HelloRequest{"", ""});
+  ExpectRoundTrip(HelloRequest{"segstore-py 0.1.0", ""});
+  ExpectRoundTrip(HelloRequest{std::string(70000, 'x'), ""});  // str32
+  ExpectRoundTrip(HelloRequest{"loader", "a shared secret of 32 bytes here"});
+  ExpectRoundTrip(HelloRequest{"", std::string("\0\xff binary", 9)});
+  // The secret may come as a bin too; nil is no secret.
+  HelloRequest bin;
+  ASSERT_TRUE(Decode(Mp().Map(1).Str("auth").Bin("s3cret"), DecodeLimits{}, &bin).ok());
+  EXPECT_EQ(bin.auth, "s3cret");
+  ASSERT_TRUE(Decode(Mp().Map(1).Str("auth").Nil(), DecodeLimits{}, &bin).ok());
+  EXPECT_EQ(bin.auth, "");
+  // An empty body is an empty map: no client name, no secret.
+  HelloRequest m{"old", "secret of sixteen"};
   ASSERT_TRUE(Decode("", DecodeLimits{}, &m).ok());
+  EXPECT_EQ(m.client, "");
+  EXPECT_EQ(m.auth, "");
 }
 
 TEST(WireTest, GetRequestRoundTripsEveryOptionAtItsEdges) {
@@ -1097,6 +1107,7 @@ TEST(HostileInputTest, WrongTypesNameTheField) {
   ExpectInvalid(DecodeAs<TrimRequest>(Mp().Map(2).Str("user").Str("u").Str("before").Str("now")),
                 {"before"});
   ExpectInvalid(DecodeAs<HelloRequest>(Mp().Map(1).Str("client").U(1)), {"client"});
+  ExpectInvalid(DecodeAs<HelloRequest>(Mp().Map(1).Str("auth").U(7)), {"auth"});
   // A response's fields.
   ExpectInvalid(DecodeAs<GetResult>(Mp().Map(2).Str("count").Str("x").Str("ids").Arr(0)),
                 {"count"});

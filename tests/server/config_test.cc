@@ -47,6 +47,8 @@ Config EveryKeyChanged() {
   c.server.max_in_flight = 7;
   c.server.max_pending_bytes = 777777;
   c.server.shutdown_timeout = seconds(77);
+  c.server.auth_secret_file = "/etc/secret";
+  c.server.tls = {"/c.pem", "/k.pem", "/ca.pem", "1.3"};
   c.max_batch = 7;
   c.storage.path = "/elsewhere";
   c.storage.file_size = 7ull << 30;
@@ -160,6 +162,44 @@ level = "debug"
   EXPECT_EQ(c.profile.sweep_share, 1.0);
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_TRUE(Validate(c).ok());
+}
+
+TEST(ConfigTest, TlsAndAuthSettingsAreAppliedAndChecked) {
+  Config c = DefaultConfig();
+  Status s = Load(R"(
+[server]
+auth_secret_file = "/etc/segstore/secrets"
+[tls]
+cert_file = "/etc/segstore/server.pem"
+key_file = "/etc/segstore/server.key"
+client_ca_file = "/etc/segstore/clients-ca.pem"
+min_version = "1.3"
+)",
+                  &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.server.auth_secret_file, "/etc/segstore/secrets");
+  EXPECT_TRUE(c.server.tls.enabled());
+  EXPECT_EQ(c.server.tls.cert_file, "/etc/segstore/server.pem");
+  EXPECT_EQ(c.server.tls.key_file, "/etc/segstore/server.key");
+  EXPECT_EQ(c.server.tls.client_ca_file, "/etc/segstore/clients-ca.pem");
+  EXPECT_EQ(c.server.tls.min_version, "1.3");
+  EXPECT_TRUE(Validate(c).ok());
+  EXPECT_FALSE(DefaultConfig().server.tls.enabled());
+
+  EXPECT_TRUE(Rejected("[tls]\nmin_version = \"1.1\"\n", "tls.min_version"));
+  EXPECT_TRUE(Rejected("[tls]\ncert_file = 1\n", "tls.cert_file"));
+  EXPECT_TRUE(Rejected("[tls]\nkeyfile = \"k\"\n", "tls.keyfile"));
+  // A certificate without its key, or a key or client CAs without a
+  // certificate, is half a setup.
+  Config half = DefaultConfig();
+  half.server.tls.cert_file = "/c.pem";
+  EXPECT_EQ(Validate(half).code(), Code::kInvalidArgument);
+  half = DefaultConfig();
+  half.server.tls.key_file = "/k.pem";
+  EXPECT_EQ(Validate(half).code(), Code::kInvalidArgument);
+  half = DefaultConfig();
+  half.server.tls.client_ca_file = "/ca.pem";
+  EXPECT_NE(Validate(half).message().find("tls.cert_file"), std::string_view::npos);
 }
 
 TEST(ConfigTest, SizesAreStringsWithUnitsOrIntegers) {

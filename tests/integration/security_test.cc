@@ -1,0 +1,459 @@
+// TLS and shared-secret authentication on the client port, through the
+// client library against the whole server in process; certificates come
+// from tests/support/test_pki. Also the credential loading's errors and
+// a reload (what SIGHUP does in segstored).
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <utility>
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/secret_file.h"
+#include "integration/in_process.h"
+#include "proto/wire.h"
+#include "segstore/client.h"
+#include "server/raw_conn.h"
+#include "server/security.h"
+#include "storage/test_util.h"
+#include "support/test_pki.h"
+
+namespace segstore::server {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using std::chrono::milliseconds;
+using testing::WaitFor;
+using Code = Status::Code;
+
+constexpr UnixSeconds kStart = 1'790'000'000;
+const std::string kSecretA = "first secret, 32 bytes long....";
+const std::string kSecretB = "second secret, also long enough";
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  ::chmod(path.c_str(), mode);
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pki = segstore::testing::MakeTestPki(dir_.File("pki"));
+    ASSERT_TRUE(pki.ok()) << pki.status().ToString();
+    pki_ = *pki;
+    secrets_ = dir_.File("secrets");
+  }
+  void TearDown() override { served_.Stop(); }
+
+  void Start(ServerOptions options) {
+    storage::StoreOptions o;
+    o.path = dir_.File("data");
+    o.file_size = 64u << 20;
+    o.write_block_size = 256u << 10;
+    o.clock = &clock_;
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    ProfileServiceOptions so;
+    options.threads = 2;
+    served_.Start(o, nullptr, p, so, options);
+  }
+
+  ServerOptions Tls() const {
+    ServerOptions o;
+    o.tls.cert_file = pki_.server_cert;
+    o.tls.key_file = pki_.server_key;
+    return o;
+  }
+
+  ClientOptions TlsClient() const {
+    ClientOptions o = Plain();
+    o.tls.enabled = true;
+    o.tls.ca_file = pki_.ca_cert;
+    return o;
+  }
+
+  ClientOptions Plain() const {
+    ClientOptions o;
+    o.port = served_.server->port();
+    o.connect_timeout = milliseconds(10000);
+    o.request_timeout = milliseconds(10000);
+    return o;
+  }
+
+  // A write and a read back through `c`.
+  static void ExpectServes(Client* c, const std::string& user) {
+    ASSERT_NE(c, nullptr);
+    const std::vector<SegmentUpdate> segs = {{7, 3600, true, {}, {}}, {9, 3600, true, {}, {}}};
+    auto up = c->Upsert(user, segs);
+    ASSERT_TRUE(up.ok()) << up.status().ToString();
+    auto got = c->Get(user);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->size(), 2u);
+  }
+
+  ServerCounters Counters() const { return served_.server->counters(); }
+
+  storage::testing::TempDir dir_;
+  ManualClock clock_{kStart};
+  segstore::testing::TestPki pki_;
+  std::string secrets_;
+  testing::InProcessServer served_;
+};
+
+// ---- TLS ----
+
+TEST_F(SecurityTest, TlsServesTheClientLibrary) {
+  Start(Tls());
+  auto c = Client::Connect(TlsClient());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ExpectServes(c->get(), "tls-user");
+  // Batches large enough to span many TLS records come back whole.
+  std::vector<std::string> users;
+  for (int i = 0; i < 300; ++i) users.push_back("tls-user");
+  auto batch = (*c)->BatchGet(users);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  EXPECT_TRUE(batch->back().ok());
+  EXPECT_EQ(Counters().tls_handshake_failures, 0u);
+  EXPECT_GT(Counters().tls_certificate_not_after, static_cast<int64_t>(kStart));
+  EXPECT_EQ(served_.server->security(), "TLS 1.2+");
+}
+
+TEST_F(SecurityTest, PlainClientOnTheTlsPortIsClosedAndCounted) {
+  Start(Tls());
+  auto plain = Client::Connect(Plain());
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), Code::kUnavailable) << plain.status().ToString();
+  EXPECT_TRUE(WaitFor([&] { return Counters().tls_handshake_failures == 1; }));
+  // The server goes on serving TLS clients.
+  auto c = Client::Connect(TlsClient());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ExpectServes(c->get(), "after-plain");
+}
+
+TEST_F(SecurityTest, TlsClientOnAPlainPortFailsToConnect) {
+  Start(ServerOptions{});
+  auto c = Client::Connect(TlsClient());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnavailable) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("TLS handshake failed"), std::string_view::npos)
+      << c.status().ToString();
+}
+
+TEST_F(SecurityTest, ClientRefusesAServerItCannotVerify) {
+  Start(Tls());
+  // Signed by a CA the client does not trust.
+  ClientOptions untrusted = TlsClient();
+  untrusted.tls.ca_file = pki_.other_ca_cert;
+  auto c = Client::Connect(untrusted);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnavailable);
+  EXPECT_NE(c.status().message().find("certificate verify failed"), std::string_view::npos)
+      << c.status().ToString();
+  // A certificate for other names.
+  ClientOptions wrong_name = TlsClient();
+  wrong_name.tls.server_name = "profiles.example.com";
+  c = Client::Connect(wrong_name);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("certificate verify failed"), std::string_view::npos)
+      << c.status().ToString();
+  // The name it does carry, asked for explicitly, passes.
+  ClientOptions right_name = TlsClient();
+  right_name.tls.server_name = "localhost";
+  c = Client::Connect(right_name);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  // Without verification it connects (encrypted, unauthenticated).
+  ClientOptions insecure = untrusted;
+  insecure.tls.verify = false;
+  c = Client::Connect(insecure);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ExpectServes(c->get(), "insecure");
+  // An unreadable CA file is the caller's error, said before any traffic.
+  ClientOptions missing = TlsClient();
+  missing.tls.ca_file = dir_.File("no-such-ca.pem");
+  c = Client::Connect(missing);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("no-such-ca.pem"), std::string_view::npos);
+}
+
+TEST_F(SecurityTest, ClientRefusesAnExpiredCertificate) {
+  ServerOptions o = Tls();
+  o.tls.cert_file = pki_.expired_server_cert;
+  o.tls.key_file = pki_.expired_server_key;
+  Start(o);
+  auto c = Client::Connect(TlsClient());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("expired"), std::string_view::npos)
+      << c.status().ToString();
+}
+
+TEST_F(SecurityTest, MutualTlsRequiresAClientCertificateFromTheClientCa) {
+  ServerOptions o = Tls();
+  o.tls.client_ca_file = pki_.ca_cert;
+  Start(o);
+  EXPECT_EQ(served_.server->security(), "TLS 1.2+, client certificates required");
+  // No certificate: the server ends the handshake (with TLS 1.3 the client
+  // learns it at its first read, the hello).
+  auto c = Client::Connect(TlsClient());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnavailable) << c.status().ToString();
+  // A certificate from another CA.
+  ClientOptions other = TlsClient();
+  other.tls.cert_file = pki_.other_client_cert;
+  other.tls.key_file = pki_.other_client_key;
+  c = Client::Connect(other);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnavailable) << c.status().ToString();
+  EXPECT_TRUE(WaitFor([&] { return Counters().tls_handshake_failures == 2; }))
+      << Counters().tls_handshake_failures;
+  // The right one.
+  ClientOptions good = TlsClient();
+  good.tls.cert_file = pki_.client_cert;
+  good.tls.key_file = pki_.client_key;
+  c = Client::Connect(good);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ExpectServes(c->get(), "mtls");
+  // Half a client certificate is refused before connecting.
+  ClientOptions half = TlsClient();
+  half.tls.cert_file = pki_.client_cert;
+  c = Client::Connect(half);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << c.status().ToString();
+}
+
+TEST_F(SecurityTest, TlsHandshakeNotStartedInTimeIsClosed) {
+  ServerOptions o = Tls();
+  o.frame_timeout = milliseconds(300);
+  Start(o);
+  testing::RawConn idle;
+  ASSERT_TRUE(idle.Connect(served_.server->port()));
+  EXPECT_TRUE(idle.WaitClosed());
+  EXPECT_TRUE(WaitFor([&] { return Counters().connections_slow_closed == 1; }));
+  EXPECT_EQ(Counters().tls_handshake_failures, 1u);
+  EXPECT_TRUE(WaitFor([&] { return Counters().connections_open == 0; }));
+}
+
+// ---- shared secret ----
+
+TEST_F(SecurityTest, SecretIsRequiredBeforeAnyRequest) {
+  WriteFile(secrets_, "# rotation: both are valid\n" + kSecretA + "\n\n  " + kSecretB + "  \n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  Start(o);
+  EXPECT_EQ(served_.server->security(), "plain TCP, shared secret required");
+
+  // Hello without the secret.
+  auto c = Client::Connect(Plain());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnauthenticated) << c.status().ToString();
+
+  // No hello at all: every request is refused, the connection stays usable.
+  ClientOptions quiet = Plain();
+  quiet.hello = false;
+  c = Client::Connect(quiet);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto got = (*c)->Get("u");
+  EXPECT_EQ(got.status().code(), Code::kUnauthenticated) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("hello"), std::string_view::npos);
+  const std::vector<SegmentUpdate> segs = {{1, 3600, true, {}, {}}};
+  EXPECT_EQ((*c)->Upsert("u", segs).status().code(), Code::kUnauthenticated);
+  EXPECT_EQ((*c)->Delete("u").status().code(), Code::kUnauthenticated);
+  EXPECT_EQ((*c)->Ping().code(), Code::kUnauthenticated);
+  EXPECT_EQ((*c)->Stats().status().code(), Code::kUnauthenticated);
+
+  // Either secret of the file serves.
+  for (const std::string& secret : {kSecretA, kSecretB}) {
+    ClientOptions ok = Plain();
+    ok.auth_secret = secret;
+    c = Client::Connect(ok);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ExpectServes(c->get(), "authed");
+  }
+  // Nothing was written by the refused requests.
+  EXPECT_EQ(Counters().auth_failures, 0u);
+}
+
+TEST_F(SecurityTest, WrongSecretClosesTheConnection) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  Start(o);
+  for (const std::string& wrong : {kSecretA + "x", kSecretA.substr(1), std::string("short")}) {
+    ClientOptions bad = Plain();
+    bad.auth_secret = wrong;
+    auto c = Client::Connect(bad);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), Code::kUnauthenticated) << c.status().ToString();
+    EXPECT_NE(c.status().message().find("wrong shared secret"), std::string_view::npos)
+        << c.status().ToString();
+  }
+  EXPECT_EQ(Counters().auth_failures, 3u);
+  // At the frame level: the error answers the hello, then the server closes.
+  testing::RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port()));
+  std::string hello;
+  proto::Encode(proto::HelloRequest{"raw", "not the secret at all"}, &hello);
+  ASSERT_TRUE(raw.Write(testing::MakeFrame(static_cast<uint8_t>(proto::Op::kHello), 5, hello)));
+  EXPECT_TRUE(raw.Expect(5, Code::kUnauthenticated));
+  EXPECT_TRUE(raw.ExpectClosed());
+}
+
+TEST_F(SecurityTest, UnauthenticatedConnectionIsClosedAfterTheFrameTimeout) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  o.frame_timeout = milliseconds(300);
+  Start(o);
+  testing::RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port()));
+  // Requests answered Unauthenticated do not buy time.
+  ASSERT_TRUE(raw.Write(testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), 1, "")));
+  EXPECT_TRUE(raw.Expect(1, Code::kUnauthenticated));
+  testing::Frame f;
+  ASSERT_EQ(raw.ReadFrame(&f), testing::RawConn::ReadResult::kFrame);
+  EXPECT_EQ(f.id(), 0u);
+  EXPECT_EQ(f.status(), Code::kUnauthenticated);
+  EXPECT_TRUE(raw.ExpectClosed());
+  EXPECT_EQ(Counters().connections_slow_closed, 1u);
+  // An authenticated connection is not held to it.
+  ClientOptions ok = Plain();
+  ok.auth_secret = kSecretA;
+  auto c = Client::Connect(ok);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::this_thread::sleep_for(milliseconds(700));
+  ExpectServes(c->get(), "patient");
+}
+
+TEST_F(SecurityTest, SecretAndMutualTlsTogether) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o = Tls();
+  o.tls.client_ca_file = pki_.ca_cert;
+  o.tls.min_version = "1.3";
+  o.auth_secret_file = secrets_;
+  Start(o);
+  EXPECT_EQ(served_.server->security(),
+            "TLS 1.3+, client certificates required, shared secret required");
+  ClientOptions co = TlsClient();
+  co.tls.cert_file = pki_.client_cert;
+  co.tls.key_file = pki_.client_key;
+  auto no_secret = Client::Connect(co);
+  ASSERT_FALSE(no_secret.ok());
+  EXPECT_EQ(no_secret.status().code(), Code::kUnauthenticated);
+  co.auth_secret = kSecretA;
+  auto c = Client::Connect(co);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ExpectServes(c->get(), "both");
+}
+
+// ---- loading and reloading ----
+
+TEST_F(SecurityTest, ReloadServesNewConnectionsWithTheNewCredentials) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o = Tls();
+  o.auth_secret_file = secrets_;
+  Start(o);
+  ClientOptions a = TlsClient();
+  a.auth_secret = kSecretA;
+  auto before = Client::Connect(a);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+
+  // Rotate: a new secret, and a certificate from another CA.
+  WriteFile(secrets_, kSecretB + "\n");
+  std::filesystem::copy_file(pki_.other_server_cert, pki_.server_cert,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(pki_.other_server_key, pki_.server_key,
+                             std::filesystem::copy_options::overwrite_existing);
+  Status s = served_.server->ReloadCredentials();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
+  ClientOptions b = TlsClient();
+  b.tls.ca_file = pki_.other_ca_cert;
+  b.auth_secret = kSecretB;
+  auto after = Client::Connect(b);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ExpectServes(after->get(), "rotated");
+  // The old secret and the old CA no longer get in.
+  ClientOptions old_secret = b;
+  old_secret.auth_secret = kSecretA;
+  EXPECT_EQ(Client::Connect(old_secret).status().code(), Code::kUnauthenticated);
+  EXPECT_EQ(Client::Connect(a).status().code(), Code::kUnavailable);
+  // The connection made before goes on as it was.
+  ExpectServes(before->get(), "before-rotation");
+
+  // A reload that fails keeps what is in force.
+  WriteFile(secrets_, "too short\n");
+  s = served_.server->ReloadCredentials();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("line 1"), std::string_view::npos) << s.ToString();
+  after = Client::Connect(b);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+}
+
+TEST_F(SecurityTest, UnusableCredentialsAreClearErrors) {
+  auto load = [](ServerOptions o) { return Credentials::Load(o).status(); };
+  ServerOptions o = Tls();
+  EXPECT_TRUE(load(o).ok());
+  // A key that is not the certificate's.
+  o.tls.key_file = pki_.other_server_key;
+  Status s = load(o);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("is not the key of the certificate"), std::string_view::npos) << s.ToString();
+  // A missing file names the setting and the path.
+  o = Tls();
+  o.tls.cert_file = dir_.File("missing.pem");
+  s = load(o);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("tls.cert_file"), std::string_view::npos) << s.ToString();
+  // A file that is not PEM.
+  WriteFile(dir_.File("junk.pem"), "not a certificate\n", 0644);
+  o = Tls();
+  o.tls.cert_file = dir_.File("junk.pem");
+  s = load(o);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  o = Tls();
+  o.tls.client_ca_file = dir_.File("junk.pem");
+  s = load(o);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("tls.client_ca_file"), std::string_view::npos) << s.ToString();
+  // A secret file without a secret.
+  WriteFile(secrets_, "# nothing yet\n\n");
+  o = ServerOptions{};
+  o.auth_secret_file = secrets_;
+  s = load(o);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+}
+
+TEST(SecretFileTest, ReadsOneSecretPerLineAndSaysWhatIsWrong) {
+  storage::testing::TempDir dir;
+  const std::string path = dir.File("s");
+  WriteFile(path, "# comment\n\n\t" + kSecretA + " \r\n" + kSecretB + "\n", 0640);
+  bool loose = false;
+  auto got = ReadSecretFile(path, &loose);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, (std::vector<std::string>{kSecretA, kSecretB}));
+  EXPECT_TRUE(loose);
+  ::chmod(path.c_str(), 0600);
+  ASSERT_TRUE(ReadSecretFile(path, &loose).ok());
+  EXPECT_FALSE(loose);
+
+  WriteFile(path, kSecretA + "\nshort\n");
+  auto bad = ReadSecretFile(path);
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("line 2"), std::string_view::npos) << bad.status().ToString();
+  WriteFile(path, std::string(kMaxSecretBytes + 1, 'x') + "\n");
+  EXPECT_EQ(ReadSecretFile(path).status().code(), Code::kInvalidArgument);
+  WriteFile(path, "\n# only comments\n");
+  EXPECT_EQ(ReadSecretFile(path).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ReadSecretFile(dir.File("missing")).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace segstore::server
