@@ -28,6 +28,8 @@
 //               round trip (see limits.h)
 //   all         limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy
 //
+// --tls, --tls-ca, ... and --auth-secret-file (src/tools/client_flags.h) reach
+// a segstored that serves TLS or requires a secret; they never apply to Redis.
 // A table for people on stdout, or --json for scripts (--json-file: both).
 // Progress on stderr. Exits 1 when a run saw errors.
 #include <CLI/CLI.hpp>
@@ -48,6 +50,7 @@
 #include "bench/segbench/limits.h"
 #include "bench/segbench/redis_target.h"
 #include "bench/segbench/segstore_target.h"
+#include "tools/client_flags.h"
 
 namespace segstore::bench {
 namespace {
@@ -56,6 +59,7 @@ using nlohmann::json;
 
 struct Options {
   std::string segstore;
+  tools::ClientFlags security;  // segstore's --tls*, --auth-secret-file
   std::string redis;
   RunSpec spec;
   double zipf = 0.99;
@@ -287,6 +291,7 @@ class Bench {
       so.client.connect_timeout = std::chrono::milliseconds(10000);
       so.client.request_timeout = std::chrono::milliseconds(30000);
       so.client.client_name = "segbench";
+      if (Status s = ApplySecurity(&so.client); !s.ok()) return s;
       so.ids_only = o_.ids_only;
       auto t = NewSegstoreTarget(so);
       if (!t.ok()) return t.status().WithContext("segstore at " + o_.segstore);
@@ -304,6 +309,18 @@ class Bench {
         if (!t.ok()) return t.status().WithContext("redis at " + o_.redis);
         Add(whole ? "redis HGETALL" : "redis Lua", std::move(*t), false, whole);
       }
+    }
+    return Status::OK();
+  }
+
+  // Applies segstore's --tls* and --auth-secret-file to `options`; a loose
+  // secret file is warned about once, on stderr.
+  Status ApplySecurity(client::ClientOptions* options) {
+    std::string warning;
+    SEGSTORE_RETURN_IF_ERROR(tools::ApplyClientFlags(o_.security, options, &warning));
+    if (!warning.empty() && !warned_) {
+      std::fprintf(stderr, "segbench: warning: %s\n", warning.c_str());
+      warned_ = true;
     }
     return Status::OK();
   }
@@ -433,6 +450,7 @@ class Bench {
       client::ClientOptions co;
       if (Status s = client::ParseServerAddress(o_.segstore, &co); !s.ok()) return s;
       co.client_name = "segbench";
+      if (Status s = ApplySecurity(&co); !s.ok()) return s;
       auto p = MeasurePing(co, o_.spec.connections, std::min(o_.spec.seconds, 5.0));
       if (!p.ok()) return p.status().WithContext("limits: ping");
       ping_ = std::move(*p);
@@ -695,6 +713,7 @@ class Bench {
   Machine machine_;
   std::optional<DeviceLimit> device_;
   std::optional<PingLimit> ping_;
+  bool warned_ = false;  // about a loose secret file
 };
 
 }  // namespace
@@ -708,6 +727,7 @@ int main(int argc, char** argv) {
                  "limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy, or all")
       ->required();
   app.add_option("--segstore", o.segstore, "host:port of segstored (default 127.0.0.1:7700)");
+  segstore::tools::AddClientFlags(&app, &o.security);
   app.add_option("--redis", o.redis, "host:port of a Redis to run the same workloads on");
   app.add_option("--users", o.spec.users, "users in the data set (default 100000; full size 500000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "segstore/client.h"
+#include "tools/client_flags.h"
 #include "tools/load.h"
 #include "tools/stats_table.h"
 
@@ -208,6 +209,7 @@ struct Args {
   std::string server = "127.0.0.1:7700";
   uint32_t timeout_ms = 5000;
   bool json = false;
+  segstore::tools::ClientFlags security;  // --tls*, --auth-secret-file
   std::string user;
   bool ids_only = false;
   bool count_only = false;
@@ -229,6 +231,14 @@ struct Args {
   bool no_progress = false;
 };
 
+// Applies a.security to `options`; a loose secret file is warned about on stderr.
+Status ApplySecurity(const Args& a, client::ClientOptions* options) {
+  std::string warning;
+  SEGSTORE_RETURN_IF_ERROR(segstore::tools::ApplyClientFlags(a.security, options, &warning));
+  if (!warning.empty()) std::fprintf(stderr, "segctl: warning: %s\n", warning.c_str());
+  return Status::OK();
+}
+
 int RunLoadCommand(const Args& a) {
   segstore::tools::LoadOptions o;
   auto fail = [](const Status& s) {
@@ -239,6 +249,7 @@ int RunLoadCommand(const Args& a) {
   o.client.connect_timeout = std::chrono::milliseconds(a.timeout_ms);
   o.client.request_timeout = std::chrono::milliseconds(std::max<uint32_t>(a.timeout_ms, 30000));
   o.client.client_name = "segctl load";
+  if (Status s = ApplySecurity(a, &o.client); !s.ok()) return fail(s);
   o.files = a.files;
   if (a.format == "rows") {
     o.parse.format = segstore::loader::Format::kRows;
@@ -278,21 +289,25 @@ int RunLoadCommand(const Args& a) {
 
 // Runs `command`; returns the exit code.
 int Run(const std::string& command, const Args& a) {
+  client::ClientOptions options;
   auto fail = [&](const Status& s) {
     if (a.json) {
       std::cout << StatusJson(s).dump() << "\n";
     } else {
       std::fprintf(stderr, "segctl: %s\n", s.ToString().c_str());
     }
+    if (const std::string hint = segstore::tools::ClientFlagsHint(options, s); !hint.empty()) {
+      std::fprintf(stderr, "segctl: hint: %s\n", hint.c_str());
+    }
     return 1;
   };
 
-  client::ClientOptions options;
   if (Status s = client::ParseServerAddress(a.server, &options); !s.ok()) return fail(s);
   options.connect_timeout = std::chrono::milliseconds(a.timeout_ms);
   options.request_timeout = std::chrono::milliseconds(a.timeout_ms);
   options.client_name = "segctl";
   options.hello = command == "info";
+  if (Status s = ApplySecurity(a, &options); !s.ok()) return fail(s);
 
   // Everything is parsed before connecting: bad input never reaches the server.
   segstore::GetOptions get;
@@ -472,6 +487,7 @@ int main(int argc, char** argv) {
   app.add_option("-s,--server", a.server, "server address host:port (default 127.0.0.1:7700)");
   app.add_option("--timeout", a.timeout_ms, "connect and request timeout in ms (default 5000)");
   app.add_flag("--json", a.json, "print JSON instead of tables");
+  segstore::tools::AddClientFlags(&app, &a.security);
 
   auto user = [&](CLI::App* cmd) { cmd->add_option("user", a.user, "user ID")->required(); };
   auto id_range = [&](CLI::App* cmd) {

@@ -121,7 +121,10 @@ class Daemon {
     }
     return -1;
   }
-  void Signal(int sig) { ::kill(pid_, sig); }
+  // Sends `sig` to this daemon; nothing once it has exited (Wait saw it).
+  void Signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
 
  private:
   pid_t pid_ = -1;
