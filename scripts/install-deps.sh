@@ -14,6 +14,7 @@ packages=(
   zlib1g-dev          # gzip-compressed DMP files (segctl load)
   libtomlplusplus-dev # config file
   libsystemd-dev      # sd_notify readiness
+  libssl-dev          # TLS on the client port (OpenSSL 3, through Asio SSL)
   libcli11-dev        # command-line parsing (segstored, segctl, segbench)
   libhiredis-dev      # segbench's Redis client (the side-by-side comparison)
   redis-tools         # Redis 7.0 itself (its server binary), for the comparison and its tests
