@@ -163,4 +163,28 @@ inline std::unique_ptr<client::Client> Connect(uint16_t port) {
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
+// Runs segctl against 127.0.0.1:`port` with `args` and (unless `args` sets
+// one) a generous timeout; returns its exit code (-1 if it did not exit) and its output, stdout and
+// stderr together. SEGSTORE_AUTH_SECRET_FILE is unset unless `env`
+// ("NAME=value ...") sets it.
+inline std::pair<int, std::string> Segctl(uint16_t port, const std::string& args,
+                                          const std::string& env = "") {
+  const std::string timeout =
+      args.find("--timeout") == std::string::npos ? " --timeout 20000 " : " ";
+  const std::string cmd = "env -u SEGSTORE_AUTH_SECRET_FILE " + env + " " + SEGCTL_PATH +
+                          " --server 127.0.0.1:" + std::to_string(port) + timeout + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "cannot run " + cmd};
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+inline bool Has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 }  // namespace segstore::server::testing

@@ -22,6 +22,7 @@
 #include "proto/examples/examples.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
+#include "integration/daemon.h"
 #include "integration/in_process.h"
 #include "server/profile_service.h"
 #include "server/raw_conn.h"
@@ -36,6 +37,8 @@ using client::ClientOptions;
 using testing::Frame;
 using testing::MakeFrame;
 using testing::RawConn;
+using testing::Has;
+using testing::Segctl;
 
 constexpr UnixSeconds kStart = 1'790'000'000;
 
@@ -419,24 +422,6 @@ TEST_F(ServerTest, StopAnswersRequestsInFlightFirst) {
   while (conn.ReadFrame(&f) == RawConn::ReadResult::kFrame) seen.insert(f.id());
   stopper.join();
   EXPECT_EQ(seen.size(), 100u);
-}
-
-// Runs segctl against this server; returns its exit code and its output
-// (stdout and stderr together).
-std::pair<int, std::string> Segctl(uint16_t port, const std::string& args) {
-  const std::string cmd = std::string(SEGCTL_PATH) + " --server 127.0.0.1:" + std::to_string(port) +
-                          " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool Has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
 }
 
 TEST_F(ServerTest, SegctlDrivesEveryOperation) {
