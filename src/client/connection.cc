@@ -73,6 +73,17 @@ std::string Connection::Context(uint8_t op) const {
 void Connection::Start(std::function<void(const Status&)> done) {
   start_done_ = std::move(done);
   auto self = shared_from_this();
+  const TlsClientOptions& tls = options_.tls;
+  if (!tls.enabled && (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() ||
+                       !tls.server_name.empty())) {
+    // Never fall back to plain TCP when TLS was meant.
+    asio::post(io_, [self] {
+      self->FinishStart(Status::InvalidArgument("connect to " + self->address_ +
+                                                ": TLS files or a server name are set but "
+                                                "tls.enabled is false"));
+    });
+    return;
+  }
   if (options_.connect_timeout.count() > 0) {
     connect_timer_.expires_after(options_.connect_timeout);
     connect_timer_.async_wait(

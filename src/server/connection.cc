@@ -13,6 +13,16 @@ using boost::system::error_code;
 
 namespace {
 constexpr size_t kReadChunk = 64 * 1024;
+// Before authentication a client may send only a hello: a frame announcing
+// more than this closes the connection, so no one without the secret makes
+// the server hold max_frame_bytes for them.
+constexpr uint32_t kMaxUnauthenticatedBody = 64 * 1024;
+// A deadline already past is looked at again this much later, not at once:
+// a connection paused by backpressure must not spin its loop.
+constexpr auto kRecheck = std::chrono::milliseconds(100);
+// How long an error frame before a close may wait for a client that does
+// not read it.
+constexpr auto kCloseGrace = std::chrono::milliseconds(2000);
 }
 
 Connection::Connection(Loop* loop, asio::ip::tcp::socket socket, const ServerOptions& options,
@@ -159,7 +169,10 @@ void Connection::ProcessInput() {
 bool Connection::HandleFrame() {
   const auto* head = reinterpret_cast<const uint8_t*>(in_.data() + start_);
   proto::FrameHeader h;
-  switch (proto::DecodeHeader(head, options_.max_frame_bytes, &h)) {
+  const uint32_t max_body = authenticated_
+                                ? options_.max_frame_bytes
+                                : std::min(options_.max_frame_bytes, kMaxUnauthenticatedBody);
+  switch (proto::DecodeHeader(head, max_body, &h)) {
     case proto::HeaderCheck::kBadMagic:
       LoopCounters::Add(loop_->counters.broken_frames, 1);
       FailConnection(0, 0, Status::InvalidArgument("bad frame magic: not a segstore frame"));
@@ -169,7 +182,8 @@ bool Connection::HandleFrame() {
       FailConnection(h.op, h.request_id,
                      Status::LimitExceeded("frame body of " + std::to_string(h.body_length) +
                                            " bytes is over the limit of " +
-                                           std::to_string(options_.max_frame_bytes)));
+                                           std::to_string(max_body) +
+                                           (authenticated_ ? "" : " before authentication")));
       return false;
     case proto::HeaderCheck::kBadVersion:
     case proto::HeaderCheck::kOk:
@@ -319,6 +333,8 @@ void Connection::FailConnection(uint8_t op, uint32_t request_id, const Status& s
   close_after_write_ = true;
   start_ = end_ = 0;
   MaybeFinish();
+  // A client that does not read its error frame is not waited for.
+  if (!closed_) ArmIdleTimer();
 }
 
 void Connection::Drain() {
@@ -353,13 +369,22 @@ void Connection::ArmIdleTimer() {
   auto at = from + options_.idle_timeout;
   // A frame trickling in: look when its time is up (again a little later if
   // the check finds a whole frame waiting on backpressure instead).
-  if (PartialFrame()) at = std::min(at, std::max(frame_begun_ + options_.frame_timeout, now));
+  if (PartialFrame()) {
+    at = std::min(at, std::max(frame_begun_ + options_.frame_timeout, now + kRecheck));
+  }
   // Not yet through the handshake and hello: that has its own deadline.
-  if (!Established()) at = std::min(at, std::max(accepted_ + options_.frame_timeout, now));
+  if (!Established()) {
+    at = std::min(at, std::max(accepted_ + options_.frame_timeout, now + kRecheck));
+  }
+  if (close_after_write_) at = std::min(at, now + kCloseGrace);
   timer_at_ = at;
   idle_timer_.expires_at(at);  // a wait already pending ends with operation_aborted
   idle_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
     if (ec || self->closed_) return;
+    if (self->close_after_write_) {
+      self->Close();  // its error frame was not taken in time
+      return;
+    }
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(self->options_.frame_timeout);
     if (!self->Established() &&

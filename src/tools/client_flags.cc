@@ -102,9 +102,19 @@ Status ApplyClientFlags(const ClientFlags& flags, client::ClientOptions* options
   Result<std::vector<std::string>> secrets = ReadSecretFile(path, &loose);
   if (!secrets.ok()) return secrets.status().WithContext(source);
   options->auth_secret = secrets->front();  // ReadSecretFile returns at least one
-  if (loose && warning != nullptr) {
+  if (warning == nullptr) return Status::OK();
+  if (loose) {
     *warning = source + ": " + path +
                " may be read by group or others; chmod 600 it to keep the secret secret";
+  }
+  const std::string& host = options->host;
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (!loopback && (!tls.enabled || !tls.verify)) {
+    if (!warning->empty()) *warning += "\n";
+    *warning += "the shared secret goes to " + host +
+                (tls.enabled ? " over TLS without certificate verification"
+                             : " without TLS, in clear") +
+                ": anyone on the path can read it";
   }
   return Status::OK();
 }

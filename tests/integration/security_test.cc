@@ -175,6 +175,12 @@ TEST_F(SecurityTest, ClientRefusesAServerItCannotVerify) {
   c = Client::Connect(insecure);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ExpectServes(c->get(), "insecure");
+  // TLS settings with TLS off: refused, never a silent plain connection.
+  ClientOptions off = TlsClient();
+  off.tls.enabled = false;
+  c = Client::Connect(off);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << c.status().ToString();
   // An unreadable CA file is the caller's error, said before any traffic.
   ClientOptions missing = TlsClient();
   missing.tls.ca_file = dir_.File("no-such-ca.pem");
@@ -330,6 +336,54 @@ TEST_F(SecurityTest, UnauthenticatedConnectionIsClosedAfterTheFrameTimeout) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::this_thread::sleep_for(milliseconds(700));
   ExpectServes(c->get(), "patient");
+}
+
+TEST_F(SecurityTest, BeforeAuthenticationOnlySmallFramesAreRead) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  Start(o);
+  // A header announcing 1 MiB: refused at once, not buffered for 30 s.
+  testing::RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port()));
+  ASSERT_TRUE(raw.Write(testing::MakeHeader(static_cast<uint8_t>(proto::Op::kGet), 3, 1u << 20)));
+  testing::Frame f;
+  ASSERT_EQ(raw.ReadFrame(&f), testing::RawConn::ReadResult::kFrame);
+  EXPECT_EQ(f.status(), Code::kLimitExceeded);
+  EXPECT_NE(proto::DecodeError(f.body).find("before authentication"), std::string::npos)
+      << proto::DecodeError(f.body);
+  EXPECT_TRUE(raw.ExpectClosed());
+  // Once authenticated, the usual limit applies: a 1 MiB batch is served.
+  ClientOptions ok = Plain();
+  ok.auth_secret = kSecretA;
+  auto c = Client::Connect(ok);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<std::string> users(1000, std::string(200, 'u'));
+  auto batch = (*c)->BatchGet(users);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(batch->size(), users.size());
+}
+
+TEST_F(SecurityTest, AClientThatDoesNotReadItsRefusalIsClosedAnyway) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  o.frame_timeout = milliseconds(300);
+  o.max_pending_bytes = 64 * 1024;
+  Start(o);
+  // Thousands of refused requests, no answer read: the refusals fill the
+  // socket buffers, so the final error frame can never be written.
+  testing::RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port(), 4096));
+  std::string burst;
+  for (uint32_t i = 1; i <= 60000; ++i) {
+    burst += testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), i, "");
+  }
+  (void)raw.Write(burst, /*drain=*/false, milliseconds(3000));  // may block: that is the point
+  // The deadline passes, the error frame waits, and the server gives up on it.
+  EXPECT_TRUE(WaitFor([&] { return Counters().connections_open == 0; }, milliseconds(20000)))
+      << Counters().connections_open;
+  EXPECT_EQ(Counters().connections_slow_closed, 1u);
 }
 
 TEST_F(SecurityTest, SecretAndMutualTlsTogether) {
