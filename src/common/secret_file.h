@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "segstore/result.h"
@@ -24,5 +25,12 @@ inline constexpr size_t kMaxSecretBytes = 1024;
 // when it cannot be read. Sets *loose (when given) when the group or others
 // may read the file.
 Result<std::vector<std::string>> ReadSecretFile(const std::string& path, bool* loose = nullptr);
+
+// Whether `host` (a name or an address as written) stays on this machine:
+// where a secret may travel without TLS. segstored warns when it listens
+// beyond it unprotected, the tools when they would send a secret beyond it.
+inline bool IsLoopbackHost(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
 
 }  // namespace segstore

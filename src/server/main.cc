@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "common/secret_file.h"
 #include "server/admin.h"
 #include "server/config.h"
 #include "server/notify.h"
@@ -115,14 +116,10 @@ void SetNotReady(AdminState* state, std::string why) {
   state->not_ready = std::move(why);
 }
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 // An exposed port without TLS or without authentication is allowed (a
 // private network may be trusted) but said out loud at every start.
 void WarnIfExposed(const server::Config& config) {
-  if (IsLoopback(config.server.host)) return;
+  if (segstore::IsLoopbackHost(config.server.host)) return;
   const bool tls = config.server.tls.enabled();
   const bool auth = !config.server.auth_secret_file.empty();
   if (!tls) {
@@ -191,7 +188,7 @@ int Serve(const server::Config& config) {
   service_options.config = server::Describe(config);
   server::ProfileService service(store->get(), profiles->get(), service_options);
   server::Server front(config.server, &service);
-  service.set_server_counters([&front] { return front.counters(); });
+  service.set_server_counters([&front](server::ServerCounters* c) { front.CountersInto(c); });
   if (Status s = front.Start(); !s.ok()) {
     spdlog::critical("cannot start serving: {}", s.ToString());
     return 1;

@@ -108,8 +108,7 @@ Status ApplyClientFlags(const ClientFlags& flags, client::ClientOptions* options
                " may be read by group or others; chmod 600 it to keep the secret secret";
   }
   const std::string& host = options->host;
-  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-  if (!loopback && (!tls.enabled || !tls.verify)) {
+  if (!IsLoopbackHost(host) && (!tls.enabled || !tls.verify)) {
     if (!warning->empty()) *warning += "\n";
     *warning += "the shared secret goes to " + host +
                 (tls.enabled ? " over TLS without certificate verification"
