@@ -233,7 +233,10 @@ MetricsSnapshot ProfileService::Snapshot() const {
   m.uptime_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   ReadProcessFigures(&m);
-  if (server_counters_) m.server = std::make_unique<ServerCounters>(server_counters_());
+  if (server_counters_) {
+    m.server = std::make_unique<ServerCounters>();
+    server_counters_(m.server.get());
+  }
   m.storage = store_->stats();
   m.recovery = store_->recovery();
   m.sweeper = profiles_->sweeper_stats();

@@ -38,9 +38,9 @@ class ProfileService : public Service {
   ProfileService(storage::Store* store, profile::ProfileStore* profiles,
                  const ProfileServiceOptions& options);
 
-  // Where the stats operation reads the front end's counters (set once,
+  // Fills a fresh ServerCounters with the front end's counters (set once,
   // before the server starts).
-  void set_server_counters(std::function<ServerCounters()> counters) {
+  void set_server_counters(std::function<void(ServerCounters*)> counters) {
     server_counters_ = std::move(counters);
   }
 
@@ -58,7 +58,7 @@ class ProfileService : public Service {
   storage::Store* store_;
   profile::ProfileStore* profiles_;
   ProfileServiceOptions options_;
-  std::function<ServerCounters()> server_counters_;
+  std::function<void(ServerCounters*)> server_counters_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

@@ -36,7 +36,8 @@ class Server::Impl {
     std::lock_guard lock(credentials_mu_);
     return credentials_;
   }
-  ServerCounters Counters() const;
+  // Adds every loop's counters into *c, a fresh ServerCounters.
+  void Counters(ServerCounters* c) const;
   bool LoopsAlive(std::chrono::milliseconds within);
 
   ServerOptions options_;
@@ -235,8 +236,8 @@ Status Server::Impl::ReloadCredentials() {
   return Status::OK();
 }
 
-ServerCounters Server::Impl::Counters() const {
-  ServerCounters c;
+void Server::Impl::Counters(ServerCounters* out) const {
+  ServerCounters& c = *out;
   for (const auto& l : loops_) {
     const LoopCounters& lc = l->counters;
     auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -262,7 +263,6 @@ ServerCounters Server::Impl::Counters() const {
   c.connections_open = OpenConnections();
   c.connections_refused = refused_.load(std::memory_order_relaxed);
   if (auto creds = credentials()) c.tls_certificate_not_after = creds->certificate_not_after();
-  return c;
 }
 
 bool Server::Impl::LoopsAlive(std::chrono::milliseconds within) {
@@ -303,7 +303,12 @@ std::string Server::endpoint() const {
   return impl_->options_.host + ":" + std::to_string(impl_->port_);
 }
 unsigned Server::threads() const { return static_cast<unsigned>(impl_->loops_.size()); }
-ServerCounters Server::counters() const { return impl_->Counters(); }
+ServerCounters Server::counters() const {
+  ServerCounters c;
+  impl_->Counters(&c);
+  return c;
+}
+void Server::CountersInto(ServerCounters* c) const { impl_->Counters(c); }
 bool Server::LoopsAlive(std::chrono::milliseconds within) { return impl_->LoopsAlive(within); }
 
 }  // namespace segstore::server

@@ -118,6 +118,8 @@ class Server {
   std::string endpoint() const;   // "host:port"
   unsigned threads() const;
   ServerCounters counters() const;
+  // The same into *c, a fresh ServerCounters (it is large: no copy).
+  void CountersInto(ServerCounters* c) const;
   // False when a task posted to some loop has waited more than `within`
   // without running: that loop is stuck (the systemd watchdog stops pinging,
   // the admin endpoint's /health answers 503). Each call posts the next task

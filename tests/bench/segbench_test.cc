@@ -264,7 +264,8 @@ class SegbenchServerTest : public ::testing::Test {
     opts.port = 0;
     opts.threads = 1;
     server_ = std::make_unique<server::Server>(opts, service_.get());
-    service_->set_server_counters([s = server_.get()] { return s->counters(); });
+    service_->set_server_counters(
+        [s = server_.get()](server::ServerCounters* c) { s->CountersInto(c); });
     ASSERT_TRUE(server_->Start().ok());
   }
   void TearDown() override {

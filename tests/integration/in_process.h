@@ -36,7 +36,7 @@ struct InProcessServer {
     server_options.host = "127.0.0.1";
     server_options.port = 0;
     server = std::make_unique<Server>(server_options, service.get());
-    service->set_server_counters([s = server.get()] { return s->counters(); });
+    service->set_server_counters([s = server.get()](ServerCounters* c) { s->CountersInto(c); });
     Status s = server->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
