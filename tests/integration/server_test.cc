@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "common/clock.h"
-#include "proto/examples/examples.h"
+#include "support/example_frames.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
 #include "integration/daemon.h"

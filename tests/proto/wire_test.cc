@@ -24,7 +24,7 @@
 #include <variant>
 #include <vector>
 
-#include "proto/examples/examples.h"
+#include "support/example_frames.h"
 #include "proto/protocol.h"
 
 #ifndef SEGSTORE_PROTO_EXAMPLES

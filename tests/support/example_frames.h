@@ -1,6 +1,6 @@
 // The table of example frames in proto/examples/*.hex: for each file, the
 // frame's header fields and the body as the C++ struct it encodes. Shared by
-// the generator (gen_examples.cc, which writes the files from this table) and
+// the generator (tests/proto/gen_examples.cc, which writes the files from this table) and
 // tests/proto/wire_test.cc (which checks that the files, the encoders and the
 // decoders agree, both ways). Change an example here, then regenerate:
 //
