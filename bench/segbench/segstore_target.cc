@@ -58,6 +58,8 @@ class SegstoreConnection final : public Connection {
 
   void Trim(const std::string& user, Done done) override {
     client_->Trim(user, 0, [done = std::move(done)](Result<TrimResult> r) {
+      // A user without a profile has nothing to trim (Redis's answer too).
+      if (r.status().IsNotFound()) return done(Outcome{true, {}, 0, 0});
       if (!r.ok()) return done(Failed(r.status()));
       done(Outcome{true, {}, r->trimmed, 0});
     });

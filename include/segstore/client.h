@@ -135,16 +135,20 @@ class AsyncClient {
   virtual void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) = 0;
   virtual void BatchGet(std::span<const std::string> users, const GetOptions& options,
                         Callback<BatchGetResult> done) = 0;
-  // Live segments of `user` with IDs in [id_from, id_to].
+  // Live segments of `user` with IDs in [id_from, id_to]. NotFound when the
+  // user has no profile (no live segment), as for Get.
   virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
                      Callback<uint32_t> done) = 0;
   virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
                       UpsertMode mode, Callback<UpsertResult> done) = 0;
   virtual void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done) = 0;
-  // Gives the number of segments removed.
+  // Gives how many of `ids` the profile held live (an ID listed twice counts
+  // once). NotFound, writing nothing, when the user has no profile.
   virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
                       Callback<uint32_t> done) = 0;
-  // Drops the segments that expired before `before` (0: the server's now).
+  // Drops every segment not live at `before` (expiring at or before it, live
+  // ones included); 0 or any earlier time is the server's now. NotFound,
+  // writing nothing, when the user has no profile.
   virtual void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) = 0;
   // Gives whether there was a profile to delete.
   virtual void Delete(std::string_view user, Callback<bool> done) = 0;

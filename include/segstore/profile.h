@@ -88,12 +88,18 @@ class ProfileSession {
   // LimitExceeded: more than max_segments would result. Nothing is written then.
   virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> updates,
                       UpsertMode mode, Callback<UpsertResult> done) = 0;
-  // Removes these segment IDs; returns how many were there.
+  // Removes these segment IDs (an ID listed twice counts once); returns how
+  // many of them were live. NotFound, writing nothing, when the user has no
+  // live segment.
   virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
                       Callback<uint32_t> done) = 0;
-  // Removes segments that expired before `before` (0: now).
+  // Removes every segment that is not live at `before` (expires_at <=
+  // before; never-expiring ones stay), live ones included; a time earlier
+  // than now (0 included) is now. NotFound, writing nothing, when the user
+  // has no live segment.
   virtual void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) = 0;
-  // Live segments with IDs in [id_from, id_to].
+  // Live segments with IDs in [id_from, id_to]. NotFound when the user has
+  // no live segment.
   virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
                      Callback<uint32_t> done) = 0;
   // Deletes the whole profile, durably (always committed): it never comes

@@ -99,6 +99,8 @@ void ProfileSessionImpl::Upsert(std::string_view user, std::span<const SegmentUp
           columns = &scratch_;
         }
         state->result = Merge(columns, state->updates, mode, Now(), &merged_);
+        // An empty upsert of a profile with nothing expired changes nothing.
+        if (state->updates.empty() && state->result.trimmed == 0) return storage::Mutation::Keep();
         if (merged_.size() > options_.max_segments) {
           return Status::LimitExceeded(
               fmt::format("the profile would hold {} segments; the limit is {}", merged_.size(),
@@ -123,7 +125,7 @@ void ProfileSessionImpl::Remove(std::string_view user, std::span<const uint64_t>
       user,
       [this, removed, id_list](const storage::Record* cur) -> Result<storage::Mutation> {
         *removed = 0;
-        if (cur == nullptr) return storage::Mutation::Keep();
+        if (cur == nullptr) return Status::NotFound("no live segments");
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
         uint32_t trimmed = 0;
         *removed = RemoveIds(scratch_, *id_list, Now(), &merged_, &trimmed);
@@ -146,7 +148,7 @@ void ProfileSessionImpl::Trim(std::string_view user, UnixSeconds before,
       user,
       [this, result, before](const storage::Record* cur) -> Result<storage::Mutation> {
         *result = TrimResult{};
-        if (cur == nullptr) return storage::Mutation::Keep();
+        if (cur == nullptr) return Status::NotFound("no live segments");
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
         *result = TrimBefore(scratch_, std::max(before, Now()), &merged_);
         if (result->trimmed == 0) return storage::Mutation::Keep();
@@ -170,10 +172,8 @@ void ProfileSessionImpl::Count(std::string_view user, uint64_t id_from, uint64_t
   Get(user, o, [done = std::move(done)](Result<GetResult> r) {
     if (r.ok()) {
       done(r->count);
-    } else if (r.status().IsNotFound()) {
-      done(uint32_t{0});
     } else {
-      done(r.status());
+      done(r.status());  // NotFound too: a user without a profile has no count
     }
   });
 }

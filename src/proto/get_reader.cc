@@ -97,14 +97,13 @@ class Cursor {
 // ways not worth copying, so they fall back.
 class AnswerReader {
  public:
-  AnswerReader(Cursor& in, size_t max_list, size_t max_map)
-      : in_(in), max_list_(max_list), max_map_(max_map) {}
+  explicit AnswerReader(Cursor& in) : in_(in) {}
 
   // A map of a get answer's fields, plus `status` and `message` when
   // `in_batch`. *status is 0 for a plain answer.
   bool Read(bool in_batch, GetResult* m, uint8_t* status, std::string* message) {
     uint32_t n = 0;
-    if (!in_.MapHeader(&n) || n > max_map_) return false;
+    if (!in_.MapHeader(&n) || n > in_.left()) return false;
     bool seen_status = false, seen_count = false, seen_ids = false, seen_expires = false;
     bool seen_attr1 = false, seen_attr2 = false, seen_message = false;
     for (uint32_t i = 0; i < n; ++i) {
@@ -148,9 +147,9 @@ class AnswerReader {
     return true;
   }
 
-  // Room for `n` elements: within the limits, and no more than the bytes
-  // left could hold (each takes one at least).
-  bool Fits(uint32_t n) const { return n <= max_list_ && n <= in_.left(); }
+  // Room for `n` elements: no more than the bytes left could hold (each
+  // takes one at least), as the general path's shape check requires.
+  bool Fits(uint32_t n) const { return n <= in_.left(); }
 
   template <typename T>
   bool Column(uint64_t max, std::vector<T>* out) {
@@ -180,38 +179,27 @@ class AnswerReader {
   }
 
   Cursor& in_;
-  size_t max_list_;
-  size_t max_map_;
 };
 
 }  // namespace
 
-size_t MaxMapEntries(size_t body_bytes) { return std::min<size_t>(body_bytes, 4096); }
-
-size_t MaxListElements(size_t body_bytes, const DecodeLimits& limits) {
-  // Lists a little over a limit parse, so that the field check names them.
-  const size_t max_list = 2 * size_t{std::max(limits.max_list, limits.max_batch)} + 16;
-  return std::min(body_bytes, max_list);
-}
-
-bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, GetResult* m) {
+bool ReadGetAnswer(std::string_view body, const DecodeLimits& /*limits*/, GetResult* m) {
   *m = {};  // a column the body lacks stays empty
   Cursor in(body);
-  AnswerReader reader(in, MaxListElements(body.size(), limits), MaxMapEntries(body.size()));
+  AnswerReader reader(in);
   uint8_t status = 0;
   return reader.Read(false, m, &status, nullptr) && in.at_end();
 }
 
-bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, BatchGetResponse* m) {
+bool ReadGetAnswer(std::string_view body, const DecodeLimits& /*limits*/, BatchGetResponse* m) {
   Cursor in(body);
-  const size_t max_list = MaxListElements(body.size(), limits);
   uint32_t fields = 0, n = 0;
   std::string_view key;
   if (!in.MapHeader(&fields) || fields != 1 || !in.Str(&key) || key != "results" ||
-      !in.ArrayHeader(&n) || n > max_list || n > in.left()) {
+      !in.ArrayHeader(&n) || n > in.left()) {
     return false;
   }
-  AnswerReader reader(in, max_list, MaxMapEntries(body.size()));
+  AnswerReader reader(in);
   m->clear();
   m->reserve(n);
   std::string message;

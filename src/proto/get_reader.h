@@ -24,9 +24,4 @@ bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, BatchGetRe
 Status DecodeGeneral(std::string_view body, const DecodeLimits& limits, GetResult* m);
 Status DecodeGeneral(std::string_view body, const DecodeLimits& limits, BatchGetResponse* m);
 
-// The largest list and map either path accepts in a body of `body_bytes`
-// (the general path refuses longer lists as LimitExceeded).
-size_t MaxListElements(size_t body_bytes, const DecodeLimits& limits);
-size_t MaxMapEntries(size_t body_bytes);
-
 }  // namespace segstore::proto::internal

@@ -1,5 +1,6 @@
 #include "proto/wire.h"
 
+#include <fmt/format.h>
 #include <msgpack.hpp>
 
 #include "proto/get_reader.h"
@@ -271,8 +272,83 @@ Status WrongType(std::string_view field, std::string_view want, const object& go
   return Bad(field, "expected " + std::string(want) + ", got " + std::string(TypeName(got.type)));
 }
 
+constexpr int kMaxDepth = 8;  // containers nested in a body, at most
+
+// Walks the MessagePack value at the start of `body` without building it,
+// and gives its length. Each container must claim no more elements than the
+// bytes left could hold (every element takes at least one byte), so the
+// parser below never reserves room for elements the body does not have,
+// whatever a header claims; at most kMaxDepth containers nest; extension
+// types and the unused byte 0xc1 are refused.
+Status CheckShape(std::string_view body, size_t* length) {
+  const auto* const begin = reinterpret_cast<const uint8_t*>(body.data());
+  const auto* p = begin;
+  const auto* const end = begin + body.size();
+  uint64_t left_at[kMaxDepth];  // elements still to read in each open container
+  int depth = 0;
+  uint64_t expected = 1;        // values still to read, at every level
+  auto big_endian = [&](size_t bytes, uint64_t* v) {
+    if (static_cast<size_t>(end - p) < 1 + bytes) return false;
+    uint64_t x = 0;
+    for (size_t i = 1; i <= bytes; ++i) x = (x << 8) | p[i];
+    *v = x;
+    return true;
+  };
+  const auto truncated = Status::InvalidArgument("body is not valid MessagePack: it ends early");
+  while (expected > 0) {
+    if (p == end) return truncated;
+    const uint8_t b = *p;
+    uint64_t head = 1, payload = 0, children = 0, n = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+      // fixint, nil, false, true
+    } else if (b <= 0x8f) {
+      children = 2 * uint64_t{b & 0x0fu};
+    } else if (b <= 0x9f) {
+      children = b & 0x0fu;
+    } else if (b <= 0xbf) {
+      payload = b & 0x1fu;
+    } else if (b == 0xc4 || b == 0xc5 || b == 0xc6 || b == 0xd9 || b == 0xda || b == 0xdb) {
+      const size_t w = (b == 0xc4 || b == 0xd9) ? 1 : (b == 0xc5 || b == 0xda) ? 2 : 4;
+      if (!big_endian(w, &n)) return truncated;
+      head += w;
+      payload = n;
+    } else if (b == 0xca || b == 0xcb || (b >= 0xcc && b <= 0xd3)) {
+      payload = b == 0xca ? 4 : b == 0xcb ? 8 : size_t{1} << ((b - 0xcc) & 3);
+    } else if (b == 0xdc || b == 0xdd || b == 0xde || b == 0xdf) {
+      const size_t w = (b == 0xdc || b == 0xde) ? 2 : 4;
+      if (!big_endian(w, &n)) return truncated;
+      head += w;
+      children = b >= 0xde ? 2 * n : n;
+    } else if (b == 0xc1) {
+      return Status::InvalidArgument("body is not valid MessagePack: byte 0xc1 at offset " +
+                                     std::to_string(p - begin));
+    } else {
+      return Status::InvalidArgument("body: MessagePack extension types are not accepted");
+    }
+    if (head + payload > static_cast<uint64_t>(end - p)) return truncated;
+    p += head + payload;
+    --expected;
+    if (depth > 0) --left_at[depth - 1];
+    if (children > 0) {
+      if (depth == kMaxDepth) {
+        return Status::InvalidArgument("body: more than " + std::to_string(kMaxDepth) +
+                                       " levels of nested arrays and maps");
+      }
+      expected += children;
+      if (expected > static_cast<uint64_t>(end - p)) {
+        return Status::InvalidArgument(
+            "body is not valid MessagePack: a list or map claims more elements than the body holds");
+      }
+      left_at[depth++] = children;
+    }
+    while (depth > 0 && left_at[depth - 1] == 0) --depth;
+  }
+  *length = static_cast<size_t>(p - begin);
+  return Status::OK();
+}
+
 // Parses `body` into a tree of objects owned by *oh. An empty body is an empty map.
-Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_handle* oh,
+Status Parse(std::string_view body, const DecodeLimits& /*lim*/, msgpack::object_handle* oh,
              const object** root) {
   static const object kEmptyMap = [] {
     object o;
@@ -285,27 +361,75 @@ Status Parse(std::string_view body, const DecodeLimits& lim, msgpack::object_han
     *root = &kEmptyMap;
     return Status::OK();
   }
-  // Bound what a hostile header can make the parser allocate: no container
-  // may claim far more elements than the limits allow, nor more than the body
-  // could hold.
-  const size_t max_array = internal::MaxListElements(body.size(), lim);
-  const size_t max_map = internal::MaxMapEntries(body.size());
+  // The shape first, so the parser can be given limits no smaller than any
+  // list a valid body holds: a list over its field's limit is then refused by
+  // the field's check, naming it (and, in a batch, failing only its item).
+  size_t length = 0;
+  SEGSTORE_RETURN_IF_ERROR(CheckShape(body, &length));
+  if (length != body.size()) {
+    return Status::InvalidArgument("body: " + std::to_string(body.size() - length) +
+                                   " trailing bytes after the MessagePack value");
+  }
   try {
     size_t off = 0;
     *oh = msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr,
-                          msgpack::unpack_limit(max_array, max_map, body.size(), body.size(),
-                                                /*ext=*/0, /*depth=*/8));
-    if (off != body.size()) {
-      return Status::InvalidArgument("body: " + std::to_string(body.size() - off) +
-                                     " trailing bytes after the MessagePack value");
-    }
-  } catch (const msgpack::array_size_overflow&) {
-    return Status::LimitExceeded("body: a list has more than " + std::to_string(max_array) +
-                                 " elements");
+                          msgpack::unpack_limit(body.size(), body.size(), body.size(), body.size(),
+                                                /*ext=*/0, kMaxDepth + 1));  // CheckShape decided
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("body is not valid MessagePack: ") + e.what());
   }
   *root = &oh->get();
+  return Status::OK();
+}
+
+// A map key for a message: printable ASCII as is, other bytes as \xNN, at
+// most 64 bytes of it (messages travel as MessagePack str, so valid UTF-8).
+std::string Printable(std::string_view key) {
+  std::string out;
+  for (size_t i = 0; i < key.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (key.size() > 64) out += "...";
+  return out;
+}
+
+std::string_view KeyOf(const msgpack::object_kv& kv) {
+  return {kv.key.via.str.ptr, kv.key.via.str.size};
+}
+
+// Every key of `map` is a string and none appears twice (PROTOCOL.md,
+// "Frames"): a body is a map with string keys, and a field given twice would
+// leave its value to the reader's choice.
+Status CheckKeys(const object& map, std::string_view what) {
+  const uint32_t n = map.via.map.size;
+  const msgpack::object_kv* kv = map.via.map.ptr;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (kv[i].key.type != mt::STR) {
+      return Bad(what, "map key " + std::to_string(i) + " is " +
+                           std::string(TypeName(kv[i].key.type)) + "; keys must be strings");
+    }
+  }
+  auto twice = [&](std::string_view key) {
+    return Bad(what, "key \"" + Printable(key) + "\" appears twice");
+  };
+  if (n <= 16) {  // request maps are small: no allocation
+    for (uint32_t i = 1; i < n; ++i) {
+      for (uint32_t j = 0; j < i; ++j) {
+        if (KeyOf(kv[i]) == KeyOf(kv[j])) return twice(KeyOf(kv[i]));
+      }
+    }
+    return Status::OK();
+  }
+  std::vector<std::string_view> keys;
+  keys.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) keys.push_back(KeyOf(kv[i]));
+  std::sort(keys.begin(), keys.end());
+  if (auto dup = std::adjacent_find(keys.begin(), keys.end()); dup != keys.end()) return twice(*dup);
   return Status::OK();
 }
 
@@ -314,9 +438,11 @@ class Fields {
  public:
   Fields(const object& map, std::string prefix) : map_(map), prefix_(std::move(prefix)) {}
 
+  // `o` as a map with string keys, each once; `what` names it in errors.
   static Status Of(const object& o, std::string_view what, const std::string& prefix,
                    std::optional<Fields>* out) {
     if (o.type != mt::MAP) return WrongType(what, "a map", o);
+    SEGSTORE_RETURN_IF_ERROR(CheckKeys(o, what));
     out->emplace(o, prefix);
     return Status::OK();
   }
@@ -325,10 +451,7 @@ class Fields {
 
   const object* Find(std::string_view key) const {
     for (uint32_t i = 0; i < map_.via.map.size; ++i) {
-      const object& k = map_.via.map.ptr[i].key;
-      if (k.type == mt::STR && std::string_view(k.via.str.ptr, k.via.str.size) == key) {
-        return &map_.via.map.ptr[i].val;
-      }
+      if (KeyOf(map_.via.map.ptr[i]) == key) return &map_.via.map.ptr[i].val;
     }
     return nullptr;
   }
@@ -753,6 +876,10 @@ void Encode(const DeleteRequest& m, std::string* out) {
   });
 }
 
+Status Decode(std::string_view body, const DecodeLimits& lim, EmptyRequest* /*m*/) {
+  return DecodeMap(body, lim, [](const Fields&) { return Status::OK(); });
+}
+
 Status Decode(std::string_view body, const DecodeLimits& lim, HelloRequest* m) {
   *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
@@ -769,20 +896,26 @@ Status Decode(std::string_view body, const DecodeLimits& lim, GetRequest* m) {
   });
 }
 
+// Marks entry `i` of a batch of `n` as failed alone.
+void Reject(std::vector<Status>* rejected, size_t n, size_t i, Status s) {
+  if (rejected->empty()) rejected->resize(n);
+  (*rejected)[i] = std::move(s);
+}
+
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m) {
   *m = {};
   return DecodeMap(body, lim, [&](const Fields& f) {
     const object* arr = nullptr;
     SEGSTORE_RETURN_IF_ERROR(f.Array("users", lim.max_batch, &arr, true));
-    m->users.clear();
-    m->users.reserve(arr->via.array.size);
-    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
-      std::string u;
-      SEGSTORE_RETURN_IF_ERROR(
-          Fields::ReadUser(arr->via.array.ptr[i], "users[" + std::to_string(i) + "]", lim, &u));
-      m->users.push_back(std::move(u));
+    SEGSTORE_RETURN_IF_ERROR(ReadOptions(f, &m->options));
+    const uint32_t n = arr->via.array.size;
+    m->users.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      Status s = Fields::ReadUser(arr->via.array.ptr[i], "users[" + std::to_string(i) + "]", lim,
+                                  &m->users[i]);
+      if (!s.ok()) Reject(&m->rejected, n, i, std::move(s));
     }
-    return ReadOptions(f, &m->options);
+    return Status::OK();
   });
 }
 
@@ -807,14 +940,18 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertRequest
     SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &mode));
     const object* arr = nullptr;
     SEGSTORE_RETURN_IF_ERROR(f.Array("items", lim.max_batch, &arr, true));
-    m->items.clear();
-    m->items.resize(arr->via.array.size);
-    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+    const uint32_t n = arr->via.array.size;
+    m->items.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
       const std::string name = "items[" + std::to_string(i) + "]";
       std::optional<Fields> item;
-      SEGSTORE_RETURN_IF_ERROR(Fields::Of(arr->via.array.ptr[i], name, name + ".", &item));
       m->items[i].mode = mode;
-      SEGSTORE_RETURN_IF_ERROR(ReadUpsertItem(*item, lim, &m->items[i]));
+      Status s = Fields::Of(arr->via.array.ptr[i], name, name + ".", &item);
+      if (s.ok()) s = ReadUpsertItem(*item, lim, &m->items[i]);
+      if (!s.ok()) {
+        m->items[i] = UpsertRequest{};
+        Reject(&m->rejected, n, i, std::move(s));
+      }
     }
     return Status::OK();
   });

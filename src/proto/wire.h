@@ -4,9 +4,10 @@
 // tests do both against the example frames in proto/examples.
 //
 // I/O-free and thread-compatible. Decoders never trust their input: bytes that
-// are not MessagePack, a wrong type, a missing field or a value out of range
-// give InvalidArgument (LimitExceeded for a batch or list over the limits)
-// with a message that names the field; they never throw or over-read.
+// are not MessagePack, a map key that is not a string or appears twice, a
+// wrong type, a missing field or a value out of range give InvalidArgument
+// (LimitExceeded for a batch or list over the limits) with a message that
+// names the field; they never throw or over-read.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ namespace segstore::proto {
 
 // ---- requests ----
 
+// The body of a request that takes no fields (ping, stats): empty, or a
+// MessagePack map whose keys are all ignored.
+struct EmptyRequest {};
 struct HelloRequest {
   std::string client;  // free text naming the client, for the server's log
   std::string auth;    // the shared secret, when the server asks for one; empty: none sent
@@ -33,9 +37,15 @@ struct GetRequest {
   std::string user;
   GetOptions options;
 };
+// A batch fails as a whole only for what is wrong with the batch itself (its
+// body, its list, its shared options); what is wrong with one of its users or
+// items fails that one alone. `rejected` is empty when every entry decoded;
+// otherwise it has one Status per entry, not OK for each entry that failed
+// (that entry's other fields are then empty) and OK for the rest.
 struct BatchGetRequest {
   std::vector<std::string> users;
   GetOptions options;
+  std::vector<Status> rejected = {};
 };
 struct CountRequest {
   std::string user;
@@ -45,6 +55,7 @@ struct CountRequest {
 using UpsertRequest = UpsertItem;
 struct BatchUpsertRequest {
   std::vector<UpsertRequest> items;  // each item carries its own mode
+  std::vector<Status> rejected = {};  // as BatchGetRequest's
 };
 struct RemoveRequest {
   std::string user;
@@ -95,6 +106,7 @@ void Encode(const RemoveRequest& m, std::string* out);
 void Encode(const TrimRequest& m, std::string* out);
 void Encode(const DeleteRequest& m, std::string* out);
 
+Status Decode(std::string_view body, const DecodeLimits& limits, EmptyRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, HelloRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, GetRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, BatchGetRequest* m);

@@ -88,7 +88,9 @@ bool Connection::Paused() const {
 }
 
 void Connection::Read() {
-  if (reading_ || closed_ || draining_ || close_after_write_ || !handshake_done_) return;
+  if (reading_ || closed_ || draining_ || close_after_write_ || input_ended_ || !handshake_done_) {
+    return;
+  }
   if (Paused()) {
     if (!was_paused_) {
       was_paused_ = true;
@@ -135,8 +137,16 @@ void Connection::OnRead(const error_code& ec, size_t n) {
     MaybeFinish();
     return;
   }
+  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+    // The client finished sending (it may still read): every whole request
+    // it sent is answered, then the connection closes; a partial frame at
+    // the end can never complete and is dropped unanswered.
+    input_ended_ = true;
+    ProcessInput();
+    return;
+  }
   if (ec) {
-    // The client closed or reset. Requests in flight still complete (their
+    // A reset or another error: requests in flight still complete (their
     // writes are not undone); their replies are dropped.
     Close();
     return;
@@ -347,18 +357,23 @@ void Connection::Drain() {
 
 void Connection::MaybeFinish() {
   if (closed_) return;
-  if ((draining_ || close_after_write_) && in_flight_ == 0 && out_.empty() && !writing_now_) {
-    Close();
+  const bool done_reading = draining_ || close_after_write_ || (input_ended_ && !WholeFrame());
+  if (done_reading && in_flight_ == 0 && out_.empty() && !writing_now_) Close();
+}
+
+bool Connection::WholeFrame() const {
+  if (end_ - start_ < proto::kHeaderSize) return false;
+  proto::FrameHeader h;
+  if (proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in_.data() + start_), UINT32_MAX,
+                          &h) == proto::HeaderCheck::kBadMagic) {
+    return true;  // answered as a broken frame, whatever follows
   }
+  return end_ - start_ >= proto::kHeaderSize + size_t{h.body_length};
 }
 
 bool Connection::PartialFrame() const {
-  if (end_ == start_ || closed_ || close_after_write_ || draining_) return false;
-  if (end_ - start_ < proto::kHeaderSize) return true;
-  proto::FrameHeader h;
-  (void)proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in_.data() + start_), UINT32_MAX,
-                            &h);
-  return end_ - start_ < proto::kHeaderSize + size_t{h.body_length};
+  if (end_ == start_ || closed_ || close_after_write_ || draining_ || input_ended_) return false;
+  return !WholeFrame();
 }
 
 void Connection::ArmIdleTimer() {

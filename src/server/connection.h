@@ -116,8 +116,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void FailConnection(uint8_t op, uint32_t request_id, const Status& status);
   bool Paused() const;
   void ArmIdleTimer();
-  // The buffer holds the start of a frame and not all of it.
+  // The buffer holds the start of a frame and not all of it, and more may come.
   bool PartialFrame() const;
+  // The buffer holds a whole frame to serve (or a broken one to answer).
+  bool WholeFrame() const;
   void Touch() { last_activity_ = std::chrono::steady_clock::now(); }
   void MaybeFinish();
 
@@ -138,6 +140,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_now_ = false;
   bool processing_ = false;
   bool draining_ = false;      // read nothing more; close when idle
+  bool input_ended_ = false;   // the client sent end of stream: answer what came, then close
   bool close_after_write_ = false;
   bool closed_ = false;
   bool was_paused_ = false;

@@ -1,5 +1,6 @@
 #include "server/profile_service.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -78,9 +79,9 @@ class ProfileHandler : public Handler {
       case Op::kHello:
         return Hello(h, body, std::move(reply));
       case Op::kPing:
-        return ReplyPing(h, std::move(reply));
+        return ReplyPing(h, body, std::move(reply));
       case Op::kStats:
-        return ReplyOk(h, service_->CollectStats(), reply);
+        return ReplyStats(h, body, std::move(reply));
       case Op::kGet:
         return Get(h, body, std::move(reply));
       case Op::kBatchGet:
@@ -126,10 +127,20 @@ class ProfileHandler : public Handler {
     ReplyOk(h, info, reply);
   }
 
-  static void ReplyPing(const FrameHeader& h, Reply reply) {
+  // Ping and stats take no fields, but their body is held to the rule of
+  // every body: empty, or a MessagePack map.
+  void ReplyPing(const FrameHeader& h, std::string_view body, Reply reply) {
+    proto::EmptyRequest req;
+    if (!Read(h, body, &req, reply)) return;
     std::string frame;
     (void)proto::AppendFrame(&frame, h.op, h.request_id, 0, UINT32_MAX, [](std::string*) {});
     reply(std::move(frame));
+  }
+
+  void ReplyStats(const FrameHeader& h, std::string_view body, Reply reply) {
+    proto::EmptyRequest req;
+    if (!Read(h, body, &req, reply)) return;
+    ReplyOk(h, service_->CollectStats(), reply);
   }
 
   void Get(const FrameHeader& h, std::string_view body, Reply reply) {
@@ -138,10 +149,31 @@ class ProfileHandler : public Handler {
     session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, std::move(reply)));
   }
 
+  // Users whose ID was rejected get their error in place; the rest are read.
   void BatchGet(const FrameHeader& h, std::string_view body, Reply reply) {
     proto::BatchGetRequest req;
     if (!Read(h, body, &req, reply)) return;
-    session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(reply)));
+    if (req.rejected.empty()) {
+      session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(reply)));
+      return;
+    }
+    std::vector<std::string> valid;
+    for (size_t i = 0; i < req.users.size(); ++i) {
+      if (req.rejected[i].ok()) valid.push_back(std::move(req.users[i]));
+    }
+    session_->BatchGet(
+        valid, req.options,
+        [h, reply = std::move(reply), rejected = std::move(req.rejected)](
+            Result<BatchGetResult> r) {
+          if (!r.ok()) return ReplyError(h, r.status(), reply);
+          BatchGetResult all;
+          all.reserve(rejected.size());
+          size_t next = 0;
+          for (const Status& s : rejected) {
+            all.push_back(s.ok() ? std::move((*r)[next++]) : Result<GetResult>(s));
+          }
+          ReplyOk(h, all, reply);
+        });
   }
 
   void Count(const FrameHeader& h, std::string_view body, Reply reply) {
@@ -172,15 +204,21 @@ class ProfileHandler : public Handler {
     };
     auto join = std::make_shared<Join>();
     join->results.assign(req.items.size(), Status::Internal("pending"));
-    join->remaining = req.items.size();
     join->header = h;
     join->reply = std::move(reply);
-    if (req.items.empty()) {
+    for (size_t i = 0; i < req.rejected.size(); ++i) {
+      if (!req.rejected[i].ok()) join->results[i] = req.rejected[i];
+    }
+    join->remaining = req.items.size() - static_cast<size_t>(std::count_if(
+                                             req.rejected.begin(), req.rejected.end(),
+                                             [](const Status& s) { return !s.ok(); }));
+    if (join->remaining == 0) {
       ReplyOk(h, join->results, join->reply);
       return;
     }
     storage::Worker::Batch batch(session_->worker());
     for (size_t i = 0; i < req.items.size(); ++i) {
+      if (!req.rejected.empty() && !req.rejected[i].ok()) continue;
       const proto::UpsertRequest& item = req.items[i];
       session_->Upsert(item.user, item.segments, item.mode, [join, i](Result<UpsertResult> r) {
         join->results[i] = std::move(r);

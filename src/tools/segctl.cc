@@ -287,6 +287,9 @@ int RunLoadCommand(const Args& a) {
   return segstore::tools::RunLoad(o);
 }
 
+// Exit status of get, count, remove and trim for a user with no live segment.
+constexpr int kExitNoProfile = 3;
+
 // Runs `command`; returns the exit code.
 int Run(const std::string& command, const Args& a) {
   client::ClientOptions options;
@@ -300,6 +303,17 @@ int Run(const std::string& command, const Args& a) {
       std::fprintf(stderr, "segctl: hint: %s\n", hint.c_str());
     }
     return 1;
+  };
+  // get, count, remove and trim of a user with no live segment: not a
+  // failure of the tool, but a different answer (exit status 3).
+  auto fail_or_absent = [&](const Status& s) {
+    if (!s.IsNotFound()) return fail(s);
+    if (a.json) {
+      std::cout << StatusJson(s).dump() << "\n";
+    } else {
+      std::fprintf(stderr, "segctl: %s has no profile\n", a.user.c_str());
+    }
+    return kExitNoProfile;
   };
 
   if (Status s = client::ParseServerAddress(a.server, &options); !s.ok()) return fail(s);
@@ -409,7 +423,7 @@ int Run(const std::string& command, const Args& a) {
   }
   if (command == "get") {
     auto r = c.Get(a.user, get);
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return fail_or_absent(r.status());
     if (a.json) {
       std::cout << GetJson(*r, a.ids_only).dump() << "\n";
     } else {
@@ -435,7 +449,7 @@ int Run(const std::string& command, const Args& a) {
   }
   if (command == "remove") {
     auto r = c.Remove(a.user, ids);
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return fail_or_absent(r.status());
     if (a.json) {
       std::cout << json{{"removed", *r}}.dump() << "\n";
     } else {
@@ -445,7 +459,7 @@ int Run(const std::string& command, const Args& a) {
   }
   if (command == "trim") {
     auto r = c.Trim(a.user, before);
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return fail_or_absent(r.status());
     if (a.json) {
       std::cout << json{{"trimmed", r->trimmed}, {"remaining", r->remaining}}.dump() << "\n";
     } else {
@@ -455,7 +469,7 @@ int Run(const std::string& command, const Args& a) {
   }
   if (command == "count") {
     auto r = c.Count(a.user, id_from, id_to);
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return fail_or_absent(r.status());
     if (a.json) {
       std::cout << json{{"count", *r}}.dump() << "\n";
     } else {
@@ -481,6 +495,10 @@ int Run(const std::string& command, const Args& a) {
 
 int main(int argc, char** argv) {
   CLI::App app{"segctl: talk to a segstore server"};
+  app.footer(
+      "Exit status: 0 success; 1 an error (bad arguments, the server unreachable or answering\n"
+      "an error); 3 get, count, remove or trim of a user who has no profile (no live\n"
+      "segment). segctl load has its own (segctl load --help).");
   app.require_subcommand(1);
   app.fallthrough();  // --server, --json, --timeout may come after the command too
   Args a;
@@ -517,9 +535,11 @@ int main(int argc, char** argv) {
   CLI::App* remove = app.add_subcommand("remove", "remove segments by ID");
   user(remove);
   remove->add_option("ids", a.items, "segment IDs")->required();
-  CLI::App* trim = app.add_subcommand("trim", "remove expired segments");
+  CLI::App* trim = app.add_subcommand("trim", "remove expired segments (or, with --before, every segment expiring by then)");
   user(trim);
-  trim->add_option("--before", a.before, "remove those expired before this time (default now)");
+  trim->add_option("--before", a.before,
+                   "remove every segment not live at this time, live ones included: those "
+                   "expiring at or before it (default and any earlier time: now)");
   CLI::App* count = app.add_subcommand("count", "count live segments with IDs in a range");
   user(count);
   id_range(count);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "support/example_frames.h"
+#include "support/msgpack_builder.h"
 #include "proto/protocol.h"
 
 #ifndef SEGSTORE_PROTO_EXAMPLES
@@ -80,79 +81,7 @@ class AllocationWatch {
   size_t largest() const { return g_largest_allocation.load(); }
 };
 
-// ---- a MessagePack writer for hand-made bodies ----
-// Independent of the library wire.cc uses, so hostile and unusual encodings
-// (negative numbers, binary users, wide forms of small numbers) can be built.
-
-class Mp {
- public:
-  Mp& Map(uint32_t n) { return Head(n, 0x80, 16, 0xde, 0xdf); }
-  Mp& Arr(uint32_t n) { return Head(n, 0x90, 16, 0xdc, 0xdd); }
-  Mp& Str(std::string_view s) {
-    if (s.size() < 32) {
-      Byte(0xa0 | s.size());
-    } else if (s.size() < 256) {
-      Byte(0xd9).Be(s.size(), 1);
-    } else if (s.size() < 65536) {
-      Byte(0xda).Be(s.size(), 2);
-    } else {
-      Byte(0xdb).Be(s.size(), 4);
-    }
-    b_.append(s);
-    return *this;
-  }
-  Mp& Bin(std::string_view s) {
-    if (s.size() < 256) {
-      Byte(0xc4).Be(s.size(), 1);
-    } else {
-      Byte(0xc6).Be(s.size(), 4);
-    }
-    b_.append(s);
-    return *this;
-  }
-  Mp& U(uint64_t v) {
-    if (v < 128) return Byte(static_cast<uint8_t>(v));
-    if (v < 256) return Byte(0xcc).Be(v, 1);
-    if (v < 65536) return Byte(0xcd).Be(v, 2);
-    if (v <= UINT32_MAX) return Byte(0xce).Be(v, 4);
-    return Byte(0xcf).Be(v, 8);
-  }
-  Mp& U64(uint64_t v) { return Byte(0xcf).Be(v, 8); }  // the widest form, whatever v
-  Mp& I8(int8_t v) { return Byte(0xd0).Byte(static_cast<uint8_t>(v)); }
-  Mp& I(int64_t v) {  // v < 0
-    if (v >= -32) return Byte(static_cast<uint8_t>(v));
-    return Byte(0xd3).Be(static_cast<uint64_t>(v), 8);
-  }
-  Mp& F64(double v) { return Byte(0xcb).Be(std::bit_cast<uint64_t>(v), 8); }
-  Mp& Nil() { return Byte(0xc0); }
-  Mp& Bool(bool v) { return Byte(v ? 0xc3 : 0xc2); }
-  Mp& Raw(std::initializer_list<uint8_t> bytes) {
-    for (uint8_t x : bytes) Byte(x);
-    return *this;
-  }
-  Mp& Append(std::string_view bytes) {
-    b_.append(bytes);
-    return *this;
-  }
-  const std::string& str() const { return b_; }
-  operator std::string_view() const { return b_; }  // NOLINT: implicit by design
-
- private:
-  Mp& Byte(uint64_t x) {
-    b_.push_back(static_cast<char>(static_cast<uint8_t>(x)));
-    return *this;
-  }
-  Mp& Be(uint64_t v, int width) {
-    for (int k = width - 1; k >= 0; --k) Byte(v >> (8 * k));
-    return *this;
-  }
-  Mp& Head(uint32_t n, uint8_t fix, uint32_t fix_max, uint8_t b16, uint8_t b32) {
-    if (n < fix_max) return Byte(fix | n);
-    if (n < 65536) return Byte(b16).Be(n, 2);
-    return Byte(b32).Be(n, 4);
-  }
-  std::string b_;
-};
+using segstore::testing::Mp;
 
 // ---- the messages as text, for comparisons with readable diffs ----
 
@@ -294,6 +223,17 @@ Status DecodeAs(std::string_view body, const DecodeLimits& lim = {}) {
   return Decode(body, lim, &m);
 }
 
+// Decodes a batch request, which must succeed as a whole, and gives entry
+// `i`'s own status: OK when it decoded, its error when it fails alone.
+template <typename T>
+Status EntryStatus(std::string_view body, size_t i, const DecodeLimits& lim = {}) {
+  T m{};
+  const Status s = Decode(body, lim, &m);
+  EXPECT_TRUE(s.ok()) << "the batch failed as a whole: " << s.ToString();
+  if (!s.ok()) return Status::Internal("the batch failed as a whole");
+  return m.rejected.empty() ? Status::OK() : m.rejected.at(i);
+}
+
 // The body decoded as the example's body type.
 Status DecodeBody(std::string_view body, const examples::Body& like, examples::Body* out) {
   return std::visit(
@@ -410,7 +350,7 @@ std::string HexDump(std::string_view bytes) {
 
 bool IsRequest(const Example& e) { return e.file.find(".request.") != std::string::npos; }
 
-class ExampleFrameTest : public testing::TestWithParam<Example> {};
+class ExampleFrameTest : public ::testing::TestWithParam<Example> {};
 
 TEST_P(ExampleFrameTest, FileDecodesToTheExpectedMessage) {
   const Example& e = GetParam();
@@ -509,7 +449,7 @@ TEST_P(ExampleFrameTest, MutatedBodiesNeverCrashAnyDecoder) {
   }
 }
 
-std::string ExampleName(const testing::TestParamInfo<Example>& info) {
+std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
   std::string name = info.param.file.substr(0, info.param.file.size() - 4);  // no ".hex"
   for (char& c : name) {
     if (c == '.') c = '_';
@@ -517,7 +457,7 @@ std::string ExampleName(const testing::TestParamInfo<Example>& info) {
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Examples, ExampleFrameTest, testing::ValuesIn(examples::All()),
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleFrameTest, ::testing::ValuesIn(examples::All()),
                          ExampleName);
 
 TEST(ExampleFilesTest, DirectoryHoldsExactlyTheTablesFiles) {
@@ -1053,7 +993,7 @@ TEST(HostileInputTest, WrongTypesNameTheField) {
   ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("id_to").F64(1.0)),
                 {"id_to", "a float"});
   ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Str("u")), {"users", "array"});
-  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Arr(2).Str("a").U(5)),
+  ExpectInvalid(EntryStatus<BatchGetRequest>(Mp().Map(1).Str("users").Arr(2).Str("a").U(5), 1),
                 {"users[1]"});
   ExpectInvalid(DecodeAs<CountRequest>(Mp().Map(2).Str("user").Str("u").Str("id_from").Bool(true)),
                 {"id_from", "a boolean"});
@@ -1078,28 +1018,30 @@ TEST(HostileInputTest, WrongTypesNameTheField) {
   ExpectInvalid(DecodeAs<UpsertRequest>(
                     Mp().Map(3).Str("user").Str("u").Str("mode").U(1).Str("segments").Arr(0)),
                 {"mode", "a string"});
-  ExpectInvalid(DecodeAs<BatchUpsertRequest>(Mp().Map(1)
-                                                 .Str("items")
-                                                 .Arr(2)
-                                                 .Map(2)
-                                                 .Str("user")
-                                                 .Str("a")
-                                                 .Str("segments")
-                                                 .Arr(0)
-                                                 .Str("b")),
+  ExpectInvalid(EntryStatus<BatchUpsertRequest>(Mp().Map(1)
+                                                    .Str("items")
+                                                    .Arr(2)
+                                                    .Map(2)
+                                                    .Str("user")
+                                                    .Str("a")
+                                                    .Str("segments")
+                                                    .Arr(0)
+                                                    .Str("b"),
+                                                1),
                 {"items[1]", "a map"});
-  ExpectInvalid(DecodeAs<BatchUpsertRequest>(Mp().Map(1)
-                                                 .Str("items")
-                                                 .Arr(1)
-                                                 .Map(2)
-                                                 .Str("user")
-                                                 .Str("a")
-                                                 .Str("segments")
-                                                 .Arr(1)
-                                                 .Arr(3)
-                                                 .U(1)
-                                                 .U(2)
-                                                 .Str("t")),
+  ExpectInvalid(EntryStatus<BatchUpsertRequest>(Mp().Map(1)
+                                                    .Str("items")
+                                                    .Arr(1)
+                                                    .Map(2)
+                                                    .Str("user")
+                                                    .Str("a")
+                                                    .Str("segments")
+                                                    .Arr(1)
+                                                    .Arr(3)
+                                                    .U(1)
+                                                    .U(2)
+                                                    .Str("t"),
+                                                0),
                 {"items[0].segments[0].ttl"});
   ExpectInvalid(
       DecodeAs<RemoveRequest>(Mp().Map(2).Str("user").Str("u").Str("ids").Arr(2).U(1).Str("x")),
@@ -1145,18 +1087,18 @@ TEST(HostileInputTest, UserIsRequiredNonEmptyAndBounded) {
   ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("user").Nil()), {"user"});
   ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(1).Str("user").Str("")), {"user", "empty"});
   ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Bin("")), {"user", "empty"});
-  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Arr(2).Str("a").Str("")),
+  ExpectInvalid(EntryStatus<BatchGetRequest>(Mp().Map(1).Str("users").Arr(2).Str("a").Str(""), 1),
                 {"users[1]", "empty"});
-  ExpectInvalid(
-      DecodeAs<BatchUpsertRequest>(Mp().Map(1).Str("items").Arr(1).Map(1).Str("segments").Arr(0)),
-      {"items[0].user", "missing"});
+  ExpectInvalid(EntryStatus<BatchUpsertRequest>(
+                    Mp().Map(1).Str("items").Arr(1).Map(1).Str("segments").Arr(0), 0),
+                {"items[0].user", "missing"});
   const std::string at_limit(kDefaultMaxKeyBytes, 'k');
   const std::string over_limit(kDefaultMaxKeyBytes + 1, 'k');
   EXPECT_TRUE(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Str(at_limit)).ok());
   ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Str(over_limit)),
                 {"user", "257 bytes", "256"});
   ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(1).Str("user").Bin(over_limit)), {"user"});
-  ExpectInvalid(DecodeAs<BatchGetRequest>(Mp().Map(1).Str("users").Arr(1).Str(over_limit)),
+  ExpectInvalid(EntryStatus<BatchGetRequest>(Mp().Map(1).Str("users").Arr(1).Str(over_limit), 0),
                 {"users[0]"});
   DecodeLimits small;
   small.max_key_bytes = 3;
@@ -1304,7 +1246,7 @@ TEST(HostileInputTest, TopLevelMustBeAMap) {
   for (const std::string& body : bodies) {
     for (const auto& [name, decode] : AllDecoders()) {
       if (name == "DecodeError") continue;
-      SCOPED_TRACE(name + " " + testing::PrintToString(body));
+      SCOPED_TRACE(name + " " + ::testing::PrintToString(body));
       ExpectInvalid(decode(body), {"body", "a map"});
     }
   }
@@ -1323,8 +1265,8 @@ TEST(HostileInputTest, UnknownKeysAreIgnored) {
                          .F64(2)
                          .Str("user")
                          .Str("u")
-                         .U(7)  // a non-string key
                          .Str("seven")
+                         .U(7)
                          .Str("projection")
                          .Str("ids"),
                      DecodeLimits{}, &get)
@@ -1374,16 +1316,17 @@ TEST(HostileInputTest, UnknownModeAndProjectionAreRejected) {
   ExpectInvalid(
       DecodeAs<BatchUpsertRequest>(Mp().Map(2).Str("mode").Str("bogus").Str("items").Arr(0)),
       {"mode"});
-  ExpectInvalid(DecodeAs<BatchUpsertRequest>(Mp().Map(1)
-                                                 .Str("items")
-                                                 .Arr(1)
-                                                 .Map(3)
-                                                 .Str("user")
-                                                 .Str("u")
-                                                 .Str("mode")
-                                                 .Str("bogus")
-                                                 .Str("segments")
-                                                 .Arr(0)),
+  ExpectInvalid(EntryStatus<BatchUpsertRequest>(Mp().Map(1)
+                                                    .Str("items")
+                                                    .Arr(1)
+                                                    .Map(3)
+                                                    .Str("user")
+                                                    .Str("u")
+                                                    .Str("mode")
+                                                    .Str("bogus")
+                                                    .Str("segments")
+                                                    .Arr(0),
+                                                0),
                 {"items[0].mode"});
   ExpectInvalid(
       DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("projection").Str("bogus")),
@@ -1411,6 +1354,149 @@ TEST(HostileInputTest, NestingDeeperThanTheLimitFails) {
   for (int i = 0; i < 64; ++i) m.Arr(1);
   m.Nil();
   EXPECT_FALSE(DecodeAs<GetRequest>(m).ok());
+}
+
+TEST(HostileInputTest, NestingUpToEightLevelsIsAccepted) {
+  auto nested = [](int levels) {  // levels counts the body's own map
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("x");
+    for (int i = 1; i < levels; ++i) m.Arr(1);
+    m.Nil();
+    return m.str();
+  };
+  EXPECT_TRUE(DecodeAs<GetRequest>(nested(8)).ok());
+  ExpectInvalid(DecodeAs<GetRequest>(nested(9)), {"body", "8 levels"});
+}
+
+// PROTOCOL.md, "Frames": a body is a map with string keys, each once, at
+// every level (a batch item too).
+TEST(HostileInputTest, KeysMustBeStringsAndAppearOnce) {
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").U(7).Str("x")),
+                {"body", "map key 1", "an unsigned integer", "keys must be strings"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Bin("user").Str("v")),
+                {"body", "binary"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("user").Str("v")),
+                {"body", "key \"user\" appears twice"});
+  // Unknown keys count too: a key twice is a malformed body whatever it names.
+  ExpectInvalid(DecodeAs<DeleteRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("later").U(1).Str("later").U(2)),
+                {"\"later\" appears twice"});
+  // A large map takes the sorting path.
+  Mp big;
+  big.Map(40).Str("user").Str("u");
+  for (int i = 0; i < 38; ++i) big.Str("k" + std::to_string(i)).U(1);
+  big.Str("k7").U(2);
+  ExpectInvalid(DecodeAs<DeleteRequest>(big), {"\"k7\" appears twice"});
+  // A bad key printed safely: bytes outside printable ASCII as \xNN.
+  ExpectInvalid(
+      DecodeAs<DeleteRequest>(
+          Mp().Map(3).Str("user").Str("u").Str(std::string("\xff\"", 2)).U(1).Str(std::string("\xff\"", 2)).U(2)),
+      {"\\xff\\x22"});
+  // Inside a batch, an item with a key twice fails alone.
+  ExpectInvalid(EntryStatus<BatchUpsertRequest>(Mp().Map(1)
+                                                    .Str("items")
+                                                    .Arr(2)
+                                                    .Map(2)
+                                                    .Str("user")
+                                                    .Str("a")
+                                                    .Str("segments")
+                                                    .Arr(0)
+                                                    .Map(3)
+                                                    .Str("user")
+                                                    .Str("b")
+                                                    .Str("segments")
+                                                    .Arr(0)
+                                                    .Str("user")
+                                                    .Str("c"),
+                                                1),
+                {"items[1]", "\"user\" appears twice"});
+  EXPECT_TRUE(EntryStatus<BatchUpsertRequest>(Mp().Map(1)
+                                                  .Str("items")
+                                                  .Arr(2)
+                                                  .Map(2)
+                                                  .Str("user")
+                                                  .Str("a")
+                                                  .Str("segments")
+                                                  .Arr(0)
+                                                  .Map(3)
+                                                  .Str("user")
+                                                  .Str("b")
+                                                  .Str("segments")
+                                                  .Arr(0)
+                                                  .Str("user")
+                                                  .Str("c"),
+                                              0)
+                  .ok());
+}
+
+// ping and stats take no fields, but their body is a body: empty, or a map.
+TEST(HostileInputTest, EmptyRequestsTakeAnEmptyBodyOrAnyMap) {
+  EXPECT_TRUE(DecodeAs<EmptyRequest>("").ok());
+  EXPECT_TRUE(DecodeAs<EmptyRequest>(Mp().Map(0)).ok());
+  EXPECT_TRUE(DecodeAs<EmptyRequest>(Mp().Map(1).Str("later").Arr(1).U(1)).ok());
+  ExpectInvalid(DecodeAs<EmptyRequest>("\xc1"), {"not valid MessagePack", "0xc1"});
+  ExpectInvalid(DecodeAs<EmptyRequest>(Mp().Arr(0)), {"body", "a map"});
+  ExpectInvalid(DecodeAs<EmptyRequest>(Mp().Map(0).str() + "x"), {"trailing bytes"});
+  ExpectInvalid(DecodeAs<EmptyRequest>(Mp().Map(1).U(1).U(1)), {"keys must be strings"});
+}
+
+TEST(HostileInputTest, ExtensionTypesAreRefused) {
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("x").Raw({0xd4, 1, 2})),
+                {"extension types"});
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Raw({0xc7, 0x00, 0x01})), {"extension types"});
+}
+
+// PROTOCOL.md, batch_get and batch_upsert: a batch fails as a whole only for
+// what is wrong with the batch itself; one bad entry fails alone, whatever
+// it is (a user ID, an item's field, an item's list however far over its
+// limit).
+TEST(HostileInputTest, ABadEntryOfABatchFailsAlone) {
+  DecodeLimits lim;
+  lim.max_list = 4;
+  lim.max_batch = 8;
+  auto item = [](Mp& m, std::string_view user, uint32_t segments) {
+    m.Map(2).Str("user").Str(user).Str("segments").Arr(segments);
+    for (uint32_t i = 0; i < segments; ++i) m.Arr(2).U(i).U(0);
+  };
+  for (uint32_t over : {5u, 9u, 100u, 5000u}) {
+    Mp m;
+    m.Map(1).Str("items").Arr(3);
+    item(m, "a", 1);
+    item(m, "b", over);
+    item(m, "c", 4);
+    BatchUpsertRequest req;
+    ASSERT_TRUE(Decode(m.str(), lim, &req).ok()) << over;
+    ASSERT_EQ(req.items.size(), 3u);
+    ASSERT_EQ(req.rejected.size(), 3u);
+    EXPECT_TRUE(req.rejected[0].ok());
+    ExpectError(req.rejected[1], Status::Code::kLimitExceeded, {"items[1].segments", "limit is 4"});
+    EXPECT_TRUE(req.rejected[2].ok());
+    EXPECT_EQ(req.items[0].user, "a");
+    EXPECT_TRUE(req.items[1].user.empty());
+    EXPECT_EQ(req.items[2].segments.size(), 4u);
+  }
+  // No rejection: `rejected` stays empty.
+  Mp fine;
+  fine.Map(1).Str("items").Arr(1);
+  item(fine, "a", 2);
+  BatchUpsertRequest req;
+  ASSERT_TRUE(Decode(fine.str(), lim, &req).ok());
+  EXPECT_TRUE(req.rejected.empty());
+  // What is wrong with the batch itself fails it whole.
+  ExpectError(DecodeAs<BatchUpsertRequest>(Mp().Map(1).Str("items").Str("x"), lim),
+              Status::Code::kInvalidArgument, {"items"});
+  ExpectError(DecodeAs<BatchUpsertRequest>(Mp().Map(0), lim), Status::Code::kInvalidArgument,
+              {"items", "missing"});
+  ExpectError(DecodeAs<BatchGetRequest>(
+                  Mp().Map(2).Str("users").Arr(1).Str("a").Str("projection").Str("x"), lim),
+              Status::Code::kInvalidArgument, {"projection"});
+  BatchGetRequest get;
+  ASSERT_TRUE(
+      Decode(Mp().Map(1).Str("users").Arr(3).Str("a").Nil().Str("c").str(), lim, &get).ok());
+  ASSERT_EQ(get.rejected.size(), 3u);
+  EXPECT_TRUE(get.rejected[0].ok());
+  ExpectInvalid(get.rejected[1], {"users[1]"});
+  EXPECT_EQ(get.users[2], "c");
 }
 
 // ---- frame headers ----
