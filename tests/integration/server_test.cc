@@ -470,12 +470,18 @@ TEST_F(ServerTest, SegctlDrivesEveryOperation) {
   EXPECT_TRUE(Has(out, "\"max_segments\":2000")) << out;
   std::tie(rc, out) = Segctl(port, "delete alice");
   EXPECT_TRUE(Has(out, "profile of alice deleted")) << out;
-  std::tie(rc, out) = Segctl(port, "get alice");
-  EXPECT_EQ(rc, 1);
-  EXPECT_TRUE(Has(out, "NotFound")) << out;
+  // A user without a profile: exit status 3 for every read and partial write.
+  for (const char* command : {"get alice", "count alice", "remove alice 1", "trim alice"}) {
+    std::tie(rc, out) = Segctl(port, command);
+    EXPECT_EQ(rc, 3) << command;
+    EXPECT_TRUE(Has(out, "alice has no profile")) << command << ": " << out;
+  }
   std::tie(rc, out) = Segctl(port, "--json get alice");
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 3);
   EXPECT_TRUE(Has(out, "{\"error\":{\"code\":\"NotFound\"")) << out;
+  std::tie(rc, out) = Segctl(port, "delete alice");
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(Has(out, "alice had no profile")) << out;
 }
 
 TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {

@@ -45,6 +45,7 @@ inline bool WaitFor(const std::function<bool()>& pred, milliseconds timeout = kP
 
 struct Frame {
   proto::FrameHeader header;
+  std::string raw_header;  // the 16 header bytes as sent (reserved bytes included)
   std::string body;
   uint32_t id() const { return header.request_id; }
   uint8_t op() const { return header.op; }
@@ -129,6 +130,12 @@ class RawConn {
     linger l{1, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
     Close();
+  }
+
+  // Ends what this side sends (end of stream for the server) and keeps
+  // reading: a client that has sent its last request.
+  void ShutdownWrite() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
   }
 
   int fd() const { return fd_; }
@@ -307,6 +314,7 @@ class RawConn {
     const size_t size = proto::kHeaderSize + size_t{h.body_length};
     if (in_.size() - pos_ < size) return false;
     frame->header = h;
+    frame->raw_header.assign(in_, pos_, proto::kHeaderSize);
     frame->body.assign(in_, pos_ + proto::kHeaderSize, h.body_length);
     pos_ += size;
     if (pos_ == in_.size()) {
