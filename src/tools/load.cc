@@ -185,7 +185,14 @@ class Loader {
         }
         continue;
       }
-      if (parsed.segments.empty()) continue;
+      if (parsed.segments.empty()) {
+        // Not an error, but said: a first data line taken for a header would be lost.
+        if (parsed.header) {
+          std::fprintf(stderr, "%s:%llu: skipped as a header line\n", path.c_str(),
+                       static_cast<unsigned long long>(n));
+        }
+        continue;
+      }
       ++rows_;
       Add(parsed);
       if (++since_poll >= 4096) {

@@ -597,8 +597,11 @@ TEST_F(ServerTest, LoadReadsEveryFormatGzipAndStdin) {
                                                tabs + " " + grouped + " " + gz);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "8 rows, 5 users")) << out;
+  EXPECT_TRUE(Has(out, rows + ":1: skipped as a header line\n")) << out;
+  EXPECT_FALSE(Has(out, tabs + ":1: skipped")) << out;
   std::tie(rc, out) = Segctl(served_.server->port(), "load --no-progress - < " + rows);
   EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "-:1: skipped as a header line\n")) << out;
 
   auto c = Connect();
   ASSERT_NE(c, nullptr);
