@@ -586,7 +586,7 @@ input, plain or gzip too. The format is detected from the first data line
 USER is 1 to 256 bytes; SEGMENT a decimal unsigned 64-bit number; ATTR1 and
 ATTR2 decimal unsigned 32-bit numbers (empty: none). Fields are taken as they
 are: no quotes, no spaces around them. A CR before the newline (CRLF) and a
-UTF-8 BOM are ignored.
+UTF-8 BOM at the start of a file are ignored.
 
 Skipped: blank lines, lines starting with '#', and line 1 when it is a
 header: its segment field is a name and no later field looks like data, so
