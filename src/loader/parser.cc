@@ -220,22 +220,36 @@ size_t Count(std::string_view s, char c) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), c));
 }
 
-// The text of the segment field of a line in `format` with `delimiter`
-// (empty if there is none), for the header check.
-std::string_view SegmentField(std::string_view line, Format format, char delimiter) {
-  const char sep = format == Format::kGrouped ? '\t' : delimiter;
-  const char* p = Find(line, sep);
-  if (p == nullptr) return {};
-  std::string_view rest = line.substr(static_cast<size_t>(p - line.data()) + 1);
-  const size_t end = format == Format::kGrouped ? rest.find_first_of(",:") : rest.find(delimiter);
-  return rest.substr(0, end);
+// A header's field name: starts with a letter, '_' or a non-ASCII (UTF-8) byte.
+bool IsNameStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+         static_cast<unsigned char>(c) >= 0x80;
 }
 
-// A header's segment field is a name: something that does not start as a number would.
-bool LooksLikeHeader(std::string_view segment_field) {
-  if (segment_field.empty()) return false;
-  const char c = segment_field.front();
-  return !IsDigit(c) && c != '+' && c != '-' && c != ' ';
+// A field that reads as a value of a data line: a number, "@unix", an ISO time, "never".
+bool LooksLikeData(std::string_view field) {
+  return !field.empty() && (IsDigit(field.front()) || field.front() == '@' || field == "never");
+}
+
+// Whether `line`, in `format` with `delimiter`, is recognisably a header: its
+// segment field is a name and none of the fields after it reads as data (so
+// "u1,x42,3600" is a data line with a bad segment ID, reported as such).
+bool IsHeader(std::string_view line, Format format, char delimiter) {
+  const bool grouped = format == Format::kGrouped;
+  const size_t user_end = line.find(grouped ? '\t' : delimiter);
+  if (user_end == std::string_view::npos) return false;
+  const std::string_view separators =
+      grouped ? std::string_view(",:") : std::string_view(&delimiter, 1);
+  std::string_view rest = line.substr(user_end + 1);
+  for (bool segment_field = true;; segment_field = false) {
+    const size_t end = rest.find_first_of(separators);
+    const std::string_view field = rest.substr(0, end);
+    if (segment_field ? field.empty() || !IsNameStart(field.front()) : LooksLikeData(field)) {
+      return false;
+    }
+    if (end == std::string_view::npos) return true;
+    rest = rest.substr(end + 1);
+  }
 }
 
 Status ParseRow(std::string_view line, char delimiter, const ParseOptions& options,
@@ -428,6 +442,7 @@ LineParser::LineParser(const ParseOptions& options)
 Status LineParser::Parse(std::string_view line, uint64_t line_number, ParsedLine* out) {
   out->segments.clear();
   out->user = {};
+  out->header = false;
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // UTF-8 BOM
   if (line.empty() || line.front() == '#' || IsBlank(line)) return Status::OK();
@@ -463,7 +478,8 @@ Status LineParser::Parse(std::string_view line, uint64_t line_number, ParsedLine
     settles = true;
   }
 
-  if (line_number == 1 && LooksLikeHeader(SegmentField(line, format, delimiter))) {
+  if (line_number == 1 && IsHeader(line, format, delimiter)) {
+    out->header = true;
     return Status::OK();
   }
 

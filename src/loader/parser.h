@@ -6,8 +6,13 @@
 // A TTL or expiry is seconds from now ("86400"), seconds with a unit ("30d",
 // "12h", "15m", "90s"), an absolute Unix time ("@1767225600"; a bare number
 // of 10 digits or more is read as absolute too), an ISO-8601 UTC time
-// ("2026-12-01T00:00:00Z") or "never". Absent: ParseOptions::default_ttl, or
-// the line is refused.
+// ("2026-12-01T00:00:00Z"; an offset, Z or +hh:mm, is required) or "never".
+// Absent: ParseOptions::default_ttl, or the line is refused.
+//
+// Line 1 may be a header (user_id,segment_id,ttl): it is skipped, and
+// ParsedLine::header says so, when its segment field is a name (starts with a
+// letter, '_' or a non-ASCII byte) and no later field reads as data (starts
+// with a digit or '@', or is "never"). "u1,x42,3600" is a bad row, not a header.
 //
 // I/O-free, allocation-free on the hot path (the user ID is a view into the
 // line; segments go into a caller-owned vector that is reused). Thread-compatible.
@@ -49,6 +54,7 @@ struct ParseOptions {
 struct ParsedLine {
   std::string_view user;                // points into the line
   std::vector<SegmentUpdate> segments;  // cleared and refilled by each Parse()
+  bool header = false;                  // the line was skipped as line 1's header
 };
 
 class LineParser {
@@ -58,8 +64,7 @@ class LineParser {
   // Parses `line` (no trailing newline; a trailing '\r' is ignored). Returns:
   //   OK with out->segments non-empty: a data line;
   //   OK with out->segments empty: a line to skip (blank, a comment starting
-  //     with '#', or the header line: a first line whose segment field is not
-  //     a number);
+  //     with '#', or line 1 as a header, as above: out->header is then true);
   //   InvalidArgument with the reason ("segment ID \"x\" is not a number",
   //     "user ID of 300 bytes is over the limit of 256", "expiry 1700000000 is
   //     in the past", "6 fields, at most 5", ...). Nothing of a refused line

@@ -185,7 +185,14 @@ class Loader {
         }
         continue;
       }
-      if (parsed.segments.empty()) continue;
+      if (parsed.segments.empty()) {
+        // Not an error, but said: a first data line taken for a header would be lost.
+        if (parsed.header) {
+          std::fprintf(stderr, "%s:%llu: skipped as a header line\n", path.c_str(),
+                       static_cast<unsigned long long>(n));
+        }
+        continue;
+      }
       ++rows_;
       Add(parsed);
       if (++since_poll >= 4096) {
@@ -561,6 +568,56 @@ class Loader {
 };
 
 }  // namespace
+
+// Each statement here is held by a test (tests/loader/parser_test.cc,
+// tests/integration/server_test.cc); README's "Bulk loading" paragraph says
+// the same in short. The exit codes are Summary()'s and exit_'s above.
+const char kLoadHelp[] =
+    R"(Files: plain or gzip (told from the bytes, not the name); '-' reads standard
+input, plain or gzip too. The format is detected from the first data line
+(--format and --delimiter force it):
+
+  rows     USER,SEGMENT[,WHEN[,ATTR1[,ATTR2]]]
+           one segment a line; a comma or a tab between the fields
+  grouped  USER<TAB>SEGMENT[:WHEN][,SEGMENT[:WHEN]]...
+           one user a line; exactly one tab, ',' between segments, ':' before
+           a WHEN; a line with a bad or repeated segment is refused whole
+
+USER is 1 to 256 bytes; SEGMENT a decimal unsigned 64-bit number; ATTR1 and
+ATTR2 decimal unsigned 32-bit numbers (empty: none). Fields are taken as they
+are: no quotes, no spaces around them. A CR before the newline (CRLF) and a
+UTF-8 BOM at the start of a file are ignored.
+
+Skipped: blank lines, lines starting with '#', and line 1 when it is a
+header: its segment field is a name and no later field looks like data, so
+user_id,segment_id,ttl is skipped (saying "FILE:1: skipped as a header line")
+while u1,x42,3600 is a bad row. A header on a later line is a bad row.
+
+WHEN is a TTL or an absolute expiry:
+  86400                 TTL in seconds (a bare number of up to 9 digits)
+  90s 15m 12h 30d       TTL in seconds, minutes, hours or days (one unit)
+  @1767225600           expiry at this Unix time, in seconds (a bare number
+                        of 10 digits or more is one too)
+  2026-12-01T00:00:00Z  expiry, ISO-8601 with Z or an offset (+02:00, -05:30);
+                        a time without either is refused, not taken as UTC
+  never                 never expires
+A TTL counts from when the server writes the segment. An empty or absent WHEN
+takes --default-ttl; without it the row is bad. Bad too: a TTL of 0, an expiry
+at or before the start of the load, any time after 2106-02-07T06:28:15Z.
+
+Bad rows are reported as FILE:LINE: reason (the first 100 errors; the rest
+are only counted) and skipped.
+
+Exit status:
+  0  every row was written (with --dry-run: every row is valid)
+  1  the load ran to the end, but some rows were bad, the server refused some
+     users' upserts, or some absolute expiries passed before they could be
+     sent (each reported, and counted in the summary)
+  2  the load stopped or never started: a bad option, a file that cannot be
+     read (missing, unreadable, a corrupt or cut gzip stream), a server that
+     cannot be reached or refuses the connection (TLS, shared secret) or is
+     gone for good, or --max-errors reached; part of the input may have been
+     written)";
 
 int RunLoad(const LoadOptions& options) {
   Loader loader(options);

@@ -35,9 +35,15 @@ struct LoadOptions {
   bool progress = true;
 };
 
-// Runs the load; returns the process exit status: 0 when every row went in,
-// 1 when some rows were bad or some users failed, 2 when the load stopped
-// (max_errors, an unreachable server, unreadable input).
+// Runs the load; returns the process exit status, as kLoadHelp states it:
+// 0 when every row went in; 1 when the load ran to the end but some rows were
+// bad, some users failed, or some absolute expiries passed before sending;
+// 2 when it stopped or never started (an unreachable server, unreadable
+// input, max_errors reached).
 int RunLoad(const LoadOptions& options);
+
+// What `segctl load --help` prints after the options: the file formats, the
+// TTL and expiry forms, the lines skipped, and the exit status of RunLoad.
+extern const char kLoadHelp[];
 
 }  // namespace segstore::tools

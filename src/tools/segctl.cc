@@ -549,20 +549,30 @@ int main(int argc, char** argv) {
   CLI::App* load = app.add_subcommand(
       "load",
       "bulk-load DMP segment files (rows: user,segment[,ttl|expiry[,a1[,a2]]]; grouped: "
-      "user<TAB>seg[:ttl],...); plain or gzip, '-' for stdin");
-  load->add_option("files", a.files, "files to load")->required();
+      "user<TAB>seg[:ttl|expiry],...); plain or gzip, '-' for stdin; exit status 0, 1 or 2");
+  load->footer(segstore::tools::kLoadHelp);
+  load->add_option("files", a.files, "files to load ('-': standard input)")->required();
   load->add_option("--format", a.format, "auto (default), rows or grouped");
   load->add_option("--delimiter", a.delimiter, "row files: auto (default), comma or tab");
-  load->add_option("--default-ttl", a.default_ttl, "TTL for rows without one: 86400, 30d, 12h");
+  load->add_option("--default-ttl", a.default_ttl,
+                   "TTL for a segment given without one: 86400 (seconds), 90s, 15m, 12h, 30d; "
+                   "without it such a row is bad");
   load->add_option("--mode", a.mode, "set (default) or extend (keep later expiries)");
   load->add_flag("--dry-run", a.dry_run, "parse and validate, write nothing");
-  load->add_option("--max-errors", a.max_errors, "stop after this many bad rows (default: never)");
+  load->add_option("--max-errors", a.max_errors,
+                   "stop (exit status 2) after this many bad rows (default: never)");
   load->add_option("--connections", a.connections, "connections to the server (default 4)");
   load->add_option("--batch-users", a.batch_users, "users in one batch upsert (default 100)");
   load->add_option("--memory-mib", a.memory_mib, "memory for grouping rows by user (default 1024)");
   load->add_flag("--no-progress", a.no_progress, "no progress output");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    // load's usage errors are fatal errors like its others: exit status 2.
+    return rc != 0 && load->parsed() ? 2 : rc;
+  }
   const std::string command = app.get_subcommands().front()->get_name();
   if (command == "load") return RunLoadCommand(a);
   return Run(command, a);

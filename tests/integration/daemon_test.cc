@@ -324,8 +324,14 @@ TEST_F(DaemonTest, SegctlReachesATlsServerWithTheSharedSecret) {
   EXPECT_TRUE(Has(out, "NotFound: --auth-secret-file: ")) << out;
   std::tie(rc, out) = Segctl(port, "load " + Path("rows.csv") + " " + tls,
                              "SEGSTORE_AUTH_SECRET_FILE=" + Path("nope"));
-  EXPECT_NE(rc, 0) << out;
+  EXPECT_EQ(rc, 2) << out;  // load's exit status for a load that never started
   EXPECT_TRUE(Has(out, "NotFound: SEGSTORE_AUTH_SECRET_FILE: ")) << out;
+  // A server that refuses load's connections: no secret, a wrong one, no TLS.
+  for (const std::string& flags : {tls, tls + " --auth-secret-file " + wrong, auth}) {
+    std::tie(rc, out) = Segctl(port, "load --no-progress " + Path("rows.csv") + " " + flags);
+    EXPECT_EQ(rc, 2) << flags << "\n" << out;
+    EXPECT_TRUE(Has(out, "segctl load: ")) << out;
+  }
   const std::string short_secret = Path("short.secret");
   ASSERT_NO_FATAL_FAILURE(WriteSecretFile(short_secret, "too-short"));
   std::tie(rc, out) = Segctl(port, "get alice " + tls + " --auth-secret-file " + short_secret);

@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <random>
 #include <set>
@@ -603,8 +606,11 @@ TEST_F(ServerTest, LoadReadsEveryFormatGzipAndStdin) {
                                                tabs + " " + grouped + " " + gz);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "8 rows, 5 users")) << out;
+  EXPECT_TRUE(Has(out, rows + ":1: skipped as a header line\n")) << out;
+  EXPECT_FALSE(Has(out, tabs + ":1: skipped")) << out;
   std::tie(rc, out) = Segctl(served_.server->port(), "load --no-progress - < " + rows);
   EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "-:1: skipped as a header line\n")) << out;
 
   auto c = Connect();
   ASSERT_NE(c, nullptr);
@@ -723,6 +729,173 @@ TEST_F(ServerTest, LoadFailsClearlyWhenTheServerGoesAway) {
   loader.join();
   EXPECT_EQ(result.first, 2) << result.second;
   EXPECT_TRUE(Has(result.second, "failed")) << result.second;
+}
+
+// What `segctl load --help` must tell: both formats, every TTL and expiry
+// form, the lines skipped, and each exit status.
+TEST_F(ServerTest, LoadHelpStatesTheFormatsEveryExpiryFormAndEachExitStatus) {
+  auto [rc, out] = Segctl(served_.server->port(), "load --help");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "Usage: ")) << out;
+  for (const char* needle : {
+           // the formats, their separators, gzip and stdin
+           "USER,SEGMENT[,WHEN[,ATTR1[,ATTR2]]]",
+           "a comma or a tab between the fields",
+           "USER<TAB>SEGMENT[:WHEN][,SEGMENT[:WHEN]]...",
+           "exactly one tab, ',' between segments, ':' before",
+           "plain or gzip (told from the bytes, not the name)",
+           "'-' reads standard\ninput",
+           // the lines skipped
+           "blank lines, lines starting with '#', and line 1 when it is a\nheader",
+           "\"FILE:1: skipped as a header line\"",
+           // each form of WHEN, and what an absent one takes
+           "  86400                 TTL in seconds",
+           "  90s 15m 12h 30d       TTL in seconds, minutes, hours or days",
+           "  @1767225600           expiry at this Unix time",
+           "a bare number\n                        of 10 digits or more",
+           "  2026-12-01T00:00:00Z  expiry, ISO-8601 with Z or an offset",
+           "a time without either is refused, not taken as UTC",
+           "  never                 never expires",
+           "A TTL counts from when the server writes the segment",
+           "takes --default-ttl; without it the row is bad",
+           // each exit status
+           "Exit status:\n",
+           "\n  0  every row was written",
+           "\n  1  the load ran to the end, but some rows were bad",
+           "\n  2  the load stopped or never started",
+       }) {
+    EXPECT_TRUE(Has(out, needle)) << "missing: " << needle << "\n" << out;
+  }
+
+  // README's "Bulk loading" paragraph says the same in short.
+  const std::string readme = testing::ReadFile(std::string(SEGSTORE_SOURCE_DIR) + "/README.md");
+  const size_t from = readme.find("Bulk loading DMP files");
+  ASSERT_NE(from, std::string::npos);
+  const std::string paragraph = readme.substr(from, readme.find("```", from) - from);
+  for (const char* needle :
+       {"`user,segment[,when[,a1[,a2]]]` (comma or tab)", "`user<TAB>seg[:when][,seg[:when]]...`",
+        "plain or gzip", "`-` for stdin", "lines starting with `#`",
+        "saying `file:1: skipped as a header line`", "`86400`\n  seconds",
+        "`90s` `15m` `12h` `30d`", "`@1767225600` Unix seconds", "`2026-12-01T00:00:00Z`",
+        "not taken as UTC", "`never`", "`--default-ttl`", "**0** every row was written",
+        "**1** the load ran to the end", "**2** the load stopped\n  or never started"}) {
+    EXPECT_TRUE(Has(paragraph, needle)) << "README misses: " << needle << "\n" << paragraph;
+  }
+}
+
+// A first line with a name for its segment ID but data after it is a typo,
+// not a header: reported, and the exit status says so. Gzip is told from the
+// bytes, whatever the file's name.
+TEST_F(ServerTest, LoadReportsATypoOnLineOneRatherThanSkippingIt) {
+  const std::string rows = dir_.File("typo.csv");  // gzip, without .gz
+  {
+    gzFile f = gzopen(rows.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string text = "u1,x42,3600\nu1,43,3600\n";
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+  }
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress " + rows);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(Has(out, rows + ":1: segment ID \"x42\" is not a number")) << out;
+  EXPECT_FALSE(Has(out, "skipped as a header")) << out;
+  EXPECT_EQ(Connect()->Get("u1")->ids, (std::vector<uint64_t>{43}));
+}
+
+// Exit status 2: the load never started or stopped (--max-errors and a server
+// gone for good are above; a refused TLS or secret is in daemon_test.cc).
+TEST_F(ServerTest, LoadExitsWithTwoOnBadOptionsUnreadableInputOrNoServer) {
+  const uint16_t port = served_.server->port();
+  const std::string rows = dir_.File("good.csv");
+  WriteFile(rows, "u,1,3600\n");
+  const uint64_t before = served_.server->counters().requests;
+  // Bad options, CLI11's usage errors among them.
+  for (const std::string& args :
+       {std::string("load --no-progress --format csv ") + rows, "load --delimiter ';' " + rows,
+        "load --default-ttl 0 " + rows, "load --default-ttl @1800000000 " + rows,
+        "load --mode add " + rows, "load --max-errors many " + rows, "load --no-such-flag " + rows,
+        std::string("load")}) {
+    auto [rc, out] = Segctl(port, args);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+  }
+  EXPECT_EQ(served_.server->counters().requests, before);  // none even connected
+
+  // Files that cannot be read: missing, a directory, a cut or corrupt gzip stream.
+  const std::string whole = dir_.File("whole.gz");
+  {
+    gzFile f = gzopen(whole.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::string text;
+    for (int i = 0; i < 5000; ++i) text += "u" + std::to_string(i) + ",1,3600\n";
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+  }
+  std::string bytes = testing::ReadFile(whole);
+  WriteFile(dir_.File("cut.gz"), bytes.substr(0, bytes.size() / 2));
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x55);
+  WriteFile(dir_.File("corrupt.gz"), bytes);
+  for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
+           {dir_.File("missing.csv"), "NotFound"},
+           {dir_.File(""), "IOError"},
+           {dir_.File("cut.gz"), "truncated gzip stream"},
+           {dir_.File("corrupt.gz"), "corrupt gzip data"}}) {
+    auto [rc, out] = Segctl(port, "load --no-progress " + rows + " " + file);
+    EXPECT_EQ(rc, 2) << file << "\n" << out;
+    EXPECT_TRUE(Has(out, says)) << file << "\n" << out;
+  }
+
+  // No server.
+  auto [rc, out] = Segctl(1, "--timeout 2000 load --no-progress " + rows);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(Has(out, "127.0.0.1:1")) << out;
+}
+
+// Exit status 1 when the server refuses a user: here one whose profile would
+// go over the server's limit of 2000 segments. The other users go in.
+TEST_F(ServerTest, LoadExitsWithOneWhenTheServerRefusesAUser) {
+  std::string first = "big\t";
+  for (int s = 0; s < 1500; ++s) first += std::to_string(s) + ":3600,";
+  first.back() = '\n';
+  WriteFile(dir_.File("first.tsv"), first);
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress " + dir_.File("first.tsv"));
+  ASSERT_EQ(rc, 0) << out;
+  std::string more = "big\t";
+  for (int s = 1500; s < 2100; ++s) more += std::to_string(s) + ":3600,";
+  more.back() = '\n';
+  more += "small\t1:3600\n";
+  WriteFile(dir_.File("more.tsv"), more);
+  std::tie(rc, out) = Segctl(served_.server->port(), "load --no-progress " + dir_.File("more.tsv"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(Has(out, "user big: ")) << out;
+  EXPECT_TRUE(Has(out, "1 users failed")) << out;
+  auto c = Connect();
+  EXPECT_EQ(c->Get("big")->count, 1500u);
+  EXPECT_EQ(c->Get("small")->count, 1u);
+}
+
+// Exit status 1 when an absolute expiry, ahead when its row was read, has
+// passed by the time it could be sent: the segment is dropped and counted.
+TEST_F(ServerTest, LoadExitsWithOneWhenAnExpiryPassesBeforeSending) {
+  const std::string fifo = dir_.File("slow.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto soon = static_cast<uint64_t>(std::time(nullptr)) + 3;
+  std::thread writer([&] {
+    // Opening blocks until segctl opens the other end; the file then stays
+    // open (not at its end) until the expiry has passed.
+    FILE* f = std::fopen(fifo.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "soon,1,@%llu\nlater,2,3600\n", static_cast<unsigned long long>(soon));
+    std::fflush(f);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::fclose(f);
+  });
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress " + fifo);
+  writer.join();
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(Has(out, "0 bad rows, 1 expired before sending, 0 users failed")) << out;
+  auto c = Connect();
+  EXPECT_TRUE(c->Get("soon").status().IsNotFound());
+  EXPECT_EQ(c->Get("later")->count, 1u);
 }
 
 }  // namespace

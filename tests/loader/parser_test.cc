@@ -243,8 +243,52 @@ TEST_F(ParserTest, ExplicitGroupedFormatTakesOneSegmentLines) {
 TEST_F(ParserTest, HeaderOnLineOneIsSkipped) {
   ASSERT_TRUE(Parse("user_id,segment_id,ttl,attr1,attr2").ok());
   EXPECT_TRUE(out_.segments.empty());
+  EXPECT_TRUE(out_.header);
   ASSERT_TRUE(Parse("u,1,60").ok());
   EXPECT_EQ(Only().id, 1u);
+  EXPECT_FALSE(out_.header);
+}
+
+TEST_F(ParserTest, HeadersOfEveryShapeAreRecognised) {
+  for (std::string_view header :
+       {"user,segment", "user,segment,ttl", "user,segment,expiry", "USER,Segment ID,Expires (UTC)",
+        "user\tsegment\tttl", "user\tsegments", "user\tsegment:ttl,segment:ttl",
+        "user,segment,,attr1", "_uid,_sid", "user,s\xC3\xA9gment", "\xEF\xBB\xBFuser,segment",
+        "user,segment,ttl\r"}) {
+    ParseOptions o = Options();
+    LineParser p(o);
+    ParsedLine out;
+    ASSERT_TRUE(p.Parse(header, 1, &out).ok()) << header;
+    EXPECT_TRUE(out.header) << header;
+    EXPECT_TRUE(out.segments.empty()) << header;
+  }
+  options_.delimiter = ';';
+  ASSERT_TRUE(Parse("user_id;segment_id;ttl").ok());
+  EXPECT_TRUE(out_.header);
+}
+
+TEST_F(ParserTest, LineOneWithANameAndDataIsABadRowNotAHeader) {
+  // A segment field that is a name, but a later field that is data: a typo
+  // in the first data line, reported rather than skipped.
+  for (std::string_view line : {"u1,x42,3600", "u1,x42,30d", "u1,x42,@1800000000", "u1,x42,never",
+                                "u1,x42,2026-12-01T00:00:00Z", "u1,x42,,7", "u1\tx42\t3600",
+                                "u1\tx42:3600", "u1\tx42,7:60"}) {
+    ParseOptions o = Options();
+    LineParser p(o);
+    ParsedLine out;
+    Status s = p.Parse(line, 1, &out);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << line;
+    EXPECT_NE(s.message().find("segment ID \"x42"), std::string_view::npos) << s.message();
+    EXPECT_FALSE(out.header) << line;
+  }
+  // A segment field that starts like no name: not a header either.
+  for (std::string_view line : {"u,\"segment\",\"ttl\"", "u,(1),60", "u,.5,60", "u, segment"}) {
+    ParseOptions o = Options();
+    LineParser p(o);
+    ParsedLine out;
+    EXPECT_FALSE(p.Parse(line, 1, &out).ok()) << line;
+    EXPECT_FALSE(out.header) << line;
+  }
 }
 
 TEST_F(ParserTest, GroupedHeaderIsSkippedAndDetectionWaitsForData) {
@@ -279,9 +323,19 @@ TEST_F(ParserTest, CommentsAndBlankLinesAreSkipped) {
   for (std::string_view line : {"# exported 2026-01-01", "", "   ", "\t", "\r", "#u,1,60"}) {
     ASSERT_TRUE(Parse(line).ok()) << line;
     EXPECT_TRUE(out_.segments.empty()) << line;
+    EXPECT_FALSE(out_.header) << line;
   }
   // A comment on line 1 is no header, and line 2 is not either.
   EXPECT_FALSE(Parse("user_id,segment_id").ok());
+}
+
+TEST_F(ParserTest, FieldsAreNeitherUnquotedNorTrimmed) {
+  EXPECT_EQ(Reason("\"u\",\"1\",\"60\""), "segment ID \"\\\"1\\\"\" is not a number");
+  EXPECT_EQ(Reason("u,1, 60"),
+            "TTL or expiry \" 60\" is not understood (seconds, 30d/12h/15m/90s, @<unix seconds>, "
+            "2026-12-01T00:00:00Z or never)");
+  ASSERT_TRUE(ParseOne(" u ,1,60").ok());
+  EXPECT_EQ(out_.user, " u ");
 }
 
 TEST_F(ParserTest, TrailingCarriageReturnIsIgnored) {
