@@ -414,7 +414,11 @@ std::string Render(const Example& e) {
   };
   field(0, 2, "magic \"SG\"");
   field(2, 3, "version " + std::to_string(h.version));
-  std::snprintf(buf, sizeof(buf), "op 0x%02x = %s", h.op, op_name.c_str());
+  if (h.op == 0) {
+    std::snprintf(buf, sizeof(buf), "op 0x00: none (an error of the connection, not of a request)");
+  } else {
+    std::snprintf(buf, sizeof(buf), "op 0x%02x = %s", h.op, op_name.c_str());
+  }
   field(3, 4, buf);
   const std::string status_name(Status::CodeName(static_cast<Status::Code>(h.status)));
   field(4, 5,
@@ -437,6 +441,16 @@ std::string Render(const Example& e) {
       for (const std::string& l : out) s += l + "\n";
       return s;
     }();
+  }
+
+  if (const auto* raw = std::get_if<RawBody>(&e.body)) {
+    c("---- body: " + std::to_string(body.size()) +
+      " bytes, deliberately not a valid body (a server refuses it) ----");
+    out.push_back(Hex(f, kHeaderSize, f.size()));
+    (void)raw;
+    std::string s;
+    for (const std::string& l : out) s += l + "\n";
+    return s;
   }
 
   Reader reader(body);

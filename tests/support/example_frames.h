@@ -30,12 +30,17 @@ struct EmptyBody {};
 struct ErrorBody {
   std::string message;
 };
+// Bytes sent as they are: a request body a server must refuse.
+struct RawBody {
+  std::string bytes;
+};
 
 using Body =
     std::variant<EmptyBody, ErrorBody, HelloRequest, GetRequest, BatchGetRequest, CountRequest,
                  UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest, DeleteRequest,
                  HelloResponse, GetResult, BatchGetResponse, UpsertResult, BatchUpsertResponse,
-                 RemoveResponse, TrimResult, CountResponse, DeleteResponse, StatsResponse>;
+                 RemoveResponse, TrimResult, CountResponse, DeleteResponse, StatsResponse,
+                 RawBody>;
 
 struct Example {
   std::string file;                // "get.request.hex"
@@ -56,6 +61,8 @@ inline void EncodeBody(const Body& body, std::string* out) {
           // no body
         } else if constexpr (std::is_same_v<T, ErrorBody>) {
           EncodeError(m.message, out);
+        } else if constexpr (std::is_same_v<T, RawBody>) {
+          out->append(m.bytes);
         } else {
           Encode(m, out);
         }
@@ -221,7 +228,7 @@ inline std::vector<Example> All() {
   batch_get.options.ids_only = true;
   v.push_back({"batch_get.request.hex",
                "batch_get request: three users, IDs only",
-               {"\"users\": 1 to max_batch user IDs; the get options (as in get) apply to all."},
+               {"\"users\": 0 to max_batch user IDs; the get options (as in get) apply to all."},
                Op::kBatchGet,
                6,
                ok,
@@ -241,6 +248,31 @@ inline std::vector<Example> All() {
                ok,
                batch_get_results});
 
+  BatchGetRequest batch_get_bad{.users = {"user-42", "", "nobody"}, .options = {}};
+  batch_get_bad.options.ids_only = true;
+  v.push_back({"batch_get_bad_user.request.hex",
+               "batch_get request with an empty user ID among good ones",
+               {"An entry that is wrong fails alone: the frame is answered with status 0 and",
+                "the second result carries the error (see batch_get_bad_user.response).",
+                "What is wrong with the batch itself (\"users\" not an array, more than",
+                "max_batch users, a bad option) fails the whole frame instead."},
+               Op::kBatchGet,
+               16,
+               ok,
+               batch_get_bad});
+  BatchGetResponse batch_get_bad_results;
+  batch_get_bad_results.push_back(IdsOnly({101, 205, 70000}, 3));
+  batch_get_bad_results.push_back(Status::InvalidArgument("users[1]: empty user ID"));
+  batch_get_bad_results.push_back(Status::NotFound("no live segments"));
+  v.push_back({"batch_get_bad_user.response.hex",
+               "batch_get response: the bad user ID failed alone",
+               {"users[1] was empty: status 2 (InvalidArgument), the message naming it. The",
+                "others were read as usual (the third has no profile: status 1)."},
+               Op::kBatchGet,
+               16,
+               ok,
+               batch_get_bad_results});
+
   // ---- count ----
   v.push_back({"count.request.hex",
                "count request: live segments with IDs in [id_from, id_to]",
@@ -251,6 +283,22 @@ inline std::vector<Example> All() {
                ok,
                CountRequest{.user = "user-42", .id_from = 200, .id_to = UINT64_MAX}});
   v.push_back({"count.response.hex", "count response", {}, Op::kCount, 7, ok, CountResponse{2}});
+  v.push_back({"count_missing.request.hex",
+               "count request for a user who has no profile",
+               {"As get, count answers NotFound for a user with no live segment (never",
+                "written, deleted, or every segment expired): see count_missing.response."},
+               Op::kCount,
+               15,
+               ok,
+               CountRequest{.user = "nobody", .id_from = 0, .id_to = UINT64_MAX}});
+  v.push_back({"count_missing.response.hex",
+               "count response for a user who has no profile: status 1 (NotFound)",
+               {"get, count, remove and trim all answer so, and write nothing; delete",
+                "answers {\"deleted\": false} instead; batch_get gives it per user."},
+               Op::kCount,
+               15,
+               Status::Code::kNotFound,
+               ErrorBody{"the user has no profile"}});
 
   // ---- upsert ----
   UpsertRequest upsert{.user = "user-42", .segments = {}, .mode = UpsertMode::kSet};
@@ -276,8 +324,9 @@ inline std::vector<Example> All() {
                upsert});
   v.push_back({"upsert.response.hex",
                "upsert response",
-               {"inserted/updated: segments new and changed; trimmed: expired segments this",
-                "write removed; count: live segments afterwards."},
+               {"inserted: segments not live before; updated: live segments the request named,",
+                "changed or not; trimmed: expired segments this write removed; count: live",
+                "segments afterwards."},
                Op::kUpsert,
                8,
                ok,
@@ -311,7 +360,7 @@ inline std::vector<Example> All() {
                                 .mode = UpsertMode::kSet});
   v.push_back({"batch_upsert.request.hex",
                "batch_upsert request: two users, each item with its own mode",
-               {"\"items\": 1 to max_batch maps, each exactly an upsert body. A top-level",
+               {"\"items\": 0 to max_batch maps, each exactly an upsert body. A top-level",
                 "\"mode\" may also be sent: it applies to items that have none."},
                Op::kBatchUpsert,
                10,
@@ -331,6 +380,39 @@ inline std::vector<Example> All() {
                ok,
                batch_upsert_results});
 
+  BatchUpsertRequest batch_upsert_partial;
+  batch_upsert_partial.items.push_back(
+      {.user = "user-44", .segments = {Seg(101, 86400, true)}, .mode = UpsertMode::kSet});
+  batch_upsert_partial.items.push_back(
+      {.user = "user-45", .segments = {Seg(5, 1000000000)}, .mode = UpsertMode::kSet});
+  batch_upsert_partial.items.push_back(
+      {.user = "user-46", .segments = {Seg(7, 3600, true), Seg(7, 7200, true)},
+       .mode = UpsertMode::kSet});
+  v.push_back({"batch_upsert_partial.request.hex",
+               "batch_upsert request: three items, two of them bad",
+               {"The second item's expiry (2001-09-09) is in the past; the third names",
+                "segment 7 twice. Each fails alone; the first is written."},
+               Op::kBatchUpsert,
+               17,
+               ok,
+               batch_upsert_partial});
+  BatchUpsertResponse batch_upsert_partial_results;
+  batch_upsert_partial_results.push_back(
+      UpsertResult{.inserted = 1, .updated = 0, .trimmed = 0, .count = 1});
+  batch_upsert_partial_results.push_back(Status::InvalidArgument(
+      "segment 5: expiry 1000000000 is not in the future (now is 1795000000)"));
+  batch_upsert_partial_results.push_back(
+      Status::InvalidArgument("segment 7 appears twice in one upsert"));
+  v.push_back({"batch_upsert_partial.response.hex",
+               "batch_upsert response: the bad items failed alone, the good one was written",
+               {"One rule for both batches: an item fails alone for anything wrong with it",
+                "(malformed, over max_segments, an expiry in the past, an ID twice); only what",
+                "is wrong with the batch itself fails the frame."},
+               Op::kBatchUpsert,
+               17,
+               ok,
+               batch_upsert_partial_results});
+
   // ---- remove ----
   v.push_back({"remove.request.hex",
                "remove request: these segment IDs of one user",
@@ -349,8 +431,9 @@ inline std::vector<Example> All() {
 
   // ---- trim ----
   v.push_back({"trim.request.hex",
-               "trim request: remove segments that expired before a time",
-               {"\"before\" (Unix seconds) is optional; absent or 0: the server's now."},
+               "trim request: remove every segment that will not be live at a time",
+               {"Removes every segment expiring at or before \"before\" (Unix seconds), live",
+                "ones included; never-expiring ones stay. Absent, 0 or past: the server's now."},
                Op::kTrim,
                12,
                ok,
@@ -393,6 +476,32 @@ inline std::vector<Example> All() {
                14,
                Status::Code::kInvalidArgument,
                ErrorBody{"get: limit: expected an unsigned integer, got a string"}});
+  v.push_back({"ping_bad_body.request.hex",
+               "ping request whose body is not MessagePack (the byte c1, never used)",
+               {"ping and stats read no field, but their body is a body: empty, or a",
+                "MessagePack map (its keys ignored). Anything else gets InvalidArgument and",
+                "the connection stays usable."},
+               Op::kPing,
+               18,
+               ok,
+               RawBody{"\xc1"}});
+  v.push_back({"ping_bad_body.response.hex",
+               "error response to the ping above: status 2 (InvalidArgument)",
+               {},
+               Op::kPing,
+               18,
+               Status::Code::kInvalidArgument,
+               ErrorBody{"ping: body is not valid MessagePack: byte 0xc1 at offset 0"}});
+  v.push_back({"bad_magic.response.hex",
+               "error response to a frame whose magic is not \"SG\"",
+               {"Nothing of such a header is trusted: op 0 and request_id 0. The server sends",
+                "this one frame and closes the connection. A body_length over",
+                "max_frame_bytes is answered the same way, status 7 (LimitExceeded), but with",
+                "the frame's op and request_id."},
+               static_cast<Op>(0),
+               0,
+               Status::Code::kInvalidArgument,
+               ErrorBody{"bad frame magic: not a segstore frame"}});
   return v;
 }
 
