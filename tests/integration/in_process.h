@@ -11,12 +11,26 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
+#include "common/clock.h"
 #include "segstore/client.h"
 #include "server/profile_service.h"
 #include "server/server.h"
 
 namespace segstore::server::testing {
+
+// A store on a temporary file, small and quick to create, reading `clock`:
+// what the in-process tests serve from.
+inline storage::StoreOptions SmallStore(std::string path, Clock* clock,
+                                        uint64_t file_size = 64u << 20) {
+  storage::StoreOptions o;
+  o.path = std::move(path);
+  o.file_size = file_size;
+  o.write_block_size = 256u << 10;
+  o.clock = clock;
+  return o;
+}
 
 struct InProcessServer {
   // Opens everything; a failure is a fatal test failure (check

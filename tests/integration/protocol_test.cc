@@ -44,11 +44,7 @@ class ProtocolTest : public ::testing::Test {
   static constexpr uint32_t kMaxBatch = 10;
 
   void SetUp() override {
-    storage::StoreOptions o;
-    o.path = dir_.File("data");
-    o.file_size = 64u << 20;
-    o.write_block_size = 256u << 10;
-    o.clock = &clock_;
+    storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
     profile::ProfileOptions p;
     p.sweeper = false;
     p.max_segments = kMaxSegments;

@@ -53,11 +53,7 @@ class SecurityTest : public ::testing::Test {
   void TearDown() override { served_.Stop(); }
 
   void Start(ServerOptions options) {
-    storage::StoreOptions o;
-    o.path = dir_.File("data");
-    o.file_size = 64u << 20;
-    o.write_block_size = 256u << 10;
-    o.clock = &clock_;
+    storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
     profile::ProfileOptions p;
     p.sweeper = false;
     ProfileServiceOptions so;

@@ -51,11 +51,7 @@ class ServerTest : public ::testing::Test {
   void TearDown() override { Stop(); }
 
   void Start() {
-    storage::StoreOptions o;
-    o.path = dir_.File("data");
-    o.file_size = 128u << 20;
-    o.write_block_size = 256u << 10;
-    o.clock = &clock_;
+    storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_, 128u << 20);
     profile::ProfileOptions p;
     p.sweeper = false;
     p.max_segments = kMaxSegments;
