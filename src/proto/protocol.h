@@ -45,9 +45,9 @@ enum class Op : uint8_t {
 
 // Every operation in a fixed order. An operation's place in it (OpSlot)
 // numbers per-operation counters; codes outside the table get kOpCount.
-inline constexpr Op kOps[] = {Op::kHello,  Op::kPing,        Op::kStats,  Op::kGet,
-                              Op::kBatchGet, Op::kCount,     Op::kUpsert, Op::kBatchUpsert,
-                              Op::kRemove, Op::kTrim,        Op::kDelete};
+inline constexpr Op kOps[] = {Op::kHello,    Op::kPing,  Op::kStats,  Op::kGet,
+                              Op::kBatchGet, Op::kCount, Op::kUpsert, Op::kBatchUpsert,
+                              Op::kRemove,   Op::kTrim,  Op::kDelete};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

@@ -1,14 +1,14 @@
 #include "proto/wire.h"
 
 #include <fmt/format.h>
-#include <msgpack.hpp>
-
-#include "proto/get_reader.h"
 
 #include <algorithm>
 #include <bit>
 #include <exception>
+#include <msgpack.hpp>
 #include <string>
+
+#include "proto/get_reader.h"
 
 namespace segstore::proto {
 
@@ -286,7 +286,7 @@ Status CheckShape(std::string_view body, size_t* length) {
   const auto* const end = begin + body.size();
   uint64_t left_at[kMaxDepth];  // elements still to read in each open container
   int depth = 0;
-  uint64_t expected = 1;        // values still to read, at every level
+  uint64_t expected = 1;  // values still to read, at every level
   auto big_endian = [&](size_t bytes, uint64_t* v) {
     if (static_cast<size_t>(end - p) < 1 + bytes) return false;
     uint64_t x = 0;
@@ -337,7 +337,8 @@ Status CheckShape(std::string_view body, size_t* length) {
       expected += children;
       if (expected > static_cast<uint64_t>(end - p)) {
         return Status::InvalidArgument(
-            "body is not valid MessagePack: a list or map claims more elements than the body holds");
+            "body is not valid MessagePack: a list or map claims more elements than the body "
+            "holds");
       }
       left_at[depth++] = children;
     }
@@ -429,7 +430,8 @@ Status CheckKeys(const object& map, std::string_view what) {
   keys.reserve(n);
   for (uint32_t i = 0; i < n; ++i) keys.push_back(KeyOf(kv[i]));
   std::sort(keys.begin(), keys.end());
-  if (auto dup = std::adjacent_find(keys.begin(), keys.end()); dup != keys.end()) return twice(*dup);
+  if (auto dup = std::adjacent_find(keys.begin(), keys.end()); dup != keys.end())
+    return twice(*dup);
   return Status::OK();
 }
 

@@ -364,8 +364,8 @@ void Connection::MaybeFinish() {
 bool Connection::WholeFrame() const {
   if (end_ - start_ < proto::kHeaderSize) return false;
   proto::FrameHeader h;
-  if (proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in_.data() + start_), UINT32_MAX,
-                          &h) == proto::HeaderCheck::kBadMagic) {
+  if (proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in_.data() + start_), UINT32_MAX, &h) ==
+      proto::HeaderCheck::kBadMagic) {
     return true;  // answered as a broken frame, whatever follows
   }
   return end_ - start_ >= proto::kHeaderSize + size_t{h.body_length};

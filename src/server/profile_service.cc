@@ -161,19 +161,18 @@ class ProfileHandler : public Handler {
     for (size_t i = 0; i < req.users.size(); ++i) {
       if (req.rejected[i].ok()) valid.push_back(std::move(req.users[i]));
     }
-    session_->BatchGet(
-        valid, req.options,
-        [h, reply = std::move(reply), rejected = std::move(req.rejected)](
-            Result<BatchGetResult> r) {
-          if (!r.ok()) return ReplyError(h, r.status(), reply);
-          BatchGetResult all;
-          all.reserve(rejected.size());
-          size_t next = 0;
-          for (const Status& s : rejected) {
-            all.push_back(s.ok() ? std::move((*r)[next++]) : Result<GetResult>(s));
-          }
-          ReplyOk(h, all, reply);
-        });
+    session_->BatchGet(valid, req.options,
+                       [h, reply = std::move(reply),
+                        rejected = std::move(req.rejected)](Result<BatchGetResult> r) {
+                         if (!r.ok()) return ReplyError(h, r.status(), reply);
+                         BatchGetResult all;
+                         all.reserve(rejected.size());
+                         size_t next = 0;
+                         for (const Status& s : rejected) {
+                           all.push_back(s.ok() ? std::move((*r)[next++]) : Result<GetResult>(s));
+                         }
+                         ReplyOk(h, all, reply);
+                       });
   }
 
   void Count(const FrameHeader& h, std::string_view body, Reply reply) {
@@ -209,9 +208,9 @@ class ProfileHandler : public Handler {
     for (size_t i = 0; i < req.rejected.size(); ++i) {
       if (!req.rejected[i].ok()) join->results[i] = req.rejected[i];
     }
-    join->remaining = req.items.size() - static_cast<size_t>(std::count_if(
-                                             req.rejected.begin(), req.rejected.end(),
-                                             [](const Status& s) { return !s.ok(); }));
+    join->remaining = req.items.size() -
+                      static_cast<size_t>(std::count_if(req.rejected.begin(), req.rejected.end(),
+                                                        [](const Status& s) { return !s.ok(); }));
     if (join->remaining == 0) {
       ReplyOk(h, join->results, join->reply);
       return;

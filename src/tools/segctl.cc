@@ -535,7 +535,8 @@ int main(int argc, char** argv) {
   CLI::App* remove = app.add_subcommand("remove", "remove segments by ID");
   user(remove);
   remove->add_option("ids", a.items, "segment IDs")->required();
-  CLI::App* trim = app.add_subcommand("trim", "remove expired segments (or, with --before, every segment expiring by then)");
+  CLI::App* trim = app.add_subcommand(
+      "trim", "remove expired segments (or, with --before, every segment expiring by then)");
   user(trim);
   trim->add_option("--before", a.before,
                    "remove every segment not live at this time, live ones included: those "

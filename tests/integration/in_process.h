@@ -5,13 +5,12 @@
 #pragma once
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/clock.h"
 #include "segstore/client.h"

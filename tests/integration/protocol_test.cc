@@ -6,12 +6,11 @@
 #include <gtest/gtest.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -343,8 +342,8 @@ TEST_F(ProtocolTest, PingAndStatsBodiesAreEmptyOrAMap) {
 // Map keys are strings, each once, at every level.
 TEST_F(ProtocolTest, KeysThatAreNotStringsOrAppearTwiceAreInvalid) {
   Upsert("u", {At(1, kNever)});
-  Frame f = Call(Op::kGet, Mp().Map(2).Str("user").Str("u").U(1).U(2),
-                 Status::Code::kInvalidArgument);
+  Frame f =
+      Call(Op::kGet, Mp().Map(2).Str("user").Str("u").U(1).U(2), Status::Code::kInvalidArgument);
   EXPECT_NE(proto::DecodeError(f.body).find("keys must be strings"), std::string::npos);
   f = Call(Op::kGet, Mp().Map(2).Str("user").Str("u").Str("user").Str("v"),
            Status::Code::kInvalidArgument);
@@ -393,8 +392,9 @@ TEST_F(ProtocolTest, ABadMagicIsAnsweredWithOpAndRequestIdZero) {
 // the server closes; a partial frame at the end is dropped unanswered.
 TEST_F(ProtocolTest, EndOfStreamAnswersEveryWholeRequestFirst) {
   Upsert("u", {At(1, kNever)});
-  std::string burst = MakeFrame(static_cast<uint8_t>(Op::kPing), 1, "") +
-                      MakeFrame(static_cast<uint8_t>(Op::kGet), 2, Mp().Map(1).Str("user").Str("u"));
+  std::string burst =
+      MakeFrame(static_cast<uint8_t>(Op::kPing), 1, "") +
+      MakeFrame(static_cast<uint8_t>(Op::kGet), 2, Mp().Map(1).Str("user").Str("u"));
   ASSERT_TRUE(raw_.Write(burst));
   raw_.ShutdownWrite();
   std::vector<uint32_t> answered;
@@ -411,7 +411,8 @@ TEST_F(ProtocolTest, EndOfStreamAnswersEveryWholeRequestFirst) {
   RawConn partial;
   ASSERT_TRUE(partial.Connect(served_.server->port()));
   const std::string whole = MakeFrame(static_cast<uint8_t>(Op::kPing), 3, "");
-  const std::string cut = MakeFrame(static_cast<uint8_t>(Op::kGet), 4, Mp().Map(1).Str("user").Str("u"));
+  const std::string cut =
+      MakeFrame(static_cast<uint8_t>(Op::kGet), 4, Mp().Map(1).Str("user").Str("u"));
   ASSERT_TRUE(partial.Write(whole + cut.substr(0, cut.size() - 2)));
   partial.ShutdownWrite();
   EXPECT_TRUE(partial.Expect(3, Status::Code::kOk));
@@ -437,8 +438,7 @@ TEST_F(ProtocolTest, BatchGetOfNoUsersIsAnEmptyAnswer) {
 TEST_F(ProtocolTest, ABadUserIdInABatchGetFailsAlone) {
   Upsert("a", {At(1, kNever)});
   Upsert("c", {At(3, kNever)});
-  Frame f = Call(Op::kBatchGet,
-                 Mp().Map(1).Str("users").Arr(4).Str("a").Str("").Str("c").U(7),
+  Frame f = Call(Op::kBatchGet, Mp().Map(1).Str("users").Arr(4).Str("a").Str("").Str("c").U(7),
                  Status::Code::kOk);
   BatchGetResult results;
   ASSERT_TRUE(proto::Decode(f.body, {}, &results).ok());
@@ -470,7 +470,7 @@ TEST_F(ProtocolTest, ABadBatchUpsertItemFailsAloneWhateverIsWrongWithIt) {
   item(m, "ok-1", 1, 2, kNever);
   m.Map(2).Str("user").Str("bad-type").Str("segments").Str("x");  // malformed
   item(m, "too-many", 1, 3 * kMaxSegments, kNever);               // over max_segments
-  item(m, "past", 1, 1, kStart - 1);                             // expiry not in the future
+  item(m, "past", 1, 1, kStart - 1);                              // expiry not in the future
   m.Map(2).Str("user").Str("twice").Str("segments").Arr(2).Arr(2).U(1).U(0).Arr(2).U(1).U(0);
   m.Str("not a map");
   item(m, "ok-2", 5, 1, kNever);
@@ -517,8 +517,16 @@ TEST_F(ProtocolTest, WhatIsWrongWithTheBatchItselfFailsItWhole) {
   Call(Op::kBatchUpsert, Mp().Map(1).Str("items").Str("x"), Status::Code::kInvalidArgument);
   Call(Op::kBatchUpsert, Mp().Map(0), Status::Code::kInvalidArgument);
   Call(Op::kBatchUpsert,
-       Mp().Map(2).Str("mode").Str("sometimes").Str("items").Arr(1).Map(2).Str("user").Str("a")
-           .Str("segments").Arr(0),
+       Mp().Map(2)
+           .Str("mode")
+           .Str("sometimes")
+           .Str("items")
+           .Arr(1)
+           .Map(2)
+           .Str("user")
+           .Str("a")
+           .Str("segments")
+           .Arr(0),
        Status::Code::kInvalidArgument);
   EXPECT_EQ(Writes(), writes);
   // An empty batch is OK and empty.

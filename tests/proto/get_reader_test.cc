@@ -214,7 +214,12 @@ TEST(GetReaderTest, ListsAreBoundOnlyByTheBody) {
   EXPECT_EQ(out.ids.size(), 1000u);
   ExpectAgree<GetResult>(Encoded(r), lim);
   // {"count": 1, "ids": array32 claiming 2^20 elements}, then 3 bytes.
-  static constexpr char kHead[] = "\x82\xa5" "count" "\x01\xa3" "ids" "\xdd\x00\x10\x00\x00";
+  static constexpr char kHead[] =
+      "\x82\xa5"
+      "count"
+      "\x01\xa3"
+      "ids"
+      "\xdd\x00\x10\x00\x00";
   const std::string lying = std::string(kHead, sizeof kHead - 1) + std::string(3, '\x01');
   EXPECT_FALSE(ReadGetAnswer(lying, lim, &out));
   GetResult general;

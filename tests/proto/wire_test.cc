@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <msgpack.hpp>
-
 #include <atomic>
 #include <bit>
 #include <cctype>
@@ -15,6 +13,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <msgpack.hpp>
 #include <new>
 #include <random>
 #include <set>
@@ -24,9 +23,9 @@
 #include <variant>
 #include <vector>
 
+#include "proto/protocol.h"
 #include "support/example_frames.h"
 #include "support/msgpack_builder.h"
-#include "proto/protocol.h"
 
 #ifndef SEGSTORE_PROTO_EXAMPLES
 #error "SEGSTORE_PROTO_EXAMPLES must name the proto/examples directory"
@@ -1385,9 +1384,9 @@ TEST(HostileInputTest, KeysMustBeStringsAndAppearOnce) {
   ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("user").Str("v")),
                 {"body", "key \"user\" appears twice"});
   // Unknown keys count too: a key twice is a malformed body whatever it names.
-  ExpectInvalid(DecodeAs<DeleteRequest>(
-                    Mp().Map(3).Str("user").Str("u").Str("later").U(1).Str("later").U(2)),
-                {"\"later\" appears twice"});
+  ExpectInvalid(
+      DecodeAs<DeleteRequest>(Mp().Map(3).Str("user").Str("u").Str("later").U(1).Str("later").U(2)),
+      {"\"later\" appears twice"});
   // A large map takes the sorting path.
   Mp big;
   big.Map(40).Str("user").Str("u");
@@ -1395,10 +1394,14 @@ TEST(HostileInputTest, KeysMustBeStringsAndAppearOnce) {
   big.Str("k7").U(2);
   ExpectInvalid(DecodeAs<DeleteRequest>(big), {"\"k7\" appears twice"});
   // A bad key printed safely: bytes outside printable ASCII as \xNN.
-  ExpectInvalid(
-      DecodeAs<DeleteRequest>(
-          Mp().Map(3).Str("user").Str("u").Str(std::string("\xff\"", 2)).U(1).Str(std::string("\xff\"", 2)).U(2)),
-      {"\\xff\\x22"});
+  ExpectInvalid(DecodeAs<DeleteRequest>(Mp().Map(3)
+                                            .Str("user")
+                                            .Str("u")
+                                            .Str(std::string("\xff\"", 2))
+                                            .U(1)
+                                            .Str(std::string("\xff\"", 2))
+                                            .U(2)),
+                {"\\xff\\x22"});
   // Inside a batch, an item with a key twice fails alone.
   const std::string batch = Mp().Map(1)
                                 .Str("items")
@@ -1417,8 +1420,7 @@ TEST(HostileInputTest, KeysMustBeStringsAndAppearOnce) {
                                 .Str("c")
                                 .str();
   EXPECT_TRUE(EntryStatus<BatchUpsertRequest>(batch, 0).ok());
-  ExpectInvalid(EntryStatus<BatchUpsertRequest>(batch, 1),
-                {"items[1]", "\"user\" appears twice"});
+  ExpectInvalid(EntryStatus<BatchUpsertRequest>(batch, 1), {"items[1]", "\"user\" appears twice"});
 }
 
 // ping and stats take no fields, but their body is a body: empty, or a map.

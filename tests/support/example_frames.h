@@ -39,8 +39,7 @@ using Body =
     std::variant<EmptyBody, ErrorBody, HelloRequest, GetRequest, BatchGetRequest, CountRequest,
                  UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest, DeleteRequest,
                  HelloResponse, GetResult, BatchGetResponse, UpsertResult, BatchUpsertResponse,
-                 RemoveResponse, TrimResult, CountResponse, DeleteResponse, StatsResponse,
-                 RawBody>;
+                 RemoveResponse, TrimResult, CountResponse, DeleteResponse, StatsResponse, RawBody>;
 
 struct Example {
   std::string file;                // "get.request.hex"
@@ -385,9 +384,9 @@ inline std::vector<Example> All() {
       {.user = "user-44", .segments = {Seg(101, 86400, true)}, .mode = UpsertMode::kSet});
   batch_upsert_partial.items.push_back(
       {.user = "user-45", .segments = {Seg(5, 1000000000)}, .mode = UpsertMode::kSet});
-  batch_upsert_partial.items.push_back(
-      {.user = "user-46", .segments = {Seg(7, 3600, true), Seg(7, 7200, true)},
-       .mode = UpsertMode::kSet});
+  batch_upsert_partial.items.push_back({.user = "user-46",
+                                        .segments = {Seg(7, 3600, true), Seg(7, 7200, true)},
+                                        .mode = UpsertMode::kSet});
   v.push_back({"batch_upsert_partial.request.hex",
                "batch_upsert request: three items, two of them bad",
                {"The second item's expiry (2001-09-09) is in the past; the third names",
