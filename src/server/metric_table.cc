@@ -1,5 +1,6 @@
 // The metric table: the only place a metric's name and help text are
-// written. Add a metric here, and its value to the struct it comes from.
+// written. Add a metric here (and its value to the struct it comes from);
+// then regenerate docs/metrics.md (the test says how).
 #include "server/metric_table.h"
 
 #include <cctype>

@@ -1,12 +1,12 @@
 // The one table of everything segstored reports about itself: each metric
 // is declared once (its name, kind, unit, help text and where its value
 // comes from) in metric_table.cc, and every rendering reads that table: the
-// Prometheus text of /metrics and the stats operation's flat map. metrics.h
-// renders.
+// Prometheus text of /metrics, the stats operation's flat map, and
+// docs/metrics.md (`segstored --print-metrics-doc`). metrics.h renders.
 //
 // A metric has one name, its Prometheus family without `segstore_`. Its
-// stats name follows from that name by one rule (StatsStem), so the two
-// never drift apart.
+// stats name follows from that name by one rule (StatsStem, and
+// docs/metrics.md spells the rule out), so the two never drift apart.
 //
 // The table is for naming and rendering only: values are read from a
 // MetricsSnapshot when a rendering is asked for, never looked up on the
@@ -107,7 +107,7 @@ inline constexpr std::string_view kHistogramFigures[] = {"count",  "mean_us", "p
 
 // The stats names a metric renders as, label values and histogram figures
 // written <op>, <status>, <figure>: {"server.requests", "server.requests.<op>"}.
-// The rule in full.
+// The rule in full; docs/metrics.md lists these.
 std::vector<std::string> StatsNamePatterns(const MetricDef& def);
 
 // Label values: an operation slot's name (proto::OpSlot; "unknown" for codes

@@ -239,4 +239,98 @@ std::string ToPrometheus(const MetricsSnapshot& m) {
   return w.Take();
 }
 
+namespace {
+
+// Text for a Markdown table cell.
+std::string Cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string Codes(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ", ";
+    out += "`" + n + "`";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string MetricsDoc() {
+  std::string out = R"(# segstored's metrics
+
+<!-- Generated from src/server/metric_table.cc by `segstored --print-metrics-doc`:
+     do not edit; tests/server/metrics_test.cc fails when the two differ. -->
+
+segstored reports what it does two ways, from one table
+(`src/server/metric_table.cc`), so the two always agree:
+
+- **Prometheus** text on the admin endpoint's `/metrics` (README, "Monitor"):
+  every name starts with `segstore_`, counters end in `_total`, and a
+  histogram is its `_bucket{le}`, `_sum` and `_count` series, in seconds.
+- **The stats operation** (proto/PROTOCOL.md; `segctl stats`, `--json` for
+  scripts): one flat map from dotted names to values (`u64`, `float64` or
+  `str`), in the order of the table below.
+
+## Stats names
+
+A metric's stats name follows from its Prometheus name by one rule:
+
+1. its section (`server`, `process`, `storage`, `recovery`, `sweeper`) and a dot;
+2. then the Prometheus name without `segstore_`, without the section's word
+   at its start (`process_`, `store_`, `recovery_`, `sweeper_`), and without
+   `_total` at its end: `segstore_sweeper_records_visited_total` is
+   `sweeper.records_visited`;
+3. then one component per label value, in the order of the labels:
+   `server.responses.get.not_found`; a labelled counter also has its total
+   under the name alone (`server.requests`);
+4. a histogram is summarized, for each series with at least one observation,
+   in microseconds: the name without its unit, the label values, then one of
+   `count`, `mean_us`, `p50_us`, `p90_us`, `p99_us`, `p999_us`, `max_us`
+   (percentiles within 3%): `server.request_duration.get.p99_us`;
+5. an info metric's labels are strings of their own: `server.version`.
+
+A few names appear only when they apply (the TLS certificate's expiry with
+TLS; the write error after one). After the metrics, the stats map lists the
+settings in force as `config.<section>.<key>`, named as in
+config/segstored.toml. Names are added over time: a client must not rely on
+one being present.
+
+## Metrics
+
+)";
+  out += "| Prometheus | stats | kind | unit | meaning |\n";
+  out += "| --- | --- | --- | --- | --- |\n";
+  for (const MetricDef& def : MetricTable()) {
+    std::string prometheus = "-";
+    if (def.kind != MetricKind::kStatsOnly) {
+      prometheus = "`segstore_" + std::string(def.name);
+      std::string labels;
+      for (std::string_view label : def.labels) {
+        if (label.empty()) continue;
+        if (!labels.empty()) labels += ',';
+        labels += label;
+      }
+      if (!labels.empty()) prometheus += "{" + labels + "}";
+      prometheus += "`";
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", prometheus, Codes(StatsNamePatterns(def)),
+                       KindName(def.kind), UnitName(def.unit), Cell(def.help));
+  }
+  out += "\n## Labels\n\n";
+  out += "| label | meaning | values |\n";
+  out += "| --- | --- | --- |\n";
+  for (const MetricLabelDef& label : MetricLabels()) {
+    out += fmt::format("| `{}` | {} | {} |\n", label.name, Cell(label.meaning),
+                       label.values.empty() ? std::string("text") : Codes(label.values));
+  }
+  return out;
+}
+
 }  // namespace segstore::server

@@ -1,8 +1,9 @@
 // What segstored reports about itself, gathered at one moment, and its
-// renderings, both read from the one metric table (metric_table.h): the
-// stats operation's flat map (proto/PROTOCOL.md, "stats"; segctl stats) and
-// Prometheus's text exposition format (the admin endpoint's /metrics). Both
-// come from one snapshot, so they never disagree. I/O-free apart from reading /proc/self for the process
+// renderings, all read from the one metric table (metric_table.h): the stats
+// operation's flat map (proto/PROTOCOL.md, "stats"; segctl stats),
+// Prometheus's text exposition format (the admin endpoint's /metrics) and
+// docs/metrics.md. Both value renderings come from one snapshot, so they
+// never disagree. I/O-free apart from reading /proc/self for the process
 // figures.
 #pragma once
 
@@ -46,5 +47,9 @@ Stats ToStats(const MetricsSnapshot& m);
 // Prometheus text format 0.0.4: every metric of the table present in `m`
 // but the stats-only ones, named segstore_<name>.
 std::string ToPrometheus(const MetricsSnapshot& m);
+
+// docs/metrics.md: every metric's names in both schemes, kind, unit and
+// help text, and the stats naming rule (`segstored --print-metrics-doc`).
+std::string MetricsDoc();
 
 }  // namespace segstore::server

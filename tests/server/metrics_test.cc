@@ -2,12 +2,13 @@
 // Prometheus text. The Prometheus text is checked line by line against the
 // exposition format's grammar, and its histograms for consistency. Then the
 // metric table they both read: every metric in both renderings with the same
-// values, names unique, stats names by the one rule.
+// values, names unique, stats names by the one rule, docs/metrics.md current.
 
 #include "server/metrics.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -554,6 +555,46 @@ TEST(MetricTableTest, BothRenderingsCarryTheSameValues) {
     }
   }
   EXPECT_GT(compared, 60);
+}
+
+TEST(MetricTableTest, DocsListEveryNameInBothSchemes) {
+  const std::string doc = MetricsDoc();
+  for (const MetricDef& def : MetricTable()) {
+    if (def.kind != MetricKind::kStatsOnly) {
+      EXPECT_NE(doc.find("`segstore_" + std::string(def.name)), std::string::npos) << def.name;
+    }
+    for (const std::string& pattern : StatsNamePatterns(def)) {
+      EXPECT_NE(doc.find("`" + pattern + "`"), std::string::npos) << pattern;
+    }
+    EXPECT_NE(doc.find(std::string(def.help)), std::string::npos) << def.help;
+  }
+}
+
+TEST(MetricTableTest, DocsMatchTheTable) {
+  const std::string path = std::string(SEGSTORE_SOURCE_DIR) + "/docs/metrics.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  std::stringstream file;
+  file << in.rdbuf();
+  const std::string want = MetricsDoc();
+  if (file.str() == want) return;
+  // Point at the first line that differs.
+  std::istringstream a(file.str()), b(want);
+  std::string la, lb;
+  int line = 1;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a) la = "(end of file)";
+    if (!more_b) lb = "(end of table)";
+    if (!more_a || !more_b || la != lb) break;
+    ++line;
+  }
+  FAIL() << "docs/metrics.md differs from the metric table (src/server/metric_table.cc) at "
+            "line "
+         << line << ":\n  file:  " << la << "\n  table: " << lb
+         << "\nRegenerate it from the source directory:\n"
+            "  ./build/src/server/segstored --print-metrics-doc > docs/metrics.md";
 }
 
 }  // namespace
