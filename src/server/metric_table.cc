@@ -3,8 +3,11 @@
 // then regenerate docs/metrics.md (the test says how).
 #include "server/metric_table.h"
 
+#include <algorithm>
 #include <cctype>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "proto/protocol.h"
 #include "server/metrics.h"

@@ -96,7 +96,6 @@ void ReadProcessFigures(MetricsSnapshot* m) {
   m->cpu_system_seconds = seconds(usage.ru_stime);
 }
 
-
 namespace {
 
 std::string_view PrometheusType(MetricKind kind) {
