@@ -134,10 +134,10 @@ class SegstoreTarget final : public Target {
     };
     ServerSample s;
     s.pid = static_cast<int64_t>(number("process.pid"));
-    s.memory_bytes = number("process.resident_bytes");
-    s.device_bytes_used =
-        (number("storage.blocks_total") - number("storage.blocks_free")) * number("storage.block_size");
-    s.records = number("storage.records");
+    s.memory_bytes = number("process.resident_memory_bytes");
+    s.device_bytes_used = (number("storage.write_blocks") - number("storage.write_blocks_free")) *
+                          number("storage.write_block_bytes");
+    s.records = number("storage.index_entries");
     s.sweeper_segments_removed = number("sweeper.segments_removed");
     s.sweeper_records_rewritten = number("sweeper.records_rewritten");
     s.defrag_blocks = number("storage.defrag_blocks");

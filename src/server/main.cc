@@ -15,6 +15,7 @@
 #include "common/secret_file.h"
 #include "server/admin.h"
 #include "server/config.h"
+#include "server/metrics.h"
 #include "server/notify.h"
 #include "server/profile_service.h"
 #include "server/server.h"
@@ -40,6 +41,7 @@ struct Overrides {
   std::string auth_secret_file;
   std::optional<unsigned> threads;
   bool print_config = false;
+  bool print_metrics_doc = false;
 };
 
 Status BuildConfig(const Overrides& o, server::Config* c) {
@@ -287,8 +289,14 @@ int main(int argc, char** argv) {
   app.add_option("--auth-secret-file", o.auth_secret_file,
                  "file of shared secrets, one per line: require one in hello (SIGHUP reloads)");
   app.add_flag("--print-config", o.print_config, "print the configuration in force and exit");
+  app.add_flag("--print-metrics-doc", o.print_metrics_doc,
+               "print docs/metrics.md (every metric, in Prometheus and stats) and exit");
   app.set_version_flag("--version", std::string("segstored ") + kVersion);
   CLI11_PARSE(app, argc, argv);
+  if (o.print_metrics_doc) {
+    std::fputs(server::MetricsDoc().c_str(), stdout);
+    return 0;
+  }
 
   server::Config config;
   if (Status s = BuildConfig(o, &config); !s.ok()) {

@@ -4,38 +4,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <string_view>
 #include <type_traits>
-
-#include "proto/protocol.h"
+#include <variant>
 
 namespace segstore::server {
 
 namespace {
-
-// "NotFound" -> "not_found", "IOError" -> "io_error": status names as
-// Prometheus labels and stat names. A word starts at a capital after a small
-// letter, or at the last capital of a run followed by a small letter.
-std::string SnakeName(Status::Code code) {
-  const std::string_view camel = Status::CodeName(code);
-  auto upper = [&](size_t i) { return std::isupper(static_cast<unsigned char>(camel[i])) != 0; };
-  std::string out;
-  for (size_t i = 0; i < camel.size(); ++i) {
-    if (i > 0 && upper(i) &&
-        (!upper(i - 1) || (i + 1 < camel.size() && !upper(i + 1)))) {
-      out.push_back('_');
-    }
-    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(camel[i]))));
-  }
-  return out;
-}
-
-std::string SlotName(size_t slot) {
-  return slot < proto::kOpCount ? std::string(proto::OpName(static_cast<uint8_t>(proto::kOps[slot])))
-                                : std::string("unknown");
-}
 
 // Latency histogram bucket bounds: microseconds, and as Prometheus writes
 // them (seconds).
@@ -75,12 +52,6 @@ class PromWriter {
       fmt::format_to(std::back_inserter(out_), "{}", static_cast<uint64_t>(value));
     }
     out_ += '\n';
-  }
-  // A family of one unlabelled sample.
-  template <typename V>
-  void One(std::string_view name, std::string_view type, std::string_view help, V value) {
-    Family(name, type, help);
-    Sample(name, "", value);
   }
   std::string Take() { return std::move(out_); }
 
@@ -125,264 +96,240 @@ void ReadProcessFigures(MetricsSnapshot* m) {
   m->cpu_system_seconds = seconds(usage.ru_stime);
 }
 
+namespace {
+
+std::string_view PrometheusType(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::kCounter:
+      return "counter";
+    case MetricKind::kHistogram:
+      return "histogram";
+    case MetricKind::kGauge:
+    case MetricKind::kInfo:
+    case MetricKind::kStatsOnly:
+      break;
+  }
+  return "gauge";
+}
+
+// `op="get",status="ok"`: a series' labels as Prometheus writes them.
+std::string PrometheusLabels(const MetricDef& def, const MetricSeries& s) {
+  std::string out;
+  for (size_t i = 0; i < def.labels.size(); ++i) {
+    if (def.labels[i].empty()) continue;
+    if (!out.empty()) out += ',';
+    fmt::format_to(std::back_inserter(out), "{}=\"{}\"", def.labels[i], LabelValue(s.labels[i]));
+  }
+  return out;
+}
+
+// ".get.ok": a series' labels as components of a stats name.
+std::string StatsLabels(const MetricDef& def, const MetricSeries& s) {
+  std::string out;
+  for (size_t i = 0; i < def.labels.size(); ++i) {
+    if (def.labels[i].empty()) continue;
+    out += '.';
+    out += s.labels[i];
+  }
+  return out;
+}
+
+bool Labelled(const MetricDef& def) { return !def.labels[0].empty(); }
+
+}  // namespace
+
 Stats ToStats(const MetricsSnapshot& m) {
   Stats out;
-  auto add = [&](std::string name, auto v) {
-    using V = decltype(v);
-    if constexpr (std::is_floating_point_v<V>) {
-      out.entries.push_back({std::move(name), static_cast<double>(v)});
-    } else if constexpr (std::is_integral_v<V>) {
-      out.entries.push_back({std::move(name), static_cast<uint64_t>(v)});
-    } else {
-      out.entries.push_back({std::move(name), std::string(v)});
+  auto add = [&](std::string name, MetricValue v) {
+    if (auto* u = std::get_if<uint64_t>(&v)) {
+      out.entries.push_back({std::move(name), *u});
+    } else if (auto* d = std::get_if<double>(&v)) {
+      out.entries.push_back({std::move(name), *d});
+    } else if (auto* s = std::get_if<std::string>(&v)) {
+      out.entries.push_back({std::move(name), std::move(*s)});
     }
   };
-  add("server.version", m.version);
-  add("server.uptime_seconds", static_cast<uint64_t>(m.uptime_seconds));
-  add("process.pid", m.pid);
-  add("process.resident_bytes", m.resident_bytes);
-  add("process.cpu_user_seconds", m.cpu_user_seconds);
-  add("process.cpu_system_seconds", m.cpu_system_seconds);
-  if (m.server) {
-    const ServerCounters& c = *m.server;
-    add("server.connections_open", c.connections_open);
-    add("server.connections_accepted", c.connections_accepted);
-    add("server.connections_refused", c.connections_refused);
-    add("server.connections_idle_closed", c.connections_idle_closed);
-    add("server.connections_slow_closed", c.connections_slow_closed);
-    add("server.tls_handshake_failures", c.tls_handshake_failures);
-    add("server.auth_failures", c.auth_failures);
-    if (c.tls_certificate_not_after != 0) {
-      add("server.tls_certificate_not_after", static_cast<uint64_t>(c.tls_certificate_not_after));
-    }
-    add("server.broken_frames", c.broken_frames);
-    add("server.requests", c.requests);
-    add("server.error_responses", c.error_responses);
-    add("server.backpressure_pauses", c.backpressure_pauses);
-    add("server.bytes_in", c.bytes_in);
-    add("server.bytes_out", c.bytes_out);
-    for (proto::Op op : proto::kOps) {
-      const auto code = static_cast<uint8_t>(op);
-      add("server.requests." + std::string(proto::OpName(code)), c.requests_by_op[code]);
-    }
-    // Errors by operation and status, only those that happened.
-    for (size_t slot = 0; slot < kOpSlots; ++slot) {
-      for (size_t code = 1; code < kStatusCodes; ++code) {
-        if (c.responses[slot][code] == 0) continue;
-        add("server.errors." + SlotName(slot) + "." +
-                SnakeName(static_cast<Status::Code>(code)),
-            c.responses[slot][code]);
+  std::vector<MetricSeries> series;
+  for (const MetricDef& def : MetricTable()) {
+    series.clear();
+    def.collect(m, &series);
+    if (series.empty()) continue;
+    const std::string stem = StatsStem(def);
+    if (def.kind == MetricKind::kInfo) {
+      // Each fact a string of its own: "server.version".
+      for (size_t i = 0; i < def.labels.size(); ++i) {
+        if (def.labels[i].empty()) continue;
+        add(fmt::format("{}.{}", SectionName(def.section), def.labels[i]), series[0].labels[i]);
       }
+      continue;
     }
-    // Service time by operation, for those served at all.
-    for (size_t slot = 0; slot < kOpSlots; ++slot) {
-      const Histogram& h = c.latency_us[slot];
-      if (h.count() == 0) continue;
-      const std::string p = "latency." + SlotName(slot) + ".";
-      add(p + "count", h.count());
-      add(p + "mean_us", static_cast<double>(c.latency_sum_us[slot]) /
-                             static_cast<double>(h.count()));
-      add(p + "p50_us", h.Percentile(0.50));
-      add(p + "p90_us", h.Percentile(0.90));
-      add(p + "p99_us", h.Percentile(0.99));
-      add(p + "p999_us", h.Percentile(0.999));
-      add(p + "max_us", h.max());
+    if (def.kind == MetricKind::kHistogram) {
+      // A summary in microseconds, of each series observed at all.
+      for (const MetricSeries& s : series) {
+        const HistogramValue& hv = std::get<HistogramValue>(s.value);
+        const Histogram& h = *hv.histogram;
+        if (h.count() == 0) continue;
+        const MetricValue figures[] = {
+            h.count(),
+            static_cast<double>(hv.sum_us) / static_cast<double>(h.count()),
+            h.Percentile(0.50),
+            h.Percentile(0.90),
+            h.Percentile(0.99),
+            h.Percentile(0.999),
+            h.max()};
+        static_assert(std::size(figures) == std::size(kHistogramFigures));
+        const std::string prefix = stem + StatsLabels(def, s) + ".";
+        for (size_t i = 0; i < std::size(figures); ++i) {
+          add(prefix + std::string(kHistogramFigures[i]), figures[i]);
+        }
+      }
+      continue;
     }
+    if (Labelled(def) && def.kind == MetricKind::kCounter) {
+      // The family's total under its name alone: "server.requests".
+      uint64_t sum = 0;
+      double fsum = 0;
+      bool floating = false;
+      for (const MetricSeries& s : series) {
+        if (const auto* u = std::get_if<uint64_t>(&s.value)) {
+          sum += *u;
+          fsum += static_cast<double>(*u);
+        } else if (const auto* d = std::get_if<double>(&s.value)) {
+          fsum += *d;
+          floating = true;
+        }
+      }
+      add(stem, floating ? MetricValue(fsum) : MetricValue(sum));
+    }
+    for (MetricSeries& s : series) add(stem + StatsLabels(def, s), std::move(s.value));
   }
-  const storage::StoreStats& s = m.storage;
-  add("storage.io_backend", s.io_backend);
-  add("storage.device_bytes", s.device_bytes);
-  add("storage.block_size", s.block_size);
-  add("storage.blocks_total", s.blocks_total);
-  add("storage.blocks_free", s.blocks_free);
-  add("storage.live_bytes", s.live_bytes);
-  add("storage.records", s.index_entries);
-  add("storage.index_tombstones", s.index_tombstones);
-  add("storage.index_bytes", s.index_bytes);
-  add("storage.gets", s.gets);
-  add("storage.writes", s.writes);
-  add("storage.update_retries", s.update_retries);
-  add("storage.device_reads", s.device_reads);
-  add("storage.memory_reads", s.memory_reads);
-  add("storage.corruptions", s.corruptions);
-  add("storage.flushes", s.flushes);
-  add("storage.defrag_blocks", s.defrag_blocks);
-  add("storage.defrag_records_moved", s.defrag_records_moved);
-  add("storage.rotated_blocks", s.rotated_blocks);
-  add("storage.tombstones_reclaimed", s.tombstones_reclaimed);
-  add("storage.expired_dropped", s.expired_dropped);
-  add("storage.writes_refused", s.write_error.empty() ? 0u : 1u);
-  if (!s.write_error.empty()) add("storage.write_error", s.write_error);
-  const storage::RecoveryStats& r = m.recovery;
-  add("recovery.seconds", r.seconds);
-  add("recovery.blocks_scanned", r.blocks_scanned);
-  add("recovery.records_scanned", r.records_scanned);
-  add("recovery.live_records", r.live_records);
-  add("recovery.damaged_regions", r.damaged_regions);
-  const profile::SweeperStats& w = m.sweeper;
-  add("sweeper.records_visited", w.records_visited);
-  add("sweeper.records_rewritten", w.records_rewritten);
-  add("sweeper.records_deleted", w.records_deleted);
-  add("sweeper.segments_removed", w.segments_removed);
-  add("sweeper.bytes_reclaimed", w.bytes_reclaimed);
   for (const StatEntry& e : m.config) out.entries.push_back(e);
   return out;
 }
 
 std::string ToPrometheus(const MetricsSnapshot& m) {
   PromWriter w;
-  const storage::StoreStats& s = m.storage;
-  w.Family("info", "gauge", "The server's version and I/O backend (always 1).");
-  w.Sample("info",
-           fmt::format("version=\"{}\",io_backend=\"{}\"", LabelValue(m.version),
-                       LabelValue(s.io_backend)),
-           1);
-  w.One("uptime_seconds", "gauge", "Seconds since the server started.", m.uptime_seconds);
-  w.One("process_resident_memory_bytes", "gauge", "Resident set of the process.",
-        m.resident_bytes);
-  w.Family("process_cpu_seconds_total", "counter", "CPU time of the process since its start.");
-  w.Sample("process_cpu_seconds_total", "mode=\"user\"", m.cpu_user_seconds);
-  w.Sample("process_cpu_seconds_total", "mode=\"system\"", m.cpu_system_seconds);
-
-  if (m.server) {
-    const ServerCounters& c = *m.server;
-    w.One("connections_open", "gauge", "Client connections open now.", c.connections_open);
-    w.One("connections_accepted_total", "counter", "Client connections accepted.",
-          c.connections_accepted);
-    w.One("connections_refused_total", "counter",
-          "Connections refused (Busy) over server.max_connections.", c.connections_refused);
-    w.One("connections_idle_closed_total", "counter",
-          "Connections closed after server.idle_timeout_seconds without traffic.",
-          c.connections_idle_closed);
-    w.One("connections_slow_closed_total", "counter",
-          "Connections closed because a request frame, or the TLS handshake and authenticated "
-          "hello, did not arrive within server.frame_timeout_seconds.",
-          c.connections_slow_closed);
-    w.One("tls_handshake_failures_total", "counter",
-          "TLS handshakes that failed or timed out (the connection was closed).",
-          c.tls_handshake_failures);
-    w.One("auth_failures_total", "counter",
-          "Hellos with a wrong shared secret (the connection was closed).", c.auth_failures);
-    if (c.tls_certificate_not_after != 0) {
-      w.One("tls_certificate_expiry_timestamp_seconds", "gauge",
-            "When the server's TLS certificate expires (its notAfter, Unix seconds).",
-            c.tls_certificate_not_after);
-    }
-    w.One("broken_frames_total", "counter",
-          "Frames with a bad magic or an oversize length (their connection was closed).",
-          c.broken_frames);
-    w.One("backpressure_pauses_total", "counter",
-          "Times a connection stopped being read (max_in_flight or max_pending_bytes).",
-          c.backpressure_pauses);
-    w.One("received_bytes_total", "counter", "Bytes read from clients.", c.bytes_in);
-    w.One("sent_bytes_total", "counter", "Bytes written to clients.", c.bytes_out);
-
-    w.Family("requests_total", "counter", "Request frames received, by operation.");
-    uint64_t unknown = c.requests;
-    for (proto::Op op : proto::kOps) {
-      const auto code = static_cast<uint8_t>(op);
-      w.Sample("requests_total", fmt::format("op=\"{}\"", proto::OpName(code)),
-               c.requests_by_op[code]);
-      unknown -= std::min(unknown, c.requests_by_op[code]);
-    }
-    w.Sample("requests_total", "op=\"unknown\"", unknown);
-
-    w.Family("responses_total", "counter",
-             "Responses sent, by operation and status (ok, or the error's code).");
-    for (size_t slot = 0; slot < kOpSlots; ++slot) {
-      for (size_t code = 0; code < kStatusCodes; ++code) {
-        // Every known operation's ok series always; other series once seen.
-        const bool always = code == 0 && slot < proto::kOpCount;
-        if (!always && c.responses[slot][code] == 0) continue;
-        w.Sample("responses_total",
-                 fmt::format("op=\"{}\",status=\"{}\"", SlotName(slot),
-                             code == 0 ? std::string("ok")
-                                       : SnakeName(static_cast<Status::Code>(code))),
-                 c.responses[slot][code]);
+  std::vector<MetricSeries> series;
+  for (const MetricDef& def : MetricTable()) {
+    if (def.kind == MetricKind::kStatsOnly) continue;
+    series.clear();
+    def.collect(m, &series);
+    if (series.empty()) continue;
+    w.Family(def.name, PrometheusType(def.kind), def.help);
+    for (const MetricSeries& s : series) {
+      const std::string labels = PrometheusLabels(def, s);
+      if (const auto* hv = std::get_if<HistogramValue>(&s.value)) {
+        const Histogram& h = *hv->histogram;
+        const std::string sep = labels.empty() ? "" : ",";
+        const std::string bucket = std::string(def.name) + "_bucket";
+        for (const LatencyBound& b : kLatencyBounds) {
+          w.Sample(bucket, fmt::format("{}{}le=\"{}\"", labels, sep, b.le), h.CountAtMost(b.us));
+        }
+        w.Sample(bucket, fmt::format("{}{}le=\"+Inf\"", labels, sep), h.count());
+        w.Sample(std::string(def.name) + "_sum", labels, static_cast<double>(hv->sum_us) / 1e6);
+        w.Sample(std::string(def.name) + "_count", labels, h.count());
+      } else if (const auto* u = std::get_if<uint64_t>(&s.value)) {
+        w.Sample(def.name, labels, *u);
+      } else if (const auto* d = std::get_if<double>(&s.value)) {
+        w.Sample(def.name, labels, *d);
       }
-    }
-    w.One("error_responses_total", "counter", "Responses carrying an error, all operations.",
-          c.error_responses);
-
-    w.Family("request_duration_seconds", "histogram",
-             "Service time by operation: from the request's whole frame being read to its "
-             "answer being ready. A value up to 3% below a bucket bound may count in the next "
-             "bucket.");
-    for (size_t slot = 0; slot < proto::kOpCount; ++slot) {
-      const Histogram& h = c.latency_us[slot];
-      const std::string op = SlotName(slot);
-      for (const LatencyBound& b : kLatencyBounds) {
-        w.Sample("request_duration_seconds_bucket",
-                 fmt::format("op=\"{}\",le=\"{}\"", op, b.le), h.CountAtMost(b.us));
-      }
-      w.Sample("request_duration_seconds_bucket", fmt::format("op=\"{}\",le=\"+Inf\"", op),
-               h.count());
-      w.Sample("request_duration_seconds_sum", fmt::format("op=\"{}\"", op),
-               static_cast<double>(c.latency_sum_us[slot]) / 1e6);
-      w.Sample("request_duration_seconds_count", fmt::format("op=\"{}\"", op), h.count());
     }
   }
-
-  w.One("device_bytes", "gauge", "Size of the data file or device.", s.device_bytes);
-  w.One("write_block_bytes", "gauge", "Size of one write block.", s.block_size);
-  w.One("write_blocks", "gauge", "Write blocks on the device (the superblock not counted).",
-        s.blocks_total);
-  w.One("write_blocks_free", "gauge", "Write blocks free for new writes.", s.blocks_free);
-  w.One("live_bytes", "gauge", "Bytes of the records the index points to.", s.live_bytes);
-  w.One("index_entries", "gauge", "Users with a record (index entries, tombstones excluded).",
-        s.index_entries);
-  w.One("index_tombstones", "gauge", "Index entries remembering a deletion.",
-        s.index_tombstones);
-  w.One("index_bytes", "gauge", "DRAM allocated to the index.", s.index_bytes);
-  w.One("writes_refused", "gauge",
-        "1 after a device write error: writes are refused until restart, reads go on.",
-        s.write_error.empty() ? 0 : 1);
-  w.One("store_gets_total", "counter", "Record reads by key.", s.gets);
-  w.One("store_writes_total", "counter", "Record versions and tombstones written.", s.writes);
-  w.One("store_update_retries_total", "counter",
-        "Read-modify-writes retried after a concurrent change.", s.update_retries);
-  w.One("device_reads_total", "counter", "Reads issued to the device.", s.device_reads);
-  w.One("memory_reads_total", "counter", "Records served from a write block still in memory.",
-        s.memory_reads);
-  w.One("corruptions_total", "counter", "Records read back that failed validation.",
-        s.corruptions);
-  w.One("flushes_total", "counter", "Write block flushes issued.", s.flushes);
-  w.One("defrag_blocks_total", "counter", "Write blocks rewritten and freed by defragmentation.",
-        s.defrag_blocks);
-  w.One("defrag_rotated_blocks_total", "counter",
-        "Of those, blocks rewritten to advance the oldest sequence on the device.",
-        s.rotated_blocks);
-  w.One("defrag_records_moved_total", "counter", "Records moved by defragmentation.",
-        s.defrag_records_moved);
-  w.One("tombstones_reclaimed_total", "counter", "Tombstones dropped once no longer needed.",
-        s.tombstones_reclaimed);
-  w.One("expired_dropped_total", "counter", "Records dropped unread when all had expired.",
-        s.expired_dropped);
-
-  const storage::RecoveryStats& r = m.recovery;
-  w.One("recovery_seconds", "gauge", "Time the last start spent rebuilding the index.",
-        r.seconds);
-  w.One("recovery_blocks_scanned", "gauge", "Write blocks the last recovery read.",
-        r.blocks_scanned);
-  w.One("recovery_records_scanned", "gauge", "Record versions the last recovery found.",
-        r.records_scanned);
-  w.One("recovery_live_records", "gauge", "Records the last recovery indexed as live.",
-        r.live_records);
-  w.One("recovery_damaged_regions", "gauge",
-        "Stretches of bytes the last recovery found failing validation.", r.damaged_regions);
-
-  const profile::SweeperStats& sw = m.sweeper;
-  w.One("sweeper_records_visited_total", "counter", "Records the expiry sweeper read.",
-        sw.records_visited);
-  w.One("sweeper_records_rewritten_total", "counter",
-        "Records rewritten without their expired segments.", sw.records_rewritten);
-  w.One("sweeper_records_deleted_total", "counter",
-        "Records deleted because no segment was left alive.", sw.records_deleted);
-  w.One("sweeper_segments_removed_total", "counter", "Expired segments removed.",
-        sw.segments_removed);
-  w.One("sweeper_bytes_reclaimed_total", "counter", "Record bytes no longer stored.",
-        sw.bytes_reclaimed);
   return w.Take();
+}
+
+namespace {
+
+// Text for a Markdown table cell.
+std::string Cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string Codes(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ", ";
+    out += "`" + n + "`";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string MetricsDoc() {
+  std::string out = R"(# segstored's metrics
+
+<!-- Generated from src/server/metric_table.cc by `segstored --print-metrics-doc`:
+     do not edit; tests/server/metrics_test.cc fails when the two differ. -->
+
+segstored reports what it does two ways, from one table
+(`src/server/metric_table.cc`), so the two always agree:
+
+- **Prometheus** text on the admin endpoint's `/metrics` (README, "Monitor"):
+  every name starts with `segstore_`, counters end in `_total`, and a
+  histogram is its `_bucket{le}`, `_sum` and `_count` series, in seconds.
+- **The stats operation** (proto/PROTOCOL.md; `segctl stats`, `--json` for
+  scripts): one flat map from dotted names to values (`u64`, `float64` or
+  `str`), in the order of the table below.
+
+## Stats names
+
+A metric's stats name follows from its Prometheus name by one rule:
+
+1. its section (`server`, `process`, `storage`, `recovery`, `sweeper`) and a dot;
+2. then the Prometheus name without `segstore_`, without the section's word
+   at its start (`process_`, `store_`, `recovery_`, `sweeper_`), and without
+   `_total` at its end: `segstore_sweeper_records_visited_total` is
+   `sweeper.records_visited`;
+3. then one component per label value, in the order of the labels:
+   `server.responses.get.not_found`; a labelled counter also has its total
+   under the name alone (`server.requests`);
+4. a histogram is summarized, for each series with at least one observation,
+   in microseconds: the name without its unit, the label values, then one of
+   `count`, `mean_us`, `p50_us`, `p90_us`, `p99_us`, `p999_us`, `max_us`
+   (percentiles within 3%): `server.request_duration.get.p99_us`;
+5. an info metric's labels are strings of their own: `server.version`.
+
+A few names appear only when they apply (the TLS certificate's expiry with
+TLS; the write error after one). After the metrics, the stats map lists the
+settings in force as `config.<section>.<key>`, named as in
+config/segstored.toml. Names are added over time: a client must not rely on
+one being present.
+
+## Metrics
+
+)";
+  out += "| Prometheus | stats | kind | unit | meaning |\n";
+  out += "| --- | --- | --- | --- | --- |\n";
+  for (const MetricDef& def : MetricTable()) {
+    std::string prometheus = "-";
+    if (def.kind != MetricKind::kStatsOnly) {
+      prometheus = "`segstore_" + std::string(def.name);
+      std::string labels;
+      for (std::string_view label : def.labels) {
+        if (label.empty()) continue;
+        if (!labels.empty()) labels += ',';
+        labels += label;
+      }
+      if (!labels.empty()) prometheus += "{" + labels + "}";
+      prometheus += "`";
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", prometheus, Codes(StatsNamePatterns(def)),
+                       KindName(def.kind), UnitName(def.unit), Cell(def.help));
+  }
+  out += "\n## Labels\n\n";
+  out += "| label | meaning | values |\n";
+  out += "| --- | --- | --- |\n";
+  for (const MetricLabelDef& label : MetricLabels()) {
+    out += fmt::format("| `{}` | {} | {} |\n", label.name, Cell(label.meaning),
+                       label.values.empty() ? std::string("text") : Codes(label.values));
+  }
+  return out;
 }
 
 }  // namespace segstore::server

@@ -1,8 +1,10 @@
-// What segstored reports about itself, gathered at one moment, and its two
-// renderings: the stats operation's flat map (proto/PROTOCOL.md, "stats";
-// segctl stats) and Prometheus's text exposition format (the admin
-// endpoint's /metrics). Both come from one snapshot, so they never disagree.
-// I/O-free apart from reading /proc/self for the process figures.
+// What segstored reports about itself, gathered at one moment, and its
+// renderings, all read from the one metric table (metric_table.h): the stats
+// operation's flat map (proto/PROTOCOL.md, "stats"; segctl stats),
+// Prometheus's text exposition format (the admin endpoint's /metrics) and
+// docs/metrics.md. Both value renderings come from one snapshot, so they
+// never disagree. I/O-free apart from reading /proc/self for the process
+// figures.
 #pragma once
 
 #include <memory>
@@ -12,10 +14,13 @@
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
+#include "server/metric_table.h"
 #include "server/server.h"
 
 namespace segstore::server {
 
+// The figures of every metric, as their owners keep them (the metric
+// table's collect functions say which field feeds which metric).
 struct MetricsSnapshot {
   std::string version;  // "segstored 0.1.0"
   double uptime_seconds = 0;
@@ -35,11 +40,16 @@ struct MetricsSnapshot {
 // Fills the process figures (pid, resident set, CPU time) of *m.
 void ReadProcessFigures(MetricsSnapshot* m);
 
-// The stats operation's map: "server.*", "latency.<op>.*", "process.*",
-// "storage.*", "recovery.*", "sweeper.*", "config.*".
+// The stats operation's map: every metric of the table present in `m`,
+// named by its stats name (StatsNamePatterns), then `m.config`.
 Stats ToStats(const MetricsSnapshot& m);
 
-// Prometheus text format 0.0.4, every metric named segstore_*.
+// Prometheus text format 0.0.4: every metric of the table present in `m`
+// but the stats-only ones, named segstore_<name>.
 std::string ToPrometheus(const MetricsSnapshot& m);
+
+// docs/metrics.md: every metric's names in both schemes, kind, unit and
+// help text, and the stats naming rule (`segstored --print-metrics-doc`).
+std::string MetricsDoc();
 
 }  // namespace segstore::server

@@ -23,6 +23,10 @@ uint64_t ValueNumber(const StatEntry& e) {
   return 0;
 }
 
+constexpr std::string_view kRequests = "server.requests.";
+constexpr std::string_view kResponses = "server.responses.";
+constexpr std::string_view kDuration = "server.request_duration.";
+
 // One row of the operations table.
 struct OpRow {
   uint64_t requests = 0;
@@ -47,22 +51,30 @@ std::string FormatStatsTable(const Stats& stats) {
 
   for (const StatEntry& e : stats.entries) {
     const std::string_view name = e.name;
-    if (name.starts_with("server.requests.")) {
-      row(std::string(name.substr(16))).requests = ValueNumber(e);
+    // Per-operation families (docs/metrics.md): "server.requests.<op>",
+    // "server.responses.<op>.<status>", "server.request_duration.<op>.<figure>".
+    if (name.starts_with(kRequests)) {
+      row(std::string(name.substr(kRequests.size()))).requests = ValueNumber(e);
       continue;
     }
-    if (name.starts_with("server.errors.")) {
-      const std::string_view rest = name.substr(14);  // "<op>.<status>"
+    if (name.starts_with(kResponses)) {
+      const std::string_view rest = name.substr(kResponses.size());  // "<op>.<status>"
       const size_t dot = rest.find('.');
       if (dot != std::string_view::npos) {
         const std::string op(rest.substr(0, dot));
-        row(op).errors += ValueNumber(e);
-        errors.emplace_back(op + " " + std::string(rest.substr(dot + 1)), ValueNumber(e));
+        const std::string_view status = rest.substr(dot + 1);
+        OpRow& r = row(op);
+        if (status != "ok") {
+          r.errors += ValueNumber(e);
+          if (ValueNumber(e) != 0) {
+            errors.emplace_back(op + " " + std::string(status), ValueNumber(e));
+          }
+        }
         continue;
       }
     }
-    if (name.starts_with("latency.")) {
-      const std::string_view rest = name.substr(8);  // "<op>.<figure>"
+    if (name.starts_with(kDuration)) {
+      const std::string_view rest = name.substr(kDuration.size());  // "<op>.<figure>"
       const size_t dot = rest.find('.');
       if (dot != std::string_view::npos) {
         row(std::string(rest.substr(0, dot))).latency[std::string(rest.substr(dot + 1))] =

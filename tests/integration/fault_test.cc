@@ -152,7 +152,7 @@ TEST_F(FaultTest, WriteErrorsRefuseWritesServeReadsAndLoseNothingAcknowledged) {
   EXPECT_EQ(std::get<uint64_t>(stats["storage.writes_refused"]), 1u);
   EXPECT_NE(std::get<std::string>(stats["storage.write_error"]).find("IOError"),
             std::string::npos);
-  EXPECT_GE(std::get<uint64_t>(stats["server.errors.upsert.unavailable"]), 3u);
+  EXPECT_GE(std::get<uint64_t>(stats["server.responses.upsert.unavailable"]), 3u);
 
   c.reset();
   Restart();
@@ -209,7 +209,7 @@ TEST_F(FaultTest, ReadErrorsAreReportedAndServiceResumesWhenTheyStop) {
   auto up = c->Upsert(User(9), SegmentsOf(9 + 500));
   EXPECT_EQ(up.status().code(), Code::kIOError) << up.status().ToString();
   EXPECT_TRUE(c->Ping().ok());
-  EXPECT_GE(std::get<uint64_t>(StatsOf(c.get())["server.errors.get.io_error"]), 1u);
+  EXPECT_GE(std::get<uint64_t>(StatsOf(c.get())["server.responses.get.io_error"]), 1u);
 
   device_->ClearFaults();
   ExpectUsers(c.get(), 0, 300);

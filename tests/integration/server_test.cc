@@ -170,23 +170,23 @@ TEST_F(ServerTest, EveryOperationThroughTheClient) {
   for (const StatEntry& e : stats->entries) by_name[e.name] = e;
   ASSERT_TRUE(by_name.count("server.requests.get"));
   EXPECT_GE(std::get<uint64_t>(by_name["server.requests.get"].value), 7u);
-  EXPECT_TRUE(by_name.count("storage.records"));
+  EXPECT_TRUE(by_name.count("storage.index_entries"));
   EXPECT_TRUE(by_name.count("sweeper.segments_removed"));
   EXPECT_TRUE(by_name.count("recovery.seconds"));
   // Errors by operation and status, and service times, as served.
-  ASSERT_TRUE(by_name.count("server.errors.get.not_found"));
-  EXPECT_GE(std::get<uint64_t>(by_name["server.errors.get.not_found"].value), 1u);
-  ASSERT_TRUE(by_name.count("latency.get.count"));
-  EXPECT_GE(std::get<uint64_t>(by_name["latency.get.count"].value), 7u);
-  EXPECT_GE(std::get<uint64_t>(by_name["latency.get.max_us"].value),
-            std::get<uint64_t>(by_name["latency.get.p50_us"].value));
+  ASSERT_TRUE(by_name.count("server.responses.get.not_found"));
+  EXPECT_GE(std::get<uint64_t>(by_name["server.responses.get.not_found"].value), 1u);
+  ASSERT_TRUE(by_name.count("server.request_duration.get.count"));
+  EXPECT_GE(std::get<uint64_t>(by_name["server.request_duration.get.count"].value), 7u);
+  EXPECT_GE(std::get<uint64_t>(by_name["server.request_duration.get.max_us"].value),
+            std::get<uint64_t>(by_name["server.request_duration.get.p50_us"].value));
   EXPECT_EQ(std::get<uint64_t>(by_name["storage.writes_refused"].value), 0u);
   // The process figures benchmarks divide by: this very process, in-process.
   ASSERT_TRUE(by_name.count("process.pid"));
   EXPECT_EQ(std::get<uint64_t>(by_name["process.pid"].value), static_cast<uint64_t>(::getpid()));
-  EXPECT_GT(std::get<uint64_t>(by_name["process.resident_bytes"].value), 0u);
-  EXPECT_GT(std::get<double>(by_name["process.cpu_user_seconds"].value) +
-                std::get<double>(by_name["process.cpu_system_seconds"].value),
+  EXPECT_GT(std::get<uint64_t>(by_name["process.resident_memory_bytes"].value), 0u);
+  EXPECT_GT(std::get<double>(by_name["process.cpu_seconds.user"].value) +
+                std::get<double>(by_name["process.cpu_seconds.system"].value),
             0.0);  // the test process has run: some CPU time is on the clock
 }
 

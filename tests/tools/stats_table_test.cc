@@ -13,20 +13,24 @@ Stats Sample() {
   Stats s;
   s.entries = {
       {"server.version", std::string("segstored 0.1.0")},
-      {"server.uptime_seconds", uint64_t{6}},
-      {"process.cpu_user_seconds", 0.25},
+      {"server.uptime_seconds", 6.5},
+      {"process.cpu_seconds.user", 0.25},
+      {"server.requests", uint64_t{2000}},
       {"server.requests.ping", uint64_t{0}},
       {"server.requests.get", uint64_t{2000}},
-      {"server.errors.get.not_found", uint64_t{3}},
-      {"server.errors.get.io_error", uint64_t{1}},
-      {"latency.get.count", uint64_t{2000}},
-      {"latency.get.mean_us", 61.5},
-      {"latency.get.p50_us", uint64_t{55}},
-      {"latency.get.p90_us", uint64_t{90}},
-      {"latency.get.p99_us", uint64_t{152}},
-      {"latency.get.p999_us", uint64_t{400}},
-      {"latency.get.max_us", uint64_t{900}},
-      {"storage.records", uint64_t{77}},
+      {"server.responses", uint64_t{2000}},
+      {"server.responses.ping.ok", uint64_t{0}},
+      {"server.responses.get.ok", uint64_t{1996}},
+      {"server.responses.get.not_found", uint64_t{3}},
+      {"server.responses.get.io_error", uint64_t{1}},
+      {"server.request_duration.get.count", uint64_t{2000}},
+      {"server.request_duration.get.mean_us", 61.5},
+      {"server.request_duration.get.p50_us", uint64_t{55}},
+      {"server.request_duration.get.p90_us", uint64_t{90}},
+      {"server.request_duration.get.p99_us", uint64_t{152}},
+      {"server.request_duration.get.p999_us", uint64_t{400}},
+      {"server.request_duration.get.max_us", uint64_t{900}},
+      {"storage.index_entries", uint64_t{77}},
       {"newsection.thing", uint64_t{5}},
   };
   return s;
@@ -59,6 +63,8 @@ TEST(StatsTableTest, ErrorsAreListedByOperationAndStatus) {
   EXPECT_NE(t.find("errors by operation and status"), std::string::npos) << t;
   EXPECT_NE(t.find("get not_found"), std::string::npos) << t;
   EXPECT_NE(t.find("get io_error"), std::string::npos) << t;
+  // Successes are not errors.
+  EXPECT_EQ(t.find(" ok "), std::string::npos) << t;
 }
 
 TEST(StatsTableTest, EverythingElseIsPrintedUnderItsSection) {
@@ -70,8 +76,11 @@ TEST(StatsTableTest, EverythingElseIsPrintedUnderItsSection) {
   EXPECT_NE(t.find("segstored 0.1.0"), std::string::npos);
   EXPECT_NE(t.find("0.25"), std::string::npos);
   EXPECT_NE(t.find("thing"), std::string::npos);
-  // The per-operation names are not repeated under "server".
+  // The per-operation names are not repeated under "server"; the totals are.
   EXPECT_EQ(t.find("requests.get"), std::string::npos) << t;
+  EXPECT_EQ(t.find("responses.get"), std::string::npos) << t;
+  EXPECT_EQ(t.find("request_duration"), std::string::npos) << t;
+  EXPECT_NE(t.find("  requests "), std::string::npos) << t;
 }
 
 TEST(StatsTableTest, NoStatsNoTable) {

@@ -1,0 +1,418 @@
+// The metric table: the only place a metric's name and help text are
+// written. Add a metric here (and its value to the struct it comes from);
+// then regenerate docs/metrics.md (the test says how).
+#include "server/metric_table.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "proto/protocol.h"
+#include "server/metrics.h"
+
+namespace segstore::server {
+
+namespace {
+
+using Series = std::vector<MetricSeries>;
+
+template <typename T>
+MetricValue Number(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<double>(v);
+  } else {
+    return static_cast<uint64_t>(v);
+  }
+}
+
+// The part of a snapshot a struct's field is read from; null when absent.
+template <typename S>
+const S* Part(const MetricsSnapshot& m);
+template <>
+const MetricsSnapshot* Part(const MetricsSnapshot& m) {
+  return &m;
+}
+template <>
+const ServerCounters* Part(const MetricsSnapshot& m) {
+  return m.server.get();
+}
+template <>
+const storage::StoreStats* Part(const MetricsSnapshot& m) {
+  return &m.storage;
+}
+template <>
+const storage::RecoveryStats* Part(const MetricsSnapshot& m) {
+  return &m.recovery;
+}
+template <>
+const profile::SweeperStats* Part(const MetricsSnapshot& m) {
+  return &m.sweeper;
+}
+
+template <typename S, typename T>
+S ClassOf(T S::*);
+
+// One unlabelled series: a field of a snapshot's part, e.g.
+// Value<&storage::StoreStats::gets>.
+template <auto kField>
+void Value(const MetricsSnapshot& m, Series* out) {
+  using S = decltype(ClassOf(kField));
+  if (const S* part = Part<S>(m)) out->push_back({{}, Number(part->*kField)});
+}
+
+void Info(const MetricsSnapshot& m, Series* out) {
+  out->push_back({{m.version, m.storage.io_backend}, uint64_t{1}});
+}
+
+void CpuSeconds(const MetricsSnapshot& m, Series* out) {
+  out->push_back({{"user"}, m.cpu_user_seconds});
+  out->push_back({{"system"}, m.cpu_system_seconds});
+}
+
+void CertificateExpiry(const MetricsSnapshot& m, Series* out) {
+  if (m.server && m.server->tls_certificate_not_after != 0) {
+    out->push_back({{}, static_cast<uint64_t>(m.server->tls_certificate_not_after)});
+  }
+}
+
+// Every operation, then "unknown": frames whose code is in no table.
+void RequestsByOp(const MetricsSnapshot& m, Series* out) {
+  if (!m.server) return;
+  const ServerCounters& c = *m.server;
+  uint64_t unknown = c.requests;
+  for (size_t slot = 0; slot < proto::kOpCount; ++slot) {
+    const uint64_t n = c.requests_by_op[static_cast<uint8_t>(proto::kOps[slot])];
+    out->push_back({{OpLabel(slot)}, n});
+    unknown -= std::min(unknown, n);
+  }
+  out->push_back({{OpLabel(proto::kOpCount)}, unknown});
+}
+
+// Every known operation's ok series always; any other once it happened.
+void ResponsesByOpAndStatus(const MetricsSnapshot& m, Series* out) {
+  if (!m.server) return;
+  const ServerCounters& c = *m.server;
+  for (size_t slot = 0; slot < kOpSlots; ++slot) {
+    for (size_t code = 0; code < kStatusCodes; ++code) {
+      const bool always = code == 0 && slot < proto::kOpCount;
+      if (!always && c.responses[slot][code] == 0) continue;
+      out->push_back(
+          {{OpLabel(slot), StatusLabel(static_cast<Status::Code>(code))}, c.responses[slot][code]});
+    }
+  }
+}
+
+// Every known operation, served or not.
+void DurationByOp(const MetricsSnapshot& m, Series* out) {
+  if (!m.server) return;
+  const ServerCounters& c = *m.server;
+  for (size_t slot = 0; slot < proto::kOpCount; ++slot) {
+    out->push_back({{OpLabel(slot)}, HistogramValue{&c.latency_us[slot], c.latency_sum_us[slot]}});
+  }
+}
+
+void WritesRefused(const MetricsSnapshot& m, Series* out) {
+  out->push_back({{}, uint64_t{m.storage.write_error.empty() ? 0u : 1u}});
+}
+
+void WriteError(const MetricsSnapshot& m, Series* out) {
+  if (!m.storage.write_error.empty()) out->push_back({{}, m.storage.write_error});
+}
+
+using enum MetricSection;
+using enum MetricKind;
+using enum MetricUnit;
+using profile::SweeperStats;
+using storage::RecoveryStats;
+using storage::StoreStats;
+
+// In the order of the renderings. Prometheus names are what dashboards and
+// alerts query: never rename one. Each entry: section, kind, name, unit,
+// help, where the value comes from, and its labels if any.
+// clang-format off
+constexpr MetricDef kMetrics[] = {
+    // The process.
+    {kServer, kInfo, "info", kNone, "The server's version and I/O backend (always 1).", Info,
+     {"version", "io_backend"}},
+    {kServer, kGauge, "uptime_seconds", kSeconds, "Seconds since the server started.",
+     Value<&MetricsSnapshot::uptime_seconds>},
+    {kProcess, kStatsOnly, "process_pid", kNone, "The server's process ID.",
+     Value<&MetricsSnapshot::pid>},
+    {kProcess, kGauge, "process_resident_memory_bytes", kBytes, "Resident set of the process.",
+     Value<&MetricsSnapshot::resident_bytes>},
+    {kProcess, kCounter, "process_cpu_seconds_total", kSeconds,
+     "CPU time of the process since its start.", CpuSeconds, {"mode"}},
+
+    // The front end: connections, frames and bytes.
+    {kServer, kGauge, "connections_open", kNone, "Client connections open now.",
+     Value<&ServerCounters::connections_open>},
+    {kServer, kCounter, "connections_accepted_total", kNone, "Client connections accepted.",
+     Value<&ServerCounters::connections_accepted>},
+    {kServer, kCounter, "connections_refused_total", kNone,
+     "Connections refused (Busy) over server.max_connections.",
+     Value<&ServerCounters::connections_refused>},
+    {kServer, kCounter, "connections_idle_closed_total", kNone,
+     "Connections closed after server.idle_timeout_seconds without traffic.",
+     Value<&ServerCounters::connections_idle_closed>},
+    {kServer, kCounter, "connections_slow_closed_total", kNone,
+     "Connections closed because a request frame, or the TLS handshake and authenticated "
+     "hello, did not arrive within server.frame_timeout_seconds.",
+     Value<&ServerCounters::connections_slow_closed>},
+    {kServer, kCounter, "tls_handshake_failures_total", kNone,
+     "TLS handshakes that failed or timed out (the connection was closed).",
+     Value<&ServerCounters::tls_handshake_failures>},
+    {kServer, kCounter, "auth_failures_total", kNone,
+     "Hellos with a wrong shared secret (the connection was closed).",
+     Value<&ServerCounters::auth_failures>},
+    {kServer, kGauge, "tls_certificate_expiry_timestamp_seconds", kSeconds,
+     "When the server's TLS certificate expires (its notAfter, Unix seconds).",
+     CertificateExpiry},
+    {kServer, kCounter, "broken_frames_total", kNone,
+     "Frames with a bad magic or an oversize length (their connection was closed).",
+     Value<&ServerCounters::broken_frames>},
+    {kServer, kCounter, "backpressure_pauses_total", kNone,
+     "Times a connection stopped being read (max_in_flight or max_pending_bytes).",
+     Value<&ServerCounters::backpressure_pauses>},
+    {kServer, kCounter, "received_bytes_total", kBytes, "Bytes read from clients.",
+     Value<&ServerCounters::bytes_in>},
+    {kServer, kCounter, "sent_bytes_total", kBytes, "Bytes written to clients.",
+     Value<&ServerCounters::bytes_out>},
+
+    // The front end: requests and responses.
+    {kServer, kCounter, "requests_total", kNone, "Request frames received, by operation.",
+     RequestsByOp, {"op"}},
+    {kServer, kCounter, "responses_total", kNone,
+     "Responses sent, by operation and status (ok, or the error's code).",
+     ResponsesByOpAndStatus, {"op", "status"}},
+    {kServer, kCounter, "error_responses_total", kNone,
+     "Responses carrying an error, all operations.", Value<&ServerCounters::error_responses>},
+    {kServer, kHistogram, "request_duration_seconds", kSeconds,
+     "Service time by operation: from the request's whole frame being read to its answer "
+     "being ready. A value up to 3% below a bucket bound may count in the next bucket.",
+     DurationByOp, {"op"}},
+
+    // The store (src/storage): space, index and work done.
+    {kStorage, kGauge, "device_bytes", kBytes, "Size of the data file or device.",
+     Value<&StoreStats::device_bytes>},
+    {kStorage, kGauge, "write_block_bytes", kBytes, "Size of one write block.",
+     Value<&StoreStats::block_size>},
+    {kStorage, kGauge, "write_blocks", kNone,
+     "Write blocks on the device (the superblock not counted).",
+     Value<&StoreStats::blocks_total>},
+    {kStorage, kGauge, "write_blocks_free", kNone, "Write blocks free for new writes.",
+     Value<&StoreStats::blocks_free>},
+    {kStorage, kGauge, "live_bytes", kBytes, "Bytes of the records the index points to.",
+     Value<&StoreStats::live_bytes>},
+    {kStorage, kGauge, "index_entries", kNone,
+     "Users with a record (index entries, tombstones excluded).",
+     Value<&StoreStats::index_entries>},
+    {kStorage, kGauge, "index_tombstones", kNone, "Index entries remembering a deletion.",
+     Value<&StoreStats::index_tombstones>},
+    {kStorage, kGauge, "index_bytes", kBytes, "DRAM allocated to the index.",
+     Value<&StoreStats::index_bytes>},
+    {kStorage, kGauge, "writes_refused", kNone,
+     "1 after a device write error: writes are refused until restart, reads go on.",
+     WritesRefused},
+    {kStorage, kStatsOnly, "write_error", kNone,
+     "The device write error that made writes_refused 1; absent while writes are taken.",
+     WriteError},
+    {kStorage, kCounter, "store_gets_total", kNone, "Record reads by key.",
+     Value<&StoreStats::gets>},
+    {kStorage, kCounter, "store_writes_total", kNone, "Record versions and tombstones written.",
+     Value<&StoreStats::writes>},
+    {kStorage, kCounter, "store_update_retries_total", kNone,
+     "Read-modify-writes retried after a concurrent change.",
+     Value<&StoreStats::update_retries>},
+    {kStorage, kCounter, "device_reads_total", kNone, "Reads issued to the device.",
+     Value<&StoreStats::device_reads>},
+    {kStorage, kCounter, "memory_reads_total", kNone,
+     "Records served from a write block still in memory.", Value<&StoreStats::memory_reads>},
+    {kStorage, kCounter, "corruptions_total", kNone, "Records read back that failed validation.",
+     Value<&StoreStats::corruptions>},
+    {kStorage, kCounter, "flushes_total", kNone, "Write block flushes issued.",
+     Value<&StoreStats::flushes>},
+    {kStorage, kCounter, "defrag_blocks_total", kNone,
+     "Write blocks rewritten and freed by defragmentation.", Value<&StoreStats::defrag_blocks>},
+    {kStorage, kCounter, "defrag_rotated_blocks_total", kNone,
+     "Of those, blocks rewritten to advance the oldest sequence on the device.",
+     Value<&StoreStats::rotated_blocks>},
+    {kStorage, kCounter, "defrag_records_moved_total", kNone,
+     "Records moved by defragmentation.", Value<&StoreStats::defrag_records_moved>},
+    {kStorage, kCounter, "tombstones_reclaimed_total", kNone,
+     "Tombstones dropped once no longer needed.", Value<&StoreStats::tombstones_reclaimed>},
+    {kStorage, kCounter, "expired_dropped_total", kNone,
+     "Records dropped unread when all had expired.", Value<&StoreStats::expired_dropped>},
+
+    // What the last start found.
+    {kRecovery, kGauge, "recovery_seconds", kSeconds,
+     "Time the last start spent rebuilding the index.", Value<&RecoveryStats::seconds>},
+    {kRecovery, kGauge, "recovery_blocks_scanned", kNone, "Write blocks the last recovery read.",
+     Value<&RecoveryStats::blocks_scanned>},
+    {kRecovery, kGauge, "recovery_records_scanned", kNone,
+     "Record versions the last recovery found.", Value<&RecoveryStats::records_scanned>},
+    {kRecovery, kGauge, "recovery_live_records", kNone,
+     "Records the last recovery indexed as live.", Value<&RecoveryStats::live_records>},
+    {kRecovery, kGauge, "recovery_damaged_regions", kNone,
+     "Stretches of bytes the last recovery found failing validation.",
+     Value<&RecoveryStats::damaged_regions>},
+
+    // The expiry sweeper (src/profile).
+    {kSweeper, kCounter, "sweeper_records_visited_total", kNone,
+     "Records the expiry sweeper read.", Value<&SweeperStats::records_visited>},
+    {kSweeper, kCounter, "sweeper_records_rewritten_total", kNone,
+     "Records rewritten without their expired segments.",
+     Value<&SweeperStats::records_rewritten>},
+    {kSweeper, kCounter, "sweeper_records_deleted_total", kNone,
+     "Records deleted because no segment was left alive.",
+     Value<&SweeperStats::records_deleted>},
+    {kSweeper, kCounter, "sweeper_segments_removed_total", kNone, "Expired segments removed.",
+     Value<&SweeperStats::segments_removed>},
+    {kSweeper, kCounter, "sweeper_bytes_reclaimed_total", kBytes,
+     "Record bytes no longer stored.", Value<&SweeperStats::bytes_reclaimed>},
+};
+// clang-format on
+
+// The word a section's Prometheus names may start with.
+std::string_view SectionWord(MetricSection section) {
+  return section == kStorage ? "store" : SectionName(section);
+}
+
+bool DropPrefix(std::string* s, std::string_view prefix) {
+  if (!s->starts_with(prefix)) return false;
+  s->erase(0, prefix.size());
+  return true;
+}
+
+bool DropSuffix(std::string* s, std::string_view suffix) {
+  if (!s->ends_with(suffix)) return false;
+  s->resize(s->size() - suffix.size());
+  return true;
+}
+
+}  // namespace
+
+std::span<const MetricDef> MetricTable() { return kMetrics; }
+
+std::vector<MetricLabelDef> MetricLabels() {
+  std::vector<std::string> ops;
+  for (size_t slot = 0; slot <= proto::kOpCount; ++slot) ops.push_back(OpLabel(slot));
+  std::vector<std::string> statuses;
+  for (size_t code = 0; code < kStatusCodes; ++code) {
+    statuses.push_back(StatusLabel(static_cast<Status::Code>(code)));
+  }
+  return {
+      {"op", "the request's operation; unknown: an operation code the server does not know",
+       std::move(ops)},
+      {"status", "ok, or the error's status code (proto/PROTOCOL.md) in snake case",
+       std::move(statuses)},
+      {"mode", "CPU time spent in user space or in the kernel", {"user", "system"}},
+      {"version", "the server's name and version: \"segstored 0.1.0\"", {}},
+      {"io_backend", "how the store reaches the device: io_uring, or sync (pread/pwrite)", {}},
+  };
+}
+
+std::string_view SectionName(MetricSection section) {
+  switch (section) {
+    case kServer:
+      return "server";
+    case kProcess:
+      return "process";
+    case kStorage:
+      return "storage";
+    case kRecovery:
+      return "recovery";
+    case kSweeper:
+      return "sweeper";
+  }
+  return "?";
+}
+
+std::string_view KindName(MetricKind kind) {
+  switch (kind) {
+    case kCounter:
+      return "counter";
+    case kGauge:
+      return "gauge";
+    case kHistogram:
+      return "histogram";
+    case kInfo:
+      return "info";
+    case kStatsOnly:
+      return "stats only";
+  }
+  return "?";
+}
+
+std::string_view UnitName(MetricUnit unit) {
+  switch (unit) {
+    case kNone:
+      return "";
+    case kBytes:
+      return "bytes";
+    case kSeconds:
+      return "seconds";
+  }
+  return "?";
+}
+
+std::string StatsStem(const MetricDef& def) {
+  std::string stem(def.name);
+  DropPrefix(&stem, std::string(SectionWord(def.section)) + "_");
+  DropSuffix(&stem, "_total");
+  if (def.kind == kHistogram) DropSuffix(&stem, "_" + std::string(UnitName(def.unit)));
+  return std::string(SectionName(def.section)) + "." + stem;
+}
+
+std::vector<std::string> StatsNamePatterns(const MetricDef& def) {
+  const std::string stem = StatsStem(def);
+  std::string labels;
+  for (std::string_view label : def.labels) {
+    if (!label.empty()) labels += ".<" + std::string(label) + ">";
+  }
+  switch (def.kind) {
+    case kInfo: {
+      std::vector<std::string> out;
+      for (std::string_view label : def.labels) {
+        if (!label.empty())
+          out.push_back(std::string(SectionName(def.section)) + "." + std::string(label));
+      }
+      return out;
+    }
+    case kHistogram:
+      return {stem + labels + ".<figure>"};
+    case kCounter:
+      if (!labels.empty()) return {stem, stem + labels};  // the total, then each series
+      return {stem};
+    case kGauge:
+    case kStatsOnly:
+      break;
+  }
+  return {stem + labels};
+}
+
+std::string OpLabel(size_t slot) {
+  return slot < proto::kOpCount
+             ? std::string(proto::OpName(static_cast<uint8_t>(proto::kOps[slot])))
+             : std::string("unknown");
+}
+
+// "NotFound" -> "not_found", "IOError" -> "io_error". A word starts at a
+// capital after a small letter, or at the last capital of a run followed by
+// a small letter.
+std::string StatusLabel(Status::Code code) {
+  if (code == Status::Code::kOk) return "ok";
+  const std::string_view camel = Status::CodeName(code);
+  auto upper = [&](size_t i) { return std::isupper(static_cast<unsigned char>(camel[i])) != 0; };
+  std::string out;
+  for (size_t i = 0; i < camel.size(); ++i) {
+    if (i > 0 && upper(i) && (!upper(i - 1) || (i + 1 < camel.size() && !upper(i + 1)))) {
+      out.push_back('_');
+    }
+    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(camel[i]))));
+  }
+  return out;
+}
+
+}  // namespace segstore::server
