@@ -160,14 +160,14 @@ inline std::vector<Example> All() {
                "stats response: one map entry per counter, gauge or setting",
                {"Keys are dotted names, in the server's order; a value is an unsigned integer,",
                 "a float64 or a string. Names and their number vary by server version:",
-                "read the ones you know, skip the rest."},
+                "read the ones you know, skip the rest. Every name: docs/metrics.md."},
                Op::kStats,
                3,
                ok,
                StatsResponse{{{"server.version", std::string("segstored 0.1.0")},
-                              {"server.uptime_seconds", uint64_t{86400}},
+                              {"server.uptime_seconds", 86400.5},
                               {"server.requests.get", uint64_t{12345}},
-                              {"storage.fill_ratio", 0.25}}}});
+                              {"storage.write_blocks_free", uint64_t{3900}}}}});
 
   // ---- get ----
   GetRequest get_ids{.user = "user-42", .options = {}};
