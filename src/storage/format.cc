@@ -113,9 +113,8 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src) {
     return Status::Corruption("write block header checksum mismatch");
   }
   if (uint16_t version = DecodeFixed16(src + 8); version != kFormatVersion) {
-    return Status::Corruption(
-        fmt::format("write block format version {} (this build writes {})", version,
-                    kFormatVersion));
+    return Status::Corruption(fmt::format("write block format version {} (this build writes {})",
+                                          version, kFormatVersion));
   }
   BlockHeader h;
   h.block_size = DecodeFixed32(src + 12);

@@ -73,9 +73,10 @@ std::vector<Segment> ReferenceProfile() {
   return out;
 }
 
-const std::string kBinaryKey("\xff\xfe\x80"
-                             "bin\x01\xc3\x28\x7f",
-                             10);
+const std::string kBinaryKey(
+    "\xff\xfe\x80"
+    "bin\x01\xc3\x28\x7f",
+    10);
 std::string Key256() {
   std::string k;
   for (int i = 0; i < 16; ++i) k += "0123456789abcdef";
@@ -109,8 +110,8 @@ std::vector<Expected> FormatV1Profiles() {
 }
 
 std::vector<std::string> FormatV1NotFound() {
-  return {"deleted", "all-expired", "nobody", "ref-100", kBinaryKey.substr(0, 9),
-          Key256().substr(0, 255)};
+  return {"deleted", "all-expired",           "nobody",
+          "ref-100", kBinaryKey.substr(0, 9), Key256().substr(0, 255)};
 }
 
 // The README's own checks of ref-1000, so a slip in the generator above
@@ -251,20 +252,19 @@ TEST_F(FormatFixtureTest, V1OpensAndEveryProfileAnswersAsStated) {
     window.count_only = true;
     got = s->GetSync("ref-1000", window);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_EQ(got->count, static_cast<uint32_t>(std::count_if(
-                              ref.begin(), ref.end(), [&](const Segment& seg) {
-                                return seg.expires_at >= window.expiry_from &&
-                                       seg.expires_at <= window.expiry_to;
-                              })));
+    EXPECT_EQ(got->count,
+              static_cast<uint32_t>(std::count_if(ref.begin(), ref.end(), [&](const Segment& seg) {
+                return seg.expires_at >= window.expiry_from && seg.expires_at <= window.expiry_to;
+              })));
 
     // Never-expiring segments count as expiring at +infinity.
     GetOptions later;
     later.expiry_from = 4100000000;
     got = s->GetSync("seconds", later);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_TRUE(got->ToSegments() == (std::vector<Segment>{Seg(1000, 4123456789), Seg(81999, 0),
-                                                           Seg(18446744073709551615ULL,
-                                                               4294967295U)}));
+    EXPECT_TRUE(got->ToSegments() ==
+                (std::vector<Segment>{Seg(1000, 4123456789), Seg(81999, 0),
+                                      Seg(18446744073709551615ULL, 4294967295U)}));
 
     if (round == 0) {
       // The expiry sweeper rewrites what is due (partly-expired) in this
