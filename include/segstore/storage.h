@@ -295,7 +295,11 @@ struct StoreStats {
 class Store {
  public:
   // Opens (formatting a blank device) and recovers: rebuilds the index by
-  // scanning the device. Serves only once that is done.
+  // scanning the device. Serves only once that is done. Unsupported when the
+  // device holds a data file format version this build does not read (a
+  // newer one, say): the message names both versions, and nothing is written
+  // to the device. Corruption when it holds something that is not a valid
+  // segstore superblock (never formatted over).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
   // Same, on a device the caller made (tests: FaultDevice).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,

@@ -8,9 +8,18 @@
 #include <limits>
 
 #include "profile/bit_stream.h"
+#include "storage/format.h"
 
 namespace segstore::profile {
 namespace {
+
+// A tripwire: the codec is part of the data file format (FORMAT.md,
+// "Versions"). A new codec version comes with a new storage::kFormatVersion
+// (and its fixture under tests/data), and this build must still decode every
+// body of the format versions it reads.
+static_assert(kCodecVersion == 1 && storage::kFormatVersion == 1,
+              "the profile codec is part of the data file format: changing it is a new data "
+              "file format version (src/storage/FORMAT.md, Versions)");
 
 constexpr unsigned kEscapeRun = 32;  // unary runs this long escape to a raw 64-bit gap
 constexpr uint32_t kUnits[4] = {1, 60, 3600, 86400};

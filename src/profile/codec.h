@@ -24,6 +24,11 @@
 // hours), so expiries stay exact to the second. Decoding is safe on any bytes:
 // truncated or hostile input is Corruption, never an over-read. Thread-safe
 // (pure functions).
+//
+// These bytes are part of the data file format (src/storage/FORMAT.md,
+// "Versions"): codec version 1 is what data file format version 1 holds. A
+// change here is a new data file format version, with its fixture under
+// tests/data; the version byte only tells the decoder which it is reading.
 #pragma once
 
 #include <span>

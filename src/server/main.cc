@@ -171,8 +171,12 @@ int Serve(const server::Config& config) {
   };
   auto store = segstore::storage::Store::Open(store_options);
   if (!store.ok()) {
+    // Said in full: a data file of a format version this build does not read
+    // is refused here, and the message names both versions (FORMAT.md).
     spdlog::critical("cannot open the store at {}: {}", config.storage.path,
                      store.status().ToString());
+    server::Notify("STATUS=cannot open the store at " + config.storage.path + ": " +
+                   store.status().ToString());
     return 1;
   }
   auto profiles = segstore::profile::ProfileStore::Open(store->get(), config.profile);

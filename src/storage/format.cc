@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/coding.h"
 
@@ -22,6 +23,35 @@ uint32_t Checksum(const uint8_t* p, size_t n, uint64_t seed) {
 
 bool AllZero(const uint8_t* p, size_t n) {
   return std::all_of(p, p + n, [](uint8_t b) { return b == 0; });
+}
+
+// The format versions this build reads: "1", or "1 to 3".
+std::string ReadableVersions() {
+  if (kOldestFormatVersion == kFormatVersion) return fmt::format("{}", kFormatVersion);
+  return fmt::format("{} to {}", kOldestFormatVersion, kFormatVersion);
+}
+
+// OK for a data file format version this build reads; see FORMAT.md, "Versions".
+Status CheckFormatVersion(uint16_t version) {
+  if (version == 0) {
+    return Status::Corruption(fmt::format(
+        "superblock says data file format version 0, which no release writes (this build "
+        "reads {})",
+        ReadableVersions()));
+  }
+  if (version > kFormatVersion) {
+    return Status::Unsupported(fmt::format(
+        "data file format version {} is newer than this build reads ({}): the file was written "
+        "by a later release of segstore; run that release or a later one on it",
+        version, ReadableVersions()));
+  }
+  if (version < kOldestFormatVersion) {
+    return Status::Unsupported(fmt::format(
+        "data file format version {} is older than this build reads ({}): open it first with a "
+        "release that reads both, which upgrades it",
+        version, ReadableVersions()));
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -46,11 +76,9 @@ Result<Superblock> DecodeSuperblock(const uint8_t* src) {
   if (DecodeFixed32(src) != Checksum(src + 4, kSuperblockEncodedSize - 4, 0)) {
     return Status::Corruption("superblock checksum mismatch");
   }
-  uint16_t version = DecodeFixed16(src + 12);
-  if (version != kFormatVersion) {
-    return Status::Corruption(
-        fmt::format("superblock format version {} (this build reads {})", version, kFormatVersion));
-  }
+  // The checksum first: it covers the version in every format version, so a
+  // damaged version field is Corruption, never a version this build refuses.
+  SEGSTORE_RETURN_IF_ERROR(CheckFormatVersion(DecodeFixed16(src + 12)));
   Superblock sb;
   sb.device_id = DecodeFixed64(src + 16);
   sb.hash_seed = DecodeFixed64(src + 24);
@@ -84,8 +112,9 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src) {
   if (DecodeFixed32(src) != Checksum(src + 4, kBlockHeaderSize - 4, 0)) {
     return Status::Corruption("write block header checksum mismatch");
   }
-  if (DecodeFixed16(src + 8) != kFormatVersion) {
-    return Status::Corruption("write block format version");
+  if (uint16_t version = DecodeFixed16(src + 8); version != kFormatVersion) {
+    return Status::Corruption(fmt::format("write block format version {} (this build writes {})",
+                                          version, kFormatVersion));
   }
   BlockHeader h;
   h.block_size = DecodeFixed32(src + 12);

@@ -13,15 +13,25 @@
 
 namespace segstore::storage {
 
-inline constexpr uint16_t kFormatVersion = 1;
+// ---- The data file format version: the one number that versions everything
+// on the device, the record bodies the layers above write included (their
+// encodings, and how a key's digest picks its partition, are part of it).
+// The superblock carries it; write block headers and records carry the
+// version they were written in. Rules (what a release does with an older or a
+// newer version, the fixture every version gets): FORMAT.md, "Versions".
+inline constexpr uint16_t kFormatVersion = 1;        // what this build writes
+inline constexpr uint16_t kOldestFormatVersion = 1;  // the oldest it reads
+static_assert(kOldestFormatVersion >= 1 && kOldestFormatVersion <= kFormatVersion);
 
 // ---- Superblock: the first kSectorSize bytes of write block 0 (which holds
-// nothing else). Written once, when the device is formatted.
+// nothing else). Written once, when the device is formatted. Its first 16
+// bytes (checksum over [4, 64), magic, version) mean the same in every format
+// version, so any release can tell another version from damage.
 inline constexpr uint64_t kSuperMagic = 0x45524f5453474553ULL;  // "SEGSTORE"
 struct Superblock {
   //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 64), seed 0
   //  4  u64 magic        kSuperMagic
-  // 12  u16 version      kFormatVersion
+  // 12  u16 version      the data file format version (kFormatVersion when written)
   // 14  u16 reserved     0
   // 16  u64 device_id    random at format: ties every write block to this format
   // 24  u64 hash_seed    random at format: seeds the key digest
@@ -38,8 +48,12 @@ struct Superblock {
 };
 inline constexpr uint32_t kSuperblockEncodedSize = 64;
 void EncodeSuperblock(const Superblock& sb, uint8_t* dst /* kSuperblockEncodedSize */);
-// NotFound when the bytes are all zero (a never-formatted device), Corruption
-// when they are something else that is not a valid superblock.
+// NotFound when the bytes are all zero (a never-formatted device).
+// Unsupported for a valid superblock of a format version this build does not
+// read (newer than kFormatVersion, or older than kOldestFormatVersion); the
+// message names both versions: "data file format version 2 is newer than this
+// build reads (1): ...". Corruption when the bytes are anything else that is
+// not a valid superblock, version 0 included (no release writes it).
 Result<Superblock> DecodeSuperblock(const uint8_t* src /* kSuperblockEncodedSize */);
 
 // ---- Write block header: the first bytes of every write block but block 0.
@@ -49,7 +63,7 @@ inline constexpr uint32_t kBlockMagic = 0x42574753;  // "SGWB"
 struct BlockHeader {
   //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 64), seed 0
   //  4  u32 magic        kBlockMagic
-  //  8  u16 version      kFormatVersion
+  //  8  u16 version      the format version it was written in: kFormatVersion
   // 10  u16 reserved     0
   // 12  u32 block_size   must equal the superblock's
   // 16  u64 seq          this incarnation's sequence (see FORMAT.md: one counter
@@ -71,7 +85,10 @@ struct BlockHeader {
 inline constexpr uint32_t kBlockHeaderSize = 64;
 void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst /* kBlockHeaderSize */);
 // NotFound for an erased or never-written block (all zeros), Corruption for a
-// header that fails validation.
+// header that fails validation or carries another format version than
+// kFormatVersion (the superblock's version governs the device: under a
+// superblock this build reads, a block of another version can only be left
+// over or damaged; recovery treats it as free).
 Result<BlockHeader> DecodeBlockHeader(const uint8_t* src /* kBlockHeaderSize */);
 
 // ---- Record: one version of one key, or a tombstone. Starts at a 16-byte
@@ -82,7 +99,7 @@ struct RecordHeader {
   //                      seeded with the salt of the write block holding it, so a
   //                      stale record of an earlier incarnation never validates
   //  4  u8  kind         RecordKind
-  //  5  u8  version      kFormatVersion
+  //  5  u8  version      the format version it was written in: kFormatVersion
   //  6  u16 key_len      1..65535
   //  8  u32 body_len     0 for a tombstone
   // 12  u32 generation   1 for a new key; +1 per write of the same key

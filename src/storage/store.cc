@@ -129,6 +129,12 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
     superblock_ = *sb;
     return Status::OK();
   }
+  if (sb.status().code() == Status::Code::kUnsupported) {
+    // A data file format version this build does not read: the message
+    // names both versions. Nothing has been written, and nothing will be.
+    return Status::Unsupported(
+        fmt::format("{} (nothing was written to it)", sb.status().message()));
+  }
   if (!sb.status().IsNotFound()) {
     return sb.status().WithContext(fmt::format(
         "{} is not a segstore device, or its superblock is damaged; refusing to format it",

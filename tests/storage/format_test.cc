@@ -470,16 +470,60 @@ TEST(FormatTest, SuperblockFlippedByteIsCorruption) {
   }
 }
 
-TEST(FormatTest, SuperblockWrongVersionIsCorruption) {
+TEST(FormatTest, SuperblockWritesTheDataFileFormatVersion) {
   uint8_t buf[kSuperblockEncodedSize];
   EncodeSuperblock(GoodSuperblock(), buf);
-  for (uint16_t version : {uint16_t{0}, uint16_t{kFormatVersion + 1}, uint16_t{0xFFFF}}) {
+  EXPECT_EQ(DecodeFixed16(buf + 12), kFormatVersion);
+  // Every version from the oldest this build reads opens.
+  for (uint16_t version = kOldestFormatVersion; version <= kFormatVersion; ++version) {
+    EncodeFixed16(buf + 12, version);
+    Reseal(buf, sizeof buf, 0);
+    EXPECT_TRUE(DecodeSuperblock(buf).ok()) << version;
+  }
+}
+
+// A valid superblock of a later format version: Unsupported, not
+// Corruption, and the message names both versions (FORMAT.md, "Versions").
+TEST(FormatTest, SuperblockOfANewerVersionIsUnsupportedNamingBoth) {
+  uint8_t buf[kSuperblockEncodedSize];
+  EncodeSuperblock(GoodSuperblock(), buf);
+  for (uint16_t version : {uint16_t{kFormatVersion + 1}, uint16_t{0x0100}, uint16_t{0xFFFF}}) {
     EncodeFixed16(buf + 12, version);
     Reseal(buf, sizeof buf, 0);
     Result<Superblock> got = DecodeSuperblock(buf);
     ASSERT_FALSE(got.ok()) << version;
-    EXPECT_TRUE(got.status().IsCorruption());
+    EXPECT_EQ(got.status().code(), Status::Code::kUnsupported) << got.status().ToString();
+    const std::string want = "data file format version " + std::to_string(version) +
+                             " is newer than this build reads (";
+    EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status().ToString();
+    EXPECT_NE(got.status().message().find(std::to_string(kFormatVersion) + ")"),
+              std::string::npos)
+        << got.status().ToString();
   }
+}
+
+// No release writes version 0: a superblock saying so is damaged.
+TEST(FormatTest, SuperblockOfVersionZeroIsCorruption) {
+  uint8_t buf[kSuperblockEncodedSize];
+  EncodeSuperblock(GoodSuperblock(), buf);
+  EncodeFixed16(buf + 12, 0);
+  Reseal(buf, sizeof buf, 0);
+  Result<Superblock> got = DecodeSuperblock(buf);
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(got.status().IsCorruption()) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("format version 0"), std::string::npos)
+      << got.status().ToString();
+}
+
+// The checksum covers the version: a version damaged on the device is
+// Corruption, never taken for a newer format.
+TEST(FormatTest, SuperblockVersionDamagedWithoutResealIsCorruption) {
+  uint8_t buf[kSuperblockEncodedSize];
+  EncodeSuperblock(GoodSuperblock(), buf);
+  EncodeFixed16(buf + 12, kFormatVersion + 1);
+  Result<Superblock> got = DecodeSuperblock(buf);
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(got.status().IsCorruption()) << got.status().ToString();
 }
 
 TEST(FormatTest, SuperblockWrongMagicIsCorruption) {
@@ -582,6 +626,9 @@ TEST(FormatTest, BlockHeaderWrongVersionIsCorruption) {
     Result<BlockHeader> got = DecodeBlockHeader(buf);
     ASSERT_FALSE(got.ok()) << version;
     EXPECT_TRUE(got.status().IsCorruption());
+    EXPECT_NE(got.status().message().find("format version " + std::to_string(version)),
+              std::string::npos)
+        << got.status().ToString();
   }
 }
 

@@ -339,6 +339,52 @@ TEST_F(StoreTest, NotASegstoreDeviceIsRefusedNotFormatted) {
   EXPECT_EQ(c, 'j');  // untouched
 }
 
+// A data file of a later format version (FORMAT.md, "Versions"): refused
+// with Unsupported naming both versions, and not one byte written; the same
+// file opens again once it says this build's version.
+TEST_F(StoreTest, NewerFormatVersionIsRefusedNamingBothAndNothingIsWritten) {
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+  }
+  testing::SetSuperblockVersion(opts_.path, kFormatVersion + 1);
+  const std::string before = testing::FileBytes(opts_.path);
+  auto s = Store::Open(opts_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kUnsupported) << s.status().ToString();
+  const std::string want = "data file format version " + std::to_string(kFormatVersion + 1) +
+                           " is newer than this build reads (" +
+                           std::to_string(kFormatVersion) + ")";
+  EXPECT_NE(s.status().message().find(want), std::string::npos) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("nothing was written"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_TRUE(testing::FileBytes(opts_.path) == before) << "the refused file was changed";
+
+  testing::SetSuperblockVersion(opts_.path, kFormatVersion);
+  auto store = OpenOrDie(opts_);
+  ASSERT_NE(store, nullptr);
+  auto w = WorkerOrDie(store.get());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(w->GetSync(Key(i))->body(), Body(i, 1)) << i;
+}
+
+// Version 0 is never written: damage, refused as Corruption, never formatted over.
+TEST_F(StoreTest, FormatVersionZeroIsRefusedAsCorruptionAndNothingIsWritten) {
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("k", "v").ok());
+  }
+  testing::SetSuperblockVersion(opts_.path, 0);
+  const std::string before = testing::FileBytes(opts_.path);
+  auto s = Store::Open(opts_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kCorruption) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("format version 0"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_TRUE(testing::FileBytes(opts_.path) == before) << "the refused file was changed";
+}
+
 TEST_F(StoreTest, ExistingDeviceKeepsItsBlockSize) {
   {
     auto store = OpenOrDie(opts_);

@@ -1,17 +1,23 @@
 // Helpers shared by the storage tests: temporary data files, small stores.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
 
 #include "common/clock.h"
+#include "common/coding.h"
 #include "segstore/storage.h"
 #include "storage/fault_device.h"
+#include "storage/format.h"
 
 namespace segstore::storage::testing {
 
@@ -42,6 +48,26 @@ inline StoreOptions SmallOptions(const std::string& path, Clock* clock) {
   o.clock = clock;
   o.queue_depth = 64;
   return o;
+}
+
+// Every byte of the file at `path`.
+inline std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Sets the format version in the superblock of the data file at `path` and
+// recomputes its checksum (FORMAT.md: XXH3-64 of bytes 4..63, seed 0), as a
+// release of that format version would have written it.
+inline void SetSuperblockVersion(const std::string& path, uint16_t version) {
+  uint8_t sb[kSuperblockEncodedSize];
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::pread(fd, sb, sizeof sb, 0), static_cast<ssize_t>(sizeof sb)) << path;
+  EncodeFixed16(sb + 12, version);
+  EncodeFixed32(sb, static_cast<uint32_t>(XXH3_64bits_withSeed(sb + 4, sizeof sb - 4, 0)));
+  ASSERT_EQ(::pwrite(fd, sb, sizeof sb, 0), static_cast<ssize_t>(sizeof sb)) << path;
+  ASSERT_EQ(::close(fd), 0) << path;
 }
 
 inline std::string Key(int i) { return "user-" + std::to_string(i); }

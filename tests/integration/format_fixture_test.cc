@@ -1,0 +1,388 @@
+// The data file format fixtures (src/storage/FORMAT.md, "Versions"): a data
+// file written by the first release of each format version, under
+// tests/data/format-vN, that every later release must open and answer the
+// same from, in process and as the daemon; and the same file claiming a
+// newer version (or version 0) is refused, naming both versions, untouched.
+//
+// What each profile must answer is written out here from the fixture's
+// README ("What a get must answer"), and ref-1000's segments are drawn by
+// the same generator as its writer (reference_profile.py): never read back
+// from the fixture.
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/coding.h"
+#include "integration/daemon.h"
+#include "segstore/client.h"
+#include "segstore/profile.h"
+#include "segstore/storage.h"
+#include "storage/format.h"
+#include "storage/test_util.h"
+
+namespace segstore::server {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::Daemon;
+using testing::Has;
+using testing::NotifySocket;
+using testing::PortOf;
+using testing::ReadFile;
+
+const std::string kFixtureV1 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v1";
+
+// ---- What format-v1/README.md says every get must answer.
+
+Segment Seg(uint64_t id, UnixSeconds expires, std::optional<uint32_t> a1 = std::nullopt,
+            std::optional<uint32_t> a2 = std::nullopt) {
+  return Segment{id, expires, a1, a2};
+}
+
+// reference_profile.py, step for step: splitmix64 seeded with 16; each draw
+// takes two values, id = next % 82000 and hour = next % 720; an id drawn
+// before is skipped; until 1,000 distinct ids; expiry 4000003200 + 3600 * hour.
+std::vector<Segment> ReferenceProfile() {
+  uint64_t state = 16;
+  auto next = [&state] {
+    state += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  std::set<uint64_t> seen;
+  std::vector<Segment> out;
+  while (out.size() < 1000) {
+    const uint64_t id = next() % 82000;
+    const uint64_t hour = next() % 720;
+    if (!seen.insert(id).second) continue;
+    out.push_back(Seg(id, static_cast<UnixSeconds>(4000003200 + 3600 * hour)));
+  }
+  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.id < b.id; });
+  return out;
+}
+
+const std::string kBinaryKey(
+    "\xff\xfe\x80"
+    "bin\x01\xc3\x28\x7f",
+    10);
+std::string Key256() {
+  std::string k;
+  for (int i = 0; i < 16; ++i) k += "0123456789abcdef";
+  return k;
+}
+
+struct Expected {
+  std::string user;
+  std::vector<Segment> segments;  // by ascending id
+};
+
+std::vector<Expected> FormatV1Profiles() {
+  constexpr UnixSeconds kNeverExpires = kNever;
+  return {
+      {"ref-1000", ReferenceProfile()},
+      {"seconds",
+       {Seg(0, 4000000001), Seg(1, 4000000002), Seg(2, 4000000059), Seg(7, 4000012345),
+        Seg(1000, 4123456789), Seg(81999, kNeverExpires), Seg(9007199254740993ULL, 4000000003),
+        Seg(18446744073709551615ULL, 4294967295U)}},
+      {"attrs",
+       {Seg(100, 4000060800, 7u), Seg(200, 4000147200, std::nullopt, 65535u),
+        Seg(300, 4000233600, 0u, 4294967295U), Seg(400, 4000060800),
+        Seg(500, kNeverExpires, 123456u)}},
+      {kBinaryKey, {Seg(1, 4000003200), Seg(2, kNeverExpires)}},
+      {"6f1c2a7e-3b5d-4c8e-9a0f-1d2e3f405162", {Seg(42, 4000003260), Seg(43, 4000003320)}},
+      {Key256(), {Seg(65535, 4000000000)}},
+      {"overwritten", {Seg(1, 4000014400, 5u), Seg(3, kNeverExpires), Seg(4, 4000010800)}},
+      {"resurrected", {Seg(11, 4000000000)}},
+      {"partly-expired", {Seg(10, kNeverExpires), Seg(20, 4000000000)}},
+  };
+}
+
+std::vector<std::string> FormatV1NotFound() {
+  return {"deleted", "all-expired",           "nobody",
+          "ref-100", kBinaryKey.substr(0, 9), Key256().substr(0, 255)};
+}
+
+// The README's own checks of ref-1000, so a slip in the generator above
+// cannot pass unnoticed.
+TEST(FormatFixtureGeneratorTest, ReferenceProfileIsTheOneTheReadmeStates) {
+  const std::vector<Segment> ref = ReferenceProfile();
+  ASSERT_EQ(ref.size(), 1000u);
+  EXPECT_EQ(ref[0], Seg(241, 4002141600));
+  EXPECT_EQ(ref[1], Seg(242, 4001331600));
+  EXPECT_EQ(ref[2], Seg(326, 4000341600));
+  EXPECT_EQ(ref.back(), Seg(81855, 4000953600));
+  uint64_t ids = 0, expiries = 0;
+  UnixSeconds lo = UINT32_MAX, hi = 0;
+  for (const Segment& s : ref) {
+    ids += s.id;
+    expiries += s.expires_at;
+    lo = std::min(lo, s.expires_at);
+    hi = std::max(hi, s.expires_at);
+  }
+  EXPECT_EQ(ids, 41003862u);
+  EXPECT_EQ(expiries, 4001316681600u);
+  EXPECT_EQ(lo, 4000003200u);
+  EXPECT_EQ(hi, 4002591600u);
+}
+
+// ---- The fixture, decompressed into a temp dir.
+
+std::string Gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return {};
+  std::string out;
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  gzclose(f);
+  return out;
+}
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  char two[3];
+  for (unsigned int i = 0; i < len; ++i) {
+    std::snprintf(two, sizeof two, "%02x", md[i]);
+    hex += two;
+  }
+  return hex;
+}
+
+class FormatFixtureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string bytes = Gunzip(kFixtureV1 + "/segstore.dat.gz");
+    ASSERT_EQ(bytes.size(), 16u << 20) << kFixtureV1 << "/segstore.dat.gz";
+    FILE* f = std::fopen(data_.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << data_;
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+
+  storage::StoreOptions StoreOptionsFor(const std::string& path) const {
+    storage::StoreOptions o;  // what segstored uses, but the path
+    o.path = path;
+    return o;
+  }
+
+  // Every profile answers exactly as stated; the rest are NotFound.
+  static void ExpectV1Answers(profile::ProfileSession* s, const std::string& when) {
+    SCOPED_TRACE(when);
+    for (const Expected& e : FormatV1Profiles()) {
+      Result<GetResult> got = s->GetSync(e.user);
+      ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+      EXPECT_EQ(got->count, e.segments.size()) << e.user;
+      EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
+    }
+    for (const std::string& user : FormatV1NotFound()) {
+      Result<GetResult> got = s->GetSync(user);
+      EXPECT_TRUE(got.status().IsNotFound()) << user << ": " << got.status().ToString();
+    }
+  }
+
+  storage::testing::TempDir dir_;
+  const std::string data_ = dir_.File("segstore.dat");
+};
+
+// The fixture is the file its README describes, written in format version 1:
+// a fixture is never regenerated.
+TEST_F(FormatFixtureTest, V1FixtureIsTheFileItsReadmeDescribes) {
+  const std::string bytes = storage::testing::FileBytes(data_);
+  EXPECT_EQ(Sha256Hex(bytes), "7a0fbd82b3820c9cf3ff103d680d85e16aa82fb00130812c158116f2e1d98dd0");
+  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
+  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 1u);
+}
+
+// (a) The storage and profile layers of this build, in process: every
+// profile as stated, with options too; again after the expiry sweeper
+// rewrote what it wanted; again after a restart on what this build wrote.
+TEST_F(FormatFixtureTest, V1OpensAndEveryProfileAnswersAsStated) {
+  for (int round = 0; round < 2; ++round) {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    profile::ProfileSession* s = session->get();
+    ExpectV1Answers(s, round == 0 ? "as opened" : "reopened after this build wrote to it");
+
+    // ref-1000 with options: an id range, a limit, count only, an expiry window.
+    const std::vector<Segment> ref = ReferenceProfile();
+    GetOptions range;
+    range.id_from = 20000;
+    range.id_to = 40000;
+    std::vector<Segment> in_range;
+    for (const Segment& seg : ref) {
+      if (seg.id >= 20000 && seg.id <= 40000) in_range.push_back(seg);
+    }
+    Result<GetResult> got = s->GetSync("ref-1000", range);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(got->ToSegments() == in_range);
+    Result<uint32_t> count = s->CountSync("ref-1000", 20000, 40000);
+    ASSERT_TRUE(count.ok()) << count.status().ToString();
+    EXPECT_EQ(*count, in_range.size());
+
+    GetOptions limit;
+    limit.limit = 10;
+    got = s->GetSync("ref-1000", limit);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->count, 1000u);
+    EXPECT_TRUE(got->ToSegments() == std::vector<Segment>(ref.begin(), ref.begin() + 10));
+
+    GetOptions window;
+    window.expiry_from = 4000003200;
+    window.expiry_to = 4000003200 + 24 * 3600;
+    window.count_only = true;
+    got = s->GetSync("ref-1000", window);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->count,
+              static_cast<uint32_t>(std::count_if(ref.begin(), ref.end(), [&](const Segment& seg) {
+                return seg.expires_at >= window.expiry_from && seg.expires_at <= window.expiry_to;
+              })));
+
+    // Never-expiring segments count as expiring at +infinity.
+    GetOptions later;
+    later.expiry_from = 4100000000;
+    got = s->GetSync("seconds", later);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(got->ToSegments() ==
+                (std::vector<Segment>{Seg(1000, 4123456789), Seg(81999, 0),
+                                      Seg(18446744073709551615ULL, 4294967295U)}));
+
+    if (round == 0) {
+      // The expiry sweeper rewrites what is due (partly-expired) in this
+      // build's encoding; nothing a reader sees changes.
+      ASSERT_TRUE((*profiles)->SweepNow().ok());
+      ExpectV1Answers(s, "after the sweeper ran");
+    }
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+}
+
+// (b) The daemon of this build on the fixture, over the wire.
+TEST_F(FormatFixtureTest, V1ServedByTheDaemonAnswersOverTheWire) {
+  NotifySocket notify(dir_.File("notify.sock"));
+  const std::string log = dir_.File("segstored.log");
+  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  const std::string ready = notify.WaitFor("READY=1");
+  ASSERT_FALSE(ready.empty()) << ReadFile(log);
+  auto c = testing::Connect(PortOf(ready));
+  ASSERT_NE(c, nullptr);
+  std::vector<std::string> users;
+  for (const Expected& e : FormatV1Profiles()) {
+    Result<GetResult> got = c->Get(e.user);
+    ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+    EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
+    users.push_back(e.user);
+  }
+  for (const std::string& user : FormatV1NotFound()) {
+    EXPECT_TRUE(c->Get(user).status().IsNotFound()) << user;
+    users.push_back(user);
+  }
+  // All of them in one batch get: answers in the order asked.
+  Result<BatchGetResult> batch = c->BatchGet(users);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  const std::vector<Expected> expected = FormatV1Profiles();
+  for (size_t i = 0; i < users.size(); ++i) {
+    const Result<GetResult>& r = (*batch)[i];
+    if (i < expected.size()) {
+      ASSERT_TRUE(r.ok()) << users[i] << ": " << r.status().ToString();
+      EXPECT_TRUE(r->ToSegments() == expected[i].segments) << users[i];
+    } else {
+      EXPECT_TRUE(r.status().IsNotFound()) << users[i];
+    }
+  }
+  c.reset();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+}
+
+// (c) The fixture claiming `version`, checksum recomputed: Store::Open and
+// segstored both refuse it with `code` and a message containing `want`,
+// segstored exits non-zero, and the file is unchanged, byte for byte.
+void ExpectRefusedUntouched(const std::string& dir, const std::string& data, uint16_t version,
+                            Status::Code code, const std::string& want) {
+  storage::testing::SetSuperblockVersion(data, version);
+  const std::string before = storage::testing::FileBytes(data);
+
+  storage::StoreOptions o;
+  o.path = data;
+  auto store = storage::Store::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), code) << store.status().ToString();
+  EXPECT_TRUE(Has(store.status().ToString(), want)) << store.status().ToString();
+  EXPECT_TRUE(storage::testing::FileBytes(data) == before) << "Store::Open changed the file";
+
+  NotifySocket notify(dir + "/notify-" + std::to_string(version) + ".sock");
+  const std::string log = dir + "/segstored-" + std::to_string(version) + ".log";
+  Daemon d(dir, {"--listen", "127.0.0.1:0", "--data", data}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  EXPECT_EQ(d.Wait(), 1) << ReadFile(log);
+  const std::string said = ReadFile(log);
+  EXPECT_TRUE(Has(said, "critical cannot open the store at " + data + ": ")) << said;
+  EXPECT_TRUE(Has(said, want)) << said;
+  EXPECT_FALSE(Has(said, "serving on")) << said;
+  // systemd's status line says why too.
+  EXPECT_FALSE(notify.WaitFor("STATUS=cannot open the store", milliseconds(5000)).empty());
+  EXPECT_TRUE(storage::testing::FileBytes(data) == before) << "segstored changed the file";
+}
+
+TEST_F(FormatFixtureTest, NewerVersionIsRefusedNamingBothVersionsAndLeftUntouched) {
+  const uint16_t newer = storage::kFormatVersion + 1;
+  ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
+                         "Unsupported: data file format version " + std::to_string(newer) +
+                             " is newer than this build reads (" +
+                             std::to_string(storage::kFormatVersion) + ")");
+  // Much newer, too: the whole u16.
+  ExpectRefusedUntouched(dir_.File(""), data_, 0xFFFF, Status::Code::kUnsupported,
+                         "Unsupported: data file format version 65535 is newer than this build "
+                         "reads (");
+}
+
+TEST_F(FormatFixtureTest, VersionZeroIsRefusedAsDamageAndLeftUntouched) {
+  ExpectRefusedUntouched(dir_.File(""), data_, 0, Status::Code::kCorruption,
+                         "superblock says data file format version 0, which no release writes");
+}
+
+// Refused, then put back as it was written: it opens and answers again.
+TEST_F(FormatFixtureTest, RefusedFileOpensAgainOnceItsVersionIsOneThisBuildReads) {
+  ExpectRefusedUntouched(dir_.File(""), data_, storage::kFormatVersion + 1,
+                         Status::Code::kUnsupported, "is newer than this build reads");
+  storage::testing::SetSuperblockVersion(data_, 1);
+  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)),
+            "7a0fbd82b3820c9cf3ff103d680d85e16aa82fb00130812c158116f2e1d98dd0");
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV1Answers(session->get(), "after the refusal");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+}  // namespace
+}  // namespace segstore::server
