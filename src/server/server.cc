@@ -174,6 +174,11 @@ void Server::Impl::Accept() {
       socket.close(ignored);
     } else {
       accepted_.fetch_add(1, std::memory_order_relaxed);
+      if (options_.socket_send_buffer > 0) {
+        error_code ignored;
+        socket.set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer),
+                          ignored);
+      }
       asio::post(target->io, [this, target, s = std::make_shared<tcp::socket>(std::move(socket)),
                               credentials = credentials()] {
         if (target->draining) {

@@ -55,6 +55,12 @@ struct ServerOptions {
   // A file of shared secrets, one per line; set: a connection is served only
   // after a hello carrying one of them (security.h). Empty: no authentication.
   std::string auth_secret_file;
+  // Test hook, not a configuration key: SO_SNDBUF for each accepted socket
+  // (the kernel doubles it). 0 keeps the kernel's own buffer, which grows up
+  // to net.ipv4.tcp_wmem's maximum, so how much a client that does not read
+  // can leave unsent depends on the machine; tests that need the server's
+  // writes to stall after a known amount set it.
+  int socket_send_buffer = 0;
 };
 
 // Per-operation counters are indexed by proto::OpSlot; the last slot holds

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -164,13 +165,16 @@ TEST_F(CrashTest, SigkillUnderLoadLosesNoAcknowledgedWriteAndNoDeleteComesBack) 
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> ids{next_id};
     std::atomic<uint64_t> writes{0}, deletes{0};
-    std::atomic<int> connected{0};
+    std::atomic<int> writing{kWriters};  // writers still going
     std::vector<std::thread> writers;
     for (int w = 0; w < kWriters; ++w) {
       writers.emplace_back([&, w, wseed = rng()] {
+        struct Done {
+          std::atomic<int>& writing;
+          ~Done() { --writing; }
+        } done{writing};
         std::mt19937_64 r(wseed);
         auto c = TryConnect(port);
-        ++connected;
         if (c == nullptr) return;
         while (!stop.load()) {
           const int u = w + kWriters * static_cast<int>(r() % (kUsers / kWriters));
@@ -197,12 +201,24 @@ TEST_F(CrashTest, SigkillUnderLoadLosesNoAcknowledgedWriteAndNoDeleteComesBack) 
         }
       });
     }
-    // Once every writer is in, let the load run a random while, note what
-    // defragmentation did, and kill.
-    while (connected.load() < kWriters) std::this_thread::sleep_for(milliseconds(1));
-    std::this_thread::sleep_for(milliseconds(50 + rng() % 400));
+    // Let the load run to a random number of acknowledged writes, noting
+    // what defragmentation did half way, and kill. A count, not a time: a
+    // slow machine (or a sanitizer build) takes longer but writes as much,
+    // so the device wraps and defragmentation runs as it does elsewhere.
+    // (120 s guards against a hang.)
+    const uint64_t target = 50 + rng() % 2500;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    auto load_until = [&](uint64_t acked) {
+      while (writes.load() + deletes.load() < acked && writing.load() > 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    };
+    load_until(target / 2);
     if (auto c = TryConnect(port)) defrag_blocks += UintStat(StatsOf(*c), "storage.defrag_blocks");
-    std::this_thread::sleep_for(milliseconds(rng() % 100));
+    load_until(target);
+    EXPECT_EQ(writing.load(), kWriters) << "a writer stopped before the kill";
+    EXPECT_GE(writes.load() + deletes.load(), target) << "the load stalled";
     d.Signal(SIGKILL);
     EXPECT_EQ(d.Wait(), 128 + SIGKILL);
     stop = true;

@@ -360,24 +360,84 @@ TEST_F(SecurityTest, BeforeAuthenticationOnlySmallFramesAreRead) {
   EXPECT_EQ(batch->size(), users.size());
 }
 
+// A client without the secret pipelines requests and reads none of their
+// refusals, then sends a frame the server must refuse and close on. That
+// last refusal is queued behind answers the client never takes; the server
+// gives up on it after a grace instead of holding the connection (and its
+// buffers) for ever. Both ends' socket buffers are set small, so that what
+// the kernel can hold does not depend on the machine's tcp_rmem/tcp_wmem,
+// and the refusal is triggered by the byte stream itself, not by a clock.
 TEST_F(SecurityTest, AClientThatDoesNotReadItsRefusalIsClosedAnyway) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  o.frame_timeout = std::chrono::minutes(10);  // only the grace can close it in time
+  o.max_pending_bytes = 8u << 20;              // never paused: every byte sent is read
+  o.socket_send_buffer = 4096;
+  Start(o);
+  testing::RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port(), /*rcvbuf=*/4096));
+  // 4,000 pings, each refused with about 110 bytes (440 KB): far more than
+  // the two socket buffers hold (tens of KB), far less than max_pending_bytes.
+  // Then a header announcing more than may come before authentication.
+  constexpr uint32_t kRefused = 4000;
+  std::string burst;
+  for (uint32_t i = 1; i <= kRefused; ++i) {
+    burst += testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), i, "");
+  }
+  burst += testing::MakeHeader(static_cast<uint8_t>(proto::Op::kGet), kRefused + 1, 1u << 20);
+  ASSERT_TRUE(raw.Write(burst, /*drain=*/false));
+  // The refusal waits behind the unread answers, and the server gives up on
+  // it. (20 s only guards against a hang; the grace is 2 s.)
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const ServerCounters c = Counters();
+        return c.connections_accepted == 1 && c.connections_open == 0;
+      },
+      milliseconds(20000)))
+      << Counters().connections_open;
+  EXPECT_EQ(Counters().broken_frames, 1u);
+  EXPECT_EQ(Counters().connections_slow_closed, 0u);
+  // What the kernel held reaches the client, then the close: ping refusals
+  // only, never the LimitExceeded one the server gave up on.
+  uint32_t answers = 0;
+  testing::Frame f;
+  while (raw.ReadFrame(&f) == testing::RawConn::ReadResult::kFrame) {
+    ASSERT_EQ(f.status(), Code::kUnauthenticated) << "request " << f.id();
+    ASSERT_LE(f.id(), kRefused);
+    ++answers;
+  }
+  EXPECT_LT(answers, kRefused);
+}
+
+// The same client without that last frame, paused by backpressure: its
+// deadline for authenticating still closes it, though the refusal that
+// says so cannot be written either.
+TEST_F(SecurityTest, AFloodingClientPausedByBackpressureIsClosedAtItsDeadline) {
   WriteFile(secrets_, kSecretA + "\n");
   ServerOptions o;
   o.auth_secret_file = secrets_;
   o.frame_timeout = milliseconds(300);
   o.max_pending_bytes = 64 * 1024;
+  o.socket_send_buffer = 4096;
   Start(o);
-  // Thousands of refused requests, no answer read: the refusals fill the
-  // socket buffers, so the final error frame can never be written.
   testing::RawConn raw;
-  ASSERT_TRUE(raw.Connect(served_.server->port(), 4096));
+  ASSERT_TRUE(raw.Connect(served_.server->port(), /*rcvbuf=*/4096));
+  // 2,000 pings (32 KB) whose refusals (220 KB) are more than the socket
+  // buffers and max_pending_bytes together: the server stops reading. (Some
+  // 800 pings are enough for that; whether the kernel takes the rest without
+  // the server reading them does not matter.)
   std::string burst;
-  for (uint32_t i = 1; i <= 60000; ++i) {
+  for (uint32_t i = 1; i <= 2000; ++i) {
     burst += testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), i, "");
   }
-  (void)raw.Write(burst, /*drain=*/false, milliseconds(3000));  // may block: that is the point
-  // The deadline passes, the error frame waits, and the server gives up on it.
-  EXPECT_TRUE(WaitFor([&] { return Counters().connections_open == 0; }, milliseconds(20000)))
+  (void)raw.Write(burst, /*drain=*/false, milliseconds(1000));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const ServerCounters c = Counters();
+        return c.connections_accepted == 1 && c.connections_open == 0;
+      },
+      milliseconds(20000)))
       << Counters().connections_open;
   EXPECT_EQ(Counters().connections_slow_closed, 1u);
 }

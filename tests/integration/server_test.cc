@@ -337,6 +337,13 @@ TEST_F(ServerTest, ThousandsOfPipelinedRequestsAllComplete) {
 // reading it (bounded memory) and keeps serving everyone else; once the
 // client reads, every answer arrives.
 TEST_F(ServerTest, AClientThatStopsReadingGetsBackpressure) {
+  // The server's socket send buffer, left to the kernel, may grow to
+  // net.ipv4.tcp_wmem's maximum: where that is 32 MiB, the kernel could take
+  // every answer and the server would never have to stop reading us. Set, it
+  // holds a known 128 KiB.
+  Stop();
+  server_options_.socket_send_buffer = 64 * 1024;
+  Start();
   {
     auto c = Connect();
     ASSERT_NE(c, nullptr);

@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "profile/test_util.h"
@@ -469,13 +473,115 @@ TEST_F(ProfileStoreTest, BackgroundSweeperRunsAtItsRate) {
   bg->reset();
 }
 
+// The engine, seen through workers whose first update, once it has read
+// its record, waits until the first update of `parties` workers has read
+// theirs. When those are of one key, all of them read the same version and
+// all but one must retry: a collision that does not depend on how the
+// scheduler happens to run the threads. Everything else is passed through.
+class RendezvousStore final : public storage::Store {
+ public:
+  RendezvousStore(storage::Store* store, int parties) : store_(store), parties_(parties) {}
+
+  Result<std::unique_ptr<storage::Worker>> NewWorker(
+      const storage::WorkerOptions& options) override {
+    auto w = store_->NewWorker(options);
+    if (!w.ok()) return w.status();
+    return std::unique_ptr<storage::Worker>(std::make_unique<Worker>(this, std::move(w).value()));
+  }
+  storage::StoreStats stats() override { return store_->stats(); }
+  const storage::RecoveryStats& recovery() const override { return store_->recovery(); }
+  Clock& clock() override { return store_->clock(); }
+  uint32_t FindDue(uint32_t now, size_t max, uint32_t* cursor,
+                   std::vector<storage::RecordRef>* out) override {
+    return store_->FindDue(now, max, cursor, out);
+  }
+  uint32_t max_key_size() const override { return store_->max_key_size(); }
+  uint32_t max_body_size() const override { return store_->max_body_size(); }
+  Status DefragNow(bool rotate) override { return store_->DefragNow(rotate); }
+
+  int arrived() const { return arrived_.load(); }
+
+ private:
+  class Worker final : public storage::Worker {
+   public:
+    Worker(RendezvousStore* store, std::unique_ptr<storage::Worker> inner)
+        : store_(store), inner_(std::move(inner)) {}
+    void Get(std::string_view key, storage::GetCallback done) override {
+      inner_->Get(key, std::move(done));
+    }
+    void Update(std::string_view key, storage::UpdateFn fn, storage::WriteCallback done) override {
+      if (!updated_) {
+        updated_ = true;
+        fn = [this, fn = std::move(fn)](const storage::Record* current) {
+          if (!met_) {  // its first attempt; retries go straight on
+            met_ = true;
+            store_->Meet();
+          }
+          return fn(current);
+        };
+      }
+      inner_->Update(key, std::move(fn), std::move(done));
+    }
+    void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
+             storage::WriteCallback done) override {
+      inner_->Put(key, std::move(body), sweep_at, void_at, std::move(done));
+    }
+    void Delete(std::string_view key, storage::WriteCallback done) override {
+      inner_->Delete(key, std::move(done));
+    }
+    void Flush(storage::FlushCallback done) override { inner_->Flush(std::move(done)); }
+    void GetAt(const storage::RecordRef& ref, storage::GetCallback done) override {
+      inner_->GetAt(ref, std::move(done));
+    }
+    void UpdateAt(const storage::RecordRef& ref, storage::UpdateFn fn,
+                  storage::WriteCallback done) override {
+      inner_->UpdateAt(ref, std::move(fn), std::move(done));
+    }
+    void Defer(std::function<void()> task) override { inner_->Defer(std::move(task)); }
+    int event_fd() const override { return inner_->event_fd(); }
+    void OnEvent() override { inner_->OnEvent(); }
+    size_t Poll() override { return inner_->Poll(); }
+    size_t Wait(std::chrono::milliseconds timeout) override { return inner_->Wait(timeout); }
+    uint32_t pending() const override { return inner_->pending(); }
+
+   protected:
+    void BeginBatch() override { batches_.push_back(std::make_unique<Batch>(*inner_)); }
+    void EndBatch() override { batches_.pop_back(); }
+
+   private:
+    RendezvousStore* store_;
+    std::unique_ptr<storage::Worker> inner_;
+    bool updated_ = false;  // its first update has been started
+    bool met_ = false;      // and has been to the meeting
+    std::vector<std::unique_ptr<Batch>> batches_;
+  };
+
+  // Waits (30 s at most: a hang guard) until `parties_` have arrived.
+  void Meet() {
+    ++arrived_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (arrived_.load() < parties_ && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  storage::Store* store_;
+  const int parties_;
+  std::atomic<int> arrived_{0};
+};
+
 TEST_F(ProfileStoreTest, ConcurrentUpsertsToOneUserLoseNoSegment) {
   Open();
   constexpr int kThreads = 3, kPerThread = 150;
+  // The threads' sessions meet at their first upsert (see RendezvousStore).
+  RendezvousStore meeting(engine_.get(), kThreads);
+  ProfileOptions o = popts_;
+  auto meeting_profiles = ProfileStore::Open(&meeting, o);
+  ASSERT_TRUE(meeting_profiles.ok()) << meeting_profiles.status().ToString();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto s = profiles_->NewSession();
+      auto s = (*meeting_profiles)->NewSession();
       ASSERT_TRUE(s.ok());
       int done = 0;
       for (int i = 0; i < kPerThread; ++i) {
@@ -492,8 +598,11 @@ TEST_F(ProfileStoreTest, ConcurrentUpsertsToOneUserLoseNoSegment) {
     });
   }
   for (auto& th : threads) th.join();
+  meeting_profiles->reset();
   EXPECT_EQ(*session_->CountSync("shared"), uint32_t(kThreads * kPerThread));
-  EXPECT_GT(engine_->stats().update_retries, 0u);
+  // Writers did collide: at least at the meeting.
+  EXPECT_EQ(meeting.arrived(), kThreads);
+  EXPECT_GE(engine_->stats().update_retries, uint64_t{kThreads - 1});
 }
 
 }  // namespace

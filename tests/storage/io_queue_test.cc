@@ -384,10 +384,13 @@ TEST(UringQueueTest, CompletionsReapedBySubmitWaitForPoll) {
   for (int error : {-EBUSY, -EAGAIN}) {
     Flagging first, second;
     first.issuing = second.issuing = &issuing;
+    uring->ClearEvent();
     uring->Read(0, buf.data(), kSectorSize, &first);
     uring->Submit();
-    // Let the first read's completion land on the ring, unreaped.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // The first read's completion is on the ring, unreaped, once the ring's
+    // eventfd says so (a fixed sleep would not know on a slow device, and
+    // the test would pass without testing anything).
+    ASSERT_TRUE(Readable(uring->event_fd(), 10000)) << "the first read did not complete in 10 s";
     issuing = true;
     uring->FailSubmitsForTesting(2, error);
     uring->Read(kSectorSize, buf.data(), kSectorSize, &second);
