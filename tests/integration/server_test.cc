@@ -898,15 +898,19 @@ TEST_F(ServerTest, LoadExitsWithOneWhenTheServerRefusesAUser) {
 TEST_F(ServerTest, LoadExitsWithOneWhenAnExpiryPassesBeforeSending) {
   const std::string fifo = dir_.File("slow.fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const auto soon = static_cast<uint64_t>(std::time(nullptr)) + 3;
   std::thread writer([&] {
-    // Opening blocks until segctl opens the other end; the file then stays
-    // open (not at its end) until the expiry has passed.
+    // Opening blocks until segctl opens the other end, which it does after
+    // taking the load's start time: an expiry two seconds from now is ahead
+    // of that start however slow the machine. The file then stays open (not
+    // at its end) until the clock has passed that expiry.
     FILE* f = std::fopen(fifo.c_str(), "w");
     ASSERT_NE(f, nullptr);
+    const auto soon = static_cast<uint64_t>(std::time(nullptr)) + 2;
     std::fprintf(f, "soon,1,@%llu\nlater,2,3600\n", static_cast<unsigned long long>(soon));
     std::fflush(f);
-    std::this_thread::sleep_for(std::chrono::seconds(3));
+    while (static_cast<uint64_t>(std::time(nullptr)) <= soon) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     std::fclose(f);
   });
   auto [rc, out] = Segctl(served_.server->port(), "load --no-progress " + fifo);
