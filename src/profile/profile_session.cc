@@ -127,8 +127,12 @@ void ProfileSessionImpl::Remove(std::string_view user, std::span<const uint64_t>
         *removed = 0;
         if (cur == nullptr) return Status::NotFound("no live segments");
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+        // The engine judged the record alive a moment ago; the clock may have
+        // ticked past its last expiry since. No live segment: no profile.
+        const UnixSeconds now = Now();
+        if (LiveCount(scratch_, now) == 0) return Status::NotFound("no live segments");
         uint32_t trimmed = 0;
-        *removed = RemoveIds(scratch_, *id_list, Now(), &merged_, &trimmed);
+        *removed = RemoveIds(scratch_, *id_list, now, &merged_, &trimmed);
         if (*removed == 0 && trimmed == 0) return storage::Mutation::Keep();
         return Store(merged_);
       },
@@ -150,7 +154,9 @@ void ProfileSessionImpl::Trim(std::string_view user, UnixSeconds before,
         *result = TrimResult{};
         if (cur == nullptr) return Status::NotFound("no live segments");
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
-        *result = TrimBefore(scratch_, std::max(before, Now()), &merged_);
+        const UnixSeconds now = Now();
+        if (LiveCount(scratch_, now) == 0) return Status::NotFound("no live segments");  // as Remove
+        *result = TrimBefore(scratch_, std::max(before, now), &merged_);
         if (result->trimmed == 0) return storage::Mutation::Keep();
         return Store(merged_);
       },

@@ -27,6 +27,12 @@ std::optional<uint32_t> AttrOf(const Columns& c, size_t i, int which) {
 
 }  // namespace
 
+uint32_t LiveCount(const Columns& c, UnixSeconds now) {
+  uint32_t n = 0;
+  for (const UnixSeconds e : c.expires) n += Alive(e, now) ? 1 : 0;
+  return n;
+}
+
 uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResult* out) {
   out->ids.clear();
   out->expires.clear();

@@ -11,6 +11,9 @@
 
 namespace segstore::profile {
 
+// How many segments of `c` are live at `now` (0: the profile does not exist).
+uint32_t LiveCount(const Columns& c, UnixSeconds now);
+
 // The live segments of `c` at `now` that match `o`, into `out`. Returns how
 // many segments are live at all (0: the profile does not exist for readers).
 uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResult* out);

@@ -272,14 +272,17 @@ Status WrongType(std::string_view field, std::string_view want, const object& go
   return Bad(field, "expected " + std::string(want) + ", got " + std::string(TypeName(got.type)));
 }
 
-constexpr int kMaxDepth = 8;  // containers nested in a body, at most
+constexpr int kMaxDepth = 8;            // containers nested in a body, at most
+constexpr uint64_t kMaxMapEntries = 4096;  // entries of one map, at most
 
 // Walks the MessagePack value at the start of `body` without building it,
 // and gives its length. Each container must claim no more elements than the
 // bytes left could hold (every element takes at least one byte), so the
 // parser below never reserves room for elements the body does not have,
-// whatever a header claims; at most kMaxDepth containers nest; extension
-// types and the unused byte 0xc1 are refused.
+// whatever a header claims: what it builds is at most one object (24 bytes)
+// for each byte of the body. At most kMaxDepth containers nest, a map has at
+// most kMaxMapEntries entries, and extension types and the unused byte 0xc1
+// are refused.
 Status CheckShape(std::string_view body, size_t* length) {
   const auto* const begin = reinterpret_cast<const uint8_t*>(body.data());
   const auto* p = begin;
@@ -299,11 +302,14 @@ Status CheckShape(std::string_view body, size_t* length) {
     if (p == end) return truncated;
     const uint8_t b = *p;
     uint64_t head = 1, payload = 0, children = 0, n = 0;
+    bool container = false;
     if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
       // fixint, nil, false, true
     } else if (b <= 0x8f) {
+      container = true;
       children = 2 * uint64_t{b & 0x0fu};
     } else if (b <= 0x9f) {
+      container = true;
       children = b & 0x0fu;
     } else if (b <= 0xbf) {
       payload = b & 0x1fu;
@@ -318,6 +324,11 @@ Status CheckShape(std::string_view body, size_t* length) {
       const size_t w = (b == 0xdc || b == 0xde) ? 2 : 4;
       if (!big_endian(w, &n)) return truncated;
       head += w;
+      container = true;
+      if (b >= 0xde && n > kMaxMapEntries) {
+        return Status::InvalidArgument("body: a map of " + std::to_string(n) +
+                                       " entries; at most " + std::to_string(kMaxMapEntries));
+      }
       children = b >= 0xde ? 2 * n : n;
     } else if (b == 0xc1) {
       return Status::InvalidArgument("body is not valid MessagePack: byte 0xc1 at offset " +
@@ -329,11 +340,11 @@ Status CheckShape(std::string_view body, size_t* length) {
     p += head + payload;
     --expected;
     if (depth > 0) --left_at[depth - 1];
+    if (container && depth == kMaxDepth) {  // an empty one too
+      return Status::InvalidArgument("body: more than " + std::to_string(kMaxDepth) +
+                                     " levels of nested arrays and maps");
+    }
     if (children > 0) {
-      if (depth == kMaxDepth) {
-        return Status::InvalidArgument("body: more than " + std::to_string(kMaxDepth) +
-                                       " levels of nested arrays and maps");
-      }
       expected += children;
       if (expected > static_cast<uint64_t>(end - p)) {
         return Status::InvalidArgument(
@@ -349,8 +360,7 @@ Status CheckShape(std::string_view body, size_t* length) {
 }
 
 // Parses `body` into a tree of objects owned by *oh. An empty body is an empty map.
-Status Parse(std::string_view body, const DecodeLimits& /*lim*/, msgpack::object_handle* oh,
-             const object** root) {
+Status Parse(std::string_view body, msgpack::object_handle* oh, const object** root) {
   static const object kEmptyMap = [] {
     object o;
     o.type = mt::MAP;
@@ -438,14 +448,12 @@ Status CheckKeys(const object& map, std::string_view what) {
 // A MessagePack map read field by field. Unknown keys are ignored.
 class Fields {
  public:
-  Fields(const object& map, std::string prefix) : map_(map), prefix_(std::move(prefix)) {}
-
   // `o` as a map with string keys, each once; `what` names it in errors.
   static Status Of(const object& o, std::string_view what, const std::string& prefix,
                    std::optional<Fields>* out) {
     if (o.type != mt::MAP) return WrongType(what, "a map", o);
     SEGSTORE_RETURN_IF_ERROR(CheckKeys(o, what));
-    out->emplace(o, prefix);
+    out->emplace(Fields(o, prefix));
     return Status::OK();
   }
 
@@ -558,6 +566,9 @@ class Fields {
   }
 
  private:
+  // Only through Of(): Find reads every key as a string.
+  Fields(const object& map, std::string prefix) : map_(map), prefix_(std::move(prefix)) {}
+
   const object& map_;
   std::string prefix_;
 };
@@ -582,7 +593,7 @@ Status ReadMode(const Fields& f, UpsertMode* mode) {
   } else if (name == "add") {
     *mode = UpsertMode::kAdd;
   } else {
-    return Bad(f.Name("mode"), "\"" + name + "\" is not one of set, extend, add");
+    return Bad(f.Name("mode"), "\"" + Printable(name) + "\" is not one of set, extend, add");
   }
   return Status::OK();
 }
@@ -595,7 +606,7 @@ Status ReadOptions(const Fields& f, GetOptions* o) {
   } else if (projection.empty() || projection == "full") {
     o->ids_only = false;
   } else {
-    return Bad(f.Name("projection"), "\"" + projection + "\" is not one of ids, full");
+    return Bad(f.Name("projection"), "\"" + Printable(projection) + "\" is not one of ids, full");
   }
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("expiry_from", &o->expiry_from));
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("expiry_to", &o->expiry_to));
@@ -755,10 +766,10 @@ Status ReadResults(const Fields& f, ReadOk read_ok, std::vector<Result<T>>* out)
 
 // Parses `body`, requires a map, and hands its fields to `read`.
 template <typename Read>
-Status DecodeMap(std::string_view body, const DecodeLimits& lim, Read read) {
+Status DecodeMap(std::string_view body, Read read) {
   msgpack::object_handle oh;
   const object* root = nullptr;
-  SEGSTORE_RETURN_IF_ERROR(Parse(body, lim, &oh, &root));
+  SEGSTORE_RETURN_IF_ERROR(Parse(body, &oh, &root));
   std::optional<Fields> f;
   SEGSTORE_RETURN_IF_ERROR(Fields::Of(*root, "body", "", &f));
   return read(*f);
@@ -878,13 +889,13 @@ void Encode(const DeleteRequest& m, std::string* out) {
   });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, EmptyRequest* /*m*/) {
-  return DecodeMap(body, lim, [](const Fields&) { return Status::OK(); });
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, EmptyRequest* /*m*/) {
+  return DecodeMap(body, [](const Fields&) { return Status::OK(); });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, HelloRequest* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, HelloRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.Text("client", &m->client));
     return f.Blob("auth", &m->auth);
   });
@@ -892,7 +903,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, HelloRequest* m) {
 
 Status Decode(std::string_view body, const DecodeLimits& lim, GetRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     return ReadOptions(f, &m->options);
   });
@@ -906,7 +917,7 @@ void Reject(std::vector<Status>* rejected, size_t n, size_t i, Status s) {
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     const object* arr = nullptr;
     SEGSTORE_RETURN_IF_ERROR(f.Array("users", lim.max_batch, &arr, true));
     SEGSTORE_RETURN_IF_ERROR(ReadOptions(f, &m->options));
@@ -923,7 +934,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m
 
 Status Decode(std::string_view body, const DecodeLimits& lim, CountRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_from", &m->id_from));
     return f.UintAs("id_to", &m->id_to);
@@ -932,12 +943,12 @@ Status Decode(std::string_view body, const DecodeLimits& lim, CountRequest* m) {
 
 Status Decode(std::string_view body, const DecodeLimits& lim, UpsertRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return ReadUpsertItem(f, lim, m); });
+  return DecodeMap(body, [&](const Fields& f) { return ReadUpsertItem(f, lim, m); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     UpsertMode mode = UpsertMode::kSet;
     SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &mode));
     const object* arr = nullptr;
@@ -961,7 +972,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertRequest
 
 Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     const object* arr = nullptr;
     SEGSTORE_RETURN_IF_ERROR(f.Array("ids", lim.max_list, &arr, true));
@@ -981,7 +992,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) 
 
 Status Decode(std::string_view body, const DecodeLimits& lim, TrimRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     return f.UintAs("before", &m->before);
   });
@@ -989,7 +1000,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, TrimRequest* m) {
 
 Status Decode(std::string_view body, const DecodeLimits& lim, DeleteRequest* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return f.User(lim, &m->user); });
+  return DecodeMap(body, [&](const Fields& f) { return f.User(lim, &m->user); });
 }
 
 // ---- responses ----
@@ -1114,9 +1125,9 @@ void Encode(const StatsResponse& m, std::string* out) {
   });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, HelloResponse* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, HelloResponse* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("protocol", &m->protocol, true));
     SEGSTORE_RETURN_IF_ERROR(f.Text("server", &m->server));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_frame_bytes", &m->max_frame_bytes, true));
@@ -1137,63 +1148,63 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* 
   return internal::DecodeGeneral(body, lim, m);
 }
 
-Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim, GetResult* m) {
+Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& /*lim*/, GetResult* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return ReadGetResult(f, m); });
+  return DecodeMap(body, [&](const Fields& f) { return ReadGetResult(f, m); });
 }
 
-Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim,
+Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& /*lim*/,
                                BatchGetResponse* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     return ReadResults<GetResult>(f, ReadGetResult, m);
   });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, UpsertResult* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, UpsertResult* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return ReadUpsertResult(f, m); });
+  return DecodeMap(body, [&](const Fields& f) { return ReadUpsertResult(f, m); });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, BatchUpsertResponse* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, BatchUpsertResponse* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     return ReadResults<UpsertResult>(f, ReadUpsertResult, m);
   });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, RemoveResponse* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, RemoveResponse* m) {
   *m = {};
-  return DecodeMap(body, lim,
+  return DecodeMap(body,
                    [&](const Fields& f) { return f.UintAs("removed", &m->removed, true); });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, TrimResult* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, TrimResult* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("trimmed", &m->trimmed, true));
     return f.UintAs("remaining", &m->remaining, true);
   });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, CountResponse* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, CountResponse* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) { return f.UintAs("count", &m->count, true); });
+  return DecodeMap(body, [&](const Fields& f) { return f.UintAs("count", &m->count, true); });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, DeleteResponse* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, DeleteResponse* m) {
   *m = {};
-  return DecodeMap(body, lim, [&](const Fields& f) {
+  return DecodeMap(body, [&](const Fields& f) {
     if (f.Find("deleted") == nullptr) return Bad("deleted", "missing");
     return f.Flag("deleted", &m->deleted);
   });
 }
 
-Status Decode(std::string_view body, const DecodeLimits& lim, StatsResponse* m) {
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, StatsResponse* m) {
   *m = {};
   msgpack::object_handle oh;
   const object* root = nullptr;
-  SEGSTORE_RETURN_IF_ERROR(Parse(body, lim, &oh, &root));
+  SEGSTORE_RETURN_IF_ERROR(Parse(body, &oh, &root));
   if (root->type != mt::MAP) return WrongType("body", "a map", *root);
   m->entries.clear();
   for (uint32_t i = 0; i < root->via.map.size; ++i) {
@@ -1226,7 +1237,7 @@ void EncodeError(std::string_view message, std::string* out) {
 
 std::string DecodeError(std::string_view body) {
   std::string message;
-  Status s = DecodeMap(body, DecodeLimits{},
+  Status s = DecodeMap(body,
                        [&](const Fields& f) { return f.Text("message", &message, true); });
   if (!s.ok()) return "(unreadable error body: " + s.ToString() + ")";
   return message;

@@ -86,9 +86,11 @@ inline constexpr uint32_t kBlockHeaderSize = 64;
 void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst /* kBlockHeaderSize */);
 // NotFound for an erased or never-written block (all zeros), Corruption for a
 // header that fails validation or carries another format version than
-// kFormatVersion (the superblock's version governs the device: under a
-// superblock this build reads, a block of another version can only be left
-// over or damaged; recovery treats it as free).
+// kFormatVersion (the superblock's version governs the device: while the
+// oldest version this build reads is the one it writes, a block of another
+// version under a superblock it reads can only be left over or damaged, and
+// recovery treats it as free; a release that reads older versions must take
+// their blocks here).
 Result<BlockHeader> DecodeBlockHeader(const uint8_t* src /* kBlockHeaderSize */);
 
 // ---- Record: one version of one key, or a tombstone. Starts at a 16-byte

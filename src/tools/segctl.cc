@@ -570,9 +570,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    // load's usage errors are fatal errors like its others: exit status 2.
-    return rc != 0 && load->parsed() ? 2 : rc;
+    const int rc = app.exit(e);  // prints the error, or the help (rc 0)
+    // A usage error is an error like any other: exit status 1, and 2 for
+    // load, whose fatal errors are 2.
+    if (rc == 0) return 0;
+    return load->parsed() ? 2 : 1;
   }
   const std::string command = app.get_subcommands().front()->get_name();
   if (command == "load") return RunLoadCommand(a);

@@ -127,16 +127,19 @@ TEST_F(ProtocolTest, AProfileWhoseSegmentsAllExpiredIsNotFound) {
   EXPECT_TRUE(client_->Get("u").status().IsNotFound());
   EXPECT_TRUE(client_->Count("u").status().IsNotFound());
   EXPECT_TRUE(client_->Trim("u").status().IsNotFound());
+  EXPECT_TRUE(client_->Remove("u", std::vector<uint64_t>{1}).status().IsNotFound());
   auto deleted = client_->Delete("u");
   ASSERT_TRUE(deleted.ok());
   EXPECT_FALSE(*deleted);
   EXPECT_EQ(Writes(), writes);
-  // An upsert starts a new profile: the expired segments count as trimmed.
-  std::vector<SegmentUpdate> again = {Ttl(3, 60)};
+  // An upsert starts a new profile; the old one is gone, so nothing of it
+  // counts as trimmed.
+  std::vector<SegmentUpdate> again = {Ttl(3, 60), Ttl(1, 60)};
   auto r = client_->Upsert("u", again);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->inserted, 1u);
-  EXPECT_EQ(r->count, 1u);
+  EXPECT_EQ(r->inserted, 2u);
+  EXPECT_EQ(r->trimmed, 0u);
+  EXPECT_EQ(r->count, 2u);
 }
 
 // ---- Types: liveness ----
@@ -179,7 +182,7 @@ TEST_F(ProtocolTest, OnlyTheLargestExpiryToIncludesNeverExpiringSegments) {
   GetOptions later;
   later.expiry_from = kMaxTime;  // only "never" expires at or after 2^32-1
   EXPECT_EQ(client_->Get("u", later)->ids, (std::vector<uint64_t>{3}));
-  // An empty range matches nothing: OK with count 0, not NotFound.
+  // An empty range matches nothing: OK with count 0, not NotFound...
   GetOptions empty;
   empty.id_from = 10;
   empty.id_to = 5;
@@ -187,6 +190,12 @@ TEST_F(ProtocolTest, OnlyTheLargestExpiryToIncludesNeverExpiringSegments) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->count, 0u);
   EXPECT_TRUE(got->ids.empty());
+  // ...so outside an empty expiry window lies every segment.
+  GetOptions outside_empty;
+  outside_empty.expiry_from = kStart + 100;
+  outside_empty.expiry_to = kStart + 50;
+  outside_empty.outside_expiry_window = true;
+  EXPECT_EQ(client_->Get("u", outside_empty)->ids, (std::vector<uint64_t>{1, 2, 3}));
 }
 
 // ---- trim ----
@@ -258,14 +267,23 @@ TEST_F(ProtocolTest, UpsertModesAtTheirEdges) {
   EXPECT_EQ(r->inserted, 1u);
   EXPECT_EQ(r->updated, 0u);
   EXPECT_EQ(r->trimmed, 1u);
-  // add with 0 seconds and a TTL of 0 are InvalidArgument; nothing is written.
+  // add with 0 seconds, a TTL of 0, and a TTL or an add whose now + value
+  // passes 2^32-1 are InvalidArgument; nothing is written.
   const uint64_t writes = Writes();
+  std::vector<SegmentUpdate> far = {Ttl(2, kMaxTime - (kStart + 100) + 1)};
+  EXPECT_EQ(client_->Upsert("u", far, UpsertMode::kAdd).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(client_->Upsert("u", far, UpsertMode::kSet).status().code(),
+            Status::Code::kInvalidArgument);
+  std::vector<SegmentUpdate> last = {Ttl(2, kMaxTime - (kStart + 100))};
+  EXPECT_TRUE(client_->Upsert("u", last, UpsertMode::kAdd).ok());  // never stays never
+  EXPECT_EQ(client_->Get("u")->At(1).expires_at, kNever);
   std::vector<SegmentUpdate> zero = {Ttl(5, 0)};
   EXPECT_EQ(client_->Upsert("u", zero, UpsertMode::kAdd).status().code(),
             Status::Code::kInvalidArgument);
   EXPECT_EQ(client_->Upsert("u", zero, UpsertMode::kSet).status().code(),
             Status::Code::kInvalidArgument);
-  EXPECT_EQ(Writes(), writes);
+  EXPECT_EQ(Writes(), writes + 1);  // the one add that was accepted
 }
 
 // An empty segments list is OK: it trims the profile's expired segments and
@@ -339,7 +357,7 @@ TEST_F(ProtocolTest, PingAndStatsBodiesAreEmptyOrAMap) {
   EXPECT_EQ(pong.header.body_length, 0u);
 }
 
-// Map keys are strings, each once, at every level.
+// Map keys are strings, each once, in every map the server reads.
 TEST_F(ProtocolTest, KeysThatAreNotStringsOrAppearTwiceAreInvalid) {
   Upsert("u", {At(1, kNever)});
   Frame f =
@@ -417,12 +435,53 @@ TEST_F(ProtocolTest, EndOfStreamAnswersEveryWholeRequestFirst) {
   partial.ShutdownWrite();
   EXPECT_TRUE(partial.Expect(3, Status::Code::kOk));
   EXPECT_TRUE(partial.ExpectClosed());
+  // A cut write is not carried out.
+  RawConn cut_write;
+  ASSERT_TRUE(cut_write.Connect(served_.server->port()));
+  const std::string upsert =
+      MakeFrame(static_cast<uint8_t>(Op::kUpsert), 5,
+                Mp().Map(2).Str("user").Str("cut").Str("segments").Arr(1).Arr(2).U(1).U(0));
+  const uint64_t writes = Writes();
+  ASSERT_TRUE(cut_write.Write(upsert.substr(0, upsert.size() - 1)));
+  cut_write.ShutdownWrite();
+  EXPECT_TRUE(cut_write.ExpectClosed());
+  EXPECT_EQ(Writes(), writes);
+  EXPECT_TRUE(client_->Get("cut").status().IsNotFound());
   // A header cut short is dropped the same way.
   RawConn header;
   ASSERT_TRUE(header.Connect(served_.server->port()));
   ASSERT_TRUE(header.Write(whole.substr(0, 9)));
   header.ShutdownWrite();
   EXPECT_TRUE(header.ExpectClosed());
+}
+
+// More requests than a connection serves at once (max_in_flight), then end
+// of stream: the server reads the rest as the first are answered, and
+// answers every one before it closes.
+TEST_F(ProtocolTest, EndOfStreamWithMoreRequestsThanServedAtOnce) {
+  // Upserts: each answer waits for its write to reach the device, so many
+  // are still pending when the end of stream is read.
+  const uint32_t n = ServerOptions{}.max_in_flight + 44;
+  std::string burst;
+  for (uint32_t i = 1; i <= n; ++i) {
+    burst += MakeFrame(
+        static_cast<uint8_t>(Op::kUpsert), i,
+        Mp().Map(2).Str("user").Str("u" + std::to_string(i)).Str("segments").Arr(1).Arr(2).U(1).U(0));
+  }
+  ASSERT_TRUE(raw_.Write(burst));
+  raw_.ShutdownWrite();
+  std::vector<bool> seen(n + 1, false);
+  for (uint32_t k = 0; k < n; ++k) {
+    Frame f;
+    ASSERT_EQ(raw_.ReadFrame(&f), RawConn::ReadResult::kFrame) << k << " answers so far";
+    ASSERT_EQ(f.status(), Status::Code::kOk);
+    ASSERT_GE(f.id(), 1u);
+    ASSERT_LE(f.id(), n);
+    EXPECT_FALSE(seen[f.id()]) << f.id();
+    seen[f.id()] = true;
+  }
+  EXPECT_TRUE(raw_.ExpectClosed());
+  EXPECT_EQ(client_->Get("u" + std::to_string(n))->count, 1u);
 }
 
 // ---- batch_get ----
@@ -504,6 +563,36 @@ TEST_F(ProtocolTest, ABadBatchUpsertItemFailsAloneWhateverIsWrongWithIt) {
   EXPECT_EQ(results[0].status().code(), Status::Code::kLimitExceeded);
   EXPECT_TRUE(results[1].ok());
   EXPECT_EQ(client_->Get("full")->count, 1u);
+}
+
+TEST_F(ProtocolTest, ABatchItemWithABadModeFailsAlone) {
+  Frame f = Call(Op::kBatchUpsert,
+                 Mp().Map(1)
+                     .Str("items")
+                     .Arr(2)
+                     .Map(3)
+                     .Str("user")
+                     .Str("a")
+                     .Str("mode")
+                     .Str("sometimes")
+                     .Str("segments")
+                     .Arr(0)
+                     .Map(2)
+                     .Str("user")
+                     .Str("b")
+                     .Str("segments")
+                     .Arr(1)
+                     .Arr(2)
+                     .U(1)
+                     .U(0),
+                 Status::Code::kOk);
+  BatchUpsertResult results;
+  ASSERT_TRUE(proto::Decode(f.body, {}, &results).ok());
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(results[0].status().message().find("items[0].mode"), std::string::npos);
+  EXPECT_TRUE(results[1].ok());
+  EXPECT_EQ(client_->Get("b")->count, 1u);
 }
 
 TEST_F(ProtocolTest, WhatIsWrongWithTheBatchItselfFailsItWhole) {

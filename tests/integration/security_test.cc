@@ -9,7 +9,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,6 +124,62 @@ TEST_F(SecurityTest, TlsServesTheClientLibrary) {
   EXPECT_EQ(Counters().tls_handshake_failures, 0u);
   EXPECT_GT(Counters().tls_certificate_not_after, static_cast<int64_t>(kStart));
   EXPECT_EQ(served_.server->security(), "TLS 1.2+");
+}
+
+// End of stream over TLS (PROTOCOL.md, "End of stream"): a client that ends
+// its TCP stream after its requests, without a TLS close_notify, still gets
+// every answer, then the server closes.
+TEST_F(SecurityTest, TlsEndOfStreamAnswersWhatWasSentFirst) {
+  Start(Tls());
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  ctx.load_verify_file(pki_.ca_cert);
+  ctx.set_verify_mode(asio::ssl::verify_peer);
+  asio::ssl::stream<asio::ip::tcp::socket> tls(io, ctx);
+  tls.next_layer().connect({asio::ip::make_address("127.0.0.1"), served_.server->port()});
+  tls.handshake(asio::ssl::stream_base::client);
+  // An upsert, whose answer waits for the device, then a ping.
+  proto::UpsertRequest upsert{"eos-user", {{7, 3600, true, {}, {}}}, UpsertMode::kSet};
+  std::string body;
+  proto::Encode(upsert, &body);
+  const std::string frames =
+      testing::MakeFrame(static_cast<uint8_t>(proto::Op::kUpsert), 1, body) +
+      testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), 2, "");
+  asio::write(tls, asio::buffer(frames));
+  tls.next_layer().shutdown(asio::ip::tcp::socket::shutdown_send);
+  // Read until the server closes, within a generous guard.
+  std::string got;
+  boost::system::error_code end;
+  std::vector<char> buf(4096);
+  std::function<void()> read = [&] {
+    tls.async_read_some(asio::buffer(buf), [&](const boost::system::error_code& ec, size_t n) {
+      got.append(buf.data(), n);
+      if (ec) {
+        end = ec;
+        return;
+      }
+      read();
+    });
+  };
+  read();
+  io.run_for(std::chrono::seconds(20));
+  ASSERT_TRUE(end) << "the server did not close";
+  std::vector<uint32_t> answered;
+  for (size_t at = 0; at + proto::kHeaderSize <= got.size();) {
+    proto::FrameHeader h;
+    ASSERT_EQ(proto::DecodeHeader(reinterpret_cast<const uint8_t*>(got.data()) + at, UINT32_MAX,
+                                  &h),
+              proto::HeaderCheck::kOk);
+    EXPECT_EQ(h.status, 0);
+    answered.push_back(h.request_id);
+    at += proto::kHeaderSize + h.body_length;
+  }
+  std::sort(answered.begin(), answered.end());
+  EXPECT_EQ(answered, (std::vector<uint32_t>{1, 2}));
+  auto c = Client::Connect(TlsClient());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->Get("eos-user")->count, 1u);
 }
 
 TEST_F(SecurityTest, PlainClientOnTheTlsPortIsClosedAndCounted) {
@@ -281,6 +341,21 @@ TEST_F(SecurityTest, SecretIsRequiredBeforeAnyRequest) {
   }
   // Nothing was written by the refused requests.
   EXPECT_EQ(Counters().auth_failures, 0u);
+}
+
+// End of stream before authentication: requests read are answered (here
+// Unauthenticated), then the connection closes.
+TEST_F(SecurityTest, EndOfStreamBeforeAuthenticationAnswersThenCloses) {
+  WriteFile(secrets_, kSecretA + "\n");
+  ServerOptions o;
+  o.auth_secret_file = secrets_;
+  Start(o);
+  testing::RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port()));
+  ASSERT_TRUE(raw.Write(testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), 9, "")));
+  raw.ShutdownWrite();
+  EXPECT_TRUE(raw.Expect(9, Code::kUnauthenticated));
+  EXPECT_TRUE(raw.ExpectClosed());
 }
 
 TEST_F(SecurityTest, WrongSecretClosesTheConnection) {

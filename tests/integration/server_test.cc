@@ -524,8 +524,13 @@ TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
   EXPECT_EQ(rc, 1);
   std::tie(rc, out) = Segctl(port, "remove alice 12abc");
   EXPECT_EQ(rc, 1);
+  // Usage errors are errors: exit status 1 (CLI11's own codes are not used).
   std::tie(rc, out) = Segctl(port, "frobnicate alice");
-  EXPECT_NE(rc, 0);
+  EXPECT_EQ(rc, 1) << out;
+  std::tie(rc, out) = Segctl(port, "get");
+  EXPECT_EQ(rc, 1) << out;
+  std::tie(rc, out) = Segctl(port, "count alice --id-from");
+  EXPECT_EQ(rc, 1) << out;
   EXPECT_EQ(served_.server->counters().requests, before);
   // A server that is not there: a clear error, not a hang.
   std::tie(rc, out) = Segctl(1, "--timeout 2000 ping");

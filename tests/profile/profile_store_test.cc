@@ -115,6 +115,62 @@ TEST_F(ProfileStoreTest, EveryOperationOnOneUser) {
   EXPECT_TRUE(s.TrimSync("alice").status().IsNotFound());
 }
 
+// A clock that moves one second on the first read after Arm(): it puts the
+// second at which a profile's last segment expires between the engine's
+// liveness check (its one clock read of an operation) and the profile
+// layer's.
+class TickingClock final : public Clock {
+ public:
+  explicit TickingClock(UnixSeconds now) : now_(now) {}
+  UnixSeconds Now() const override {
+    if (armed_.exchange(false)) return now_.fetch_add(1);  // this read still sees the old second
+    return now_.load();
+  }
+  void Arm() { armed_ = true; }
+
+ private:
+  mutable std::atomic<UnixSeconds> now_;
+  mutable std::atomic<bool> armed_{false};
+};
+
+// The engine found the record alive; by the profile layer's read of the
+// clock its last segment had expired. Remove and trim must still answer
+// NotFound and write nothing, as for any user without a profile.
+TEST_F(ProfileStoreTest, RemoveAndTrimAtTheSecondTheProfileExpiresAreNotFound) {
+  TickingClock clock(kStart);
+  storage::StoreOptions o;
+  o.path = dir_.File("ticking");
+  o.file_size = 64u << 20;
+  o.write_block_size = 256u << 10;
+  o.clock = &clock;
+  auto engine = storage::Store::Open(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  ProfileOptions p;
+  p.sweeper = false;
+  auto profiles = ProfileStore::Open(engine->get(), p);
+  ASSERT_TRUE(profiles.ok());
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok());
+  std::vector<SegmentUpdate> up = {{1, 1, true, {}, {}}};  // expires at kStart + 1
+  ASSERT_TRUE((*session)->UpsertSync("u", up).ok());
+  const uint64_t writes = (*engine)->stats().writes;
+  clock.Arm();
+  auto removed = (*session)->RemoveSync("u", std::vector<uint64_t>{7});
+  EXPECT_TRUE(removed.status().IsNotFound()) << removed.status().ToString();
+  EXPECT_EQ((*engine)->stats().writes, writes);
+
+  std::vector<SegmentUpdate> again = {{1, 1, true, {}, {}}};  // expires at kStart + 2
+  ASSERT_TRUE((*session)->UpsertSync("v", again).ok());
+  const uint64_t writes2 = (*engine)->stats().writes;
+  clock.Arm();
+  auto trimmed = (*session)->TrimSync("v");
+  EXPECT_TRUE(trimmed.status().IsNotFound()) << trimmed.status().ToString();
+  EXPECT_EQ((*engine)->stats().writes, writes2);
+  session->reset();
+  profiles->reset();
+  engine->reset();
+}
+
 TEST_F(ProfileStoreTest, AProfileWithNothingLiveDoesNotExist) {
   Open();
   std::vector<SegmentUpdate> up = {{1, 10, true, {}, {}}};

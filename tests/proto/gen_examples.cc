@@ -429,7 +429,9 @@ std::string Render(const Example& e) {
   field(
       8, 12,
       "request_id " + std::to_string(h.request_id) +
-          (request ? ": chosen by the client, echoed in the response" : ": the request's, echoed"));
+          (request      ? ": chosen by the client, echoed in the response"
+           : h.op == 0 ? ": none (no request's header was trusted)"
+                       : ": the request's, echoed"));
   field(12, 16, "body_length " + std::to_string(h.body_length) + ": the body bytes that follow");
   out.push_back(Hex(f, 0, kHeaderSize));
 

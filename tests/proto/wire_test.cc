@@ -36,7 +36,7 @@
 // Every operator new of this binary reports its size while a watch is on, so
 // a test can show a decoder never asked for a huge block (std::vector::reserve
 // on an element count read from the input, say). msgpack's own zone allocates
-// with malloc and is bounded by the decoder's unpack limits instead.
+// with malloc and is bounded by the shape check (at most one object a body byte).
 
 namespace {
 std::atomic<bool> g_watching{false};
@@ -1383,6 +1383,34 @@ TEST(HostileInputTest, NestingUpToEightLevelsIsAccepted) {
   };
   EXPECT_TRUE(DecodeAs<GetRequest>(nested(8)).ok());
   ExpectInvalid(DecodeAs<GetRequest>(nested(9)), {"body", "8 levels"});
+  // An empty container counts as a level too.
+  Mp empty;
+  empty.Map(2).Str("user").Str("u").Str("x");
+  for (int i = 1; i < 8; ++i) empty.Arr(1);
+  empty.Map(0);
+  ExpectInvalid(DecodeAs<GetRequest>(empty), {"body", "8 levels"});
+}
+
+TEST(HostileInputTest, AMapHoldsAtMost4096Entries) {
+  auto map = [](uint32_t n) {
+    Mp m;
+    m.Map(n).Str("user").Str("u");
+    for (uint32_t i = 1; i < n; ++i) m.Str("k" + std::to_string(i)).U(0);
+    return m.str();
+  };
+  EXPECT_TRUE(DecodeAs<DeleteRequest>(map(4096)).ok());
+  ExpectInvalid(DecodeAs<DeleteRequest>(map(4097)), {"body", "4097 entries", "4096"});
+}
+
+// Messages travel as MessagePack str: a client's bytes in them are escaped.
+TEST(HostileInputTest, ClientBytesInMessagesArePrintable) {
+  const std::string bad("\xff\xfe\x01mode", 7);
+  const Status s = DecodeAs<UpsertRequest>(
+      Mp().Map(3).Str("user").Str("u").Str("mode").Str(bad).Str("segments").Arr(0));
+  ExpectInvalid(s, {"mode", "\\xff\\xfe\\x01mode"});
+  for (const char c : s.message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << s.message();
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("projection").Str(bad)),
+                {"projection", "\\xff"});
 }
 
 // PROTOCOL.md, "Frames": a body is a map with string keys, each once, at
