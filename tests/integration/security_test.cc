@@ -100,6 +100,17 @@ class SecurityTest : public ::testing::Test {
 
   ServerCounters Counters() const { return served_.server->counters(); }
 
+  // The test's one connection was accepted and has been closed: waited for,
+  // 20 s guarding against a hang only.
+  bool OneConnectionAcceptedAndClosed() const {
+    return WaitFor(
+        [&] {
+          const ServerCounters c = Counters();
+          return c.connections_accepted == 1 && c.connections_open == 0;
+        },
+        milliseconds(20000));
+  }
+
   storage::testing::TempDir dir_;
   ManualClock clock_{kStart};
   segstore::testing::TestPki pki_;
@@ -464,13 +475,7 @@ TEST_F(SecurityTest, AClientThatDoesNotReadItsRefusalIsClosedAnyway) {
   ASSERT_TRUE(raw.Write(burst, /*drain=*/false));
   // The refusal waits behind the unread answers, and the server gives up on
   // it. (20 s only guards against a hang; the grace is 2 s.)
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        const ServerCounters c = Counters();
-        return c.connections_accepted == 1 && c.connections_open == 0;
-      },
-      milliseconds(20000)))
-      << Counters().connections_open;
+  EXPECT_TRUE(OneConnectionAcceptedAndClosed()) << Counters().connections_open;
   EXPECT_EQ(Counters().broken_frames, 1u);
   EXPECT_EQ(Counters().connections_slow_closed, 0u);
   // What the kernel held reaches the client, then the close: ping refusals
@@ -507,13 +512,7 @@ TEST_F(SecurityTest, AFloodingClientPausedByBackpressureIsClosedAtItsDeadline) {
     burst += testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), i, "");
   }
   (void)raw.Write(burst, /*drain=*/false, milliseconds(1000));
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        const ServerCounters c = Counters();
-        return c.connections_accepted == 1 && c.connections_open == 0;
-      },
-      milliseconds(20000)))
-      << Counters().connections_open;
+  EXPECT_TRUE(OneConnectionAcceptedAndClosed()) << Counters().connections_open;
   EXPECT_EQ(Counters().connections_slow_closed, 1u);
 }
 
