@@ -205,12 +205,12 @@ class ProfileHandler : public Handler {
     join->results.assign(req.items.size(), Status::Internal("pending"));
     join->header = h;
     join->reply = std::move(reply);
+    join->remaining = req.items.size();
     for (size_t i = 0; i < req.rejected.size(); ++i) {
-      if (!req.rejected[i].ok()) join->results[i] = req.rejected[i];
+      if (req.rejected[i].ok()) continue;
+      join->results[i] = req.rejected[i];  // failed alone: answered as it is
+      --join->remaining;
     }
-    join->remaining = req.items.size() -
-                      static_cast<size_t>(std::count_if(req.rejected.begin(), req.rejected.end(),
-                                                        [](const Status& s) { return !s.ok(); }));
     if (join->remaining == 0) {
       ReplyOk(h, join->results, join->reply);
       return;

@@ -65,6 +65,13 @@ class SecurityTest : public ::testing::Test {
     served_.Start(o, nullptr, p, so, options);
   }
 
+  // Starts a server that requires kSecretA (the only line of its file).
+  void StartWithSecret(ServerOptions options = {}) {
+    WriteFile(secrets_, kSecretA + "\n");
+    options.auth_secret_file = secrets_;
+    Start(std::move(options));
+  }
+
   ServerOptions Tls() const {
     ServerOptions o;
     o.tls.cert_file = pki_.server_cert;
@@ -357,10 +364,7 @@ TEST_F(SecurityTest, SecretIsRequiredBeforeAnyRequest) {
 // End of stream before authentication: requests read are answered (here
 // Unauthenticated), then the connection closes.
 TEST_F(SecurityTest, EndOfStreamBeforeAuthenticationAnswersThenCloses) {
-  WriteFile(secrets_, kSecretA + "\n");
-  ServerOptions o;
-  o.auth_secret_file = secrets_;
-  Start(o);
+  StartWithSecret();
   testing::RawConn raw;
   ASSERT_TRUE(raw.Connect(served_.server->port()));
   ASSERT_TRUE(raw.Write(testing::MakeFrame(static_cast<uint8_t>(proto::Op::kPing), 9, "")));
@@ -370,10 +374,7 @@ TEST_F(SecurityTest, EndOfStreamBeforeAuthenticationAnswersThenCloses) {
 }
 
 TEST_F(SecurityTest, WrongSecretClosesTheConnection) {
-  WriteFile(secrets_, kSecretA + "\n");
-  ServerOptions o;
-  o.auth_secret_file = secrets_;
-  Start(o);
+  StartWithSecret();
   for (const std::string& wrong : {kSecretA + "x", kSecretA.substr(1), std::string("short")}) {
     ClientOptions bad = Plain();
     bad.auth_secret = wrong;
@@ -395,11 +396,9 @@ TEST_F(SecurityTest, WrongSecretClosesTheConnection) {
 }
 
 TEST_F(SecurityTest, UnauthenticatedConnectionIsClosedAfterTheFrameTimeout) {
-  WriteFile(secrets_, kSecretA + "\n");
   ServerOptions o;
-  o.auth_secret_file = secrets_;
   o.frame_timeout = milliseconds(300);
-  Start(o);
+  StartWithSecret(o);
   testing::RawConn raw;
   ASSERT_TRUE(raw.Connect(served_.server->port()));
   // Requests answered Unauthenticated do not buy time.
@@ -421,10 +420,7 @@ TEST_F(SecurityTest, UnauthenticatedConnectionIsClosedAfterTheFrameTimeout) {
 }
 
 TEST_F(SecurityTest, BeforeAuthenticationOnlySmallFramesAreRead) {
-  WriteFile(secrets_, kSecretA + "\n");
-  ServerOptions o;
-  o.auth_secret_file = secrets_;
-  Start(o);
+  StartWithSecret();
   // A header announcing 1 MiB: refused at once, not buffered for 30 s.
   testing::RawConn raw;
   ASSERT_TRUE(raw.Connect(served_.server->port()));
@@ -454,13 +450,11 @@ TEST_F(SecurityTest, BeforeAuthenticationOnlySmallFramesAreRead) {
 // the kernel can hold does not depend on the machine's tcp_rmem/tcp_wmem,
 // and the refusal is triggered by the byte stream itself, not by a clock.
 TEST_F(SecurityTest, AClientThatDoesNotReadItsRefusalIsClosedAnyway) {
-  WriteFile(secrets_, kSecretA + "\n");
   ServerOptions o;
-  o.auth_secret_file = secrets_;
   o.frame_timeout = std::chrono::minutes(10);  // only the grace can close it in time
   o.max_pending_bytes = 8u << 20;              // never paused: every byte sent is read
   o.socket_send_buffer = 4096;
-  Start(o);
+  StartWithSecret(o);
   testing::RawConn raw;
   ASSERT_TRUE(raw.Connect(served_.server->port(), /*rcvbuf=*/4096));
   // 4,000 pings, each refused with about 110 bytes (440 KB): far more than
@@ -494,13 +488,11 @@ TEST_F(SecurityTest, AClientThatDoesNotReadItsRefusalIsClosedAnyway) {
 // deadline for authenticating still closes it, though the refusal that
 // says so cannot be written either.
 TEST_F(SecurityTest, AFloodingClientPausedByBackpressureIsClosedAtItsDeadline) {
-  WriteFile(secrets_, kSecretA + "\n");
   ServerOptions o;
-  o.auth_secret_file = secrets_;
   o.frame_timeout = milliseconds(300);
   o.max_pending_bytes = 64 * 1024;
   o.socket_send_buffer = 4096;
-  Start(o);
+  StartWithSecret(o);
   testing::RawConn raw;
   ASSERT_TRUE(raw.Connect(served_.server->port(), /*rcvbuf=*/4096));
   // 2,000 pings (32 KB) whose refusals (220 KB) are more than the socket
@@ -517,12 +509,10 @@ TEST_F(SecurityTest, AFloodingClientPausedByBackpressureIsClosedAtItsDeadline) {
 }
 
 TEST_F(SecurityTest, SecretAndMutualTlsTogether) {
-  WriteFile(secrets_, kSecretA + "\n");
   ServerOptions o = Tls();
   o.tls.client_ca_file = pki_.ca_cert;
   o.tls.min_version = "1.3";
-  o.auth_secret_file = secrets_;
-  Start(o);
+  StartWithSecret(o);
   EXPECT_EQ(served_.server->security(),
             "TLS 1.3+, client certificates required, shared secret required");
   ClientOptions co = TlsClient();
@@ -540,10 +530,7 @@ TEST_F(SecurityTest, SecretAndMutualTlsTogether) {
 // ---- loading and reloading ----
 
 TEST_F(SecurityTest, ReloadServesNewConnectionsWithTheNewCredentials) {
-  WriteFile(secrets_, kSecretA + "\n");
-  ServerOptions o = Tls();
-  o.auth_secret_file = secrets_;
-  Start(o);
+  StartWithSecret(Tls());
   ClientOptions a = TlsClient();
   a.auth_secret = kSecretA;
   auto before = Client::Connect(a);
