@@ -4,13 +4,16 @@
 #include <liburing.h>
 #include <linux/fs.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "common/coding.h"
 #include "storage/emulated_queue.h"
@@ -71,8 +74,39 @@ bool IoUringAvailable(std::string* why) {
   return available;
 }
 
+namespace {
+
+// One process at a time: two servers appending to one device would overwrite
+// each other's write blocks. The lock goes with the descriptor. A process
+// just killed may hold it a little longer than its life: the kernel drops
+// its io_uring rings, and their references to the file, asynchronously. So
+// the lock is waited for, `patience` at most, before the open is refused.
+Status LockExclusively(int fd, const std::string& path, std::chrono::milliseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  bool told = false;
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Errno("flock", path);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::Busy(
+          fmt::format("{} is in use by another process (is another segstored serving it?)", path));
+    }
+    if (!told) {
+      told = true;
+      spdlog::warn("{} is locked by another process; waiting up to {} ms for it to let go", path,
+                   patience.count());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t create_size,
-                                               IoBackend backend) {
+                                               IoBackend backend,
+                                               std::chrono::milliseconds lock_patience) {
   bool use_uring = true;
   std::string why;
   switch (backend) {
@@ -130,6 +164,10 @@ Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t
                       path));
     }
     return Errno("open", path);
+  }
+  if (Status s = LockExclusively(fd, path, lock_patience); !s.ok()) {
+    ::close(fd);
+    return s;
   }
 
   uint64_t size = 0;

@@ -127,8 +127,13 @@ inline constexpr bool kThreadSanitizer = false;
 // keeps its size. `backend` picks io_uring or the fallback; under kAuto an
 // unavailable io_uring is logged as an error, in plain words, with the cause
 // (and in a ThreadSanitizer build kAuto is the fallback, logged once).
-Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t create_size,
-                                               IoBackend backend);
+// The file is locked (flock) while open: a second process opening it waits
+// up to `lock_patience` for the lock (a killed process lets go of it a moment
+// after it died), then gets Busy.
+inline constexpr std::chrono::milliseconds kDefaultLockPatience{10'000};
+Result<std::shared_ptr<Device>> OpenFileDevice(
+    const std::string& path, uint64_t create_size, IoBackend backend,
+    std::chrono::milliseconds lock_patience = kDefaultLockPatience);
 
 // Whether this kernel and sandbox allow io_uring; on false, `why` says why.
 bool IoUringAvailable(std::string* why);

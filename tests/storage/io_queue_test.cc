@@ -412,6 +412,21 @@ TEST_P(IoQueueTest, OpenFileDeviceCreatesAMissingFileAtTheRequestedSize) {
   EXPECT_EQ(std::filesystem::file_size(path), 3u << 20);
 }
 
+TEST_P(IoQueueTest, OpenFileDeviceRefusesAFileAnotherOpenHolds) {
+  std::string path = dir_.File("held");
+  Result<std::shared_ptr<Device>> first = OpenFileDevice(path, 1u << 20, GetParam());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<std::shared_ptr<Device>> second =
+      OpenFileDevice(path, 1u << 20, GetParam(), std::chrono::milliseconds(0));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kBusy) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("in use by another process"), std::string::npos)
+      << second.status().ToString();
+  first->reset();  // closing the first lets go of the lock
+  Result<std::shared_ptr<Device>> third = OpenFileDevice(path, 1u << 20, GetParam());
+  EXPECT_TRUE(third.ok()) << third.status().ToString();
+}
+
 TEST_P(IoQueueTest, OpenFileDeviceKeepsAnExistingFilesSize) {
   std::string path = dir_.File("existing");
   { std::ofstream(path).put('x'); }
