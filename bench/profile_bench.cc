@@ -5,7 +5,8 @@
 // TTLs, beside MessagePack of the reference article's shape {id: [expiry
 // hours, {}]} and Aerospike's measured 10,471 bytes a user. Then Google
 // Benchmark timings: encoding a 1,000-segment profile, and decoding one and
-// selecting its live segments (the get path without the device).
+// selecting its live segments, and the whole answer of a get (decode, select,
+// encode the frame: the get path without the device and the socket).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 
 #include "profile/codec.h"
 #include "profile/segment_ops.h"
+#include "proto/wire.h"
 #include "storage/format.h"
 
 namespace segstore::profile {
@@ -114,6 +116,45 @@ void BM_DecodeAndSelectLive(benchmark::State& state) {
   state.counters["live"] = static_cast<double>(result.count);
 }
 BENCHMARK(BM_DecodeAndSelectLive)->Arg(0)->Arg(1)->ArgName("second_ttl");
+
+// The same in one pass (what a get does): DecodeSelect.
+void BM_DecodeSelectLive(benchmark::State& state) {
+  std::string body;
+  EncodeSegments(ReferenceProfile(1, state.range(0) != 0), &body);
+  Columns columns;
+  GetResult result;
+  const UnixSeconds now = kNow + 240 * 3600;
+  for (auto _ : state) {
+    Result<uint32_t> live = DecodeSelect(body, now, GetOptions{}, &columns, &result);
+    benchmark::DoNotOptimize(live.ok());
+    benchmark::DoNotOptimize(result.ids.data());
+  }
+  state.counters["live"] = static_cast<double>(result.count);
+}
+BENCHMARK(BM_DecodeSelectLive)->Arg(0)->Arg(1)->ArgName("second_ttl");
+
+// What the server does for a get between the device read and the socket:
+// decode, select the live segments, encode the answer frame.
+void BM_GetAnswer(benchmark::State& state) {
+  std::string body;
+  EncodeSegments(ReferenceProfile(1, state.range(0) != 0), &body);
+  Columns columns;
+  const UnixSeconds now = kNow + 240 * 3600;  // a third expired
+  size_t bytes = 0;
+  for (auto _ : state) {
+    GetResult result;
+    Result<uint32_t> live = DecodeSelect(body, now, GetOptions{}, &columns, &result);
+    benchmark::DoNotOptimize(live.ok());
+    std::string frame;
+    (void)proto::AppendFrame(&frame, static_cast<uint8_t>(proto::Op::kGet), 1, 0,
+                             proto::kMaxResponseBytes,
+                             [&](std::string* out) { proto::Encode(result, out); });
+    benchmark::DoNotOptimize(frame.data());
+    bytes = frame.size();
+  }
+  state.counters["frame_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_GetAnswer)->Arg(0)->Arg(1)->ArgName("second_ttl");
 
 void BM_DecodeAndCountRange(benchmark::State& state) {
   std::string body;

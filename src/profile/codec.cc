@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "profile/bit_stream.h"
+#include "profile/segment_ops.h"
 #include "storage/format.h"
 
 namespace segstore::profile {
@@ -211,7 +212,26 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
   bits.Finish();
 }
 
-Status DecodeColumns(std::string_view body, Columns* out) {
+namespace {
+
+// Where a body's expiries and attributes are, once its header is read and
+// its ids decoded: what DecodeColumns and DecodeSelect share.
+struct Layout {
+  uint64_t n = 0;  // segments; 0: an empty profile, nothing more follows
+  uint64_t base = 0;
+  uint32_t unit = 1;
+  unsigned width = 0;
+  bool never = false;
+  bool attr1 = false, attr2 = false;
+  unsigned w1 = 0, w2 = 0;
+  const uint8_t* bits = nullptr;  // the bit stream, zero padded (out->padded)
+  uint64_t total = 0;             // real bits in it
+  uint64_t pos = 0;               // the first expiry's bit
+};
+
+// Reads the header and decodes the ids into out->ids (sized n; out->expires
+// too, unfilled). Corruption when the bytes are not a valid encoding.
+Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
   const uint8_t* end = p + body.size();
   // ids and expires are only ever resized to the count below, never
@@ -227,6 +247,7 @@ Status DecodeColumns(std::string_view body, Columns* out) {
   if (n == 0) {
     out->ids.clear();
     out->expires.clear();
+    l->n = 0;
     return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
   }
   uint64_t first_id, base;
@@ -253,9 +274,6 @@ Status DecodeColumns(std::string_view body, Columns* out) {
   // expiry bit): a count the body cannot hold is refused before allocating.
   const uint64_t body_bits = 8 * static_cast<uint64_t>(end - p);
   if (n - 1 > body_bits || n * width > body_bits) return Corrupt("segment count");
-  const uint32_t unit = kUnits[flags & 3];
-  const bool never = flags & kFlagNever;
-  const uint64_t shift = never ? 1 : 0;
 
   out->ids.resize(n);
   out->expires.resize(n);
@@ -297,34 +315,75 @@ Status DecodeColumns(std::string_view body, Columns* out) {
     ids[i] = id;
   }
   if (consumed > total) return Corrupt("truncated");
-  uint64_t pos = consumed;
+  // Expiries are fixed width: their whole extent is checked once, here.
+  if (consumed + n * width > total) return Corrupt("truncated");
+  l->n = n;
+  l->base = base;
+  l->unit = kUnits[flags & 3];
+  l->width = width;
+  l->never = flags & kFlagNever;
+  l->attr1 = attr1;
+  l->attr2 = attr2;
+  l->w1 = w1;
+  l->w2 = w2;
+  l->bits = bits;
+  l->total = total;
+  l->pos = consumed;
+  return Status::OK();
+}
 
-  // Expiries: fixed width, so each one's position is known and the loads do
-  // not wait on each other. Their whole extent is checked once.
-  if (pos + n * width > total) return Corrupt("truncated");
-  const uint64_t w_mask = (uint64_t{1} << width) - 1;
-  const uint64_t max_units = UINT32_MAX / unit;  // hoisted: a division per expiry dominated
-  UnixSeconds* expires = out->expires.data();
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t at = pos + i * width;
+// Reads expiry `i` of a body laid out as `l`: the expiry in seconds (kNever
+// for 0 when some segment never expires), or kBadExpiry when out of range.
+// Positions are known, so the loads of a loop over i do not wait on each other.
+constexpr uint64_t kBadExpiry = UINT64_MAX;
+struct ExpiryReader {
+  const uint8_t* bits;
+  uint64_t pos, w_mask, base, max_units;
+  unsigned width;
+  uint32_t unit;
+  bool never;
+
+  explicit ExpiryReader(const Layout& l)
+      : bits(l.bits),
+        pos(l.pos),
+        w_mask((uint64_t{1} << l.width) - 1),
+        base(l.base),
+        max_units(UINT32_MAX / l.unit),  // hoisted: a division per expiry dominated
+        width(l.width),
+        unit(l.unit),
+        never(l.never) {}
+
+  uint64_t operator()(uint64_t i) const {
+    const uint64_t at = pos + i * width;
     uint64_t w;
     std::memcpy(&w, bits + (at >> 3), 8);
-    uint64_t v = (w >> (at & 7)) & w_mask;
-    if (never && v == 0) {
-      expires[i] = kNever;
-      continue;
-    }
-    uint64_t units = base + v - shift;  // v >= shift here
-    if (units > max_units || units == 0) return Corrupt("expiry out of range");
-    expires[i] = static_cast<UnixSeconds>(units * unit);
+    const uint64_t v = (w >> (at & 7)) & w_mask;
+    if (never && v == 0) return kNever;
+    const uint64_t units = base + v - (never ? 1 : 0);  // v >= 1 here when never
+    if (units > max_units || units == 0) return kBadExpiry;
+    return units * unit;
   }
-  pos += n * width;
+};
+
+// The expiries into out->expires, then the attributes.
+Status DecodeRest(const Layout& l, Columns* out) {
+  const uint64_t n = l.n;
+  const ExpiryReader expiry(l);
+  UnixSeconds* expires = out->expires.data();
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t e = expiry(i);
+    if (e == kBadExpiry) return Corrupt("expiry out of range");
+    expires[i] = static_cast<UnixSeconds>(e);
+  }
+  uint64_t pos = l.pos + n * l.width;
+  const uint8_t* const bits = l.bits;
+  const uint64_t total = l.total;
   auto peek = [bits](uint64_t at) {
     uint64_t w;
     std::memcpy(&w, bits + (at >> 3), 8);
     return w >> (at & 7);
   };
-  if (attr1 || attr2) {
+  if (l.attr1 || l.attr2) {
     out->attr_present.assign(n, 0);
     auto read_attr = [&](bool present, unsigned w, uint8_t bit, std::vector<uint32_t>* values) {
       if (!present) return;
@@ -341,14 +400,72 @@ Status DecodeColumns(std::string_view body, Columns* out) {
         }
       }
     };
-    read_attr(attr1, w1, 1, &out->attr1);
-    read_attr(attr2, w2, 2, &out->attr2);
-    out->has_attr1 = attr1;
-    out->has_attr2 = attr2;
+    read_attr(l.attr1, l.w1, 1, &out->attr1);
+    read_attr(l.attr2, l.w2, 2, &out->attr2);
+    out->has_attr1 = l.attr1;
+    out->has_attr2 = l.attr2;
   }
   if (pos > total) return Corrupt("truncated");
   if (total - pos >= 8) return Corrupt("trailing bytes");
   return Status::OK();
+}
+
+}  // namespace
+
+Status DecodeColumns(std::string_view body, Columns* out) {
+  Layout l;
+  SEGSTORE_RETURN_IF_ERROR(DecodeIds(body, out, &l));
+  if (l.n == 0) return Status::OK();
+  return DecodeRest(l, out);
+}
+
+Result<uint32_t> DecodeSelect(std::string_view body, UnixSeconds now, const GetOptions& o,
+                              Columns* scratch, GetResult* out) {
+  Layout l;
+  SEGSTORE_RETURN_IF_ERROR(DecodeIds(body, scratch, &l));
+  if (l.n == 0 || l.attr1 || l.attr2) {
+    // Attributes (rare): the two steps, as they are.
+    if (l.n != 0) SEGSTORE_RETURN_IF_ERROR(DecodeRest(l, scratch));
+    return Select(*scratch, now, o, out);
+  }
+  // The rest of the body must be exactly the expiries, as DecodeRest checks.
+  const uint64_t end = l.pos + l.n * l.width;
+  if (l.total - end >= 8) return Corrupt("trailing bytes");
+
+  const size_t n = l.n;
+  const bool windowed = o.expiry_from != 0 || o.expiry_to != UINT32_MAX || o.outside_expiry_window;
+  const bool list = !o.count_only;
+  const bool with_expiries = list && !o.ids_only;
+  const size_t cap = !list ? 0 : o.limit != 0 ? std::min<size_t>(o.limit, n) : n;
+  // Every row is written, and kept by advancing past it: room for one more.
+  out->ids.resize(cap + 1);
+  out->expires.resize(with_expiries ? cap + 1 : 0);
+  out->attr1.clear();
+  out->attr2.clear();
+  uint64_t* ids_out = out->ids.data();
+  UnixSeconds* exp_out = with_expiries ? out->expires.data() : nullptr;
+  const uint64_t* ids = scratch->ids.data();
+  const ExpiryReader expiry(l);
+  uint32_t live = 0, count = 0;
+  size_t listed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t raw = expiry(i);
+    if (raw == kBadExpiry) return Corrupt("expiry out of range");
+    const auto e = static_cast<UnixSeconds>(raw);
+    if (!Alive(e, now)) continue;
+    ++live;
+    const uint64_t id = ids[i];
+    if (id < o.id_from || id > o.id_to) continue;
+    if (windowed && InWindow(e, o) == o.outside_expiry_window) continue;
+    ++count;
+    ids_out[listed] = id;
+    if (exp_out != nullptr) exp_out[listed] = e;
+    listed += listed < cap ? 1 : 0;
+  }
+  out->ids.resize(listed);
+  if (with_expiries) out->expires.resize(listed);
+  out->count = count;
+  return live;
 }
 
 Status DecodeSegments(std::string_view body, std::vector<Segment>* out) {

@@ -66,4 +66,13 @@ struct Columns {
 Status DecodeColumns(std::string_view body, Columns* out);
 Status DecodeSegments(std::string_view body, std::vector<Segment>* out);
 
+// The get path: decodes `body` and selects its live segments matching `o` at
+// `now` in one pass over the expiries, with no column of them in between:
+// into *out exactly what DecodeColumns and Select would give, and the same
+// count of live segments (0: the profile does not exist for readers).
+// `scratch` holds the decoded ids (and everything, for a body with
+// attributes). Corruption as DecodeColumns.
+Result<uint32_t> DecodeSelect(std::string_view body, UnixSeconds now, const GetOptions& o,
+                              Columns* scratch, GetResult* out);
+
 }  // namespace segstore::profile

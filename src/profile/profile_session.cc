@@ -41,12 +41,13 @@ void ProfileSessionImpl::Get(std::string_view user, const GetOptions& options,
       done(r.status());
       return;
     }
-    if (Status s = Decode(*r); !s.ok()) {
-      done(std::move(s));
+    GetResult out;
+    Result<uint32_t> live = DecodeSelect(r->body(), Now(), options, &scratch_, &out);
+    if (!live.ok()) {
+      done(live.status().WithContext(fmt::format("profile of user '{}'", r->key())));
       return;
     }
-    GetResult out;
-    if (Select(scratch_, Now(), options, &out) == 0) {
+    if (*live == 0) {
       done(Status::NotFound("no live segments"));
       return;
     }

@@ -8,17 +8,6 @@
 namespace segstore::profile {
 namespace {
 
-bool Alive(UnixSeconds expires_at, UnixSeconds at) {
-  return expires_at == kNever || expires_at > at;
-}
-
-// A segment that never expires counts as expiring at +infinity: inside a
-// window only when the window has no upper end.
-bool InWindow(UnixSeconds expires_at, const GetOptions& o) {
-  if (expires_at == kNever) return o.expiry_to == UINT32_MAX;
-  return expires_at >= o.expiry_from && expires_at <= o.expiry_to;
-}
-
 std::optional<uint32_t> AttrOf(const Columns& c, size_t i, int which) {
   if (which == 1)
     return c.has_attr1 && (c.attr_present[i] & 1) ? std::optional(c.attr1[i]) : std::nullopt;

@@ -11,6 +11,18 @@
 
 namespace segstore::profile {
 
+// A segment is live while `at` is before its expiry (PROTOCOL.md, Types).
+inline bool Alive(UnixSeconds expires_at, UnixSeconds at) {
+  return expires_at == kNever || expires_at > at;
+}
+
+// A segment that never expires counts as expiring at +infinity: inside a
+// window only when the window has no upper end.
+inline bool InWindow(UnixSeconds expires_at, const GetOptions& o) {
+  if (expires_at == kNever) return o.expiry_to == UINT32_MAX;
+  return expires_at >= o.expiry_from && expires_at <= o.expiry_to;
+}
+
 // How many segments of `c` are live at `now` (0: the profile does not exist).
 uint32_t LiveCount(const Columns& c, UnixSeconds now);
 

@@ -3,7 +3,8 @@
 // decodes must be a valid profile (ids strictly ascending; an expiry is
 // kNever or a second that exists) whose re-encoding decodes to the same
 // segments, and re-encodes to the same bytes; DecodeColumns into a Columns
-// that held another profile must give what a fresh decode gives.
+// that held another profile must give what a fresh decode gives; and the get
+// path's DecodeSelect must give what DecodeColumns then Select give.
 //
 // Seeds: encodings of a few profiles, written by fuzz_seeds (seeds.cc).
 #include <cstddef>
@@ -14,6 +15,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "profile/codec.h"
+#include "profile/segment_ops.h"
 
 namespace {
 
@@ -39,11 +41,39 @@ const std::string& Previous() {
 
 }  // namespace
 
+// The get path's one-pass DecodeSelect against DecodeColumns then Select:
+// the same verdict, and the same answer under a few kinds of options.
+void CheckDecodeSelect(std::string_view body, const segstore::Status& decoded) {
+  using namespace segstore;
+  static profile::Columns scratch;  // reused across inputs, as a session does
+  profile::Columns columns;
+  const bool ok = profile::DecodeColumns(body, &columns).ok();
+  FUZZ_CHECK(ok == decoded.ok());
+  for (int kind = 0; kind < 4; ++kind) {
+    GetOptions o;
+    if (kind == 1) o.ids_only = true, o.limit = 3;
+    if (kind == 2) o.id_from = 1000, o.id_to = 5000, o.count_only = true;
+    if (kind == 3) o.expiry_from = 1'800'000'000, o.outside_expiry_window = true;
+    GetResult got;
+    Result<uint32_t> live = profile::DecodeSelect(body, 1'790'000'000, o, &scratch, &got);
+    FUZZ_CHECK(live.ok() == ok);
+    if (!ok) {
+      FUZZ_CHECK(live.status().IsCorruption());
+      continue;
+    }
+    GetResult want;
+    FUZZ_CHECK(*live == profile::Select(columns, 1'790'000'000, o, &want));
+    FUZZ_CHECK(got.count == want.count && got.ids == want.ids && got.expires == want.expires &&
+               got.attr1 == want.attr1 && got.attr2 == want.attr2);
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace segstore;
   const std::string_view body = fuzz::AsChars(data, size);
   std::vector<Segment> segments;
   const Status s = profile::DecodeSegments(body, &segments);
+  CheckDecodeSelect(body, s);
 
   // The read path reuses one Columns across records: what an earlier decode
   // left in it must change neither the verdict nor the result.
