@@ -51,7 +51,7 @@ struct Options {
   uint32_t depth = 32;
   uint32_t raw_bytes = 4096;  // size of the raw device reads
   uint32_t rounds = 3;        // raw and engine reads alternate, this many times
-  bool pack = false;          // StoreOptions::align_records = false
+  bool align = false;         // StoreOptions::align_records (off: the store's default)
   double seconds = 5;
   bool keep = false;
   bool reuse = false;  // skip the load: --path already holds it (from --keep)
@@ -62,7 +62,8 @@ void Usage() {
   std::printf(
       "usage: storage_bench [--path FILE] [--file-gib N] [--records N] [--record-bytes N]\n"
       "                     [--depth N] [--seconds S] [--keep] [--reuse]\n"
-      "                     [--only index|raw|get|read|put] [--rounds N] [--raw-bytes N] [--pack]\n"
+      "                     [--only index|raw|get|read|put] [--rounds N] [--raw-bytes N] "
+      "[--align]\n"
       "Compares the storage engine with the raw device it runs on (see the file header).\n");
 }
 
@@ -75,7 +76,7 @@ Options Parse(int argc, char** argv) {
                           {"depth", required_argument, nullptr, 'd'},
                           {"raw-bytes", required_argument, nullptr, 'R'},
                           {"rounds", required_argument, nullptr, 'N'},
-                          {"pack", no_argument, nullptr, 'P'},
+                          {"align", no_argument, nullptr, 'P'},
                           {"seconds", required_argument, nullptr, 's'},
                           {"keep", no_argument, nullptr, 'k'},
                           {"reuse", no_argument, nullptr, 'r'},
@@ -107,7 +108,7 @@ Options Parse(int argc, char** argv) {
         o.rounds = static_cast<uint32_t>(std::stoul(optarg));
         break;
       case 'P':
-        o.pack = true;
+        o.align = true;
         break;
       case 's':
         o.seconds = std::stod(optarg);
@@ -283,7 +284,7 @@ std::unique_ptr<Store> OpenStore(const Options& o, Durability d) {
   so.file_size = o.file_gib << 30;
   so.durability = d;
   so.io_backend = storage::IoBackend::kIoUring;
-  so.align_records = !o.pack;
+  so.align_records = o.align;
   auto s = Store::Open(so);
   if (!s.ok()) Die("opening the store", s.status());
   return std::move(s).value();
@@ -347,7 +348,7 @@ void LoadPhase(const Options& o, const std::vector<std::string>& keys) {
   std::printf("  device bytes per record: %.0f (record footprint %u; records %s)\n",
               static_cast<double>(blocks_used) * st.block_size / static_cast<double>(o.records),
               storage::RecordFootprint(36, o.record_bytes),
-              o.pack ? "packed" : "aligned to sectors");
+              o.align ? "aligned to sectors" : "packed");
   std::printf(
       "  write buffers: one %u KiB open block per worker, plus blocks being flushed; the "
       "data is %.0fx two blocks\n",

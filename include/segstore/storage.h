@@ -59,11 +59,13 @@ struct StoreOptions {
   // existing device keeps the size it was formatted with.
   uint32_t write_block_size = 1u << 20;
   Durability durability = Durability::kCommit;
-  // A record of up to 4 KiB never straddles a 4 KiB sector, so reading it is
-  // one 4 KiB device read instead of two sectors' worth: where it would
-  // straddle, it starts on the next sector instead. Costs the padding (for
-  // 3 KiB records about a third more space); off packs records tightly.
-  bool align_records = true;
+  // Off (the default): records are packed back to back, and a get reads the
+  // sectors covering its record in one device read (8 KiB when it straddles
+  // a sector boundary). On: a record of up to 4 KiB never straddles a 4 KiB
+  // sector (it starts on the next one instead), so every such read is 4 KiB,
+  // at the cost of the padding: a reference profile of 2.3 KiB then takes
+  // 4,100 device bytes instead of 2,344 (bench/RESULTS.md).
+  bool align_records = false;
   // Longest time a buffered write waits in memory before its block is flushed.
   std::chrono::microseconds flush_interval{1000};
   uint32_t max_key_size = 256;
