@@ -156,6 +156,36 @@ void BM_GetAnswer(benchmark::State& state) {
 }
 BENCHMARK(BM_GetAnswer)->Arg(0)->Arg(1)->ArgName("second_ttl");
 
+// What an upsert does to a profile between reading and writing its record:
+// decode it, merge 5 segments (set, with TTLs; expired ones trimmed on the
+// way), work out its sweep and void times, encode it again.
+void BM_UpsertRewrite(benchmark::State& state) {
+  std::string body;
+  EncodeSegments(ReferenceProfile(1, false), &body);
+  const UnixSeconds now = kNow + 240 * 3600;  // a third expired
+  std::vector<SegmentUpdate> updates;
+  for (uint64_t id : {17u, 4000u, 31337u, 60000u, 81999u}) {
+    SegmentUpdate u;
+    u.id = id;
+    u.value = 3600 * 24;
+    u.ttl = true;
+    updates.push_back(u);
+  }
+  Columns columns;
+  std::vector<Segment> merged;
+  std::string out;
+  for (auto _ : state) {
+    Status s = DecodeColumns(body, &columns);
+    benchmark::DoNotOptimize(s.ok());
+    UpsertResult r = Merge(&columns, updates, UpsertMode::kSet, now, &merged);
+    RecordTimes t = TimesFor(merged, 0.25);
+    EncodeSegments(merged, &out);
+    benchmark::DoNotOptimize(r.count + t.sweep_at + t.void_at);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_UpsertRewrite);
+
 void BM_DecodeAndCountRange(benchmark::State& state) {
   std::string body;
   EncodeSegments(ReferenceProfile(1, false), &body);

@@ -52,30 +52,34 @@ bool GetVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
 
 unsigned BitWidth(uint64_t v) { return static_cast<unsigned>(std::bit_width(v)); }
 
-// Bits the gaps take with Rice parameter k.
-uint64_t RiceCost(std::span<const Segment> s, unsigned k) {
-  uint64_t bits = 0;
-  for (size_t i = 1; i < s.size(); ++i) {
-    uint64_t q = (s[i].id - s[i - 1].id - 1) >> k;
-    bits += q >= kEscapeRun ? kEscapeRun + 64 : q + 1 + k;
-  }
-  return bits;
+// Bits a gap of g + 1 takes with Rice parameter k.
+uint64_t RiceBits(uint64_t g, unsigned k) {
+  const uint64_t q = g >> k;
+  return q >= kEscapeRun ? kEscapeRun + 64 : q + 1 + k;
 }
 
+// The Rice parameter that codes the gaps in the fewest bits, among the one
+// their mean suggests and its two neighbours (ties: the suggested one, then
+// the smaller). The three costs are summed in one pass over the gaps.
 unsigned ChooseRiceParameter(std::span<const Segment> s) {
   if (s.size() < 2) return 0;
   uint64_t mean = (s.back().id - s.front().id - (s.size() - 1)) / (s.size() - 1);
-  unsigned guess = mean == 0 ? 0 : BitWidth(mean) - 1;
-  unsigned best = guess;
-  uint64_t best_cost = RiceCost(s, guess);
-  for (unsigned k : {guess > 0 ? guess - 1 : guess, guess + 1}) {
-    if (k > kEscapeRun || k == guess) continue;
-    uint64_t c = RiceCost(s, k);
-    if (c < best_cost) {
-      best_cost = c;
-      best = k;
-    }
+  const unsigned guess = mean == 0 ? 0 : BitWidth(mean) - 1;
+  const unsigned lower = guess > 0 ? guess - 1 : guess, upper = guess + 1;
+  uint64_t at_guess = 0, at_lower = 0, at_upper = 0;
+  for (size_t i = 1; i < s.size(); ++i) {
+    const uint64_t g = s[i].id - s[i - 1].id - 1;
+    at_guess += RiceBits(g, guess);
+    at_lower += RiceBits(g, lower);
+    at_upper += RiceBits(g, upper);
   }
+  unsigned best = guess;
+  uint64_t best_cost = at_guess;
+  if (lower != guess && at_lower < best_cost) {
+    best_cost = at_lower;
+    best = lower;
+  }
+  if (upper <= kEscapeRun && at_upper < best_cost) best = upper;
   return std::min(best, kEscapeRun);
 }
 
@@ -141,10 +145,11 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
   PutVarint(out, n);
   if (n == 0) return;
 
-  // Expiries: the coarsest unit that keeps every one exact.
+  // Expiries: the coarsest unit that keeps every one exact. Each unit divides
+  // the next, so the checks are by constants (multiplications, not divisions).
   bool never = false;
   bool finite = false;  // some segment has a finite expiry (which may be UINT32_MAX itself)
-  unsigned unit = 3;
+  bool days = true, hours = true, minutes = true;
   UnixSeconds min_exp = UINT32_MAX, max_exp = 0;
   bool attr1 = false, attr2 = false;
   uint32_t max_a1 = 0, max_a2 = 0;
@@ -153,7 +158,9 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
       never = true;
     } else {
       finite = true;
-      while (unit > 0 && s.expires_at % kUnits[unit] != 0) --unit;
+      days &= s.expires_at % kUnits[3] == 0;
+      hours &= s.expires_at % kUnits[2] == 0;
+      minutes &= s.expires_at % kUnits[1] == 0;
       min_exp = std::min(min_exp, s.expires_at);
       max_exp = std::max(max_exp, s.expires_at);
     }
@@ -166,6 +173,7 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
       max_a2 = std::max(max_a2, *s.attr2);
     }
   }
+  const unsigned unit = days ? 3 : hours ? 2 : minutes ? 1 : 0;
   const uint32_t u = kUnits[unit];
   const uint64_t base = finite ? min_exp / u : 0;
   const uint64_t shift = never ? 1 : 0;
@@ -196,9 +204,26 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
       if (k > 0) bits.Write(g, k);
     }
   }
-  for (const Segment& s : segments) {
-    uint64_t v = s.expires_at == kNever ? 0 : s.expires_at / u - base + shift;
-    bits.Write(v, width);
+  // One loop per unit, so that each divides by a constant.
+  auto write_expiries = [&](auto unit_seconds) {
+    for (const Segment& s : segments) {
+      uint64_t v = s.expires_at == kNever ? 0 : s.expires_at / unit_seconds() - base + shift;
+      bits.Write(v, width);
+    }
+  };
+  switch (unit) {
+    case 3:
+      write_expiries([] { return kUnits[3]; });
+      break;
+    case 2:
+      write_expiries([] { return kUnits[2]; });
+      break;
+    case 1:
+      write_expiries([] { return kUnits[1]; });
+      break;
+    default:
+      write_expiries([] { return kUnits[0]; });
+      break;
   }
   auto write_attr = [&](bool present, unsigned w, auto get) {
     if (!present) return;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 namespace segstore::profile {
 namespace {
 
@@ -153,6 +157,45 @@ TEST(TimesForTest, SweepWhenAQuarterHasExpiredVoidWhenAllHave) {
   EXPECT_EQ(TimesFor(forever, 0.25).sweep_at, 0u);
   std::vector<Segment> one = {{1, kNow + 9, {}, {}}};
   EXPECT_EQ(TimesFor(one, 0.25).sweep_at, kNow + 9);  // never later than void_at
+}
+
+TEST(TimesForTest, SweepAtIsExactlyTheKthExpiryForAnySpread) {
+  // Against sorting: clustered, spread, duplicated, extreme and "never"
+  // expiries, shares from a sliver to all.
+  std::mt19937_64 rng(23);
+  for (int round = 0; round < 2000; ++round) {
+    const size_t n = 1 + rng() % 1500;
+    std::vector<Segment> s;
+    std::vector<UnixSeconds> finite;
+    for (size_t i = 0; i < n; ++i) {
+      UnixSeconds e;
+      switch (round % 5) {
+        case 0:
+          e = kNow + static_cast<UnixSeconds>(rng() % 3);
+          break;  // a few values
+        case 1:
+          e = static_cast<UnixSeconds>((kNow / 3600 + 1 + rng() % 720) * 3600);
+          break;
+        case 2:
+          e = 1 + static_cast<UnixSeconds>(rng() % UINT32_MAX);
+          break;  // the whole range
+        case 3:
+          e = rng() % 2 ? UINT32_MAX : 1;
+          break;  // both ends
+        default:
+          e = rng() % 4 == 0 ? kNever : kNow + static_cast<UnixSeconds>(rng() % 100000);
+      }
+      s.push_back({i, e, {}, {}});
+      if (e != kNever) finite.push_back(e);
+    }
+    std::sort(finite.begin(), finite.end());
+    const double share = (round % 4 == 0) ? 1.0 : static_cast<double>(1 + rng() % 100) / 100;
+    const size_t k =
+        std::clamp<size_t>(static_cast<size_t>(std::ceil(share * static_cast<double>(n))), 1, n);
+    RecordTimes t = TimesFor(s, share);
+    EXPECT_EQ(t.sweep_at, k <= finite.size() ? finite[k - 1] : 0u) << "round " << round;
+    EXPECT_EQ(t.void_at, finite.size() == n ? finite.back() : 0u) << "round " << round;
+  }
 }
 
 }  // namespace
