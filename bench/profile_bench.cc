@@ -100,38 +100,32 @@ void BM_Encode(benchmark::State& state) {
 }
 BENCHMARK(BM_Encode)->Arg(0)->Arg(1)->ArgName("second_ttl");
 
+// Decoding a profile and selecting its live segments: in two steps
+// (DecodeColumns, then Select) or in the get path's one pass (DecodeSelect).
 void BM_DecodeAndSelectLive(benchmark::State& state) {
   std::string body;
   EncodeSegments(ReferenceProfile(1, state.range(0) != 0), &body);
+  const bool one_pass = state.range(1) != 0;
   Columns columns;
   GetResult result;
   // A third of the segments have expired by then.
   const UnixSeconds now = kNow + 240 * 3600;
   for (auto _ : state) {
-    Status s = DecodeColumns(body, &columns);
-    benchmark::DoNotOptimize(s.ok());
-    Select(columns, now, GetOptions{}, &result);
+    if (one_pass) {
+      Result<uint32_t> live = DecodeSelect(body, now, GetOptions{}, &columns, &result);
+      benchmark::DoNotOptimize(live.ok());
+    } else {
+      Status s = DecodeColumns(body, &columns);
+      benchmark::DoNotOptimize(s.ok());
+      Select(columns, now, GetOptions{}, &result);
+    }
     benchmark::DoNotOptimize(result.ids.data());
   }
   state.counters["live"] = static_cast<double>(result.count);
 }
-BENCHMARK(BM_DecodeAndSelectLive)->Arg(0)->Arg(1)->ArgName("second_ttl");
-
-// The same in one pass (what a get does): DecodeSelect.
-void BM_DecodeSelectLive(benchmark::State& state) {
-  std::string body;
-  EncodeSegments(ReferenceProfile(1, state.range(0) != 0), &body);
-  Columns columns;
-  GetResult result;
-  const UnixSeconds now = kNow + 240 * 3600;
-  for (auto _ : state) {
-    Result<uint32_t> live = DecodeSelect(body, now, GetOptions{}, &columns, &result);
-    benchmark::DoNotOptimize(live.ok());
-    benchmark::DoNotOptimize(result.ids.data());
-  }
-  state.counters["live"] = static_cast<double>(result.count);
-}
-BENCHMARK(BM_DecodeSelectLive)->Arg(0)->Arg(1)->ArgName("second_ttl");
+BENCHMARK(BM_DecodeAndSelectLive)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"second_ttl", "one_pass"});
 
 // What the server does for a get between the device read and the socket:
 // decode, select the live segments, encode the answer frame.
