@@ -64,7 +64,10 @@ struct StoreOptions {
   // a sector boundary). On: a record of up to 4 KiB never straddles a 4 KiB
   // sector (it starts on the next one instead), so every such read is 4 KiB,
   // at the cost of the padding: a reference profile of 2.3 KiB then takes
-  // 4,100 device bytes instead of 2,344 (bench/RESULTS.md).
+  // 4,100 device bytes instead of 2,344 (bench/RESULTS.md). Either way a
+  // flush ends on a sector boundary, so packing saves space where writes
+  // share flushes (loads, busy servers, buffered durability); a commit
+  // write alone in its flush takes the rest of its last sector.
   bool align_records = false;
   // Longest time a buffered write waits in memory before its block is flushed.
   std::chrono::microseconds flush_interval{1000};

@@ -71,11 +71,11 @@ unsigned ChooseRiceParameter(std::span<const Segment> s) {
     const uint64_t g = s[i].id - s[i - 1].id - 1;
     at_guess += RiceBits(g, guess);
     at_lower += RiceBits(g, lower);
-    at_upper += RiceBits(g, upper);
+    if (upper <= kEscapeRun) at_upper += RiceBits(g, upper);  // (a shift by 64 is undefined)
   }
   unsigned best = guess;
   uint64_t best_cost = at_guess;
-  if (lower != guess && at_lower < best_cost) {
+  if (lower != guess && lower <= kEscapeRun && at_lower < best_cost) {
     best_cost = at_lower;
     best = lower;
   }

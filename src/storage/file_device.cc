@@ -76,29 +76,125 @@ bool IoUringAvailable(std::string* why) {
 
 namespace {
 
-// One process at a time: two servers appending to one device would overwrite
-// each other's write blocks. The lock goes with the descriptor. A process
-// just killed may hold it a little longer than its life: the kernel drops
-// its io_uring rings, and their references to the file, asynchronously. So
-// the lock is waited for, `patience` at most, before the open is refused.
-Status LockExclusively(int fd, const std::string& path, std::chrono::milliseconds patience) {
+struct OpenedFile {
+  int fd = -1;
+  uint64_t size = 0;
+};
+
+// Opens `path` for this process alone, creating it at `create_size` bytes when
+// missing. One process at a time: two servers appending to one device would
+// overwrite each other's write blocks. A regular file is held with flock (the
+// lock goes with the descriptor); a block device is opened O_EXCL, the
+// kernel's exclusive claim, which also refuses a mounted one. A process just
+// killed may hold either a little longer than its life (the kernel drops its
+// io_uring rings, and their references to the file, asynchronously), so both
+// are waited for, `patience` at most, before the open is refused with Busy.
+Result<OpenedFile> OpenExclusively(const std::string& path, uint64_t create_size,
+                                   std::chrono::milliseconds patience) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   bool told = false;
-  for (;;) {
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
-    if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) return Errno("flock", path);
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      return Status::Busy(
-          fmt::format("{} is in use by another process (is another segstored serving it?)", path));
-    }
+  // Waits a little and says true, or says false once the patience is spent.
+  auto wait = [&] {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     if (!told) {
       told = true;
-      spdlog::warn("{} is locked by another process; waiting up to {} ms for it to let go", path,
+      spdlog::warn("{} is in use by another process; waiting up to {} ms for it to let go", path,
                    patience.count());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return true;
+  };
+  auto busy = [&] {
+    return Status::Busy(
+        fmt::format("{} is in use by another process (is another segstored serving it, or is "
+                    "the device mounted?)",
+                    path));
+  };
+  bool lock_warned = false;
+  for (;;) {
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    if (!exists && errno != ENOENT) return Errno("stat", path);
+    if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+      return Status::InvalidArgument(
+          fmt::format("{} is neither a regular file nor a block device", path));
+    }
+    const bool block_device = exists && S_ISBLK(st.st_mode);
+    int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
+    if (!exists || block_device) flags |= O_EXCL;  // a file: create it; a device: claim it
+    if (!exists) flags |= O_CREAT;
+    const int fd = ::open(path.c_str(), flags, 0640);
+    if (fd < 0) {
+      if (errno == EEXIST && !exists) continue;  // created meanwhile by another: look again
+      if (errno == EBUSY && block_device) {
+        if (wait()) continue;
+        return busy();
+      }
+      if (errno == EINVAL) {
+        return Status::InvalidArgument(
+            fmt::format("{}: this filesystem does not support O_DIRECT (tmpfs?); put the data file "
+                        "on a disk-backed filesystem",
+                        path));
+      }
+      return Errno("open", path);
+    }
+    if (!block_device && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) {
+        ::close(fd);
+        if (wait()) continue;
+        return busy();
+      }
+      if (errno != ENOLCK && errno != EOPNOTSUPP) {
+        Status s = Errno("flock", path);
+        ::close(fd);
+        return s;
+      }
+      if (!lock_warned) {  // a filesystem without locks: go on, unguarded
+        lock_warned = true;
+        spdlog::warn(
+            "{}: this filesystem cannot lock files; make sure one segstored at a time "
+            "uses it",
+            path);
+      }
+    }
+    // What the lock guards is the file as it is now: a creator that failed
+    // may have removed it while we waited (start over), and its size is read
+    // only now.
+    struct stat held {};
+    if (::fstat(fd, &held) != 0) {
+      Status s = Errno("fstat", path);
+      ::close(fd);
+      return s;
+    }
+    if (S_ISREG(held.st_mode) && held.st_nlink == 0) {
+      ::close(fd);
+      continue;
+    }
+    OpenedFile f{fd, 0};
+    if (block_device) {
+      if (::ioctl(fd, BLKGETSIZE64, &f.size) < 0) {
+        Status s = Errno("ioctl(BLKGETSIZE64)", path);
+        ::close(fd);
+        return s;
+      }
+    } else if (exists) {
+      f.size = static_cast<uint64_t>(held.st_size);
+    } else {
+      f.size = AlignDown(create_size, kSectorSize);
+      int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(f.size));
+      if (rc == EOPNOTSUPP || rc == EINVAL) {
+        rc = ::ftruncate(fd, static_cast<off_t>(f.size)) ? errno : 0;
+      }
+      if (rc != 0) {
+        errno = rc;
+        Status s = Errno("allocate", path);
+        ::unlink(path.c_str());  // before letting go of the lock: no one may take it up
+        ::close(fd);
+        return s;
+      }
+      spdlog::info("created data file {} of {} MiB", path, f.size >> 20);
+    }
+    return f;
   }
 }
 
@@ -146,55 +242,10 @@ Result<std::shared_ptr<Device>> OpenFileDevice(const std::string& path, uint64_t
       break;
   }
 
-  struct stat st {};
-  bool exists = ::stat(path.c_str(), &st) == 0;
-  if (!exists && errno != ENOENT) return Errno("stat", path);
-  if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    return Status::InvalidArgument(
-        fmt::format("{} is neither a regular file nor a block device", path));
-  }
-  int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
-  if (!exists) flags |= O_CREAT | O_EXCL;
-  int fd = ::open(path.c_str(), flags, 0640);
-  if (fd < 0) {
-    if (errno == EINVAL) {
-      return Status::InvalidArgument(
-          fmt::format("{}: this filesystem does not support O_DIRECT (tmpfs?); put the data file "
-                      "on a disk-backed filesystem",
-                      path));
-    }
-    return Errno("open", path);
-  }
-  if (Status s = LockExclusively(fd, path, lock_patience); !s.ok()) {
-    ::close(fd);
-    return s;
-  }
-
-  uint64_t size = 0;
-  if (exists && S_ISBLK(st.st_mode)) {
-    if (::ioctl(fd, BLKGETSIZE64, &size) < 0) {
-      Status s = Errno("ioctl(BLKGETSIZE64)", path);
-      ::close(fd);
-      return s;
-    }
-  } else if (exists) {
-    size = static_cast<uint64_t>(st.st_size);
-  } else {
-    size = AlignDown(create_size, kSectorSize);
-    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
-    if (rc == EOPNOTSUPP || rc == EINVAL)
-      rc = ::ftruncate(fd, static_cast<off_t>(size)) ? errno : 0;
-    if (rc != 0) {
-      errno = rc;
-      Status s = Errno("allocate", path);
-      ::close(fd);
-      ::unlink(path.c_str());
-      return s;
-    }
-    spdlog::info("created data file {} of {} MiB", path, size >> 20);
-  }
-  size = AlignDown(size, kSectorSize);
-  return std::shared_ptr<Device>(std::make_shared<FileDevice>(fd, size, path, use_uring));
+  Result<OpenedFile> f = OpenExclusively(path, create_size, lock_patience);
+  if (!f.ok()) return f.status();
+  const uint64_t size = AlignDown(f->size, kSectorSize);
+  return std::shared_ptr<Device>(std::make_shared<FileDevice>(f->fd, size, path, use_uring));
 }
 
 }  // namespace segstore::storage

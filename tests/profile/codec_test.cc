@@ -52,6 +52,8 @@ TEST(CodecTest, RoundTripsEveryShape) {
        {1ull << 40, kNow + 2, {}, {}},
        {UINT64_MAX - 1, kNow + 3, {}, {}},
        {UINT64_MAX, kNow + 4, {}, {}}},
+      // the widest gap there is: the mean gap's Rice parameter is 63
+      {{0, kNow + 1, {}, {}}, {UINT64_MAX, kNow + 2, {}, {}}},
       // attributes present on some segments only, up to 32 bits
       {{7, kNow + 86400, 1u, {}},
        {9, kNow + 3600, {}, 0xffffffffu},

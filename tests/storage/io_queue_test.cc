@@ -427,6 +427,22 @@ TEST_P(IoQueueTest, OpenFileDeviceRefusesAFileAnotherOpenHolds) {
   EXPECT_TRUE(third.ok()) << third.status().ToString();
 }
 
+TEST_P(IoQueueTest, OpenFileDeviceWaitsForTheHolderToLetGo) {
+  std::string path = dir_.File("handed-over");
+  Result<std::shared_ptr<Device>> first = OpenFileDevice(path, 1u << 20, GetParam());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::thread holder([&first] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    first->reset();  // the holder goes away while the second open waits
+  });
+  // Patience far beyond the 100 ms: only a stalled machine could exhaust it.
+  Result<std::shared_ptr<Device>> second =
+      OpenFileDevice(path, 1u << 20, GetParam(), std::chrono::seconds(60));
+  holder.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*second)->size(), 1u << 20);
+}
+
 TEST_P(IoQueueTest, OpenFileDeviceKeepsAnExistingFilesSize) {
   std::string path = dir_.File("existing");
   { std::ofstream(path).put('x'); }
