@@ -138,17 +138,18 @@ Result<OpenedFile> OpenExclusively(const std::string& path, uint64_t create_size
       }
       return Errno("open", path);
     }
+    // Closes the descriptor and says `s`: every way out past the open.
+    auto give_up = [fd](Status s) {
+      ::close(fd);
+      return s;
+    };
     if (!block_device && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK) {
         ::close(fd);
         if (wait()) continue;
         return busy();
       }
-      if (errno != ENOLCK && errno != EOPNOTSUPP) {
-        Status s = Errno("flock", path);
-        ::close(fd);
-        return s;
-      }
+      if (errno != ENOLCK && errno != EOPNOTSUPP) return give_up(Errno("flock", path));
       if (!lock_warned) {  // a filesystem without locks: go on, unguarded
         lock_warned = true;
         spdlog::warn(
@@ -161,11 +162,7 @@ Result<OpenedFile> OpenExclusively(const std::string& path, uint64_t create_size
     // may have removed it while we waited (start over), and its size is read
     // only now.
     struct stat held {};
-    if (::fstat(fd, &held) != 0) {
-      Status s = Errno("fstat", path);
-      ::close(fd);
-      return s;
-    }
+    if (::fstat(fd, &held) != 0) return give_up(Errno("fstat", path));
     if (S_ISREG(held.st_mode) && held.st_nlink == 0) {
       ::close(fd);
       continue;
@@ -173,9 +170,7 @@ Result<OpenedFile> OpenExclusively(const std::string& path, uint64_t create_size
     OpenedFile f{fd, 0};
     if (block_device) {
       if (::ioctl(fd, BLKGETSIZE64, &f.size) < 0) {
-        Status s = Errno("ioctl(BLKGETSIZE64)", path);
-        ::close(fd);
-        return s;
+        return give_up(Errno("ioctl(BLKGETSIZE64)", path));
       }
     } else if (exists) {
       f.size = static_cast<uint64_t>(held.st_size);
@@ -189,8 +184,7 @@ Result<OpenedFile> OpenExclusively(const std::string& path, uint64_t create_size
         errno = rc;
         Status s = Errno("allocate", path);
         ::unlink(path.c_str());  // before letting go of the lock: no one may take it up
-        ::close(fd);
-        return s;
+        return give_up(std::move(s));
       }
       spdlog::info("created data file {} of {} MiB", path, f.size >> 20);
     }

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -431,14 +434,27 @@ TEST_P(IoQueueTest, OpenFileDeviceWaitsForTheHolderToLetGo) {
   std::string path = dir_.File("handed-over");
   Result<std::shared_ptr<Device>> first = OpenFileDevice(path, 1u << 20, GetParam());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  std::thread holder([&first] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The holder lets go only once the second open says it is waiting (its
+  // log line), so the wait itself is what is tested.
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  std::atomic<bool> saw_wait{false};
+  std::thread holder([&] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!saw_wait && std::chrono::steady_clock::now() < give_up) {
+      for (const std::string& line : sink->last_formatted()) {
+        if (line.find("waiting up to") != std::string::npos) saw_wait = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     first->reset();  // the holder goes away while the second open waits
   });
-  // Patience far beyond the 100 ms: only a stalled machine could exhaust it.
   Result<std::shared_ptr<Device>> second =
-      OpenFileDevice(path, 1u << 20, GetParam(), std::chrono::seconds(60));
+      OpenFileDevice(path, 1u << 20, GetParam(), std::chrono::seconds(120));
   holder.join();
+  spdlog::set_default_logger(previous);
+  EXPECT_TRUE(saw_wait) << "the second open never said it was waiting";
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ((*second)->size(), 1u << 20);
 }
