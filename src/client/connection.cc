@@ -12,9 +12,8 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-constexpr size_t kInitialReadBuffer = 64 << 10;
-constexpr size_t kMinRead = 4 << 10;  // free space worth a read
-constexpr size_t kShrinkReadBufferAbove = 1 << 20;
+constexpr size_t kReadSize = 64 << 10;
+constexpr size_t kKeepReadBuffer = 1 << 20;  // an idle read buffer over this is given back
 constexpr size_t kMaxRememberedTimeouts = 1 << 16;
 
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
@@ -57,7 +56,7 @@ Connection::Connection(asio::io_context& io, const ClientOptions& options)
       socket_(io),
       connect_timer_(io),
       timer_(io),
-      rbuf_(kInitialReadBuffer) {}
+      in_(kReadSize, kKeepReadBuffer) {}
 
 Connection::~Connection() = default;
 
@@ -254,7 +253,9 @@ void Connection::StartRead() {
   auto on_read = [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
     self->OnRead(ec, n);
   };
-  const auto buffer = asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_);
+  in_.Shrink();
+  const auto space = in_.Space();
+  const auto buffer = asio::buffer(space.data, space.size);
   if (tls_) {
     tls_->async_read_some(buffer, std::move(on_read));
   } else {
@@ -270,64 +271,44 @@ void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
     Break(closed ? std::string("closed by the server") : "read failed: " + ec.message());
     return;
   }
-  rend_ += n;
+  in_.Commit(n);
   if (!ParseFrames()) return;
   StartRead();
 }
 
 bool Connection::ParseFrames() {
-  size_t need = proto::kHeaderSize;  // bytes the frame at rbeg_ needs in all
-  while (rend_ - rbeg_ >= proto::kHeaderSize) {
+  for (;;) {
     proto::FrameHeader h;
-    const auto* p = reinterpret_cast<const uint8_t*>(rbuf_.data() + rbeg_);
-    switch (proto::DecodeHeader(p, proto::kMaxResponseBytes, &h)) {
-      case proto::HeaderCheck::kOk:
-        break;
-      case proto::HeaderCheck::kBadMagic: {
+    std::string_view body;
+    switch (in_.Take(proto::kMaxResponseBytes, &h, &body)) {
+      case proto::FrameBuffer::Next::kNeedMore:
+        return true;
+      case proto::FrameBuffer::Next::kBadMagic: {
+        const auto* p = reinterpret_cast<const uint8_t*>(in_.unread().data());
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x%02x", p[0], p[1]);
         Break(std::string("bad magic ") + hex + " in a response header");
         return false;
       }
-      case proto::HeaderCheck::kTooLarge:
+      case proto::FrameBuffer::Next::kTooLarge:
         Break("response body of " + std::to_string(h.body_length) + " bytes, over the limit of " +
               std::to_string(proto::kMaxResponseBytes));
         return false;
-      case proto::HeaderCheck::kBadVersion:
-        Break("response in protocol version " + std::to_string(h.version) +
-              "; this client speaks " + std::to_string(proto::kVersion));
-        return false;
+      case proto::FrameBuffer::Next::kFrame:
+        break;
     }
-    const size_t frame = proto::kHeaderSize + h.body_length;
-    if (rend_ - rbeg_ < frame) {
-      need = frame;
-      break;
+    if (h.version != proto::kVersion) {
+      Break("response in protocol version " + std::to_string(h.version) + "; this client speaks " +
+            std::to_string(proto::kVersion));
+      return false;
     }
-    const std::string_view body(rbuf_.data() + rbeg_ + proto::kHeaderSize, h.body_length);
-    rbeg_ += frame;  // before the completion runs: the frame is consumed whatever it does
+    // The frame is consumed before its completion runs, whatever that does.
     HandleFrame(h, body);
     // A completion may have closed the connection (or destroyed the facade;
-    // the read handler still holds this alive). Nothing ran moves rbuf_.
+    // the read handler still holds this alive). Nothing it can call reads
+    // into in_, so the bodies stay where they are.
     if (closed_) return false;
   }
-
-  const size_t avail = rend_ - rbeg_;
-  if (avail == 0) {
-    rbeg_ = rend_ = 0;
-    if (rbuf_.size() > kShrinkReadBufferAbove) {
-      rbuf_.assign(kInitialReadBuffer, 0);
-      rbuf_.shrink_to_fit();
-    }
-    return true;
-  }
-  if (rbeg_ > 0 && (rbuf_.size() - rbeg_ < need || rbuf_.size() - rend_ < kMinRead)) {
-    std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, avail);
-    rbeg_ = 0;
-    rend_ = avail;
-  }
-  // Room for the whole frame at rbeg_; the next read then always has space.
-  if (rbuf_.size() - rbeg_ < need) rbuf_.resize(rbeg_ + std::max(need, 2 * rbuf_.size()));
-  return true;
 }
 
 void Connection::HandleFrame(const proto::FrameHeader& h, std::string_view body) {

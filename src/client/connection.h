@@ -29,6 +29,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
+#include "proto/frame_buffer.h"
 #include "proto/protocol.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
@@ -163,10 +164,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string writing_;
   bool write_in_progress_ = false;
 
-  // Reads: bytes [rbeg_, rend_) of rbuf_ are received and not yet parsed.
-  std::vector<char> rbuf_;
-  size_t rbeg_ = 0;
-  size_t rend_ = 0;
+  // Reads: received bytes, cut into answer frames.
+  proto::FrameBuffer in_;
 };
 
 }  // namespace segstore::client::internal

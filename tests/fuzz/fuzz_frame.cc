@@ -1,22 +1,26 @@
 // libFuzzer target: a byte stream of frames, read as the server reads a
 // connection's input (src/server/connection.cc, profile_service.cc), without
-// the sockets: while a whole header is there, proto::DecodeHeader; a bad magic
-// or an oversized body ends the stream (the server closes the connection); an
-// incomplete frame ends it too; then the header checks (version, known op,
-// status 0) and the body decoder of the header's op, under the server's
-// default limits. A refusal becomes the error frame the server would send,
-// which must read back as that error. Each frame is also read as a client
+// the sockets: the bytes go through a proto::FrameBuffer in reads of a size
+// chosen by the input's length, and each frame it hands out must be the one
+// a plain walk of the headers finds; a bad magic or an oversized body ends
+// the stream (the server closes the connection); an incomplete frame ends it
+// too; then the header checks (version, known op, status 0) and the body
+// decoder of the header's op, under the server's default limits. A refusal becomes the error frame
+// the server would send, which must read back as that error. Each frame is also read as a client
 // reads an answer (the op's response decoder, or DecodeError), so the
 // response decoders are fuzzed too.
 //
 // Seeds: every frame of proto/examples (requests and responses).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/request_harness.h"
+#include "proto/frame_buffer.h"
 #include "proto/protocol.h"
 #include "proto/wire.h"
 
@@ -148,35 +152,68 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace segstore;
   using namespace segstore::fuzz;
   const proto::DecodeLimits limits = ServerLimits();
-  const std::string_view in = AsChars(data, size);
-  size_t start = 0;
-  while (in.size() - start >= proto::kHeaderSize) {
-    const auto* head = data + start;
-    proto::FrameHeader h;
-    const proto::HeaderCheck check = proto::DecodeHeader(head, proto::kDefaultMaxFrameBytes, &h);
-    if (check == proto::HeaderCheck::kBadMagic) {
-      CheckErrorFrame(proto::FrameHeader{}, Status::InvalidArgument("bad frame magic"));
-      break;  // the connection closes
+  std::string_view rest = AsChars(data, size);
+  // Reads as a socket might deliver them: 1 to 61 bytes at a time.
+  const size_t read_size = 1 + size % 61;
+  proto::FrameBuffer in(read_size, 256);
+  size_t start = 0;  // where the frame at the front of `in` starts in the input
+  for (bool ended = false; !ended;) {
+    if (!rest.empty()) {
+      const auto space = in.Space();
+      FUZZ_CHECK(space.size >= read_size);
+      const size_t n = std::min(rest.size(), read_size);
+      std::memcpy(space.data, rest.data(), n);
+      in.Commit(n);
+      rest.remove_prefix(n);
     }
-    // The header's fields survive encoding (the reserved bytes are not kept).
-    uint8_t again[proto::kHeaderSize];
-    proto::EncodeHeader(h, again);
-    proto::FrameHeader back;
-    FUZZ_CHECK(proto::DecodeHeader(again, proto::kDefaultMaxFrameBytes, &back) == check);
-    FUZZ_CHECK(back.version == h.version && back.op == h.op && back.status == h.status &&
-               back.flags == h.flags && back.request_id == h.request_id &&
-               back.body_length == h.body_length);
-    if (check == proto::HeaderCheck::kTooLarge) {
-      FUZZ_CHECK(h.body_length > proto::kDefaultMaxFrameBytes);
-      CheckErrorFrame(h, Status::LimitExceeded("frame body over the limit"));
-      break;  // the connection closes
+    while (!ended) {
+      proto::FrameHeader h;
+      std::string_view body;
+      const bool ready = in.Ready();
+      const auto next = in.Take(proto::kDefaultMaxFrameBytes, &h, &body);
+      // Ready() sets no limit on the body: a header over the limit may be
+      // refused before its body has come.
+      if (next != proto::FrameBuffer::Next::kTooLarge) {
+        FUZZ_CHECK(ready == (next != proto::FrameBuffer::Next::kNeedMore));
+      }
+      if (next == proto::FrameBuffer::Next::kNeedMore) break;
+      // What a plain walk of the headers finds at `start`.
+      proto::FrameHeader walked;
+      const proto::HeaderCheck check =
+          proto::DecodeHeader(data + start, proto::kDefaultMaxFrameBytes, &walked);
+      if (next == proto::FrameBuffer::Next::kBadMagic) {
+        FUZZ_CHECK(check == proto::HeaderCheck::kBadMagic);
+        CheckErrorFrame(proto::FrameHeader{}, Status::InvalidArgument("bad frame magic"));
+        ended = true;  // the connection closes
+        break;
+      }
+      FUZZ_CHECK(check != proto::HeaderCheck::kBadMagic);
+      FUZZ_CHECK(walked.version == h.version && walked.op == h.op && walked.status == h.status &&
+                 walked.flags == h.flags && walked.request_id == h.request_id &&
+                 walked.body_length == h.body_length);
+      // The header's fields survive encoding (the reserved bytes are not kept).
+      uint8_t again[proto::kHeaderSize];
+      proto::EncodeHeader(h, again);
+      proto::FrameHeader back;
+      FUZZ_CHECK(proto::DecodeHeader(again, proto::kDefaultMaxFrameBytes, &back) == check);
+      FUZZ_CHECK(back.version == h.version && back.op == h.op && back.status == h.status &&
+                 back.flags == h.flags && back.request_id == h.request_id &&
+                 back.body_length == h.body_length);
+      if (next == proto::FrameBuffer::Next::kTooLarge) {
+        FUZZ_CHECK(check == proto::HeaderCheck::kTooLarge);
+        FUZZ_CHECK(h.body_length > proto::kDefaultMaxFrameBytes);
+        CheckErrorFrame(h, Status::LimitExceeded("frame body over the limit"));
+        ended = true;  // the connection closes
+        break;
+      }
+      FUZZ_CHECK(body.size() == h.body_length && start + proto::kHeaderSize + body.size() <= size &&
+                 std::memcmp(body.data(), data + start + proto::kHeaderSize, body.size()) == 0);
+      start += proto::kHeaderSize + body.size();
+      FUZZ_CHECK(in.taken() == start);
+      Serve(h, body, limits);
+      ReadAsAnswer(h, body);
     }
-    const size_t frame = proto::kHeaderSize + size_t{h.body_length};
-    if (in.size() - start < frame) break;  // the rest is still to come
-    const std::string_view body = in.substr(start + proto::kHeaderSize, h.body_length);
-    start += frame;
-    Serve(h, body, limits);
-    ReadAsAnswer(h, body);
+    if (rest.empty()) break;  // an incomplete frame at the end is never served
   }
   return 0;
 }
