@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "proto/frame_buffer.h"
 #include "server/security.h"
 #include "server/server.h"
 #include "server/service.h"
@@ -92,65 +93,80 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Drain();
   // Closes now; pending replies are dropped when they arrive.
   void Close();
-  bool closed() const { return closed_; }
+  bool closed() const { return state_ == State::kClosed; }
 
  private:
-  void OnHandshake(const boost::system::error_code& ec);
-  // The handshake is done and (when asked for) the hello authenticated.
-  bool Established() const { return handshake_done_ && authenticated_; }
+  // Where the connection is in its life. It reads only while kOpen; the three
+  // finishing states read nothing more and close once every request taken is
+  // answered and its answer written.
+  enum class State : uint8_t {
+    kHandshake,   // the TLS handshake is under way
+    kOpen,        // reading and serving requests
+    kInputEnded,  // the client sent end of stream: its whole frames are served, then close
+    kDraining,    // the server is stopping: frames not yet taken are dropped
+    kFailing,     // an error frame for the connection was queued: close once it is written
+    kClosed,
+  };
+  bool Finishing() const { return state_ >= State::kInputEnded && state_ != State::kClosed; }
+
+  // Every event (a read, a write, a reply, a drain, the timer) changes what it
+  // must and then calls Pump, which does all that can be done next, in order:
+  // serve the whole frames read while under the limits, write what is
+  // answered, read more while open and under the limits, and close once
+  // finishing with nothing left to do. A reply given from inside Handle()
+  // re-enters Pump, which then returns at once: the outer call goes on.
+  void Pump();
+  // Takes the frame at the front of in_ and serves it (or refuses it);
+  // false when there is none or the connection is failing.
+  bool ServeFrame();
   // Checks an unauthenticated connection's request: true to serve it (a
-  // hello with the secret); false when answered or (returned in *close)
-  // the connection must close.
-  bool Authenticate(const proto::FrameHeader& h, std::string_view body, bool* close);
-  std::string Peer() const;
-  void Read();
+  // hello with the secret); false when refused (answered, or the connection
+  // is failing).
+  bool Authenticate(const proto::FrameHeader& h, std::string_view body);
+  void StartRead();
   void OnRead(const boost::system::error_code& ec, size_t n);
-  void ProcessInput();
-  // Handles the complete frame at in_[start_..]; returns false when the
-  // connection must close (a broken frame).
-  bool HandleFrame();
+  void StartWrite();
+  void OnWritten(const boost::system::error_code& ec, size_t n);
+  void OnHandshake(const boost::system::error_code& ec);
   void OnReply(std::string frame, std::chrono::steady_clock::time_point started);
-  void Send(std::string frame);
-  void Write();
-  // An error frame, then close once it is written.
-  void FailConnection(uint8_t op, uint32_t request_id, const Status& status);
+  // Counts a response frame and queues it for writing.
+  void Queue(std::string frame);
+  // Queues an error frame for the whole connection, then closes once it is
+  // written (or kCloseGrace passes).
+  void Fail(uint8_t op, uint32_t request_id, const Status& status);
+  // Hands this turn's requests to the handler as one burst (Handler::BeginBurst).
+  void JoinBurst();
   bool Paused() const;
-  void ArmIdleTimer();
+  // The handshake is done and (when asked for) the hello authenticated.
+  bool Established() const { return state_ != State::kHandshake && authenticated_; }
   // The buffer holds the start of a frame and not all of it, and more may come.
-  bool PartialFrame() const;
-  // The buffer holds a whole frame to serve (or a broken one to answer).
-  bool WholeFrame() const;
+  bool PartialFrame() const { return state_ == State::kOpen && !in_.empty() && !in_.Ready(); }
+  void ArmTimer();
+  void OnTimer(const boost::system::error_code& ec);
+  std::string Peer() const;
   void Touch() { last_activity_ = std::chrono::steady_clock::now(); }
-  void MaybeFinish();
 
   Loop* loop_;
   boost::asio::ip::tcp::socket socket_;
   std::shared_ptr<const Credentials> credentials_;
   // Over socket_ when the port speaks TLS; null for plain TCP.
   std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
-  boost::asio::steady_timer idle_timer_;
+  boost::asio::steady_timer timer_;
   const ServerOptions& options_;
-  std::vector<char> in_;       // received bytes; frames parsed from start_ to end_
-  size_t start_ = 0;
-  size_t end_ = 0;
-  std::string out_;            // responses waiting to be written
-  std::string writing_;        // responses being written
-  uint32_t in_flight_ = 0;     // requests handed to the handler and not yet answered
-  bool reading_ = false;
-  bool writing_now_ = false;
-  bool processing_ = false;
-  bool draining_ = false;      // read nothing more; close when idle
-  bool input_ended_ = false;   // the client sent end of stream: answer what came, then close
-  bool close_after_write_ = false;
-  bool closed_ = false;
-  bool was_paused_ = false;
-  bool handshake_done_ = true;  // false until a TLS handshake completes
-  bool authenticated_ = true;   // false until a hello with the secret, when one is required
+  State state_ = State::kOpen;
+  bool authenticated_ = true;  // false until a hello with the secret, when one is required
+  bool reading_ = false;       // an async read is outstanding (into in_.Space())
+  bool pumping_ = false;       // Pump() is on the stack
+  bool was_paused_ = false;    // the last StartRead found the connection paused (counted once)
+  proto::FrameBuffer in_;
+  std::string out_;         // answers waiting to be written
+  std::string writing_;     // answers being written; non-empty while a write is outstanding
+  uint32_t in_flight_ = 0;  // requests handed to the handler and not yet answered
   std::chrono::steady_clock::time_point accepted_;
   std::chrono::steady_clock::time_point last_activity_;
-  // When the first bytes of the frame at start_ arrived (PartialFrame()).
+  // When the first bytes of the frame at the front of in_ arrived (PartialFrame()).
   std::chrono::steady_clock::time_point frame_begun_;
-  std::chrono::steady_clock::time_point timer_at_;  // when idle_timer_ fires
+  std::chrono::steady_clock::time_point timer_at_;  // when timer_ fires
 };
 
 }  // namespace segstore::server
