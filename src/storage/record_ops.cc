@@ -45,54 +45,62 @@ bool Expired(UnixSeconds void_at, UnixSeconds now) { return void_at != 0 && void
 
 }  // namespace
 
-// ---------------------------------------------------------------- RecordFetch
+// ---------------------------------------------------------------- RecordRead
 
-RecordFetch::RecordFetch(WorkerImpl* w) : w_(w), store_(w->store()) {}
-
-RecordFetch::~RecordFetch() { ReleaseReadBuffer(buf_, buf_size_); }
-
-void RecordFetch::Fetch(uint64_t offset, uint32_t size, uint64_t salt) {
-  uint32_t block = store_->BlockOf(offset);
-  if (auto image = store_->blocks().PinImage(block); image && image->salt == salt) {
-    // Still in a write block in memory: copy it out; no device read.
-    w_->counters().Bump(w_->counters().memory_reads);
-    uint8_t* copy = AcquireReadBuffer(size);
-    std::memcpy(copy, image->bytes.data() + (offset - store_->BlockOffset(block)), size);
-    OnFetched(copy, size, copy);
-    return;
-  }
+bool RecordRead::Start(WorkerImpl* w, uint64_t offset, uint32_t size, uint64_t salt,
+                       IoCompletion* done) {
+  Release();
+  StoreImpl* store = w->store();
   offset_ = offset;
-  uint64_t start = AlignDown(offset, kSectorSize);
-  buf_size_ = static_cast<uint32_t>(AlignUp(offset + size, kSectorSize) - start);
-  buf_ = AcquireReadBuffer(buf_size_);
-  buf_offset_ = start;
-  w_->counters().Bump(w_->counters().device_reads);
-  w_->queue()->Read(start, buf_, buf_size_, this);
-}
-
-void RecordFetch::OnIoComplete(int32_t result) {
-  uint8_t* buf = std::exchange(buf_, nullptr);
-  uint32_t len = buf_size_;
-  if (result < 0 || static_cast<uint32_t>(result) != len) {
-    ReleaseReadBuffer(buf, len);
-    std::string why = result < 0 ? std::strerror(-result)
-                                 : fmt::format("short read, {} of {} bytes", result, len);
-    OnFetchFailed(Status::IOError(
-        fmt::format("read at offset {} of {}: {}", buf_offset_, store_->device().name(), why)));
-    return;
+  size_ = size;
+  salt_ = salt;
+  const uint32_t block = store->BlockOf(offset);
+  if (auto image = store->blocks().PinImage(block); image && image->salt == salt) {
+    // Still in a write block in memory: copy it out; no device read.
+    w->counters().Bump(w->counters().memory_reads);
+    storage_ = AcquireReadBuffer(size);
+    storage_size_ = size;
+    std::memcpy(storage_, image->bytes.data() + (offset - store->BlockOffset(block)), size);
+    rec_ = storage_;
+    return true;
   }
-  OnFetched(buf, len, buf + (offset_ - buf_offset_));
+  read_at_ = AlignDown(offset, kSectorSize);
+  storage_size_ = static_cast<uint32_t>(AlignUp(offset + size, kSectorSize) - read_at_);
+  storage_ = AcquireReadBuffer(storage_size_);
+  rec_ = storage_ + (offset - read_at_);
+  w->counters().Bump(w->counters().device_reads);
+  w->queue()->Read(read_at_, storage_, storage_size_, done);
+  return false;
 }
 
-// ---------------------------------------------------------------- RecordOp
+Status RecordRead::Finish(int32_t result, StoreImpl& store) {
+  if (result >= 0 && static_cast<uint32_t>(result) == storage_size_) return Status::OK();
+  const std::string why = result < 0
+                              ? std::strerror(-result)
+                              : fmt::format("short read, {} of {} bytes", result, storage_size_);
+  Release();
+  return Status::IOError(
+      fmt::format("read at offset {} of {}: {}", read_at_, store.device().name(), why));
+}
 
-RecordOp::RecordOp(WorkerImpl* w, std::string_view key, Scope scope)
-    : RecordFetch(w),
-      digest_(store_->DigestOf(key)),
-      partition_(Index::PartitionOf(digest_)),
-      tag_(Index::TagOf(digest_)),
-      scope_(scope),
-      key_size_(static_cast<uint32_t>(key.size())) {
+Record RecordRead::Take(const RecordView& v) {
+  Record r = RecordBuilder::Make(std::exchange(storage_, nullptr), storage_size_, v);
+  rec_ = nullptr;
+  return r;
+}
+
+void RecordRead::Release() {
+  if (storage_ != nullptr) ReleaseReadBuffer(std::exchange(storage_, nullptr), storage_size_);
+  rec_ = nullptr;
+}
+
+// ---------------------------------------------------------------- KeySearch
+
+void KeySearch::SetKey(std::string_view key) {
+  const Digest digest = w_->store()->DigestOf(key);
+  partition_ = Index::PartitionOf(digest);
+  tag_ = Index::TagOf(digest);
+  key_size_ = static_cast<uint32_t>(key.size());
   char* dst = key_inline_;
   if (key.size() > kInlineKey) {
     key_heap_ = std::make_unique<char[]>(key.size());
@@ -102,253 +110,298 @@ RecordOp::RecordOp(WorkerImpl* w, std::string_view key, Scope scope)
   key_data_ = dst;
 }
 
-void RecordOp::Start() {
-  w_->OpStarted();
-  in_start_ = true;
-  Lookup();
-  in_start_ = false;
-}
-
-void RecordOp::Complete(void (RecordOp::*fn)()) {
-  if (in_start_) {
-    w_->Post([this, fn] { (this->*fn)(); });
-  } else {
-    (this->*fn)();
-  }
-}
-
-void RecordOp::Lookup() {
+void KeySearch::Lookup() {
+  StoreImpl* store = w_->store();
   candidates_.clear();
   next_ = 0;
   damaged_ = 0;
-  now_ = store_->clock().Now();
-  {
-    Index::Locked table = store_->index().Lock(partition_);
-    auto add = [&](const IndexEntry& e) {
-      candidates_.push_back(Candidate{e, store_->blocks().salt(store_->BlockOf(e.offset()))});
-    };
-    if (scope_ == Scope::kUpdate) {
-      table->ForEachWithTag(tag_, add);
-    } else {
-      table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
-        if (e.live() && !Expired(e.void_at(), now_)) add(e);
-      });
-      live_candidates_ = candidates_.size();
-      table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
-        if (!e.live() || Expired(e.void_at(), now_)) add(e);
-      });
-    }
-  }
-  OnLookedUp();
-  ReadNext();
-}
-
-void RecordOp::ReadNext() {
-  // A get reads the dead candidates only to explain a damaged live one.
-  size_t end = scope_ == Scope::kGet && damaged_ == 0 ? live_candidates_ : candidates_.size();
-  if (next_ >= end) {
-    OnNoMatch(damaged_);
+  now_ = store->clock().Now();
+  Index::Locked table = store->index().Lock(partition_);
+  auto add = [&](const IndexEntry& e) {
+    candidates_.push_back(Candidate{e, store->blocks().salt(store->BlockOf(e.offset()))});
+  };
+  if (scope_ == Scope::kUpdate) {
+    table->ForEachWithTag(tag_, add);
     return;
   }
-  const Candidate& c = candidates_[next_];
-  if (UseFetched(c)) return;
-  Fetch(c.entry.offset(), c.entry.size(), c.block_salt);
+  table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
+    if (e.live() && !Expired(e.void_at(), now_)) add(e);
+  });
+  live_candidates_ = candidates_.size();
+  table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
+    if (!e.live() || Expired(e.void_at(), now_)) add(e);
+  });
 }
 
-bool RecordOp::Moved(const Candidate& c) {
-  Index::Locked table = store_->index().Lock(partition_);
-  IndexEntry* e = table->Find(tag_, c.entry.offset());
-  return e == nullptr || store_->blocks().salt(store_->BlockOf(c.entry.offset())) != c.block_salt;
+const KeySearch::Candidate* KeySearch::Next() {
+  // A get reads the dead candidates only to explain a damaged live one.
+  const size_t end = scope_ == Scope::kGet && damaged_ == 0 ? live_candidates_ : candidates_.size();
+  return next_ < end ? &candidates_[next_++] : nullptr;
 }
 
-void RecordOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
-  const Candidate c = candidates_[next_];
+KeySearch::Verdict KeySearch::Check(const uint8_t* rec, RecordView* view) {
+  StoreImpl* store = w_->store();
+  const Candidate& c = current();
   Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_salt);
   if (v.ok() && v->footprint != c.entry.size()) {
     v = Status::Corruption(
         fmt::format("record is {} bytes, the index says {}", v->footprint, c.entry.size()));
   }
-  if (!v.ok()) {
-    ReleaseReadBuffer(storage, storage_size);
-    if (Moved(c)) {
-      // Defragmentation or a newer write moved the key while we read: again.
-      if (++restarts_ > kMaxRestarts) {
-        OnFailure(Status::Busy("the key kept moving while being read; try again"));
-      } else {
-        Lookup();
-      }
-      return;
+  if (v.ok()) {
+    if (v->key != key()) return Verdict::kOtherKey;
+    *view = *v;
+    return Verdict::kFound;
+  }
+  {
+    Index::Locked table = store->index().Lock(partition_);
+    if (table->Find(tag_, c.entry.offset()) == nullptr ||
+        store->blocks().salt(store->BlockOf(c.entry.offset())) != c.block_salt) {
+      return Verdict::kMoved;
     }
-    // Damaged: its key is unknown. Another candidate may still hold ours.
-    ++damaged_;
-    w_->counters().Bump(w_->counters().corruptions);
-    spdlog::error("{}", v.status()
-                            .WithContext(fmt::format(
-                                "record at offset {} (write block {}) of {}", c.entry.offset(),
-                                store_->BlockOf(c.entry.offset()), store_->device().name()))
-                            .ToString());
-    ++next_;
-    ReadNext();
-    return;
   }
-  if (v->key != key()) {  // another key with the same tag
-    ReleaseReadBuffer(storage, storage_size);
-    ++next_;
-    ReadNext();
-    return;
-  }
-  RecordKind kind = v->header.kind;
-  OnMatch(RecordBuilder::Make(storage, storage_size, *v), kind, c);
+  // Damaged: its key is unknown. Another candidate may still hold ours.
+  ++damaged_;
+  w_->counters().Bump(w_->counters().corruptions);
+  spdlog::error("{}", v.status()
+                          .WithContext(fmt::format(
+                              "record at offset {} (write block {}) of {}", c.entry.offset(),
+                              store->BlockOf(c.entry.offset()), store->device().name()))
+                          .ToString());
+  return Verdict::kDamaged;
 }
 
-// ---------------------------------------------------------------- GetOp
+bool KeySearch::MayRestart() { return ++restarts_ <= kMaxRestarts; }
 
-GetOp::GetOp(WorkerImpl* w, std::string_view key, GetCallback done)
-    : RecordOp(w, key, Scope::kGet), done_(std::move(done)) {}
-
-void GetOp::OnMatch(Record record, RecordKind kind, const Candidate& c) {
-  if (kind != RecordKind::kPut || !c.entry.live() || Expired(record.void_at(), now())) {
-    result_.emplace(Status::NotFound("key not found"));
-  } else {
-    result_.emplace(std::move(record));
-  }
-  Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
+bool KeySearch::Alive(const RecordView& v) const {
+  return v.header.kind == RecordKind::kPut && current().entry.live() &&
+         !Expired(v.header.void_at, now_);
 }
 
-void GetOp::OnNoMatch(uint32_t damaged) {
-  if (damaged > 0) {
-    result_.emplace(Status::Corruption(
-        "the key's record is damaged on the device (see the server log for where)"));
-  } else {
-    result_.emplace(Status::NotFound("key not found"));
-  }
-  Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
+// ---------------------------------------------------------------- Op
+
+template <typename Value>
+Op<Value>::Op(WorkerImpl* w, Callback done) : w_(w), store_(w->store()), done_(std::move(done)) {}
+
+template <typename Value>
+template <typename Steps>
+void Op<Value>::Begin(Steps steps) {
+  w_->OpStarted();
+  starting_ = true;
+  steps();
+  starting_ = false;
+  if (result_) w_->Post([this] { Deliver(); });  // it ended inside Start
 }
 
-void GetOp::OnFailure(Status s) {
-  result_.emplace(std::move(s));
-  Complete(static_cast<void (RecordOp::*)()>(&GetOp::Deliver));
+template <typename Value>
+void Op<Value>::Finish(Result<Value> r) {
+  result_.emplace(std::move(r));
+  if (!starting_) Deliver();
 }
 
-void GetOp::Deliver() {
-  w_->counters().Bump(w_->counters().gets);
+template <typename Value>
+void Op<Value>::Deliver() {
   done_(std::move(*result_));
   w_->OpDone();
   delete this;
 }
 
-// ---------------------------------------------------------------- ReadAtOp
+template class Op<Record>;
+template class Op<WriteOutcome>;
 
-ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, GetCallback done)
-    : RecordFetch(w), ref_(ref), done_(std::move(done)) {}
+// ---------------------------------------------------------------- GetOp
 
-ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, WriteCallback done)
-    : RecordFetch(w), ref_(ref), update_fn_(std::move(fn)), update_done_(std::move(done)) {}
-
-void ReadAtOp::Start() {
-  w_->OpStarted();
-  bool ended = false;
-  ended_in_start_ = &ended;
-  Fetch(ref_.offset, ref_.size, ref_.block_salt);
-  if (ended) return;  // an UpdateAt found its record in memory: this op is gone
-  ended_in_start_ = nullptr;
+GetOp::GetOp(WorkerImpl* w, std::string_view key, Callback done)
+    : Op(w, std::move(done)), search_(w, KeySearch::Scope::kGet) {
+  search_.SetKey(key);
 }
 
-void ReadAtOp::OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) {
-  Result<RecordView> v = DecodeRecord(rec, ref_.size, ref_.block_salt);
-  bool valid = v.ok() && v->footprint == ref_.size && v->header.kind == RecordKind::kPut;
-  if (valid && update_fn_) {
-    // UpdateAt: go on as an update of the key found there, from this copy.
-    auto* op = new UpdateOp(w_, v->key, std::move(update_fn_), std::move(update_done_));
-    op->GiveFetched(ref_, storage, storage_size, rec);
-    op->Start();
-    w_->OpDone();
-    if (ended_in_start_ != nullptr) *ended_in_start_ = true;
-    delete this;
+void GetOp::Start() {
+  w_->counters().Bump(w_->counters().gets);
+  Begin([this] {
+    search_.Lookup();
+    ReadNext();
+  });
+}
+
+void GetOp::ReadNext() {
+  while (const KeySearch::Candidate* c = search_.Next()) {
+    if (!read_.Start(w_, c->entry.offset(), c->entry.size(), c->block_salt, this)) return;
+    if (Judge()) return;
+  }
+  if (search_.damaged() > 0) {
+    Finish(Status::Corruption(
+        "the key's record is damaged on the device (see the server log for where)"));
+  } else {
+    Finish(Status::NotFound("key not found"));
+  }
+}
+
+void GetOp::OnIoComplete(int32_t result) {
+  if (Status s = read_.Finish(result, *store_); !s.ok()) {
+    Finish(std::move(s));
     return;
   }
-  if (!valid) {
-    ReleaseReadBuffer(storage, storage_size);
-    result_.emplace(Status::NotFound("no record there any more"));
-  } else {
-    result_.emplace(RecordBuilder::Make(storage, storage_size, *v));
-  }
-  if (ended_in_start_ != nullptr) {  // still inside Start()
-    w_->Post([this] { Deliver(); });
-  } else {
-    Deliver();
-  }
+  if (!Judge()) ReadNext();
 }
 
-void ReadAtOp::OnFetchFailed(Status s) {
-  result_.emplace(std::move(s));
-  Deliver();
+bool GetOp::Judge() {
+  RecordView v;
+  switch (search_.Check(read_.record(), &v)) {
+    case KeySearch::Verdict::kFound:
+      if (search_.Alive(v)) {
+        Finish(read_.Take(v));
+      } else {
+        Finish(Status::NotFound("key not found"));
+      }
+      return true;
+    case KeySearch::Verdict::kOtherKey:
+    case KeySearch::Verdict::kDamaged:
+      read_.Release();
+      return false;
+    case KeySearch::Verdict::kMoved:
+      // Defragmentation or a newer write moved the key while it was read.
+      read_.Release();
+      if (!search_.MayRestart()) {
+        Finish(Status::Busy("the key kept moving while being read; try again"));
+        return true;
+      }
+      search_.Lookup();
+      return false;
+  }
+  return false;
 }
 
-void ReadAtOp::Deliver() {
-  if (update_done_) {
-    update_done_(result_->ok() ? Status::NotFound("no record there any more") : result_->status());
-  } else {
-    done_(std::move(*result_));
+// ---------------------------------------------------------------- ReadAtOp
+
+ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, Callback done)
+    : Op(w, std::move(done)), ref_(ref) {}
+
+void ReadAtOp::Start() {
+  Begin([this] {
+    if (read_.Start(w_, ref_.offset, ref_.size, ref_.block_salt, this)) Judge();
+  });
+}
+
+void ReadAtOp::OnIoComplete(int32_t result) {
+  if (Status s = read_.Finish(result, *store_); !s.ok()) {
+    Finish(std::move(s));
+    return;
   }
-  w_->OpDone();
-  delete this;
+  Judge();
+}
+
+void ReadAtOp::Judge() {
+  Result<RecordView> v = DecodeRecord(read_.record(), ref_.size, ref_.block_salt);
+  if (v.ok() && v->footprint == ref_.size && v->header.kind == RecordKind::kPut) {
+    Finish(read_.Take(*v));
+  } else {
+    Finish(Status::NotFound("no record there any more"));
+  }
 }
 
 // ---------------------------------------------------------------- UpdateOp
 
-UpdateOp::UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done)
-    : RecordOp(w, key, Scope::kUpdate), fn_(std::move(fn)), done_(std::move(done)) {}
-
-UpdateOp::~UpdateOp() {
-  if (fetched_) ReleaseReadBuffer(fetched_->storage, fetched_->storage_size);
+UpdateOp::UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, Callback done)
+    : Op(w, std::move(done)), fn_(std::move(fn)), search_(w, KeySearch::Scope::kUpdate) {
+  search_.SetKey(key);
 }
 
-void UpdateOp::GiveFetched(const RecordRef& ref, uint8_t* storage, size_t storage_size,
-                           const uint8_t* rec) {
-  fetched_ = Fetched{ref, storage, storage_size, rec};
+UpdateOp::UpdateOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, Callback done)
+    : Op(w, std::move(done)), fn_(std::move(fn)), at_(ref), search_(w, KeySearch::Scope::kUpdate) {}
+
+void UpdateOp::Start() {
+  Begin([this] {
+    if (at_) {
+      ReadAt();
+    } else {
+      Lookup();
+    }
+  });
 }
 
-bool UpdateOp::UseFetched(const Candidate& c) {
-  if (!fetched_ || c.entry.offset() != fetched_->ref.offset ||
-      c.block_salt != fetched_->ref.block_salt) {
-    return false;
+void UpdateOp::ReadAt() {
+  reading_at_ = true;
+  if (read_.Start(w_, at_->offset, at_->size, at_->block_salt, this)) KeyFromPlace();
+}
+
+void UpdateOp::KeyFromPlace() {
+  reading_at_ = false;
+  Result<RecordView> v = DecodeRecord(read_.record(), at_->size, at_->block_salt);
+  if (!v.ok() || v->footprint != at_->size || v->header.kind != RecordKind::kPut) {
+    Finish(Status::NotFound("no record there any more"));
+    return;
   }
-  Fetched f = *fetched_;
-  fetched_.reset();  // ownership passes on; a retry reads afresh
-  OnFetched(f.storage, f.storage_size, f.rec);
-  return true;
+  // The copy stays in read_: ReadNext uses it if the key still lives there.
+  search_.SetKey(v->key);
+  Lookup();
 }
 
-void UpdateOp::OnLookedUp() {
+void UpdateOp::Lookup() {
+  search_.Lookup();
   snapshot_.clear();
-  for (const Candidate& c : candidates_) snapshot_.emplace_back(c.entry.offset(), c.block_salt);
+  for (const KeySearch::Candidate& c : search_.candidates()) {
+    snapshot_.emplace_back(c.entry.offset(), c.block_salt);
+  }
   std::sort(snapshot_.begin(), snapshot_.end());
+  ReadNext();
 }
 
-void UpdateOp::OnMatch(Record record, RecordKind kind, const Candidate& c) {
-  matched_ = c;
-  damaged_seen_ = 0;
-  bool alive = kind == RecordKind::kPut && c.entry.live() && !Expired(record.void_at(), now());
-  Decide(alive ? &record : nullptr);
-}
-
-void UpdateOp::OnNoMatch(uint32_t damaged) {
-  // A damaged candidate might have been this key: write as if it were absent
-  // (a delete still writes its tombstone, in case it was).
+void UpdateOp::ReadNext() {
+  while (const KeySearch::Candidate* c = search_.Next()) {
+    if (!read_.Holds(c->entry.offset(), c->block_salt) &&
+        !read_.Start(w_, c->entry.offset(), c->entry.size(), c->block_salt, this)) {
+      return;
+    }
+    if (Judge()) return;
+  }
+  // No candidate holds the key. A damaged one might have been it: write as
+  // if it were absent (a delete still writes its tombstone, in case it was).
+  read_.Release();
   matched_.reset();
-  damaged_seen_ = damaged;
   Decide(nullptr);
 }
 
-void UpdateOp::OnFailure(Status s) {
-  failure_ = std::move(s);
-  Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Fail));
+void UpdateOp::OnIoComplete(int32_t result) {
+  if (Status s = read_.Finish(result, *store_); !s.ok()) {
+    Finish(std::move(s));
+    return;
+  }
+  if (reading_at_) {
+    KeyFromPlace();
+  } else if (!Judge()) {
+    ReadNext();
+  }
+}
+
+bool UpdateOp::Judge() {
+  RecordView v;
+  switch (search_.Check(read_.record(), &v)) {
+    case KeySearch::Verdict::kFound: {
+      matched_ = search_.current();
+      const bool alive = search_.Alive(v);
+      const Record r = read_.Take(v);
+      Decide(alive ? &r : nullptr);
+      return true;
+    }
+    case KeySearch::Verdict::kOtherKey:
+    case KeySearch::Verdict::kDamaged:
+      read_.Release();
+      return false;
+    case KeySearch::Verdict::kMoved:
+      read_.Release();
+      if (!search_.MayRestart()) {
+        Finish(Status::Busy("the key kept moving while being read; try again"));
+        return true;
+      }
+      Lookup();  // the snapshot too
+      return true;
+  }
+  return false;
 }
 
 bool UpdateOp::SnapshotHolds(const PartitionTable& table) const {
   std::vector<std::pair<uint64_t, uint64_t>> now_entries;
-  table.ForEachWithTag(tag_, [&](const IndexEntry& e) {
+  table.ForEachWithTag(search_.tag(), [&](const IndexEntry& e) {
     now_entries.emplace_back(e.offset(), store_->blocks().salt(store_->BlockOf(e.offset())));
   });
   std::sort(now_entries.begin(), now_entries.end());
@@ -363,76 +416,85 @@ void UpdateOp::Decide(const Record* current) {
     m = Status::Internal(fmt::format("update function threw: {}", e.what()));
   }
   if (!m.ok()) {
-    OnFailure(m.status());
+    Finish(m.status());
     return;
   }
   Mutation& mut = *m;
   if (mut.kind == Mutation::Kind::kPut && mut.body.size() > store_->max_body_size()) {
-    OnFailure(Status::InvalidArgument(fmt::format("body of {} bytes is over the limit of {}",
-                                                  mut.body.size(), store_->max_body_size())));
+    Finish(Status::InvalidArgument(fmt::format("body of {} bytes is over the limit of {}",
+                                               mut.body.size(), store_->max_body_size())));
     return;
   }
+  const bool damaged = !matched_ && search_.damaged() > 0;
   if (mut.kind == Mutation::Kind::kKeep ||
-      (mut.kind == Mutation::Kind::kDelete && current == nullptr && damaged_seen_ == 0)) {
+      (mut.kind == Mutation::Kind::kDelete && current == nullptr && !damaged)) {
     outcome_.applied = Mutation::Kind::kKeep;
-    Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
+    Finish(outcome_);
     return;
   }
-  uint32_t footprint =
-      RecordFootprint(static_cast<uint32_t>(key().size()), static_cast<uint32_t>(mut.body.size()));
-  BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete ? BlockTable::Purpose::kDelete
-                                                                    : BlockTable::Purpose::kWrite;
+  const uint32_t footprint = RecordFootprint(static_cast<uint32_t>(search_.key().size()),
+                                             static_cast<uint32_t>(mut.body.size()));
+  const BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete
+                                          ? BlockTable::Purpose::kDelete
+                                          : BlockTable::Purpose::kWrite;
   if (Status s = w_->writer().Reserve(footprint, purpose); !s.ok()) {
-    OnFailure(std::move(s));
+    Finish(std::move(s));
     return;
   }
   BlockWriter::Slot slot;
   if (!Apply(mut, current, &slot)) {
-    Retry();
+    // Another writer got in between: read again, decide again.
+    w_->counters().Bump(w_->counters().update_retries);
+    if (++outcome_.attempts > kMaxAttempts) {
+      Finish(Status::Busy(fmt::format(
+          "gave up after {} attempts: other writers kept changing the key", kMaxAttempts)));
+      return;
+    }
+    Lookup();
     return;
   }
   w_->counters().Bump(w_->counters().writes);
-  bool commit = mut.kind == Mutation::Kind::kDelete || w_->durability() == Durability::kCommit;
-  if (commit) {
+  if (mut.kind == Mutation::Kind::kDelete || w_->durability() == Durability::kCommit) {
     w_->writer().WhenDurable(slot, [this](Status s) {
       if (s.ok()) {
-        Deliver();
+        Finish(outcome_);
       } else {
-        failure_ = std::move(s);
-        Fail();
+        Finish(std::move(s));
       }
     });
   } else {
     w_->writer().FlushWithinInterval();
-    Complete(static_cast<void (RecordOp::*)()>(&UpdateOp::Deliver));
+    Finish(outcome_);
   }
 }
 
 bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot* slot) {
-  Index::Locked table = store_->index().Lock(partition_);
+  const uint32_t tag = search_.tag();
+  Index::Locked table = store_->index().Lock(search_.partition());
   if (!SnapshotHolds(*table)) return false;
   BlockTable& blocks = store_->blocks();
-  bool is_delete = m.kind == Mutation::Kind::kDelete;
+  const bool is_delete = m.kind == Mutation::Kind::kDelete;
   RecordHeader h;
   h.kind = is_delete ? RecordKind::kTombstone : RecordKind::kPut;
-  h.key_len = static_cast<uint16_t>(key().size());
+  h.key_len = static_cast<uint16_t>(search_.key().size());
   h.body_len = is_delete ? 0 : static_cast<uint32_t>(m.body.size());
   h.generation = current != nullptr ? current->generation() + 1 : 1;
   h.version = store_->NextSeq();
-  h.last_update = now();
+  h.last_update = search_.now();
   h.sweep_at = is_delete ? 0 : m.sweep_at;
   h.void_at = is_delete ? 0 : m.void_at;
-  uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
+  const uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   *slot = w_->writer().Append(footprint, h.version);
-  EncodeRecord(h, key(), is_delete ? std::string_view() : std::string_view(m.body),
+  EncodeRecord(h, search_.key(), is_delete ? std::string_view() : std::string_view(m.body),
                slot->block_salt, slot->dst);
-  IndexEntry e = is_delete ? IndexEntry::Tombstone(tag_, slot->offset, footprint, h.version)
-                           : IndexEntry::Live(tag_, slot->offset, footprint, h.sweep_at, h.void_at);
+  const IndexEntry e = is_delete
+                           ? IndexEntry::Tombstone(tag, slot->offset, footprint, h.version)
+                           : IndexEntry::Live(tag, slot->offset, footprint, h.sweep_at, h.void_at);
   if (matched_) {
     // As it is now, not as read: the index sweep may have turned it into a
     // tombstone meanwhile (same place, so the snapshot still holds).
-    const IndexEntry old = *table->Find(tag_, matched_->entry.offset());
-    table->Replace(tag_, old.offset(), e);
+    const IndexEntry old = *table->Find(tag, matched_->entry.offset());
+    table->Replace(tag, old.offset(), e);
     blocks.AddLive(store_->BlockOf(old.offset()), -int64_t{AccountedBytes(old)});
   } else {
     table->Insert(e);
@@ -442,28 +504,6 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   outcome_.generation = h.generation;
   outcome_.version = h.version;
   return true;
-}
-
-void UpdateOp::Retry() {
-  w_->counters().Bump(w_->counters().update_retries);
-  if (++outcome_.attempts > kMaxAttempts) {
-    OnFailure(Status::Busy(fmt::format(
-        "gave up after {} attempts: other writers kept changing the key", kMaxAttempts)));
-    return;
-  }
-  Lookup();
-}
-
-void UpdateOp::Deliver() {
-  done_(outcome_);
-  w_->OpDone();
-  delete this;
-}
-
-void UpdateOp::Fail() {
-  done_(std::move(failure_));
-  w_->OpDone();
-  delete this;
 }
 
 }  // namespace segstore::storage

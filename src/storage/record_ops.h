@@ -1,23 +1,37 @@
-// The engine's two operations: GetOp reads the newest version of a key;
-// UpdateOp is the read-modify-write every put and delete goes through.
+// The engine's operations on records. Each is one object, alive from Start()
+// to its callback, on the worker's thread, and reads as its steps in the
+// order they happen; a step that waits for the device returns, and the
+// completion (OnIoComplete) goes on with the next one.
 //
-// Both start the same way (RecordOp): take the partition lock, copy the index
-// entries that carry the key's tag, let go of the lock, then read those
-// records, from a write block still in memory or from the device, until one
-// holds the key. A record that fails validation is re-checked against the
-// index: if the entry moved meanwhile (defragmentation, a newer write), the
-// lookup starts over; if not, it is a corruption.
+//   GetOp     the newest version of a key: look up, read candidates until one
+//             holds the key, answer.
+//   UpdateOp  the read-modify-write behind every put and delete: the same
+//             search, then the caller's function, then a compare-and-set
+//             write (on a conflict, search again), then wait until durable.
+//             Started from a place (UpdateAt) it first reads the record
+//             there to learn the key.
+//   ReadAtOp  the record at a known place, whatever its key (GetAt).
 //
-// UpdateOp then calls the caller's function, takes the lock again and writes
-// only if the key's entries are exactly those it read (compare-and-set on the
-// record location); otherwise it reads again and retries.
+// Two parts they share, as members:
+//   RecordRead  the bytes of one record at a known place: copied from its
+//               write block while the block is in memory, else one device
+//               read of the sectors covering it, into a pooled buffer.
+//   KeySearch   which index entries may hold a key (copied under the
+//               partition lock, then the lock is let go), and the verdict on
+//               each record read: the key, another key with the same tag,
+//               damaged, or moved meanwhile by defragmentation or a newer
+//               write (then the search starts over).
 //
-// An op deletes itself after calling its callback, on the worker's thread.
+// An op never calls its callback inside the call that started it (the
+// caller may be in the middle of a loop): an op that ends there has its
+// callback posted. It deletes itself after its callback.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,179 +46,197 @@ namespace segstore::storage {
 class StoreImpl;
 class WorkerImpl;
 
-// Fetches the bytes of one record at a known place: copied from its block's
-// image while the block is in memory, else one device read into a pooled
-// buffer. The base of every operation that reads records.
-class RecordFetch : public IoCompletion {
- protected:
-  explicit RecordFetch(WorkerImpl* w);
-  ~RecordFetch();
-  // Starts fetching the `size` bytes at device `offset` of the block
-  // incarnation `salt`; then OnFetched (possibly before returning) or OnFetchFailed.
-  void Fetch(uint64_t offset, uint32_t size, uint64_t salt);
-  // `storage` (a read buffer of `storage_size` bytes, now owned by the
-  // callee) holds the record at `rec`; nothing is validated yet.
-  virtual void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) = 0;
-  virtual void OnFetchFailed(Status s) = 0;
+class RecordRead {
+ public:
+  RecordRead() = default;
+  RecordRead(const RecordRead&) = delete;
+  RecordRead& operator=(const RecordRead&) = delete;
+  ~RecordRead() { Release(); }
 
-  WorkerImpl* w_;
-  StoreImpl* store_;
+  // Starts reading the `size` bytes at device `offset` of the block
+  // incarnation `salt` (dropping any record held). True when they are here
+  // at once (the block is in memory); false when a device read is in flight:
+  // `done` is then called with its result, to be passed to Finish().
+  bool Start(WorkerImpl* w, uint64_t offset, uint32_t size, uint64_t salt, IoCompletion* done);
+  // The device read ended with `result`: OK, or IOError naming the place.
+  Status Finish(int32_t result, StoreImpl& store);
+  // Holds the record at (offset, salt), read and not yet handed on.
+  bool Holds(uint64_t offset, uint64_t salt) const {
+    return storage_ != nullptr && offset == offset_ && salt == salt_;
+  }
+  // The record's bytes, once read.
+  const uint8_t* record() const { return rec_; }
+  uint32_t size() const { return size_; }
+  uint64_t salt() const { return salt_; }
+  // A Record that owns the bytes read (no copy); `v` is their validated view.
+  Record Take(const RecordView& v);
+  void Release();
 
  private:
-  void OnIoComplete(int32_t result) override;
-
+  uint8_t* storage_ = nullptr;  // a pooled read buffer, storage_size_ bytes
+  uint32_t storage_size_ = 0;
+  const uint8_t* rec_ = nullptr;  // the record within it
   uint64_t offset_ = 0;
-  uint8_t* buf_ = nullptr;  // the device read in flight lands here
-  uint32_t buf_size_ = 0;
-  uint64_t buf_offset_ = 0;
+  uint32_t size_ = 0;
+  uint64_t salt_ = 0;
+  uint64_t read_at_ = 0;  // the device offset of storage_[0]
 };
 
-class RecordOp : public RecordFetch {
+class KeySearch {
  public:
-  void Start();
-
- protected:
   struct Candidate {
     IndexEntry entry;
     uint64_t block_salt;  // names its block's incarnation when the entry was read
   };
-
-  // Which entries are candidates: a get reads live ones first and looks at
-  // tombstones only when a live one could not be read (to tell "deleted" from
-  // "damaged"); an update reads them all.
+  // A get reads live entries first and looks at tombstones only when a live
+  // one could not be read (to tell "deleted" from "damaged"); an update
+  // reads them all.
   enum class Scope : uint8_t { kGet, kUpdate };
-  RecordOp(WorkerImpl* w, std::string_view key, Scope scope);
-  virtual ~RecordOp() = default;
+  KeySearch(WorkerImpl* w, Scope scope) : w_(w), scope_(scope) {}
+  // The key: set once, before the first Lookup.
+  void SetKey(std::string_view key);
 
-  // (Re)reads the index and the candidates.
+  // (Re)reads the key's index entries, and the clock.
   void Lookup();
-  // Runs `fn` now, or posted when still inside Start() (so that no callback
-  // runs inside the caller's own call).
-  void Complete(void (RecordOp::*fn)());
+  // The next candidate to read; null when none is left.
+  const Candidate* Next();
+  enum class Verdict : uint8_t {
+    kFound,     // the key's record: *view describes it
+    kOtherKey,  // another key with the same tag: on to the next candidate
+    kDamaged,   // fails validation and is still indexed: counted, logged; on to the next
+    kMoved,     // fails validation because its entry moved while it was read: Restart()
+  };
+  // Judges the bytes of the candidate Next() gave last.
+  Verdict Check(const uint8_t* rec, RecordView* view);
+  // After kMoved: counts a restart; false when the key kept moving too
+  // often (give up), true to Lookup() again.
+  bool MayRestart();
+
+  const Candidate& current() const { return candidates_[next_ - 1]; }
+  const SmallVector<Candidate, 2>& candidates() const { return candidates_; }
+  // Candidates that failed validation since the last Lookup.
+  uint32_t damaged() const { return damaged_; }
+  // The current candidate's record, `v`, is alive: a put, indexed live, not
+  // past its void_at.
+  bool Alive(const RecordView& v) const;
+  std::string_view key() const { return {key_data_, key_size_}; }
+  uint32_t partition() const { return partition_; }
+  uint32_t tag() const { return tag_; }
   UnixSeconds now() const { return now_; }
 
-  virtual void OnLookedUp() {}
-  // Lets a subclass supply candidate `c`'s bytes without a read: it then
-  // calls OnFetched itself and returns true.
-  virtual bool UseFetched(const Candidate& /*c*/) { return false; }
-  // The record of `c` holds the key.
-  virtual void OnMatch(Record record, RecordKind kind, const Candidate& c) = 0;
-  // No candidate holds the key. `damaged` counts candidates that failed
-  // validation (whose key is therefore unknown).
-  virtual void OnNoMatch(uint32_t damaged) = 0;
-  virtual void OnFailure(Status s) = 0;
-
-  std::string_view key() const { return {key_data_, key_size_}; }
-
-  Digest digest_;
-  uint32_t partition_;
-  uint32_t tag_;
-  SmallVector<Candidate, 2> candidates_;
-
  private:
-  void ReadNext();
-  bool Moved(const Candidate& c);
-
- protected:
-  void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) override;
-  void OnFetchFailed(Status s) override { OnFailure(std::move(s)); }
-
- private:
+  WorkerImpl* w_;
   const Scope scope_;
-  uint32_t damaged_ = 0;
+  uint32_t partition_ = 0;
+  uint32_t tag_ = 0;
+  SmallVector<Candidate, 2> candidates_;
   size_t live_candidates_ = 0;  // get: candidates_ starts with these
-  bool in_start_ = false;
   size_t next_ = 0;
+  uint32_t damaged_ = 0;
   uint32_t restarts_ = 0;
   UnixSeconds now_ = 0;
   // The key: inline when short (almost always), else on the heap.
   static constexpr size_t kInlineKey = 48;
   char key_inline_[kInlineKey];
   std::unique_ptr<char[]> key_heap_;
-  const char* key_data_;
-  uint32_t key_size_;
+  const char* key_data_ = key_inline_;
+  uint32_t key_size_ = 0;
 };
 
-class GetOp final : public RecordOp {
+// What every op shares: its worker, and its end: `done` called exactly once,
+// never inside Start, then the op deleted.
+template <typename Value>
+class Op : public IoCompletion {
  public:
-  GetOp(WorkerImpl* w, std::string_view key, GetCallback done);
+  using Callback = std::function<void(Result<Value>)>;
+
+ protected:
+  Op(WorkerImpl* w, Callback done);
+  virtual ~Op() = default;
+  // Runs the op's first steps, `steps`, counted as an op of the worker.
+  template <typename Steps>
+  void Begin(Steps steps);
+  // Ends the op with `r`: its callback runs now, or just after Start when
+  // still inside it; then the op is deleted (touch nothing after this).
+  void Finish(Result<Value> r);
+
+  WorkerImpl* const w_;
+  StoreImpl* const store_;
 
  private:
-  void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
-  void OnNoMatch(uint32_t damaged) override;
-  void OnFailure(Status s) override;
   void Deliver();
 
-  GetCallback done_;
-  std::optional<Result<Record>> result_;
+  Callback done_;
+  std::optional<Result<Value>> result_;
+  bool starting_ = false;
 };
 
-// Reads the record at a place found in the index (Store::FindDue), whatever
-// its key: NotFound when another record, or nothing valid, lies there now.
-class ReadAtOp final : public RecordFetch {
+class GetOp final : public Op<Record> {
  public:
-  ReadAtOp(WorkerImpl* w, const RecordRef& ref, GetCallback done);
-  // UpdateAt: once read, hand the record to an update of its key.
-  ReadAtOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, WriteCallback done);
+  GetOp(WorkerImpl* w, std::string_view key, Callback done);
   void Start();
 
  private:
-  void OnFetched(uint8_t* storage, size_t storage_size, const uint8_t* rec) override;
-  void OnFetchFailed(Status s) override;
-  void Deliver();
+  // 1. The next candidate: its bytes from memory, or a device read.
+  void ReadNext();
+  void OnIoComplete(int32_t result) override;
+  // 2. The key's record? True when the op has ended.
+  bool Judge();
 
-  RecordRef ref_;
-  GetCallback done_;
-  UpdateFn update_fn_;         // UpdateAt only
-  WriteCallback update_done_;  // UpdateAt only
-  std::optional<Result<Record>> result_;
-  // Set only while Start() runs: its flag saying the op ended (and was
-  // deleted) inside it, so that Start touches nothing more.
-  bool* ended_in_start_ = nullptr;
+  KeySearch search_;
+  RecordRead read_;
 };
 
-class UpdateOp final : public RecordOp {
+class ReadAtOp final : public Op<Record> {
  public:
-  UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, WriteCallback done);
-  // A record of this key already fetched from (ref.offset, ref.block_salt):
-  // used instead of reading it again if the index still points there.
-  // Takes `storage` (a read buffer of `storage_size` bytes holding it at `rec`).
-  void GiveFetched(const RecordRef& ref, uint8_t* storage, size_t storage_size, const uint8_t* rec);
+  ReadAtOp(WorkerImpl* w, const RecordRef& ref, Callback done);
+  void Start();
 
  private:
-  void OnLookedUp() override;
-  void OnMatch(Record record, RecordKind kind, const Candidate& c) override;
-  void OnNoMatch(uint32_t damaged) override;
-  void OnFailure(Status s) override;
-  ~UpdateOp() override;
+  void OnIoComplete(int32_t result) override;
+  void Judge();
+
+  const RecordRef ref_;
+  RecordRead read_;
+};
+
+class UpdateOp final : public Op<WriteOutcome> {
+ public:
+  UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, Callback done);
+  // UpdateAt: the key is the one whose record lies at `ref`.
+  UpdateOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, Callback done);
+  void Start();
+
+ private:
+  // 0. UpdateAt only: the record at the place, for its key.
+  void ReadAt();
+  void KeyFromPlace();
+  // 1. Look up (and, after a conflict, again): which entries may hold the key.
+  void Lookup();
+  // 2. The next candidate, from memory, from the copy read at the place, or
+  //    a device read.
+  void ReadNext();
+  void OnIoComplete(int32_t result) override;
+  // 3. The key's record? True when the op went on to Decide (or ended).
+  bool Judge();
+  // 4. The caller's function decides; make room; 5. Apply.
   void Decide(const Record* current);
-  // Applies `m` under the partition lock. False when the key changed since it
-  // was read (the caller retries).
+  // 5. Writes `m` under the partition lock. False when the key's entries
+  //    changed since they were read: back to 1.
   bool Apply(const Mutation& m, const Record* current, BlockWriter::Slot* slot);
   bool SnapshotHolds(const PartitionTable& table) const;
-  void Retry();
-  void Deliver();
-  void Fail();
-
-  bool UseFetched(const Candidate& c) override;
 
   UpdateFn fn_;
-  WriteCallback done_;
-  struct Fetched {
-    RecordRef ref;
-    uint8_t* storage;
-    size_t storage_size;
-    const uint8_t* rec;
-  };
-  std::optional<Fetched> fetched_;
-  // The tag's entries as read: (offset, salt of the block incarnation). The
-  // salt makes a block freed and reused in between, with a newer version at
-  // the very same offset, count as a change.
+  std::optional<RecordRef> at_;  // UpdateAt: where to read first
+  bool reading_at_ = false;      // the device read in flight is the one at at_
+  KeySearch search_;
+  RecordRead read_;
+  // The tag's entries as looked up: (offset, salt of the block incarnation).
+  // The salt makes a block freed and reused in between, with a newer version
+  // at the very same offset, count as a change.
   std::vector<std::pair<uint64_t, uint64_t>> snapshot_;
-  std::optional<Candidate> matched_;
-  uint32_t damaged_seen_ = 0;  // damaged candidates at the last lookup
+  std::optional<KeySearch::Candidate> matched_;
   WriteOutcome outcome_;
-  Status failure_;
 };
 
 }  // namespace segstore::storage

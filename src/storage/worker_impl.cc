@@ -121,7 +121,7 @@ void WorkerImpl::GetAt(const RecordRef& ref, GetCallback done) {
 }
 
 void WorkerImpl::UpdateAt(const RecordRef& ref, UpdateFn fn, WriteCallback done) {
-  (new ReadAtOp(this, ref, std::move(fn), std::move(done)))->Start();
+  (new UpdateOp(this, ref, std::move(fn), std::move(done)))->Start();
   MaybeSubmit();
 }
 

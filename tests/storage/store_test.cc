@@ -125,6 +125,55 @@ TEST_F(StoreTest, UnflushedRecordIsReadFromMemory) {
   EXPECT_EQ(st.flushes, 0u);
 }
 
+// Every operation that can end without waiting for the device (a record in
+// memory, no record at all, an update that keeps, a buffered write, a place
+// with nothing valid) still calls back only after the call that started it
+// has returned: callers may start operations from inside a loop or a callback.
+TEST_F(StoreTest, CallbacksNeverRunInsideTheCallThatStartedThem) {
+  opts_.durability = Durability::kBuffered;
+  opts_.flush_interval = std::chrono::seconds(30);
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  ASSERT_TRUE(w->PutSync("k", "in memory", clock_.Now(), 0).ok());
+  std::vector<RecordRef> due;
+  uint32_t cursor = 0;
+  store->FindDue(clock_.Now(), 10, &cursor, &due);
+  ASSERT_EQ(due.size(), 1u);
+  RecordRef nowhere = due[0];
+  nowhere.block_salt ^= 1;
+  auto keep = [](const Record*) -> Result<Mutation> { return Mutation::Keep(); };
+  auto append = [](const Record* cur) -> Result<Mutation> {
+    return Mutation::Put(std::string(cur ? cur->body() : "") + "+");
+  };
+  auto refuse = [](const Record*) -> Result<Mutation> { return Status::Conflict("no"); };
+
+  int ran = 0;
+  int expected = 0;
+  auto start = [&](const char* what, auto call) {
+    SCOPED_TRACE(what);
+    const int before = ran;
+    call();
+    EXPECT_EQ(ran, before) << what << ": called back inside the call";
+    ++expected;
+  };
+  auto got = [&ran](Result<Record>) { ++ran; };
+  auto wrote = [&ran](Result<WriteOutcome>) { ++ran; };
+  start("get from memory", [&] { w->Get("k", got); });
+  start("get of an absent key", [&] { w->Get("absent", got); });
+  start("get of a bad key", [&] { w->Get("", got); });
+  start("update that keeps", [&] { w->Update("k", keep, wrote); });
+  start("update refused by its function", [&] { w->Update("k", refuse, wrote); });
+  start("buffered put", [&] { w->Put("k2", "v", 0, 0, wrote); });
+  start("delete of an absent key", [&] { w->Delete("absent", wrote); });
+  start("get at a place in memory", [&] { w->GetAt(due[0], got); });
+  start("get at a place with nothing valid", [&] { w->GetAt(nowhere, got); });
+  start("update at a place in memory", [&] { w->UpdateAt(due[0], append, wrote); });
+  start("update at a place with nothing valid", [&] { w->UpdateAt(nowhere, append, wrote); });
+  for (int i = 0; i < 1000 && ran < expected; ++i) w->Wait(std::chrono::milliseconds(10));
+  EXPECT_EQ(ran, expected);
+  EXPECT_EQ(w->GetSync("k")->body(), "in memory+");
+}
+
 TEST_F(StoreTest, BufferedWriteReachesTheDeviceWithinTheInterval) {
   opts_.durability = Durability::kBuffered;
   opts_.flush_interval = std::chrono::milliseconds(5);
