@@ -265,6 +265,9 @@ struct RecoveryStats {
   uint64_t damaged_regions = 0;  // stretches of bytes failing validation amid valid records
   uint64_t max_seq = 0;
   double seconds = 0;
+  // Bytes of read buffers recovery allocated: a fixed few, reused, whatever
+  // the device's size.
+  uint64_t read_buffer_bytes = 0;
 };
 
 struct StoreStats {

@@ -179,6 +179,9 @@ int Serve(const server::Config& config) {
                    store.status().ToString());
     return 1;
   }
+  // Recovery's scratch (the newest version of every key, block buffers) is
+  // freed by now; under the raised trim threshold it would stay resident.
+  malloc_trim(0);
   auto profiles = segstore::profile::ProfileStore::Open(store->get(), config.profile);
   if (!profiles.ok()) {
     spdlog::critical("cannot open the profile store: {}", profiles.status().ToString());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <unordered_map>
+#include <vector>
 
 #include "common/aligned_buffer.h"
 #include "storage/format.h"
@@ -39,16 +40,30 @@ struct PendingRead {
 
 // Issues reads of `len` bytes at the start of each block in `blocks`, at most
 // `depth` at a time, and hands each completed one to `on_read` in order.
+// Counts the bytes of buffers it allocates in stats->read_buffer_bytes.
 template <typename F>
-Status ReadBlocks(StoreImpl* store, IoQueue* queue, const std::vector<uint32_t>& blocks,
-                  uint32_t len, size_t depth, F&& on_read) {
+Status ReadBlocks(StoreImpl* store, IoQueue* queue, RecoveryStats* stats,
+                  const std::vector<uint32_t>& blocks, uint32_t len, size_t depth, F&& on_read) {
   std::deque<std::unique_ptr<PendingRead>> inflight;
+  // At most `depth` buffers, each used again once its block is scanned: a
+  // fresh one per block, with the scan's small allocations landing between
+  // them, grew the heap by about a block per block read and left it all
+  // resident after recovery (650 MB of free heap after reading 2.8 GB).
+  std::vector<std::unique_ptr<PendingRead>> spare;
   size_t next = 0;
   while (next < blocks.size() || !inflight.empty()) {
     while (next < blocks.size() && inflight.size() < depth) {
-      auto r = std::make_unique<PendingRead>();
+      std::unique_ptr<PendingRead> r;
+      if (spare.empty()) {
+        r = std::make_unique<PendingRead>();
+        r->buf = AlignedBuffer::Uninitialized(len);
+        stats->read_buffer_bytes += len;
+      } else {
+        r = std::move(spare.back());
+        spare.pop_back();
+        r->io = AwaitedIo{};
+      }
       r->block = blocks[next++];
-      r->buf = AlignedBuffer::Uninitialized(len);
       queue->Read(store->BlockOffset(r->block), r->buf.data(), len, &r->io);
       inflight.push_back(std::move(r));
     }
@@ -67,6 +82,7 @@ Status ReadBlocks(StoreImpl* store, IoQueue* queue, const std::vector<uint32_t>&
           r->io.result < 0 ? std::strerror(-r->io.result) : "short read"));
     }
     on_read(*r);
+    spare.push_back(std::move(r));
   }
   return Status::OK();
 }
@@ -80,6 +96,9 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   const uint32_t count = blocks.block_count();
   const uint32_t block_size = sb.block_size;
   auto& progress = store->options().on_recovery_progress;
+  auto read_blocks = [&](const std::vector<uint32_t>& list, uint32_t len, size_t depth, auto f) {
+    return ReadBlocks(store, queue, stats, list, len, depth, f);
+  };
 
   // 1. Which blocks hold a valid header of this device?
   std::vector<uint32_t> all;
@@ -90,7 +109,7 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     uint64_t salt;
   };
   std::vector<Valid> valid;
-  SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, all, kSectorSize, 64, [&](PendingRead& r) {
+  SEGSTORE_RETURN_IF_ERROR(read_blocks(all, kSectorSize, 64, [&](PendingRead& r) {
     Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
     if (!h.ok()) {
       if (!h.status().IsNotFound()) {
@@ -118,7 +137,7 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   }
   uint32_t read_so_far = 0;
   auto last_report = std::chrono::steady_clock::now();
-  SEGSTORE_RETURN_IF_ERROR(ReadBlocks(store, queue, to_read, block_size, 4, [&](PendingRead& r) {
+  SEGSTORE_RETURN_IF_ERROR(read_blocks(to_read, block_size, 4, [&](PendingRead& r) {
     const uint64_t seq = header_of[r.block]->seq;
     BlockScanner scan(r.buf.data(), block_size, header_of[r.block]->salt);
     RecordView v;
