@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -87,6 +88,9 @@ void ReadProcessFigures(MetricsSnapshot* m) {
     }
     std::fclose(f);
   }
+  const struct mallinfo2 heap = ::mallinfo2();
+  m->heap_in_use_bytes = heap.uordblks + heap.hblkhd;
+  m->heap_free_bytes = heap.fordblks;
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   auto seconds = [](const timeval& t) {

@@ -26,6 +26,10 @@ struct MetricsSnapshot {
   double uptime_seconds = 0;
   uint64_t pid = 0;
   uint64_t resident_bytes = 0;
+  // The C allocator's heap (glibc mallinfo2): bytes handed out and not yet
+  // freed, and bytes freed but kept (not given back to the kernel).
+  uint64_t heap_in_use_bytes = 0;
+  uint64_t heap_free_bytes = 0;
   double cpu_user_seconds = 0;
   double cpu_system_seconds = 0;
   // The front end's counters; null when no server reports them. Held by
@@ -37,7 +41,7 @@ struct MetricsSnapshot {
   std::vector<StatEntry> config;  // the settings in force, named "config.*"
 };
 
-// Fills the process figures (pid, resident set, CPU time) of *m.
+// Fills the process figures (pid, resident set, heap, CPU time) of *m.
 void ReadProcessFigures(MetricsSnapshot* m);
 
 // The stats operation's map: every metric of the table present in `m`,

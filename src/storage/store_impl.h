@@ -86,6 +86,11 @@ class StoreImpl final : public Store {
   // The global sequence: numbers block incarnations and record versions alike.
   uint64_t NextSeq() { return seq_.fetch_add(1, std::memory_order_acq_rel); }
   uint64_t CurrentSeq() const { return seq_.load(std::memory_order_acquire); }
+  // Bytes of write block images in memory (open, being flushed, or spare):
+  // BlockWriter counts them as it makes and frees them.
+  void CountImageBytes(int64_t delta) {
+    image_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+  }
 
   // The first device write error. Once set, writes are refused with
   // Unavailable; reads go on. OK while the device is healthy.
@@ -120,6 +125,9 @@ class StoreImpl final : public Store {
   Superblock superblock_;
   uint32_t max_body_size_ = 0;
   Index index_;
+  // Before blocks_: images the block table still holds are counted out as
+  // it goes.
+  std::atomic<uint64_t> image_bytes_{0};
   std::unique_ptr<BlockTable> blocks_;
   std::atomic<uint64_t> seq_{1};
   RecoveryStats recovery_;

@@ -7,9 +7,12 @@
 #include "server/metrics.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -68,6 +71,29 @@ std::map<std::string, decltype(StatEntry::value)> AsMap(const Stats& s) {
     EXPECT_TRUE(out.emplace(e.name, e.value).second) << "duplicate " << e.name;
   }
   return out;
+}
+
+// The process figures come from the running process: the heap figures move
+// with what it allocates and frees.
+TEST(MetricsTest, ProcessFiguresFollowTheHeap) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator mallinfo2 reports on";
+#endif
+  MetricsSnapshot before;
+  ReadProcessFigures(&before);
+  EXPECT_GT(before.resident_bytes, 0u);
+  EXPECT_GT(before.heap_in_use_bytes, 0u);
+  constexpr size_t kHeld = 8 << 20;
+  auto held = std::make_unique<char[]>(kHeld);
+  std::memset(held.get(), 1, kHeld);
+  MetricsSnapshot during;
+  ReadProcessFigures(&during);
+  EXPECT_GE(during.heap_in_use_bytes, before.heap_in_use_bytes + kHeld);
+  held.reset();
+  MetricsSnapshot after;
+  ReadProcessFigures(&after);
+  EXPECT_LE(after.heap_in_use_bytes + kHeld, during.heap_in_use_bytes);
+  EXPECT_EQ(after.pid, static_cast<uint64_t>(::getpid()));
 }
 
 TEST(MetricsTest, StatsCarryResponsesByStatusAndLatencyPercentiles) {

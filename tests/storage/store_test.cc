@@ -174,6 +174,22 @@ TEST_F(StoreTest, CallbacksNeverRunInsideTheCallThatStartedThem) {
   EXPECT_EQ(w->GetSync("k")->body(), "in memory+");
 }
 
+// The DRAM of write block images is counted while a worker writes, and
+// given back (and counted out) when it goes.
+TEST_F(StoreTest, WriteBlockImagesAreCountedInAndOut) {
+  auto store = OpenOrDie(opts_);
+  EXPECT_EQ(store->stats().block_image_bytes, 0u);
+  {
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
+    const StoreStats s = store->stats();
+    EXPECT_GE(s.block_image_bytes, s.block_size);
+    // The open block, at most four flushing, two spares.
+    EXPECT_LE(s.block_image_bytes, 7u * s.block_size);
+  }
+  EXPECT_EQ(store->stats().block_image_bytes, 0u);
+}
+
 TEST_F(StoreTest, BufferedWriteReachesTheDeviceWithinTheInterval) {
   opts_.durability = Durability::kBuffered;
   opts_.flush_interval = std::chrono::milliseconds(5);
