@@ -56,7 +56,7 @@ Connection::Connection(asio::io_context& io, const ClientOptions& options)
       socket_(io),
       connect_timer_(io),
       timer_(io),
-      in_(kReadSize, kKeepReadBuffer) {}
+      in_(kReadSize, kKeepReadBuffer, proto::kMaxResponseBytes) {}
 
 Connection::~Connection() = default;
 
@@ -282,6 +282,9 @@ bool Connection::ParseFrames() {
     std::string_view body;
     switch (in_.Take(proto::kMaxResponseBytes, &h, &body)) {
       case proto::FrameBuffer::Next::kNeedMore:
+        // A header of another version breaks the stream at once, without
+        // waiting for its body.
+        if (in_.unread().size() >= proto::kHeaderSize && h.version != proto::kVersion) break;
         return true;
       case proto::FrameBuffer::Next::kBadMagic: {
         const auto* p = reinterpret_cast<const uint8_t*>(in_.unread().data());

@@ -5,8 +5,8 @@
 
 namespace segstore::proto {
 
-FrameBuffer::FrameBuffer(size_t read_size, size_t keep_bytes)
-    : read_size_(read_size), keep_bytes_(keep_bytes) {}
+FrameBuffer::FrameBuffer(size_t read_size, size_t keep_bytes, uint32_t max_body)
+    : read_size_(read_size), keep_bytes_(keep_bytes), max_body_(max_body) {}
 
 size_t FrameBuffer::FrontFrameSize() const {
   FrameHeader h;
@@ -15,7 +15,7 @@ size_t FrameBuffer::FrontFrameSize() const {
           HeaderCheck::kBadMagic) {
     return kHeaderSize;
   }
-  return kHeaderSize + size_t{h.body_length};
+  return kHeaderSize + size_t{std::min(h.body_length, max_body_)};
 }
 
 FrameBuffer::Span FrameBuffer::Space() {

@@ -6,7 +6,7 @@
 // and body; a header that breaks the stream (wrong magic, a body over the
 // limit) is reported and nothing is consumed, since the stream cannot be
 // resynchronised past it. A body handed out stays valid until the next call
-// of Space() or Clear(): serve it (or copy it) before reading more.
+// of Space(), Shrink() or Clear(): serve it (or copy it) before reading more.
 //
 // I/O-free, no threads: owned and used by one connection.
 #pragma once
@@ -23,9 +23,10 @@ namespace segstore::proto {
 class FrameBuffer {
  public:
   // `read_size`: the free space each read is offered (more when a frame
-  // already begun needs more). An empty buffer larger than `keep_bytes` is
-  // given back to the allocator by Shrink().
-  FrameBuffer(size_t read_size, size_t keep_bytes);
+  // already begun needs more, up to a body of `max_body` bytes: a header
+  // promising more never makes the buffer grow past that). An empty buffer
+  // larger than `keep_bytes` is given back to the allocator by Shrink().
+  FrameBuffer(size_t read_size, size_t keep_bytes, uint32_t max_body);
 
   struct Span {
     char* data;
@@ -46,7 +47,8 @@ class FrameBuffer {
   };
   // The front frame, whole, if it is there. A frame of another protocol
   // version is still handed out (kFrame): whether to answer or refuse it is
-  // the caller's choice (header->version says).
+  // the caller's choice (header->version says). *header is filled whenever
+  // a whole header with the right magic has come, kNeedMore included.
   Next Take(uint32_t max_body, FrameHeader* header, std::string_view* body);
 
   // The bytes read and not yet taken.
@@ -63,11 +65,13 @@ class FrameBuffer {
   void Shrink();
 
  private:
-  // Bytes the front frame needs in all: its header's promise, or a header.
+  // Bytes the front frame needs in all: its header's promise (at most
+  // max_body_ of body), or a header.
   size_t FrontFrameSize() const;
 
   const size_t read_size_;
   const size_t keep_bytes_;
+  const uint32_t max_body_;
   std::vector<char> buf_;
   size_t start_ = 0;  // bytes [start_, end_) are read and not taken
   size_t end_ = 0;

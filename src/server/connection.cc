@@ -32,7 +32,7 @@ Connection::Connection(Loop* loop, asio::ip::tcp::socket socket, const ServerOpt
       credentials_(std::move(credentials)),
       timer_(loop->io),
       options_(options),
-      in_(kReadChunk, 4 * kReadChunk) {
+      in_(kReadChunk, 4 * kReadChunk, options.max_frame_bytes) {
   if (credentials_->tls() != nullptr) {
     tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_,
                                                                         *credentials_->tls());
@@ -148,7 +148,8 @@ void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_poin
 }
 
 void Connection::Drain() {
-  if (state_ == State::kClosed) return;
+  // A failing connection is already finishing, on a shorter deadline.
+  if (state_ == State::kClosed || state_ == State::kFailing) return;
   state_ = State::kDraining;
   in_.Clear();  // frames read but not taken are dropped: nothing was acknowledged
   error_code ec;

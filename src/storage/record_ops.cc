@@ -139,19 +139,20 @@ const KeySearch::Candidate* KeySearch::Next() {
   return next_ < end ? &candidates_[next_++] : nullptr;
 }
 
-KeySearch::Verdict KeySearch::Check(const uint8_t* rec, RecordView* view) {
+KeySearch::Verdict KeySearch::Check(RecordRead* read, RecordView* view) {
   StoreImpl* store = w_->store();
   const Candidate& c = current();
-  Result<RecordView> v = DecodeRecord(rec, c.entry.size(), c.block_salt);
+  Result<RecordView> v = DecodeRecord(read->record(), c.entry.size(), c.block_salt);
   if (v.ok() && v->footprint != c.entry.size()) {
     v = Status::Corruption(
         fmt::format("record is {} bytes, the index says {}", v->footprint, c.entry.size()));
   }
-  if (v.ok()) {
-    if (v->key != key()) return Verdict::kOtherKey;
+  if (v.ok() && v->key == key()) {
     *view = *v;
     return Verdict::kFound;
   }
+  read->Release();
+  if (v.ok()) return Verdict::kNext;  // another key with the same tag
   {
     Index::Locked table = store->index().Lock(partition_);
     if (table->Find(tag_, c.entry.offset()) == nullptr ||
@@ -167,10 +168,13 @@ KeySearch::Verdict KeySearch::Check(const uint8_t* rec, RecordView* view) {
                               "record at offset {} (write block {}) of {}", c.entry.offset(),
                               store->BlockOf(c.entry.offset()), store->device().name()))
                           .ToString());
-  return Verdict::kDamaged;
+  return Verdict::kNext;
 }
 
-bool KeySearch::MayRestart() { return ++restarts_ <= kMaxRestarts; }
+Status KeySearch::CountRestart() {
+  if (++restarts_ <= kMaxRestarts) return Status::OK();
+  return Status::Busy("the key kept moving while being read; try again");
+}
 
 bool KeySearch::Alive(const RecordView& v) const {
   return v.header.kind == RecordKind::kPut && current().entry.live() &&
@@ -246,7 +250,7 @@ void GetOp::OnIoComplete(int32_t result) {
 
 bool GetOp::Judge() {
   RecordView v;
-  switch (search_.Check(read_.record(), &v)) {
+  switch (search_.Check(&read_, &v)) {
     case KeySearch::Verdict::kFound:
       if (search_.Alive(v)) {
         Finish(read_.Take(v));
@@ -254,15 +258,12 @@ bool GetOp::Judge() {
         Finish(Status::NotFound("key not found"));
       }
       return true;
-    case KeySearch::Verdict::kOtherKey:
-    case KeySearch::Verdict::kDamaged:
-      read_.Release();
+    case KeySearch::Verdict::kNext:
       return false;
     case KeySearch::Verdict::kMoved:
       // Defragmentation or a newer write moved the key while it was read.
-      read_.Release();
-      if (!search_.MayRestart()) {
-        Finish(Status::Busy("the key kept moving while being read; try again"));
+      if (Status s = search_.CountRestart(); !s.ok()) {
+        Finish(std::move(s));
         return true;
       }
       search_.Lookup();
@@ -321,17 +322,16 @@ void UpdateOp::Start() {
 
 void UpdateOp::ReadAt() {
   reading_at_ = true;
-  if (read_.Start(w_, at_->offset, at_->size, at_->block_salt, this)) KeyFromPlace();
+  if (place_.Start(w_, at_->offset, at_->size, at_->block_salt, this)) KeyFromPlace();
 }
 
 void UpdateOp::KeyFromPlace() {
   reading_at_ = false;
-  Result<RecordView> v = DecodeRecord(read_.record(), at_->size, at_->block_salt);
+  Result<RecordView> v = DecodeRecord(place_.record(), at_->size, at_->block_salt);
   if (!v.ok() || v->footprint != at_->size || v->header.kind != RecordKind::kPut) {
     Finish(Status::NotFound("no record there any more"));
     return;
   }
-  // The copy stays in read_: ReadNext uses it if the key still lives there.
   search_.SetKey(v->key);
   Lookup();
 }
@@ -348,49 +348,48 @@ void UpdateOp::Lookup() {
 
 void UpdateOp::ReadNext() {
   while (const KeySearch::Candidate* c = search_.Next()) {
-    if (!read_.Holds(c->entry.offset(), c->block_salt) &&
-        !read_.Start(w_, c->entry.offset(), c->entry.size(), c->block_salt, this)) {
+    RecordRead* bytes = &read_;
+    if (place_.Holds(c->entry.offset(), c->block_salt)) {
+      bytes = &place_;  // read already, at the place UpdateAt started from
+    } else if (!read_.Start(w_, c->entry.offset(), c->entry.size(), c->block_salt, this)) {
       return;
     }
-    if (Judge()) return;
+    if (Judge(bytes)) return;
   }
   // No candidate holds the key. A damaged one might have been it: write as
   // if it were absent (a delete still writes its tombstone, in case it was).
-  read_.Release();
   matched_.reset();
   Decide(nullptr);
 }
 
 void UpdateOp::OnIoComplete(int32_t result) {
-  if (Status s = read_.Finish(result, *store_); !s.ok()) {
+  RecordRead& done = reading_at_ ? place_ : read_;
+  if (Status s = done.Finish(result, *store_); !s.ok()) {
     Finish(std::move(s));
     return;
   }
   if (reading_at_) {
     KeyFromPlace();
-  } else if (!Judge()) {
+  } else if (!Judge(&read_)) {
     ReadNext();
   }
 }
 
-bool UpdateOp::Judge() {
+bool UpdateOp::Judge(RecordRead* bytes) {
   RecordView v;
-  switch (search_.Check(read_.record(), &v)) {
+  switch (search_.Check(bytes, &v)) {
     case KeySearch::Verdict::kFound: {
       matched_ = search_.current();
       const bool alive = search_.Alive(v);
-      const Record r = read_.Take(v);
+      const Record r = bytes->Take(v);
       Decide(alive ? &r : nullptr);
       return true;
     }
-    case KeySearch::Verdict::kOtherKey:
-    case KeySearch::Verdict::kDamaged:
-      read_.Release();
+    case KeySearch::Verdict::kNext:
       return false;
     case KeySearch::Verdict::kMoved:
-      read_.Release();
-      if (!search_.MayRestart()) {
-        Finish(Status::Busy("the key kept moving while being read; try again"));
+      if (Status s = search_.CountRestart(); !s.ok()) {
+        Finish(std::move(s));
         return true;
       }
       Lookup();  // the snapshot too

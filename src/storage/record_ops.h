@@ -101,16 +101,16 @@ class KeySearch {
   // The next candidate to read; null when none is left.
   const Candidate* Next();
   enum class Verdict : uint8_t {
-    kFound,     // the key's record: *view describes it
-    kOtherKey,  // another key with the same tag: on to the next candidate
-    kDamaged,   // fails validation and is still indexed: counted, logged; on to the next
-    kMoved,     // fails validation because its entry moved while it was read: Restart()
+    kFound,  // the key's record: *view describes it
+    kNext,   // another key with the same tag, or damaged (counted, logged): on to the next
+    kMoved,  // fails validation because its entry moved while it was read: look up again
   };
-  // Judges the bytes of the candidate Next() gave last.
-  Verdict Check(const uint8_t* rec, RecordView* view);
-  // After kMoved: counts a restart; false when the key kept moving too
-  // often (give up), true to Lookup() again.
-  bool MayRestart();
+  // Judges `read`, the bytes of the candidate Next() gave last; lets go of
+  // them unless kFound.
+  Verdict Check(RecordRead* read, RecordView* view);
+  // After kMoved: OK to look up again, or Busy once the key kept moving
+  // too often.
+  Status CountRestart();
 
   const Candidate& current() const { return candidates_[next_ - 1]; }
   const SmallVector<Candidate, 2>& candidates() const { return candidates_; }
@@ -217,8 +217,9 @@ class UpdateOp final : public Op<WriteOutcome> {
   //    a device read.
   void ReadNext();
   void OnIoComplete(int32_t result) override;
-  // 3. The key's record? True when the op went on to Decide (or ended).
-  bool Judge();
+  // 3. Is `bytes` the key's record? True when the op went on (to Decide, or
+  //    to look up again) or ended.
+  bool Judge(RecordRead* bytes);
   // 4. The caller's function decides; make room; 5. Apply.
   void Decide(const Record* current);
   // 5. Writes `m` under the partition lock. False when the key's entries
@@ -230,6 +231,8 @@ class UpdateOp final : public Op<WriteOutcome> {
   std::optional<RecordRef> at_;  // UpdateAt: where to read first
   bool reading_at_ = false;      // the device read in flight is the one at at_
   KeySearch search_;
+  // UpdateAt: the record read at at_, kept until its candidate comes up.
+  RecordRead place_;
   RecordRead read_;
   // The tag's entries as looked up: (offset, salt of the block incarnation).
   // The salt makes a block freed and reused in between, with a newer version

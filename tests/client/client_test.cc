@@ -837,20 +837,36 @@ TEST(AsyncClientTest, BadMagicBreaksConnection) {
   ExpectAllFailed(bc, Status::Code::kUnavailable, "broken: bad magic");
 }
 
+// Sends an answer's header alone, with `version` and `body_length`.
+void WriteHeader(FakeConn& c, const Frame& f, uint8_t version, uint32_t body_length) {
+  proto::FrameHeader h;
+  h.version = version;
+  h.op = f.op();
+  h.request_id = f.id();
+  h.body_length = body_length;
+  uint8_t bytes[proto::kHeaderSize];
+  proto::EncodeHeader(h, bytes);
+  c.Write(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+}
+
 TEST(AsyncClientTest, OversizedAnswerBreaksConnection) {
   BreakCase bc{[](FakeConn& c, const Frame& f) {
-    proto::FrameHeader h;
-    h.op = f.op();
-    h.request_id = f.id();
-    h.body_length = proto::kMaxResponseBytes + 1;
-    uint8_t bytes[proto::kHeaderSize];
-    proto::EncodeHeader(h, bytes);
-    c.Write(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+    WriteHeader(c, f, proto::kVersion, proto::kMaxResponseBytes + 1);
   }};
   bool open = true;
   RunBreakCase(bc, &open);
   EXPECT_FALSE(open);
   ExpectAllFailed(bc, Status::Code::kUnavailable, "over the limit");
+}
+
+// A header of another protocol version breaks the connection as soon as it
+// has come: its body (here never sent) is not waited for.
+TEST(AsyncClientTest, AnswerOfAnotherVersionBreaksConnectionAtItsHeader) {
+  BreakCase bc{[](FakeConn& c, const Frame& f) { WriteHeader(c, f, proto::kVersion + 1, 1000); }};
+  bool open = true;
+  RunBreakCase(bc, &open);
+  EXPECT_FALSE(open);
+  ExpectAllFailed(bc, Status::Code::kUnavailable, "response in protocol version");
 }
 
 TEST(AsyncClientTest, AnswerToAnIdNeverSentBreaksConnection) {

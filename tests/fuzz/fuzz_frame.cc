@@ -155,7 +155,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view rest = AsChars(data, size);
   // Reads as a socket might deliver them: 1 to 61 bytes at a time.
   const size_t read_size = 1 + size % 61;
-  proto::FrameBuffer in(read_size, 256);
+  proto::FrameBuffer in(read_size, 256, proto::kDefaultMaxFrameBytes);
   size_t start = 0;  // where the frame at the front of `in` starts in the input
   for (bool ended = false; !ended;) {
     if (!rest.empty()) {

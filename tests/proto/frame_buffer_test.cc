@@ -51,7 +51,7 @@ TEST(FrameBufferTest, FramesComeOutWholeHoweverTheBytesAreCut) {
   }
   for (size_t chunk : {size_t{1}, size_t{7}, size_t{16}, size_t{4096}, size_t{1} << 20}) {
     SCOPED_TRACE(chunk);
-    FrameBuffer in(4096, 64 * 1024);
+    FrameBuffer in(4096, 64 * 1024, kDefaultMaxFrameBytes);
     std::vector<std::string> got;
     std::string_view rest = stream;
     uint64_t taken_before = 0;
@@ -79,7 +79,7 @@ TEST(FrameBufferTest, FramesComeOutWholeHoweverTheBytesAreCut) {
 }
 
 TEST(FrameBufferTest, OneReadHasRoomForTheRestOfALargeFrame) {
-  FrameBuffer in(4096, 64 * 1024);
+  FrameBuffer in(4096, 64 * 1024, kDefaultMaxFrameBytes);
   const std::string frame = Frame(0x21, 9, std::string(1 << 20, 'x'));
   Feed(&in, std::string_view(frame).substr(0, 100), 100);
   const auto space = in.Space();
@@ -99,7 +99,7 @@ TEST(FrameBufferTest, OneReadHasRoomForTheRestOfALargeFrame) {
 
 TEST(FrameBufferTest, ABrokenHeaderIsReportedAndNothingTaken) {
   {
-    FrameBuffer in(4096, 64 * 1024);
+    FrameBuffer in(4096, 64 * 1024, kDefaultMaxFrameBytes);
     std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     Feed(&in, junk, 4096);
     FrameHeader h;
@@ -110,7 +110,7 @@ TEST(FrameBufferTest, ABrokenHeaderIsReportedAndNothingTaken) {
     EXPECT_EQ(in.taken(), 0u);
   }
   {
-    FrameBuffer in(4096, 64 * 1024);
+    FrameBuffer in(4096, 64 * 1024, kDefaultMaxFrameBytes);
     std::string frame = Frame(0x20, 5, std::string(2000, 'y'));
     Feed(&in, frame.substr(0, kHeaderSize), 4096);
     FrameHeader h;
@@ -125,8 +125,23 @@ TEST(FrameBufferTest, ABrokenHeaderIsReportedAndNothingTaken) {
   }
 }
 
+// A header may promise up to 4 GiB: the buffer never grows past the body
+// limit it was made with, whatever the header says.
+TEST(FrameBufferTest, AHeaderPromisingMoreThanTheLimitDoesNotGrowTheBuffer) {
+  FrameBuffer in(4096, 64 * 1024, 1 << 20);
+  std::string header(kHeaderSize, '\0');
+  FrameHeader h;
+  h.op = 0x21;
+  h.body_length = UINT32_MAX;
+  EncodeHeader(h, reinterpret_cast<uint8_t*>(header.data()));
+  Feed(&in, header, 4096);
+  EXPECT_LE(in.Space().size, (1u << 20) + 4096);
+  std::string_view body;
+  EXPECT_EQ(in.Take(1 << 20, &h, &body), FrameBuffer::Next::kTooLarge);
+}
+
 TEST(FrameBufferTest, AFrameOfAnotherVersionIsHandedOutForTheCallerToRefuse) {
-  FrameBuffer in(4096, 64 * 1024);
+  FrameBuffer in(4096, 64 * 1024, kDefaultMaxFrameBytes);
   Feed(&in, Frame(0x02, 3, "ab", 7) + Frame(0x02, 4, ""), 4096);
   FrameHeader h;
   std::string_view body;
