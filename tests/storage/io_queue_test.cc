@@ -2,22 +2,25 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -430,24 +433,47 @@ TEST_P(IoQueueTest, OpenFileDeviceRefusesAFileAnotherOpenHolds) {
   EXPECT_TRUE(third.ok()) << third.status().ToString();
 }
 
+// A log sink that tells a thread when OpenFileDevice says it is waiting.
+class WaitLineSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  // True once a "waiting up to" line was logged; false after `limit`.
+  bool AwaitWaiting(std::chrono::seconds limit) {
+    std::unique_lock lock(seen_mu_);
+    return seen_cv_.wait_for(lock, limit, [this] { return seen_; });
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (std::string_view(msg.payload.data(), msg.payload.size()).find("waiting up to") ==
+        std::string_view::npos) {
+      return;
+    }
+    {
+      std::lock_guard lock(seen_mu_);
+      seen_ = true;
+    }
+    seen_cv_.notify_all();
+  }
+  void flush_() override {}
+
+ private:
+  std::mutex seen_mu_;
+  std::condition_variable seen_cv_;
+  bool seen_ = false;
+};
+
 TEST_P(IoQueueTest, OpenFileDeviceWaitsForTheHolderToLetGo) {
   std::string path = dir_.File("handed-over");
   Result<std::shared_ptr<Device>> first = OpenFileDevice(path, 1u << 20, GetParam());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   // The holder lets go only once the second open says it is waiting (its
   // log line), so the wait itself is what is tested.
-  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  auto sink = std::make_shared<WaitLineSink>();
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
   std::atomic<bool> saw_wait{false};
   std::thread holder([&] {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!saw_wait && std::chrono::steady_clock::now() < give_up) {
-      for (const std::string& line : sink->last_formatted()) {
-        if (line.find("waiting up to") != std::string::npos) saw_wait = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    saw_wait = sink->AwaitWaiting(std::chrono::seconds(60));
     first->reset();  // the holder goes away while the second open waits
   });
   Result<std::shared_ptr<Device>> second =

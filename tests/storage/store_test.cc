@@ -28,6 +28,14 @@ class StoreTest : public ::testing::Test {
   StoreOptions opts_ = SmallOptions(dir_.File("data"), &clock_);
 };
 
+// The places of up to 10 records whose sweep_at has passed, from one scan.
+std::vector<RecordRef> DueNow(Store* store, UnixSeconds now) {
+  std::vector<RecordRef> due;
+  uint32_t cursor = 0;
+  store->FindDue(now, 10, &cursor, &due);
+  return due;
+}
+
 TEST_F(StoreTest, PutGetOverwriteDelete) {
   auto store = OpenOrDie(opts_);
   auto w = WorkerOrDie(store.get());
@@ -135,9 +143,7 @@ TEST_F(StoreTest, CallbacksNeverRunInsideTheCallThatStartedThem) {
   auto store = OpenOrDie(opts_);
   auto w = WorkerOrDie(store.get());
   ASSERT_TRUE(w->PutSync("k", "in memory", clock_.Now(), 0).ok());
-  std::vector<RecordRef> due;
-  uint32_t cursor = 0;
-  store->FindDue(clock_.Now(), 10, &cursor, &due);
+  std::vector<RecordRef> due = DueNow(store.get(), clock_.Now());
   ASSERT_EQ(due.size(), 1u);
   RecordRef nowhere = due[0];
   nowhere.block_salt ^= 1;
@@ -518,9 +524,7 @@ TEST_F(StoreTest, GetAtFindsNothingWhereNothingValidLies) {
   auto store = OpenOrDie(opts_);
   auto w = WorkerOrDie(store.get());
   ASSERT_TRUE(w->PutSync("k", "v", clock_.Now(), 0).ok());
-  std::vector<RecordRef> due;
-  uint32_t cursor = 0;
-  store->FindDue(clock_.Now(), 10, &cursor, &due);
+  std::vector<RecordRef> due = DueNow(store.get(), clock_.Now());
   ASSERT_EQ(due.size(), 1u);
   RecordRef wrong = due[0];
   wrong.block_salt ^= 1;
@@ -539,8 +543,7 @@ TEST_F(StoreTest, UpdateAtReadsOnceAndUpdatesTheCurrentVersion) {
     ASSERT_TRUE(w->PutSync("a", "1", clock_.Now(), 0).ok());
     ASSERT_TRUE(w->PutSync("b", "1", clock_.Now(), 0).ok());
   }  // sealed: what follows reads the device
-  uint32_t cursor = 0;
-  store->FindDue(clock_.Now(), 10, &cursor, &due);
+  due = DueNow(store.get(), clock_.Now());
   ASSERT_EQ(due.size(), 2u);
   auto w = WorkerOrDie(store.get());
   auto append = [](const Record* cur) -> Result<Mutation> {
