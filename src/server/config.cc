@@ -143,6 +143,9 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"shutdown_timeout_seconds", IntSetter(0, 3600, [](Config* c, int64_t v) {
               c->server.shutdown_timeout = seconds(v);
             })},
+           {"heap_trim_seconds", IntSetter(0, 3600, [](Config* c, int64_t v) {
+              c->heap_trim_interval = seconds(v);
+            })},
            {"auth_secret_file", TextSetter([](Config* c, const std::string& v) {
               c->server.auth_secret_file = v;
               return Status::OK();
@@ -476,6 +479,7 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("server.max_batch", c.max_batch);
   add("server.shutdown_timeout_seconds",
       std::chrono::duration_cast<seconds>(c.server.shutdown_timeout).count());
+  add("server.heap_trim_seconds", c.heap_trim_interval.count());
   // Paths only: never a secret or a key.
   add("server.auth_secret_file", c.server.auth_secret_file);
   add("tls.cert_file", c.server.tls.cert_file);

@@ -4,6 +4,7 @@
 // a data file under the working directory, listening on 127.0.0.1.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,9 @@ struct Config {
   uint32_t max_batch = proto::kDefaultMaxBatch;
   storage::StoreOptions storage;
   profile::ProfileOptions profile;
+  // How often memory the C heap holds free goes back to the kernel (heap.h);
+  // 0: never.
+  std::chrono::seconds heap_trim_interval{10};
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
 };
 

@@ -4,17 +4,16 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include <malloc.h>
-
 #include <csignal>
-#include <memory>
-#include <mutex>
 #include <cstdio>
 #include <ctime>
+#include <memory>
+#include <mutex>
 
 #include "common/secret_file.h"
 #include "server/admin.h"
 #include "server/config.h"
+#include "server/heap.h"
 #include "server/metrics.h"
 #include "server/notify.h"
 #include "server/profile_service.h"
@@ -181,7 +180,7 @@ int Serve(const server::Config& config) {
   }
   // Recovery's scratch (the newest version of every key, block buffers) is
   // freed by now; under the raised trim threshold it would stay resident.
-  malloc_trim(0);
+  server::TrimHeap();
   auto profiles = segstore::profile::ProfileStore::Open(store->get(), config.profile);
   if (!profiles.ok()) {
     spdlog::critical("cannot open the profile store: {}", profiles.status().ToString());
@@ -225,8 +224,10 @@ int Serve(const server::Config& config) {
   const auto watchdog = server::WatchdogInterval();
   const auto tick = watchdog ? std::chrono::duration_cast<std::chrono::milliseconds>(*watchdog / 2)
                              : std::chrono::milliseconds(1000);
+  server::HeapTrimmer heap_trimmer(config.heap_trim_interval);
   int signal = 0;
   while (signal == 0) {
+    heap_trimmer.Tick(std::chrono::steady_clock::now());
     timespec timeout{};
     timeout.tv_sec = tick.count() / 1000;
     timeout.tv_nsec = (tick.count() % 1000) * 1'000'000;
@@ -264,15 +265,7 @@ int Serve(const server::Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Answers of batch gets are frames of a few hundred KiB, allocated per
-  // request and freed once sent. glibc's defaults hand such blocks back to
-  // the kernel (mmap, or trimming the heap top) and take fresh zeroed pages
-  // for the next: batch-get served 1,520 requests/s at 1,100 us of CPU each
-  // with them, 3,400/s at 320 us with these (segbench batch-get, 100k users,
-  // GLIBC_TUNABLES A/B, 2026-11-23). Free memory kept is bounded by the
-  // largest burst of answers in flight.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  server::TuneHeap();
   CLI::App app{"segstored: the segstore user-profile server"};
   Overrides o;
   app.add_option("-c,--config", o.config,

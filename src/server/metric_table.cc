@@ -148,6 +148,12 @@ constexpr MetricDef kMetrics[] = {
     {kProcess, kGauge, "process_heap_free_bytes", kBytes,
      "Bytes freed to the C allocator and held by it for reuse (resident unless trimmed).",
      Value<&MetricsSnapshot::heap_free_bytes>},
+    {kProcess, kCounter, "process_heap_trims_total", kNone,
+     "Times freed heap memory was given back to the kernel (malloc_trim; server.heap_trim_seconds).",
+     Value<&MetricsSnapshot::heap_trims>},
+    {kProcess, kCounter, "process_heap_trimmed_bytes_total", kBytes,
+     "How far those trims made the resident set fall, in all.",
+     Value<&MetricsSnapshot::heap_trimmed_bytes>},
     {kProcess, kCounter, "process_cpu_seconds_total", kSeconds,
      "CPU time of the process since its start.", CpuSeconds, {"mode"}},
 

@@ -1,7 +1,6 @@
 #include "server/metrics.h"
 
 #include <fmt/format.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <string_view>
 #include <type_traits>
 #include <variant>
+
+#include "server/heap.h"
 
 namespace segstore::server {
 
@@ -80,17 +81,13 @@ std::string LabelValue(std::string_view v) {
 
 void ReadProcessFigures(MetricsSnapshot* m) {
   m->pid = static_cast<uint64_t>(::getpid());
-  m->resident_bytes = 0;
-  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-    unsigned long long size = 0, resident = 0;
-    if (std::fscanf(f, "%llu %llu", &size, &resident) == 2) {
-      m->resident_bytes = resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    }
-    std::fclose(f);
-  }
-  const struct mallinfo2 heap = ::mallinfo2();
-  m->heap_in_use_bytes = heap.uordblks + heap.hblkhd;
-  m->heap_free_bytes = heap.fordblks;
+  const HeapFigures heap = ReadHeapFigures();
+  m->resident_bytes = heap.resident_bytes;
+  m->heap_in_use_bytes = heap.in_use_bytes;
+  m->heap_free_bytes = heap.free_bytes;
+  const HeapTrimCounts trims = ReadHeapTrimCounts();
+  m->heap_trims = trims.trims;
+  m->heap_trimmed_bytes = trims.released_bytes;
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   auto seconds = [](const timeval& t) {

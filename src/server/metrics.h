@@ -30,6 +30,9 @@ struct MetricsSnapshot {
   // freed, and bytes freed but kept (not given back to the kernel).
   uint64_t heap_in_use_bytes = 0;
   uint64_t heap_free_bytes = 0;
+  // Trims of the heap so far, and how far they made the resident set fall.
+  uint64_t heap_trims = 0;
+  uint64_t heap_trimmed_bytes = 0;
   double cpu_user_seconds = 0;
   double cpu_system_seconds = 0;
   // The front end's counters; null when no server reports them. Held by
