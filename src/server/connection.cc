@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "proto/wire.h"
@@ -133,6 +135,17 @@ void Connection::OnWritten(const error_code& ec, size_t n) {
   Pump();
 }
 
+void Responder::Send(std::string frame) {
+  std::shared_ptr<Connection> c = std::move(connection_);
+  if (c == nullptr) {
+    // A handler bug, not a client's doing: a second answer would unbalance
+    // the connection's count of requests in flight.
+    std::fputs("segstored: a request was answered twice\n", stderr);
+    std::abort();
+  }
+  c->OnReply(std::move(frame), started_);
+}
+
 void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
   --in_flight_;
   if (frame.size() >= proto::kHeaderSize) {
@@ -205,9 +218,7 @@ bool Connection::ServeFrame() {
   ++in_flight_;
   JoinBurst();
   const auto started = std::chrono::steady_clock::now();
-  loop_->handler->Handle(h, body, [self = shared_from_this(), started](std::string reply) {
-    self->OnReply(std::move(reply), started);
-  });
+  loop_->handler->Handle(h, body, Responder(shared_from_this(), started));
   return true;
 }
 

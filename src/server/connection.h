@@ -96,6 +96,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed() const { return state_ == State::kClosed; }
 
  private:
+  friend class Responder;  // Send is OnReply
+
   // Where the connection is in its life. It reads only while kOpen; the three
   // finishing states read nothing more and close once every request taken is
   // answered and its answer written.

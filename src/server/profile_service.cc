@@ -16,14 +16,14 @@ using proto::Op;
 
 namespace {
 
-void ReplyError(const FrameHeader& h, const Status& s, const Reply& reply) {
+void ReplyError(const FrameHeader& h, const Status& s, Responder& to) {
   std::string frame;
   proto::AppendErrorFrame(&frame, h.op, h.request_id, s);
-  reply(std::move(frame));
+  to.Send(std::move(frame));
 }
 
 template <typename Message>
-void ReplyOk(const FrameHeader& h, const Message& m, const Reply& reply) {
+void ReplyOk(const FrameHeader& h, const Message& m, Responder& to) {
   std::string frame;
   if (!proto::AppendFrame(&frame, h.op, h.request_id, 0, proto::kMaxResponseBytes,
                           [&](std::string* out) { proto::Encode(m, out); })) {
@@ -31,31 +31,31 @@ void ReplyOk(const FrameHeader& h, const Message& m, const Reply& reply) {
                Status::LimitExceeded("the response would be over " +
                                      std::to_string(proto::kMaxResponseBytes) +
                                      " bytes: ask for fewer users, a limit or the ids projection"),
-               reply);
+               to);
     return;
   }
-  reply(std::move(frame));
+  to.Send(std::move(frame));
 }
 
 // The callback of a profile operation answering with `convert(value)`.
 template <typename T, typename Convert>
-auto Answer(const FrameHeader& h, Reply reply, Convert convert) {
-  return [h, reply = std::move(reply), convert](Result<T> r) {
+auto Answer(const FrameHeader& h, Responder to, Convert convert) {
+  return [h, to = std::move(to), convert](Result<T> r) mutable {
     if (r.status().IsNotFound()) {
-      ReplyError(h, Status::NotFound("the user has no profile"), reply);
+      ReplyError(h, Status::NotFound("the user has no profile"), to);
       return;
     }
     if (!r.ok()) {
-      ReplyError(h, r.status(), reply);
+      ReplyError(h, r.status(), to);
       return;
     }
-    ReplyOk(h, convert(std::move(*r)), reply);
+    ReplyOk(h, convert(std::move(*r)), to);
   };
 }
 
 template <typename T>
-auto AnswerAsIs(const FrameHeader& h, Reply reply) {
-  return Answer<T>(h, std::move(reply), [](T v) { return v; });
+auto AnswerAsIs(const FrameHeader& h, Responder to) {
+  return Answer<T>(h, std::move(to), [](T v) { return v; });
 }
 
 }  // namespace
@@ -74,47 +74,47 @@ class ProfileHandler : public Handler {
   void BeginBurst() override { burst_.emplace(session_->worker()); }
   void EndBurst() override { burst_.reset(); }
 
-  void Handle(const FrameHeader& h, std::string_view body, Reply reply) override {
+  void Handle(const FrameHeader& h, std::string_view body, Responder to) override {
     switch (static_cast<Op>(h.op)) {
       case Op::kHello:
-        return Hello(h, body, std::move(reply));
+        return Hello(h, body, std::move(to));
       case Op::kPing:
-        return ReplyPing(h, body, std::move(reply));
+        return ReplyPing(h, body, std::move(to));
       case Op::kStats:
-        return ReplyStats(h, body, std::move(reply));
+        return ReplyStats(h, body, std::move(to));
       case Op::kGet:
-        return Get(h, body, std::move(reply));
+        return Get(h, body, std::move(to));
       case Op::kBatchGet:
-        return BatchGet(h, body, std::move(reply));
+        return BatchGet(h, body, std::move(to));
       case Op::kCount:
-        return Count(h, body, std::move(reply));
+        return Count(h, body, std::move(to));
       case Op::kUpsert:
-        return Upsert(h, body, std::move(reply));
+        return Upsert(h, body, std::move(to));
       case Op::kBatchUpsert:
-        return BatchUpsert(h, body, std::move(reply));
+        return BatchUpsert(h, body, std::move(to));
       case Op::kRemove:
-        return Remove(h, body, std::move(reply));
+        return Remove(h, body, std::move(to));
       case Op::kTrim:
-        return Trim(h, body, std::move(reply));
+        return Trim(h, body, std::move(to));
       case Op::kDelete:
-        return Delete(h, body, std::move(reply));
+        return Delete(h, body, std::move(to));
     }
-    ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), reply);
+    ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), to);
   }
 
  private:
   // Decodes `body` into *m, or answers the error and returns false.
   template <typename Message>
-  bool Read(const FrameHeader& h, std::string_view body, Message* m, const Reply& reply) {
+  bool Read(const FrameHeader& h, std::string_view body, Message* m, Responder& to) {
     Status s = proto::Decode(body, limits_, m);
     if (s.ok()) return true;
-    ReplyError(h, s.WithContext(proto::OpName(h.op)), reply);
+    ReplyError(h, s.WithContext(proto::OpName(h.op)), to);
     return false;
   }
 
-  void Hello(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Hello(const FrameHeader& h, std::string_view body, Responder to) {
     proto::HelloRequest req;
-    if (!Read(h, body, &req, reply)) return;
+    if (!Read(h, body, &req, to)) return;
     const ProfileServiceOptions& o = service_->options_;
     ServerInfo info;
     info.protocol = proto::kVersion;
@@ -124,37 +124,37 @@ class ProfileHandler : public Handler {
     info.max_key_bytes = limits_.max_key_bytes;
     info.max_segments = o.max_segments;
     info.max_in_flight = o.max_in_flight;
-    ReplyOk(h, info, reply);
+    ReplyOk(h, info, to);
   }
 
   // Ping and stats take no fields, but their body is held to the rule of
   // every body: empty, or a MessagePack map.
-  void ReplyPing(const FrameHeader& h, std::string_view body, Reply reply) {
+  void ReplyPing(const FrameHeader& h, std::string_view body, Responder to) {
     proto::EmptyRequest req;
-    if (!Read(h, body, &req, reply)) return;
+    if (!Read(h, body, &req, to)) return;
     std::string frame;
     (void)proto::AppendFrame(&frame, h.op, h.request_id, 0, UINT32_MAX, [](std::string*) {});
-    reply(std::move(frame));
+    to.Send(std::move(frame));
   }
 
-  void ReplyStats(const FrameHeader& h, std::string_view body, Reply reply) {
+  void ReplyStats(const FrameHeader& h, std::string_view body, Responder to) {
     proto::EmptyRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    ReplyOk(h, service_->CollectStats(), reply);
+    if (!Read(h, body, &req, to)) return;
+    ReplyOk(h, service_->CollectStats(), to);
   }
 
-  void Get(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Get(const FrameHeader& h, std::string_view body, Responder to) {
     proto::GetRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, std::move(reply)));
+    if (!Read(h, body, &req, to)) return;
+    session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, std::move(to)));
   }
 
   // Users whose ID was rejected get their error in place; the rest are read.
-  void BatchGet(const FrameHeader& h, std::string_view body, Reply reply) {
+  void BatchGet(const FrameHeader& h, std::string_view body, Responder to) {
     proto::BatchGetRequest req;
-    if (!Read(h, body, &req, reply)) return;
+    if (!Read(h, body, &req, to)) return;
     if (req.rejected.empty()) {
-      session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(reply)));
+      session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(to)));
       return;
     }
     std::vector<std::string> valid;
@@ -162,57 +162,54 @@ class ProfileHandler : public Handler {
       if (req.rejected[i].ok()) valid.push_back(std::move(req.users[i]));
     }
     session_->BatchGet(valid, req.options,
-                       [h, reply = std::move(reply),
-                        rejected = std::move(req.rejected)](Result<BatchGetResult> r) {
-                         if (!r.ok()) return ReplyError(h, r.status(), reply);
+                       [h, to = std::move(to),
+                        rejected = std::move(req.rejected)](Result<BatchGetResult> r) mutable {
+                         if (!r.ok()) return ReplyError(h, r.status(), to);
                          BatchGetResult all;
                          all.reserve(rejected.size());
                          size_t next = 0;
                          for (const Status& s : rejected) {
                            all.push_back(s.ok() ? std::move((*r)[next++]) : Result<GetResult>(s));
                          }
-                         ReplyOk(h, all, reply);
+                         ReplyOk(h, all, to);
                        });
   }
 
-  void Count(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Count(const FrameHeader& h, std::string_view body, Responder to) {
     proto::CountRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    session_->Count(req.user, req.id_from, req.id_to,
-                    Answer<uint32_t>(h, std::move(reply),
-                                     [](uint32_t n) { return proto::CountResponse{n}; }));
+    if (!Read(h, body, &req, to)) return;
+    session_->Count(
+        req.user, req.id_from, req.id_to,
+        Answer<uint32_t>(h, std::move(to), [](uint32_t n) { return proto::CountResponse{n}; }));
   }
 
-  void Upsert(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Upsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::UpsertRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    session_->Upsert(req.user, req.segments, req.mode,
-                     AnswerAsIs<UpsertResult>(h, std::move(reply)));
+    if (!Read(h, body, &req, to)) return;
+    session_->Upsert(req.user, req.segments, req.mode, AnswerAsIs<UpsertResult>(h, std::move(to)));
   }
 
   // Every user's upsert is started at once (their reads go to the device
   // together); the answer goes when the last completes.
-  void BatchUpsert(const FrameHeader& h, std::string_view body, Reply reply) {
+  void BatchUpsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::BatchUpsertRequest req;
-    if (!Read(h, body, &req, reply)) return;
+    if (!Read(h, body, &req, to)) return;
     struct Join {
       BatchUpsertResult results;
       size_t remaining = 0;
       FrameHeader header;
-      Reply reply;
+      Responder to;
     };
-    auto join = std::make_shared<Join>();
-    join->results.assign(req.items.size(), Status::Internal("pending"));
-    join->header = h;
-    join->reply = std::move(reply);
-    join->remaining = req.items.size();
+    auto join = std::make_shared<Join>(
+        Join{BatchUpsertResult(req.items.size(), Status::Internal("pending")), req.items.size(), h,
+             std::move(to)});
     for (size_t i = 0; i < req.rejected.size(); ++i) {
       if (req.rejected[i].ok()) continue;
       join->results[i] = req.rejected[i];  // failed alone: answered as it is
       --join->remaining;
     }
     if (join->remaining == 0) {
-      ReplyOk(h, join->results, join->reply);
+      ReplyOk(h, join->results, join->to);
       return;
     }
     storage::Worker::Batch batch(session_->worker());
@@ -221,29 +218,29 @@ class ProfileHandler : public Handler {
       const proto::UpsertRequest& item = req.items[i];
       session_->Upsert(item.user, item.segments, item.mode, [join, i](Result<UpsertResult> r) {
         join->results[i] = std::move(r);
-        if (--join->remaining == 0) ReplyOk(join->header, join->results, join->reply);
+        if (--join->remaining == 0) ReplyOk(join->header, join->results, join->to);
       });
     }
   }
 
-  void Remove(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Remove(const FrameHeader& h, std::string_view body, Responder to) {
     proto::RemoveRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    session_->Remove(req.user, req.ids,
-                     Answer<uint32_t>(h, std::move(reply),
-                                      [](uint32_t n) { return proto::RemoveResponse{n}; }));
+    if (!Read(h, body, &req, to)) return;
+    session_->Remove(req.user, req.ids, Answer<uint32_t>(h, std::move(to), [](uint32_t n) {
+                       return proto::RemoveResponse{n};
+                     }));
   }
 
-  void Trim(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Trim(const FrameHeader& h, std::string_view body, Responder to) {
     proto::TrimRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    session_->Trim(req.user, req.before, AnswerAsIs<TrimResult>(h, std::move(reply)));
+    if (!Read(h, body, &req, to)) return;
+    session_->Trim(req.user, req.before, AnswerAsIs<TrimResult>(h, std::move(to)));
   }
 
-  void Delete(const FrameHeader& h, std::string_view body, Reply reply) {
+  void Delete(const FrameHeader& h, std::string_view body, Responder to) {
     proto::DeleteRequest req;
-    if (!Read(h, body, &req, reply)) return;
-    session_->Delete(req.user, Answer<bool>(h, std::move(reply), [](bool existed) {
+    if (!Read(h, body, &req, to)) return;
+    session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
                        return proto::DeleteResponse{existed};
                      }));
   }

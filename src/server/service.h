@@ -5,21 +5,37 @@
 // (profile_service.h) is the real one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "proto/protocol.h"
 #include "segstore/result.h"
 
 namespace segstore::server {
 
-// Takes a whole response frame (header included). Call it exactly once, on
-// the handler's thread; it may be called after the connection closed (the
-// frame is then dropped).
-using Reply = std::function<void(std::string frame)>;
+class Connection;
+
+// Where one request's answer goes: back to the connection it came on. The
+// front end hands one to Handler::Handle with each request; the handler
+// carries it along with the work, then calls Send once with the whole
+// response frame (header included), on the handler's thread. The connection
+// may have closed meanwhile: the frame is then dropped. Copyable so that it
+// fits in a std::function; only one copy may Send.
+class Responder {
+ public:
+  Responder(std::shared_ptr<Connection> connection, std::chrono::steady_clock::time_point started)
+      : connection_(std::move(connection)), started_(started) {}
+  // Connection::OnReply: the answer is timed, counted and queued for writing.
+  void Send(std::string frame);
+
+ private:
+  std::shared_ptr<Connection> connection_;
+  std::chrono::steady_clock::time_point started_;  // when the request was read
+};
 
 // Lives on one event loop thread: created, used and destroyed there.
 class Handler {
@@ -27,7 +43,8 @@ class Handler {
   virtual ~Handler() = default;
   // One request. `header` passed the front end's checks (magic, version,
   // size, known op); `body` is valid only during the call.
-  virtual void Handle(const proto::FrameHeader& header, std::string_view body, Reply reply) = 0;
+  virtual void Handle(const proto::FrameHeader& header, std::string_view body,
+                      Responder responder) = 0;
   // A descriptor the loop watches for this handler's own completions
   // (the storage worker's eventfd), or -1; OnEvent() runs when it is readable.
   virtual int event_fd() const { return -1; }

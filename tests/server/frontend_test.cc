@@ -614,5 +614,16 @@ TEST(FrontendStartTest, StartReturnsTheHandlersErrorAndStopsCleanly) {
   }
 }
 
+// A handler that answered one request twice would leave the connection's
+// count of requests in flight wrong for good: the server stops loudly.
+TEST(ResponderDeathTest, ASecondAnswerToOneRequestAborts) {
+  EXPECT_DEATH(
+      {
+        Responder to(nullptr, std::chrono::steady_clock::now());  // as after a Send
+        to.Send(std::string(proto::kHeaderSize, '\0'));
+      },
+      "answered twice");
+}
+
 }  // namespace
 }  // namespace segstore::server

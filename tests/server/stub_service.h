@@ -109,19 +109,15 @@ class StubHandler : public Handler {
   // them (their connections are closed), as the contract allows.
   ~StubHandler() override { ReplyAll(); }
 
-  void Handle(const proto::FrameHeader& header, std::string_view body, Reply reply) override {
+  void Handle(const proto::FrameHeader& header, std::string_view body, Responder to) override {
     const uint32_t tag = Tag(header.request_id);
     service_->Seen(tag);
-    std::string frame = Response(header, body);
-    Reply done = [service = service_, tag, reply = std::move(reply)](std::string f) {
-      service->Answered(tag);
-      reply(std::move(f));
-    };
+    Held answer{Response(header, body), tag, std::move(to)};
     if (service_->hold_.load()) {
-      held_.emplace_back(std::move(frame), std::move(done));
+      held_.push_back(std::move(answer));
       service_->held_.fetch_add(1);
     } else {
-      done(std::move(frame));
+      Send(answer);
     }
   }
 
@@ -161,12 +157,23 @@ class StubHandler : public Handler {
     auto batch = std::move(held_);
     held_.clear();
     service_->held_.fetch_sub(batch.size());
-    for (auto& [frame, reply] : batch) reply(std::move(frame));
+    for (Held& answer : batch) Send(answer);
+  }
+
+  struct Held {
+    std::string frame;
+    uint32_t tag;
+    Responder to;
+  };
+
+  void Send(Held& answer) {
+    service_->Answered(answer.tag);
+    answer.to.Send(std::move(answer.frame));
   }
 
   StubService* service_;
   int fd_;
-  std::vector<std::pair<std::string, Reply>> held_;
+  std::vector<Held> held_;
 };
 
 inline Result<std::unique_ptr<Handler>> StubService::NewHandler(unsigned /*thread_index*/) {
