@@ -129,15 +129,6 @@ Status Corrupt(std::string_view what) {
 
 }  // namespace
 
-Segment Columns::At(size_t i) const {
-  Segment s;
-  s.id = ids[i];
-  s.expires_at = expires[i];
-  if (has_attr1 && (attr_present[i] & 1)) s.attr1 = attr1[i];
-  if (has_attr2 && (attr_present[i] & 2)) s.attr2 = attr2[i];
-  return s;
-}
-
 void EncodeSegments(std::span<const Segment> segments, std::string* out) {
   out->clear();
   out->push_back(static_cast<char>(kCodecVersion));
@@ -496,9 +487,8 @@ Result<uint32_t> DecodeSelect(std::string_view body, UnixSeconds now, const GetO
 Status DecodeSegments(std::string_view body, std::vector<Segment>* out) {
   Columns c;
   SEGSTORE_RETURN_IF_ERROR(DecodeColumns(body, &c));
-  out->clear();
-  out->reserve(c.size());
-  for (size_t i = 0; i < c.size(); ++i) out->push_back(c.At(i));
+  out->resize(c.size());
+  for (size_t i = 0; i < c.size(); ++i) c.CopyTo(i, &(*out)[i]);
   return Status::OK();
 }
 
