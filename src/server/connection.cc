@@ -135,18 +135,25 @@ void Connection::OnWritten(const error_code& ec, size_t n) {
   Pump();
 }
 
+namespace {
+
+// A handler bug, never a client's doing: a second answer would leave the
+// connection's count of requests in flight wrong for good.
+[[noreturn]] void AnsweredTwice() {
+  std::fputs("segstored: a request was answered twice\n", stderr);
+  std::abort();
+}
+
+}  // namespace
+
 void Responder::Send(std::string frame) {
   std::shared_ptr<Connection> c = std::move(connection_);
-  if (c == nullptr) {
-    // A handler bug, not a client's doing: a second answer would unbalance
-    // the connection's count of requests in flight.
-    std::fputs("segstored: a request was answered twice\n", stderr);
-    std::abort();
-  }
+  if (c == nullptr) AnsweredTwice();
   c->OnReply(std::move(frame), started_);
 }
 
 void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
+  if (in_flight_ == 0) AnsweredTwice();  // through a copy of its Responder
   --in_flight_;
   if (frame.size() >= proto::kHeaderSize) {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(

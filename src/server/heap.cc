@@ -66,8 +66,9 @@ uint64_t TrimHeap() {
 HeapTrimmer::HeapTrimmer(std::chrono::milliseconds interval, uint64_t min_growth)
     : interval_(interval), min_growth_(min_growth) {}
 
-uint64_t HeapTrimmer::Slack(const HeapFigures& f) {
-  return f.resident_bytes > f.in_use_bytes ? f.resident_bytes - f.in_use_bytes : 0;
+int64_t HeapTrimmer::Slack(const HeapFigures& f) {
+  if (f.resident_bytes == 0) return static_cast<int64_t>(f.free_bytes);  // no /proc
+  return static_cast<int64_t>(f.resident_bytes) - static_cast<int64_t>(f.in_use_bytes);
 }
 
 bool HeapTrimmer::Tick(std::chrono::steady_clock::time_point now) {
@@ -80,11 +81,11 @@ bool HeapTrimmer::Tick(std::chrono::steady_clock::time_point now) {
   }
   if (now < next_) return false;
   next_ = now + interval_;
-  const uint64_t slack = Slack(ReadHeapFigures());
+  const int64_t slack = Slack(ReadHeapFigures());
   // Freed memory reused since (slack fell) is the new floor: growth from it
   // is what was freed and not reused.
   slack_after_trim_ = std::min(slack_after_trim_, slack);
-  if (slack < slack_after_trim_ + min_growth_) return false;
+  if (slack - slack_after_trim_ < static_cast<int64_t>(min_growth_)) return false;
   TrimHeap();
   slack_after_trim_ = Slack(ReadHeapFigures());
   return true;

@@ -8,7 +8,7 @@
 
 namespace segstore::server {
 
-// Raises glibc's mmap and trim thresholds (main.cc says why, with figures).
+// Raises glibc's mmap and trim thresholds (heap.cc says why, with figures).
 // Call once, before any thread starts.
 void TuneHeap();
 
@@ -34,7 +34,8 @@ uint64_t TrimHeap();
 // With the thresholds raised, memory freed after a burst (a load's request
 // frames, a batch of large answers) stays resident for good. Every
 // `interval`, if the resident memory outside the heap's allocations grew by
-// at least `min_growth` since the last trim, this trims. A trim walks each
+// at least `min_growth` since the last trim, this trims (where the resident
+// set cannot be read, growth of the heap's free bytes decides). A trim walks each
 // arena's free chunks under its lock and advises the kernel of whole free
 // pages: cheap once in a while, and the pages fault back in only if reused.
 class HeapTrimmer {
@@ -47,14 +48,16 @@ class HeapTrimmer {
   bool Tick(std::chrono::steady_clock::time_point now);
 
  private:
-  // Resident bytes not accounted for by allocations in use.
-  static uint64_t Slack(const HeapFigures& f);
+  // Resident bytes not accounted for by allocations in use (negative when
+  // allocations are not all touched yet); the heap's free bytes when the
+  // resident set is unknown.
+  static int64_t Slack(const HeapFigures& f);
 
   const std::chrono::milliseconds interval_;
   const uint64_t min_growth_;
   std::chrono::steady_clock::time_point next_{};
   bool started_ = false;
-  uint64_t slack_after_trim_ = 0;
+  int64_t slack_after_trim_ = 0;
 };
 
 }  // namespace segstore::server

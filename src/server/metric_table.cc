@@ -149,7 +149,8 @@ constexpr MetricDef kMetrics[] = {
      "Bytes freed to the C allocator and held by it for reuse (resident unless trimmed).",
      Value<&MetricsSnapshot::heap_free_bytes>},
     {kProcess, kCounter, "process_heap_trims_total", kNone,
-     "Times freed heap memory was given back to the kernel (malloc_trim; server.heap_trim_seconds).",
+     "Times freed heap memory was given back to the kernel "
+     "(malloc_trim; server.heap_trim_seconds).",
      Value<&MetricsSnapshot::heap_trims>},
     {kProcess, kCounter, "process_heap_trimmed_bytes_total", kBytes,
      "How far those trims made the resident set fall, in all.",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 namespace segstore::profile {
@@ -129,6 +130,96 @@ TEST(MergeTest, SetExtendAndAdd) {
             &out);
   EXPECT_EQ(r.inserted, 1u);
   EXPECT_EQ(out.back(), (Segment{7000, kNow + 30, {}, {}}));
+}
+
+// Merge against a plain model (a map, one update at a time) on random
+// profiles: ids at both ends of the range, expired segments an update names,
+// attributes, every mode, no old record, and an output that was not empty.
+TEST(MergeTest, AgreesWithAPlainModelOnRandomProfiles) {
+  std::mt19937_64 rng(17);
+  auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
+  auto id_at = [&]() -> uint64_t {
+    const uint64_t r = pick(40);
+    return r < 4 ? UINT64_MAX - r : r < 8 ? r - 4 : 1000 + pick(60);
+  };
+  const auto sat = [](uint64_t v) {
+    return static_cast<UnixSeconds>(std::min<uint64_t>(v, UINT32_MAX));
+  };
+  std::vector<Segment> out{{42, kNow + 1, 1u, 2u}};  // stale content, to be replaced
+  for (int round = 0; round < 3000; ++round) {
+    const bool with_attrs = round % 3 == 0;
+    std::map<uint64_t, Segment> old;
+    for (uint64_t n = pick(12); n > 0; --n) {
+      const uint64_t id = id_at();
+      const UnixSeconds e = pick(5) == 0 ? kNever : kNow - 50 + static_cast<UnixSeconds>(pick(100));
+      Segment s{id, e, {}, {}};
+      if (with_attrs && pick(2) == 0) s.attr1 = static_cast<uint32_t>(pick(1000));
+      if (with_attrs && pick(2) == 0) s.attr2 = static_cast<uint32_t>(pick(1000));
+      old[id] = s;
+    }
+    std::vector<Segment> segments;
+    for (const auto& [id, s] : old) segments.push_back(s);
+    const bool no_record = segments.empty() && pick(2) == 0;
+    Columns c = Make(segments);
+
+    const auto mode = static_cast<UpsertMode>(pick(3));
+    std::map<uint64_t, SegmentUpdate> updates;
+    for (uint64_t n = pick(6); n > 0; --n) {
+      SegmentUpdate u;
+      u.id = id_at();
+      u.ttl = mode == UpsertMode::kAdd || pick(2) == 0;
+      u.value = !u.ttl && pick(4) == 0 ? kNever : static_cast<uint32_t>(1 + pick(5000));
+      if (!u.ttl && u.value != kNever) u.value += kNow;
+      if (pick(3) == 0) u.attr1 = static_cast<uint32_t>(pick(1000));
+      if (pick(3) == 0) u.attr2 = static_cast<uint32_t>(pick(1000));
+      updates[u.id] = u;
+    }
+    std::vector<SegmentUpdate> listed;
+    for (const auto& [id, u] : updates) listed.push_back(u);
+    std::shuffle(listed.begin(), listed.end(), rng);
+
+    // The model.
+    UpsertResult want;
+    std::map<uint64_t, Segment> model;
+    for (const auto& [id, s] : old) {
+      if (Alive(s.expires_at, kNow)) {
+        model[id] = s;
+      } else {
+        ++want.trimmed;
+      }
+    }
+    for (const auto& [id, u] : updates) {
+      const UnixSeconds asked = u.ttl ? sat(uint64_t{kNow} + u.value) : u.value;
+      auto it = model.find(id);
+      if (it == model.end()) {
+        ++want.inserted;
+        model[id] = Segment{id, mode == UpsertMode::kAdd ? sat(uint64_t{kNow} + u.value) : asked,
+                            u.attr1, u.attr2};
+        continue;
+      }
+      ++want.updated;
+      Segment& s = it->second;
+      const UnixSeconds was = s.expires_at;
+      if (mode == UpsertMode::kSet) {
+        s.expires_at = asked;
+      } else if (mode == UpsertMode::kExtend) {
+        s.expires_at = was == kNever || asked == kNever ? kNever : std::max(was, asked);
+      } else {
+        s.expires_at = was == kNever ? kNever : sat(uint64_t{was} + u.value);
+      }
+      if (u.attr1) s.attr1 = u.attr1;
+      if (u.attr2) s.attr2 = u.attr2;
+    }
+    std::vector<Segment> expected;
+    for (const auto& [id, s] : model) expected.push_back(s);
+
+    const UpsertResult got = Merge(no_record ? nullptr : &c, listed, mode, kNow, &out);
+    ASSERT_EQ(out, expected) << "round " << round;
+    EXPECT_EQ(got.inserted, want.inserted) << "round " << round;
+    EXPECT_EQ(got.updated, want.updated) << "round " << round;
+    EXPECT_EQ(got.trimmed, want.trimmed) << "round " << round;
+    EXPECT_EQ(got.count, expected.size()) << "round " << round;
+  }
 }
 
 TEST(RemoveAndTrimTest, ReportWhatTheyDid) {

@@ -614,13 +614,41 @@ TEST(FrontendStartTest, StartReturnsTheHandlersErrorAndStopsCleanly) {
   }
 }
 
-// A handler that answered one request twice would leave the connection's
-// count of requests in flight wrong for good: the server stops loudly.
+// A handler that answers a request twice (the second time through a copy of
+// its Responder, which a std::function callback may hold) would leave the
+// connection's count of requests in flight wrong for good: the server stops
+// loudly instead. A handler bug, never a client's doing.
+class TwiceService : public Service {
+ public:
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/) override {
+    struct Twice : Handler {
+      void Handle(const proto::FrameHeader& h, std::string_view body, Responder to) override {
+        Responder copy = to;
+        const std::string frame = MakeFrame(h.op, h.request_id, body);
+        to.Send(frame);
+        copy.Send(frame);
+      }
+    };
+    return std::unique_ptr<Handler>(new Twice);
+  }
+};
+
 TEST(ResponderDeathTest, ASecondAnswerToOneRequestAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        Responder to(nullptr, std::chrono::steady_clock::now());  // as after a Send
-        to.Send(std::string(proto::kHeaderSize, '\0'));
+        TwiceService service;
+        ServerOptions o;
+        o.host = "127.0.0.1";
+        o.port = 0;
+        o.threads = 1;
+        Server server(o, &service);
+        if (!server.Start().ok()) std::exit(3);
+        RawConn c;
+        if (!c.Connect(server.port())) std::exit(4);
+        if (!c.Write(MakeFrame(static_cast<uint8_t>(proto::Op::kPing), 1, ""))) std::exit(5);
+        std::this_thread::sleep_for(kPatience);  // the server aborts long before
+        std::exit(6);
       },
       "answered twice");
 }

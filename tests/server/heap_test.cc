@@ -7,18 +7,18 @@
 #include <memory>
 #include <vector>
 
+#include "server/glibc_heap.h"
+
 namespace segstore::server {
 namespace {
 
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SKIP_UNDER_SANITIZERS() \
-  GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator these tests trim"
-#else
-#define SKIP_UNDER_SANITIZERS() (void)0
-#endif
+#define SKIP_UNDER_SANITIZERS()                                                          \
+  if (!testing::OnGlibcHeap()) {                                                         \
+    GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator these tests trim"; \
+  }
 
 // Allocates `bytes` in 64 KiB blocks, touches them and frees all but every
 // eighth: with segstored's thresholds the freed 7/8 stay resident, in free

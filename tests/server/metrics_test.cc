@@ -20,6 +20,7 @@
 #include <variant>
 
 #include "proto/protocol.h"
+#include "server/glibc_heap.h"
 
 namespace segstore::server {
 namespace {
@@ -76,9 +77,9 @@ std::map<std::string, decltype(StatEntry::value)> AsMap(const Stats& s) {
 // The process figures come from the running process: the heap figures move
 // with what it allocates and frees.
 TEST(MetricsTest, ProcessFiguresFollowTheHeap) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator mallinfo2 reports on";
-#endif
+  if (!testing::OnGlibcHeap()) {
+    GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator mallinfo2 reports on";
+  }
   MetricsSnapshot before;
   ReadProcessFigures(&before);
   EXPECT_GT(before.resident_bytes, 0u);

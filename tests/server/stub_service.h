@@ -103,6 +103,13 @@ class StubService : public Service {
 
 class StubHandler : public Handler {
  public:
+  // An answer made and not yet sent (while the service holds answers).
+  struct Held {
+    std::string frame;
+    uint32_t tag;
+    Responder to;
+  };
+
   StubHandler(StubService* service, int fd) : service_(service), fd_(fd) {}
 
   // Replies still held are made now, on this thread; the front end drops
@@ -159,12 +166,6 @@ class StubHandler : public Handler {
     service_->held_.fetch_sub(batch.size());
     for (Held& answer : batch) Send(answer);
   }
-
-  struct Held {
-    std::string frame;
-    uint32_t tag;
-    Responder to;
-  };
 
   void Send(Held& answer) {
     service_->Answered(answer.tag);
