@@ -647,7 +647,7 @@ TEST(ResponderDeathTest, ASecondAnswerToOneRequestAborts) {
         RawConn c;
         if (!c.Connect(server.port())) std::exit(4);
         if (!c.Write(MakeFrame(static_cast<uint8_t>(proto::Op::kPing), 1, ""))) std::exit(5);
-        std::this_thread::sleep_for(kPatience);  // the server aborts long before
+        c.WaitClosed();  // the server's abort ends this process before
         std::exit(6);
       },
       "answered twice");

@@ -1,6 +1,7 @@
 // Whether this test process allocates from glibc's heap, which the heap
 // figures (mallinfo2) and the trim work on. A sanitizer's allocator (GCC's
-// or clang's) replaces it: the tests of those figures skip then.
+// or clang's) replaces it: the tests of those figures skip then, on purpose
+// (SKIP_UNLESS_ON_GLIBC_HEAP); the plain build runs them.
 #pragma once
 
 #include <malloc.h>
@@ -25,3 +26,9 @@ inline bool OnGlibcHeap() {
 }
 
 }  // namespace segstore::server::testing
+
+// In a test body: skips the test when the process is not on glibc's heap.
+#define SKIP_UNLESS_ON_GLIBC_HEAP()                                              \
+  if (!::segstore::server::testing::OnGlibcHeap()) {                             \
+    GTEST_SKIP() << "a sanitizer's allocator replaces glibc's heap tested here"; \
+  }

@@ -15,11 +15,6 @@ namespace {
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-#define SKIP_UNDER_SANITIZERS()                                                          \
-  if (!testing::OnGlibcHeap()) {                                                         \
-    GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator these tests trim"; \
-  }
-
 // Allocates `bytes` in 64 KiB blocks, touches them and frees all but every
 // eighth: with segstored's thresholds the freed 7/8 stay resident, in free
 // chunks between live ones that the heap top cannot give back.
@@ -44,7 +39,7 @@ class Fragments {
 constexpr size_t kFreed = size_t{64} << 20;
 
 TEST(HeapTest, TrimGivesFreedMemoryBackAndCountsIt) {
-  SKIP_UNDER_SANITIZERS();
+  SKIP_UNLESS_ON_GLIBC_HEAP();
   TuneHeap();
   Fragments fragments(kFreed * 8 / 7);
   const HeapFigures before = ReadHeapFigures();
@@ -62,7 +57,7 @@ TEST(HeapTest, TrimGivesFreedMemoryBackAndCountsIt) {
 }
 
 TEST(HeapTest, TrimmerTrimsOncePerIntervalAndOnlyAfterMemoryWasFreed) {
-  SKIP_UNDER_SANITIZERS();
+  SKIP_UNLESS_ON_GLIBC_HEAP();
   TuneHeap();
   TrimHeap();
   HeapTrimmer trimmer(seconds(10));

@@ -77,9 +77,7 @@ std::map<std::string, decltype(StatEntry::value)> AsMap(const Stats& s) {
 // The process figures come from the running process: the heap figures move
 // with what it allocates and frees.
 TEST(MetricsTest, ProcessFiguresFollowTheHeap) {
-  if (!testing::OnGlibcHeap()) {
-    GTEST_SKIP() << "a sanitizer's allocator replaces the C allocator mallinfo2 reports on";
-  }
+  SKIP_UNLESS_ON_GLIBC_HEAP();
   MetricsSnapshot before;
   ReadProcessFigures(&before);
   EXPECT_GT(before.resident_bytes, 0u);
