@@ -280,8 +280,9 @@ struct StoreStats {
   uint64_t index_entries = 0;
   uint64_t index_tombstones = 0;
   uint64_t index_bytes = 0;  // allocated: slack, empty slots and tombstones included
-  // DRAM held by write block images: each worker's open block, blocks being
-  // flushed, and a few spares kept for reuse.
+  // DRAM held by write block images: each worker's open block and blocks
+  // being flushed (or pinned by a reader copying a record out). Each is its
+  // own mapping: only pages written to are resident.
   uint64_t block_image_bytes = 0;
   uint64_t gets = 0;
   uint64_t writes = 0;  // puts and deletes written

@@ -219,7 +219,8 @@ constexpr MetricDef kMetrics[] = {
     {kStorage, kGauge, "live_bytes", kBytes, "Bytes of the records the index points to.",
      Value<&StoreStats::live_bytes>},
     {kStorage, kGauge, "write_block_image_bytes", kBytes,
-     "DRAM held by write block images: open blocks, blocks being flushed, spares.",
+     "Write block images mapped: open blocks and blocks being flushed (only the pages "
+     "written to are resident).",
      Value<&StoreStats::block_image_bytes>},
     {kStorage, kGauge, "index_entries", kNone,
      "Users with a record (index entries, tombstones excluded).",

@@ -1,9 +1,20 @@
 #include "storage/block_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cassert>
+#include <new>
 
 namespace segstore::storage {
+
+BlockImage::BlockImage(uint32_t block_size) : size_(block_size) {
+  void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<uint8_t*>(p);
+}
+
+BlockImage::~BlockImage() { ::munmap(data_, size_); }
 
 BlockTable::BlockTable(uint32_t block_count, uint32_t block_size)
     : count_(block_count),

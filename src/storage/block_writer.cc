@@ -44,7 +44,7 @@ struct BlockWriter::Open {
   uint64_t tail_first = UINT64_MAX;             // lowest stamp appended since the last flush
   std::deque<std::pair<uint32_t, FlushCallback>> waiters;  // by record end, ascending
 
-  uint8_t* bytes() { return image->bytes.data(); }
+  uint8_t* bytes() { return image->data(); }
   bool has_records() const { return write_off > kBlockHeaderSize || flushed > 0; }
 };
 
@@ -62,7 +62,6 @@ BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, P
       counters_(counters),
       post_(std::move(post)),
       flush_interval_(flush_interval),
-      image_pool_(std::make_shared<ImagePool>(store)),
       nonces_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {
   timer_.writer = this;
   store_->RegisterWriter(this);
@@ -94,44 +93,15 @@ bool BlockWriter::idle() const {
                       [](const std::unique_ptr<Open>& s) { return !s->flights.empty(); });
 }
 
-struct BlockWriter::ImagePool {
-  static constexpr size_t kMaxSpares = 2;
-  explicit ImagePool(StoreImpl* s) : store(s) {}
-  ~ImagePool() {
-    store->CountImageBytes(-static_cast<int64_t>(spares.size() * store->block_size()));
-  }
-  StoreImpl* const store;
-  std::mutex mu;
-  std::vector<std::unique_ptr<BlockImage>> spares;
-};
-
 std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t salt) {
-  std::unique_ptr<BlockImage> image;
-  {
-    std::lock_guard lock(image_pool_->mu);
-    if (!image_pool_->spares.empty()) {
-      image = std::move(image_pool_->spares.back());
-      image_pool_->spares.pop_back();
-    }
-  }
-  if (!image) {
-    image = std::make_unique<BlockImage>(store_->block_size());
-    store_->CountImageBytes(store_->block_size());
-  }
+  auto* image = new BlockImage(store_->block_size());
+  store_->CountImageBytes(store_->block_size());
   image->salt = salt;
-  // The deleter runs once the last owner let go, after every copy out of the
-  // image (shared_ptr orders each owner's drop before it); the pool's mutex
-  // then orders that before the next TakeImage writes into it.
-  return std::shared_ptr<BlockImage>(image.release(), [pool = image_pool_](BlockImage* p) {
-    std::unique_ptr<BlockImage> dropped(p);  // freed outside the lock if not kept
-    {
-      std::lock_guard lock(pool->mu);
-      if (pool->spares.size() < ImagePool::kMaxSpares) {
-        pool->spares.push_back(std::move(dropped));
-        return;
-      }
-    }
-    pool->store->CountImageBytes(-static_cast<int64_t>(pool->store->block_size()));
+  // Freed once the last owner let go: this writer, or a reader on another
+  // thread that pinned it (the store outlives both).
+  return std::shared_ptr<BlockImage>(image, [store = store_](BlockImage* p) {
+    delete p;
+    store->CountImageBytes(-static_cast<int64_t>(store->block_size()));
   });
 }
 

@@ -128,11 +128,6 @@ class BlockWriter {
   const std::chrono::microseconds flush_interval_;
   std::unique_ptr<Open> open_;                  // may be null
   std::vector<std::unique_ptr<Open>> sealing_;  // sealed, last flush not yet done
-  // Images of finished blocks, back for reuse once their last owner (this
-  // writer, or a reader on another thread that pinned one) let go; shared
-  // with that deleter, so it may outlive the writer.
-  struct ImagePool;
-  std::shared_ptr<ImagePool> image_pool_;
   Timer timer_;
   bool flush_posted_ = false;
   std::atomic<uint64_t> pending_min_{UINT64_MAX};

@@ -60,7 +60,7 @@ bool RecordRead::Start(WorkerImpl* w, uint64_t offset, uint32_t size, uint64_t s
     w->counters().Bump(w->counters().memory_reads);
     storage_ = AcquireReadBuffer(size);
     storage_size_ = size;
-    std::memcpy(storage_, image->bytes.data() + (offset - store->BlockOffset(block)), size);
+    std::memcpy(storage_, image->data() + (offset - store->BlockOffset(block)), size);
     rec_ = storage_;
     return true;
   }

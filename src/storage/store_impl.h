@@ -86,7 +86,7 @@ class StoreImpl final : public Store {
   // The global sequence: numbers block incarnations and record versions alike.
   uint64_t NextSeq() { return seq_.fetch_add(1, std::memory_order_acq_rel); }
   uint64_t CurrentSeq() const { return seq_.load(std::memory_order_acquire); }
-  // Bytes of write block images in memory (open, being flushed, or spare):
+  // Bytes of write block images mapped (open or being flushed):
   // BlockWriter counts them as it makes and frees them.
   void CountImageBytes(int64_t delta) {
     image_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);

@@ -397,7 +397,7 @@ TEST(BlockTableTest, ConcurrentAllocateHandsOutEachBlockOnce) {
 std::shared_ptr<BlockImage> MakeImage(uint64_t seq, uint8_t fill) {
   auto img = std::make_shared<BlockImage>(kBlockSize);
   img->salt = seq;
-  std::memset(img->bytes.data(), fill, kBlockSize);
+  std::memset(img->data(), fill, kBlockSize);
   return img;
 }
 
@@ -413,7 +413,7 @@ TEST(BlockTableTest, ImagesAttachPinAndDetach) {
   ASSERT_NE(pinned, nullptr);
   EXPECT_EQ(pinned.get(), raw);
   EXPECT_EQ(pinned->salt, 77u);
-  EXPECT_EQ(pinned->bytes.size(), kBlockSize);
+  EXPECT_EQ(pinned->size(), kBlockSize);
   EXPECT_EQ(t.PinImage(5).get(), raw);
   // Blocks sharing a lock stripe (5 and 5 + 64) are still independent.
   EXPECT_EQ(t.PinImage(69), nullptr);
@@ -424,8 +424,8 @@ TEST(BlockTableTest, ImagesAttachPinAndDetach) {
   // The pinned image outlives its detachment, bytes intact.
   EXPECT_EQ(pinned.use_count(), 1);
   EXPECT_EQ(pinned->salt, 77u);
-  for (size_t i = 0; i < kBlockSize; i += 997) ASSERT_EQ(pinned->bytes.data()[i], 0xAB) << i;
-  EXPECT_EQ(pinned->bytes.data()[kBlockSize - 1], 0xAB);
+  for (size_t i = 0; i < kBlockSize; i += 997) ASSERT_EQ(pinned->data()[i], 0xAB) << i;
+  EXPECT_EQ(pinned->data()[kBlockSize - 1], 0xAB);
 
   // Detaching twice, or a block that never had one, is harmless.
   t.DetachImage(5);
@@ -441,9 +441,9 @@ TEST(BlockTableTest, AttachingReplacesTheImage) {
   std::shared_ptr<const BlockImage> second = t.PinImage(9);
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->salt, 2u);
-  EXPECT_EQ(second->bytes.data()[0], 0x22);
+  EXPECT_EQ(second->data()[0], 0x22);
   EXPECT_EQ(first->salt, 1u);
-  EXPECT_EQ(first->bytes.data()[0], 0x11);
+  EXPECT_EQ(first->data()[0], 0x11);
   t.AttachImage(73, MakeImage(3, 0x33));  // same stripe as 9
   EXPECT_EQ(t.PinImage(9)->salt, 2u);
   EXPECT_EQ(t.PinImage(73)->salt, 3u);
@@ -467,8 +467,8 @@ TEST(BlockTableTest, PinnedImagesSurviveConcurrentDetach) {
     std::shared_ptr<const BlockImage> img = t.PinImage(1);
     if (img == nullptr) continue;
     // The bytes agree with the image's own seq: never freed or swapped underneath.
-    ASSERT_EQ(img->bytes.data()[0], static_cast<uint8_t>(img->salt));
-    ASSERT_EQ(img->bytes.data()[kBlockSize - 1], static_cast<uint8_t>(img->salt));
+    ASSERT_EQ(img->data()[0], static_cast<uint8_t>(img->salt));
+    ASSERT_EQ(img->data()[kBlockSize - 1], static_cast<uint8_t>(img->salt));
     ++seen;
   }
   writer.join();
