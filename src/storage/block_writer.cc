@@ -360,7 +360,7 @@ void BlockWriter::Finish(Open* ob) {
   BlockTable& blocks = store_->blocks();
   blocks.DetachImage(ob->block);
   blocks.MarkUsed(ob->block);
-  ob->image.reset();  // back to the pool once no reader holds it
+  ob->image.reset();  // unmapped once no reader holds it either
   auto it = std::find_if(sealing_.begin(), sealing_.end(),
                          [ob](const std::unique_ptr<Open>& s) { return s.get() == ob; });
   assert(it != sealing_.end());

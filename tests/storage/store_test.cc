@@ -182,13 +182,16 @@ TEST_F(StoreTest, CallbacksNeverRunInsideTheCallThatStartedThem) {
 
 // The DRAM of write block images is counted while a worker writes, given
 // back as each sealed block finishes (no spares are kept), and given back
-// (and counted out) when the worker goes.
+// (and counted out) when the worker goes. Buffered writes seal blocks while
+// their flushes are still out, as a busy server does: a writer that kept
+// finished images for reuse would hold more than the open block at the end.
 TEST_F(StoreTest, WriteBlockImagesAreCountedInAndOut) {
+  opts_.durability = Durability::kBuffered;
   auto store = OpenOrDie(opts_);
   EXPECT_EQ(store->stats().block_image_bytes, 0u);
   {
     auto w = WorkerOrDie(store.get());
-    for (int i = 0; i < 40; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
+    for (int i = 0; i < 60; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
     const StoreStats s = store->stats();
     ASSERT_GE(s.blocks_total - s.blocks_free, 3u) << "the puts must fill and seal blocks";
     EXPECT_GE(s.block_image_bytes, s.block_size);
