@@ -15,7 +15,8 @@
 //               script that keeps the live ones)
 //   get-zipf    the same, users drawn by Zipf (--zipf, 0.99)
 //   batch-get   --batch users (20) in one request
-//   get-80      open loop at 80 % of the get rate just measured (or --rate)
+//   get-70      open loop at 70 % of the get rate just measured (or --rate)
+//   get-80      the same at 80 %
 //   upsert      1 to 10 segments into one random user, expiring 1 to 720
 //               hours ahead, trimming expired ones on the way
 //   mixed       90 % get, 9 % upsert, 1 % trim
@@ -26,7 +27,8 @@
 //               sweeper and defragmentation running (the p99 bidders live with)
 //   limits      the device's 4 KiB random-read rate at QD32 and a ping-pong
 //               round trip (see limits.h)
-//   all         limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy
+//   all         limits load get get-zipf batch-get get-70 get-80 upsert mixed trim
+//               mixed-busy
 //
 // --tls, --tls-ca, ... and --auth-secret-file (src/tools/client_flags.h) reach
 // a segstored that serves TLS or requires a secret; they never apply to Redis.
@@ -232,9 +234,9 @@ class Bench {
   explicit Bench(Options o) : o_(std::move(o)) {}
 
   int Main() {
-    static const std::vector<std::string> kAll = {"limits", "load",   "get",  "get-zipf",
-                                                  "batch-get", "get-80", "upsert", "mixed",
-                                                  "trim",   "mixed-busy"};
+    static const std::vector<std::string> kAll = {"limits",    "load",   "get",       "get-zipf",
+                                                  "batch-get", "get-70", "get-80",    "upsert",
+                                                  "mixed",     "trim",   "mixed-busy"};
     std::vector<std::string> names;
     for (const std::string& w : o_.workloads) {
       if (w == "all") {
@@ -242,9 +244,9 @@ class Bench {
       } else if (std::find(kAll.begin(), kAll.end(), w) != kAll.end()) {
         names.push_back(w);
       } else {
-        return Fail(Status::InvalidArgument(
-            "no workload \"" + w +
-            "\" (limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy all)"));
+        return Fail(Status::InvalidArgument("no workload \"" + w +
+                                            "\" (limits load get get-zipf batch-get get-70 get-80 "
+                                            "upsert mixed trim mixed-busy all)"));
       }
     }
     if (Status s = Connect(); !s.ok()) return Fail(s);
@@ -369,7 +371,9 @@ class Bench {
     RunSpec spec = o_.spec;
     bool reads = false;
     double expire = 0;
-    if (w == "get" || w == "get-zipf" || w == "get-80") {
+    // get-70 and get-80: open loop at that share of the closed-loop get rate.
+    const double open_share = w == "get-70" ? 0.7 : w == "get-80" ? 0.8 : 0;
+    if (w == "get" || w == "get-zipf" || open_share > 0) {
       spec.workload = Workload::kGet;
       reads = true;
       if (w == "get-zipf") spec.zipf = o_.zipf;
@@ -394,13 +398,13 @@ class Bench {
       row.subject = s->label;
       row.workload = w == "get-zipf" ? "get zipf " + Trim(o_.zipf) : w;
       RunSpec one = spec;
-      if (w == "get-80") {
+      if (open_share > 0) {
         if (o_.spec.rate > 0) {
           one.rate = o_.spec.rate;
         } else if (s->get_rate) {
-          one.rate = 0.8 * *s->get_rate;
+          one.rate = open_share * *s->get_rate;
         } else {
-          return Status::InvalidArgument("get-80 needs a get run before it, or --rate");
+          return Status::InvalidArgument(w + " needs a get run before it, or --rate");
         }
         row.target_rate = one.rate;
       }
@@ -723,8 +727,9 @@ int main(int argc, char** argv) {
   using segstore::bench::Options;
   CLI::App app{"segbench: the reference workload against segstore (and Redis), measured"};
   Options o;
-  app.add_option("workloads", o.workloads,
-                 "limits load get get-zipf batch-get get-80 upsert mixed trim mixed-busy, or all")
+  app.add_option(
+         "workloads", o.workloads,
+         "limits load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy, or all")
       ->required();
   app.add_option("--segstore", o.segstore, "host:port of segstored (default 127.0.0.1:7700)");
   segstore::tools::AddClientFlags(&app, &o.security);
@@ -741,8 +746,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.spec.warmup_seconds, "unmeasured seconds before each run (default 3)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--rate", o.spec.rate,
-                 "open loop: requests a second over all connections (default: closed loop; get-80 "
-                 "uses it instead of 80 % of get)")
+                 "open loop: requests a second over all connections (default: closed loop; get-70 "
+                 "and get-80 use it instead of their share of get)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", o.spec.batch, "users per batch get (default 20)")->check(CLI::Range(1u, 1000u));
   app.add_option("--zipf", o.zipf, "get-zipf's exponent (default 0.99)")->check(CLI::Range(0.01, 10.0));

@@ -411,7 +411,8 @@ TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
   const std::string cmd =
       std::string(SEGBENCH_PATH) + " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
       " --users 40 --connections 2 --seconds 0.3 --warmup 0.05 --batch 4 --limits-file-mib 8"
-      " --json load get get-zipf batch-get get-80 upsert mixed trim mixed-busy limits 2>/dev/null";
+      " --json load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy limits "
+      "2>/dev/null";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -434,14 +435,26 @@ TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
     // The in-process server is this test, not a segstored: no CPU figure.
     EXPECT_TRUE(run["server_cpu_us_per_op"].is_null());
   }
-  EXPECT_EQ(workloads, (std::set<std::string>{"get", "get zipf 0.99", "batch-get", "get-80",
-                                              "upsert", "mixed", "trim", "mixed-busy"}));
+  EXPECT_EQ(workloads, (std::set<std::string>{"get", "get zipf 0.99", "batch-get", "get-70",
+                                              "get-80", "upsert", "mixed", "trim", "mixed-busy"}));
+  double get_rate = 0;
+  for (const auto& run : j["runs"]) {
+    if (run["workload"] == "get") get_rate = run["ops_per_second"].get<double>();
+  }
+  ASSERT_GT(get_rate, 0.0);
   for (const auto& run : j["runs"]) {
     if (run["workload"] == "get") {
       EXPECT_EQ(run["segments_per_op"].get<double>(), 1000.0);
+      EXPECT_EQ(run["mode"], "closed");
+    }
+    // The open-loop runs ask for their share of the closed-loop get rate.
+    if (run["workload"] == "get-70") {
+      EXPECT_EQ(run["mode"], "open");
+      EXPECT_DOUBLE_EQ(run["target_rate"].get<double>(), 0.7 * get_rate);
     }
     if (run["workload"] == "get-80") {
       EXPECT_EQ(run["mode"], "open");
+      EXPECT_DOUBLE_EQ(run["target_rate"].get<double>(), 0.8 * get_rate);
     }
     if (run["workload"] == "trim") {
       EXPECT_GT(run["expired_segments"].get<uint64_t>(), 0u);
