@@ -280,9 +280,12 @@ struct StoreStats {
   uint64_t index_entries = 0;
   uint64_t index_tombstones = 0;
   uint64_t index_bytes = 0;  // allocated: slack, empty slots and tombstones included
-  // DRAM held by write block images: each worker's open block and blocks
-  // being flushed (or pinned by a reader copying a record out). Each is its
-  // own mapping: only pages written to are resident.
+  // Bytes mapped for write block images: each worker's open block, blocks
+  // being flushed (or pinned by a reader copying a record out), each worker's
+  // spare (a finished image kept for its next block, unmapped once unused
+  // for a while), and blocks a device error left with records only in
+  // memory. Each is a mapping of a whole block, counted whole; pages are
+  // resident as far as the block was written.
   uint64_t block_image_bytes = 0;
   uint64_t gets = 0;
   uint64_t writes = 0;  // puts and deletes written
@@ -341,6 +344,14 @@ class Store {
   // block), frees what it can, sweeps the index. For tests and tools; the
   // background thread does the same work on its own.
   virtual Status DefragNow(bool rotate) = 0;
+
+  // Unmaps each worker's spare write block image (the finished image a worker
+  // keeps to fill its next block without faulting pages in) if it has lain
+  // unused for `unused_for` or longer: a store between bursts of writes gives
+  // that memory back. Returns the bytes unmapped. Any thread; segstored's
+  // main loop calls it on each turn (every second; half the systemd watchdog
+  // interval when that is shorter) with 5 s.
+  virtual uint64_t ReleaseSpareImages(std::chrono::steady_clock::duration unused_for) = 0;
 };
 
 }  // namespace segstore::storage

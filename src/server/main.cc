@@ -227,6 +227,9 @@ int Serve(const server::Config& config) {
   server::HeapTrimmer heap_trimmer(config.heap_trim_interval);
   int signal = 0;
   while (signal == 0) {
+    // A worker's spare write block image saves its next block a page fault a
+    // page while writes flow; after 5 s without a new block it goes back.
+    (*store)->ReleaseSpareImages(std::chrono::seconds(5));
     heap_trimmer.Tick(std::chrono::steady_clock::now());
     timespec timeout{};
     timeout.tv_sec = tick.count() / 1000;

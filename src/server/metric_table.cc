@@ -219,8 +219,8 @@ constexpr MetricDef kMetrics[] = {
     {kStorage, kGauge, "live_bytes", kBytes, "Bytes of the records the index points to.",
      Value<&StoreStats::live_bytes>},
     {kStorage, kGauge, "write_block_image_bytes", kBytes,
-     "Write block images mapped: open blocks and blocks being flushed (only the pages "
-     "written to are resident).",
+     "Write block images mapped, counted whole: open blocks, blocks being flushed, each "
+     "worker's spare (kept while writes flow), and blocks a device error left only in memory.",
      Value<&StoreStats::block_image_bytes>},
     {kStorage, kGauge, "index_entries", kNone,
      "Users with a record (index entries, tombstones excluded).",

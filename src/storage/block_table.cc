@@ -8,7 +8,7 @@
 
 namespace segstore::storage {
 
-BlockImage::BlockImage(uint32_t block_size) : size_(block_size) {
+BlockImage::BlockImage(uint32_t block_size) : dirty(block_size), size_(block_size) {
   void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   data_ = static_cast<uint8_t*>(p);

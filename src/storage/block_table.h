@@ -35,10 +35,11 @@ enum class BlockState : uint8_t {
 // Readers on other threads may copy records out of it (see PinImage).
 //
 // Its own anonymous mapping, not heap memory: pages become resident as
-// records are appended, and all of them go back to the kernel when the last
-// owner lets go. (From the heap, a freed 1 MiB image stayed resident until a
+// records are appended, and they go back to the kernel when the image is
+// unmapped. (From the heap, a freed 1 MiB image stayed resident until a
 // trim, and images freed and made in turn left the heap fragmented: 22 MB
-// free in it after a 100,000-user load, bench/RESULTS.md.)
+// free in it after a 100,000-user load, bench/RESULTS.md.) Its writer may
+// keep one finished image to fill its next block (BlockWriter's spare).
 class BlockImage {
  public:
   // Zero-filled. Throws std::bad_alloc when the mapping fails.
@@ -52,6 +53,9 @@ class BlockImage {
   size_t size() const { return size_; }
 
   uint64_t salt = 0;  // of the incarnation the image holds
+  // [0, dirty) may hold non-zero bytes; the rest is zeros. Whoever finishes
+  // with a block may lower it, so that a reuse zeroes no more than it must.
+  uint32_t dirty;
 
  private:
   uint8_t* data_;

@@ -48,6 +48,18 @@ struct BlockWriter::Open {
   bool has_records() const { return write_off > kBlockHeaderSize || flushed > 0; }
 };
 
+struct BlockWriter::Spare {
+  explicit Spare(StoreImpl* s) : store(s) {}
+  ~Spare() {
+    if (image) store->CountImageBytes(-static_cast<int64_t>(store->block_size()));
+  }
+  StoreImpl* const store;
+  std::mutex mu;
+  std::unique_ptr<BlockImage> image;              // may be null
+  std::chrono::steady_clock::time_point kept_at;  // when `image` became the spare
+  bool orphaned = false;  // the writer is gone: images are unmapped, not kept
+};
+
 void BlockWriter::Flight::OnIoComplete(int32_t r) { ob->writer->OnFlushed(ob, this, r); }
 
 void BlockWriter::Timer::OnIoComplete(int32_t /*result*/) {
@@ -62,7 +74,8 @@ BlockWriter::BlockWriter(StoreImpl* store, IoQueue* queue, Counters* counters, P
       counters_(counters),
       post_(std::move(post)),
       flush_interval_(flush_interval),
-      nonces_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {
+      nonces_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)),
+      spare_(std::make_shared<Spare>(store)) {
   timer_.writer = this;
   store_->RegisterWriter(this);
 }
@@ -81,6 +94,15 @@ BlockWriter::~BlockWriter() {
     // attached so reads keep finding them until the store closes.
   }
   store_->UnregisterWriter(this);
+  // Images still held (by readers, or after a device error) are unmapped
+  // when let go: no writer is left to reuse them, nor a store tick to reach.
+  std::unique_ptr<BlockImage> spare;
+  {
+    std::lock_guard lock(spare_->mu);
+    spare_->orphaned = true;
+    spare = std::move(spare_->image);
+  }
+  if (spare) store_->CountImageBytes(-static_cast<int64_t>(store_->block_size()));
 }
 
 uint64_t BlockWriter::open_seq() const { return open_ ? open_->seq : UINT64_MAX; }
@@ -93,15 +115,43 @@ bool BlockWriter::idle() const {
                       [](const std::unique_ptr<Open>& s) { return !s->flights.empty(); });
 }
 
+std::unique_ptr<BlockImage> BlockWriter::ReleaseSpare(
+    std::chrono::steady_clock::time_point kept_before) {
+  std::lock_guard lock(spare_->mu);
+  if (!spare_->image || spare_->kept_at > kept_before) return nullptr;
+  return std::move(spare_->image);
+}
+
 std::shared_ptr<BlockImage> BlockWriter::TakeImage(uint64_t salt) {
-  auto* image = new BlockImage(store_->block_size());
-  store_->CountImageBytes(store_->block_size());
+  std::unique_ptr<BlockImage> image;
+  {
+    std::lock_guard lock(spare_->mu);
+    image = std::move(spare_->image);
+  }
+  if (image) {
+    std::memset(image->data(), 0, std::min<size_t>(image->dirty, image->size()));
+    image->dirty = static_cast<uint32_t>(image->size());
+  } else {
+    image = std::make_unique<BlockImage>(store_->block_size());
+    store_->CountImageBytes(store_->block_size());
+  }
   image->salt = salt;
-  // Freed once the last owner let go: this writer, or a reader on another
-  // thread that pinned it (the store outlives both).
-  return std::shared_ptr<BlockImage>(image, [store = store_](BlockImage* p) {
-    delete p;
-    store->CountImageBytes(-static_cast<int64_t>(store->block_size()));
+  // The deleter runs once the last owner let go: this writer, or a reader on
+  // another thread that pinned the image (shared_ptr orders every owner's
+  // copy out before it; the spare's mutex orders the deleter before the next
+  // TakeImage writes). It keeps the image as the spare if there is none,
+  // else unmaps it; the store outlives both.
+  return std::shared_ptr<BlockImage>(image.release(), [spare = spare_](BlockImage* p) {
+    std::unique_ptr<BlockImage> dropped(p);  // unmapped outside the lock if not kept
+    {
+      std::lock_guard lock(spare->mu);
+      if (!spare->image && !spare->orphaned) {
+        spare->image = std::move(dropped);
+        spare->kept_at = std::chrono::steady_clock::now();
+        return;
+      }
+    }
+    spare->store->CountImageBytes(-static_cast<int64_t>(spare->store->block_size()));
   });
 }
 
@@ -244,6 +294,7 @@ void BlockWriter::Seal() {
   Open* ob = open_.get();
   ob->sealed = true;
   if (!ob->has_records()) {
+    ob->image->dirty = ob->write_off;
     store_->blocks().DetachImage(ob->block);
     store_->blocks().ReleaseUnwritten(ob->block);
     open_.reset();
@@ -360,7 +411,8 @@ void BlockWriter::Finish(Open* ob) {
   BlockTable& blocks = store_->blocks();
   blocks.DetachImage(ob->block);
   blocks.MarkUsed(ob->block);
-  ob->image.reset();  // unmapped once no reader holds it either
+  ob->image->dirty = std::max(ob->write_off, ob->issued);
+  ob->image.reset();  // the spare, or unmapped, once no reader holds it either
   auto it = std::find_if(sealing_.begin(), sealing_.end(),
                          [ob](const std::unique_ptr<Open>& s) { return s.get() == ob; });
   assert(it != sealing_.end());

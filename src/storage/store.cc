@@ -243,6 +243,21 @@ void StoreImpl::UnregisterWriter(BlockWriter* w) {
   writers_.erase(std::remove(writers_.begin(), writers_.end(), w), writers_.end());
 }
 
+uint64_t StoreImpl::ReleaseSpareImages(std::chrono::steady_clock::duration unused_for) {
+  const auto kept_before = std::chrono::steady_clock::now() - unused_for;
+  std::vector<std::unique_ptr<BlockImage>> spares;
+  {
+    std::lock_guard lock(registry_mu_);
+    for (BlockWriter* w : writers_) {
+      if (auto image = w->ReleaseSpare(kept_before)) spares.push_back(std::move(image));
+    }
+  }
+  const uint64_t released = spares.size() * uint64_t{block_size()};
+  spares.clear();  // unmapped outside the lock
+  CountImageBytes(-static_cast<int64_t>(released));
+  return released;
+}
+
 uint64_t StoreImpl::DurableFrontier() const {
   std::lock_guard lock(registry_mu_);
   uint64_t m = UINT64_MAX;

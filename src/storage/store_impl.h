@@ -67,6 +67,7 @@ class StoreImpl final : public Store {
   uint32_t max_key_size() const override { return options_.max_key_size; }
   uint32_t max_body_size() const override { return max_body_size_; }
   Status DefragNow(bool rotate) override;
+  uint64_t ReleaseSpareImages(std::chrono::steady_clock::duration unused_for) override;
   uint32_t FindDue(uint32_t now, size_t max, uint32_t* cursor,
                    std::vector<RecordRef>* out) override;
 
@@ -86,8 +87,8 @@ class StoreImpl final : public Store {
   // The global sequence: numbers block incarnations and record versions alike.
   uint64_t NextSeq() { return seq_.fetch_add(1, std::memory_order_acq_rel); }
   uint64_t CurrentSeq() const { return seq_.load(std::memory_order_acquire); }
-  // Bytes of write block images mapped (open or being flushed):
-  // BlockWriter counts them as it makes and frees them.
+  // Bytes of write block images mapped (open, being flushed, or a writer's
+  // spare): BlockWriter counts them as it maps and unmaps them.
   void CountImageBytes(int64_t delta) {
     image_bytes_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
   }

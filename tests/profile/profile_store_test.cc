@@ -554,6 +554,9 @@ class RendezvousStore final : public storage::Store {
   uint32_t max_key_size() const override { return store_->max_key_size(); }
   uint32_t max_body_size() const override { return store_->max_body_size(); }
   Status DefragNow(bool rotate) override { return store_->DefragNow(rotate); }
+  uint64_t ReleaseSpareImages(std::chrono::steady_clock::duration unused_for) override {
+    return store_->ReleaseSpareImages(unused_for);
+  }
 
   int arrived() const { return arrived_.load(); }
 

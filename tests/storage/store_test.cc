@@ -180,11 +180,11 @@ TEST_F(StoreTest, CallbacksNeverRunInsideTheCallThatStartedThem) {
   EXPECT_EQ(w->GetSync("k")->body(), "in memory+");
 }
 
-// The DRAM of write block images is counted while a worker writes, given
-// back as each sealed block finishes (no spares are kept), and given back
-// (and counted out) when the worker goes. Buffered writes seal blocks while
-// their flushes are still out, as a busy server does: a writer that kept
-// finished images for reuse would hold more than the open block at the end.
+// The DRAM of write block images is counted while a worker writes; as each
+// sealed block finishes its image is kept as the worker's one spare or
+// unmapped; a spare unused for the bound given is unmapped; everything is
+// counted out when the worker goes. Buffered writes seal blocks while their
+// flushes are still out, as a busy server does.
 TEST_F(StoreTest, WriteBlockImagesAreCountedInAndOut) {
   opts_.durability = Durability::kBuffered;
   auto store = OpenOrDie(opts_);
@@ -197,11 +197,69 @@ TEST_F(StoreTest, WriteBlockImagesAreCountedInAndOut) {
     EXPECT_GE(s.block_image_bytes, s.block_size);
     // The open block and at most four flushing.
     EXPECT_LE(s.block_image_bytes, 5u * s.block_size);
-    // Once every flush is done, only the open block's image is left.
+    // Once every flush is done, the open block's image is left, and one
+    // finished image kept as the worker's spare (never more).
     ASSERT_TRUE(w->FlushSync().ok());
+    EXPECT_EQ(store->stats().block_image_bytes, 2u * s.block_size);
+    // A spare in use within the bound stays; one past it is unmapped.
+    EXPECT_EQ(store->ReleaseSpareImages(std::chrono::hours(1)), 0u);
+    EXPECT_EQ(store->stats().block_image_bytes, 2u * s.block_size);
+    EXPECT_EQ(store->ReleaseSpareImages(std::chrono::seconds(0)), s.block_size);
     EXPECT_EQ(store->stats().block_image_bytes, s.block_size);
+    EXPECT_EQ(store->ReleaseSpareImages(std::chrono::seconds(0)), 0u);
+    // Without a spare the next block maps a new image, and writes go on.
+    for (int i = 60; i < 90; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
+    ASSERT_TRUE(w->FlushSync().ok());
+    EXPECT_EQ(store->stats().block_image_bytes, 2u * s.block_size);
   }
   EXPECT_EQ(store->stats().block_image_bytes, 0u);
+}
+
+// A block filled from the spare image starts zeroed: the bytes a flush writes
+// past the last record are zeros, not the records of the block the image
+// held before (stale copies of old versions on the device), and a restart
+// finds exactly what was written.
+TEST_F(StoreTest, BlocksFilledFromTheSpareImageStartZeroed) {
+  opts_.durability = Durability::kBuffered;
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    // Large records fill and seal blocks: their images become the spare.
+    for (int i = 0; i < 60; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
+    ASSERT_TRUE(w->FlushSync().ok());
+    ASSERT_EQ(store->stats().block_image_bytes, 2u * store->stats().block_size);
+    // Small records, flushed after each: every flush writes a partial sector
+    // of a block whose image was the spare.
+    for (int i = 60; i < 400; ++i) {
+      ASSERT_TRUE(w->PutSync(Key(i), Body(i, 2, 100)).ok());
+      if (i % 7 == 0) {
+        ASSERT_TRUE(w->FlushSync().ok());
+      }
+    }
+  }
+  // Each large body is on the device once: in its own block, not again in
+  // the tail of a flush from the reused image.
+  const std::string file = testing::FileBytes(opts_.path);
+  for (int i = 0; i < 60; ++i) {
+    const std::string body = Body(i, 1, 4000);
+    for (size_t at = 0; at + 64 <= body.size(); at += 512) {
+      const std::string chunk = body.substr(at, 64);
+      size_t copies = 0;
+      for (size_t p = file.find(chunk); p != std::string::npos; p = file.find(chunk, p + 1)) {
+        ++copies;
+      }
+      ASSERT_EQ(copies, 1u) << "record " << i << " at " << at;
+    }
+  }
+  auto store = OpenOrDie(opts_);
+  EXPECT_EQ(store->recovery().damaged_regions, 0u);
+  EXPECT_EQ(store->recovery().live_records, 400u);
+  auto w = WorkerOrDie(store.get());
+  for (int i = 0; i < 400; ++i) {
+    auto got = w->GetSync(Key(i));
+    ASSERT_TRUE(got.ok()) << i << " " << got.status().ToString();
+    EXPECT_EQ(got->body(), i < 60 ? Body(i, 1, 4000) : Body(i, 2, 100)) << i;
+  }
 }
 
 TEST_F(StoreTest, BufferedWriteReachesTheDeviceWithinTheInterval) {
