@@ -16,8 +16,8 @@ packages=(
   libsystemd-dev      # sd_notify readiness
   libssl-dev          # TLS on the client port (OpenSSL 3, through Asio SSL)
   libcli11-dev        # command-line parsing (segstored, segctl, segbench)
-  libhiredis-dev      # segbench's Redis client (the side-by-side comparison)
-  redis-tools         # Redis 7.0 itself (its server binary), for the comparison and its tests
+  libhiredis-dev      # Redis client: segbench's comparison, and tests that talk to a real Redis
+  redis-tools         # Redis 7.0 itself (its server binary): the comparison, its tests, the routing test
   nlohmann-json3-dev  # segctl --json output
   libgtest-dev libgmock-dev libbenchmark-dev
   # scripts/fuzz.sh only: clang 14, its runtimes (libFuzzer, ASan, UBSan: only

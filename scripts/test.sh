@@ -18,7 +18,8 @@ stage "unit and integration tests" ctest --test-dir "$build" --output-on-failure
 
 # The suite again under AddressSanitizer and UndefinedBehaviorSanitizer: any
 # finding aborts the test that made it. The benchmarks' own tests are left
-# out of this pass for now (they need Redis and a longer build).
+# out of this pass for now (a longer build); the routing test's real Redis
+# runs here too.
 # SEGSTORE_SANITIZERS=0 skips it.
 if [[ "${SEGSTORE_SANITIZERS:-1}" != 0 ]]; then
   asan="${build}-asan"

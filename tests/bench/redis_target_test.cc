@@ -6,29 +6,19 @@
 #include "bench/segbench/redis_target.h"
 
 #include <gtest/gtest.h>
-#include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "support/redis_server.h"
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
 #include <boost/asio/io_context.hpp>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace segstore::bench {

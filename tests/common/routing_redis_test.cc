@@ -4,6 +4,8 @@
 // SlotOf must agree with every answer.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +33,9 @@ std::vector<std::string> Ids() {
                                   "}",
                                   "{}",
                                   "a{b}c",
-                                  std::string("\0\xff{\x01}", 5)};
+                                  std::string("\0\xff{\x01}", 5),
+                                  "\xff",
+                                  "\x80"};
   std::mt19937_64 rng(17);
   const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 1000; ++i) {  // UUID-shaped, as cookie and device IDs are
@@ -51,19 +55,44 @@ std::vector<std::string> Ids() {
   return ids;
 }
 
+// An ID as hex, for failure messages (IDs here may be binary).
+std::string Hex(const std::string& id) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : id) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
 TEST(RoutingRedisTest, SlotsAreRedisClusterKeySlots) {
-  RedisServer redis({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"});
+  // In cluster mode Redis also listens on a bus port (by default its port +
+  // 10,000, which may not exist): name a free one, and try again with others
+  // if either was taken in between.
+  std::unique_ptr<RedisServer> redis;
   std::string why;
-  ASSERT_TRUE(redis.Start(&why)) << why;
-  SyncClient client(redis.port());
+  for (int attempt = 0; attempt < 5 && redis == nullptr; ++attempt) {
+    auto r = std::make_unique<RedisServer>(
+        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                 "--cluster-port", std::to_string(testing::FreePort())});
+    if (r->Start(&why)) {
+      redis = std::move(r);
+    } else {
+      std::filesystem::remove_all(r->dir());
+    }
+  }
+  ASSERT_NE(redis, nullptr) << why;
+  SyncClient client(redis->port());
   ASSERT_TRUE(client.ok());
   for (const std::string& id : Ids()) {
     const long long slot = client.Integer({"CLUSTER", "KEYSLOT", id});  // NOLINT: hiredis's type
-    ASSERT_GE(slot, 0) << "Redis did not answer for an ID of " << id.size() << " bytes";
-    EXPECT_EQ(SlotOf(id), static_cast<uint32_t>(slot)) << id;
-    EXPECT_EQ(PartitionOf(id), static_cast<uint32_t>(slot) / 4) << id;
+    ASSERT_GE(slot, 0) << "Redis did not answer for the ID " << Hex(id);
+    EXPECT_EQ(SlotOf(id), static_cast<uint32_t>(slot)) << Hex(id);
+    EXPECT_EQ(PartitionOf(id), static_cast<uint32_t>(slot) / 4) << Hex(id);
   }
-  redis.Stop();
+  redis->Stop();
+  std::filesystem::remove_all(redis->dir());
 }
 
 }  // namespace
