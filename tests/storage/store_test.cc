@@ -197,20 +197,26 @@ TEST_F(StoreTest, WriteBlockImagesAreCountedInAndOut) {
     EXPECT_GE(s.block_image_bytes, s.block_size);
     // The open block and at most four flushing.
     EXPECT_LE(s.block_image_bytes, 5u * s.block_size);
-    // Once every flush is done, the open block's image is left, and one
-    // finished image kept as the worker's spare (never more).
+    // Once every flush is done, the open block's image is left, and at most
+    // one finished image kept as the worker's spare. (With io_uring a sealed
+    // block's flush completes after the next block opened, so the spare is
+    // there; where a flush completes inside the seal, as with the pread/pwrite
+    // backend, the next block reuses that image at once and none is left.)
     ASSERT_TRUE(w->FlushSync().ok());
-    EXPECT_EQ(store->stats().block_image_bytes, 2u * s.block_size);
+    const uint64_t settled = store->stats().block_image_bytes;
+    EXPECT_GE(settled, s.block_size);
+    EXPECT_LE(settled, 2u * s.block_size);
     // A spare in use within the bound stays; one past it is unmapped.
     EXPECT_EQ(store->ReleaseSpareImages(std::chrono::hours(1)), 0u);
-    EXPECT_EQ(store->stats().block_image_bytes, 2u * s.block_size);
-    EXPECT_EQ(store->ReleaseSpareImages(std::chrono::seconds(0)), s.block_size);
+    EXPECT_EQ(store->stats().block_image_bytes, settled);
+    EXPECT_EQ(store->ReleaseSpareImages(std::chrono::seconds(0)), settled - s.block_size);
     EXPECT_EQ(store->stats().block_image_bytes, s.block_size);
     EXPECT_EQ(store->ReleaseSpareImages(std::chrono::seconds(0)), 0u);
     // Without a spare the next block maps a new image, and writes go on.
     for (int i = 60; i < 90; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
     ASSERT_TRUE(w->FlushSync().ok());
-    EXPECT_EQ(store->stats().block_image_bytes, 2u * s.block_size);
+    EXPECT_GE(store->stats().block_image_bytes, s.block_size);
+    EXPECT_LE(store->stats().block_image_bytes, 2u * s.block_size);
   }
   EXPECT_EQ(store->stats().block_image_bytes, 0u);
 }
@@ -227,9 +233,8 @@ TEST_F(StoreTest, BlocksFilledFromTheSpareImageStartZeroed) {
     // Large records fill and seal blocks: their images become the spare.
     for (int i = 0; i < 60; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1, 4000)).ok());
     ASSERT_TRUE(w->FlushSync().ok());
-    ASSERT_EQ(store->stats().block_image_bytes, 2u * store->stats().block_size);
-    // Small records, flushed after each: every flush writes a partial sector
-    // of a block whose image was the spare.
+    // Small records, flushed every few: each flush writes a partial sector of
+    // a block whose image held large records before.
     for (int i = 60; i < 400; ++i) {
       ASSERT_TRUE(w->PutSync(Key(i), Body(i, 2, 100)).ok());
       if (i % 7 == 0) {
