@@ -159,8 +159,9 @@ double IndexBytesPerRecord(uint64_t n, double* malloc_view) {
   size_t before = MallocBytes();
   auto index = std::make_unique<storage::Index>();
   for (uint64_t i = 0; i < n; ++i) {
-    storage::Digest d = storage::DigestKey(UserKey(i), 0x5e65);
-    index->Lock(storage::Index::PartitionOf(d))
+    const std::string key = UserKey(i);
+    storage::Digest d = storage::DigestKey(key, 0x5e65);
+    index->Lock(storage::Index::PartitionOf(key))
         ->Insert(storage::IndexEntry::Live(storage::Index::TagOf(d), (i + 1) * 4096, 3136, 0, 0));
   }
   storage::Index::Usage u = index->usage();

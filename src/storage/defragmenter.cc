@@ -129,8 +129,8 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   uint32_t off;
   while (scan.Next(&v, &off)) {
     const uint64_t offset = base + off;
-    const Digest d = store_->DigestOf(v.key);
-    const uint32_t partition = Index::PartitionOf(d), tag = Index::TagOf(d);
+    const uint32_t partition = Index::PartitionOf(v.key);
+    const uint32_t tag = Index::TagOf(store_->DigestOf(v.key));
     if (store_->index().Lock(partition)->Find(tag, offset) == nullptr) continue;  // garbage
     // Room before taking the lock for good: sealing a block and opening
     // another must not happen under it.

@@ -175,8 +175,8 @@ class BlockScanner {
   uint32_t damaged_ = 0;
 };
 
-// ---- Key digest: 128 bits of XXH3, seeded per device. Its low 12 bits pick
-// the partition, the next 32 are the index tag; see index.h.
+// ---- Key digest: 128 bits of XXH3, seeded per device. Its low 32 bits are
+// the index tag (the partition is the key's routing partition); see index.h.
 struct Digest {
   uint64_t lo = 0;
   uint64_t hi = 0;

@@ -1,6 +1,8 @@
 // The DRAM index: digest -> where the newest version of a key lives.
 //
-// 4,096 partitions, picked by the low 12 bits of the key digest; each is an
+// 4,096 partitions, the routing partitions of include/segstore/routing.h (a
+// public function of the key: a cluster moves a partition by walking one
+// table); each is an
 // open-addressing Robin Hood table of 20-byte entries under its own mutex (the
 // engine's unit of locking; no lock is ever held across an I/O wait). An entry
 // keeps only 32 more bits of the digest (the tag): two keys may share a tag,
@@ -17,8 +19,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
+#include "segstore/routing.h"
 #include "storage/format.h"
 
 namespace segstore::storage {
@@ -57,7 +61,7 @@ class IndexEntry {
  private:
   IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind kind, uint32_t a, uint32_t b);
 
-  uint32_t tag_ = 0;     // digest bits 12..43
+  uint32_t tag_ = 0;     // digest bits 0..31
   uint32_t loc_lo_ = 0;  // (offset / 16), low 32 bits
   uint32_t word2_ = 0;   // bits 0-7: (offset / 16) >> 32; 8-27: size / 16; 28-29: kind
   uint32_t a_ = 0;       // live: sweep_at; tombstone: version, low half
@@ -121,12 +125,11 @@ class PartitionTable {
 
 class Index {
  public:
-  static constexpr uint32_t kPartitionBits = 12;
-  static constexpr uint32_t kPartitions = 1u << kPartitionBits;
-  static uint32_t PartitionOf(const Digest& d) {
-    return static_cast<uint32_t>(d.lo) & (kPartitions - 1);
-  }
-  static uint32_t TagOf(const Digest& d) { return static_cast<uint32_t>(d.lo >> kPartitionBits); }
+  static constexpr uint32_t kPartitions = segstore::kPartitions;
+  // The routing partition of a key (proto/PROTOCOL.md, "Partitions").
+  static uint32_t PartitionOf(std::string_view key) { return segstore::PartitionOf(key); }
+  // The 32 bits of the key's digest an entry keeps.
+  static uint32_t TagOf(const Digest& d) { return static_cast<uint32_t>(d.lo); }
 
   Index();
   ~Index();

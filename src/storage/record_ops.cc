@@ -97,9 +97,8 @@ void RecordRead::Release() {
 // ---------------------------------------------------------------- KeySearch
 
 void KeySearch::SetKey(std::string_view key) {
-  const Digest digest = w_->store()->DigestOf(key);
-  partition_ = Index::PartitionOf(digest);
-  tag_ = Index::TagOf(digest);
+  partition_ = Index::PartitionOf(key);
+  tag_ = Index::TagOf(w_->store()->DigestOf(key));
   key_size_ = static_cast<uint32_t>(key.size());
   char* dst = key_inline_;
   if (key.size() > kInlineKey) {

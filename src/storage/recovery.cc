@@ -29,6 +29,7 @@ struct Newest {
   UnixSeconds sweep_at;
   UnixSeconds void_at;
   RecordKind kind;
+  uint16_t partition;  // the key's (in the padding: the map holds one per key)
 };
 
 // A read the scan waits for.
@@ -151,7 +152,8 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
                v.footprint,
                v.header.sweep_at,
                v.header.void_at,
-               v.header.kind};
+               v.header.kind,
+               static_cast<uint16_t>(Index::PartitionOf(v.key))};
       auto [it, inserted] = newest.try_emplace(store->DigestOf(v.key), n);
       if (!inserted) {
         Newest& cur = it->second;
@@ -192,7 +194,7 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     uint32_t tag = Index::TagOf(digest);
     IndexEntry e = dead ? IndexEntry::Tombstone(tag, n.offset, n.size, n.version)
                         : IndexEntry::Live(tag, n.offset, n.size, n.sweep_at, n.void_at);
-    index.Lock(Index::PartitionOf(digest))->Insert(e);
+    index.Lock(n.partition)->Insert(e);
     blocks.AddLive(store->BlockOf(n.offset), AccountedBytes(e));
     if (dead) {
       ++stats->tombstones;

@@ -174,7 +174,7 @@ TEST(ConcurrencyTest, UpdateNoticesABlockReusedAtTheSameOffset) {
   uint64_t offset = 0;
   {
     Digest d = impl->DigestOf(k);
-    Index::Locked t = impl->index().Lock(Index::PartitionOf(d));
+    Index::Locked t = impl->index().Lock(Index::PartitionOf(k));
     t->ForEachWithTag(Index::TagOf(d), [&](const IndexEntry& e) { offset = e.offset(); });
   }
   const uint32_t x = impl->BlockOf(offset);

@@ -451,12 +451,16 @@ TEST(PartitionTableTest, RandomizedAgainstMultimapModel) {
 
 // ---- Index ----
 
-TEST(IndexTest, PartitionAndTagSplitTheDigest) {
-  Digest d{0xFEDC'BA98'7654'3210ULL, 0x1111'2222'3333'4444ULL};
-  EXPECT_EQ(Index::PartitionOf(d), 0x210u);
-  EXPECT_EQ(Index::TagOf(d), 0xA987'6543u);
-  EXPECT_LT(Index::PartitionOf(DigestKey("anything", 5)), Index::kPartitions);
+// The index partition is the public routing partition (the vectors of
+// PROTOCOL.md), whatever the device's digest seed; the tag is the digest's
+// low 32 bits.
+TEST(IndexTest, PartitionIsTheRoutingPartitionAndTagIsTheDigest) {
   EXPECT_EQ(Index::kPartitions, 4096u);
+  EXPECT_EQ(Index::PartitionOf("foo"), 3045u);
+  EXPECT_EQ(Index::PartitionOf("{user1000}.following"), 860u);
+  EXPECT_EQ(Index::PartitionOf("{user1000}.followers"), 860u);
+  Digest d{0xFEDC'BA98'7654'3210ULL, 0x1111'2222'3333'4444ULL};
+  EXPECT_EQ(Index::TagOf(d), 0x7654'3210u);
 }
 
 TEST(IndexTest, PartitionsHoldSeparateData) {

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "storage/store_impl.h"
 #include "storage/test_util.h"
 
 namespace segstore::storage {
@@ -249,6 +250,46 @@ TEST(RecoveryTest, TornLastFlushIsIgnoredAndEarlierRecordsKept) {
     EXPECT_TRUE(torn.status().IsNotFound()) << torn.status().ToString();
   }
   EXPECT_EQ(store->stats().corruptions, 0u);
+}
+
+// Recovery files each key under its routing partition (PROTOCOL.md,
+// "Partitions"), as a write does, whatever the digest: hash-tagged keys share
+// a partition, and every key is still found after a restart.
+TEST(RecoveryTest, KeysComeBackInTheirRoutingPartitions) {
+  ManualClock clock(1'700'000'000);
+  auto device = FaultDevice::Create(32 * 64 * 1024, 7);
+  StoreOptions opts = SmallOptions("fault", &clock);
+  std::vector<std::string> keys = {"foo", "bar", "{user1000}.following", "{user1000}.followers"};
+  for (int i = 0; i < 40; ++i) keys.push_back(Key(i));
+  {
+    auto store = OpenOrDie(opts, device);
+    auto w = WorkerOrDie(store.get());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_TRUE(w->PutSync(keys[i], Body(static_cast<int>(i), 1, 100)).ok());
+    }
+  }
+  auto store = OpenOrDie(opts, device->Reboot());
+  auto* impl = static_cast<StoreImpl*>(store.get());
+  auto entries_in = [&](uint32_t partition, const std::string& key) {
+    int n = 0;
+    impl->index().Lock(partition)->ForEachWithTag(Index::TagOf(impl->DigestOf(key)),
+                                                  [&](const IndexEntry&) { ++n; });
+    return n;
+  };
+  for (const std::string& k : keys) {
+    const uint32_t p = Index::PartitionOf(k);
+    EXPECT_EQ(entries_in(p, k), 1) << k;
+    EXPECT_EQ(entries_in((p + 1) % Index::kPartitions, k), 0) << k;
+  }
+  EXPECT_EQ(Index::PartitionOf("foo"), 3045u);
+  const auto in_860 = std::count_if(
+      keys.begin(), keys.end(), [](const std::string& k) { return Index::PartitionOf(k) == 860; });
+  EXPECT_GE(in_860, 2);  // the two {user1000} keys
+  EXPECT_EQ(impl->index().Lock(860)->size(), static_cast<uint32_t>(in_860));
+  auto w = WorkerOrDie(store.get());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(w->GetSync(keys[i])->body(), Body(static_cast<int>(i), 1, 100)) << keys[i];
+  }
 }
 
 TEST(RecoveryTest, DamagedBlockHeaderLosesOnlyThatBlock) {
