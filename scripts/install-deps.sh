@@ -18,7 +18,8 @@ packages=(
   libcli11-dev        # command-line parsing (segstored, segctl, segbench)
   libhiredis-dev      # Redis client: segbench's comparison, and tests that talk to a real Redis
   redis-tools         # Redis 7.0 itself (its server binary): the comparison, its tests, the routing test
-  nlohmann-json3-dev  # segctl --json output
+  nlohmann-json3-dev  # segctl --json output; the cluster's map and etcd's JSON gateway
+  etcd-server         # etcd 3.4: the cluster tests start real members (operators run their own)
   libgtest-dev libgmock-dev libbenchmark-dev
   # scripts/fuzz.sh only: clang 14, its runtimes (libFuzzer, ASan, UBSan: only
   # recommended by clang, so named here) and llvm-symbolizer (readable stacks)

@@ -1,0 +1,314 @@
+#include "cluster/agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+#include "cluster/placement.h"
+
+namespace segstore::cluster {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+int64_t Nanos(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+Result<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(const AgentOptions& options,
+                                                          ViewBoard* board) {
+  if (options.self.id.empty()) return Status::InvalidArgument("cluster: node_id is empty");
+  if (options.self.id.find('/') != std::string::npos) {
+    return Status::InvalidArgument("cluster: node_id " + options.self.id + " contains '/'");
+  }
+  if (options.self.address.empty()) {
+    return Status::InvalidArgument("cluster: the node's advertised address is empty");
+  }
+  if (options.replication == 0) return Status::InvalidArgument("cluster: replication is 0");
+  if (options.initial_nodes < options.replication) {
+    return Status::InvalidArgument(
+        "cluster: initial_nodes (" + std::to_string(options.initial_nodes) +
+        ") is below replication (" + std::to_string(options.replication) + ")");
+  }
+  if (options.lease_ttl < std::chrono::seconds(2)) {
+    return Status::InvalidArgument("cluster: lease_ttl_seconds must be at least 2");
+  }
+  if (options.prefix.empty() || options.prefix.front() != '/' || options.prefix.back() == '/') {
+    return Status::InvalidArgument("cluster: etcd_prefix " + options.prefix +
+                                   " must start with '/' and not end with one");
+  }
+  Result<std::unique_ptr<EtcdClient>> etcd = EtcdClient::Create(options.etcd);
+  if (!etcd.ok()) return etcd.status();
+  std::unique_ptr<ClusterAgent> agent(new ClusterAgent(options, std::move(*etcd), board));
+  agent->thread_ = std::thread([a = agent.get()] { a->Run(); });
+  return agent;
+}
+
+ClusterAgent::ClusterAgent(const AgentOptions& options, std::unique_ptr<EtcdClient> etcd,
+                           ViewBoard* board)
+    : options_(options), etcd_(std::move(etcd)), board_(board) {
+  map_.cluster = true;
+}
+
+ClusterAgent::~ClusterAgent() { Stop(); }
+
+void ClusterAgent::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (lease_ != 0) {
+    Status s = etcd_->Revoke(lease_);
+    if (!s.ok()) spdlog::warn("cluster: leaving: revoking lease {:x}: {}", lease_, s.ToString());
+    lease_ = 0;
+    registered_ = false;
+    controller_ = false;
+    Publish();
+  }
+}
+
+AgentStats ClusterAgent::stats() const {
+  AgentStats s;
+  s.registered = registered_.load();
+  s.controller = controller_.load();
+  std::shared_ptr<const ClusterView> v = board_->view();
+  s.map_revision = v->map.revision;
+  s.partitions_held = static_cast<uint32_t>(v->held.count());
+  s.etcd_errors = etcd_errors_.load();
+  s.lease_expirations = lease_expirations_.load();
+  s.maps_written = maps_written_.load();
+  const int64_t ack = lease_ack_ns_.load();
+  s.seconds_since_lease_ack = ack < 0 ? -1 : (Nanos(Clock::now()) - ack) / 1e9;
+  return s;
+}
+
+void ClusterAgent::Run() {
+  for (;;) {
+    Step();
+    std::unique_lock lock(mu_);
+    if (wake_.wait_for(lock, options_.poll_interval, [this] { return stop_; })) return;
+  }
+}
+
+void ClusterAgent::Step() {
+  if (lease_ == 0) {
+    Register();
+  } else if (Clock::now() >= next_keepalive_) {
+    KeepAlive();
+  }
+  PollMap();
+  if (lease_ != 0) Control();
+}
+
+void ClusterAgent::Register() {
+  Result<int64_t> lease = etcd_->Grant(options_.lease_ttl.count());
+  if (!lease.ok()) {
+    ++etcd_errors_;
+    if (Clock::now() >= next_register_log_) {
+      spdlog::warn("cluster: cannot register node {}: {}", options_.self.id,
+                   lease.status().ToString());
+      next_register_log_ = Clock::now() + std::chrono::seconds(5);
+    }
+    return;
+  }
+  const std::string key = Key("nodes/" + options_.self.id);
+  Result<bool> put = etcd_->PutIf({Compare{key, Compare::Target::kCreate, 0}}, key,
+                                  NodeToJson(options_.self), *lease);
+  if (!put.ok() || !*put) {
+    if (!put.ok()) ++etcd_errors_;
+    (void)etcd_->Revoke(*lease);
+    if (Clock::now() >= next_register_log_) {
+      if (put.ok()) {
+        spdlog::warn(
+            "cluster: node ID {} is registered already (another process with this ID, or this "
+            "node's previous run whose lease has not expired yet); waiting for it to go",
+            options_.self.id);
+      } else {
+        spdlog::warn("cluster: cannot register node {}: {}", options_.self.id,
+                     put.status().ToString());
+      }
+      next_register_log_ = Clock::now() + std::chrono::seconds(5);
+    }
+    return;
+  }
+  lease_ = *lease;
+  lease_ack_ns_ = Nanos(Clock::now());
+  next_keepalive_ = Clock::now() + options_.lease_ttl / 3;
+  registered_ = true;
+  spdlog::info("cluster: node {} registered at {} (rack '{}'), lease {:x} of {} s",
+               options_.self.id, options_.self.address, options_.self.rack, lease_,
+               options_.lease_ttl.count());
+  Publish();
+}
+
+void ClusterAgent::KeepAlive() {
+  Result<int64_t> ttl = etcd_->KeepAlive(lease_);
+  if (ttl.ok()) {
+    lease_ack_ns_ = Nanos(Clock::now());
+    next_keepalive_ = Clock::now() + options_.lease_ttl / 3;
+    return;
+  }
+  if (ttl.status().IsNotFound()) {
+    LostLease();
+    return;
+  }
+  ++etcd_errors_;
+  // Unreachable: keep serving on the map we have, and try again soon.
+  next_keepalive_ =
+      Clock::now() + std::min<Clock::duration>(options_.lease_ttl / 6, std::chrono::seconds(1));
+  spdlog::warn("cluster: keeping lease {:x} alive: {}", lease_, ttl.status().ToString());
+}
+
+void ClusterAgent::LostLease() {
+  spdlog::error(
+      "cluster: etcd reports lease {:x} of node {} expired: no longer serving; "
+      "registering again",
+      lease_, options_.self.id);
+  ++lease_expirations_;
+  lease_ = 0;
+  registered_ = false;
+  controller_ = false;
+  controller_revision_ = 0;
+  Publish();
+  Register();
+}
+
+void ClusterAgent::PollMap() {
+  Result<RangeResult> r = etcd_->Range(Key("map"), false, map_mod_revision_ + 1);
+  if (!r.ok()) {
+    ++etcd_errors_;
+    return;
+  }
+  if (r->kvs.empty()) return;
+  const KeyValue& kv = r->kvs.front();
+  Result<ClusterMap> map = MapFromJson(kv.value);
+  if (!map.ok()) {
+    ++etcd_errors_;
+    spdlog::error("cluster: the partition map at revision {} cannot be read: {}", kv.mod_revision,
+                  map.status().ToString());
+    map_mod_revision_ = kv.mod_revision;  // not again until it changes
+    return;
+  }
+  map->revision = static_cast<uint64_t>(kv.mod_revision);
+  map_mod_revision_ = kv.mod_revision;
+  map_ = std::move(*map);
+  spdlog::info("cluster: partition map revision {}: {} nodes, replication {}", map_.revision,
+               map_.nodes.size(), map_.replication);
+  Publish();
+}
+
+void ClusterAgent::Publish() {
+  auto v = std::make_shared<ClusterView>();
+  v->map = map_;
+  v->map.self = options_.self.id;
+  v->serving = lease_ != 0;
+  if (map_.has_map()) {
+    auto self = std::find_if(map_.nodes.begin(), map_.nodes.end(),
+                             [&](const ClusterNode& n) { return n.id == options_.self.id; });
+    if (self != map_.nodes.end()) {
+      const auto index = static_cast<uint16_t>(self - map_.nodes.begin());
+      for (uint32_t p = 0; p < kPartitions; ++p) {
+        std::span<const uint16_t> r = map_.ReplicasOf(p);
+        if (std::find(r.begin(), r.end(), index) != r.end()) v->held.set(p);
+      }
+    }
+  }
+  board_->Publish(std::move(v));
+}
+
+void ClusterAgent::Control() {
+  const std::string controller_key = Key("controller");
+  if (controller_revision_ == 0) {
+    Result<bool> won = etcd_->PutIf({Compare{controller_key, Compare::Target::kCreate, 0}},
+                                    controller_key, options_.self.id, lease_);
+    if (!won.ok()) {
+      ++etcd_errors_;
+      return;
+    }
+    if (!*won) return;  // another node is controller
+  }
+  // Who holds the key, at which creation: our claim is good only while the
+  // key we created (under our lease) is still there.
+  Result<RangeResult> held = etcd_->Range(controller_key);
+  if (!held.ok()) {
+    ++etcd_errors_;
+    return;
+  }
+  if (held->kvs.empty() || held->kvs.front().lease != lease_) {
+    if (controller_revision_ != 0) spdlog::warn("cluster: no longer the controller");
+    controller_revision_ = 0;
+    controller_ = false;
+    return;
+  }
+  if (controller_revision_ == 0) {
+    controller_revision_ = held->kvs.front().create_revision;
+    controller_ = true;
+    spdlog::info("cluster: node {} is the controller", options_.self.id);
+  }
+
+  Result<RangeResult> registered = etcd_->Range(Key("nodes/"), true);
+  if (!registered.ok()) {
+    ++etcd_errors_;
+    return;
+  }
+  std::map<std::string, ClusterNode> live;
+  for (const KeyValue& kv : registered->kvs) {
+    Result<ClusterNode> n = NodeFromJson(kv.value);
+    if (!n.ok()) {
+      spdlog::warn("cluster: ignoring registration {}: {}", kv.key, n.status().ToString());
+      continue;
+    }
+    live[n->id] = *n;
+  }
+
+  const std::string map_key = Key("map");
+  const Compare still_controller{controller_key, Compare::Target::kCreate, controller_revision_};
+  ClusterMap next;
+  std::vector<Compare> guard = {still_controller};
+  if (!map_.has_map()) {
+    if (live.size() < options_.initial_nodes) return;
+    std::vector<ClusterNode> nodes;
+    for (const auto& [id, n] : live) nodes.push_back(n);
+    Result<ClusterMap> placed = Place(std::move(nodes), options_.replication);
+    if (!placed.ok()) {
+      spdlog::error("cluster: placing partitions: {}", placed.status().ToString());
+      return;
+    }
+    next = std::move(*placed);
+    guard.push_back(Compare{map_key, Compare::Target::kCreate, 0});
+  } else {
+    // Static placement: only a registered node's new address or rack changes the map.
+    next = map_;
+    bool changed = false;
+    for (ClusterNode& n : next.nodes) {
+      auto it = live.find(n.id);
+      if (it != live.end() && (it->second.address != n.address || it->second.rack != n.rack)) {
+        spdlog::info("cluster: node {} now at {} (rack '{}')", n.id, it->second.address,
+                     it->second.rack);
+        n.address = it->second.address;
+        n.rack = it->second.rack;
+        changed = true;
+      }
+    }
+    if (!changed) return;
+    guard.push_back(Compare{map_key, Compare::Target::kMod, map_mod_revision_});
+  }
+  Result<bool> wrote = etcd_->PutIf(guard, map_key, MapToJson(next));
+  if (!wrote.ok()) {
+    ++etcd_errors_;
+    return;
+  }
+  if (*wrote) {
+    ++maps_written_;
+    spdlog::info("cluster: wrote the partition map: {} nodes, replication {}", next.nodes.size(),
+                 next.replication);
+    PollMap();
+  }
+}
+
+}  // namespace segstore::cluster

@@ -1,0 +1,120 @@
+// ClusterAgent: a node's link to the cluster's etcd. One thread that
+//
+// - registers the node under a lease (<prefix>/nodes/<id> = {id, address,
+//   rack}) and keeps the lease alive (every TTL/3);
+// - follows the partition map (<prefix>/map), polling it, and publishes on
+//   its ViewBoard what the request path needs (view.h);
+// - takes part in the controller election (<prefix>/controller, created under
+//   the node's lease by whoever gets there first) and, while controller,
+//   writes the map: the first one once `initial_nodes` nodes registered
+//   (placement.h), and later the new address or rack of a node that
+//   registered again with another. Every controller write is a transaction on
+//   the controller key's creation and the map's revision, so a controller
+//   that lost its lease can never overwrite a newer map.
+//
+// Placement is static in this release: the map's set of nodes is fixed when
+// it is first written, and a node that joins later holds nothing (moving
+// partitions needs their data moved first; it comes with replication).
+//
+// When etcd says the lease expired, the node stops serving at once and
+// registers again. When etcd cannot be reached, the node keeps serving on
+// the map it has (the map cannot change without etcd either).
+//
+// Thread-safety: Start, Stop and the destructor from one thread; board() and
+// stats() from any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cluster/etcd_client.h"
+#include "cluster/view.h"
+#include "segstore/cluster_map.h"
+#include "segstore/result.h"
+
+namespace segstore::cluster {
+
+struct AgentOptions {
+  EtcdOptions etcd;
+  std::string prefix = "/segstore";  // the cluster's keys in etcd; one prefix per cluster
+  ClusterNode self;
+  uint32_t replication = 1;
+  uint32_t initial_nodes = 1;  // nodes the first map waits for
+  std::chrono::seconds lease_ttl{10};
+  std::chrono::milliseconds poll_interval{500};
+};
+
+struct AgentStats {
+  bool registered = false;
+  bool controller = false;
+  uint64_t map_revision = 0;
+  uint32_t partitions_held = 0;
+  uint64_t etcd_errors = 0;            // calls that failed, since the start
+  uint64_t lease_expirations = 0;      // times etcd reported the lease gone
+  uint64_t maps_written = 0;           // by this node as controller
+  double seconds_since_lease_ack = 0;  // since etcd last acknowledged the lease (-1: never)
+};
+
+class ClusterAgent {
+ public:
+  // Checks the options and starts the thread, which registers the node.
+  // InvalidArgument for options that cannot work (no endpoint, an empty node
+  // ID or address, replication 0, initial_nodes below replication, a TTL
+  // under 2 s).
+  // The agent publishes on `board`, which must outlive it.
+  static Result<std::unique_ptr<ClusterAgent>> Start(const AgentOptions& options, ViewBoard* board);
+  // Stop().
+  ~ClusterAgent();
+  ClusterAgent(const ClusterAgent&) = delete;
+  ClusterAgent& operator=(const ClusterAgent&) = delete;
+
+  // Leaves: stops the thread and revokes the lease, so the registration (and
+  // the controller key, if held) go at once. The map keeps the node. Idempotent.
+  void Stop();
+
+  AgentStats stats() const;
+
+ private:
+  ClusterAgent(const AgentOptions& options, std::unique_ptr<EtcdClient> etcd, ViewBoard* board);
+  void Run();
+  void Step();
+  void Register();
+  void KeepAlive();
+  void PollMap();
+  void Control();
+  void Publish();
+  void LostLease();
+  std::string Key(std::string_view name) const { return options_.prefix + "/" + std::string(name); }
+
+  const AgentOptions options_;
+  std::unique_ptr<EtcdClient> etcd_;
+  ViewBoard* const board_;
+  std::thread thread_;
+  std::mutex mu_;  // guards stop_ for the condition variable
+  std::condition_variable wake_;
+  bool stop_ = false;
+
+  // The agent thread's own state.
+  int64_t lease_ = 0;
+  std::chrono::steady_clock::time_point next_keepalive_{};
+  std::chrono::steady_clock::time_point next_register_log_{};
+  int64_t controller_revision_ = 0;  // the controller key's create revision while we hold it
+  int64_t map_mod_revision_ = 0;
+  ClusterMap map_;  // cluster true, revision 0 before the first
+
+  // For stats(), written by the agent thread.
+  std::atomic<bool> registered_{false};
+  std::atomic<bool> controller_{false};
+  std::atomic<uint64_t> etcd_errors_{0};
+  std::atomic<uint64_t> lease_expirations_{0};
+  std::atomic<uint64_t> maps_written_{0};
+  std::atomic<int64_t> lease_ack_ns_{-1};  // steady clock, ns since epoch
+};
+
+}  // namespace segstore::cluster

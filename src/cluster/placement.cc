@@ -1,0 +1,157 @@
+#include "cluster/placement.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace segstore::cluster {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// SplitMix64's finaliser: a fixed, well-mixed 64-bit permutation.
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// FNV-1a 64 of the node ID.
+uint64_t HashId(std::string_view id) {
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (char c : id) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001B3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t RendezvousWeight(uint32_t partition, std::string_view node_id) {
+  return Mix(HashId(node_id) ^ Mix(partition));
+}
+
+Result<ClusterMap> Place(std::vector<ClusterNode> nodes, uint32_t replication) {
+  if (replication == 0) return Status::InvalidArgument("placement: replication 0");
+  if (nodes.size() < replication) {
+    return Status::InvalidArgument("placement: " + std::to_string(nodes.size()) +
+                                   " nodes cannot hold " + std::to_string(replication) +
+                                   " replicas of each partition");
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const ClusterNode& a, const ClusterNode& b) { return a.id < b.id; });
+  ClusterMap map;
+  map.cluster = true;
+  map.revision = 1;  // a placement; etcd's revision replaces it when stored
+  map.replication = replication;
+  map.nodes = std::move(nodes);
+  if (map.nodes.size() > 65535) return Status::InvalidArgument("placement: too many nodes");
+  std::vector<uint64_t> id_hash(map.nodes.size());
+  for (size_t i = 0; i < map.nodes.size(); ++i) id_hash[i] = HashId(map.nodes[i].id);
+  map.replicas.resize(size_t{kPartitions} * replication);
+  std::vector<std::pair<uint64_t, uint16_t>> order(map.nodes.size());
+  std::vector<uint16_t> chosen;
+  std::set<std::string_view> racks;
+  for (uint32_t p = 0; p < kPartitions; ++p) {
+    const uint64_t salt = Mix(p);
+    for (size_t i = 0; i < map.nodes.size(); ++i) {
+      order[i] = {Mix(id_hash[i] ^ salt), static_cast<uint16_t>(i)};
+    }
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    chosen.clear();
+    racks.clear();
+    // Heaviest first, one per rack; then the heaviest left, whatever their rack.
+    for (const auto& [weight, i] : order) {
+      if (chosen.size() == replication) break;
+      if (racks.insert(map.nodes[i].rack).second) chosen.push_back(i);
+    }
+    for (const auto& [weight, i] : order) {
+      if (chosen.size() == replication) break;
+      if (std::find(chosen.begin(), chosen.end(), i) == chosen.end()) chosen.push_back(i);
+    }
+    std::copy(chosen.begin(), chosen.end(), map.replicas.begin() + size_t{p} * replication);
+  }
+  SEGSTORE_RETURN_IF_ERROR(map.Check());
+  return map;
+}
+
+std::string MapToJson(const ClusterMap& map) {
+  Json j;
+  j["format"] = 1;
+  j["replication"] = map.replication;
+  j["nodes"] = Json::array();
+  for (const ClusterNode& n : map.nodes) {
+    j["nodes"].push_back(Json{{"id", n.id}, {"address", n.address}, {"rack", n.rack}});
+  }
+  Json parts = Json::array();
+  for (uint32_t p = 0; p < kPartitions && map.replication > 0; ++p) {
+    std::span<const uint16_t> r = map.ReplicasOf(p);
+    parts.push_back(Json(std::vector<uint16_t>(r.begin(), r.end())));
+  }
+  j["partitions"] = std::move(parts);
+  return j.dump();
+}
+
+Result<ClusterMap> MapFromJson(std::string_view text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument("cluster map: not a JSON object");
+  }
+  ClusterMap map;
+  map.cluster = true;
+  map.revision = 1;
+  try {
+    if (j.at("format").get<int>() != 1) {
+      return Status::InvalidArgument("cluster map: format " + j.at("format").dump() +
+                                     " is not one this build reads (1)");
+    }
+    map.replication = j.at("replication").get<uint32_t>();
+    for (const Json& n : j.at("nodes")) {
+      map.nodes.push_back(ClusterNode{n.at("id").get<std::string>(),
+                                      n.at("address").get<std::string>(),
+                                      n.value("rack", std::string())});
+    }
+    const Json& parts = j.at("partitions");
+    if (!parts.is_array() || parts.size() != kPartitions) {
+      return Status::InvalidArgument("cluster map: partitions is not a list of 4096");
+    }
+    map.replicas.reserve(size_t{kPartitions} * map.replication);
+    for (const Json& r : parts) {
+      if (!r.is_array() || r.size() != map.replication) {
+        return Status::InvalidArgument("cluster map: a partition without " +
+                                       std::to_string(map.replication) + " replicas");
+      }
+      for (const Json& i : r) map.replicas.push_back(i.get<uint16_t>());
+    }
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("cluster map: ") + e.what());
+  }
+  SEGSTORE_RETURN_IF_ERROR(map.Check());
+  return map;
+}
+
+std::string NodeToJson(const ClusterNode& node) {
+  return Json{{"id", node.id}, {"address", node.address}, {"rack", node.rack}}.dump();
+}
+
+Result<ClusterNode> NodeFromJson(std::string_view text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument("node registration: not a JSON object");
+  }
+  try {
+    ClusterNode n{j.at("id").get<std::string>(), j.at("address").get<std::string>(),
+                  j.value("rack", std::string())};
+    if (n.id.empty()) return Status::InvalidArgument("node registration: empty id");
+    return n;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("node registration: ") + e.what());
+  }
+}
+
+}  // namespace segstore::cluster
