@@ -36,6 +36,7 @@
 #include <string_view>
 #include <variant>
 
+#include "segstore/cluster_map.h"
 #include "segstore/messages.h"
 #include "segstore/result.h"
 #include "segstore/segments.h"
@@ -132,6 +133,8 @@ class AsyncClient {
   virtual void Hello(Callback<ServerInfo> done) = 0;
   virtual void Ping(Callback<std::monostate> done) = 0;
   virtual void Stats(Callback<segstore::Stats> done) = 0;
+  // Which servers hold which partitions (cluster false from a single server).
+  virtual void ClusterMap(Callback<segstore::ClusterMap> done) = 0;
   virtual void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) = 0;
   virtual void BatchGet(std::span<const std::string> users, const GetOptions& options,
                         Callback<BatchGetResult> done) = 0;
@@ -176,6 +179,7 @@ class Client {
   Result<ServerInfo> Hello();
   Status Ping();
   Result<segstore::Stats> Stats();
+  Result<segstore::ClusterMap> ClusterMap();
   Result<GetResult> Get(std::string_view user, const GetOptions& options = {});
   Result<BatchGetResult> BatchGet(std::span<const std::string> users,
                                   const GetOptions& options = {});

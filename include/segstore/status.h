@@ -18,21 +18,22 @@ class [[nodiscard]] Status {
   // The closed list of failure kinds. Values are stable: they travel on the wire.
   enum class Code : uint8_t {
     kOk = 0,
-    kNotFound = 1,         // the key (or profile) does not exist
-    kInvalidArgument = 2,  // the caller's input is malformed or out of bounds
-    kCorruption = 3,       // bytes read back from the device failed validation
-    kIOError = 4,          // the device reported an error, or a short transfer
-    kDeviceFull = 5,       // no free write block left for this write
-    kConflict = 6,         // a compare-and-set saw another version
-    kLimitExceeded = 7,    // a configured limit (size, count) would be passed
-    kBusy = 8,             // too much work in flight; retry later
-    kUnavailable = 9,      // shutting down, or writes refused after a device error
-    kInternal = 10,        // a bug: an impossible state was detected
-    kUnsupported = 11,     // an operation or protocol version this server does not know
-    kTimeout = 12,         // no answer in time (set by clients; servers never send it)
-    kUnauthenticated = 13, // the server wants an authenticated hello first, or the secret is wrong
+    kNotFound = 1,          // the key (or profile) does not exist
+    kInvalidArgument = 2,   // the caller's input is malformed or out of bounds
+    kCorruption = 3,        // bytes read back from the device failed validation
+    kIOError = 4,           // the device reported an error, or a short transfer
+    kDeviceFull = 5,        // no free write block left for this write
+    kConflict = 6,          // a compare-and-set saw another version
+    kLimitExceeded = 7,     // a configured limit (size, count) would be passed
+    kBusy = 8,              // too much work in flight; retry later
+    kUnavailable = 9,       // shutting down, or writes refused after a device error
+    kInternal = 10,         // a bug: an impossible state was detected
+    kUnsupported = 11,      // an operation or protocol version this server does not know
+    kTimeout = 12,          // no answer in time (set by clients; servers never send it)
+    kUnauthenticated = 13,  // the server wants an authenticated hello first, or the secret is wrong
+    kWrongNode = 14,        // this cluster node does not hold the user's partition now
   };
-  static constexpr uint8_t kMaxCode = 13;
+  static constexpr uint8_t kMaxCode = 14;
 
   Status() noexcept = default;
   Status(const Status& other);
@@ -58,6 +59,7 @@ class [[nodiscard]] Status {
   static Status Unauthenticated(std::string_view msg) {
     return Status(Code::kUnauthenticated, msg);
   }
+  static Status WrongNode(std::string_view msg) { return Status(Code::kWrongNode, msg); }
   // A status of `code` (from the wire: any value up to kMaxCode; larger
   // values give Internal, saying so) with `msg`.
   static Status FromCode(uint8_t code, std::string_view msg);

@@ -93,6 +93,13 @@ class AsyncClientImpl final : public AsyncClient {
         Decoding<proto::StatsResponse>(Op::kStats, std::move(done), Identity<segstore::Stats>()));
   }
 
+  void ClusterMap(Callback<segstore::ClusterMap> done) override {
+    conn_->Send(
+        Op::kClusterMap, [](std::string*) {},
+        Decoding<segstore::ClusterMap>(Op::kClusterMap, std::move(done),
+                                       Identity<segstore::ClusterMap>()));
+  }
+
   void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) override {
     proto::GetRequest req{std::string(user), options};
     Send(Op::kGet, req, Decoding<GetResult>(Op::kGet, std::move(done), Identity<GetResult>()));
@@ -292,6 +299,11 @@ Status Client::Ping() {
 Result<segstore::Stats> Client::Stats() {
   return impl_->Wait<segstore::Stats>(
       [&](Callback<segstore::Stats> cb) { impl_->async->Stats(cb); });
+}
+
+Result<segstore::ClusterMap> Client::ClusterMap() {
+  return impl_->Wait<segstore::ClusterMap>(
+      [&](Callback<segstore::ClusterMap> cb) { impl_->async->ClusterMap(cb); });
 }
 
 Result<GetResult> Client::Get(std::string_view user, const GetOptions& options) {

@@ -46,6 +46,8 @@ std::string_view Status::CodeName(Code code) {
       return "Timeout";
     case Code::kUnauthenticated:
       return "Unauthenticated";
+    case Code::kWrongNode:
+      return "WrongNode";
   }
   return "Unknown";
 }

@@ -33,6 +33,7 @@ enum class Op : uint8_t {
   kHello = 0x01,
   kPing = 0x02,
   kStats = 0x03,
+  kClusterMap = 0x04,
   kGet = 0x10,
   kBatchGet = 0x11,
   kCount = 0x12,
@@ -45,9 +46,9 @@ enum class Op : uint8_t {
 
 // Every operation in a fixed order. An operation's place in it (OpSlot)
 // numbers per-operation counters; codes outside the table get kOpCount.
-inline constexpr Op kOps[] = {Op::kHello,    Op::kPing,  Op::kStats,  Op::kGet,
-                              Op::kBatchGet, Op::kCount, Op::kUpsert, Op::kBatchUpsert,
-                              Op::kRemove,   Op::kTrim,  Op::kDelete};
+inline constexpr Op kOps[] = {Op::kHello,       Op::kPing,     Op::kStats, Op::kClusterMap,
+                              Op::kGet,         Op::kBatchGet, Op::kCount, Op::kUpsert,
+                              Op::kBatchUpsert, Op::kRemove,   Op::kTrim,  Op::kDelete};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

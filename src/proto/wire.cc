@@ -20,6 +20,8 @@ std::string_view OpName(uint8_t op) {
       return "ping";
     case Op::kStats:
       return "stats";
+    case Op::kClusterMap:
+      return "cluster_map";
     case Op::kGet:
       return "get";
     case Op::kBatchGet:
@@ -1125,6 +1127,92 @@ void Encode(const StatsResponse& m, std::string* out) {
   });
 }
 
+void Encode(const ClusterMap& m, std::string* out) {
+  out->reserve(out->size() + 64 + m.nodes.size() * 64 + m.replicas.size() * 2 + kPartitions);
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(6);
+    Str(pk, "cluster");
+    if (m.cluster) {
+      pk.pack_true();
+    } else {
+      pk.pack_false();
+    }
+    Str(pk, "revision");
+    pk.pack_uint64(m.revision);
+    Str(pk, "self");
+    Str(pk, m.self);
+    Str(pk, "replication");
+    pk.pack_uint32(m.replication);
+    Str(pk, "nodes");
+    pk.pack_array(static_cast<uint32_t>(m.nodes.size()));
+    for (const ClusterNode& n : m.nodes) {
+      pk.pack_map(3);
+      Str(pk, "id");
+      Str(pk, n.id);
+      Str(pk, "address");
+      Str(pk, n.address);
+      Str(pk, "rack");
+      Str(pk, n.rack);
+    }
+    Str(pk, "partitions");
+    const bool placed =
+        m.replication > 0 && m.replicas.size() == size_t{kPartitions} * m.replication;
+    pk.pack_array(placed ? kPartitions : 0);
+    for (uint32_t p = 0; placed && p < kPartitions; ++p) {
+      pk.pack_array(m.replication);
+      for (uint16_t i : m.ReplicasOf(p)) pk.pack_uint16(i);
+    }
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m) {
+  *m = {};
+  Status read = DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("cluster", &m->cluster));
+    SEGSTORE_RETURN_IF_ERROR(f.Uint("revision", UINT64_MAX, &m->revision));
+    SEGSTORE_RETURN_IF_ERROR(f.Text("self", &m->self));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("replication", &m->replication));
+    if (const object* nodes = f.Find("nodes"); nodes != nullptr && nodes->type != mt::NIL) {
+      if (nodes->type != mt::ARRAY) return WrongType("nodes", "an array", *nodes);
+      for (uint32_t i = 0; i < nodes->via.array.size; ++i) {
+        const std::string name = "nodes[" + std::to_string(i) + "]";
+        std::optional<Fields> nf;
+        SEGSTORE_RETURN_IF_ERROR(Fields::Of(nodes->via.array.ptr[i], name, name + ".", &nf));
+        ClusterNode n;
+        SEGSTORE_RETURN_IF_ERROR(nf->Text("id", &n.id, true));
+        SEGSTORE_RETURN_IF_ERROR(nf->Text("address", &n.address, true));
+        SEGSTORE_RETURN_IF_ERROR(nf->Text("rack", &n.rack));
+        m->nodes.push_back(std::move(n));
+      }
+    }
+    if (const object* parts = f.Find("partitions"); parts != nullptr && parts->type != mt::NIL) {
+      if (parts->type != mt::ARRAY) return WrongType("partitions", "an array", *parts);
+      if (parts->via.array.size != 0 && parts->via.array.size != kPartitions) {
+        return Bad("partitions",
+                   "expected 0 or 4096 lists, got " + std::to_string(parts->via.array.size));
+      }
+      m->replicas.reserve(size_t{parts->via.array.size} * m->replication);
+      for (uint32_t p = 0; p < parts->via.array.size; ++p) {
+        const object& r = parts->via.array.ptr[p];
+        const std::string name = "partitions[" + std::to_string(p) + "]";
+        if (r.type != mt::ARRAY) return WrongType(name, "an array", r);
+        if (r.via.array.size != m->replication) {
+          return Bad(name, "expected " + std::to_string(m->replication) + " replicas, got " +
+                               std::to_string(r.via.array.size));
+        }
+        for (uint32_t k = 0; k < r.via.array.size; ++k) {
+          uint64_t i = 0;
+          SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(r.via.array.ptr[k], name, 65535, &i));
+          m->replicas.push_back(static_cast<uint16_t>(i));
+        }
+      }
+    }
+    return Status::OK();
+  });
+  if (!read.ok()) return read;
+  return m->Check();
+}
+
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, HelloResponse* m) {
   *m = {};
   return DecodeMap(body, [&](const Fields& f) {
@@ -1233,6 +1321,29 @@ void EncodeError(std::string_view message, std::string* out) {
     Str(pk, "message");
     Str(pk, message);
   });
+}
+
+void EncodeWrongNode(std::string_view message, uint64_t revision, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2);
+    Str(pk, "message");
+    Str(pk, message);
+    Str(pk, "revision");
+    pk.pack_uint64(revision);
+  });
+}
+
+uint64_t DecodeErrorRevision(std::string_view body) {
+  uint64_t revision = 0;
+  Status s =
+      DecodeMap(body, [&](const Fields& f) { return f.Uint("revision", UINT64_MAX, &revision); });
+  return s.ok() ? revision : 0;
+}
+
+void AppendWrongNodeFrame(std::string* out, uint8_t op, uint32_t request_id,
+                          std::string_view message, uint64_t revision) {
+  (void)AppendFrame(out, op, request_id, static_cast<uint8_t>(Status::Code::kWrongNode), UINT32_MAX,
+                    [&](std::string* o) { EncodeWrongNode(message, revision, o); });
 }
 
 std::string DecodeError(std::string_view body) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "proto/protocol.h"
+#include "segstore/cluster_map.h"
 #include "segstore/messages.h"
 #include "segstore/result.h"
 #include "segstore/segments.h"
@@ -142,11 +143,19 @@ Status Decode(std::string_view body, const DecodeLimits& limits, TrimResult* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, CountResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, DeleteResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, StatsResponse* m);
+// cluster_map's answer. Decode also checks the map (ClusterMap::Check).
+void Encode(const ClusterMap& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, ClusterMap* m);
 
 // The body of an error response: {"message": str}. DecodeError never fails:
 // a body it cannot read gives a message saying so.
 void EncodeError(std::string_view message, std::string* out);
 std::string DecodeError(std::string_view body);
+// A WrongNode error's body also carries the revision of the map the server
+// went by: {"message": str, "revision": u64}. DecodeErrorRevision gives it,
+// or 0 when the body has none (or cannot be read).
+void EncodeWrongNode(std::string_view message, uint64_t revision, std::string* out);
+uint64_t DecodeErrorRevision(std::string_view body);
 
 // ---- frames ----
 
@@ -175,5 +184,8 @@ bool AppendFrame(std::string* out, uint8_t op, uint32_t request_id, uint8_t stat
 
 // Appends an error response frame carrying `status` (not OK).
 void AppendErrorFrame(std::string* out, uint8_t op, uint32_t request_id, const Status& status);
+// A WrongNode error frame with the map's revision.
+void AppendWrongNodeFrame(std::string* out, uint8_t op, uint32_t request_id,
+                          std::string_view message, uint64_t revision);
 
 }  // namespace segstore::proto

@@ -173,6 +173,63 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
               return Status::OK();
             })},
        }},
+      {"cluster",
+       {
+           {"etcd_endpoints",
+            [](const toml::node& n, Config* c) -> Status {
+              const toml::array* a = n.as_array();
+              if (a == nullptr || a->empty()) {
+                return Bad(n, "expected a list of \"http://host:port\" strings");
+              }
+              c->cluster.etcd.endpoints.clear();
+              for (const toml::node& e : *a) {
+                if (!e.is_string()) return Bad(e, "expected a string \"http://host:port\"");
+                c->cluster.etcd.endpoints.push_back(*e.value<std::string>());
+              }
+              c->cluster_enabled = true;
+              return Status::OK();
+            }},
+           {"etcd_prefix", TextSetter([](Config* c, const std::string& v) {
+              c->cluster.prefix = v;
+              return Status::OK();
+            })},
+           {"etcd_timeout_ms", IntSetter(100, 60'000, [](Config* c, int64_t v) {
+              c->cluster.etcd.timeout = milliseconds(v);
+            })},
+           {"node_id", TextSetter([](Config* c, const std::string& v) {
+              if (v.empty() || v.size() > 128 || v.find('/') != std::string::npos) {
+                return Status::InvalidArgument("node_id must be 1 to 128 bytes without '/'");
+              }
+              c->cluster.self.id = v;
+              return Status::OK();
+            })},
+           {"advertise", TextSetter([](Config* c, const std::string& v) {
+              std::string host;
+              uint16_t port = 0;
+              SEGSTORE_RETURN_IF_ERROR(ParseListen(v, &host, &port));
+              if (host.empty() || port == 0) {
+                return Status::InvalidArgument("advertise \"" + v + "\": expected host:port");
+              }
+              c->cluster.self.address = v;
+              return Status::OK();
+            })},
+           {"rack", TextSetter([](Config* c, const std::string& v) {
+              c->cluster.self.rack = v;
+              return Status::OK();
+            })},
+           {"replication", IntSetter(1, 16, [](Config* c, int64_t v) {
+              c->cluster.replication = static_cast<uint32_t>(v);
+            })},
+           {"initial_nodes", IntSetter(1, 65'535, [](Config* c, int64_t v) {
+              c->cluster.initial_nodes = static_cast<uint32_t>(v);
+            })},
+           {"lease_ttl_seconds", IntSetter(2, 3600, [](Config* c, int64_t v) {
+              c->cluster.lease_ttl = seconds(v);
+            })},
+           {"map_poll_ms", IntSetter(10, 60'000, [](Config* c, int64_t v) {
+              c->cluster.poll_interval = milliseconds(v);
+            })},
+       }},
       {"admin",
        {
            {"listen", TextSetter([](Config* c, const std::string& v) {
@@ -429,6 +486,40 @@ Status ParseBytes(std::string_view text, uint64_t* bytes) {
   return Status::OK();
 }
 
+Status FinishClusterConfig(Config* c) {
+  cluster::AgentOptions& o = c->cluster;
+  const bool any = !o.self.id.empty() || !o.self.address.empty() || !o.self.rack.empty();
+  if (!c->cluster_enabled) {
+    if (any)
+      return Status::InvalidArgument("cluster: node_id, advertise and rack need etcd_endpoints");
+    return Status::OK();
+  }
+  if (o.self.id.empty()) return Status::InvalidArgument("cluster: node_id is required");
+  if (o.replication > 1) {
+    return Status::InvalidArgument(
+        "cluster.replication " + std::to_string(o.replication) +
+        ": replicas need the replicated write log, which this release does not have yet; use 1");
+  }
+  if (o.initial_nodes < o.replication) {
+    return Status::InvalidArgument("cluster.initial_nodes must be at least cluster.replication");
+  }
+  if (o.prefix.empty() || o.prefix.front() != '/' || o.prefix.back() == '/') {
+    return Status::InvalidArgument("cluster.etcd_prefix \"" + o.prefix +
+                                   "\" must start with '/' and not end with one");
+  }
+  if (o.self.address.empty()) {
+    const std::string& host = c->server.host;
+    if (host.empty() || host == "0.0.0.0" || host == "::") {
+      return Status::InvalidArgument(
+          "cluster.advertise is required when server.listen names no single address (" + host +
+          "): the address clients reach this node at");
+    }
+    // Left empty: segstored advertises the address it listens on once
+    // bound (server.listen's port may be 0).
+  }
+  return Status::OK();
+}
+
 Status Validate(const Config& c) {
   const uint32_t b = c.storage.write_block_size;
   if ((b & (b - 1)) != 0) {
@@ -486,6 +577,20 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("tls.key_file", c.server.tls.key_file);
   add("tls.client_ca_file", c.server.tls.client_ca_file);
   add("tls.min_version", c.server.tls.min_version);
+  if (c.cluster_enabled) {
+    std::string endpoints;
+    for (const std::string& e : c.cluster.etcd.endpoints) {
+      endpoints += (endpoints.empty() ? "" : ",") + e;
+    }
+    add("cluster.etcd_endpoints", endpoints);
+    add("cluster.etcd_prefix", c.cluster.prefix);
+    add("cluster.node_id", c.cluster.self.id);
+    add("cluster.advertise", c.cluster.self.address);
+    add("cluster.rack", c.cluster.self.rack);
+    add("cluster.replication", c.cluster.replication);
+    add("cluster.initial_nodes", c.cluster.initial_nodes);
+    add("cluster.lease_ttl_seconds", c.cluster.lease_ttl.count());
+  }
   add("admin.listen",
       c.admin.enabled ? c.admin.host + ":" + std::to_string(c.admin.port) : std::string("off"));
   add("storage.path", c.storage.path);

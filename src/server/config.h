@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/agent.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/status.h"
@@ -31,6 +32,12 @@ struct Config {
   // 0: never.
   std::chrono::seconds heap_trim_interval{10};
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  // The [cluster] section: present, the node joins the cluster its etcd
+  // holds; absent, segstored is a single server holding every partition.
+  bool cluster_enabled = false;
+  // etcd endpoints, prefix, the node (advertised address: server.listen's when
+  // left empty), replication, initial nodes, lease TTL, map poll interval.
+  cluster::AgentOptions cluster;
 };
 
 // The defaults: Config{} with the port and data path segstored uses.
@@ -52,6 +59,9 @@ Status ParseAdminListen(std::string_view text, AdminOptions* admin);
 Status ParseDurability(std::string_view text, storage::Durability* d);
 // A byte size: "4294967296", "4GiB", "512MiB", "64KiB".
 Status ParseBytes(std::string_view text, uint64_t* bytes);
+// Checks the [cluster] settings against each other and server.listen.
+// InvalidArgument naming the key.
+Status FinishClusterConfig(Config* config);
 // Checks values against each other (threads, sizes, limits).
 Status Validate(const Config& config);
 

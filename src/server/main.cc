@@ -77,6 +77,7 @@ Status BuildConfig(const Overrides& o, server::Config* c) {
   if (!o.tls_key.empty()) c->server.tls.key_file = o.tls_key;
   if (!o.tls_client_ca.empty()) c->server.tls.client_ca_file = o.tls_client_ca;
   if (!o.auth_secret_file.empty()) c->server.auth_secret_file = o.auth_secret_file;
+  SEGSTORE_RETURN_IF_ERROR(server::FinishClusterConfig(c));
   return server::Validate(*c);
 }
 
@@ -88,6 +89,7 @@ struct AdminState {
   std::string not_ready = "starting";  // empty once serving
   server::ProfileService* service = nullptr;
   server::Server* front = nullptr;
+  const segstore::cluster::ViewBoard* cluster = nullptr;  // in a cluster
 };
 
 // A loop that has not run a posted task for this long counts as stuck.
@@ -107,6 +109,11 @@ server::AdminHandlers MakeAdminHandlers(AdminState* state) {
     std::lock_guard lock(state->mu);
     if (!state->not_ready.empty()) return state->not_ready;
     if (!state->front->LoopsAlive(kStuckLoop)) return "an event loop is stuck";
+    if (state->cluster != nullptr) {
+      auto v = state->cluster->view();
+      if (!v->serving) return "not registered in the cluster (etcd) yet";
+      if (!v->map.has_map()) return "the cluster has no partition map yet";
+    }
     return std::string();
   };
   return h;
@@ -194,6 +201,8 @@ int Serve(const server::Config& config) {
   service_options.max_in_flight = config.server.max_in_flight;
   service_options.max_segments = config.profile.max_segments;
   service_options.config = server::Describe(config);
+  segstore::cluster::ViewBoard cluster_board;
+  if (config.cluster_enabled) service_options.cluster = &cluster_board;
   server::ProfileService service(store->get(), profiles->get(), service_options);
   server::Server front(config.server, &service);
   service.set_server_counters([&front](server::ServerCounters* c) { front.CountersInto(c); });
@@ -203,10 +212,28 @@ int Serve(const server::Config& config) {
   }
   WarnIfExposed(config);
 
+  // Joins the cluster once serving, so the address it advertises is bound.
+  std::unique_ptr<segstore::cluster::ClusterAgent> agent;
+  if (config.cluster_enabled) {
+    segstore::cluster::AgentOptions agent_options = config.cluster;
+    if (agent_options.self.address.empty()) agent_options.self.address = front.endpoint();
+    auto started = segstore::cluster::ClusterAgent::Start(agent_options, &cluster_board);
+    if (!started.ok()) {
+      spdlog::critical("cannot join the cluster: {}", started.status().ToString());
+      front.Stop();
+      return 1;
+    }
+    agent = std::move(*started);
+    service.set_cluster_stats([a = agent.get()] { return a->stats(); });
+    spdlog::info("cluster: node {} joining through etcd {} under {}", agent_options.self.id,
+                 agent_options.etcd.endpoints.front(), agent_options.prefix);
+  }
+
   {
     std::lock_guard lock(admin_state.mu);
     admin_state.service = &service;
     admin_state.front = &front;
+    admin_state.cluster = config.cluster_enabled ? &cluster_board : nullptr;
     admin_state.not_ready.clear();
   }
 
@@ -257,6 +284,8 @@ int Serve(const server::Config& config) {
   spdlog::info("{}: stopping: finishing requests in flight", strsignal(signal));
   SetNotReady(&admin_state, "stopping");
   server::Notify("STOPPING=1\nSTATUS=stopping");
+  // Leaves the cluster first: its registration goes at once, not a TTL later.
+  if (agent) agent->Stop();
   front.Stop();  // handlers (and their storage workers) flush as they go
   if (admin) admin->Stop();
   profiles->reset();

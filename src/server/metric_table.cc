@@ -50,6 +50,10 @@ template <>
 const profile::SweeperStats* Part(const MetricsSnapshot& m) {
   return &m.sweeper;
 }
+template <>
+const cluster::AgentStats* Part(const MetricsSnapshot& m) {
+  return m.cluster ? &*m.cluster : nullptr;
+}
 
 template <typename S, typename T>
 S ClassOf(T S::*);
@@ -124,6 +128,7 @@ void WriteError(const MetricsSnapshot& m, Series* out) {
 using enum MetricSection;
 using enum MetricKind;
 using enum MetricUnit;
+using cluster::AgentStats;
 using profile::SweeperStats;
 using storage::RecoveryStats;
 using storage::StoreStats;
@@ -288,6 +293,27 @@ constexpr MetricDef kMetrics[] = {
      Value<&SweeperStats::segments_removed>},
     {kSweeper, kCounter, "sweeper_bytes_reclaimed_total", kBytes,
      "Record bytes no longer stored.", Value<&SweeperStats::bytes_reclaimed>},
+    {kCluster, kGauge, "cluster_registered", kNone,
+     "1 while the node is registered in etcd under a lease etcd has not reported expired "
+     "(it serves only then); in a cluster only.", Value<&AgentStats::registered>},
+    {kCluster, kGauge, "cluster_controller", kNone,
+     "1 while this node is the cluster's controller.", Value<&AgentStats::controller>},
+    {kCluster, kGauge, "cluster_map_revision", kNone,
+     "Revision of the partition map this node serves by; 0 before the first map.",
+     Value<&AgentStats::map_revision>},
+    {kCluster, kGauge, "cluster_partitions_held", kNone,
+     "Partitions the map gives this node.", Value<&AgentStats::partitions_held>},
+    {kCluster, kGauge, "cluster_lease_ack_age_seconds", kSeconds,
+     "Time since etcd last acknowledged the node's lease; -1 before the first. Alert when it "
+     "nears the lease TTL.", Value<&AgentStats::seconds_since_lease_ack>},
+    {kCluster, kCounter, "cluster_etcd_errors_total", kNone,
+     "Calls to etcd that failed (unreachable, timed out, or refused).",
+     Value<&AgentStats::etcd_errors>},
+    {kCluster, kCounter, "cluster_lease_expirations_total", kNone,
+     "Times etcd reported the node's lease expired (the node stopped serving and registered "
+     "again).", Value<&AgentStats::lease_expirations>},
+    {kCluster, kCounter, "cluster_maps_written_total", kNone,
+     "Partition maps this node wrote as controller.", Value<&AgentStats::maps_written>},
 };
 // clang-format on
 
@@ -342,6 +368,8 @@ std::string_view SectionName(MetricSection section) {
       return "recovery";
     case kSweeper:
       return "sweeper";
+    case kCluster:
+      return "cluster";
   }
   return "?";
 }

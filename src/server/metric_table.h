@@ -31,7 +31,7 @@ struct MetricsSnapshot;
 
 // Where a metric belongs: the first component of its stats name, and the
 // word its Prometheus name may start with (dropped from the stats name).
-enum class MetricSection : uint8_t { kServer, kProcess, kStorage, kRecovery, kSweeper };
+enum class MetricSection : uint8_t { kServer, kProcess, kStorage, kRecovery, kSweeper, kCluster };
 
 enum class MetricKind : uint8_t {
   kCounter,    // only ever grows; the Prometheus name ends in _total

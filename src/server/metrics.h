@@ -8,9 +8,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cluster/agent.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
@@ -41,6 +43,7 @@ struct MetricsSnapshot {
   storage::StoreStats storage;
   storage::RecoveryStats recovery;
   profile::SweeperStats sweeper;
+  std::optional<cluster::AgentStats> cluster;  // in a cluster only
   std::vector<StatEntry> config;  // the settings in force, named "config.*"
 };
 

@@ -82,6 +82,8 @@ class ProfileHandler : public Handler {
         return ReplyPing(h, body, std::move(to));
       case Op::kStats:
         return ReplyStats(h, body, std::move(to));
+      case Op::kClusterMap:
+        return ReplyClusterMap(h, body, std::move(to));
       case Op::kGet:
         return Get(h, body, std::move(to));
       case Op::kBatchGet:
@@ -143,9 +145,84 @@ class ProfileHandler : public Handler {
     ReplyOk(h, service_->CollectStats(), to);
   }
 
+  void ReplyClusterMap(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::EmptyRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (board_ == nullptr) return ReplyOk(h, ClusterMap{}, to);
+    ReplyOk(h, View()->map, to);
+  }
+
+  // The cluster view, picked up again only when the board published another.
+  const cluster::ClusterView* View() {
+    const uint64_t generation = board_->generation();
+    if (generation != view_generation_) {
+      view_ = board_->view();
+      view_generation_ = generation;
+    }
+    return view_.get();
+  }
+
+  // OK when this node serves `user` now; else the error to answer for it
+  // (WrongNode with the map's revision, or Busy while serving nothing).
+  // `revision` gets the map's revision.
+  Status Placement(std::string_view user, uint64_t* revision) {
+    const cluster::ClusterView* v = View();
+    *revision = v->map.revision;
+    if (!v->serving || !v->map.has_map()) {
+      return Status::Busy(!v->serving ? "this node is not serving yet: it is joining the cluster "
+                                        "(registering with etcd); retry later"
+                                      : "the cluster has no partition map yet; retry later");
+    }
+    const uint32_t partition = PartitionOf(user);
+    if (v->held.test(partition)) return Status::OK();
+    return Status::WrongNode("partition " + std::to_string(partition) +
+                             " is not held by this node (map revision " +
+                             std::to_string(v->map.revision) + "); ask cluster_map");
+  }
+
+  // True when this node serves `user`; else answers the error and returns false.
+  bool Serves(const FrameHeader& h, std::string_view user, Responder& to) {
+    if (board_ == nullptr) return true;
+    uint64_t revision = 0;
+    Status s = Placement(user, &revision);
+    if (s.ok()) return true;
+    std::string frame;
+    if (s.code() == Status::Code::kWrongNode) {
+      proto::AppendWrongNodeFrame(
+          &frame, h.op, h.request_id,
+          std::string(proto::OpName(h.op)) + ": " + std::string(s.message()), revision);
+    } else {
+      proto::AppendErrorFrame(&frame, h.op, h.request_id, s.WithContext(proto::OpName(h.op)));
+    }
+    to.Send(std::move(frame));
+    return false;
+  }
+
+  // For a batch of n entries: marks each entry whose user this node does not
+  // serve WrongNode in *rejected (sizing it to n when it was empty) and
+  // returns true; while the node serves nothing, answers the frame Busy and
+  // returns false.
+  template <typename UserOf>
+  bool SplitByPlacement(const FrameHeader& h, size_t n, UserOf user_of,
+                        std::vector<Status>* rejected, Responder& to) {
+    if (board_ == nullptr || n == 0) return true;
+    const cluster::ClusterView* v = View();
+    if (!v->serving || !v->map.has_map()) return Serves(h, user_of(0), to);  // the frame's Busy
+    for (size_t i = 0; i < n; ++i) {
+      if (!rejected->empty() && !(*rejected)[i].ok()) continue;
+      if (v->held.test(PartitionOf(user_of(i)))) continue;
+      if (rejected->empty()) rejected->resize(n);
+      (*rejected)[i] = Status::WrongNode("partition " + std::to_string(PartitionOf(user_of(i))) +
+                                         " is not held by this node (map revision " +
+                                         std::to_string(v->map.revision) + ")");
+    }
+    return true;
+  }
+
   void Get(const FrameHeader& h, std::string_view body, Responder to) {
     proto::GetRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, std::move(to)));
   }
 
@@ -153,6 +230,11 @@ class ProfileHandler : public Handler {
   void BatchGet(const FrameHeader& h, std::string_view body, Responder to) {
     proto::BatchGetRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!SplitByPlacement(
+            h, req.users.size(), [&](size_t i) -> std::string_view { return req.users[i]; },
+            &req.rejected, to)) {
+      return;
+    }
     if (req.rejected.empty()) {
       session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(to)));
       return;
@@ -178,6 +260,7 @@ class ProfileHandler : public Handler {
   void Count(const FrameHeader& h, std::string_view body, Responder to) {
     proto::CountRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Count(
         req.user, req.id_from, req.id_to,
         Answer<uint32_t>(h, std::move(to), [](uint32_t n) { return proto::CountResponse{n}; }));
@@ -186,6 +269,7 @@ class ProfileHandler : public Handler {
   void Upsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::UpsertRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Upsert(req.user, req.segments, req.mode, AnswerAsIs<UpsertResult>(h, std::move(to)));
   }
 
@@ -194,6 +278,11 @@ class ProfileHandler : public Handler {
   void BatchUpsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::BatchUpsertRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!SplitByPlacement(
+            h, req.items.size(), [&](size_t i) -> std::string_view { return req.items[i].user; },
+            &req.rejected, to)) {
+      return;
+    }
     struct Join {
       BatchUpsertResult results;
       size_t remaining = 0;
@@ -226,6 +315,7 @@ class ProfileHandler : public Handler {
   void Remove(const FrameHeader& h, std::string_view body, Responder to) {
     proto::RemoveRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Remove(req.user, req.ids, Answer<uint32_t>(h, std::move(to), [](uint32_t n) {
                        return proto::RemoveResponse{n};
                      }));
@@ -234,18 +324,23 @@ class ProfileHandler : public Handler {
   void Trim(const FrameHeader& h, std::string_view body, Responder to) {
     proto::TrimRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Trim(req.user, req.before, AnswerAsIs<TrimResult>(h, std::move(to)));
   }
 
   void Delete(const FrameHeader& h, std::string_view body, Responder to) {
     proto::DeleteRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
                        return proto::DeleteResponse{existed};
                      }));
   }
 
   ProfileService* service_;
+  const cluster::ViewBoard* board_ = service_->options_.cluster;
+  uint64_t view_generation_ = 0;  // of view_; the board's start at 1
+  std::shared_ptr<const cluster::ClusterView> view_;
   std::unique_ptr<profile::ProfileSession> session_;
   proto::DecodeLimits limits_;
   std::optional<storage::Worker::Batch> burst_;  // while the loop's turn lasts
@@ -274,6 +369,7 @@ MetricsSnapshot ProfileService::Snapshot() const {
   m.storage = store_->stats();
   m.recovery = store_->recovery();
   m.sweeper = profiles_->sweeper_stats();
+  if (cluster_stats_) m.cluster = cluster_stats_();
   m.config = options_.config;
   return m;
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster/agent.h"
+#include "cluster/view.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
@@ -30,6 +32,11 @@ struct ProfileServiceOptions {
   uint32_t max_segments = 10000;  // as the profile store was opened with
   // Settings reported by the stats operation, as "config.<name>".
   std::vector<StatEntry> config;
+  // In a cluster: where the node's view of it is published (it must outlive
+  // the service). A user whose partition the view does not give this node
+  // gets WrongNode; while the node serves nothing (joining, no map yet, its
+  // lease lost) every user gets Busy. Null: a single server, holding all.
+  const cluster::ViewBoard* cluster = nullptr;
 };
 
 class ProfileService : public Service {
@@ -42,6 +49,12 @@ class ProfileService : public Service {
   // before the server starts).
   void set_server_counters(std::function<void(ServerCounters*)> counters) {
     server_counters_ = std::move(counters);
+  }
+
+  // In a cluster: the agent's figures, for the metrics (set once, before the
+  // admin endpoint may read them).
+  void set_cluster_stats(std::function<cluster::AgentStats()> stats) {
+    cluster_stats_ = std::move(stats);
   }
 
   Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) override;
@@ -59,6 +72,7 @@ class ProfileService : public Service {
   profile::ProfileStore* profiles_;
   ProfileServiceOptions options_;
   std::function<void(ServerCounters*)> server_counters_;
+  std::function<cluster::AgentStats()> cluster_stats_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

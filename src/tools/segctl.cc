@@ -3,6 +3,7 @@
 // people, --json for scripts. `segctl --help` and `segctl <command> --help`
 // list everything.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "segstore/client.h"
+#include "segstore/cluster_client.h"
 #include "tools/client_flags.h"
 #include "tools/load.h"
 #include "tools/stats_table.h"
@@ -287,6 +289,114 @@ int RunLoadCommand(const Args& a) {
   return segstore::tools::RunLoad(o);
 }
 
+// The cluster's nodes, racks and partitions per node, as the node asked sees them.
+void PrintCluster(const segstore::ClusterMap& m, bool as_json) {
+  std::vector<uint32_t> held(m.nodes.size(), 0);
+  for (uint16_t i : m.replicas) ++held[i];
+  if (as_json) {
+    json nodes = json::array();
+    for (size_t i = 0; i < m.nodes.size(); ++i) {
+      nodes.push_back(json{{"id", m.nodes[i].id},
+                           {"address", m.nodes[i].address},
+                           {"rack", m.nodes[i].rack},
+                           {"partitions", held[i]}});
+    }
+    std::cout << json{{"cluster", m.cluster},
+                      {"revision", m.revision},
+                      {"self", m.self},
+                      {"replication", m.replication},
+                      {"nodes", nodes}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  if (!m.cluster) {
+    std::printf("not a cluster: a single server, holding every partition\n");
+    return;
+  }
+  if (!m.has_map()) {
+    std::printf("a cluster with no partition map yet (forming); asked node %s\n", m.self.c_str());
+    return;
+  }
+  std::printf("partition map revision %llu, replication %u, %zu nodes; asked node %s\n",
+              static_cast<unsigned long long>(m.revision), m.replication, m.nodes.size(),
+              m.self.c_str());
+  size_t id_width = 4, address_width = 7, rack_width = 4;
+  for (const segstore::ClusterNode& n : m.nodes) {
+    id_width = std::max(id_width, n.id.size());
+    address_width = std::max(address_width, n.address.size());
+    rack_width = std::max(rack_width, n.rack.size());
+  }
+  std::printf("%-*s  %-*s  %-*s  %s\n", static_cast<int>(id_width), "node",
+              static_cast<int>(address_width), "address", static_cast<int>(rack_width), "rack",
+              "partitions");
+  for (size_t i = 0; i < m.nodes.size(); ++i) {
+    std::printf("%-*s  %-*s  %-*s  %u\n", static_cast<int>(id_width), m.nodes[i].id.c_str(),
+                static_cast<int>(address_width), m.nodes[i].address.c_str(),
+                static_cast<int>(rack_width),
+                m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i]);
+  }
+}
+
+// ping, info, stats and cluster: about the node named by --server.
+template <typename Fail>
+int RunNodeCommand(const std::string& command, const Args& a, client::Client& c, Fail fail) {
+  if (command == "ping") {
+    const auto start = std::chrono::steady_clock::now();
+    if (Status s = c.Ping(); !s.ok()) return fail(s);
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    if (a.json) {
+      std::cout << json{{"ok", true}, {"round_trip_us", us}}.dump() << "\n";
+    } else {
+      std::printf("pong from %s in %.0f us\n", a.server.c_str(), us);
+    }
+    return 0;
+  }
+  if (command == "info") {
+    const segstore::ServerInfo& i = c.server_info();
+    if (a.json) {
+      std::cout << json{{"server", i.server},
+                        {"protocol", i.protocol},
+                        {"max_frame_bytes", i.max_frame_bytes},
+                        {"max_batch", i.max_batch},
+                        {"max_key_bytes", i.max_key_bytes},
+                        {"max_segments", i.max_segments},
+                        {"max_in_flight", i.max_in_flight}}
+                       .dump()
+                << "\n";
+    } else {
+      std::printf(
+          "%s, protocol %u\nmax_frame_bytes %u\nmax_batch %u\nmax_key_bytes %u\n"
+          "max_segments %u\nmax_in_flight %u\n",
+          i.server.c_str(), i.protocol, i.max_frame_bytes, i.max_batch, i.max_key_bytes,
+          i.max_segments, i.max_in_flight);
+    }
+    return 0;
+  }
+  if (command == "stats") {
+    auto r = c.Stats();
+    if (!r.ok()) return fail(r.status());
+    json out = json::object();
+    for (const segstore::StatEntry& e : r->entries) {
+      std::visit([&](const auto& v) { out[e.name] = v; }, e.value);
+    }
+    if (a.json) {
+      std::cout << out.dump() << "\n";
+    } else {
+      std::fputs(segstore::tools::FormatStatsTable(*r).c_str(), stdout);
+    }
+    return 0;
+  }
+  if (command == "cluster") {
+    auto r = c.ClusterMap();
+    if (!r.ok()) return fail(r.status());
+    PrintCluster(*r, a.json);
+    return 0;
+  }
+  return fail(Status::InvalidArgument("unknown command " + command));
+}
+
 // Exit status of get, count, remove and trim for a user with no live segment.
 constexpr int kExitNoProfile = 3;
 
@@ -370,57 +480,19 @@ int Run(const std::string& command, const Args& a) {
     }
   }
 
-  auto connected = client::Client::Connect(options);
-  if (!connected.ok()) return fail(connected.status());
-  client::Client& c = **connected;
+  // Node commands talk to the server named; data commands to the node that
+  // holds the user, in a cluster (a single server holds every user).
+  if (command == "ping" || command == "info" || command == "stats" || command == "cluster") {
+    auto connected = client::Client::Connect(options);
+    if (!connected.ok()) return fail(connected.status());
+    return RunNodeCommand(command, a, **connected, fail);
+  }
+  client::ClusterClientOptions routed_options;
+  routed_options.node = options;
+  auto routed = client::ClusterClient::Connect(routed_options);
+  if (!routed.ok()) return fail(routed.status());
+  client::ClusterClient& c = **routed;
 
-  if (command == "ping") {
-    const auto start = std::chrono::steady_clock::now();
-    if (Status s = c.Ping(); !s.ok()) return fail(s);
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    if (a.json) {
-      std::cout << json{{"ok", true}, {"round_trip_us", us}}.dump() << "\n";
-    } else {
-      std::printf("pong from %s in %.0f us\n", a.server.c_str(), us);
-    }
-    return 0;
-  }
-  if (command == "info") {
-    const segstore::ServerInfo& i = c.server_info();
-    if (a.json) {
-      std::cout << json{{"server", i.server},
-                        {"protocol", i.protocol},
-                        {"max_frame_bytes", i.max_frame_bytes},
-                        {"max_batch", i.max_batch},
-                        {"max_key_bytes", i.max_key_bytes},
-                        {"max_segments", i.max_segments},
-                        {"max_in_flight", i.max_in_flight}}
-                       .dump()
-                << "\n";
-    } else {
-      std::printf(
-          "%s, protocol %u\nmax_frame_bytes %u\nmax_batch %u\nmax_key_bytes %u\n"
-          "max_segments %u\nmax_in_flight %u\n",
-          i.server.c_str(), i.protocol, i.max_frame_bytes, i.max_batch, i.max_key_bytes,
-          i.max_segments, i.max_in_flight);
-    }
-    return 0;
-  }
-  if (command == "stats") {
-    auto r = c.Stats();
-    if (!r.ok()) return fail(r.status());
-    json out = json::object();
-    for (const segstore::StatEntry& e : r->entries) {
-      std::visit([&](const auto& v) { out[e.name] = v; }, e.value);
-    }
-    if (a.json) {
-      std::cout << out.dump() << "\n";
-    } else {
-      std::fputs(segstore::tools::FormatStatsTable(*r).c_str(), stdout);
-    }
-    return 0;
-  }
   if (command == "get") {
     auto r = c.Get(a.user, get);
     if (!r.ok()) return fail_or_absent(r.status());
@@ -516,6 +588,9 @@ int main(int argc, char** argv) {
   app.add_subcommand("ping", "check the server answers; print the round trip");
   app.add_subcommand("info", "the server's version and limits (hello)");
   app.add_subcommand("stats", "the server's statistics");
+  app.add_subcommand("cluster",
+                     "the cluster as the server sees it: map revision, nodes, racks, partitions "
+                     "per node");
   CLI::App* get = app.add_subcommand("get", "list a user's live segments");
   user(get);
   id_range(get);

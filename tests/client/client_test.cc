@@ -68,6 +68,9 @@ void Standard(FakeConn& c, const Frame& f) {
       c.Reply(f, s);
       return;
     }
+    case Op::kClusterMap:
+      c.Reply(f, segstore::ClusterMap{});
+      return;
     case Op::kGet:
       c.Reply(f, FakeGet());
       return;

@@ -5,13 +5,11 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -20,81 +18,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct HttpResponse {
-  int status = 0;  // 0: no response (connection refused, timeout, ...)
-  std::string body;
-};
-
-int RemainingMs(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left > 0 ? static_cast<int>(left) : 0;
-}
-
-// A tiny raw HTTP/1.1 POST of a JSON body to 127.0.0.1:port, over a
-// non-blocking socket bounded by `timeout` (Connection: close, so the
-// response ends when the server closes).
-HttpResponse Post(uint16_t port, const std::string& path, const std::string& json,
-                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  HttpResponse out;
-  const auto deadline = Clock::now() + timeout;
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return out;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  std::string raw;
-  bool complete = false;
-  do {
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      if (errno != EINPROGRESS) break;
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, RemainingMs(deadline)) != 1) break;
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) break;
-    }
-    const std::string request =
-        "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
-        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(json.size()) +
-        "\r\nConnection: close\r\n\r\n" + json;
-    size_t sent = 0;
-    while (sent < request.size()) {
-      const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno != EAGAIN && errno != EINTR) break;
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, RemainingMs(deadline)) != 1) break;
-    }
-    if (sent < request.size()) break;
-    char buf[4096];
-    while (true) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n > 0) {
-        raw.append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      if (n == 0) {
-        complete = true;
-        break;
-      }
-      if (errno != EAGAIN && errno != EINTR) break;
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, RemainingMs(deadline)) != 1) break;
-    }
-  } while (false);
-  ::close(fd);
-  // "HTTP/1.1 200 OK\r\n...\r\n\r\n<body>"
-  const size_t header_end = raw.find("\r\n\r\n");
-  if (!complete || raw.rfind("HTTP/1.", 0) != 0 || header_end == std::string::npos) return out;
-  out.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
-  out.body = raw.substr(header_end + 4);
-  return out;
-}
+// Bounds each request to the v3 HTTP gateway.
+constexpr auto kRequestTimeout = std::chrono::seconds(10);
 
 std::string Base64(const std::string& in) {
   static constexpr char kAlphabet[] =
@@ -127,15 +52,19 @@ std::string Base64(const std::string& in) {
 }
 
 HttpResponse Put(uint16_t port, const std::string& key, const std::string& value) {
-  return Post(port, "/v3/kv/put",
-              R"({"key":")" + Base64(key) + R"(","value":")" + Base64(value) + R"("})");
+  return HttpRequest(port, "POST", "/v3/kv/put",
+                     R"({"key":")" + Base64(key) + R"(","value":")" + Base64(value) + R"("})",
+                     kRequestTimeout);
 }
 
 HttpResponse Range(uint16_t port, const std::string& key) {
-  return Post(port, "/v3/kv/range", R"({"key":")" + Base64(key) + R"("})");
+  return HttpRequest(port, "POST", "/v3/kv/range", R"({"key":")" + Base64(key) + R"("})",
+                     kRequestTimeout);
 }
 
-HttpResponse Status(uint16_t port) { return Post(port, "/v3/maintenance/status", "{}"); }
+HttpResponse Status(uint16_t port) {
+  return HttpRequest(port, "POST", "/v3/maintenance/status", "{}", kRequestTimeout);
+}
 
 // The range response holds {"key":"<b64>",...,"value":"<b64>"} for the key.
 bool RangeHas(uint16_t port, const std::string& key, const std::string& value) {

@@ -38,7 +38,7 @@ TEST(StatusTest, CodesAreStableOnTheWire) {
   EXPECT_EQ(static_cast<int>(Status::Code::kNotFound), 1);
   EXPECT_EQ(static_cast<int>(Status::Code::kInternal), 10);
   EXPECT_EQ(static_cast<int>(Status::Code::kTimeout), 12);
-  EXPECT_EQ(static_cast<int>(Status::Code::kUnauthenticated), Status::kMaxCode);
+  EXPECT_EQ(static_cast<int>(Status::Code::kWrongNode), Status::kMaxCode);
 }
 
 TEST(StatusTest, FromCodeRoundTripsAndRejectsUnknownCodes) {

@@ -84,7 +84,8 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::HelloRequest>(h, body, l);
     case Op::kPing:
     case Op::kStats:
-      return;  // the body is not read
+    case Op::kClusterMap:
+      return ServeRequest<proto::EmptyRequest>(h, body, l);
     case Op::kGet:
       return ServeRequest<proto::GetRequest>(h, body, l);
     case Op::kBatchGet:
@@ -117,6 +118,7 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
   const proto::DecodeLimits l;
   if (h.status != 0) {
     (void)proto::DecodeError(body);  // never fails
+    (void)proto::DecodeErrorRevision(body);
     return;
   }
   switch (static_cast<Op>(h.op)) {
@@ -126,6 +128,8 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return;
     case Op::kStats:
       return ReadAnswer<proto::StatsResponse>(body, l);
+    case Op::kClusterMap:
+      return ReadAnswer<segstore::ClusterMap>(body, l);
     case Op::kGet:
       return ReadAnswer<GetResult>(body, l);
     case Op::kBatchGet:

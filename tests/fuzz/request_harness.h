@@ -34,6 +34,7 @@ inline void CheckUser(const std::string& user, const proto::DecodeLimits& l) {
 }
 
 inline void CheckDecoded(const proto::HelloRequest&, const proto::DecodeLimits&) {}
+inline void CheckDecoded(const proto::EmptyRequest&, const proto::DecodeLimits&) {}
 inline void CheckDecoded(const proto::GetRequest& m, const proto::DecodeLimits& l) {
   CheckUser(m.user, l);
 }

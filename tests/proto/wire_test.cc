@@ -123,6 +123,9 @@ std::string Text(const SegmentUpdate& u) {
 std::string ModeText(UpsertMode m) { return std::to_string(static_cast<int>(m)); }
 std::string Text(const examples::EmptyBody&) { return "(no body)"; }
 std::string Text(const examples::ErrorBody& m) { return "error " + Q(m.message); }
+std::string Text(const examples::WrongNodeBody& m) {
+  return "wrong_node " + Q(m.message) + " revision " + U(m.revision);
+}
 std::string Text(const examples::RawBody& m) { return "raw " + Q(m.bytes); }
 std::string Text(const HelloRequest& m) { return "hello " + Q(m.client) + " auth " + Q(m.auth); }
 std::string Text(const GetRequest& m) { return "get " + Q(m.user) + " " + Text(m.options); }
@@ -189,6 +192,24 @@ std::string Text(const StatsResponse& m) {
            return Q(e.name) + "=" + v;
          });
 }
+std::string Text(const ClusterNode& n) {
+  return "{" + Q(n.id) + " " + Q(n.address) + " " + Q(n.rack) + "}";
+}
+std::string Text(const ClusterMap& m) {
+  std::string replicas;
+  if (m.replication > 0) {
+    for (size_t p = 0; p * m.replication < m.replicas.size(); ++p) {
+      replicas += p ? " " : "";
+      for (size_t k = 0; k < m.replication && p * m.replication + k < m.replicas.size(); ++k) {
+        replicas += (k ? "," : "") + U(m.replicas[p * m.replication + k]);
+      }
+    }
+  }
+  return std::string("cluster_map ") + (m.cluster ? "cluster" : "single") + " revision " +
+         U(m.revision) + " self " + Q(m.self) + " replication " + U(m.replication) + " nodes " +
+         List(m.nodes, [](const ClusterNode& n) { return Text(n); }) + " replicas [" + replicas +
+         "]";
+}
 std::string Text(const examples::Body& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
 }
@@ -246,6 +267,9 @@ Status DecodeBody(std::string_view body, const examples::Body& like, examples::B
           if (!body.empty()) s = Status::InvalidArgument("a body where none belongs");
         } else if constexpr (std::is_same_v<T, examples::ErrorBody>) {
           m.message = DecodeError(body);
+        } else if constexpr (std::is_same_v<T, examples::WrongNodeBody>) {
+          m.message = DecodeError(body);
+          m.revision = DecodeErrorRevision(body);
         } else if constexpr (std::is_same_v<T, examples::RawBody>) {
           m.bytes = std::string(body);  // refused by the server: compared as bytes
         } else {
@@ -285,9 +309,11 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<CountResponse>("CountResponse", lim),
       DecoderOf<DeleteResponse>("DeleteResponse", lim),
       DecoderOf<StatsResponse>("StatsResponse", lim),
+      DecoderOf<ClusterMap>("ClusterMap", lim),
       {"DecodeError",
        [](std::string_view b) {
          (void)DecodeError(b);
+         (void)DecodeErrorRevision(b);
          return Status::OK();
        }},
   };
@@ -399,6 +425,14 @@ TEST_P(ExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
                                       std::get<examples::ErrorBody>(e.body).message));
     EXPECT_EQ(error_frame, file);
   }
+  if (const auto* w = std::get_if<examples::WrongNodeBody>(&e.body)) {
+    // A WrongNode frame is what AppendWrongNodeFrame makes.
+    ASSERT_EQ(e.status, Status::Code::kWrongNode);
+    std::string wrong_node_frame;
+    AppendWrongNodeFrame(&wrong_node_frame, static_cast<uint8_t>(e.op), e.request_id, w->message,
+                         w->revision);
+    EXPECT_EQ(wrong_node_frame, file);
+  }
 }
 
 TEST_P(ExampleFrameTest, EveryTruncatedBodyFails) {
@@ -411,9 +445,11 @@ TEST_P(ExampleFrameTest, EveryTruncatedBodyFails) {
   for (size_t n = 1; n < body.size(); ++n) {
     examples::Body got;
     const std::string_view prefix = body.substr(0, n);
-    if (std::holds_alternative<examples::ErrorBody>(e.body)) {
+    if (std::holds_alternative<examples::ErrorBody>(e.body) ||
+        std::holds_alternative<examples::WrongNodeBody>(e.body)) {
       // DecodeError never fails; it says it could not read the body.
       EXPECT_EQ(DecodeError(prefix).rfind("(unreadable error body", 0), 0u) << n << " bytes";
+      EXPECT_EQ(DecodeErrorRevision(prefix), 0u) << n << " bytes";
       continue;
     }
     Status s = DecodeBody(prefix, e.body, &got);
@@ -893,6 +929,171 @@ TEST(WireTest, ErrorBodyRoundTripsAndUnreadableBodiesSaySo) {
   EXPECT_EQ(DecodeError(Mp().Map(1).Str("message").U(5)).rfind("(unreadable error body", 0), 0u);
 }
 
+TEST(WireTest, WrongNodeBodyCarriesTheMessageAndTheRevision) {
+  for (uint64_t revision : {uint64_t{0}, uint64_t{1}, uint64_t{42}, UINT64_MAX}) {
+    std::string body;
+    EncodeWrongNode("get: partition 3045 is not held by this node", revision, &body);
+    EXPECT_EQ(DecodeError(body), "get: partition 3045 is not held by this node");
+    EXPECT_EQ(DecodeErrorRevision(body), revision);
+  }
+  // A plain error body has no revision: 0. So has an unreadable one.
+  std::string plain;
+  EncodeError("busy", &plain);
+  EXPECT_EQ(DecodeErrorRevision(plain), 0u);
+  EXPECT_EQ(DecodeErrorRevision(""), 0u);
+  EXPECT_EQ(DecodeErrorRevision("\xc1"), 0u);
+  EXPECT_EQ(DecodeErrorRevision(Mp().Map(2).Str("message").Str("m").Str("revision").Str("x")), 0u);
+}
+
+// The cluster_map answer of a single server, not in a cluster.
+TEST(ClusterMapWireTest, SingleServerRoundTrips) {
+  const ClusterMap single;
+  ASSERT_TRUE(single.Check().ok());
+  ExpectRoundTrip(single);
+  std::string body;
+  Encode(single, &body);
+  EXPECT_EQ(body, Mp().Map(6)
+                      .Str("cluster")
+                      .Bool(false)
+                      .Str("revision")
+                      .U(0)
+                      .Str("self")
+                      .Str("")
+                      .Str("replication")
+                      .U(0)
+                      .Str("nodes")
+                      .Arr(0)
+                      .Str("partitions")
+                      .Arr(0)
+                      .str());
+  ClusterMap out;
+  out.cluster = true;
+  out.self = "x";
+  ASSERT_TRUE(Decode(body, DecodeLimits{}, &out).ok());
+  EXPECT_EQ(out, single);
+}
+
+// Three nodes, replication 2: partition p on nodes p % 3 and (p + 1) % 3.
+ClusterMap ThreeNodes() {
+  ClusterMap m;
+  m.cluster = true;
+  m.revision = 42;
+  m.replication = 2;
+  m.self = "node-b";
+  m.nodes = {{"node-a", "10.0.0.1:7070", "rack-1"},
+             {"node-b", "10.0.0.2:7070", "rack-2"},
+             {"node-c", "10.0.0.3:7070", ""}};
+  for (uint32_t p = 0; p < kPartitions; ++p) {
+    m.replicas.push_back(static_cast<uint16_t>(p % 3));
+    m.replicas.push_back(static_cast<uint16_t>((p + 1) % 3));
+  }
+  return m;
+}
+
+TEST(ClusterMapWireTest, ThreeNodeMapRoundTrips) {
+  const ClusterMap in = ThreeNodes();
+  ASSERT_TRUE(in.Check().ok()) << in.Check().ToString();
+  ExpectRoundTrip(in);
+  std::string body;
+  Encode(in, &body);
+  ClusterMap out;
+  ASSERT_TRUE(Decode(body, DecodeLimits{}, &out).ok());
+  EXPECT_EQ(out, in);
+  EXPECT_TRUE(out.has_map());
+  ASSERT_EQ(out.ReplicasOf(4095).size(), 2u);
+  EXPECT_EQ(out.ReplicasOf(4095)[0], 4095 % 3);
+  EXPECT_EQ(out.ReplicasOf(4095)[1], (4095 + 1) % 3);
+  // A forming cluster: no map yet.
+  ClusterMap forming;
+  forming.cluster = true;
+  forming.self = "node-a";
+  ExpectRoundTrip(forming);
+}
+
+// The body of a cluster map of `nodes` (maps built by the caller) and
+// `partitions` lists, each of `per` indices computed by `index(p, k)`.
+std::string MapBody(uint32_t replication, const std::function<void(Mp&)>& nodes,
+                    uint32_t partitions, uint32_t per,
+                    const std::function<uint64_t(uint32_t, uint32_t)>& index) {
+  Mp m;
+  m.Map(6).Str("cluster").Bool(true).Str("revision").U(7).Str("self").Str("a");
+  m.Str("replication").U(replication).Str("nodes");
+  nodes(m);
+  m.Str("partitions").Arr(partitions);
+  for (uint32_t p = 0; p < partitions; ++p) {
+    m.Arr(per);
+    for (uint32_t k = 0; k < per; ++k) m.U(index(p, k));
+  }
+  return m.str();
+}
+
+void ThreeNodeMaps(Mp& m) {
+  m.Arr(3);
+  for (const char* id : {"a", "b", "c"}) {
+    m.Map(3).Str("id").Str(id).Str("address").Str("h:1").Str("rack").Str("");
+  }
+}
+
+uint64_t Spread(uint32_t p, uint32_t k) { return (p + k) % 3; }
+
+TEST(ClusterMapWireTest, DecodeRefusesABadMapNamingTheField) {
+  // The helper makes a good map.
+  ClusterMap good;
+  ASSERT_TRUE(
+      Decode(MapBody(2, ThreeNodeMaps, kPartitions, 2, Spread), DecodeLimits{}, &good).ok());
+  EXPECT_EQ(good.nodes.size(), 3u);
+  EXPECT_EQ(good.replicas.size(), 2u * kPartitions);
+
+  // "partitions" holds 0 or 4096 lists.
+  for (uint32_t count : {1u, 4095u, 4097u}) {
+    SCOPED_TRACE(count);
+    ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, count, 2, Spread)),
+                  {"partitions", std::to_string(count)});
+  }
+  // Each list holds `replication` node indices.
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, kPartitions, 1, Spread)),
+                {"partitions[0]", "replicas"});
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, kPartitions, 3, Spread)),
+                {"partitions[0]", "replicas"});
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, kPartitions, 2,
+                                             [](uint32_t p, uint32_t k) -> uint64_t {
+                                               return p == 9 && k == 1 ? 7 : Spread(p, k);
+                                             })),
+                {"partition 9", "node 7"});  // ClusterMap::Check: an index past the nodes
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, kPartitions, 2,
+                                             [](uint32_t p, uint32_t k) -> uint64_t {
+                                               return p == 5 && k == 1 ? 3 : Spread(p, k);
+                                             })),
+                {"partition 5", "node 3"});  // == nodes.size()
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, kPartitions, 2,
+                                             [](uint32_t p, uint32_t k) -> uint64_t {
+                                               return p == 5 && k == 1 ? 65536 : Spread(p, k);
+                                             })),
+                {"partitions[5]"});  // not even a node index
+  // A node without "id".
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(
+                    2,
+                    [](Mp& m) {
+                      m.Arr(3);
+                      m.Map(2).Str("id").Str("a").Str("address").Str("h:1");
+                      m.Map(2).Str("address").Str("h:2").Str("rack").Str("r");
+                      m.Map(2).Str("id").Str("c").Str("address").Str("h:3");
+                    },
+                    kPartitions, 2, Spread)),
+                {"nodes[1].id", "missing"});
+  // A node ID twice.
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(
+                    2,
+                    [](Mp& m) {
+                      m.Arr(3);
+                      for (const char* id : {"a", "b", "a"}) {
+                        m.Map(2).Str("id").Str(id).Str("address").Str("h:1");
+                      }
+                    },
+                    kPartitions, 2, Spread)),
+                {"node a twice"});
+}
+
 // ---- hostile input ----
 
 TEST(HostileInputTest, EmptyBodyIsAnEmptyMap) {
@@ -1243,6 +1444,7 @@ TEST(HostileInputTest, TrailingBytesAfterTheValueAreRejected) {
     std::string body;
     examples::EncodeBody(e.body, &body);
     if (body.empty() || std::holds_alternative<examples::ErrorBody>(e.body) ||
+        std::holds_alternative<examples::WrongNodeBody>(e.body) ||
         std::holds_alternative<examples::RawBody>(e.body)) {
       continue;
     }
@@ -1649,11 +1851,17 @@ TEST(HeaderTest, OtherVersionIsBadVersionWithFieldsFilled) {
 
 TEST(HeaderTest, OpNamesCoverTheTable) {
   const std::pair<Op, std::string_view> ops[] = {
-      {Op::kHello, "hello"},        {Op::kPing, "ping"},
-      {Op::kStats, "stats"},        {Op::kGet, "get"},
-      {Op::kBatchGet, "batch_get"}, {Op::kCount, "count"},
-      {Op::kUpsert, "upsert"},      {Op::kBatchUpsert, "batch_upsert"},
-      {Op::kRemove, "remove"},      {Op::kTrim, "trim"},
+      {Op::kHello, "hello"},
+      {Op::kPing, "ping"},
+      {Op::kStats, "stats"},
+      {Op::kClusterMap, "cluster_map"},
+      {Op::kGet, "get"},
+      {Op::kBatchGet, "batch_get"},
+      {Op::kCount, "count"},
+      {Op::kUpsert, "upsert"},
+      {Op::kBatchUpsert, "batch_upsert"},
+      {Op::kRemove, "remove"},
+      {Op::kTrim, "trim"},
       {Op::kDelete, "delete"},
   };
   int known = 0;
@@ -1663,7 +1871,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x04, 0x13, 0x25, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x13, 0x25, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace segstore::server {
@@ -423,6 +425,89 @@ TEST(ConfigTest, DescribeLineListsEverySetting) {
     EXPECT_NE(line.find(e.name.substr(7) + "="), std::string::npos) << e.name;
   }
   EXPECT_NE(line.find("server.listen=127.0.0.1:7700"), std::string::npos) << line;
+}
+
+// The shipped file's [cluster] section is commented out (it would make
+// segstored join a cluster); uncommented, it loads and says what it shows.
+TEST(ConfigTest, ShippedClusterExampleLoadsWhenUncommented) {
+  std::ifstream in(kShippedConfig);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  const size_t at = all.find("# [cluster]\n");
+  ASSERT_NE(at, std::string::npos);
+  std::string section;
+  std::istringstream lines(all.substr(at));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# ", 0) == 0) section += line.substr(2) + "\n";
+  }
+  Config c = DefaultConfig();
+  Status s = Load(section, &c);
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << section;
+  ASSERT_TRUE(FinishClusterConfig(&c).ok());
+  EXPECT_TRUE(c.cluster_enabled);
+  EXPECT_EQ(c.cluster.etcd.endpoints, std::vector<std::string>{"http://127.0.0.1:2379"});
+  EXPECT_EQ(c.cluster.prefix, "/segstore");
+  EXPECT_EQ(c.cluster.etcd.timeout, milliseconds(2000));
+  EXPECT_EQ(c.cluster.self.id, "node-1");
+  EXPECT_EQ(c.cluster.self.address, "10.0.0.1:7700");
+  EXPECT_EQ(c.cluster.self.rack, "rack-a");
+  EXPECT_EQ(c.cluster.replication, 1u);
+  EXPECT_EQ(c.cluster.initial_nodes, 3u);
+  EXPECT_EQ(c.cluster.lease_ttl, seconds(10));
+  EXPECT_EQ(c.cluster.poll_interval, milliseconds(500));
+  // The defaults it shows are the defaults.
+  const cluster::AgentOptions defaults;
+  EXPECT_EQ(c.cluster.prefix, defaults.prefix);
+  EXPECT_EQ(c.cluster.etcd.timeout, defaults.etcd.timeout);
+  EXPECT_EQ(c.cluster.replication, defaults.replication);
+  EXPECT_EQ(c.cluster.lease_ttl, defaults.lease_ttl);
+  EXPECT_EQ(c.cluster.poll_interval, defaults.poll_interval);
+  bool described = false;
+  for (const StatEntry& e : Describe(c)) described |= e.name == "config.cluster.node_id";
+  EXPECT_TRUE(described);
+}
+
+TEST(ConfigTest, NoClusterSectionMeansASingleServer) {
+  Config c = DefaultConfig();
+  ASSERT_TRUE(FinishClusterConfig(&c).ok());
+  EXPECT_FALSE(c.cluster_enabled);
+  for (const StatEntry& e : Describe(c))
+    EXPECT_NE(e.name.rfind("config.cluster.", 0), 0u) << e.name;
+}
+
+TEST(ConfigTest, ClusterSettingsAreChecked) {
+  EXPECT_TRUE(Rejected("[cluster]\netcd_endpoints = []\n", "etcd_endpoints"));
+  EXPECT_TRUE(Rejected("[cluster]\netcd_endpoints = [1]\n", "etcd_endpoints"));
+  EXPECT_TRUE(Rejected("[cluster]\nnode_id = \"a/b\"\n", "node_id"));
+  EXPECT_TRUE(Rejected("[cluster]\nnode_id = \"\"\n", "node_id"));
+  EXPECT_TRUE(Rejected("[cluster]\nadvertise = \"nohost\"\n", "advertise"));
+  EXPECT_TRUE(Rejected("[cluster]\nadvertise = \":7700\"\n", "advertise"));
+  EXPECT_TRUE(Rejected("[cluster]\nreplication = 0\n", "replication"));
+  EXPECT_TRUE(Rejected("[cluster]\nlease_ttl_seconds = 1\n", "lease_ttl_seconds"));
+  EXPECT_TRUE(Rejected("[cluster]\nsurprise = 1\n", "cluster.surprise"));
+
+  auto finished = [](std::string_view text) {
+    Config c = DefaultConfig();
+    Status s = Load(text, &c);
+    return s.ok() ? FinishClusterConfig(&c) : s;
+  };
+  const std::string base = "[cluster]\netcd_endpoints = [\"http://127.0.0.1:2379\"]\n";
+  EXPECT_TRUE(finished(base + "node_id = \"n1\"\n").ok());
+  Status s = finished(base);
+  EXPECT_NE(s.message().find("node_id is required"), std::string_view::npos) << s.ToString();
+  s = finished(base + "node_id = \"n1\"\nreplication = 2\ninitial_nodes = 2\n");
+  EXPECT_NE(s.message().find("replicated write log"), std::string_view::npos) << s.ToString();
+  s = finished("[cluster]\nnode_id = \"n1\"\n");
+  EXPECT_NE(s.message().find("need etcd_endpoints"), std::string_view::npos) << s.ToString();
+  s = finished("[server]\nlisten = \"0.0.0.0:7700\"\n" + base + "node_id = \"n1\"\n");
+  EXPECT_NE(s.message().find("cluster.advertise is required"), std::string_view::npos)
+      << s.ToString();
+  EXPECT_TRUE(finished("[server]\nlisten = \"0.0.0.0:7700\"\n" + base +
+                       "node_id = \"n1\"\nadvertise = \"10.1.2.3:7700\"\n")
+                  .ok());
+  s = finished(base + "node_id = \"n1\"\netcd_prefix = \"/x/\"\n");
+  EXPECT_NE(s.message().find("etcd_prefix"), std::string_view::npos) << s.ToString();
 }
 
 }  // namespace

@@ -299,6 +299,15 @@ MetricsSnapshot Full() {
   m.sweeper.records_rewritten = ++v;
   m.sweeper.records_deleted = ++v;
   m.sweeper.bytes_reclaimed = ++v;
+  cluster::AgentStats& k = m.cluster.emplace();
+  k.registered = true;
+  k.controller = true;
+  k.map_revision = ++v;
+  k.partitions_held = 1365;
+  k.etcd_errors = ++v;
+  k.lease_expirations = ++v;
+  k.maps_written = ++v;
+  k.seconds_since_lease_ack = 1.5;
   return m;
 }
 
@@ -367,6 +376,15 @@ double AsDouble(const decltype(StatEntry::value)& v) {
   if (const auto* d = std::get_if<double>(&v)) return *d;
   ADD_FAILURE() << "a string where a number was expected";
   return -1;
+}
+
+// Outside a cluster there is no cluster series at all.
+TEST(MetricTableTest, ASingleServerHasNoClusterMetrics) {
+  MetricsSnapshot m = Full();
+  m.cluster.reset();
+  EXPECT_EQ(ToPrometheus(m).find("segstore_cluster_"), std::string::npos);
+  for (const StatEntry& e : ToStats(m).entries)
+    EXPECT_NE(e.name.rfind("cluster.", 0), 0u) << e.name;
 }
 
 TEST(MetricTableTest, EveryMetricIsInBothRenderings) {

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -39,18 +40,33 @@ int RemainingMs(Clock::time_point deadline) {
   return left > 0 ? static_cast<int>(left) : 0;
 }
 
-// One HTTP/1.1 GET to 127.0.0.1:port over a non-blocking socket, bounded by
-// `timeout`; the whole response (status line, headers, body) in `response`.
-bool HttpGet(uint16_t port, const std::string& path, std::chrono::milliseconds timeout,
-             std::string* response) {
+bool Healthy(uint16_t port) {
+  const HttpResponse r = HttpRequest(port, "GET", "/health", "", std::chrono::seconds(3));
+  return r.status == 200 && r.body.find("\"health\":\"true\"") != std::string::npos;
+}
+
+std::string Url(uint16_t port) { return "http://127.0.0.1:" + std::to_string(port); }
+
+std::string DescribeStatus(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended";
+}
+
+}  // namespace
+
+HttpResponse HttpRequest(uint16_t port, std::string_view method, const std::string& path,
+                         const std::string& body, std::chrono::milliseconds timeout) {
+  HttpResponse out;
   const auto deadline = Clock::now() + timeout;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return out;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
-  bool ok = false;
+  std::string raw;
+  bool complete = false;
   do {
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       if (errno != EINPROGRESS) break;
@@ -60,9 +76,13 @@ bool HttpGet(uint16_t port, const std::string& path, std::chrono::milliseconds t
       socklen_t len = sizeof err;
       if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) break;
     }
-    const std::string request = "GET " + path +
-                                " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
-                                "\r\nConnection: close\r\n\r\n";
+    std::string request = std::string(method) + " " + path +
+                          " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n";
+    if (!body.empty()) {
+      request += "Content-Type: application/json\r\n";
+      request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    }
+    request += "Connection: close\r\n\r\n" + body;
     size_t sent = 0;
     while (sent < request.size()) {
       const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -75,16 +95,15 @@ bool HttpGet(uint16_t port, const std::string& path, std::chrono::milliseconds t
       if (::poll(&p, 1, RemainingMs(deadline)) != 1) break;
     }
     if (sent < request.size()) break;
-    response->clear();
     char buf[4096];
     while (true) {
       const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n > 0) {
-        response->append(buf, static_cast<size_t>(n));
+        raw.append(buf, static_cast<size_t>(n));
         continue;
       }
       if (n == 0) {  // the server closed: the whole response is in
-        ok = true;
+        complete = true;
         break;
       }
       if (errno != EAGAIN && errno != EINTR) break;
@@ -93,25 +112,13 @@ bool HttpGet(uint16_t port, const std::string& path, std::chrono::milliseconds t
     }
   } while (false);
   ::close(fd);
-  return ok;
+  // "HTTP/1.1 200 OK\r\n...\r\n\r\n<body>"
+  const size_t header_end = raw.find("\r\n\r\n");
+  if (!complete || raw.rfind("HTTP/1.", 0) != 0 || header_end == std::string::npos) return out;
+  out.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
+  out.body = raw.substr(header_end + 4);
+  return out;
 }
-
-bool Healthy(uint16_t port) {
-  std::string response;
-  if (!HttpGet(port, "/health", std::chrono::seconds(3), &response)) return false;
-  return response.rfind("HTTP/1.1 200", 0) == 0 &&
-         response.find("\"health\":\"true\"") != std::string::npos;
-}
-
-std::string Url(uint16_t port) { return "http://127.0.0.1:" + std::to_string(port); }
-
-std::string DescribeStatus(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "ended";
-}
-
-}  // namespace
 
 EtcdCluster::EtcdCluster(int members) : members_(members < 1 ? 1 : members) {}
 

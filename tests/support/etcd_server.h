@@ -6,11 +6,24 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace segstore::testing {
+
+struct HttpResponse {
+  int status = 0;  // 0: no response (connection refused, timeout, cut short)
+  std::string body;
+};
+
+// One HTTP/1.1 request to 127.0.0.1:port (Connection: close, so the response
+// ends when the server closes), over a non-blocking socket bounded by
+// `timeout`. A non-empty `body` is sent as application/json.
+HttpResponse HttpRequest(uint16_t port, std::string_view method, const std::string& path,
+                         const std::string& body, std::chrono::milliseconds timeout);
 
 // One etcd cluster of `members` members (1 or 3), all on 127.0.0.1 ephemeral
 // ports, in a fresh temp directory removed at the end. Member i is named m<i>,

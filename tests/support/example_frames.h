@@ -18,6 +18,7 @@
 
 #include "proto/protocol.h"
 #include "proto/wire.h"
+#include "segstore/cluster_map.h"
 #include "segstore/messages.h"
 #include "segstore/segments.h"
 #include "segstore/status.h"
@@ -30,16 +31,23 @@ struct EmptyBody {};
 struct ErrorBody {
   std::string message;
 };
+// The body of a WrongNode error response (status 14): {"message": str,
+// "revision": u64}, the revision of the cluster map the server went by.
+struct WrongNodeBody {
+  std::string message;
+  uint64_t revision = 0;
+};
 // Bytes sent as they are: a request body a server must refuse.
 struct RawBody {
   std::string bytes;
 };
 
 using Body =
-    std::variant<EmptyBody, ErrorBody, HelloRequest, GetRequest, BatchGetRequest, CountRequest,
-                 UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest, DeleteRequest,
-                 HelloResponse, GetResult, BatchGetResponse, UpsertResult, BatchUpsertResponse,
-                 RemoveResponse, TrimResult, CountResponse, DeleteResponse, StatsResponse, RawBody>;
+    std::variant<EmptyBody, ErrorBody, WrongNodeBody, HelloRequest, GetRequest, BatchGetRequest,
+                 CountRequest, UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest,
+                 DeleteRequest, HelloResponse, GetResult, BatchGetResponse, UpsertResult,
+                 BatchUpsertResponse, RemoveResponse, TrimResult, CountResponse, DeleteResponse,
+                 StatsResponse, ClusterMap, RawBody>;
 
 struct Example {
   std::string file;                // "get.request.hex"
@@ -60,6 +68,8 @@ inline void EncodeBody(const Body& body, std::string* out) {
           // no body
         } else if constexpr (std::is_same_v<T, ErrorBody>) {
           EncodeError(m.message, out);
+        } else if constexpr (std::is_same_v<T, WrongNodeBody>) {
+          EncodeWrongNode(m.message, m.revision, out);
         } else if constexpr (std::is_same_v<T, RawBody>) {
           out->append(m.bytes);
         } else {
@@ -168,6 +178,26 @@ inline std::vector<Example> All() {
                               {"server.uptime_seconds", 86400.5},
                               {"server.requests.get", uint64_t{12345}},
                               {"storage.write_blocks_free", uint64_t{3900}}}}});
+
+  // ---- cluster_map ----
+  v.push_back({"cluster_map.request.hex",
+               "cluster_map request: no body",
+               {"body_length is 0: the frame is the header alone (as with ping and stats, any",
+                "map is also accepted and its keys ignored)."},
+               Op::kClusterMap,
+               19,
+               ok,
+               EmptyBody{}});
+  v.push_back({"cluster_map.response.hex",
+               "cluster_map response of a single server, not in a cluster",
+               {"A single server (holding every partition) answers so. A cluster node answers",
+                "cluster true, its map's revision (0: no map yet, retry later), self (its node",
+                "ID), replication, nodes [{\"id\", \"address\", \"rack\"}, ...] and partitions:",
+                "4096 arrays, each the indices in nodes of that partition's replicas."},
+               Op::kClusterMap,
+               19,
+               ok,
+               ClusterMap{}});
 
   // ---- get ----
   GetRequest get_ids{.user = "user-42", .options = {}};
@@ -469,12 +499,26 @@ inline std::vector<Example> All() {
                 "{\"message\": str}, for people (decode errors start with the op name).",
                 "Codes: 1 NotFound, 2 InvalidArgument, 3 Corruption, 4 IOError, 5 DeviceFull,",
                 "6 Conflict, 7 LimitExceeded, 8 Busy, 9 Unavailable, 10 Internal,",
-                "11 Unsupported (12 Timeout is client-side only).",
+                "11 Unsupported, 13 Unauthenticated, 14 WrongNode (with a \"revision\", see",
+                "wrong_node.response; 12 Timeout is client-side only).",
                 "The request that got it: {\"user\": \"user-42\", \"limit\": \"x\"}."},
                Op::kGet,
                14,
                Status::Code::kInvalidArgument,
                ErrorBody{"get: limit: expected an unsigned integer, got a string"}});
+  v.push_back({"wrong_node.response.hex",
+               "error response of a cluster node: a get for a user it does not hold",
+               {"Status 14 (WrongNode): the user's partition (here \"foo\", partition 3045) is",
+                "not held by this node in the map of the body's \"revision\". Fetch cluster_map",
+                "again if yours is older, then ask a replica of the partition. In batch_get and",
+                "batch_upsert results such an entry is {\"status\": 14, \"message\": str}.",
+                "The request that got it: {\"user\": \"foo\"}."},
+               Op::kGet,
+               20,
+               Status::Code::kWrongNode,
+               WrongNodeBody{"get: partition 3045 is not held by this node (map revision 42); "
+                             "ask cluster_map",
+                             42}});
   v.push_back({"ping_bad_body.request.hex",
                "ping request whose body is not MessagePack (the byte c1, never used)",
                {"ping and stats read no field, but their body is a body: empty, or a",

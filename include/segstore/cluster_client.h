@@ -1,0 +1,84 @@
+// ClusterClient: the synchronous client of a segstore cluster, or of a single
+// server (proto/PROTOCOL.md, "Clusters"). Given any node's address, it asks
+// for the partition map and sends each request to a node holding the user's
+// partition, over one Client per node, connected when first needed. Batches
+// are split by node and their answers put back in the caller's order.
+//
+// Retries, each bounded by `max_attempts` tries of a request (or of a batch
+// entry):
+// - WrongNode (the node does not hold the user): the map is fetched again,
+//   from the node that said so or any other, keeping the newest, and the
+//   request goes to the node the map names. Nothing was done, so writes
+//   retry too.
+// - Busy from a cluster node (it serves nothing at the moment) and a node
+//   that cannot be reached: the map is fetched again and, after a pause
+//   (`retry_pause`, doubling), reads are sent again. A write whose answer
+//   never came is not sent twice: its outcome is unknown, and the error
+//   (Unavailable or Timeout) is what the caller gets.
+// Every other answer is returned as it is. Against a single server (its map
+// says it is not a cluster) every request goes to it and nothing is retried.
+//
+// Thread-compatible: one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "segstore/client.h"
+#include "segstore/cluster_map.h"
+
+namespace segstore::client {
+
+struct ClusterClientOptions {
+  // How to reach a node: host and port are those of the first node asked;
+  // every other field (timeouts, TLS, secret) applies to every node.
+  ClientOptions node;
+  int max_attempts = 4;
+  std::chrono::milliseconds retry_pause{50};
+};
+
+class ClusterClient {
+ public:
+  // Connects to options.node and fetches the map. Fails as Client::Connect
+  // does, or with the cluster_map request's error.
+  static Result<std::unique_ptr<ClusterClient>> Connect(const ClusterClientOptions& options);
+  ~ClusterClient();
+  ClusterClient(const ClusterClient&) = delete;
+  ClusterClient& operator=(const ClusterClient&) = delete;
+
+  // The map in use (cluster false: a single server).
+  const segstore::ClusterMap& map() const;
+  // Fetches the map again from the nodes, keeping the newest revision seen.
+  Status RefreshMap();
+  // "host:port" of the node that holds `user` in the map in use.
+  std::string NodeOf(std::string_view user) const;
+  // Requests retried so far (WrongNode, Busy, unreachable node).
+  uint64_t retries() const;
+
+  Result<GetResult> Get(std::string_view user, const GetOptions& options = {});
+  Result<BatchGetResult> BatchGet(std::span<const std::string> users,
+                                  const GetOptions& options = {});
+  Result<uint32_t> Count(std::string_view user, uint64_t id_from = 0, uint64_t id_to = UINT64_MAX);
+  Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                              UpsertMode mode = UpsertMode::kSet);
+  Result<BatchUpsertResult> BatchUpsert(std::span<const UpsertItem> items);
+  Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids);
+  Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0);
+  Result<bool> Delete(std::string_view user);
+
+  // The client of the node at `address` ("host:port"), connected if needed.
+  Result<Client*> NodeClient(const std::string& address);
+
+ private:
+  struct Impl;
+  explicit ClusterClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace segstore::client
