@@ -175,6 +175,10 @@ class Client {
 
   const ServerInfo& server_info() const;
   const std::string& server_address() const;
+  // False once the connection broke or was closed (the server's idle
+  // timeout, a restart): every call then fails at once with Unavailable,
+  // sending nothing. Connect again.
+  bool is_open() const;
 
   Result<ServerInfo> Hello();
   Status Ping();

@@ -286,6 +286,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 
 const ServerInfo& Client::server_info() const { return impl_->async->server_info(); }
 const std::string& Client::server_address() const { return impl_->async->server_address(); }
+bool Client::is_open() const { return impl_->async->is_open(); }
 
 Result<ServerInfo> Client::Hello() {
   return impl_->Wait<ServerInfo>([&](Callback<ServerInfo> cb) { impl_->async->Hello(cb); });

@@ -28,7 +28,10 @@ struct ClusterClient::Impl {
 
   Result<Client*> ClientAt(const std::string& address) {
     auto it = clients.find(address);
-    if (it != clients.end()) return it->second.get();
+    // A connection that closed since (idle timeout, a restart) is replaced
+    // before anything is sent on it.
+    if (it != clients.end() && it->second->is_open()) return it->second.get();
+    if (it != clients.end()) clients.erase(it);
     ClientOptions o = options.node;
     SEGSTORE_RETURN_IF_ERROR(ParseServerAddress(address, &o));
     Result<std::unique_ptr<Client>> c = Client::Connect(o);
@@ -47,6 +50,11 @@ struct ClusterClient::Impl {
     Result<Client*> c = ClientAt(address);
     if (!c.ok()) return c.status();
     Result<segstore::ClusterMap> m = (*c)->ClusterMap();
+    if (m.status().code() == Status::Code::kUnsupported) {
+      // A server from before clusters: a single server.
+      map = segstore::ClusterMap{};
+      return Status::OK();
+    }
     if (!m.ok()) {
       if (IsLost(m.status())) clients.erase(address);
       return m.status();
@@ -100,7 +108,11 @@ struct ClusterClient::Impl {
       if (!map.cluster && !IsLost(last)) return last;
       ++retries;
       if (!IsWrongNode(last)) Pause(attempt);
+      const uint64_t revision = map.revision;
       (void)Refresh(IsWrongNode(last) ? address : std::string());
+      // WrongNode from a node whose map is older than ours: no newer map to
+      // go by yet, so give it a moment to catch up.
+      if (IsWrongNode(last) && map.revision == revision) Pause(attempt);
     }
     return last;
   }
@@ -126,6 +138,10 @@ struct ClusterClient::Impl {
         Result<Client*> c = ClientAt(address);
         Result<std::vector<Result<R>>> r = c.ok() ? send(**c, std::span<const Entry>(group))
                                                   : Result<std::vector<Result<R>>>(c.status());
+        if (r.ok() && r->size() != indices.size()) {
+          r = Status::Internal("batch of " + std::to_string(indices.size()) + " to " + address +
+                               ": " + std::to_string(r->size()) + " results");
+        }
         if (!r.ok()) {
           if (IsLost(r.status())) clients.erase(address);
           const bool retry = map.cluster && (IsBusy(r.status()) || IsWrongNode(r.status()) ||
@@ -159,7 +175,9 @@ struct ClusterClient::Impl {
       }
       retries += again.size();
       if (!IsWrongNode(retry_reason)) Pause(attempt);
+      const uint64_t revision = map.revision;
       (void)Refresh(wrong_at);
+      if (IsWrongNode(retry_reason) && map.revision == revision) Pause(attempt);
       pending = std::move(again);
     }
     return out;

@@ -35,6 +35,12 @@ Result<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(const AgentOptions& op
   if (options.lease_ttl < std::chrono::seconds(2)) {
     return Status::InvalidArgument("cluster: lease_ttl_seconds must be at least 2");
   }
+  if (options.poll_interval * 3 > options.lease_ttl ||
+      options.etcd.timeout * 3 > options.lease_ttl) {
+    return Status::InvalidArgument(
+        "cluster: map_poll_ms and etcd_timeout_ms must each be at most a third of "
+        "lease_ttl_seconds, so that the lease is renewed in time");
+  }
   if (options.prefix.empty() || options.prefix.front() != '/' || options.prefix.back() == '/') {
     return Status::InvalidArgument("cluster: etcd_prefix " + options.prefix +
                                    " must start with '/' and not end with one");
@@ -42,6 +48,7 @@ Result<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(const AgentOptions& op
   Result<std::unique_ptr<EtcdClient>> etcd = EtcdClient::Create(options.etcd);
   if (!etcd.ok()) return etcd.status();
   std::unique_ptr<ClusterAgent> agent(new ClusterAgent(options, std::move(*etcd), board));
+  agent->Publish();  // not serving yet, but cluster_map names this node
   agent->thread_ = std::thread([a = agent.get()] { a->Run(); });
   return agent;
 }
@@ -82,6 +89,8 @@ AgentStats ClusterAgent::stats() const {
   s.etcd_errors = etcd_errors_.load();
   s.lease_expirations = lease_expirations_.load();
   s.maps_written = maps_written_.load();
+  s.register_attempts = register_attempts_.load();
+  s.control_passes = control_passes_.load();
   const int64_t ack = lease_ack_ns_.load();
   s.seconds_since_lease_ack = ack < 0 ? -1 : (Nanos(Clock::now()) - ack) / 1e9;
   return s;
@@ -89,23 +98,40 @@ AgentStats ClusterAgent::stats() const {
 
 void ClusterAgent::Run() {
   for (;;) {
-    Step();
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      // Nothing here should throw; if something does, the node goes on.
+      ++etcd_errors_;
+      spdlog::error("cluster: agent step failed: {}", e.what());
+    }
+    // Until the next poll, or the next keepalive if sooner.
+    Clock::duration wait = options_.poll_interval;
+    if (lease_ != 0) {
+      wait = std::clamp<Clock::duration>(next_keepalive_ - Clock::now(), Clock::duration::zero(),
+                                         wait);
+    }
     std::unique_lock lock(mu_);
-    if (wake_.wait_for(lock, options_.poll_interval, [this] { return stop_; })) return;
+    if (wake_.wait_for(lock, wait, [this] { return stop_; })) return;
   }
 }
 
+// Between calls to etcd the lease is renewed when due: a step makes up to
+// six calls, each up to the etcd timeout.
 void ClusterAgent::Step() {
-  if (lease_ == 0) {
-    Register();
-  } else if (Clock::now() >= next_keepalive_) {
-    KeepAlive();
-  }
+  if (lease_ == 0) Register();
+  KeepLease();
   PollMap();
+  KeepLease();
   if (lease_ != 0) Control();
 }
 
+void ClusterAgent::KeepLease() {
+  if (lease_ != 0 && Clock::now() >= next_keepalive_) KeepAlive();
+}
+
 void ClusterAgent::Register() {
+  ++register_attempts_;
   Result<int64_t> lease = etcd_->Grant(options_.lease_ttl.count());
   if (!lease.ok()) {
     ++etcd_errors_;
@@ -192,10 +218,12 @@ void ClusterAgent::PollMap() {
     spdlog::error("cluster: the partition map at revision {} cannot be read: {}", kv.mod_revision,
                   map.status().ToString());
     map_mod_revision_ = kv.mod_revision;  // not again until it changes
+    map_unreadable_ = true;               // and no map written over it
     return;
   }
   map->revision = static_cast<uint64_t>(kv.mod_revision);
   map_mod_revision_ = kv.mod_revision;
+  map_unreadable_ = false;
   map_ = std::move(*map);
   spdlog::info("cluster: partition map revision {}: {} nodes, replication {}", map_.revision,
                map_.nodes.size(), map_.replication);
@@ -230,7 +258,8 @@ void ClusterAgent::Control() {
       ++etcd_errors_;
       return;
     }
-    if (!*won) return;  // another node is controller
+    // Not won: another node holds the key, or we do (a claim whose answer
+    // was lost); the read below tells.
   }
   // Who holds the key, at which creation: our claim is good only while the
   // key we created (under our lease) is still there.
@@ -251,6 +280,9 @@ void ClusterAgent::Control() {
     spdlog::info("cluster: node {} is the controller", options_.self.id);
   }
 
+  ++control_passes_;
+  if (map_unreadable_) return;  // never write over a map this node could not read
+  KeepLease();
   Result<RangeResult> registered = etcd_->Range(Key("nodes/"), true);
   if (!registered.ok()) {
     ++etcd_errors_;

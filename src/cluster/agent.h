@@ -58,6 +58,8 @@ struct AgentStats {
   uint64_t etcd_errors = 0;            // calls that failed, since the start
   uint64_t lease_expirations = 0;      // times etcd reported the lease gone
   uint64_t maps_written = 0;           // by this node as controller
+  uint64_t register_attempts = 0;      // tries to register, successful or not
+  uint64_t control_passes = 0;         // membership checks made as controller
   double seconds_since_lease_ack = 0;  // since etcd last acknowledged the lease (-1: never)
 };
 
@@ -66,7 +68,8 @@ class ClusterAgent {
   // Checks the options and starts the thread, which registers the node.
   // InvalidArgument for options that cannot work (no endpoint, an empty node
   // ID or address, replication 0, initial_nodes below replication, a TTL
-  // under 2 s).
+  // under 2 s, a poll interval or an etcd timeout over a third of the TTL:
+  // the lease must be renewed in time even when etcd answers slowly).
   // The agent publishes on `board`, which must outlive it.
   static Result<std::unique_ptr<ClusterAgent>> Start(const AgentOptions& options, ViewBoard* board);
   // Stop().
@@ -90,6 +93,8 @@ class ClusterAgent {
   void Control();
   void Publish();
   void LostLease();
+  // Renews the lease when it is due.
+  void KeepLease();
   std::string Key(std::string_view name) const { return options_.prefix + "/" + std::string(name); }
 
   const AgentOptions options_;
@@ -106,6 +111,7 @@ class ClusterAgent {
   std::chrono::steady_clock::time_point next_register_log_{};
   int64_t controller_revision_ = 0;  // the controller key's create revision while we hold it
   int64_t map_mod_revision_ = 0;
+  bool map_unreadable_ = false;  // the map at map_mod_revision_ could not be read
   ClusterMap map_;  // cluster true, revision 0 before the first
 
   // For stats(), written by the agent thread.
@@ -114,6 +120,8 @@ class ClusterAgent {
   std::atomic<uint64_t> etcd_errors_{0};
   std::atomic<uint64_t> lease_expirations_{0};
   std::atomic<uint64_t> maps_written_{0};
+  std::atomic<uint64_t> register_attempts_{0};
+  std::atomic<uint64_t> control_passes_{0};
   std::atomic<int64_t> lease_ack_ns_{-1};  // steady clock, ns since epoch
 };
 

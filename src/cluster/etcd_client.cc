@@ -106,6 +106,7 @@ struct EtcdClient::Impl {
 
   // POSTs `body` to `path` and parses the JSON answer.
   Result<Json> Call(const std::string& path, const Json& body);
+  Result<Json> CallLocked(const std::string& path, const Json& body);
   Result<Json> CallOnce(const std::string& path, const std::string& body);
   Status Connect();
   void Disconnect() {
@@ -120,48 +121,38 @@ struct EtcdClient::Impl {
     Disconnect();
     current = (current + 1) % endpoints.size();
   }
-  // Runs the io_context until `done` or the deadline; false on the deadline.
-  bool RunUntil(const bool& done) {
+  // Runs the io_context until the operation started sets `done`. Every
+  // operation on the stream is bounded by its expiry (expires_after), which
+  // completes it with beast::error::timeout, so this always returns, and no
+  // handler is ever left behind holding the caller's locals.
+  void RunUntilDone(const bool& done) {
     io.restart();
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    while (!done) {
-      if (io.run_one_until(deadline) == 0 && !done) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-      }
-    }
-    return true;
+    while (!done) io.run_one();
   }
 };
 
 Status EtcdClient::Impl::Connect() {
   if (stream) return Status::OK();
   const Endpoint& e = endpoints[current];
+  // Synchronous: endpoints are addresses or names in /etc/hosts in practice,
+  // and this thread is the agent's, never the request path.
   tcp::resolver resolver(io);
   error_code ec;
-  bool done = false;
-  tcp::resolver::results_type addresses;
-  resolver.async_resolve(e.host, e.port, [&](error_code rec, tcp::resolver::results_type r) {
-    ec = rec;
-    addresses = std::move(r);
-    done = true;
-  });
-  if (!RunUntil(done)) {
-    resolver.cancel();
-    io.restart();
-    io.poll();
-    return Status::Timeout("etcd " + e.text + ": resolving took too long");
-  }
+  tcp::resolver::results_type addresses = resolver.resolve(e.host, e.port, ec);
   if (ec) return Status::Unavailable("etcd " + e.text + ": " + ec.message());
   stream.emplace(io);
   stream->expires_after(options.timeout);
-  done = false;
+  bool done = false;
   stream->async_connect(addresses, [&](error_code cec, const tcp::endpoint&) {
     ec = cec;
     done = true;
   });
-  RunUntil(done);
+  RunUntilDone(done);
   if (ec) {
     stream.reset();
+    if (ec == beast::error::timeout) {
+      return Status::Timeout("etcd " + e.text + ": no connection in time");
+    }
     return Status::Unavailable("etcd " + e.text + ": " + ec.message());
   }
   stream->socket().set_option(tcp::no_delay(true), ec);
@@ -185,16 +176,17 @@ Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::stri
     ec = wec;
     done = true;
   });
-  RunUntil(done);
+  RunUntilDone(done);
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxAnswerBytes);
   if (!ec) {
     done = false;
+    stream->expires_after(options.timeout);
     http::async_read(*stream, buffer, parser, [&](error_code rec, size_t) {
       ec = rec;
       done = true;
     });
-    RunUntil(done);
+    RunUntilDone(done);
   }
   if (ec) {
     const bool timed_out = ec == beast::error::timeout;
@@ -210,8 +202,21 @@ Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::stri
                             ": an answer that is not a JSON object (HTTP " +
                             std::to_string(res.result_int()) + ")");
   }
-  if (j.contains("error") || res.result() != http::status::ok) {
-    std::string message = j.value("message", j.value("error", std::string("HTTP error")));
+  // Unary calls put an error's text in "message" (and "error"); streaming
+  // ones (lease keepalive) in {"error": {"grpc_code", "message", ...}}.
+  const Json* error = nullptr;
+  if (auto it = j.find("error"); it != j.end()) error = &*it;
+  if (error != nullptr || res.result() != http::status::ok) {
+    std::string message = "HTTP " + std::to_string(res.result_int());
+    if (auto m = j.find("message"); m != j.end() && m->is_string()) {
+      message = m->get<std::string>();
+    } else if (error != nullptr && error->is_string()) {
+      message = error->get<std::string>();
+    } else if (error != nullptr && error->is_object()) {
+      if (auto m2 = error->find("message"); m2 != error->end() && m2->is_string()) {
+        message = m2->get<std::string>();
+      }
+    }
     if (message.find("requested lease not found") != std::string::npos) {
       return Status::NotFound("etcd: " + message);
     }
@@ -222,6 +227,15 @@ Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::stri
 
 Result<Json> EtcdClient::Impl::Call(const std::string& path, const Json& body) {
   std::lock_guard lock(mu);
+  try {
+    return CallLocked(path, body);
+  } catch (const std::exception& e) {
+    Disconnect();
+    return Status::Internal(std::string("etcd ") + path + ": " + e.what());
+  }
+}
+
+Result<Json> EtcdClient::Impl::CallLocked(const std::string& path, const Json& body) {
   const std::string text = body.dump();
   // A broken kept-alive connection (the endpoint restarted) is found only on
   // use: one fresh connection to the same endpoint before moving on.
@@ -356,31 +370,36 @@ Status EtcdClient::Delete(std::string_view key, bool prefix) {
   return impl_->Call("/v3/kv/deleterange", req).status();
 }
 
+namespace {
+
+// A transaction of `compares` and one request on success; whether it ran.
+Result<bool> Txn(EtcdClient::Impl* impl, const std::vector<Compare>& compares, Json on_success) {
+  Json req;
+  req["compare"] = Json::array();
+  for (const Compare& c : compares) req["compare"].push_back(CompareJson(c));
+  req["success"] = Json::array({std::move(on_success)});
+  Result<Json> r = impl->Call("/v3/kv/txn", req);
+  if (!r.ok()) return r.status();
+  bool succeeded = false;  // left out of the answer when false
+  SEGSTORE_ETCD_READ({
+    if (auto it = r->find("succeeded"); it != r->end()) succeeded = it->get<bool>();
+  });
+  return succeeded;
+}
+
+}  // namespace
+
 Result<bool> EtcdClient::PutIf(const std::vector<Compare>& compares, std::string_view key,
                                std::string_view value, int64_t lease) {
   Json put;
   put["key"] = Base64(key);
   put["value"] = Base64(value);
   if (lease != 0) put["lease"] = std::to_string(lease);
-  Json req;
-  req["compare"] = Json::array();
-  for (const Compare& c : compares) req["compare"].push_back(CompareJson(c));
-  req["success"] = Json::array({Json{{"request_put", put}}});
-  Result<Json> r = impl_->Call("/v3/kv/txn", req);
-  if (!r.ok()) return r.status();
-  const Json& j = *r;
-  return j.value("succeeded", false);
+  return Txn(impl_.get(), compares, Json{{"request_put", put}});
 }
 
 Result<bool> EtcdClient::DeleteIf(const std::vector<Compare>& compares, std::string_view key) {
-  Json req;
-  req["compare"] = Json::array();
-  for (const Compare& c : compares) req["compare"].push_back(CompareJson(c));
-  req["success"] = Json::array({Json{{"request_delete_range", Json{{"key", Base64(key)}}}}});
-  Result<Json> r = impl_->Call("/v3/kv/txn", req);
-  if (!r.ok()) return r.status();
-  const Json& j = *r;
-  return j.value("succeeded", false);
+  return Txn(impl_.get(), compares, Json{{"request_delete_range", Json{{"key", Base64(key)}}}});
 }
 
 std::string PrefixEnd(std::string_view prefix) {

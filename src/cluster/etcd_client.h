@@ -89,8 +89,9 @@ class EtcdClient {
   // "http://host:port" of the endpoint the next call goes to.
   std::string endpoint() const;
 
+  struct Impl;  // opaque: etcd_client.cc
+
  private:
-  struct Impl;
   explicit EtcdClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

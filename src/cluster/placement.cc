@@ -97,6 +97,18 @@ std::string MapToJson(const ClusterMap& map) {
   return j.dump();
 }
 
+namespace {
+// An unsigned integer of the map, in [0, max]; JSON's other numbers (negative,
+// fractional, too large) are refused rather than wrapped.
+uint64_t Unsigned(const Json& j, uint64_t max, const char* what) {
+  if (!j.is_number_unsigned() || j.get<uint64_t>() > max) {
+    throw std::out_of_range(std::string(what) + " " + j.dump() + " is not an integer in [0, " +
+                            std::to_string(max) + "]");
+  }
+  return j.get<uint64_t>();
+}
+}  // namespace
+
 Result<ClusterMap> MapFromJson(std::string_view text) {
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
@@ -106,11 +118,11 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
   map.cluster = true;
   map.revision = 1;
   try {
-    if (j.at("format").get<int>() != 1) {
+    if (!j.at("format").is_number_integer() || j.at("format").get<int64_t>() != 1) {
       return Status::InvalidArgument("cluster map: format " + j.at("format").dump() +
                                      " is not one this build reads (1)");
     }
-    map.replication = j.at("replication").get<uint32_t>();
+    map.replication = static_cast<uint32_t>(Unsigned(j.at("replication"), 65535, "replication"));
     for (const Json& n : j.at("nodes")) {
       map.nodes.push_back(ClusterNode{n.at("id").get<std::string>(),
                                       n.at("address").get<std::string>(),
@@ -126,7 +138,9 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
         return Status::InvalidArgument("cluster map: a partition without " +
                                        std::to_string(map.replication) + " replicas");
       }
-      for (const Json& i : r) map.replicas.push_back(i.get<uint16_t>());
+      for (const Json& i : r) {
+        map.replicas.push_back(static_cast<uint16_t>(Unsigned(i, 65535, "node index")));
+      }
     }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("cluster map: ") + e.what());

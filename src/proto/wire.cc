@@ -1191,6 +1191,10 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m)
         return Bad("partitions",
                    "expected 0 or 4096 lists, got " + std::to_string(parts->via.array.size));
       }
+      if (m->replication > m->nodes.size() || m->replication > 65535) {
+        return Bad("replication", std::to_string(m->replication) + " is more than the " +
+                                      std::to_string(m->nodes.size()) + " nodes");
+      }
       m->replicas.reserve(size_t{parts->via.array.size} * m->replication);
       for (uint32_t p = 0; p < parts->via.array.size; ++p) {
         const object& r = parts->via.array.ptr[p];

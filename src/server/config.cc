@@ -503,6 +503,11 @@ Status FinishClusterConfig(Config* c) {
   if (o.initial_nodes < o.replication) {
     return Status::InvalidArgument("cluster.initial_nodes must be at least cluster.replication");
   }
+  if (o.poll_interval * 3 > o.lease_ttl || o.etcd.timeout * 3 > o.lease_ttl) {
+    return Status::InvalidArgument(
+        "cluster.map_poll_ms and cluster.etcd_timeout_ms must each be at most a third of "
+        "cluster.lease_ttl_seconds (the lease must be renewed in time)");
+  }
   if (o.prefix.empty() || o.prefix.front() != '/' || o.prefix.back() == '/') {
     return Status::InvalidArgument("cluster.etcd_prefix \"" + o.prefix +
                                    "\" must start with '/' and not end with one");
@@ -590,6 +595,8 @@ std::vector<StatEntry> Describe(const Config& c) {
     add("cluster.replication", c.cluster.replication);
     add("cluster.initial_nodes", c.cluster.initial_nodes);
     add("cluster.lease_ttl_seconds", c.cluster.lease_ttl.count());
+    add("cluster.etcd_timeout_ms", c.cluster.etcd.timeout.count());
+    add("cluster.map_poll_ms", c.cluster.poll_interval.count());
   }
   add("admin.listen",
       c.admin.enabled ? c.admin.host + ":" + std::to_string(c.admin.port) : std::string("off"));

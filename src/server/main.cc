@@ -1,9 +1,10 @@
 // segstored: reads the configuration, opens the store (recovering it),
 // serves until SIGTERM or SIGINT, then shuts down cleanly. Everything else
 // lives in the libraries; see ARCHITECTURE.md.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -204,6 +205,15 @@ int Serve(const server::Config& config) {
   segstore::cluster::ViewBoard cluster_board;
   if (config.cluster_enabled) service_options.cluster = &cluster_board;
   server::ProfileService service(store->get(), profiles->get(), service_options);
+  // The agent starts once the port is bound; its figures are read through
+  // this pointer from then on (the stats operation reads it on any loop).
+  std::atomic<segstore::cluster::ClusterAgent*> cluster_agent{nullptr};
+  if (config.cluster_enabled) {
+    service.set_cluster_stats([&cluster_agent] {
+      segstore::cluster::ClusterAgent* a = cluster_agent.load(std::memory_order_acquire);
+      return a != nullptr ? a->stats() : segstore::cluster::AgentStats{};
+    });
+  }
   server::Server front(config.server, &service);
   service.set_server_counters([&front](server::ServerCounters* c) { front.CountersInto(c); });
   if (Status s = front.Start(); !s.ok()) {
@@ -216,7 +226,13 @@ int Serve(const server::Config& config) {
   std::unique_ptr<segstore::cluster::ClusterAgent> agent;
   if (config.cluster_enabled) {
     segstore::cluster::AgentOptions agent_options = config.cluster;
-    if (agent_options.self.address.empty()) agent_options.self.address = front.endpoint();
+    if (agent_options.self.address.empty()) {
+      // front.endpoint() is host:port; an IPv6 host goes in brackets.
+      const std::string& host = config.server.host;
+      const std::string port = std::to_string(front.port());
+      agent_options.self.address =
+          host.find(':') != std::string::npos ? "[" + host + "]:" + port : host + ":" + port;
+    }
     auto started = segstore::cluster::ClusterAgent::Start(agent_options, &cluster_board);
     if (!started.ok()) {
       spdlog::critical("cannot join the cluster: {}", started.status().ToString());
@@ -224,7 +240,7 @@ int Serve(const server::Config& config) {
       return 1;
     }
     agent = std::move(*started);
-    service.set_cluster_stats([a = agent.get()] { return a->stats(); });
+    cluster_agent.store(agent.get(), std::memory_order_release);
     spdlog::info("cluster: node {} joining through etcd {} under {}", agent_options.self.id,
                  agent_options.etcd.endpoints.front(), agent_options.prefix);
   }
@@ -285,7 +301,10 @@ int Serve(const server::Config& config) {
   SetNotReady(&admin_state, "stopping");
   server::Notify("STOPPING=1\nSTATUS=stopping");
   // Leaves the cluster first: its registration goes at once, not a TTL later.
-  if (agent) agent->Stop();
+  if (agent) {
+    cluster_agent.store(nullptr, std::memory_order_release);
+    agent->Stop();
+  }
   front.Stop();  // handlers (and their storage workers) flush as they go
   if (admin) admin->Stop();
   profiles->reset();

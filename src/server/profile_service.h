@@ -51,8 +51,8 @@ class ProfileService : public Service {
     server_counters_ = std::move(counters);
   }
 
-  // In a cluster: the agent's figures, for the metrics (set once, before the
-  // admin endpoint may read them).
+  // In a cluster: the agent's figures, for the metrics. Set once, before the
+  // server starts (the stats operation reads it from every loop thread).
   void set_cluster_stats(std::function<cluster::AgentStats()> stats) {
     cluster_stats_ = std::move(stats);
   }

@@ -151,7 +151,28 @@ class Loader {
                                    });
     }
     while (pending > 0) io_.run_one();
-    return first;
+    if (!first.ok()) return first;
+    // A cluster node holds only its partitions: every other user's item
+    // would come back WrongNode. The loader does not route yet, so it says
+    // so before sending anything.
+    Status map_status;
+    bool cluster = false, answered = false;
+    conns_[0]->ClusterMap([&](Result<ClusterMap> m) {
+      answered = true;
+      if (m.ok()) {
+        cluster = m->cluster;
+      } else if (m.status().code() != Status::Code::kUnsupported) {  // older servers: single
+        map_status = m.status();
+      }
+    });
+    while (!answered) io_.run_one();
+    if (!map_status.ok()) return map_status;
+    if (cluster) {
+      return Status::Unsupported(
+          "the server is a node of a cluster, and segctl load does not route users to their "
+          "nodes yet: load each node's users through it, or load into a single server");
+    }
+    return Status::OK();
   }
 
   // Reads and groups one file; false when the load must stop.

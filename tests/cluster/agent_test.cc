@@ -119,6 +119,29 @@ TEST(EtcdClientTest, RefusesBadEndpointsAndSaysWhenNothingAnswers) {
   EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
 }
 
+// A member that stops answering (SIGSTOP): a call ends with Timeout within
+// its bound, and once the member is back the same client works again.
+TEST_F(EtcdTest, ACallToAStalledMemberTimesOutAndTheClientRecovers) {
+  EtcdOptions o;
+  o.endpoints = etcd_.endpoints();
+  o.timeout = 500ms;
+  auto c = EtcdClient::Create(o);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Put("/s/k", "v").ok());
+  etcd_.Pause(0);
+  const auto start = std::chrono::steady_clock::now();
+  Result<RangeResult> r = (*c)->Range("/s/k");
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status().code(), Status::Code::kTimeout) << r.status().ToString();
+  EXPECT_LT(took, 5s);  // one timeout (and one retry of a read), not forever
+  EXPECT_EQ((*c)->Put("/s/k", "w").status().code(), Status::Code::kTimeout);
+  etcd_.Resume(0);
+  EXPECT_TRUE(WaitFor([&] {
+    Result<RangeResult> again = (*c)->Range("/s/k");
+    return again.ok() && again->kvs.size() == 1;
+  }));
+}
+
 TEST(EtcdClientTest, MovesToAnotherMemberWhenOneDies) {
   EtcdCluster etcd(3);
   std::string why;
@@ -148,11 +171,12 @@ class AgentTest : public EtcdTest {
   AgentOptions Options(const std::string& id, uint32_t initial_nodes) {
     AgentOptions o;
     o.etcd.endpoints = etcd_.endpoints();
-    o.etcd.timeout = 5s;
+    o.etcd.timeout = 1s;
     o.prefix = "/segstore-test";
     o.self = ClusterNode{id, "127.0.0.1:" + std::to_string(7000 + id.back()), "rack-" + id};
     o.initial_nodes = initial_nodes;
-    o.lease_ttl = 3s;
+    // Four etcd timeouts: slow answers on a busy machine cost no lease.
+    o.lease_ttl = 4s;
     o.poll_interval = 50ms;
     return o;
   }
@@ -197,6 +221,12 @@ TEST_F(AgentTest, RefusesOptionsThatCannotWork) {
   EXPECT_TRUE(refused(x));
   x = o;
   x.lease_ttl = 1s;
+  EXPECT_TRUE(refused(x));
+  x = o;
+  x.poll_interval = 2s;  // over a third of the lease: keepalives could come late
+  EXPECT_TRUE(refused(x));
+  x = o;
+  x.etcd.timeout = 2s;
   EXPECT_TRUE(refused(x));
   x = o;
   x.prefix = "segstore";
@@ -252,9 +282,10 @@ TEST_F(AgentTest, ThreeNodesShareOneMapAndEveryPartitionOnce) {
 
 TEST_F(AgentTest, NoMapUntilTheInitialNodesRegistered) {
   auto n1 = StartNode(Options("n1", 2));
-  ASSERT_TRUE(WaitFor([&] { return n1->agent->stats().registered; }));
-  std::this_thread::sleep_for(500ms);  // ten polls: the controller must still wait
+  ASSERT_TRUE(WaitFor([&] { return n1->agent->stats().control_passes >= 5; }));
+  // Five looks at the registrations as controller: still no map.
   EXPECT_FALSE(n1->board.view()->map.has_map());
+  EXPECT_EQ(n1->board.view()->map.self, "n1");
   EXPECT_TRUE(n1->board.view()->serving);
   auto n2 = StartNode(Options("n2", 2));
   ASSERT_TRUE(WaitFor([&] { return Serving(*n1) && Serving(*n2); }));
@@ -285,8 +316,13 @@ TEST_F(AgentTest, AnotherNodeTakesOverAsControllerAndTheMapStays) {
     }
     return false;
   }));
-  // Static placement: the departed node keeps its partitions in the map.
-  std::this_thread::sleep_for(300ms);
+  // Static placement: the departed node keeps its partitions in the map,
+  // however many times the new controller looks.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i == controller || !nodes[i]->agent->stats().controller) continue;
+    const uint64_t passes = nodes[i]->agent->stats().control_passes;
+    ASSERT_TRUE(WaitFor([&] { return nodes[i]->agent->stats().control_passes >= passes + 3; }));
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (i == controller) continue;
     EXPECT_EQ(nodes[i]->board.view()->map.revision, revision);
@@ -339,7 +375,7 @@ TEST_F(AgentTest, ANodeIdInUseWaitsForTheOtherToGo) {
   auto first = StartNode(Options("n1", 1));
   ASSERT_TRUE(WaitFor([&] { return Serving(*first); }));
   auto second = StartNode(Options("n1", 1));
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(WaitFor([&] { return second->agent->stats().register_attempts >= 3; }));
   EXPECT_FALSE(second->agent->stats().registered);
   EXPECT_FALSE(second->board.view()->serving);
   first->agent->Stop();
@@ -353,7 +389,7 @@ TEST_F(AgentTest, WithoutEtcdTheNodeServesOnTheMapItHas) {
   etcd_.Kill(0);
   // Past the lease TTL: etcd never said the lease expired, so the node serves on.
   ASSERT_TRUE(WaitFor([&] { return n1->agent->stats().etcd_errors >= 3; }));
-  std::this_thread::sleep_for(3500ms);
+  std::this_thread::sleep_for(4500ms);
   EXPECT_TRUE(Serving(*n1));
   EXPECT_EQ(n1->board.view()->map.revision, revision);
   EXPECT_EQ(n1->agent->stats().lease_expirations, 0u);

@@ -55,7 +55,7 @@ class ClusterDaemonTest : public ::testing::Test {
                           << "[cluster]\netcd_endpoints = [\"" << etcd_.endpoint(0) << "\"]\n"
                           << "etcd_prefix = \"/test-cluster\"\n"
                           << "node_id = \"node-" << i << "\"\nrack = \"rack-" << i << "\"\n"
-                          << "initial_nodes = " << kNodes << "\nlease_ttl_seconds = 3\n"
+                          << "initial_nodes = " << kNodes << "\nlease_ttl_seconds = 10\n"
                           << "map_poll_ms = 50\n";
     notify_[i] = std::make_unique<NotifySocket>(Dir(i) + "/notify.sock." + std::to_string(++runs_));
     daemons_[i] =
@@ -171,6 +171,14 @@ TEST_F(ClusterDaemonTest, RoutesEveryUserToItsNodeAndOthersSayWrongNode) {
   std::tie(rc, out) = Segctl(ports_[0], "cluster --json");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "\"partitions\":")) << out;
+  // segctl load does not route yet: it refuses a cluster before sending.
+  const std::string rows = dir_.File("rows.csv");
+  std::ofstream(rows) << "user-1,5,3600\n";
+  std::tie(rc, out) = Segctl(ports_[0], "load --no-progress " + rows);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(Has(out, "does not route users to their nodes yet")) << out;
+  EXPECT_EQ(c->Get("user-1")->ids, std::vector<uint64_t>{2});  // untouched
+
   // Each node reports its part in its statistics.
   std::tie(rc, out) = Segctl(ports_[1], "stats --json");
   EXPECT_EQ(rc, 0) << out;

@@ -101,6 +101,13 @@ TEST(PlacementTest, BrokenMapJsonIsRefusedWithAReason) {
   refused(R"({"format":2,"replication":1,"nodes":[],"partitions":[]})", "format 2");
   refused(R"({"format":1,"replication":1,"nodes":[{"id":"a","address":"x"}],"partitions":[[0]]})",
           "4096");
+  // Numbers are unsigned integers in range, never wrapped or truncated.
+  for (const char* n : {"65536", "-1", "1.5", "\"0\""}) {
+    std::string bad = good;
+    bad.replace(bad.find("[[") + 2, 1, n);
+    refused(bad, "node index");
+  }
+  refused(R"({"format":1,"replication":-1,"nodes":[],"partitions":[]})", "replication");
   std::string bad_index = good;
   bad_index.replace(bad_index.find("[[") + 2, 1, "7");
   refused(bad_index, "names node 7");

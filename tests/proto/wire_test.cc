@@ -1050,6 +1050,12 @@ TEST(ClusterMapWireTest, DecodeRefusesABadMapNamingTheField) {
     ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, count, 2, Spread)),
                   {"partitions", std::to_string(count)});
   }
+  // A replication above the node count is refused before anything is
+  // reserved for it (a hostile 2^32-1 must not allocate).
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(0xFFFFFFFFu, ThreeNodeMaps, kPartitions, 0, Spread)),
+                {"replication", "4294967295"});
+  ExpectInvalid(DecodeAs<ClusterMap>(MapBody(4, ThreeNodeMaps, kPartitions, 4, Spread)),
+                {"replication", "3 nodes"});
   // Each list holds `replication` node indices.
   ExpectInvalid(DecodeAs<ClusterMap>(MapBody(2, ThreeNodeMaps, kPartitions, 1, Spread)),
                 {"partitions[0]", "replicas"});
