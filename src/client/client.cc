@@ -286,7 +286,13 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 
 const ServerInfo& Client::server_info() const { return impl_->async->server_info(); }
 const std::string& Client::server_address() const { return impl_->async->server_address(); }
-bool Client::is_open() const { return impl_->async->is_open(); }
+bool Client::is_open() const {
+  // The connection's reads run only inside calls: let a close the server
+  // made since the last call be seen first.
+  impl_->io.restart();
+  impl_->io.poll();
+  return impl_->async->is_open();
+}
 
 Result<ServerInfo> Client::Hello() {
   return impl_->Wait<ServerInfo>([&](Callback<ServerInfo> cb) { impl_->async->Hello(cb); });

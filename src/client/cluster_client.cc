@@ -106,6 +106,7 @@ struct ClusterClient::Impl {
         if (!IsWrongNode(last) && !IsBusy(last) && !IsLost(last)) return r;
       }
       if (!map.cluster && !IsLost(last)) return last;
+      if (attempt + 1 >= std::max(1, options.max_attempts)) break;
       ++retries;
       if (!IsWrongNode(last)) Pause(attempt);
       const uint64_t revision = map.revision;

@@ -116,8 +116,9 @@ void ClusterAgent::Run() {
   }
 }
 
-// Between calls to etcd the lease is renewed when due: a step makes up to
-// six calls, each up to the etcd timeout.
+// Between calls to etcd the lease is renewed when due: each call takes at
+// most the etcd timeout (a third of the TTL at most), and no more than two
+// go between two looks at the lease.
 void ClusterAgent::Step() {
   if (lease_ == 0) Register();
   KeepLease();
@@ -283,6 +284,7 @@ void ClusterAgent::Control() {
   ++control_passes_;
   if (map_unreadable_) return;  // never write over a map this node could not read
   KeepLease();
+  if (lease_ == 0 || controller_revision_ == 0) return;  // the lease went meanwhile
   Result<RangeResult> registered = etcd_->Range(Key("nodes/"), true);
   if (!registered.ok()) {
     ++etcd_errors_;
@@ -330,6 +332,8 @@ void ClusterAgent::Control() {
     if (!changed) return;
     guard.push_back(Compare{map_key, Compare::Target::kMod, map_mod_revision_});
   }
+  KeepLease();
+  if (lease_ == 0 || controller_revision_ == 0) return;
   Result<bool> wrote = etcd_->PutIf(guard, map_key, MapToJson(next));
   if (!wrote.ok()) {
     ++etcd_errors_;

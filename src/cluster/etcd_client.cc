@@ -100,15 +100,19 @@ struct EtcdClient::Impl {
   std::vector<Endpoint> endpoints;
   size_t current = 0;
   std::mutex mu;
-  asio::io_context io;
+  // Replaced after an exception, so that handlers it left queued are
+  // destroyed unrun (they would write into a finished call's locals).
+  std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>();
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
 
   // POSTs `body` to `path` and parses the JSON answer.
   Result<Json> Call(const std::string& path, const Json& body);
   Result<Json> CallLocked(const std::string& path, const Json& body);
-  Result<Json> CallOnce(const std::string& path, const std::string& body);
-  Status Connect();
+  Result<Json> CallOnce(const std::string& path, const std::string& body,
+                        std::chrono::steady_clock::time_point deadline);
+  // Each phase of a call (connect, write, read) ends by `deadline`.
+  Status Connect(std::chrono::steady_clock::time_point deadline);
   void Disconnect() {
     if (stream) {
       error_code ignored;
@@ -122,26 +126,26 @@ struct EtcdClient::Impl {
     current = (current + 1) % endpoints.size();
   }
   // Runs the io_context until the operation started sets `done`. Every
-  // operation on the stream is bounded by its expiry (expires_after), which
+  // operation on the stream is bounded by its expiry (expires_at), which
   // completes it with beast::error::timeout, so this always returns, and no
   // handler is ever left behind holding the caller's locals.
   void RunUntilDone(const bool& done) {
-    io.restart();
-    while (!done) io.run_one();
+    io->restart();
+    while (!done) io->run_one();
   }
 };
 
-Status EtcdClient::Impl::Connect() {
+Status EtcdClient::Impl::Connect(std::chrono::steady_clock::time_point deadline) {
   if (stream) return Status::OK();
   const Endpoint& e = endpoints[current];
   // Synchronous: endpoints are addresses or names in /etc/hosts in practice,
   // and this thread is the agent's, never the request path.
-  tcp::resolver resolver(io);
+  tcp::resolver resolver(*io);
   error_code ec;
   tcp::resolver::results_type addresses = resolver.resolve(e.host, e.port, ec);
   if (ec) return Status::Unavailable("etcd " + e.text + ": " + ec.message());
-  stream.emplace(io);
-  stream->expires_after(options.timeout);
+  stream.emplace(*io);
+  stream->expires_at(deadline);
   bool done = false;
   stream->async_connect(addresses, [&](error_code cec, const tcp::endpoint&) {
     ec = cec;
@@ -159,8 +163,9 @@ Status EtcdClient::Impl::Connect() {
   return Status::OK();
 }
 
-Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::string& body) {
-  SEGSTORE_RETURN_IF_ERROR(Connect());
+Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::string& body,
+                                        std::chrono::steady_clock::time_point deadline) {
+  SEGSTORE_RETURN_IF_ERROR(Connect(deadline));
   const Endpoint& e = endpoints[current];
   http::request<http::string_body> req(http::verb::post, path, 11);
   req.set(http::field::host, e.host + ":" + e.port);
@@ -171,7 +176,7 @@ Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::stri
 
   error_code ec;
   bool done = false;
-  stream->expires_after(options.timeout);
+  stream->expires_at(deadline);
   http::async_write(*stream, req, [&](error_code wec, size_t) {
     ec = wec;
     done = true;
@@ -181,7 +186,7 @@ Result<Json> EtcdClient::Impl::CallOnce(const std::string& path, const std::stri
   parser.body_limit(kMaxAnswerBytes);
   if (!ec) {
     done = false;
-    stream->expires_after(options.timeout);
+    stream->expires_at(deadline);
     http::async_read(*stream, buffer, parser, [&](error_code rec, size_t) {
       ec = rec;
       done = true;
@@ -230,7 +235,10 @@ Result<Json> EtcdClient::Impl::Call(const std::string& path, const Json& body) {
   try {
     return CallLocked(path, body);
   } catch (const std::exception& e) {
-    Disconnect();
+    // Handlers may still be queued on the old io_context: drop them unrun.
+    stream.reset();
+    buffer.clear();
+    io = std::make_unique<asio::io_context>();
     return Status::Internal(std::string("etcd ") + path + ": " + e.what());
   }
 }
@@ -240,10 +248,12 @@ Result<Json> EtcdClient::Impl::CallLocked(const std::string& path, const Json& b
   // A broken kept-alive connection (the endpoint restarted) is found only on
   // use: one fresh connection to the same endpoint before moving on.
   const bool had_connection = stream.has_value();
-  Result<Json> r = CallOnce(path, text);
+  // One deadline for the whole call, the retry below included.
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  Result<Json> r = CallOnce(path, text, deadline);
   if (!r.ok() && r.status().code() == Status::Code::kUnavailable && had_connection && !stream) {
     // The request may have reached etcd: only reads are repeated.
-    if (path == "/v3/kv/range") r = CallOnce(path, text);
+    if (path == "/v3/kv/range") r = CallOnce(path, text, deadline);
   }
   if (!r.ok() && (r.status().code() == Status::Code::kUnavailable ||
                   r.status().code() == Status::Code::kTimeout)) {

@@ -3,11 +3,13 @@
 // client URLs), over plain HTTP/1.1 with Boost.Beast.
 //
 // Blocking: each call sends one request and waits for its answer, at most
-// `timeout`. The client keeps one connection to one endpoint and moves to the
-// next endpoint when a call fails for a reason of the connection (refused,
-// reset, timed out); it does not retry a call itself, so a write whose
-// outcome is unknown is reported as Unavailable and the caller decides.
-// Keys and values are bytes (the gateway carries them in base64).
+// `timeout` from connecting to the last byte (host names are resolved
+// synchronously, outside that bound: give IP addresses, or names the system
+// resolves at once, such as those in /etc/hosts). The client keeps one connection to one endpoint
+// and moves to the next endpoint when a call fails for a reason of the connection (refused, reset,
+// timed out); it does not retry a call itself, so a write whose outcome is unknown is reported as
+// Unavailable and the caller decides. Keys and values are bytes (the gateway carries them in
+// base64).
 //
 // Errors: Unavailable (no endpoint answered, or the connection broke),
 // Timeout (no answer within `timeout`), NotFound (etcd says the lease does

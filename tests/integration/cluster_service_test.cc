@@ -4,7 +4,9 @@
 // nothing, and the cluster_map answer; and a single server's cluster_map.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/view.h"
@@ -12,6 +14,7 @@
 #include "integration/in_process.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
+#include "segstore/cluster_client.h"
 #include "segstore/routing.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
@@ -211,6 +214,42 @@ TEST(SingleServerTest, ClusterMapSaysNotACluster) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(*m, ClusterMap{});
   EXPECT_FALSE(m->cluster);
+  served.Stop();
+}
+
+// A connection the server closed while idle is replaced before a write is
+// sent on it: the write is done, not reported as of unknown outcome.
+TEST(SingleServerTest, ClusterClientReplacesAConnectionTheServerClosed) {
+  storage::testing::TempDir dir;
+  ManualClock clock{kStart};
+  testing::InProcessServer served;
+  profile::ProfileOptions p;
+  p.sweeper = false;
+  ServerOptions so;
+  so.idle_timeout = std::chrono::seconds(1);
+  served.Start(testing::SmallStore(dir.File("data"), &clock), nullptr, p, {}, so);
+  client::ClusterClientOptions o;
+  o.node.port = served.server->port();
+  auto c = client::ClusterClient::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  SegmentUpdate s;
+  s.id = 1;
+  s.value = 3600;
+  s.ttl = true;
+  const std::vector<SegmentUpdate> one = {s};
+  ASSERT_TRUE((*c)->Upsert("alice", one).ok());
+  Result<client::Client*> node = (*c)->NodeClient((*c)->NodeOf("alice"));
+  ASSERT_TRUE(node.ok());
+  client::Client* first = *node;
+  // The server closes the connection after a second without requests.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (first->is_open() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(first->is_open());
+  Result<UpsertResult> again = (*c)->Upsert("alice", one);
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*c)->Get("alice")->count, 1u);
   served.Stop();
 }
 
