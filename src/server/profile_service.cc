@@ -162,6 +162,12 @@ class ProfileHandler : public Handler {
     return view_.get();
   }
 
+  static Status NotHeld(uint32_t partition, uint64_t revision, std::string_view hint) {
+    return Status::WrongNode("partition " + std::to_string(partition) +
+                             " is not held by this node (map revision " +
+                             std::to_string(revision) + ")" + std::string(hint));
+  }
+
   // OK when this node serves `user` now; else the error to answer for it
   // (WrongNode with the map's revision, or Busy while serving nothing).
   // `revision` gets the map's revision.
@@ -175,9 +181,7 @@ class ProfileHandler : public Handler {
     }
     const uint32_t partition = PartitionOf(user);
     if (v->held.test(partition)) return Status::OK();
-    return Status::WrongNode("partition " + std::to_string(partition) +
-                             " is not held by this node (map revision " +
-                             std::to_string(v->map.revision) + "); ask cluster_map");
+    return NotHeld(partition, v->map.revision, "; ask cluster_map");
   }
 
   // True when this node serves `user`; else answers the error and returns false.
@@ -210,11 +214,10 @@ class ProfileHandler : public Handler {
     if (!v->serving || !v->map.has_map()) return Serves(h, user_of(0), to);  // the frame's Busy
     for (size_t i = 0; i < n; ++i) {
       if (!rejected->empty() && !(*rejected)[i].ok()) continue;
-      if (v->held.test(PartitionOf(user_of(i)))) continue;
+      const uint32_t partition = PartitionOf(user_of(i));
+      if (v->held.test(partition)) continue;
       if (rejected->empty()) rejected->resize(n);
-      (*rejected)[i] = Status::WrongNode("partition " + std::to_string(PartitionOf(user_of(i))) +
-                                         " is not held by this node (map revision " +
-                                         std::to_string(v->map.revision) + ")");
+      (*rejected)[i] = NotHeld(partition, v->map.revision, "");
     }
     return true;
   }

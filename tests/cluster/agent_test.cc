@@ -388,8 +388,11 @@ TEST_F(AgentTest, WithoutEtcdTheNodeServesOnTheMapItHas) {
   const uint64_t revision = n1->board.view()->map.revision;
   etcd_.Kill(0);
   // Past the lease TTL: etcd never said the lease expired, so the node serves on.
-  ASSERT_TRUE(WaitFor([&] { return n1->agent->stats().etcd_errors >= 3; }));
-  std::this_thread::sleep_for(4500ms);
+  // Until the last acknowledgement is older than the TTL (4 s), and the agent
+  // has tried etcd again since: it had every chance to give up serving.
+  ASSERT_TRUE(WaitFor([&] { return n1->agent->stats().seconds_since_lease_ack > 4.5; }));
+  const uint64_t errors = n1->agent->stats().etcd_errors;
+  ASSERT_TRUE(WaitFor([&] { return n1->agent->stats().etcd_errors > errors; }));
   EXPECT_TRUE(Serving(*n1));
   EXPECT_EQ(n1->board.view()->map.revision, revision);
   EXPECT_EQ(n1->agent->stats().lease_expirations, 0u);

@@ -202,34 +202,38 @@ TEST_F(ClusterServiceTest, ClusterMapAnswersTheViewAndALostLeaseStopsServingAtOn
   EXPECT_EQ(c->Get(mine)->count, 1u);
 }
 
-TEST(SingleServerTest, ClusterMapSaysNotACluster) {
-  storage::testing::TempDir dir;
-  ManualClock clock{kStart};
-  testing::InProcessServer served;
-  profile::ProfileOptions p;
-  p.sweeper = false;
-  served.Start(testing::SmallStore(dir.File("data"), &clock), nullptr, p, {}, {});
-  auto c = served.Connect();
+// A single server (no cluster view), in process.
+class SingleServerTest : public ::testing::Test {
+ protected:
+  void Start(const ServerOptions& server = {}) {
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    served_.Start(testing::SmallStore(dir_.File("data"), &clock_), nullptr, p, {}, server);
+  }
+  void TearDown() override { served_.Stop(); }
+
+  storage::testing::TempDir dir_;
+  ManualClock clock_{kStart};
+  testing::InProcessServer served_;
+};
+
+TEST_F(SingleServerTest, ClusterMapSaysNotACluster) {
+  Start();
+  auto c = served_.Connect();
   Result<ClusterMap> m = c->ClusterMap();
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(*m, ClusterMap{});
   EXPECT_FALSE(m->cluster);
-  served.Stop();
 }
 
 // A connection the server closed while idle is replaced before a write is
 // sent on it: the write is done, not reported as of unknown outcome.
-TEST(SingleServerTest, ClusterClientReplacesAConnectionTheServerClosed) {
-  storage::testing::TempDir dir;
-  ManualClock clock{kStart};
-  testing::InProcessServer served;
-  profile::ProfileOptions p;
-  p.sweeper = false;
+TEST_F(SingleServerTest, ClusterClientReplacesAConnectionTheServerClosed) {
   ServerOptions so;
   so.idle_timeout = std::chrono::seconds(1);
-  served.Start(testing::SmallStore(dir.File("data"), &clock), nullptr, p, {}, so);
+  Start(so);
   client::ClusterClientOptions o;
-  o.node.port = served.server->port();
+  o.node.port = served_.server->port();
   auto c = client::ClusterClient::Connect(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   SegmentUpdate s;
@@ -250,7 +254,6 @@ TEST(SingleServerTest, ClusterClientReplacesAConnectionTheServerClosed) {
   Result<UpsertResult> again = (*c)->Upsert("alice", one);
   EXPECT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*c)->Get("alice")->count, 1u);
-  served.Stop();
 }
 
 }  // namespace
