@@ -73,6 +73,18 @@ struct SweeperStats {
 template <typename T>
 using Callback = std::function<void(Result<T>)>;
 
+// How a write is made. A client's write on a single server (the default)
+// happens at the store's clock and records nothing more. A cluster replica
+// applying an entry of the cluster's log (src/replica) gives the entry's
+// time, so that every replica computes the same record whatever its clock
+// and its lag, and the entry's log position, which the written record keeps
+// (profile codec 2): an entry replayed after a restart finds its user's
+// record at or past its position and is not applied again.
+struct WriteContext {
+  UnixSeconds now = 0;        // 0: the store's clock
+  uint64_t log_position = 0;  // 0: none; else the entry's position (>= 1)
+};
+
 class ProfileSession {
  public:
   virtual ~ProfileSession() = default;
@@ -83,28 +95,51 @@ class ProfileSession {
   // result (or error, NotFound included) in the order asked.
   virtual void BatchGet(std::span<const std::string> users, const GetOptions& options,
                         Callback<std::vector<Result<GetResult>>> done) = 0;
+
+  // The writes. Each takes a WriteContext; the overloads without one are a
+  // client's write at the store's clock. With a log position, every write
+  // fails with Conflict, writing nothing, when the user's record already
+  // holds that position or a later one (the entry was applied before).
+
   // Inserts or updates segments; expired ones are trimmed in the same write.
   // InvalidArgument: a duplicate id, or an expiry that is not in the future.
   // LimitExceeded: more than max_segments would result. Nothing is written then.
-  virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> updates,
-                      UpsertMode mode, Callback<UpsertResult> done) = 0;
+  virtual void Upsert(const WriteContext& w, std::string_view user,
+                      std::span<const SegmentUpdate> updates, UpsertMode mode,
+                      Callback<UpsertResult> done) = 0;
   // Removes these segment IDs (an ID listed twice counts once); returns how
   // many of them were live. NotFound, writing nothing, when the user has no
   // live segment.
-  virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
+  virtual void Remove(const WriteContext& w, std::string_view user, std::span<const uint64_t> ids,
                       Callback<uint32_t> done) = 0;
   // Removes every segment that is not live at `before` (expires_at <=
   // before; never-expiring ones stay), live ones included; a time earlier
   // than now (0 included) is now. NotFound, writing nothing, when the user
   // has no live segment.
-  virtual void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) = 0;
+  virtual void Trim(const WriteContext& w, std::string_view user, UnixSeconds before,
+                    Callback<TrimResult> done) = 0;
+  // Deletes the whole profile, durably (always committed): it never comes
+  // back. Returns whether there was one.
+  virtual void Delete(const WriteContext& w, std::string_view user, Callback<bool> done) = 0;
+
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> updates, UpsertMode mode,
+              Callback<UpsertResult> done) {
+    Upsert(WriteContext{}, user, updates, mode, std::move(done));
+  }
+  void Remove(std::string_view user, std::span<const uint64_t> ids, Callback<uint32_t> done) {
+    Remove(WriteContext{}, user, ids, std::move(done));
+  }
+  void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) {
+    Trim(WriteContext{}, user, before, std::move(done));
+  }
+  void Delete(std::string_view user, Callback<bool> done) {
+    Delete(WriteContext{}, user, std::move(done));
+  }
+
   // Live segments with IDs in [id_from, id_to]. NotFound when the user has
   // no live segment.
   virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
                      Callback<uint32_t> done) = 0;
-  // Deletes the whole profile, durably (always committed): it never comes
-  // back. Returns whether there was one.
-  virtual void Delete(std::string_view user, Callback<bool> done) = 0;
 
   // Event-loop integration, as storage::Worker.
   virtual storage::Worker& worker() = 0;
@@ -123,6 +158,12 @@ class ProfileSession {
                              uint64_t id_to = UINT64_MAX);
   Result<bool> DeleteSync(std::string_view user);
 };
+
+// Checks an upsert request as ProfileSession::Upsert does before it reads
+// anything (ids unique, expiries in the future at `now`, TTLs that fit):
+// InvalidArgument naming the first offending segment. A cluster node runs it
+// before a write goes to the cluster's log.
+Status CheckUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now);
 
 // Opens profile sessions on a storage engine and runs the expiry sweeper.
 // Thread-safe. The storage::Store must outlive it; destroy every session first.

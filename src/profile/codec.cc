@@ -17,10 +17,18 @@ namespace {
 // A tripwire: the codec is part of the data file format (FORMAT.md,
 // "Versions"). A new codec version comes with a new storage::kFormatVersion
 // (and its fixture under tests/data), and this build must still decode every
-// body of the format versions it reads.
-static_assert(kCodecVersion == 1 && storage::kFormatVersion == 1,
+// body of the format versions it reads: codec 1 (data file format 1, and 2
+// for bodies without a log position) and codec 2 (data file format 2).
+static_assert(kCodecVersion == 2 && storage::kFormatVersion == 2 &&
+                  storage::kOldestFormatVersion == 1,
               "the profile codec is part of the data file format: changing it is a new data "
               "file format version (src/storage/FORMAT.md, Versions)");
+
+// The versions written: 1 without a log position (single servers' bodies,
+// unchanged from data file format 1 and not a byte longer), 2 with one.
+constexpr uint8_t kCodecNoPosition = 1;
+constexpr uint8_t kCodecWithPosition = 2;
+static_assert(kCodecWithPosition == kCodecVersion);
 
 constexpr unsigned kEscapeRun = 32;  // unary runs this long escape to a raw 64-bit gap
 constexpr uint32_t kUnits[4] = {1, 60, 3600, 86400};
@@ -130,8 +138,18 @@ Status Corrupt(std::string_view what) {
 }  // namespace
 
 void EncodeSegments(std::span<const Segment> segments, std::string* out) {
+  EncodeSegments(segments, 0, out);
+}
+
+void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, std::string* out) {
   out->clear();
-  out->push_back(static_cast<char>(kCodecVersion));
+  if (log_position == 0) {
+    out->push_back(static_cast<char>(kCodecNoPosition));
+  } else {
+    out->push_back(static_cast<char>(kCodecWithPosition));
+    PutVarint(out, log_position);
+  }
+  // From here on, both versions are the same bytes.
   const size_t n = segments.size();
   PutVarint(out, n);
   if (n == 0) return;
@@ -245,6 +263,22 @@ struct Layout {
   uint64_t pos = 0;               // the first expiry's bit
 };
 
+// Reads the version byte and, in version 2, the log position: *p is left
+// on the segment count (the rest is the same in both versions).
+Status DecodeVersionHeader(const uint8_t*& p, const uint8_t* end, uint64_t* log_position) {
+  if (p == end) return Corrupt("empty");
+  const uint8_t version = *p++;
+  if (version == kCodecNoPosition) {
+    *log_position = 0;
+    return Status::OK();
+  }
+  if (version != kCodecWithPosition) return Corrupt(fmt::format("codec version {}", version));
+  if (!GetVarint(p, end, log_position)) return Corrupt("log position");
+  // Never written: a body without a position is version 1.
+  if (*log_position == 0) return Corrupt("log position 0 in a version-2 body");
+  return Status::OK();
+}
+
 // Reads the header and decodes the ids into out->ids (sized n; out->expires
 // too, unfilled). Corruption when the bytes are not a valid encoding.
 Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
@@ -256,8 +290,8 @@ Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
   out->attr2.clear();
   out->attr_present.clear();
   out->has_attr1 = out->has_attr2 = false;
-  if (p == end) return Corrupt("empty");
-  if (*p++ != kCodecVersion) return Corrupt(fmt::format("codec version {}", p[-1]));
+  out->log_position = 0;
+  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, end, &out->log_position));
   uint64_t n;
   if (!GetVarint(p, end, &n)) return Corrupt("segment count");
   if (n == 0) {
@@ -427,6 +461,13 @@ Status DecodeRest(const Layout& l, Columns* out) {
 }
 
 }  // namespace
+
+Result<uint64_t> DecodeLogPosition(std::string_view body) {
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  uint64_t position = 0;
+  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, p + body.size(), &position));
+  return position;
+}
 
 Status DecodeColumns(std::string_view body, Columns* out) {
   Layout l;

@@ -21,10 +21,24 @@ Status ProfileSessionImpl::Decode(const storage::Record& rec) {
   return s;
 }
 
-storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments) {
+Status ProfileSessionImpl::DecodeForWrite(const WriteContext& w, const storage::Record* cur,
+                                          const Columns** columns) {
+  *columns = nullptr;
+  if (cur == nullptr) return Status::OK();
+  SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+  if (w.log_position != 0 && scratch_.log_position >= w.log_position) {
+    return Status::Conflict(fmt::format("already applied: the record holds log position {}",
+                                        scratch_.log_position));
+  }
+  *columns = &scratch_;
+  return Status::OK();
+}
+
+storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments,
+                                            uint64_t log_position) {
   if (segments.empty()) return storage::Mutation::Delete();
   std::string body;
-  EncodeSegments(segments, &body);
+  EncodeSegments(segments, log_position, &body);
   RecordTimes t = TimesFor(segments, options_.sweep_share);
   return storage::Mutation::Put(std::move(body), t.sweep_at, t.void_at);
 }
@@ -79,9 +93,11 @@ void ProfileSessionImpl::BatchGet(std::span<const std::string> users, const GetO
   }
 }
 
-void ProfileSessionImpl::Upsert(std::string_view user, std::span<const SegmentUpdate> updates,
-                                UpsertMode mode, Callback<UpsertResult> done) {
-  if (Status s = ValidateUpsert(updates, mode, Now()); !s.ok()) {
+void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
+                                std::span<const SegmentUpdate> updates, UpsertMode mode,
+                                Callback<UpsertResult> done) {
+  const UnixSeconds now = Now(w);
+  if (Status s = ValidateUpsert(updates, mode, now); !s.ok()) {
     FailSoon(std::move(s), std::move(done));
     return;
   }
@@ -93,13 +109,10 @@ void ProfileSessionImpl::Upsert(std::string_view user, std::span<const SegmentUp
   state->updates.assign(updates.begin(), updates.end());
   worker_->Update(
       user,
-      [this, state, mode](const storage::Record* cur) -> Result<storage::Mutation> {
+      [this, state, mode, w, now](const storage::Record* cur) -> Result<storage::Mutation> {
         const Columns* columns = nullptr;
-        if (cur != nullptr) {
-          SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
-          columns = &scratch_;
-        }
-        state->result = Merge(columns, state->updates, mode, Now(), &merged_);
+        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        state->result = Merge(columns, state->updates, mode, now, &merged_);
         // An empty upsert of a profile with nothing expired changes nothing.
         if (state->updates.empty() && state->result.trimmed == 0) return storage::Mutation::Keep();
         if (merged_.size() > options_.max_segments) {
@@ -107,7 +120,7 @@ void ProfileSessionImpl::Upsert(std::string_view user, std::span<const SegmentUp
               fmt::format("the profile would hold {} segments; the limit is {}", merged_.size(),
                           options_.max_segments));
         }
-        return Store(merged_);
+        return Store(merged_, w.log_position);
       },
       [state, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -118,24 +131,25 @@ void ProfileSessionImpl::Upsert(std::string_view user, std::span<const SegmentUp
       });
 }
 
-void ProfileSessionImpl::Remove(std::string_view user, std::span<const uint64_t> ids,
-                                Callback<uint32_t> done) {
+void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
+                                std::span<const uint64_t> ids, Callback<uint32_t> done) {
   auto removed = std::make_shared<uint32_t>(0);
   auto id_list = std::make_shared<std::vector<uint64_t>>(ids.begin(), ids.end());
   worker_->Update(
       user,
-      [this, removed, id_list](const storage::Record* cur) -> Result<storage::Mutation> {
+      [this, removed, id_list, w](const storage::Record* cur) -> Result<storage::Mutation> {
         *removed = 0;
-        if (cur == nullptr) return Status::NotFound("no live segments");
-        SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
+        const Columns* columns = nullptr;
+        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        if (columns == nullptr) return Status::NotFound("no live segments");
         // The engine judged the record alive a moment ago; the clock may have
         // ticked past its last expiry since. No live segment: no profile.
-        const UnixSeconds now = Now();
+        const UnixSeconds now = Now(w);
         if (LiveCount(scratch_, now) == 0) return Status::NotFound("no live segments");
         uint32_t trimmed = 0;
         *removed = RemoveIds(scratch_, *id_list, now, &merged_, &trimmed);
         if (*removed == 0 && trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_);
+        return Store(merged_, w.log_position);
       },
       [removed, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -146,20 +160,21 @@ void ProfileSessionImpl::Remove(std::string_view user, std::span<const uint64_t>
       });
 }
 
-void ProfileSessionImpl::Trim(std::string_view user, UnixSeconds before,
+void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, UnixSeconds before,
                               Callback<TrimResult> done) {
   auto result = std::make_shared<TrimResult>();
   worker_->Update(
       user,
-      [this, result, before](const storage::Record* cur) -> Result<storage::Mutation> {
+      [this, result, before, w](const storage::Record* cur) -> Result<storage::Mutation> {
         *result = TrimResult{};
-        if (cur == nullptr) return Status::NotFound("no live segments");
-        SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
-        const UnixSeconds now = Now();
+        const Columns* columns = nullptr;
+        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        if (columns == nullptr) return Status::NotFound("no live segments");
+        const UnixSeconds now = Now(w);
         if (LiveCount(scratch_, now) == 0) return Status::NotFound("no live segments");  // as Remove
         *result = TrimBefore(scratch_, std::max(before, now), &merged_);
         if (result->trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_);
+        return Store(merged_, w.log_position);
       },
       [result, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -185,7 +200,35 @@ void ProfileSessionImpl::Count(std::string_view user, uint64_t id_from, uint64_t
   });
 }
 
-void ProfileSessionImpl::Delete(std::string_view user, Callback<bool> done) {
+void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user,
+                                Callback<bool> done) {
+  if (w.log_position != 0) {
+    // From the log: a record at or past the entry's position was written by
+    // a later entry (the delete was applied before a restart, then the user
+    // written again): it stays.
+    worker_->Update(
+        user,
+        [this, w](const storage::Record* cur) -> Result<storage::Mutation> {
+          if (cur == nullptr) return storage::Mutation::Keep();
+          Result<uint64_t> position = DecodeLogPosition(cur->body());
+          if (!position.ok()) {
+            return position.status().WithContext(fmt::format("profile of user '{}'", cur->key()));
+          }
+          if (*position >= w.log_position) {
+            return Status::Conflict(
+                fmt::format("already applied: the record holds log position {}", *position));
+          }
+          return storage::Mutation::Delete();
+        },
+        [done = std::move(done)](Result<storage::WriteOutcome> r) {
+          if (!r.ok()) {
+            done(r.status());
+          } else {
+            done(r->applied == storage::Mutation::Kind::kDelete);
+          }
+        });
+    return;
+  }
   worker_->Delete(user, [done = std::move(done)](Result<storage::WriteOutcome> r) {
     if (!r.ok()) {
       done(r.status());
@@ -205,7 +248,7 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
         TrimResult t = TrimBefore(scratch_, Now(), &merged_);
         if (t.trimmed == 0) return storage::Mutation::Keep();  // rewritten meanwhile
-        storage::Mutation m = Store(merged_);
+        storage::Mutation m = Store(merged_, scratch_.log_position);
         swept->segments_removed = t.trimmed;
         swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
         swept->rewritten = !swept->deleted;
@@ -220,6 +263,10 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
           done(*swept);
         }
       });
+}
+
+Status CheckUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now) {
+  return ValidateUpsert(updates, mode, now);
 }
 
 // ---- Blocking helpers of the public ProfileSession.

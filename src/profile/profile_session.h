@@ -21,14 +21,19 @@ class ProfileSessionImpl final : public ProfileSession {
   void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) override;
   void BatchGet(std::span<const std::string> users, const GetOptions& options,
                 Callback<std::vector<Result<GetResult>>> done) override;
-  void Upsert(std::string_view user, std::span<const SegmentUpdate> updates, UpsertMode mode,
-              Callback<UpsertResult> done) override;
-  void Remove(std::string_view user, std::span<const uint64_t> ids,
+  using ProfileSession::Delete;
+  using ProfileSession::Remove;
+  using ProfileSession::Trim;
+  using ProfileSession::Upsert;
+  void Upsert(const WriteContext& w, std::string_view user, std::span<const SegmentUpdate> updates,
+              UpsertMode mode, Callback<UpsertResult> done) override;
+  void Remove(const WriteContext& w, std::string_view user, std::span<const uint64_t> ids,
               Callback<uint32_t> done) override;
-  void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) override;
+  void Trim(const WriteContext& w, std::string_view user, UnixSeconds before,
+            Callback<TrimResult> done) override;
   void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
              Callback<uint32_t> done) override;
-  void Delete(std::string_view user, Callback<bool> done) override;
+  void Delete(const WriteContext& w, std::string_view user, Callback<bool> done) override;
   storage::Worker& worker() override { return *worker_; }
 
   // What a sweep of one record did.
@@ -45,10 +50,17 @@ class ProfileSessionImpl final : public ProfileSession {
 
  private:
   UnixSeconds Now() const;
-  // The mutation that stores `segments` (none left: delete the record).
-  storage::Mutation Store(const std::vector<Segment>& segments);
+  UnixSeconds Now(const WriteContext& w) const { return w.now != 0 ? w.now : Now(); }
+  // The mutation that stores `segments` (none left: delete the record),
+  // recording `log_position` (0: none) in the body.
+  storage::Mutation Store(const std::vector<Segment>& segments, uint64_t log_position);
   // Decodes `rec` into scratch_; Corruption names the user.
   Status Decode(const storage::Record& rec);
+  // Decodes `cur` (null: no record) into scratch_ for a write made as `w`:
+  // Conflict when the record already holds w's log position or a later one.
+  // Sets *columns to scratch_, or null when there is no record.
+  Status DecodeForWrite(const WriteContext& w, const storage::Record* cur,
+                        const Columns** columns);
   template <typename T>
   void FailSoon(Status s, Callback<T> done);
 

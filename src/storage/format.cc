@@ -80,6 +80,7 @@ Result<Superblock> DecodeSuperblock(const uint8_t* src) {
   // damaged version field is Corruption, never a version this build refuses.
   SEGSTORE_RETURN_IF_ERROR(CheckFormatVersion(DecodeFixed16(src + 12)));
   Superblock sb;
+  sb.version = DecodeFixed16(src + 12);
   sb.device_id = DecodeFixed64(src + 16);
   sb.hash_seed = DecodeFixed64(src + 24);
   sb.device_size = DecodeFixed64(src + 32);
@@ -92,6 +93,11 @@ Result<Superblock> DecodeSuperblock(const uint8_t* src) {
                     sb.block_size));
   }
   return sb;
+}
+
+void UpgradeSuperblock(uint8_t* sb) {
+  EncodeFixed16(sb + 12, kFormatVersion);
+  EncodeFixed32(sb, Checksum(sb + 4, kSuperblockEncodedSize - 4, 0));
 }
 
 void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst) {
@@ -112,11 +118,13 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src) {
   if (DecodeFixed32(src) != Checksum(src + 4, kBlockHeaderSize - 4, 0)) {
     return Status::Corruption("write block header checksum mismatch");
   }
-  if (uint16_t version = DecodeFixed16(src + 8); version != kFormatVersion) {
-    return Status::Corruption(fmt::format("write block format version {} (this build writes {})",
-                                          version, kFormatVersion));
+  const uint16_t version = DecodeFixed16(src + 8);
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
+    return Status::Corruption(fmt::format("write block format version {} (this build reads {})",
+                                          version, ReadableVersions()));
   }
   BlockHeader h;
+  h.version = version;
   h.block_size = DecodeFixed32(src + 12);
   h.seq = DecodeFixed64(src + 16);
   h.device_id = DecodeFixed64(src + 24);
@@ -144,7 +152,8 @@ void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view 
   EncodeFixed32(dst, Checksum(dst + 4, used - 4, block_salt));
 }
 
-Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_salt) {
+Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_salt,
+                                uint16_t newest) {
   if (avail < kRecordHeaderSize) return Status::Corruption("record header truncated");
   RecordView v;
   RecordHeader& h = v.header;
@@ -153,8 +162,11 @@ Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block
       kind != static_cast<uint8_t>(RecordKind::kTombstone)) {
     return Status::Corruption("record kind");
   }
-  if (src[5] != kFormatVersion) return Status::Corruption("record format version");
+  if (src[5] < kOldestFormatVersion || src[5] > std::min(newest, kFormatVersion)) {
+    return Status::Corruption("record format version");
+  }
   h.kind = static_cast<RecordKind>(kind);
+  h.format_version = src[5];
   h.key_len = DecodeFixed16(src + 6);
   h.body_len = DecodeFixed32(src + 8);
   if (h.key_len == 0) return Status::Corruption("record with an empty key");
@@ -192,7 +204,7 @@ bool BlockScanner::Next(RecordView* record, uint32_t* offset) {
       off_ = static_cast<uint32_t>(AlignUp(off_ + 1, kSectorSize));
       continue;
     }
-    Result<RecordView> v = DecodeRecord(p_ + off_, size_ - off_, salt_);
+    Result<RecordView> v = DecodeRecord(p_ + off_, size_ - off_, salt_, newest_);
     if (v.ok()) {
       if (skipped) ++damaged_;
       *record = *v;

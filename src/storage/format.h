@@ -17,16 +17,21 @@ namespace segstore::storage {
 // on the device, the record bodies the layers above write included (their
 // encodings, and how a key's digest picks its partition, are part of it).
 // The superblock carries it; write block headers and records carry the
-// version they were written in. Rules (what a release does with an older or a
-// newer version, the fixture every version gets): FORMAT.md, "Versions".
-inline constexpr uint16_t kFormatVersion = 1;        // what this build writes
+// version they were written in (never newer than the superblock's; older in a
+// file upgraded from an older version). Rules (what a release does with an
+// older or a newer version, the fixture every version gets): FORMAT.md,
+// "Versions". Version 2: the profile codec may write its version 2 (a log
+// position in the body, src/profile/codec.h); the layouts below are the
+// same in both.
+inline constexpr uint16_t kFormatVersion = 2;        // what this build writes
 inline constexpr uint16_t kOldestFormatVersion = 1;  // the oldest it reads
 static_assert(kOldestFormatVersion >= 1 && kOldestFormatVersion <= kFormatVersion);
 
 // ---- Superblock: the first kSectorSize bytes of write block 0 (which holds
-// nothing else). Written once, when the device is formatted. Its first 16
-// bytes (checksum over [4, 64), magic, version) mean the same in every format
-// version, so any release can tell another version from damage.
+// nothing else). Written when the device is formatted, and rewritten only to
+// upgrade its version (UpgradeSuperblock). Its first 16 bytes (checksum over
+// [4, 64), magic, version) mean the same in every format version, so any
+// release can tell another version from damage.
 inline constexpr uint64_t kSuperMagic = 0x45524f5453474553ULL;  // "SEGSTORE"
 struct Superblock {
   //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 64), seed 0
@@ -40,6 +45,7 @@ struct Superblock {
   // 44  u32 reserved     0
   // 48  u64 created_at   Unix seconds
   // 56  u64 reserved     0
+  uint16_t version = kFormatVersion;  // decoded; the encoder writes kFormatVersion
   uint64_t device_id = 0;
   uint64_t hash_seed = 0;
   uint64_t device_size = 0;
@@ -47,14 +53,22 @@ struct Superblock {
   uint64_t created_at = 0;
 };
 inline constexpr uint32_t kSuperblockEncodedSize = 64;
+// Writes `sb` in version kFormatVersion (sb.version is not read).
 void EncodeSuperblock(const Superblock& sb, uint8_t* dst /* kSuperblockEncodedSize */);
 // NotFound when the bytes are all zero (a never-formatted device).
 // Unsupported for a valid superblock of a format version this build does not
 // read (newer than kFormatVersion, or older than kOldestFormatVersion); the
-// message names both versions: "data file format version 2 is newer than this
-// build reads (1): ...". Corruption when the bytes are anything else that is
-// not a valid superblock, version 0 included (no release writes it).
+// message names both versions: "data file format version 3 is newer than this
+// build reads (1 to 2): ...". Corruption when the bytes are anything else that is
+// not a valid superblock, version 0 included (no release writes it). On
+// success, `version` is the file's, from kOldestFormatVersion to kFormatVersion.
 Result<Superblock> DecodeSuperblock(const uint8_t* src /* kSuperblockEncodedSize */);
+// Rewrites the version of the valid superblock at `sb` (one DecodeSuperblock
+// accepted) to kFormatVersion and recomputes its checksum; every other byte
+// stays as it was. Only bytes [0, 4) and [12, 14) change: both inside the
+// first 512 bytes of the device, so one write of the sector holding them is
+// atomic on any device (FORMAT.md, "Versions": the upgrade).
+void UpgradeSuperblock(uint8_t* sb /* kSuperblockEncodedSize */);
 
 // ---- Write block header: the first bytes of every write block but block 0.
 // Written by the first flush of the block; never rewritten while the block is
@@ -63,7 +77,8 @@ inline constexpr uint32_t kBlockMagic = 0x42574753;  // "SGWB"
 struct BlockHeader {
   //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 64), seed 0
   //  4  u32 magic        kBlockMagic
-  //  8  u16 version      the format version it was written in: kFormatVersion
+  //  8  u16 version      the format version it was written in: kFormatVersion when
+  //                      written; kOldestFormatVersion..kFormatVersion when read
   // 10  u16 reserved     0
   // 12  u32 block_size   must equal the superblock's
   // 16  u64 seq          this incarnation's sequence (see FORMAT.md: one counter
@@ -72,6 +87,7 @@ struct BlockHeader {
   // 32  u32 block_index  where the block sits: guards against misdirected writes
   // 36  u64 nonce        random per incarnation: with seq, makes the salt
   // 44  ... 20 reserved bytes, 0
+  uint16_t version = kFormatVersion;  // decoded; the encoder writes kFormatVersion
   uint64_t seq = 0;
   uint64_t device_id = 0;
   uint32_t block_index = 0;
@@ -83,14 +99,13 @@ struct BlockHeader {
   uint64_t salt() const { return seq ^ nonce; }
 };
 inline constexpr uint32_t kBlockHeaderSize = 64;
+// Writes `h` in version kFormatVersion (h.version is not read).
 void EncodeBlockHeader(const BlockHeader& h, uint8_t* dst /* kBlockHeaderSize */);
 // NotFound for an erased or never-written block (all zeros), Corruption for a
-// header that fails validation or carries another format version than
-// kFormatVersion (the superblock's version governs the device: while the
-// oldest version this build reads is the one it writes, a block of another
-// version under a superblock it reads can only be left over or damaged, and
-// recovery treats it as free; a release that reads older versions must take
-// their blocks here).
+// header that fails validation or carries a format version this build does
+// not read (outside kOldestFormatVersion..kFormatVersion). One this build
+// reads but newer than the superblock's is judged by recovery (recovery.cc),
+// which knows whether the block is of this device.
 Result<BlockHeader> DecodeBlockHeader(const uint8_t* src /* kBlockHeaderSize */);
 
 // ---- Record: one version of one key, or a tombstone. Starts at a 16-byte
@@ -101,7 +116,9 @@ struct RecordHeader {
   //                      seeded with the salt of the write block holding it, so a
   //                      stale record of an earlier incarnation never validates
   //  4  u8  kind         RecordKind
-  //  5  u8  version      the format version it was written in: kFormatVersion
+  //  5  u8  version      the format version it was written in: kFormatVersion when
+  //                      written; kOldestFormatVersion..kFormatVersion when read
+  //                      (format_version below)
   //  6  u16 key_len      1..65535
   //  8  u32 body_len     0 for a tombstone
   // 12  u32 generation   1 for a new key; +1 per write of the same key
@@ -111,6 +128,7 @@ struct RecordHeader {
   // 32  u32 void_at      Unix seconds; 0 = never (caller's: nothing alive after)
   // 36  key bytes, then body bytes
   RecordKind kind = RecordKind::kPut;
+  uint8_t format_version = kFormatVersion;  // decoded; the encoder writes kFormatVersion
   uint16_t key_len = 0;
   uint32_t body_len = 0;
   uint32_t generation = 0;
@@ -129,6 +147,7 @@ constexpr uint32_t RecordFootprint(uint32_t key_len, uint32_t body_len) {
 
 // Writes header, key and body at `dst` (RecordFootprint bytes, padding zeroed)
 // for a block of salt `block_salt`. `h.key_len` and `h.body_len` must match.
+// The record says kFormatVersion (h.format_version is not read).
 void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
                   uint64_t block_salt, uint8_t* dst);
 
@@ -140,8 +159,13 @@ struct RecordView {
 };
 // Parses the record at `src`, with `avail` bytes readable there, in a block of
 // salt `block_salt`. Never reads past `avail`. Corruption when the bytes are
-// not a valid record of that block (torn, stale, damaged).
-Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_salt);
+// not a valid record of that block (torn, stale, damaged), or say a format
+// version outside kOldestFormatVersion..`newest`. `newest` is the device's
+// version, the superblock's: kFormatVersion once the store is open (Open
+// upgrades the superblock before anything can be written); recovery, which
+// runs before that, passes the superblock's as it found it.
+Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block_salt,
+                                uint16_t newest = kFormatVersion);
 
 // ---- Pad marker: written at the end of a partial flush that does not end on
 // a sector boundary; the scan resumes at the next sector. 8 bytes.
@@ -158,10 +182,13 @@ bool IsPadMarker(const uint8_t* src, size_t avail, uint64_t block_salt);
 // garbage never validate (checksums are seeded with this block's salt), so a
 // damaged record costs only itself. A stretch of invalid bytes followed by a
 // valid record is counted as damaged; the invalid tail is simply the end.
+// Records of a format version newer than `newest` (the superblock's; see
+// DecodeRecord) do not validate.
 class BlockScanner {
  public:
-  BlockScanner(const uint8_t* block, uint32_t block_size, uint64_t block_salt)
-      : p_(block), size_(block_size), salt_(block_salt), off_(kBlockHeaderSize) {}
+  BlockScanner(const uint8_t* block, uint32_t block_size, uint64_t block_salt,
+               uint16_t newest = kFormatVersion)
+      : p_(block), size_(block_size), salt_(block_salt), newest_(newest), off_(kBlockHeaderSize) {}
   // The next valid record and its offset in the block; false at the end.
   bool Next(RecordView* record, uint32_t* offset);
   // Invalid stretches that were followed by a valid record.
@@ -171,6 +198,7 @@ class BlockScanner {
   const uint8_t* p_;
   uint32_t size_;
   uint64_t salt_;
+  uint16_t newest_;
   uint32_t off_;
   uint32_t damaged_ = 0;
 };

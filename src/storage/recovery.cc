@@ -110,6 +110,7 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     uint64_t salt;
   };
   std::vector<Valid> valid;
+  Status newer_than_superblock;
   SEGSTORE_RETURN_IF_ERROR(read_blocks(all, kSectorSize, 64, [&](PendingRead& r) {
     Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
     if (!h.ok()) {
@@ -122,8 +123,25 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     if (h->device_id != sb.device_id || h->block_index != r.block || h->block_size != block_size) {
       return;  // left by an earlier format of this device, or misplaced
     }
+    if (h->version > sb.version) {
+      // A block of this device in a version newer than its superblock's: the
+      // superblock is upgraded, durably, before anything is written in a
+      // newer version (store.cc), so it was put back after (an older copy of
+      // block 0?). Treating the block as free would drop acknowledged
+      // records and then write over them: the file is refused instead, and
+      // nothing is written (recovery runs before the store writes anything).
+      if (newer_than_superblock.ok()) {
+        newer_than_superblock = Status::Corruption(fmt::format(
+            "write block {} of {} is in data file format version {}, newer than its "
+            "superblock's ({}): the superblock was put back after the file was upgraded; "
+            "refusing to open it (nothing was written to it)",
+            r.block, store->device().name(), h->version, sb.version));
+      }
+      return;
+    }
     valid.push_back(Valid{r.block, h->seq, h->salt()});
   }));
+  SEGSTORE_RETURN_IF_ERROR(newer_than_superblock);
   stats->blocks_scanned = count - 1;
   stats->blocks_in_use = static_cast<uint32_t>(valid.size());
 
@@ -140,7 +158,9 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   auto last_report = std::chrono::steady_clock::now();
   SEGSTORE_RETURN_IF_ERROR(read_blocks(to_read, block_size, 4, [&](PendingRead& r) {
     const uint64_t seq = header_of[r.block]->seq;
-    BlockScanner scan(r.buf.data(), block_size, header_of[r.block]->salt);
+    // Records newer than the superblock's version do not validate (see
+    // DecodeRecord): none can be of this file.
+    BlockScanner scan(r.buf.data(), block_size, header_of[r.block]->salt, sb.version);
     RecordView v;
     uint32_t off;
     while (scan.Next(&v, &off)) {

@@ -171,6 +171,53 @@ Status StoreImpl::LoadOrFormat(IoQueue* queue) {
   return Status::OK();
 }
 
+// The upgrade of FORMAT.md, "Versions" (O <= v < W): "before it writes
+// anything in version W it rewrites the superblock's version to W and logs
+// it". Called once recovery has read the file, and before anything can
+// write: no Worker exists yet and the defragmentation thread has not started.
+// After a failed recovery the file is left as it was (still openable by a
+// release of its own version).
+//
+// Crash safety: the write is the superblock's whole sector, read back here
+// and changed only in its checksum (bytes 0-3) and version (bytes 12-13),
+// both in the first 512 bytes, written in one durable write (RWF_DSYNC: FUA)
+// through the same path the format takes. A sector write is atomic on the
+// devices we support (NVMe with 4 KiB sectors: the superblock is one of
+// them; and any device writes a 512-byte sector whole), so a crash leaves
+// either the old superblock (version v: the next Open upgrades again, and
+// nothing was written in version W, since that waits for this write) or the
+// new one (version W, over a file holding only version-v blocks and records,
+// which W reads). Never a mix that fails its checksum.
+Status StoreImpl::UpgradeFormat(IoQueue* queue) {
+  if (superblock_.version == kFormatVersion) return Status::OK();
+  AlignedBuffer sector(kSectorSize);
+  AwaitedIo read;
+  queue->Read(0, sector.data(), kSectorSize, &read);
+  if (queue->Await(read) != static_cast<int32_t>(kSectorSize)) {
+    return Status::IOError(
+        fmt::format("reading the superblock of {} to upgrade its format version", device_->name()));
+  }
+  // The sector must still hold the superblock recovery worked from.
+  Result<Superblock> sb = DecodeSuperblock(sector.data());
+  if (!sb.ok() || sb->version != superblock_.version || sb->device_id != superblock_.device_id) {
+    return Status::Corruption(
+        fmt::format("the superblock of {} changed while it was being opened; not upgrading it",
+                    device_->name()));
+  }
+  UpgradeSuperblock(sector.data());
+  AwaitedIo write;
+  queue->Write(0, sector.data(), kSectorSize, &write);
+  if (queue->Await(write) != static_cast<int32_t>(kSectorSize)) {
+    return Status::IOError(
+        fmt::format("writing the superblock of {} to upgrade its format version from {} to {}",
+                    device_->name(), superblock_.version, kFormatVersion));
+  }
+  spdlog::info("data file {}: format version {} upgraded to {}", device_->name(),
+               superblock_.version, kFormatVersion);
+  superblock_.version = kFormatVersion;
+  return Status::OK();
+}
+
 Status StoreImpl::Start() {
   {
     Result<std::unique_ptr<IoQueue>> q = device_->NewQueue(64);
@@ -183,6 +230,7 @@ Status StoreImpl::Start() {
     if (options_.max_body_size != 0)
       max_body_size_ = std::min(max_body_size_, options_.max_body_size);
     SEGSTORE_RETURN_IF_ERROR(Recover(this, q->get(), &recovery_));
+    SEGSTORE_RETURN_IF_ERROR(UpgradeFormat(q->get()));
   }
   seq_.store(recovery_.max_seq + 1);
   spdlog::info(

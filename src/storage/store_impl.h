@@ -118,6 +118,10 @@ class StoreImpl final : public Store {
   StoreImpl(const StoreOptions& options, std::shared_ptr<Device> device);
   Status Start();
   Status LoadOrFormat(IoQueue* queue);
+  // A file of an older format version this build reads: its superblock's
+  // version becomes kFormatVersion, durably, before anything can be written
+  // (FORMAT.md, "Versions"). Nothing to do for a file of this version.
+  Status UpgradeFormat(IoQueue* queue);
   void DefragLoop();
 
   StoreOptions options_;

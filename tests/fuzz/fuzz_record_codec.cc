@@ -1,12 +1,17 @@
 // libFuzzer target: the profile codec (src/profile/codec.h) decoding
-// arbitrary bytes as a record body. A refusal must be Corruption. What
-// decodes must be a valid profile (ids strictly ascending; an expiry is
-// kNever or a second that exists) whose re-encoding decodes to the same
-// segments, and re-encodes to the same bytes; DecodeColumns into a Columns
-// that held another profile must give what a fresh decode gives; and the get
-// path's DecodeSelect must give what DecodeColumns then Select give.
+// arbitrary bytes as a record body, of version 1 or 2 (with a log position).
+// A refusal must be Corruption. What decodes must be a valid profile (ids
+// strictly ascending; an expiry is kNever or a second that exists) whose
+// re-encoding, with the same log position, decodes to the same segments and
+// position, and re-encodes to the same bytes; DecodeLogPosition must read
+// the position DecodeColumns read (it reads only the header: it may accept
+// a body the others refuse, never refuse one they accept); DecodeColumns
+// into a Columns that held another profile must give what a fresh decode
+// gives; and the get path's DecodeSelect must give what DecodeColumns then
+// Select give, the position included.
 //
-// Seeds: encodings of a few profiles, written by fuzz_seeds (seeds.cc).
+// Seeds: encodings of a few profiles, without and with a log position,
+// written by fuzz_seeds (seeds.cc).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,7 +38,7 @@ const std::string& Previous() {
       segs.push_back(s);
     }
     std::string out;
-    segstore::profile::EncodeSegments(segs, &out);
+    segstore::profile::EncodeSegments(segs, 987654321, &out);  // a position to leave behind
     return out;
   }();
   return body;
@@ -61,6 +66,7 @@ void CheckDecodeSelect(std::string_view body, const segstore::Status& decoded) {
       FUZZ_CHECK(live.status().IsCorruption());
       continue;
     }
+    FUZZ_CHECK(scratch.log_position == columns.log_position);
     GetResult want;
     FUZZ_CHECK(*live == profile::Select(columns, 1'790'000'000, o, &want));
     FUZZ_CHECK(got.count == want.count && got.ids == want.ids && got.expires == want.expires &&
@@ -81,21 +87,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(profile::DecodeColumns(Previous(), &reused).ok());
   const Status s_reused = profile::DecodeColumns(body, &reused);
   FUZZ_CHECK(s_reused.ok() == s.ok());
+  const Result<uint64_t> position = profile::DecodeLogPosition(body);
+  FUZZ_CHECK(position.ok() || position.status().IsCorruption());
   if (!s.ok()) {
     FUZZ_CHECK(s.IsCorruption() && s_reused.IsCorruption());
     return 0;
   }
+  // Version 1 carries no position, version 2 one of at least 1.
+  FUZZ_CHECK(position.ok() && *position == reused.log_position);
+  FUZZ_CHECK((*position == 0) == (body[0] == 1));
   FUZZ_CHECK(reused.size() == segments.size());
   for (size_t i = 0; i < segments.size(); ++i) FUZZ_CHECK(reused.At(i) == segments[i]);
   for (size_t i = 1; i < segments.size(); ++i) FUZZ_CHECK(segments[i - 1].id < segments[i].id);
 
   std::string again;
-  profile::EncodeSegments(segments, &again);
-  std::vector<Segment> back;
-  FUZZ_CHECK(profile::DecodeSegments(again, &back).ok());
-  FUZZ_CHECK(back == segments);
+  profile::EncodeSegments(segments, *position, &again);
+  profile::Columns back;
+  FUZZ_CHECK(profile::DecodeColumns(again, &back).ok());
+  FUZZ_CHECK(back.log_position == *position);
+  FUZZ_CHECK(back.size() == segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) FUZZ_CHECK(back.At(i) == segments[i]);
   std::string third;
-  profile::EncodeSegments(back, &third);
+  profile::EncodeSegments(segments, back.log_position, &third);
   FUZZ_CHECK(third == again);
+  // Without the position: the version-1 body, which is the version-2 one
+  // without its position.
+  std::string v1;
+  profile::EncodeSegments(segments, &v1);
+  if (*position == 0) {
+    FUZZ_CHECK(v1 == again);
+  } else {
+    FUZZ_CHECK(v1[0] == 1 && again[0] == 2 && again.size() > v1.size() &&
+               again.compare(again.size() - (v1.size() - 1), std::string::npos, v1, 1,
+                             std::string::npos) == 0);
+  }
   return 0;
 }

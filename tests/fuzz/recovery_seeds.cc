@@ -58,7 +58,8 @@ void RecoverySeeds() {
   // Device size (bytes 32-39, 768 KiB): more than the device, then half of it.
   seed("super-device-size-over", {edit(reseal, 34, 0x0f)});
   seed("super-device-size-half", {edit(reseal, 34, 0x06)});
-  seed("super-version", {edit(reseal, 12, 2)});
+  seed("super-version", {edit(reseal, 12, 3)});      // newer than this build reads
+  seed("super-version-old", {edit(reseal, 12, 1)});  // older than its blocks: refused
   seed("super-hash-seed", {edit(reseal, 24, 0x55)});
   const uint64_t h0 = img.headers.front(), h1 = img.headers.back();
   // Write block headers.

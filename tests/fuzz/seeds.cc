@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -119,10 +120,15 @@ void CodecSeeds() {
        {12, kNever, 0u, 5u},
        {15, t + 120, {}, {}}},
   };
+  // Version 1 (no log position) and version 2 (positions of every varint
+  // length from 1 to 10 bytes).
+  const uint64_t positions[] = {1, 127, 128, uint64_t{1} << 32, UINT64_MAX};
   for (size_t i = 0; i < profiles.size(); ++i) {
     std::string body;
     profile::EncodeSegments(profiles[i], &body);
     Write("record_codec", "profile-" + std::to_string(i), body);
+    profile::EncodeSegments(profiles[i], positions[i % std::size(positions)], &body);
+    Write("record_codec", "profile-" + std::to_string(i) + "-position", body);
   }
   std::vector<Segment> many;
   for (uint64_t i = 0; i < 300; ++i) {
@@ -135,6 +141,8 @@ void CodecSeeds() {
   std::string body;
   profile::EncodeSegments(many, &body);
   Write("record_codec", "profile-many", body);
+  profile::EncodeSegments(many, 1'000'000'007, &body);
+  Write("record_codec", "profile-many-position", body);
 }
 
 }  // namespace

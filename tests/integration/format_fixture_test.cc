@@ -208,6 +208,47 @@ TEST_F(FormatFixtureTest, V1FixtureIsTheFileItsReadmeDescribes) {
   EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 1u);
 }
 
+// (a0) Opening the version-1 fixture upgrades it (FORMAT.md, "Versions":
+// O <= v < W): before anything can write, the superblock says this build's
+// version; that is the only change (its version and checksum); the
+// version-1 records stay as they are and answer as stated after a reopen.
+TEST_F(FormatFixtureTest, V1IsUpgradedOnOpenAndOnlyItsSuperblockChanges) {
+  static_assert(storage::kFormatVersion == 2 && storage::kOldestFormatVersion == 1);
+  const std::string v1 = storage::testing::FileBytes(data_);
+  ASSERT_EQ(DecodeFixed16(v1.data() + 12), 1u);
+  {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
+  }  // closed without a worker: nothing else written
+  const std::string upgraded = storage::testing::FileBytes(data_);
+  ASSERT_EQ(upgraded.size(), v1.size());
+  size_t changed = 0;
+  for (size_t i = 0; i < v1.size(); ++i) {
+    if (v1[i] == upgraded[i]) continue;
+    ++changed;
+    EXPECT_TRUE(i < 4 || i == 12 || i == 13) << "byte " << i << " changed";
+  }
+  EXPECT_GT(changed, 0u);
+  Result<storage::Superblock> sb =
+      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(upgraded.data()));
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  EXPECT_EQ(sb->version, storage::kFormatVersion);
+
+  // Reopened (no upgrade again): the version-1 records answer as stated.
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV1Answers(session->get(), "reopened after the upgrade");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
 // (a) The storage and profile layers of this build, in process: every
 // profile as stated, with options too; again after the expiry sweeper
 // rewrote what it wanted; again after a restart on what this build wrote.
@@ -216,6 +257,8 @@ TEST_F(FormatFixtureTest, V1OpensAndEveryProfileAnswersAsStated) {
     auto store = storage::Store::Open(StoreOptionsFor(data_));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    // Upgraded by the first open, before this build wrote anything.
+    EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
     auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
     ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
     auto session = (*profiles)->NewSession();
@@ -316,6 +359,10 @@ TEST_F(FormatFixtureTest, V1ServedByTheDaemonAnswersOverTheWire) {
   c.reset();
   d.Signal(SIGTERM);
   EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+  // The daemon upgraded the file, and said so.
+  EXPECT_TRUE(Has(ReadFile(log), "data file " + data_ + ": format version 1 upgraded to 2"))
+      << ReadFile(log);
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 }
 
 // (c) The fixture claiming `version`, checksum recomputed: Store::Open and
@@ -350,9 +397,11 @@ void ExpectRefusedUntouched(const std::string& dir, const std::string& data, uin
 
 TEST_F(FormatFixtureTest, NewerVersionIsRefusedNamingBothVersionsAndLeftUntouched) {
   const uint16_t newer = storage::kFormatVersion + 1;
+  static_assert(storage::kOldestFormatVersion < storage::kFormatVersion);
   ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
                          "Unsupported: data file format version " + std::to_string(newer) +
                              " is newer than this build reads (" +
+                             std::to_string(storage::kOldestFormatVersion) + " to " +
                              std::to_string(storage::kFormatVersion) + ")");
   // Much newer, too: the whole u16.
   ExpectRefusedUntouched(dir_.File(""), data_, 0xFFFF, Status::Code::kUnsupported,

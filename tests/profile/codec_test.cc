@@ -127,30 +127,23 @@ TEST(CodecTest, TrailingBytesAreCorruption) {
 TEST(CodecTest, HostileHeadersAreRefusedBeforeAllocating) {
   std::vector<Segment> out;
   // 2^60 segments claimed in a few bytes.
-  std::string huge = {char(kCodecVersion),
-                      char(0x80),
-                      char(0x80),
-                      char(0x80),
-                      char(0x80),
-                      char(0x80),
-                      char(0x80),
-                      char(0x80),
-                      char(0x80),
-                      char(0x10),
-                      char(0),
-                      char(3),
-                      char(2),
-                      char(0),
-                      char(10)};
+  std::string huge = {char(1),    char(0x80), char(0x80), char(0x80), char(0x80),
+                      char(0x80), char(0x80), char(0x80), char(0x80), char(0x10),
+                      char(0),    char(3),    char(2),    char(0),    char(10)};
   EXPECT_TRUE(DecodeSegments(huge, &out).IsCorruption());
-  // Unknown version; a varint of eleven bytes; an expiry base beyond 32 bits.
-  EXPECT_TRUE(DecodeSegments(std::string(1, char(2)), &out).IsCorruption());
+  // Unknown versions; a varint of eleven bytes; an expiry base beyond 32 bits.
+  EXPECT_TRUE(DecodeSegments(std::string(1, char(0)), &out).IsCorruption());
+  EXPECT_TRUE(DecodeSegments(std::string(1, char(3)), &out).IsCorruption());
+  EXPECT_TRUE(DecodeSegments(std::string("\x03\x00", 2), &out).IsCorruption());
   EXPECT_TRUE(
       DecodeSegments(std::string("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12), &out)
           .IsCorruption());
-  std::string base = {char(kCodecVersion), char(1),    char(5),    char(0),    char(0), char(0xff),
-                      char(0xff),          char(0xff), char(0xff), char(0x7f), char(1), char(0)};
+  std::string base = {char(1),    char(1),    char(5),    char(0),    char(0), char(0xff),
+                      char(0xff), char(0xff), char(0xff), char(0x7f), char(1), char(0)};
   EXPECT_TRUE(DecodeSegments(base, &out).IsCorruption());
+  // The same, behind a version-2 header: refused alike.
+  EXPECT_TRUE(DecodeSegments("\x02\x07" + huge.substr(1), &out).IsCorruption());
+  EXPECT_TRUE(DecodeSegments("\x02\x07" + base.substr(1), &out).IsCorruption());
 }
 
 TEST(CodecTest, RandomBytesNeverCrashAndValidOnesReencodeTheSame) {
@@ -163,7 +156,7 @@ TEST(CodecTest, RandomBytesNeverCrashAndValidOnesReencodeTheSame) {
     if (i % 2 == 0) {
       bytes.resize(rng() % 64);
       for (char& c : bytes) c = static_cast<char>(rng());
-      if (!bytes.empty()) bytes[0] = char(kCodecVersion);
+      if (!bytes.empty()) bytes[0] = char(1 + i % 4 / 2);  // versions 1 and 2
     } else {
       bytes = valid;
       for (int f = 0; f < 3; ++f) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
@@ -196,12 +189,14 @@ void ExpectSameAsTwoSteps(std::string_view body, UnixSeconds now, const GetOptio
   got.ids = {42};  // a reused result: nothing of it may survive
   got.expires = {7};
   got.attr1 = {1u};
+  scratch->log_position = 12345;  // from an earlier body: must not survive
   Result<uint32_t> live = DecodeSelect(body, now, o, scratch, &got);
   ASSERT_EQ(live.ok(), decoded.ok()) << what << ": " << live.status().ToString();
   if (!decoded.ok()) {
     EXPECT_TRUE(live.status().IsCorruption()) << what;
     return;
   }
+  EXPECT_EQ(scratch->log_position, columns.log_position) << what;
   EXPECT_EQ(*live, want_live) << what;
   EXPECT_EQ(got.count, want.count) << what;
   EXPECT_EQ(got.ids, want.ids) << what;
@@ -223,7 +218,8 @@ TEST(CodecTest, DecodeSelectGivesWhatDecodeThenSelectGives) {
       if (round % 11 == 0 && rng() % 4 == 0) s.attr2 = static_cast<uint32_t>(rng());
     }
     std::string body;
-    EncodeSegments(segs, &body);
+    const uint64_t position = round % 4 == 1 ? 1 + rng() % 100000 : 0;
+    EncodeSegments(segs, position, &body);
     for (int q = 0; q < 8; ++q) {
       GetOptions o;
       if (rng() % 2) o.id_from = rng() % 5000;
@@ -251,6 +247,185 @@ TEST(CodecTest, DecodeSelectGivesWhatDecodeThenSelectGives) {
       ExpectSameAsTwoSteps(std::string_view(exact.data(), exact.size()), kNow, GetOptions{},
                            &scratch, "damaged, round " + std::to_string(round));
     }
+  }
+}
+
+// ---- Version 2: the log position of the last cluster log entry applied.
+
+std::string Bytes(std::string_view literal) { return std::string(literal); }
+
+// Profiles of every shape the codec has: empty, one segment, "never" among
+// finite expiries, attributes, gaps past the escape.
+std::vector<std::vector<Segment>> Shapes() {
+  return {
+      {},
+      {{5, 1790000001, {}, {}}},
+      {{1, kNever, {}, {}},
+       {2, 1790003600, {}, {}},
+       {40, 1790007200, {}, {}},
+       {41, kNever, {}, {}}},
+      {{7, 1790006400, 1u, {}},
+       {9, 1790003600, {}, 0xffffffffu},
+       {12, kNever, 0u, 5u},
+       {15, 1790000120, {}, {}}},
+      {{0, 1790000001, {}, {}}, {1ull << 40, 1790000002, {}, {}}, {UINT64_MAX, UINT32_MAX, {}, {}}},
+  };
+}
+
+// Without a position, the bodies are exactly what the codec wrote before
+// version 2 existed (these bytes are from that build, and data file format 1
+// holds them): single servers keep writing the same bytes.
+TEST(CodecTest, BodiesWithoutAPositionAreVersionOneByteForByte) {
+  using namespace std::string_view_literals;
+  const std::vector<std::string> before = {
+      Bytes("\x01\x00"sv),
+      Bytes("\x01\x01\x05\x00\x00\x81\xf7\xc4\xd5\x06\x00"sv),
+      Bytes("\x01\x04\x01\x03\x04\x90\x93\xc5\xd5\x06\x0c\xf0\x0a\x00\x10\x00\x11\x0e\x00"sv),
+      Bytes("\x01\x04\x07\x00\x1c\xf8\xf7\xc4\xd5\x06\x0d\x01\x20\x6d\x89\x38\xb3\x01\x80\x00"
+            "\x50\xd9\xff\xff\xff\x7f\x01\x00\x00\x00"sv),
+      Bytes("\x01\x03\x00\x20\x00\x81\xf7\xc4\xd5\x06\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff"
+            "\x00\x00\x00\xff\xff\xff\xff\xfe\xff\xff\xff\xff\xfe\xff\xff\x00\x00\x00\x00\x01"
+            "\x00\x00\x00\x7e\xc4\x4e\x95"sv),
+  };
+  const std::vector<std::vector<Segment>> shapes = Shapes();
+  ASSERT_EQ(shapes.size(), before.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string body, zero;
+    EncodeSegments(shapes[i], &body);
+    EXPECT_EQ(body, before[i]) << "shape " << i;
+    EncodeSegments(shapes[i], 0, &zero);  // position 0: no position, version 1
+    EXPECT_EQ(zero, before[i]) << "shape " << i;
+    Columns c;
+    c.log_position = 99;
+    ASSERT_TRUE(DecodeColumns(body, &c).ok());
+    EXPECT_EQ(c.log_position, 0u);
+    EXPECT_EQ(*DecodeLogPosition(body), 0u);
+  }
+}
+
+// Version 2 is the version byte, the position as a varint, then the
+// version-1 body from its segment count on.
+TEST(CodecTest, LogPositionsRoundTrip) {
+  struct Case {
+    uint64_t position;
+    size_t varint_bytes;
+  };
+  const std::vector<Case> cases = {
+      {1, 1}, {127, 1}, {128, 2}, {uint64_t{1} << 32, 5}, {UINT64_MAX, 10}};
+  std::vector<std::vector<Segment>> shapes = Shapes();
+  shapes.push_back(testing::ReferenceProfile(4, kNow));
+  Columns reused;
+  for (const Case& k : cases) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      SCOPED_TRACE("position " + std::to_string(k.position) + ", shape " + std::to_string(i));
+      std::string v1, v2;
+      EncodeSegments(shapes[i], &v1);
+      EncodeSegments(shapes[i], k.position, &v2);
+      ASSERT_EQ(v2.size(), v1.size() + k.varint_bytes);
+      EXPECT_EQ(v2[0], char(2));
+      EXPECT_EQ(v2.substr(1 + k.varint_bytes), v1.substr(1));
+
+      Result<uint64_t> position = DecodeLogPosition(v2);
+      ASSERT_TRUE(position.ok()) << position.status().ToString();
+      EXPECT_EQ(*position, k.position);
+      ASSERT_TRUE(DecodeColumns(v2, &reused).ok());
+      EXPECT_EQ(reused.log_position, k.position);
+      std::vector<Segment> out;
+      ASSERT_TRUE(DecodeSegments(v2, &out).ok());
+      EXPECT_EQ(out, shapes[i]);
+      // The version-1 body, decoded into the same Columns: no position left over.
+      ASSERT_TRUE(DecodeColumns(v1, &reused).ok());
+      EXPECT_EQ(reused.log_position, 0u);
+      // Re-encoding what was decoded gives the same bytes.
+      std::string again;
+      EncodeSegments(out, k.position, &again);
+      EXPECT_EQ(again, v2);
+    }
+  }
+}
+
+TEST(CodecTest, DecodeSelectFillsTheLogPosition) {
+  const std::vector<Segment> segs = testing::ReferenceProfile(5, kNow, 40);
+  std::string v1, v2;
+  EncodeSegments(segs, &v1);
+  EncodeSegments(segs, 300, &v2);
+  Columns scratch;
+  GetResult a, b;
+  Result<uint32_t> live = DecodeSelect(v2, kNow, GetOptions{}, &scratch, &a);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(*live, 40u);
+  EXPECT_EQ(scratch.log_position, 300u);
+  live = DecodeSelect(v1, kNow, GetOptions{}, &scratch, &b);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(scratch.log_position, 0u);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.expires, b.expires);
+  // With attributes (the two-step path) and empty, too.
+  std::vector<Segment> with_attr = segs;
+  with_attr[3].attr1 = 9;
+  EncodeSegments(with_attr, 301, &v2);
+  ASSERT_TRUE(DecodeSelect(v2, kNow, GetOptions{}, &scratch, &a).ok());
+  EXPECT_EQ(scratch.log_position, 301u);
+  EncodeSegments({}, 302, &v2);
+  live = DecodeSelect(v2, kNow, GetOptions{}, &scratch, &a);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(*live, 0u);
+  EXPECT_EQ(scratch.log_position, 302u);
+}
+
+// Truncated or hostile version-2 headers: Corruption from every decoder,
+// never an over-read (each input is an exact-size copy, for ASan).
+TEST(CodecTest, HostileVersionTwoHeadersAreCorruption) {
+  using namespace std::string_view_literals;
+  const std::vector<std::string> bad = {
+      Bytes("\x02"sv),                                                  // no position
+      Bytes("\x02\x80"sv),                                              // position cut
+      Bytes("\x02\xff\xff\xff\xff\xff\xff\xff\xff\xff"sv),              // cut after 9 bytes
+      Bytes("\x02\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02\x00"sv),      // beyond 64 bits
+      Bytes("\x02\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01\x00"sv),  // eleven bytes
+      Bytes("\x02\x00\x00"sv),      // position 0 is never written
+      Bytes("\x02\x80\x00\x00"sv),  // 0, spelt long
+  };
+  for (const std::string& b : bad) {
+    std::vector<char> exact(b.begin(), b.end());
+    const std::string_view body(exact.data(), exact.size());
+    std::vector<Segment> out;
+    EXPECT_TRUE(DecodeSegments(body, &out).IsCorruption()) << ::testing::PrintToString(b);
+    Columns scratch;
+    GetResult got;
+    EXPECT_TRUE(DecodeSelect(body, kNow, GetOptions{}, &scratch, &got).status().IsCorruption());
+    EXPECT_TRUE(DecodeLogPosition(body).status().IsCorruption()) << ::testing::PrintToString(b);
+  }
+  // A whole position but no body after it: the header reads (DecodeLogPosition
+  // reads nothing more), the body does not.
+  const std::string header_only = "\x02\x05";
+  std::vector<char> exact(header_only.begin(), header_only.end());
+  const std::string_view body(exact.data(), exact.size());
+  EXPECT_EQ(*DecodeLogPosition(body), 5u);
+  std::vector<Segment> out;
+  EXPECT_TRUE(DecodeSegments(body, &out).IsCorruption());
+  // Neither version: Corruption, and nothing is read past the version byte.
+  for (char version : {char(0), char(3), char(0x7f), char(0xff)}) {
+    const std::string b = std::string(1, version) + "\x05";
+    EXPECT_TRUE(DecodeLogPosition(b).status().IsCorruption()) << int{version};
+    EXPECT_TRUE(DecodeSegments(b, &out).IsCorruption()) << int{version};
+  }
+  EXPECT_TRUE(DecodeLogPosition(std::string_view()).status().IsCorruption());
+}
+
+TEST(CodecTest, EveryTruncationOfAVersionTwoBodyIsCorruption) {
+  std::vector<Segment> in = testing::ReferenceProfile(6, kNow, 100);
+  in[2].attr2 = 4;
+  std::string body;
+  EncodeSegments(in, UINT64_MAX, &body);
+  for (size_t len = 0; len < body.size(); ++len) {
+    std::vector<char> cut(body.begin(), body.begin() + static_cast<ptrdiff_t>(len));
+    const std::string_view view(cut.data(), cut.size());
+    std::vector<Segment> out;
+    Status s = DecodeSegments(view, &out);
+    EXPECT_TRUE(s.IsCorruption()) << "length " << len << ": " << s.ToString();
+    // The header alone reads once the whole position is there (1 + 10 bytes).
+    EXPECT_EQ(DecodeLogPosition(view).ok(), len >= 11) << "length " << len;
   }
 }
 

@@ -308,6 +308,74 @@ TEST(FormatTest, WrongRecordVersionIsCorruptionEvenWithValidChecksum) {
   }
 }
 
+// Records carry the version they were written in: every version this build
+// reads decodes (and says which it is), up to the device's version, the
+// superblock's (FORMAT.md, "Versions"); the encoder writes kFormatVersion.
+TEST(FormatTest, RecordOfEveryVersionThisBuildReadsDecodes) {
+  RecordHeader h = MakeHeader(RecordKind::kPut, "key", "body");
+  h.format_version = kOldestFormatVersion;  // not read by the encoder
+  std::vector<uint8_t> buf = Encode(h, "key", "body", kSeq);
+  EXPECT_EQ(buf[5], kFormatVersion);
+  for (uint16_t version = kOldestFormatVersion; version <= kFormatVersion; ++version) {
+    std::vector<uint8_t> at = buf;
+    at[5] = static_cast<uint8_t>(version);
+    Reseal(at.data(), UsedBytes(h), kSeq);
+    for (uint16_t newest = version; newest <= kFormatVersion; ++newest) {
+      Result<RecordView> v = DecodeRecord(at.data(), at.size(), kSeq, newest);
+      ASSERT_TRUE(v.ok()) << version << " under " << newest << ": " << v.status().ToString();
+      EXPECT_EQ(v->header.format_version, version);
+      EXPECT_EQ(v->body, "body");
+    }
+  }
+}
+
+TEST(FormatTest, RecordNewerThanTheDevicesVersionIsCorruption) {
+  RecordHeader h = MakeHeader(RecordKind::kPut, "key", "body");
+  std::vector<uint8_t> buf = Encode(h, "key", "body", kSeq);  // kFormatVersion
+  for (uint16_t newest = kOldestFormatVersion; newest < kFormatVersion; ++newest) {
+    Result<RecordView> v = DecodeRecord(buf.data(), buf.size(), kSeq, newest);
+    ASSERT_FALSE(v.ok()) << newest;
+    EXPECT_TRUE(v.status().IsCorruption()) << v.status().ToString();
+  }
+  // A bound past what this build reads does not widen it.
+  std::vector<uint8_t> bad = buf;
+  bad[5] = static_cast<uint8_t>(kFormatVersion + 1);
+  Reseal(bad.data(), UsedBytes(h), kSeq);
+  EXPECT_TRUE(DecodeRecord(bad.data(), bad.size(), kSeq, 0xFF).status().IsCorruption());
+}
+
+// Recovery scans with the superblock's version as the bound: records newer
+// than it are not records of this file.
+TEST(FormatTest, BlockScannerSkipsRecordsNewerThanItsBound) {
+  constexpr uint32_t kBlock = 2 * kSectorSize;
+  std::vector<uint8_t> block(kBlock, 0);
+  uint32_t off = kBlockHeaderSize;
+  std::vector<uint32_t> offsets;
+  for (int i = 0; i < 6; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    RecordHeader h = MakeHeader(RecordKind::kPut, key, "body");
+    EncodeRecord(h, key, "body", kSeq, block.data() + off);
+    if (i % 2 == 0) {  // every other one in the oldest version
+      block[off + 5] = static_cast<uint8_t>(kOldestFormatVersion);
+      Reseal(block.data() + off, UsedBytes(h), kSeq);
+    }
+    offsets.push_back(off);
+    off += RecordFootprint(h.key_len, h.body_len);
+  }
+  auto scan = [&](uint16_t newest) {
+    std::vector<std::string> keys;
+    BlockScanner s(block.data(), kBlock, kSeq, newest);
+    RecordView v;
+    uint32_t at;
+    while (s.Next(&v, &at)) keys.emplace_back(v.key);
+    return keys;
+  };
+  EXPECT_EQ(scan(kFormatVersion).size(), 6u);
+  if (kOldestFormatVersion < kFormatVersion) {
+    EXPECT_EQ(scan(kOldestFormatVersion), (std::vector<std::string>{"key0", "key2", "key4"}));
+  }
+}
+
 TEST(FormatTest, ZeroBytesAreNotARecord) {
   std::vector<uint8_t> zeros(4096, 0);
   Result<RecordView> v = DecodeRecord(zeros.data(), zeros.size(), kSeq);
@@ -474,11 +542,42 @@ TEST(FormatTest, SuperblockWritesTheDataFileFormatVersion) {
   uint8_t buf[kSuperblockEncodedSize];
   EncodeSuperblock(GoodSuperblock(), buf);
   EXPECT_EQ(DecodeFixed16(buf + 12), kFormatVersion);
-  // Every version from the oldest this build reads opens.
+  EXPECT_EQ(DecodeSuperblock(buf)->version, kFormatVersion);
+  // Every version from the oldest this build reads opens, and says which.
   for (uint16_t version = kOldestFormatVersion; version <= kFormatVersion; ++version) {
     EncodeFixed16(buf + 12, version);
     Reseal(buf, sizeof buf, 0);
-    EXPECT_TRUE(DecodeSuperblock(buf).ok()) << version;
+    Result<Superblock> got = DecodeSuperblock(buf);
+    ASSERT_TRUE(got.ok()) << version << ": " << got.status().ToString();
+    EXPECT_EQ(got->version, version);
+  }
+}
+
+// The upgrade (FORMAT.md, "Versions"): an older version's superblock says
+// kFormatVersion, with every other byte as it was: only the checksum (bytes
+// 0-3) and the version (12-13) change.
+TEST(FormatTest, UpgradeSuperblockRewritesOnlyItsVersionAndChecksum) {
+  for (uint16_t version = kOldestFormatVersion; version <= kFormatVersion; ++version) {
+    uint8_t buf[kSuperblockEncodedSize];
+    EncodeSuperblock(GoodSuperblock(), buf);
+    EncodeFixed16(buf + 12, version);
+    Reseal(buf, sizeof buf, 0);
+    uint8_t before[kSuperblockEncodedSize];
+    std::memcpy(before, buf, sizeof buf);
+    UpgradeSuperblock(buf);
+    for (size_t i = 0; i < sizeof buf; ++i) {
+      if (i < 4 || i == 12 || i == 13) continue;
+      EXPECT_EQ(buf[i], before[i]) << "byte " << i;
+    }
+    EXPECT_EQ(DecodeFixed16(buf + 12), kFormatVersion);
+    Result<Superblock> got = DecodeSuperblock(buf);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->version, kFormatVersion);
+    EXPECT_EQ(got->device_id, GoodSuperblock().device_id);
+    EXPECT_EQ(got->hash_seed, GoodSuperblock().hash_seed);
+    EXPECT_EQ(got->device_size, GoodSuperblock().device_size);
+    EXPECT_EQ(got->block_size, GoodSuperblock().block_size);
+    EXPECT_EQ(got->created_at, GoodSuperblock().created_at);
   }
 }
 
@@ -629,6 +728,22 @@ TEST(FormatTest, BlockHeaderWrongVersionIsCorruption) {
     EXPECT_NE(got.status().message().find("format version " + std::to_string(version)),
               std::string::npos)
         << got.status().ToString();
+  }
+}
+
+TEST(FormatTest, BlockHeaderOfEveryVersionThisBuildReadsDecodes) {
+  uint8_t buf[kBlockHeaderSize];
+  BlockHeader h = GoodBlockHeader();
+  h.version = kOldestFormatVersion;  // not read by the encoder
+  EncodeBlockHeader(h, buf);
+  EXPECT_EQ(DecodeFixed16(buf + 8), kFormatVersion);
+  for (uint16_t version = kOldestFormatVersion; version <= kFormatVersion; ++version) {
+    EncodeFixed16(buf + 8, version);
+    Reseal(buf, sizeof buf, 0);
+    Result<BlockHeader> got = DecodeBlockHeader(buf);
+    ASSERT_TRUE(got.ok()) << version << ": " << got.status().ToString();
+    EXPECT_EQ(got->version, version);
+    EXPECT_EQ(got->seq, kSeq);
   }
 }
 

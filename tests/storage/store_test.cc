@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -497,7 +498,9 @@ TEST_F(StoreTest, NewerFormatVersionIsRefusedNamingBothAndNothingIsWritten) {
   EXPECT_EQ(s.status().code(), Status::Code::kUnsupported) << s.status().ToString();
   const std::string want = "data file format version " + std::to_string(kFormatVersion + 1) +
                            " is newer than this build reads (" +
+                           std::to_string(kOldestFormatVersion) + " to " +
                            std::to_string(kFormatVersion) + ")";
+  static_assert(kOldestFormatVersion < kFormatVersion, "the message above names a range");
   EXPECT_NE(s.status().message().find(want), std::string::npos) << s.status().ToString();
   EXPECT_NE(s.status().message().find("nothing was written"), std::string::npos)
       << s.status().ToString();
@@ -508,6 +511,155 @@ TEST_F(StoreTest, NewerFormatVersionIsRefusedNamingBothAndNothingIsWritten) {
   ASSERT_NE(store, nullptr);
   auto w = WorkerOrDie(store.get());
   for (int i = 0; i < 20; ++i) EXPECT_EQ(w->GetSync(Key(i))->body(), Body(i, 1)) << i;
+}
+
+// ---- A data file of an older format version this build reads (FORMAT.md,
+// "Versions": O <= v < W): opened and served; its superblock says W before
+// anything is written; its older records stay readable.
+
+// Records on the data file at `path`, by the format version each says.
+std::map<int, int> RecordsByFormatVersion(const std::string& path) {
+  const std::string bytes = testing::FileBytes(path);
+  const auto* image = reinterpret_cast<const uint8_t*>(bytes.data());
+  const uint32_t block_size = DecodeFixed32(image + 40);
+  std::map<int, int> out;
+  for (uint64_t base = block_size; base + block_size <= bytes.size(); base += block_size) {
+    Result<BlockHeader> h = DecodeBlockHeader(image + base);
+    if (!h.ok()) continue;
+    BlockScanner scan(image + base, block_size, h->salt());
+    RecordView v;
+    uint32_t off;
+    while (scan.Next(&v, &off)) ++out[v.header.format_version];
+  }
+  return out;
+}
+
+// Offsets of the bytes that differ between two images of one size.
+std::vector<size_t> ChangedBytes(const std::string& a, const std::string& b) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i] != b[i]) out.push_back(i);
+  }
+  return out;
+}
+
+TEST_F(StoreTest, OlderFormatVersionOpensIsUpgradedAndKeepsItsRecords) {
+  static_assert(kOldestFormatVersion < kFormatVersion);
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 300; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+    for (int i = 0; i < 300; i += 3) ASSERT_TRUE(w->DeleteSync(Key(i)).ok());
+  }
+  // What a release writing the oldest version would have written.
+  ASSERT_EQ(testing::SetFileFormatVersionEverywhere(opts_.path, kOldestFormatVersion), 400);
+  ASSERT_EQ(testing::SuperblockVersion(opts_.path), kOldestFormatVersion);
+  EXPECT_EQ(RecordsByFormatVersion(opts_.path), (std::map<int, int>{{kOldestFormatVersion, 400}}));
+  const std::string old_file = testing::FileBytes(opts_.path);
+
+  auto check = [](Worker* w, int written) {
+    for (int i = 0; i < written; ++i) {
+      auto got = w->GetSync(Key(i));
+      if (i < 300 && i % 3 == 0) {
+        EXPECT_TRUE(got.status().IsNotFound()) << i << ": " << got.status().ToString();
+      } else {
+        ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+        EXPECT_EQ(got->body(), Body(i, i < 300 && i % 3 == 1 && written > 300 ? 2 : 1)) << i;
+      }
+    }
+  };
+  {
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->recovery().live_records, 200u);
+    EXPECT_EQ(store->recovery().tombstones, 100u);
+    EXPECT_EQ(store->recovery().damaged_regions, 0u);
+    // Before a worker exists, the superblock already says this build's version.
+    EXPECT_EQ(testing::SuperblockVersion(opts_.path), kFormatVersion);
+    auto w = WorkerOrDie(store.get());
+    check(w.get(), 300);
+  }  // a worker that only read writes nothing
+  // The open rewrote the superblock's version and checksum, and nothing else.
+  const std::vector<size_t> changed = ChangedBytes(old_file, testing::FileBytes(opts_.path));
+  EXPECT_FALSE(changed.empty());
+  for (size_t at : changed) EXPECT_TRUE(at < 4 || at == 12 || at == 13) << "byte " << at;
+  EXPECT_EQ(RecordsByFormatVersion(opts_.path), (std::map<int, int>{{kOldestFormatVersion, 400}}));
+
+  // Reopened: the older records still read; new ones go in this build's
+  // version beside them; after another restart both read.
+  {
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->recovery().live_records, 200u);
+    auto w = WorkerOrDie(store.get());
+    check(w.get(), 300);
+    for (int i = 1; i < 300; i += 3) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 2)).ok());
+    for (int i = 300; i < 350; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+  }
+  const std::map<int, int> versions = RecordsByFormatVersion(opts_.path);
+  EXPECT_EQ(versions.at(kOldestFormatVersion), 400);
+  EXPECT_EQ(versions.at(kFormatVersion), 150);
+  auto store = OpenOrDie(opts_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->recovery().live_records, 250u);
+  EXPECT_EQ(testing::SuperblockVersion(opts_.path), kFormatVersion);
+  auto w = WorkerOrDie(store.get());
+  check(w.get(), 350);
+}
+
+// The upgrade's write fails: Open fails, and the file still says its own
+// version (a valid superblock), so it opens later, or under an older release.
+TEST_F(StoreTest, FailedUpgradeFailsOpenAndLeavesTheFileAsItWas) {
+  auto device = FaultDevice::Create(64 * opts_.write_block_size, 11);
+  {
+    auto store = OpenOrDie(opts_, device);
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+  }
+  std::vector<uint8_t> image = device->ReadImage(0, device->size());
+  const std::vector<uint8_t> written = image;
+  ASSERT_EQ(testing::SetFormatVersionEverywhere(image.data(), image.size(), kOldestFormatVersion),
+            50);
+  for (size_t i = 0; i < image.size(); ++i) {
+    if (image[i] != written[i]) device->XorByte(i, image[i] ^ written[i]);
+  }
+
+  device->FailWritesAfter(0);
+  auto refused = Store::Open(opts_, device);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kIOError) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("upgrade"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(device->ReadImage(0, device->size()) == image) << "the failed open changed the file";
+
+  device->ClearFaults();
+  auto store = OpenOrDie(opts_, device->Reboot());
+  ASSERT_NE(store, nullptr);
+  auto w = WorkerOrDie(store.get());
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(w->GetSync(Key(i))->body(), Body(i, 1)) << i;
+}
+
+// A write block of this device in a version newer than its superblock's:
+// the superblock was put back after the upgrade (nothing is written in a
+// newer version before the superblock says it). Refused, not treated as free
+// blocks to write over, and nothing is written.
+TEST_F(StoreTest, BlockNewerThanItsSuperblockIsRefusedAndNothingIsWritten) {
+  static_assert(kOldestFormatVersion < kFormatVersion);
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+  }
+  testing::SetSuperblockVersion(opts_.path, kOldestFormatVersion);
+  const std::string before = testing::FileBytes(opts_.path);
+  auto s = Store::Open(opts_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kCorruption) << s.status().ToString();
+  const std::string want = "is in data file format version " + std::to_string(kFormatVersion) +
+                           ", newer than its superblock's (" +
+                           std::to_string(kOldestFormatVersion) + ")";
+  EXPECT_NE(s.status().message().find(want), std::string::npos) << s.status().ToString();
+  EXPECT_TRUE(testing::FileBytes(opts_.path) == before) << "the refused file was changed";
 }
 
 // Version 0 is never written: damage, refused as Corruption, never formatted over.
