@@ -59,6 +59,7 @@ using segstore::UnixSeconds;
 using segstore::UpsertItem;
 using segstore::UpsertMode;
 using segstore::UpsertResult;
+using segstore::WriteId;
 
 // TLS to a server that serves it (its [tls] settings). The server's
 // certificate is verified against `ca_file` (or the system's trust store)
@@ -142,19 +143,39 @@ class AsyncClient {
   // user has no profile (no live segment), as for Get.
   virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
                      Callback<uint32_t> done) = 0;
+  // The writes. `write_id` (empty: none) names the write so that a cluster
+  // applies it at most once, however often it is sent (proto/PROTOCOL.md,
+  // "Writes in a cluster"); send the same one when sending it again.
   virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
-                      UpsertMode mode, Callback<UpsertResult> done) = 0;
+                      UpsertMode mode, const WriteId& write_id, Callback<UpsertResult> done) = 0;
+  // Each item carries its own write_id.
   virtual void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done) = 0;
   // Gives how many of `ids` the profile held live (an ID listed twice counts
   // once). NotFound, writing nothing, when the user has no profile.
   virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
-                      Callback<uint32_t> done) = 0;
+                      const WriteId& write_id, Callback<uint32_t> done) = 0;
   // Drops every segment not live at `before` (expiring at or before it, live
   // ones included); 0 or any earlier time is the server's now. NotFound,
   // writing nothing, when the user has no profile.
-  virtual void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) = 0;
+  virtual void Trim(std::string_view user, UnixSeconds before, const WriteId& write_id,
+                    Callback<TrimResult> done) = 0;
   // Gives whether there was a profile to delete.
-  virtual void Delete(std::string_view user, Callback<bool> done) = 0;
+  virtual void Delete(std::string_view user, const WriteId& write_id, Callback<bool> done) = 0;
+
+  // The same without a write ID.
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
+              Callback<UpsertResult> done) {
+    Upsert(user, segments, mode, WriteId{}, std::move(done));
+  }
+  void Remove(std::string_view user, std::span<const uint64_t> ids, Callback<uint32_t> done) {
+    Remove(user, ids, WriteId{}, std::move(done));
+  }
+  void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) {
+    Trim(user, before, WriteId{}, std::move(done));
+  }
+  void Delete(std::string_view user, Callback<bool> done) {
+    Delete(user, WriteId{}, std::move(done));
+  }
 
   // Fails the requests in flight with Unavailable (their callbacks run inside
   // Close) and closes the connection. Idempotent.
@@ -189,11 +210,13 @@ class Client {
                                   const GetOptions& options = {});
   Result<uint32_t> Count(std::string_view user, uint64_t id_from = 0, uint64_t id_to = UINT64_MAX);
   Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
-                              UpsertMode mode = UpsertMode::kSet);
+                              UpsertMode mode = UpsertMode::kSet, const WriteId& write_id = {});
   Result<BatchUpsertResult> BatchUpsert(std::span<const UpsertItem> items);
-  Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids);
-  Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0);
-  Result<bool> Delete(std::string_view user);
+  Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids,
+                          const WriteId& write_id = {});
+  Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0,
+                          const WriteId& write_id = {});
+  Result<bool> Delete(std::string_view user, const WriteId& write_id = {});
 
  private:
   struct Impl;

@@ -4,17 +4,29 @@
 // partition, over one Client per node, connected when first needed. Batches
 // are split by node and their answers put back in the caller's order.
 //
-// Retries, each bounded by `max_attempts` tries of a request (or of a batch
-// entry):
+// A request goes to the first replica of its user's partition, and each
+// retry to the next. Retries, each bounded by `max_attempts` tries of a
+// request (or of a batch entry):
 // - WrongNode (the node does not hold the user): the map is fetched again,
 //   from the node that said so or any other, keeping the newest, and the
-//   request goes to the node the map names. Nothing was done, so writes
-//   retry too.
-// - Busy from a cluster node (it serves nothing at the moment) and a node
-//   that cannot be reached: the map is fetched again and, after a pause
-//   (`retry_pause`, doubling), reads are sent again. A write whose answer
-//   never came is not sent twice: its outcome is unknown, and the error
-//   (Unavailable or Timeout) is what the caller gets.
+//   request goes to a node the map names. Nothing was done, so writes retry
+//   too.
+// - Busy from a cluster node (it serves nothing at the moment), and reads
+//   sent to a node that cannot be reached or did not answer: the map is
+//   fetched again and, after a pause (`retry_pause`, doubling), the request
+//   goes to the next replica.
+// - Writes, in a cluster that writes through a log (its map says `log`):
+//   every write carries a write ID made up here (proto/PROTOCOL.md, "Writes
+//   in a cluster"), and one whose outcome is unknown (no answer, InDoubt) or
+//   that the log refused (LogUnavailable) is sent again with the same ID,
+//   which the cluster applies at most once. Out of attempts with the outcome
+//   still unknown, the caller gets InDoubt. Without a log, a write whose
+//   answer never came is not sent twice: its outcome is unknown, and the
+//   error (Unavailable or Timeout) is what the caller gets.
+// - A get answered from a copy that may be behind (marked stale) is asked of
+//   the other replicas in turn; the first answer not marked stale is
+//   returned, else the first one (its `stale` set). Batch gets and counts
+//   return what the node answered.
 // Every other answer is returned as it is. Against a single server (its map
 // says it is not a cluster) every request goes to it and nothing is retried.
 //
@@ -58,8 +70,11 @@ class ClusterClient {
   Status RefreshMap();
   // "host:port" of the node that holds `user` in the map in use.
   std::string NodeOf(std::string_view user) const;
-  // Requests retried so far (WrongNode, Busy, unreachable node).
+  // Requests retried so far (WrongNode, Busy, unreachable node, unknown
+  // write outcomes).
   uint64_t retries() const;
+  // Gets answered stale by the first replica asked.
+  uint64_t stale_reads() const;
 
   Result<GetResult> Get(std::string_view user, const GetOptions& options = {});
   Result<BatchGetResult> BatchGet(std::span<const std::string> users,

@@ -34,6 +34,10 @@ struct ClusterMap {
   // replicas[p * replication] to replicas[p * replication + replication - 1].
   std::vector<uint16_t> replicas;
   std::string self;  // the ID of the node that answered ("" outside a cluster)
+  // The cluster writes through a log: each write_id is applied at most once,
+  // so a write whose answer was lost may be sent again with the same one
+  // (proto/PROTOCOL.md, "Writes in a cluster"). Said by the node that answered.
+  bool log = false;
 
   bool has_map() const { return cluster && revision != 0; }
   std::span<const uint16_t> ReplicasOf(uint32_t partition) const {

@@ -41,6 +41,7 @@ struct UpsertItem {
   std::string user;
   std::vector<SegmentUpdate> segments;
   UpsertMode mode = UpsertMode::kSet;
+  WriteId write_id = {};  // empty: none (a cluster then makes one up)
 };
 
 // Per-user outcomes of a batch, in the order asked.

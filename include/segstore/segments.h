@@ -54,6 +54,9 @@ struct GetResult {
   std::vector<std::optional<uint32_t>> attr1;
   std::vector<std::optional<uint32_t>> attr2;
   uint32_t count = 0;  // live segments matching the options (all of them, whatever `limit`)
+  // Set by the client library: the cluster node that answered read a copy
+  // that may be behind the cluster's log (proto/PROTOCOL.md, "Stale reads").
+  bool stale = false;
 
   size_t size() const { return ids.size(); }
   // Row i as a Segment (expires_at is kNever when the result is ids_only).
@@ -88,16 +91,31 @@ struct SegmentUpdate {
   std::optional<uint32_t> attr2;
 };
 
+// Names one write so that a cluster applies it at most once, however often
+// it is sent (proto/PROTOCOL.md, "Writes in a cluster"): 16 bytes, unique
+// per write (random, or a random client ID and a counter). All zeros: none.
+struct WriteId {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool empty() const { return hi == 0 && lo == 0; }
+  bool operator==(const WriteId&) const = default;
+};
+
 struct UpsertResult {
   uint32_t inserted = 0;
   uint32_t updated = 0;
   uint32_t trimmed = 0;  // expired segments removed by this write
   uint32_t count = 0;    // live segments after it
+  // A cluster applied a write with this write's ID before: it was not
+  // applied again, and the counts are the first one's (zeros when the node
+  // that answered no longer knows them).
+  bool duplicate = false;
 };
 
 struct TrimResult {
   uint32_t trimmed = 0;
   uint32_t remaining = 0;
+  bool duplicate = false;  // as UpsertResult's
 };
 
 }  // namespace segstore

@@ -32,8 +32,10 @@ class [[nodiscard]] Status {
     kTimeout = 12,          // no answer in time (set by clients; servers never send it)
     kUnauthenticated = 13,  // the server wants an authenticated hello first, or the secret is wrong
     kWrongNode = 14,        // this cluster node does not hold the user's partition now
+    kLogUnavailable = 15,   // a cluster's log did not take the write (nothing written); retry
+    kInDoubt = 16,          // a write may or may not have been made; retry with its write ID
   };
-  static constexpr uint8_t kMaxCode = 14;
+  static constexpr uint8_t kMaxCode = 16;
 
   Status() noexcept = default;
   Status(const Status& other);
@@ -60,6 +62,8 @@ class [[nodiscard]] Status {
     return Status(Code::kUnauthenticated, msg);
   }
   static Status WrongNode(std::string_view msg) { return Status(Code::kWrongNode, msg); }
+  static Status LogUnavailable(std::string_view msg) { return Status(Code::kLogUnavailable, msg); }
+  static Status InDoubt(std::string_view msg) { return Status(Code::kInDoubt, msg); }
   // A status of `code` (from the wire: any value up to kMaxCode; larger
   // values give Internal, saying so) with `msg`.
   static Status FromCode(uint8_t code, std::string_view msg);

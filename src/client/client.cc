@@ -102,15 +102,27 @@ class AsyncClientImpl final : public AsyncClient {
 
   void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) override {
     proto::GetRequest req{std::string(user), options};
-    Send(Op::kGet, req, Decoding<GetResult>(Op::kGet, std::move(done), Identity<GetResult>()));
+    Connection* conn = conn_.get();
+    Send(Op::kGet, req, Decoding<GetResult>(Op::kGet, std::move(done), [conn](GetResult r) {
+           r.stale = (conn->answer_flags() & proto::kFlagStale) != 0;
+           return r;
+         }));
   }
 
   void BatchGet(std::span<const std::string> users, const GetOptions& options,
                 Callback<BatchGetResult> done) override {
     proto::BatchGetRequest req{std::vector<std::string>(users.begin(), users.end()), options};
+    Connection* conn = conn_.get();
     Send(Op::kBatchGet, req,
          Decoding<proto::BatchGetResponse>(Op::kBatchGet, std::move(done),
-                                           Identity<BatchGetResult>()));
+                                           [conn](BatchGetResult all) {
+                                             if (conn->answer_flags() & proto::kFlagStale) {
+                                               for (auto& r : all) {
+                                                 if (r.ok()) r->stale = true;
+                                               }
+                                             }
+                                             return all;
+                                           }));
   }
 
   void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
@@ -122,9 +134,10 @@ class AsyncClientImpl final : public AsyncClient {
   }
 
   void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
-              Callback<UpsertResult> done) override {
+              const WriteId& write_id, Callback<UpsertResult> done) override {
     proto::UpsertRequest req{std::string(user),
-                             std::vector<SegmentUpdate>(segments.begin(), segments.end()), mode};
+                             std::vector<SegmentUpdate>(segments.begin(), segments.end()), mode,
+                             write_id};
     Send(Op::kUpsert, req,
          Decoding<UpsertResult>(Op::kUpsert, std::move(done), Identity<UpsertResult>()));
   }
@@ -136,21 +149,23 @@ class AsyncClientImpl final : public AsyncClient {
                                               Identity<BatchUpsertResult>()));
   }
 
-  void Remove(std::string_view user, std::span<const uint64_t> ids,
+  void Remove(std::string_view user, std::span<const uint64_t> ids, const WriteId& write_id,
               Callback<uint32_t> done) override {
-    proto::RemoveRequest req{std::string(user), std::vector<uint64_t>(ids.begin(), ids.end())};
+    proto::RemoveRequest req{std::string(user), std::vector<uint64_t>(ids.begin(), ids.end()),
+                             write_id};
     Send(Op::kRemove, req,
          Decoding<proto::RemoveResponse>(Op::kRemove, std::move(done),
                                          [](proto::RemoveResponse r) { return r.removed; }));
   }
 
-  void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done) override {
-    proto::TrimRequest req{std::string(user), before};
+  void Trim(std::string_view user, UnixSeconds before, const WriteId& write_id,
+            Callback<TrimResult> done) override {
+    proto::TrimRequest req{std::string(user), before, write_id};
     Send(Op::kTrim, req, Decoding<TrimResult>(Op::kTrim, std::move(done), Identity<TrimResult>()));
   }
 
-  void Delete(std::string_view user, Callback<bool> done) override {
-    proto::DeleteRequest req{std::string(user)};
+  void Delete(std::string_view user, const WriteId& write_id, Callback<bool> done) override {
+    proto::DeleteRequest req{std::string(user), write_id};
     Send(Op::kDelete, req,
          Decoding<proto::DeleteResponse>(Op::kDelete, std::move(done),
                                          [](proto::DeleteResponse r) { return r.deleted; }));
@@ -330,9 +345,10 @@ Result<uint32_t> Client::Count(std::string_view user, uint64_t id_from, uint64_t
 }
 
 Result<UpsertResult> Client::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
-                                    UpsertMode mode) {
-  return impl_->Wait<UpsertResult>(
-      [&](Callback<UpsertResult> cb) { impl_->async->Upsert(user, segments, mode, cb); });
+                                    UpsertMode mode, const WriteId& write_id) {
+  return impl_->Wait<UpsertResult>([&](Callback<UpsertResult> cb) {
+    impl_->async->Upsert(user, segments, mode, write_id, cb);
+  });
 }
 
 Result<BatchUpsertResult> Client::BatchUpsert(std::span<const UpsertItem> items) {
@@ -340,17 +356,21 @@ Result<BatchUpsertResult> Client::BatchUpsert(std::span<const UpsertItem> items)
       [&](Callback<BatchUpsertResult> cb) { impl_->async->BatchUpsert(items, cb); });
 }
 
-Result<uint32_t> Client::Remove(std::string_view user, std::span<const uint64_t> ids) {
-  return impl_->Wait<uint32_t>([&](Callback<uint32_t> cb) { impl_->async->Remove(user, ids, cb); });
+Result<uint32_t> Client::Remove(std::string_view user, std::span<const uint64_t> ids,
+                                const WriteId& write_id) {
+  return impl_->Wait<uint32_t>(
+      [&](Callback<uint32_t> cb) { impl_->async->Remove(user, ids, write_id, cb); });
 }
 
-Result<TrimResult> Client::Trim(std::string_view user, UnixSeconds before) {
+Result<TrimResult> Client::Trim(std::string_view user, UnixSeconds before,
+                                const WriteId& write_id) {
   return impl_->Wait<TrimResult>(
-      [&](Callback<TrimResult> cb) { impl_->async->Trim(user, before, cb); });
+      [&](Callback<TrimResult> cb) { impl_->async->Trim(user, before, write_id, cb); });
 }
 
-Result<bool> Client::Delete(std::string_view user) {
-  return impl_->Wait<bool>([&](Callback<bool> cb) { impl_->async->Delete(user, cb); });
+Result<bool> Client::Delete(std::string_view user, const WriteId& write_id) {
+  return impl_->Wait<bool>(
+      [&](Callback<bool> cb) { impl_->async->Delete(user, write_id, cb); });
 }
 
 }  // namespace segstore::client

@@ -1,6 +1,7 @@
 #include "segstore/cluster_client.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 
 #include "segstore/routing.h"
@@ -16,6 +17,10 @@ bool IsBusy(const Status& s) { return s.code() == Status::Code::kBusy; }
 bool IsLost(const Status& s) {
   return s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout;
 }
+// A write whose outcome the answer does not tell.
+bool IsUnknown(const Status& s) { return IsLost(s) || s.code() == Status::Code::kInDoubt; }
+
+enum class Kind { kRead, kWrite };
 
 }  // namespace
 
@@ -25,6 +30,33 @@ struct ClusterClient::Impl {
   segstore::ClusterMap map;
   std::map<std::string, std::unique_ptr<Client>> clients;  // by address
   uint64_t retries = 0;
+  uint64_t stale_reads = 0;
+  // Write IDs: random per client, then a counter.
+  uint64_t id_prefix = 0;
+  uint64_t id_counter = 0;
+
+  WriteId NewWriteId() { return map.log ? WriteId{id_prefix, ++id_counter} : WriteId{}; }
+
+  // Whether an answer `s` to a request of `kind` is worth another attempt
+  // (with the same write ID for a write).
+  bool Retryable(const Status& s, Kind kind) const {
+    if (!map.cluster) return false;
+    if (IsWrongNode(s) || IsBusy(s)) return true;
+    const bool write = kind == Kind::kWrite;
+    if (IsLost(s)) return !write || map.log;
+    if (s.code() == Status::Code::kLogUnavailable) return write;
+    if (s.code() == Status::Code::kInDoubt) return write && map.log;
+    return false;
+  }
+
+  // What the caller gets when the attempts ran out on `s`.
+  static Status GaveUp(const Status& s, Kind kind, int attempts) {
+    if (kind == Kind::kWrite && IsUnknown(s)) {
+      return Status::InDoubt("the write's outcome is unknown after " + std::to_string(attempts) +
+                             " attempts (last: " + s.ToString() + ")");
+    }
+    return s;
+  }
 
   Result<Client*> ClientAt(const std::string& address) {
     auto it = clients.find(address);
@@ -39,10 +71,12 @@ struct ClusterClient::Impl {
     return (clients[address] = std::move(*c)).get();
   }
 
-  // Where `user` goes: a single server, or the first replica of its partition.
-  std::string AddressOf(std::string_view user) const {
+  // Where `user` goes: a single server, or a replica of its partition, the
+  // first on a first attempt and the next on each retry.
+  std::string AddressOf(std::string_view user, int attempt = 0) const {
     if (!map.has_map()) return seed;
-    return map.nodes[map.ReplicasOf(PartitionOf(user))[0]].address;
+    std::span<const uint16_t> replicas = map.ReplicasOf(PartitionOf(user));
+    return map.nodes[replicas[static_cast<size_t>(attempt) % replicas.size()]].address;
   }
 
   // Asks `address` for its map and keeps it when newer.
@@ -87,13 +121,14 @@ struct ClusterClient::Impl {
     std::this_thread::sleep_for(pause);
   }
 
-  // Runs `call` on the node of `user`, retrying as the header says. `write`:
-  // a lost answer is not retried.
+  // Runs `call` on a node of `user`, retrying as the header says.
   template <typename T, typename Call>
-  Result<T> Routed(std::string_view user, bool write, Call call) {
+  Result<T> Routed(std::string_view user, Kind kind, Call call) {
     Status last;
-    for (int attempt = 0; attempt < std::max(1, options.max_attempts); ++attempt) {
-      const std::string address = AddressOf(user);
+    const int attempts = std::max(1, options.max_attempts);
+    int attempt = 0;
+    for (; attempt < attempts; ++attempt) {
+      const std::string address = AddressOf(user, attempt);
       Result<Client*> c = ClientAt(address);
       if (!c.ok()) {
         last = c.status();
@@ -102,11 +137,10 @@ struct ClusterClient::Impl {
         if (r.ok() || !map.cluster) return r;
         last = r.status();
         if (IsLost(last)) clients.erase(address);
-        if (IsLost(last) && write) return r;
-        if (!IsWrongNode(last) && !IsBusy(last) && !IsLost(last)) return r;
+        if (!Retryable(last, kind)) return r;
       }
       if (!map.cluster && !IsLost(last)) return last;
-      if (attempt + 1 >= std::max(1, options.max_attempts)) break;
+      if (attempt + 1 >= attempts) break;
       ++retries;
       if (!IsWrongNode(last)) Pause(attempt);
       const uint64_t revision = map.revision;
@@ -115,20 +149,37 @@ struct ClusterClient::Impl {
       // go by yet, so give it a moment to catch up.
       if (IsWrongNode(last) && map.revision == revision) Pause(attempt);
     }
-    return last;
+    return GaveUp(last, kind, attempt + 1);
+  }
+
+  // A read: as Routed, then, when the answer is marked stale, the other
+  // replicas in turn, for an answer that is not; the first stale one when
+  // every replica's is.
+  Result<GetResult> FreshGet(std::string_view user, const GetOptions& get) {
+    Result<GetResult> first =
+        Routed<GetResult>(user, Kind::kRead, [&](Client& c) { return c.Get(user, get); });
+    if (!first.ok() || !first->stale || !map.has_map()) return first;
+    ++stale_reads;
+    for (uint32_t k = 1; k < map.replication; ++k) {
+      Result<Client*> c = ClientAt(AddressOf(user, static_cast<int>(k)));
+      if (!c.ok()) continue;
+      Result<GetResult> r = (*c)->Get(user, get);
+      if ((r.ok() && !r->stale) || r.status().IsNotFound()) return r;
+    }
+    return first;
   }
 
   // A batch: entries grouped by node, each group one request; the entries a
   // node did not hold (WrongNode) go round again with a fresh map.
   template <typename R, typename Entry, typename UserOf, typename Send>
-  Result<std::vector<Result<R>>> Scattered(std::span<const Entry> entries, bool write,
+  Result<std::vector<Result<R>>> Scattered(std::span<const Entry> entries, Kind kind,
                                            UserOf user_of, Send send) {
     std::vector<Result<R>> out(entries.size(), Result<R>(Status::Internal("not sent")));
     std::vector<size_t> pending(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) pending[i] = i;
     for (int attempt = 0; !pending.empty(); ++attempt) {
       std::map<std::string, std::vector<size_t>> by_node;
-      for (size_t i : pending) by_node[AddressOf(user_of(entries[i]))].push_back(i);
+      for (size_t i : pending) by_node[AddressOf(user_of(entries[i]), attempt)].push_back(i);
       std::vector<size_t> again;
       Status retry_reason;
       std::string wrong_at;
@@ -145,8 +196,7 @@ struct ClusterClient::Impl {
         }
         if (!r.ok()) {
           if (IsLost(r.status())) clients.erase(address);
-          const bool retry = map.cluster && (IsBusy(r.status()) || IsWrongNode(r.status()) ||
-                                             (IsLost(r.status()) && !write));
+          const bool retry = Retryable(r.status(), kind);
           if (!map.cluster && !IsLost(r.status())) return r.status();
           for (size_t i : indices) {
             if (retry) {
@@ -160,7 +210,7 @@ struct ClusterClient::Impl {
         }
         for (size_t k = 0; k < indices.size(); ++k) {
           Result<R>& one = (*r)[k];
-          if (map.cluster && IsWrongNode(one.status())) {
+          if (!one.ok() && Retryable(one.status(), kind)) {
             again.push_back(indices[k]);
             retry_reason = one.status();
             wrong_at = address;
@@ -171,7 +221,7 @@ struct ClusterClient::Impl {
       }
       if (again.empty()) break;
       if (attempt + 1 >= std::max(1, options.max_attempts)) {
-        for (size_t i : again) out[i] = retry_reason;
+        for (size_t i : again) out[i] = GaveUp(retry_reason, kind, attempt + 1);
         break;
       }
       retries += again.size();
@@ -191,6 +241,9 @@ ClusterClient::~ClusterClient() = default;
 Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  std::random_device rd;
+  impl->id_prefix = (uint64_t{rd()} << 32) | rd();
+  if (impl->id_prefix == 0) impl->id_prefix = 1;
   impl->seed = FormatServerAddress(options.node.host, options.node.port);
   SEGSTORE_RETURN_IF_ERROR(impl->AskMap(impl->seed));
   return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(impl)));
@@ -200,49 +253,61 @@ const segstore::ClusterMap& ClusterClient::map() const { return impl_->map; }
 Status ClusterClient::RefreshMap() { return impl_->Refresh(); }
 std::string ClusterClient::NodeOf(std::string_view user) const { return impl_->AddressOf(user); }
 uint64_t ClusterClient::retries() const { return impl_->retries; }
+uint64_t ClusterClient::stale_reads() const { return impl_->stale_reads; }
 Result<Client*> ClusterClient::NodeClient(const std::string& address) {
   return impl_->ClientAt(address);
 }
 
 Result<GetResult> ClusterClient::Get(std::string_view user, const GetOptions& options) {
-  return impl_->Routed<GetResult>(user, false, [&](Client& c) { return c.Get(user, options); });
+  return impl_->FreshGet(user, options);
 }
 
 Result<BatchGetResult> ClusterClient::BatchGet(std::span<const std::string> users,
                                                const GetOptions& options) {
   return impl_->Scattered<GetResult, std::string>(
-      users, false, [](const std::string& u) -> std::string_view { return u; },
+      users, Kind::kRead, [](const std::string& u) -> std::string_view { return u; },
       [&](Client& c, std::span<const std::string> group) { return c.BatchGet(group, options); });
 }
 
 Result<uint32_t> ClusterClient::Count(std::string_view user, uint64_t id_from, uint64_t id_to) {
-  return impl_->Routed<uint32_t>(user, false,
+  return impl_->Routed<uint32_t>(user, Kind::kRead,
                                  [&](Client& c) { return c.Count(user, id_from, id_to); });
 }
 
 Result<UpsertResult> ClusterClient::Upsert(std::string_view user,
                                            std::span<const SegmentUpdate> segments,
                                            UpsertMode mode) {
-  return impl_->Routed<UpsertResult>(user, true,
-                                     [&](Client& c) { return c.Upsert(user, segments, mode); });
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<UpsertResult>(
+      user, Kind::kWrite, [&](Client& c) { return c.Upsert(user, segments, mode, id); });
 }
 
 Result<BatchUpsertResult> ClusterClient::BatchUpsert(std::span<const UpsertItem> items) {
+  std::vector<UpsertItem> named(items.begin(), items.end());
+  for (UpsertItem& item : named) {
+    if (item.write_id.empty()) item.write_id = impl_->NewWriteId();
+  }
   return impl_->Scattered<UpsertResult, UpsertItem>(
-      items, true, [](const UpsertItem& i) -> std::string_view { return i.user; },
+      std::span<const UpsertItem>(named), Kind::kWrite,
+      [](const UpsertItem& i) -> std::string_view { return i.user; },
       [&](Client& c, std::span<const UpsertItem> group) { return c.BatchUpsert(group); });
 }
 
 Result<uint32_t> ClusterClient::Remove(std::string_view user, std::span<const uint64_t> ids) {
-  return impl_->Routed<uint32_t>(user, true, [&](Client& c) { return c.Remove(user, ids); });
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<uint32_t>(user, Kind::kWrite,
+                                 [&](Client& c) { return c.Remove(user, ids, id); });
 }
 
 Result<TrimResult> ClusterClient::Trim(std::string_view user, UnixSeconds before) {
-  return impl_->Routed<TrimResult>(user, true, [&](Client& c) { return c.Trim(user, before); });
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<TrimResult>(user, Kind::kWrite,
+                                   [&](Client& c) { return c.Trim(user, before, id); });
 }
 
 Result<bool> ClusterClient::Delete(std::string_view user) {
-  return impl_->Routed<bool>(user, true, [&](Client& c) { return c.Delete(user); });
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<bool>(user, Kind::kWrite, [&](Client& c) { return c.Delete(user, id); });
 }
 
 }  // namespace segstore::client

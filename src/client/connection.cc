@@ -340,12 +340,14 @@ void Connection::HandleFrame(const proto::FrameHeader& h, std::string_view body)
   while (!deadlines_.empty() && !pending_.contains(deadlines_.front().second)) {
     deadlines_.pop_front();
   }
+  answer_flags_ = h.flags;
   if (h.status == 0) {
     complete(Status::OK(), body, *this);
   } else {
     complete(Status::FromCode(h.status, Context(h.op) + ": " + proto::DecodeError(body)), {},
              *this);
   }
+  answer_flags_ = 0;
 }
 
 // ---- deadlines ----

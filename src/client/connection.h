@@ -48,6 +48,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(boost::asio::io_context& io, const ClientOptions& options);
   ~Connection();
+  // The flags of the answer whose Completion is running (proto::kFlag*); 0
+  // for a failure the client made itself.
+  uint8_t answer_flags() const { return answer_flags_; }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -144,6 +147,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   bool connected_ = false;
   bool closed_ = false;
+  uint8_t answer_flags_ = 0;  // of the answer being completed
   std::string close_reason_;
   ServerInfo server_info_;
 

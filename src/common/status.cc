@@ -48,6 +48,10 @@ std::string_view Status::CodeName(Code code) {
       return "Unauthenticated";
     case Code::kWrongNode:
       return "WrongNode";
+    case Code::kLogUnavailable:
+      return "LogUnavailable";
+    case Code::kInDoubt:
+      return "InDoubt";
   }
   return "Unknown";
 }

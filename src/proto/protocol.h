@@ -20,7 +20,7 @@ namespace segstore::proto {
 //   2      1    version      kVersion (1)
 //   3      1    op           operation code (Op); a response repeats its request's
 //   4      1    status       0 in requests; a response's Status::Code
-//   5      1    flags        0; reserved
+//   5      1    flags        0 in requests; in responses, kFlag* bits
 //   6      2    reserved     0
 //   8      4    request_id   chosen by the client, echoed in the response
 //   12     4    body_length  bytes of MessagePack body that follow (0: no body)
@@ -28,6 +28,9 @@ inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint8_t kMagic0 = 0x53;  // 'S'
 inline constexpr uint8_t kMagic1 = 0x47;  // 'G'
 inline constexpr uint8_t kVersion = 1;
+// Response flags. Stale: a cluster node answered a read from a copy that may
+// be behind the cluster's log (proto/PROTOCOL.md, "Stale reads").
+inline constexpr uint8_t kFlagStale = 0x01;
 
 enum class Op : uint8_t {
   kHello = 0x01,

@@ -78,6 +78,27 @@ void OptU32(Packer& pk, const std::optional<uint32_t>& v) {
   }
 }
 
+// "write_id": a bin of 16 bytes, big-endian hi then lo; omitted when empty.
+uint32_t WriteIdFields(const WriteId& id) { return id.empty() ? 0 : 1; }
+void WriteIdField(Packer& pk, const WriteId& id) {
+  if (id.empty()) return;
+  Str(pk, "write_id");
+  char b[16];
+  for (int i = 0; i < 8; ++i) {
+    b[i] = static_cast<char>(id.hi >> (56 - 8 * i));
+    b[8 + i] = static_cast<char>(id.lo >> (56 - 8 * i));
+  }
+  pk.pack_bin(16);
+  pk.pack_bin_body(b, 16);
+}
+
+// "duplicate": true, only when set.
+void DuplicateField(Packer& pk, bool duplicate) {
+  if (!duplicate) return;
+  Str(pk, "duplicate");
+  Bool(pk, true);
+}
+
 std::string_view ModeName(UpsertMode m) {
   switch (m) {
     case UpsertMode::kSet:
@@ -214,7 +235,7 @@ void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_statu
 }
 
 void UpsertFields(Packer& pk, const UpsertResult& m, bool with_status) {
-  pk.pack_map(with_status ? 5 : 4);
+  pk.pack_map((with_status ? 5 : 4) + (m.duplicate ? 1 : 0));
   if (with_status) {
     Str(pk, "status");
     pk.pack_uint8(0);
@@ -227,6 +248,7 @@ void UpsertFields(Packer& pk, const UpsertResult& m, bool with_status) {
   pk.pack_uint32(m.trimmed);
   Str(pk, "count");
   pk.pack_uint32(m.count);
+  DuplicateField(pk, m.duplicate);
 }
 
 void ErrorFields(Packer& pk, const Status& s) {
@@ -516,6 +538,26 @@ class Fields {
     return Status::OK();
   }
 
+  // "write_id": absent or nil, or a bin of exactly 16 bytes, not all zeros.
+  Status Id(WriteId* v) const {
+    const object* o = Find("write_id");
+    if (o == nullptr || o->type == mt::NIL) return Status::OK();
+    if (o->type != mt::BIN) return WrongType(Name("write_id"), "a bin of 16 bytes", *o);
+    if (o->via.bin.size != 16) {
+      return Bad(Name("write_id"),
+                 std::to_string(o->via.bin.size) + " bytes; a write ID is a bin of 16 bytes");
+    }
+    const auto* b = reinterpret_cast<const uint8_t*>(o->via.bin.ptr);
+    WriteId id;
+    for (int i = 0; i < 8; ++i) {
+      id.hi = (id.hi << 8) | b[i];
+      id.lo = (id.lo << 8) | b[8 + i];
+    }
+    if (id.empty()) return Bad(Name("write_id"), "all zeros; a write ID must not be");
+    *v = id;
+    return Status::OK();
+  }
+
   Status User(const DecodeLimits& lim, std::string* v) const {
     const object* o = Find("user");
     if (o == nullptr) return Bad(Name("user"), "missing");
@@ -670,6 +712,7 @@ Status ReadSegments(const Fields& f, const DecodeLimits& lim, std::vector<Segmen
 Status ReadUpsertItem(const Fields& f, const DecodeLimits& lim, UpsertRequest* m) {
   SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
   SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &m->mode));
+  SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
   return ReadSegments(f, lim, &m->segments);
 }
 
@@ -737,6 +780,7 @@ Status ReadUpsertResult(const Fields& f, UpsertResult* m) {
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("inserted", &m->inserted, true));
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("updated", &m->updated, true));
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("trimmed", &m->trimmed, true));
+  SEGSTORE_RETURN_IF_ERROR(f.Flag("duplicate", &m->duplicate));
   return f.UintAs("count", &m->count, true);
 }
 
@@ -833,13 +877,14 @@ void Encode(const CountRequest& m, std::string* out) {
 
 void Encode(const UpsertRequest& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(3);
+    pk.pack_map(3 + WriteIdFields(m.write_id));
     Str(pk, "user");
     Str(pk, m.user);
     Str(pk, "mode");
     Str(pk, ModeName(m.mode));
     Str(pk, "segments");
     SegmentList(pk, m.segments);
+    WriteIdField(pk, m.write_id);
   });
 }
 
@@ -849,45 +894,49 @@ void Encode(const BatchUpsertRequest& m, std::string* out) {
     Str(pk, "items");
     pk.pack_array(static_cast<uint32_t>(m.items.size()));
     for (const UpsertRequest& item : m.items) {
-      pk.pack_map(3);
+      pk.pack_map(3 + WriteIdFields(item.write_id));
       Str(pk, "user");
       Str(pk, item.user);
       Str(pk, "mode");
       Str(pk, ModeName(item.mode));
       Str(pk, "segments");
       SegmentList(pk, item.segments);
+      WriteIdField(pk, item.write_id);
     }
   });
 }
 
 void Encode(const RemoveRequest& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(2);
+    pk.pack_map(2 + WriteIdFields(m.write_id));
     Str(pk, "user");
     Str(pk, m.user);
     Str(pk, "ids");
     pk.pack_array(static_cast<uint32_t>(m.ids.size()));
     for (uint64_t id : m.ids) pk.pack_uint64(id);
+    WriteIdField(pk, m.write_id);
   });
 }
 
 void Encode(const TrimRequest& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(m.before != 0 ? 2 : 1);
+    pk.pack_map((m.before != 0 ? 2 : 1) + WriteIdFields(m.write_id));
     Str(pk, "user");
     Str(pk, m.user);
     if (m.before != 0) {
       Str(pk, "before");
       pk.pack_uint32(m.before);
     }
+    WriteIdField(pk, m.write_id);
   });
 }
 
 void Encode(const DeleteRequest& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(1);
+    pk.pack_map(1 + WriteIdFields(m.write_id));
     Str(pk, "user");
     Str(pk, m.user);
+    WriteIdField(pk, m.write_id);
   });
 }
 
@@ -976,6 +1025,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) 
   *m = {};
   return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
     const object* arr = nullptr;
     SEGSTORE_RETURN_IF_ERROR(f.Array("ids", lim.max_list, &arr, true));
     m->ids.clear();
@@ -996,13 +1046,17 @@ Status Decode(std::string_view body, const DecodeLimits& lim, TrimRequest* m) {
   *m = {};
   return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
     return f.UintAs("before", &m->before);
   });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, DeleteRequest* m) {
   *m = {};
-  return DecodeMap(body, [&](const Fields& f) { return f.User(lim, &m->user); });
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    return f.Id(&m->write_id);
+  });
 }
 
 // ---- responses ----
@@ -1073,19 +1127,21 @@ void Encode(const BatchUpsertResponse& m, std::string* out) {
 
 void Encode(const RemoveResponse& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(1);
+    pk.pack_map(m.duplicate ? 2 : 1);
     Str(pk, "removed");
     pk.pack_uint32(m.removed);
+    DuplicateField(pk, m.duplicate);
   });
 }
 
 void Encode(const TrimResult& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(2);
+    pk.pack_map(m.duplicate ? 3 : 2);
     Str(pk, "trimmed");
     pk.pack_uint32(m.trimmed);
     Str(pk, "remaining");
     pk.pack_uint32(m.remaining);
+    DuplicateField(pk, m.duplicate);
   });
 }
 
@@ -1099,9 +1155,10 @@ void Encode(const CountResponse& m, std::string* out) {
 
 void Encode(const DeleteResponse& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(1);
+    pk.pack_map(m.duplicate ? 2 : 1);
     Str(pk, "deleted");
     Bool(pk, m.deleted);
+    DuplicateField(pk, m.duplicate);
   });
 }
 
@@ -1130,7 +1187,11 @@ void Encode(const StatsResponse& m, std::string* out) {
 void Encode(const ClusterMap& m, std::string* out) {
   out->reserve(out->size() + 64 + m.nodes.size() * 64 + m.replicas.size() * 2 + kPartitions);
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(6);
+    pk.pack_map(m.log ? 7 : 6);
+    if (m.log) {
+      Str(pk, "log");
+      pk.pack_true();
+    }
     Str(pk, "cluster");
     if (m.cluster) {
       pk.pack_true();
@@ -1169,6 +1230,7 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m)
   *m = {};
   Status read = DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.Flag("cluster", &m->cluster));
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("log", &m->log));
     SEGSTORE_RETURN_IF_ERROR(f.Uint("revision", UINT64_MAX, &m->revision));
     SEGSTORE_RETURN_IF_ERROR(f.Text("self", &m->self));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("replication", &m->replication));
@@ -1267,14 +1329,17 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, BatchUpsertRes
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, RemoveResponse* m) {
   *m = {};
-  return DecodeMap(body,
-                   [&](const Fields& f) { return f.UintAs("removed", &m->removed, true); });
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("duplicate", &m->duplicate));
+    return f.UintAs("removed", &m->removed, true);
+  });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, TrimResult* m) {
   *m = {};
   return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("trimmed", &m->trimmed, true));
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("duplicate", &m->duplicate));
     return f.UintAs("remaining", &m->remaining, true);
   });
 }
@@ -1288,6 +1353,7 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, DeleteResponse
   *m = {};
   return DecodeMap(body, [&](const Fields& f) {
     if (f.Find("deleted") == nullptr) return Bad("deleted", "missing");
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("duplicate", &m->duplicate));
     return f.Flag("deleted", &m->deleted);
   });
 }

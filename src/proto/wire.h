@@ -65,13 +65,16 @@ struct BatchUpsertRequest {
 struct RemoveRequest {
   std::string user;
   std::vector<uint64_t> ids;
+  WriteId write_id = {};  // empty: none
 };
 struct TrimRequest {
   std::string user;
   UnixSeconds before = 0;  // 0: the server's now
+  WriteId write_id = {};
 };
 struct DeleteRequest {
   std::string user;
+  WriteId write_id = {};
 };
 
 // ---- responses ----
@@ -79,12 +82,14 @@ struct DeleteRequest {
 using HelloResponse = ServerInfo;
 struct RemoveResponse {
   uint32_t removed = 0;
+  bool duplicate = false;  // as UpsertResult's
 };
 struct CountResponse {
   uint32_t count = 0;
 };
 struct DeleteResponse {
   bool deleted = false;
+  bool duplicate = false;  // as UpsertResult's
 };
 using StatsResponse = Stats;
 using BatchGetResponse = BatchGetResult;

@@ -38,7 +38,9 @@ TEST(StatusTest, CodesAreStableOnTheWire) {
   EXPECT_EQ(static_cast<int>(Status::Code::kNotFound), 1);
   EXPECT_EQ(static_cast<int>(Status::Code::kInternal), 10);
   EXPECT_EQ(static_cast<int>(Status::Code::kTimeout), 12);
-  EXPECT_EQ(static_cast<int>(Status::Code::kWrongNode), Status::kMaxCode);
+  EXPECT_EQ(static_cast<int>(Status::Code::kWrongNode), 14);
+  EXPECT_EQ(static_cast<int>(Status::Code::kLogUnavailable), 15);
+  EXPECT_EQ(static_cast<int>(Status::Code::kInDoubt), Status::kMaxCode);
 }
 
 TEST(StatusTest, FromCodeRoundTripsAndRejectsUnknownCodes) {

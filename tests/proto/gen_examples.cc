@@ -424,7 +424,9 @@ std::string Render(const Example& e) {
   field(4, 5,
         "status " + std::to_string(h.status) + " (" + status_name + ")" +
             (request ? ": always 0 in a request" : ""));
-  field(5, 6, "flags 0 (reserved)");
+  field(5, 6,
+        h.flags == kFlagStale ? std::string("flags 0x01: stale (the answer may be behind the log)")
+                              : std::string("flags 0"));
   field(6, 8, "reserved, 0");
   field(
       8, 12,

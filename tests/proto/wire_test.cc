@@ -135,16 +135,23 @@ std::string Text(const BatchGetRequest& m) {
 std::string Text(const CountRequest& m) {
   return "count " + Q(m.user) + " " + U(m.id_from) + ".." + U(m.id_to);
 }
+std::string Text(const WriteId& id) {
+  return id.empty() ? "" : " write_id " + U(id.hi) + ":" + U(id.lo);
+}
 std::string Text(const UpsertRequest& m) {
   return "upsert " + Q(m.user) + " mode " + ModeText(m.mode) + " " +
-         List(m.segments, [](const SegmentUpdate& u) { return Text(u); });
+         List(m.segments, [](const SegmentUpdate& u) { return Text(u); }) + Text(m.write_id);
 }
 std::string Text(const BatchUpsertRequest& m) {
   return "batch_upsert " + List(m.items, [](const UpsertRequest& i) { return Text(i); });
 }
-std::string Text(const RemoveRequest& m) { return "remove " + Q(m.user) + " " + List(m.ids, U); }
-std::string Text(const TrimRequest& m) { return "trim " + Q(m.user) + " " + U(m.before); }
-std::string Text(const DeleteRequest& m) { return "delete " + Q(m.user); }
+std::string Text(const RemoveRequest& m) {
+  return "remove " + Q(m.user) + " " + List(m.ids, U) + Text(m.write_id);
+}
+std::string Text(const TrimRequest& m) {
+  return "trim " + Q(m.user) + " " + U(m.before) + Text(m.write_id);
+}
+std::string Text(const DeleteRequest& m) { return "delete " + Q(m.user) + Text(m.write_id); }
 std::string Text(const HelloResponse& m) {
   std::ostringstream s;
   s << "server_info " << m.protocol << " " << Q(m.server) << " " << m.max_frame_bytes << " "
@@ -158,7 +165,7 @@ std::string Text(const GetResult& m) {
 }
 std::string Text(const UpsertResult& m) {
   return "upsert_result " + U(m.inserted) + " " + U(m.updated) + " " + U(m.trimmed) + " " +
-         U(m.count);
+         U(m.count) + (m.duplicate ? " duplicate" : "");
 }
 template <typename T>
 std::string Text(const Result<T>& r) {
@@ -171,13 +178,15 @@ std::string Text(const BatchGetResponse& m) {
 std::string Text(const BatchUpsertResponse& m) {
   return "batch_upsert_results " + List(m, [](const Result<UpsertResult>& r) { return Text(r); });
 }
-std::string Text(const RemoveResponse& m) { return "removed " + U(m.removed); }
+std::string Text(const RemoveResponse& m) {
+  return "removed " + U(m.removed) + (m.duplicate ? " duplicate" : "");
+}
 std::string Text(const TrimResult& m) {
-  return "trim_result " + U(m.trimmed) + " " + U(m.remaining);
+  return "trim_result " + U(m.trimmed) + " " + U(m.remaining) + (m.duplicate ? " duplicate" : "");
 }
 std::string Text(const CountResponse& m) { return "count_result " + U(m.count); }
 std::string Text(const DeleteResponse& m) {
-  return std::string("deleted ") + (m.deleted ? "1" : "0");
+  return std::string("deleted ") + (m.deleted ? "1" : "0") + (m.duplicate ? " duplicate" : "");
 }
 std::string Text(const StatsResponse& m) {
   return "stats " + List(m.entries, [](const StatEntry& e) {
@@ -208,7 +217,7 @@ std::string Text(const ClusterMap& m) {
   return std::string("cluster_map ") + (m.cluster ? "cluster" : "single") + " revision " +
          U(m.revision) + " self " + Q(m.self) + " replication " + U(m.replication) + " nodes " +
          List(m.nodes, [](const ClusterNode& n) { return Text(n); }) + " replicas [" + replicas +
-         "]";
+         "]" + (m.log ? " log" : "");
 }
 std::string Text(const examples::Body& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
@@ -392,7 +401,7 @@ TEST_P(ExampleFrameTest, FileDecodesToTheExpectedMessage) {
   EXPECT_EQ(h.version, kVersion);
   EXPECT_EQ(h.op, static_cast<uint8_t>(e.op));
   EXPECT_EQ(h.status, static_cast<uint8_t>(e.status));
-  EXPECT_EQ(h.flags, 0);
+  EXPECT_EQ(h.flags, e.flags);
   EXPECT_EQ(p[6], 0);
   EXPECT_EQ(p[7], 0);
   EXPECT_EQ(h.request_id, e.request_id);
@@ -413,6 +422,7 @@ TEST_P(ExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
   ASSERT_TRUE(AppendFrame(&frame, static_cast<uint8_t>(e.op), e.request_id,
                           static_cast<uint8_t>(e.status), kMaxResponseBytes,
                           [&](std::string* out) { examples::EncodeBody(e.body, out); }));
+  frame[5] = static_cast<char>(e.flags);
   const std::string file = ReadHexFile(ExamplePath(e.file));
   EXPECT_EQ(HexDump(frame), HexDump(file))
       << "regenerate: make proto_examples_gen && ./tests/proto/proto_examples_gen "
@@ -701,6 +711,75 @@ TEST(WireTest, RemoveTrimDeleteRequestsRoundTrip) {
   EXPECT_EQ(EncodeToString(TrimRequest{"u", 0}), Mp().Map(1).Str("user").Str("u").str());
   ExpectRoundTrip(DeleteRequest{"u"});
   ExpectRoundTrip(DeleteRequest{std::string(kDefaultMaxKeyBytes, '\xff')});
+}
+
+TEST(WireTest, WriteIdsRoundTripOnEveryWrite) {
+  const WriteId id{0x0102030405060708ull, 0x1112131415161718ull};
+  ExpectRoundTrip(UpsertRequest{"u", {}, UpsertMode::kAdd, id});
+  ExpectRoundTrip(RemoveRequest{"u", {1, 2}, id});
+  ExpectRoundTrip(TrimRequest{"u", 5, id});
+  ExpectRoundTrip(DeleteRequest{"u", id});
+  BatchUpsertRequest batch;
+  batch.items.push_back(UpsertRequest{"a", {}, UpsertMode::kSet, id});
+  batch.items.push_back(UpsertRequest{"b", {}, UpsertMode::kSet, {}});
+  ExpectRoundTrip(batch);
+  // A bin of 16 bytes, big-endian hi then lo.
+  EXPECT_EQ(EncodeToString(DeleteRequest{"u", id}),
+            Mp().Map(2)
+                .Str("user")
+                .Str("u")
+                .Str("write_id")
+                .Bin(std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x11\x12\x13\x14\x15\x16\x17\x18",
+                                 16))
+                .str());
+  // None: nothing sent.
+  EXPECT_EQ(EncodeToString(DeleteRequest{"u", {}}), Mp().Map(1).Str("user").Str("u").str());
+}
+
+TEST(WireTest, AWriteIdMustBeSixteenBytesNotAllZero) {
+  auto with_id = [](auto add_id) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("write_id");
+    add_id(m);
+    return m.str();
+  };
+  ExpectInvalid(DecodeAs<DeleteRequest>(with_id([](Mp& m) { m.Str(std::string(16, 'x')); })),
+                {"write_id", "bin"});
+  ExpectInvalid(DecodeAs<DeleteRequest>(with_id([](Mp& m) { m.Bin(std::string(15, 'x')); })),
+                {"write_id", "15 bytes"});
+  ExpectInvalid(DecodeAs<RemoveRequest>(with_id([](Mp& m) { m.Bin(std::string(17, 'x')); })),
+                {"write_id", "17 bytes"});
+  ExpectInvalid(DecodeAs<TrimRequest>(with_id([](Mp& m) { m.Bin(std::string(16, '\0')); })),
+                {"write_id", "all zeros"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(with_id([](Mp& m) { m.U(7); })), {"write_id"});
+  // nil is the same as absent.
+  DeleteRequest d;
+  ASSERT_TRUE(Decode(with_id([](Mp& m) { m.Nil(); }), {}, &d).ok());
+  EXPECT_TRUE(d.write_id.empty());
+  // In a batch, a bad write_id fails its item alone.
+  Mp batch;
+  batch.Map(1).Str("items").Arr(2);
+  batch.Map(2).Str("user").Str("a").Str("segments").Arr(0);
+  batch.Map(3).Str("user").Str("b").Str("segments").Arr(0).Str("write_id").Bin("short");
+  BatchUpsertRequest b;
+  ASSERT_TRUE(Decode(batch.str(), {}, &b).ok());
+  ASSERT_EQ(b.rejected.size(), 2u);
+  EXPECT_TRUE(b.rejected[0].ok());
+  ExpectInvalid(b.rejected[1], {"items[1].write_id", "5 bytes"});
+}
+
+TEST(WireTest, DuplicateFlagsRoundTripAndAreLeftOutWhenFalse) {
+  ExpectRoundTrip(UpsertResult{1, 2, 3, 4, true});
+  ExpectRoundTrip(RemoveResponse{3, true});
+  ExpectRoundTrip(TrimResult{1, 2, true});
+  ExpectRoundTrip(DeleteResponse{true, true});
+  BatchUpsertResponse m;
+  m.push_back(UpsertResult{1, 2, 3, 4, true});
+  m.push_back(UpsertResult{1, 2, 3, 4, false});
+  ExpectRoundTrip(m);
+  EXPECT_EQ(EncodeToString(RemoveResponse{3, false}), Mp().Map(1).Str("removed").U(3).str());
+  EXPECT_EQ(EncodeToString(RemoveResponse{3, true}),
+            Mp().Map(2).Str("removed").U(3).Str("duplicate").Bool(true).str());
 }
 
 TEST(WireTest, UserMayBeBinaryInsteadOfString) {
@@ -1003,6 +1082,13 @@ TEST(ClusterMapWireTest, ThreeNodeMapRoundTrips) {
   ASSERT_EQ(out.ReplicasOf(4095).size(), 2u);
   EXPECT_EQ(out.ReplicasOf(4095)[0], 4095 % 3);
   EXPECT_EQ(out.ReplicasOf(4095)[1], (4095 + 1) % 3);
+  // A cluster writing through a log says so; others leave the key out.
+  ClusterMap logged = in;
+  logged.log = true;
+  ExpectRoundTrip(logged);
+  std::string with_log;
+  Encode(logged, &with_log);
+  EXPECT_EQ(with_log.size(), body.size() + 5);  // "log": true
   // A forming cluster: no map yet.
   ClusterMap forming;
   forming.cluster = true;

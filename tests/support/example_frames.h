@@ -57,6 +57,7 @@ struct Example {
   uint32_t request_id;
   Status::Code status;  // the header's status byte (kOk in every request)
   Body body;
+  uint8_t flags = 0;  // the header's flags byte (kFlagStale; 0 in every request)
 };
 
 // Appends the body's MessagePack encoding (nothing for EmptyBody).
@@ -86,6 +87,7 @@ inline std::string EncodeFrame(const Example& e) {
       AppendFrame(&out, static_cast<uint8_t>(e.op), e.request_id, static_cast<uint8_t>(e.status),
                   kMaxResponseBytes, [&](std::string* o) { EncodeBody(e.body, o); });
   (void)fits;  // examples are small
+  out[5] = static_cast<char>(e.flags);
   return out;
 }
 
@@ -380,6 +382,31 @@ inline std::vector<Example> All() {
                ok,
                UpsertResult{.inserted = 1, .updated = 1, .trimmed = 0, .count = 6}});
 
+  UpsertRequest upsert_once{.user = "user-42",
+                            .segments = {Seg(300, 600)},
+                            .mode = UpsertMode::kAdd,
+                            .write_id = WriteId{0x0123456789abcdefull, 42}};
+  v.push_back({"upsert_write_id.request.hex",
+               "upsert request with a write_id: applied at most once by a cluster",
+               {"\"write_id\" is a bin of 16 bytes naming this write (here a client ID",
+                "0123456789abcdef and a counter, 42). A cluster with a log applies a write_id",
+                "at most once: send the same write again with the same write_id when its answer",
+                "was lost or InDoubt (status 16). A single server ignores it. Every write may",
+                "carry one: upsert, each batch_upsert item, remove, trim, delete."},
+               Op::kUpsert,
+               21,
+               ok,
+               upsert_once});
+  v.push_back({"upsert_write_id.response.hex",
+               "upsert response to that write when it was sent a second time",
+               {"\"duplicate\": true: the cluster had made this write_id already and did not",
+                "make it again; the counts are the first answer's (0 when the node answering",
+                "no longer knows them). Absent in every other answer."},
+               Op::kUpsert,
+               21,
+               ok,
+               UpsertResult{.inserted = 0, .updated = 1, .trimmed = 0, .count = 6, .duplicate = true}});
+
   // ---- batch_upsert ----
   BatchUpsertRequest batch_upsert;
   batch_upsert.items.push_back(
@@ -500,7 +527,8 @@ inline std::vector<Example> All() {
                 "Codes: 1 NotFound, 2 InvalidArgument, 3 Corruption, 4 IOError, 5 DeviceFull,",
                 "6 Conflict, 7 LimitExceeded, 8 Busy, 9 Unavailable, 10 Internal,",
                 "11 Unsupported, 13 Unauthenticated, 14 WrongNode (with a \"revision\", see",
-                "wrong_node.response; 12 Timeout is client-side only).",
+                "wrong_node.response), 15 LogUnavailable, 16 InDoubt (log_unavailable,",
+                "in_doubt); 12 Timeout is client-side only.",
                 "The request that got it: {\"user\": \"user-42\", \"limit\": \"x\"}."},
                Op::kGet,
                14,
@@ -519,6 +547,47 @@ inline std::vector<Example> All() {
                WrongNodeBody{"get: partition 3045 is not held by this node (map revision 42); "
                              "ask cluster_map",
                              42}});
+  v.push_back({"log_unavailable.response.hex",
+               "error response of a cluster node whose log does not take writes",
+               {"Status 15 (LogUnavailable): the cluster's log refused the write or could not",
+                "be reached; nothing was written. Retry later (with the same write_id). Reads",
+                "go on. The request that got it: an upsert of user-42."},
+               Op::kUpsert,
+               22,
+               Status::Code::kLogUnavailable,
+               ErrorBody{"the cluster's log did not take the write, nothing was written: "
+                         "Broker: Not enough in-sync replicas"}});
+  v.push_back({"in_doubt.response.hex",
+               "error response of a cluster node that cannot tell whether a write was made",
+               {"Status 16 (InDoubt): send the same write again with the same write_id; if the",
+                "first was made the second is not, and is answered with \"duplicate\": true."},
+               Op::kUpsert,
+               23,
+               Status::Code::kInDoubt,
+               ErrorBody{"the write reached the cluster's log (or may have) but this node did not "
+                         "apply it in time; retry it with the same write_id to learn its outcome"}});
+  GetResult stale_get;
+  stale_get.count = 1;
+  stale_get.ids = {5484};
+  GetOptions ids_only;
+  ids_only.ids_only = true;
+  v.push_back({"get_stale.request.hex",
+               "get request to a cluster node (IDs only), answered below from a stale copy",
+               {},
+               Op::kGet,
+               24,
+               ok,
+               GetRequest{"user-42", ids_only}});
+  v.push_back({"get_stale.response.hex",
+               "get response marked stale: flags bit 0 set",
+               {"A cluster node answered from its own copy while it may be behind the",
+                "cluster's log (catching up, lagging, cut off from the log or from etcd). The",
+                "body is an ordinary answer; ask another replica for one not marked stale."},
+               Op::kGet,
+               24,
+               ok,
+               stale_get,
+               kFlagStale});
   v.push_back({"ping_bad_body.request.hex",
                "ping request whose body is not MessagePack (the byte c1, never used)",
                {"ping and stats read no field, but their body is a body: empty, or a",
