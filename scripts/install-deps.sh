@@ -20,6 +20,7 @@ packages=(
   redis-tools         # Redis 7.0 itself (its server binary): the comparison, its tests, the routing test
   nlohmann-json3-dev  # segctl --json output; the cluster's map and etcd's JSON gateway
   etcd-server         # etcd 3.4: the cluster tests start real members (operators run their own)
+  librdkafka-dev      # Kafka client (librdkafka 2.0): the replicated log; its mock cluster runs the log tests
   libgtest-dev libgmock-dev libbenchmark-dev
   # scripts/fuzz.sh only: clang 14, its runtimes (libFuzzer, ASan, UBSan: only
   # recommended by clang, so named here) and llvm-symbolizer (readable stacks)
