@@ -1,0 +1,133 @@
+// Applier: one thread that makes this node's copy follow the cluster's log.
+// It reads every log partition in offset order (log::LogReader) and applies
+// each entry whose user's partition this node holds through its own profile
+// session, at the entry's time and position (profile::WriteContext), one
+// entry at a time per log partition (so the writes of one user land in log
+// order) and the log partitions side by side. What each write answered goes
+// to the node's waiting clients (PendingWrites) and to the window of recent
+// write IDs (a retry is not applied twice). Every `checkpoint_interval`,
+// once what it applied is on the device, it records how far each log
+// partition got (checkpoint.h); a restart resumes there.
+//
+// It also judges, per log partition, whether this node's copy may be behind
+// (reads of its partitions are then marked stale): still catching up after
+// a start, lagging the log by more than `max_lag`, unable to reach the log,
+// its etcd lease not acknowledged within the TTL, or unable to apply (a
+// device error). The request path reads that as one atomic load.
+//
+// Thread-safety: Start/Stop/the destructor from one thread; Stale,
+// caught_up and stats from any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/view.h"
+#include "log/log.h"
+#include "replica/pending.h"
+#include "segstore/profile.h"
+
+namespace segstore::replica {
+
+struct ApplierOptions {
+  uint32_t log_partitions = 64;
+  // Write IDs are remembered this long (entry time) after the newest entry,
+  // at most this many.
+  uint32_t window_seconds = 60;
+  size_t window_max_ids = 1'000'000;
+  // Reads of a log partition whose oldest unapplied entry is older than this
+  // are marked stale.
+  std::chrono::milliseconds max_lag{5000};
+  std::chrono::milliseconds checkpoint_interval{1000};
+  // Entries read ahead and waiting to be applied, over all log partitions.
+  size_t max_queued = 20000;
+  // The node's lease: how long since etcd acknowledged it (seconds, -1:
+  // never), and the TTL past which reads are marked stale. Null: not checked.
+  std::function<double()> lease_age_seconds;
+  double lease_ttl_seconds = 10;
+  // Limits entries are decoded under (a node refuses anything larger before
+  // it reaches the log).
+  uint32_t max_key_bytes = 256;
+  uint32_t max_segments = 10000;
+};
+
+// One log partition as the applier sees it.
+struct LaneStats {
+  int64_t next = 0;         // the next offset to apply
+  int64_t end = -1;         // the log's end as last heard (-1: not yet)
+  int64_t checkpointed = 0; // next, as the last checkpoint on the device says
+  double lag_seconds = 0;   // age of the oldest entry read and not yet applied
+  bool stale = true;
+};
+
+struct ApplierStats {
+  uint64_t applied = 0;         // entries applied (whatever the write answered)
+  uint64_t not_held = 0;        // entries of partitions this node does not hold: skipped
+  uint64_t duplicates = 0;      // write IDs applied before: not again
+  uint64_t replayed = 0;        // found already applied after a restart: skipped
+  uint64_t undecodable = 0;     // entries that could not be read: skipped, logged
+  uint64_t apply_failures = 0;  // device trouble applying (retried)
+  uint64_t lost_entries = 0;    // offsets the log no longer had when this node needed them
+  uint64_t checkpoints = 0;     // checkpoint records written
+  uint64_t expired_waiters = 0; // clients' writes answered InDoubt: not applied here in time
+  size_t window_ids = 0;
+  bool caught_up = false;       // every log partition reached the end it had at the start
+  bool log_healthy = false;
+  std::vector<LaneStats> lanes;
+};
+
+class Applier {
+ public:
+  // Starts the thread: it opens a profile session, waits for the cluster view
+  // to have a map, reads the checkpoints and starts reading the log. `reader`
+  // becomes the applier's; `profiles`, `board` and `pending` must outlive it.
+  static Result<std::unique_ptr<Applier>> Start(const ApplierOptions& options,
+                                                profile::ProfileStore* profiles,
+                                                std::unique_ptr<log::LogReader> reader,
+                                                const cluster::ViewBoard* board,
+                                                PendingWrites* pending);
+  ~Applier();  // Stop()
+  Applier(const Applier&) = delete;
+  Applier& operator=(const Applier&) = delete;
+
+  // Finishes the entries being applied, writes a last checkpoint and joins.
+  // Idempotent.
+  void Stop();
+
+  // True when reads of `partition` may be behind the log (see above).
+  bool Stale(uint32_t partition) const {
+    return stale_[partition % options_.log_partitions].load(std::memory_order_relaxed);
+  }
+  bool caught_up() const { return caught_up_.load(std::memory_order_acquire); }
+  ApplierStats stats() const;
+
+ private:
+  Applier(const ApplierOptions& options, profile::ProfileStore* profiles,
+          std::unique_ptr<log::LogReader> reader, const cluster::ViewBoard* board,
+          PendingWrites* pending);
+  class Loop;
+  void Run();
+
+  const ApplierOptions options_;
+  profile::ProfileStore* const profiles_;
+  std::unique_ptr<log::LogReader> reader_;
+  const cluster::ViewBoard* const board_;
+  PendingWrites* const pending_;
+  std::thread thread_;
+  int wake_fd_ = -1;  // eventfd: Stop() wakes the thread
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<std::atomic<bool>[]> stale_;  // per log partition
+  std::atomic<bool> caught_up_{false};
+
+  mutable std::mutex stats_mu_;
+  ApplierStats stats_;  // guarded by stats_mu_; copied out by the thread each tick
+};
+
+}  // namespace segstore::replica

@@ -1,0 +1,100 @@
+#include "replica/replicator.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "segstore/routing.h"
+
+namespace segstore::replica {
+
+Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& options,
+                                                      profile::ProfileStore* profiles,
+                                                      const cluster::ViewBoard* board) {
+  Result<std::unique_ptr<log::LogWriter>> writer = log::OpenKafkaWriter(options.log);
+  if (!writer.ok()) return writer.status().WithContext("the cluster's log");
+  Result<std::unique_ptr<log::LogReader>> reader = log::OpenKafkaReader(options.log);
+  if (!reader.ok()) return reader.status().WithContext("the cluster's log");
+  return Start(options, profiles, board, std::move(*writer), std::move(*reader));
+}
+
+Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& options,
+                                                      profile::ProfileStore* profiles,
+                                                      const cluster::ViewBoard* board,
+                                                      std::unique_ptr<log::LogWriter> writer,
+                                                      std::unique_ptr<log::LogReader> reader) {
+  if (writer->partitions() != options.log.partitions) {
+    return Status::InvalidArgument(fmt::format("the log writer has {} partitions, not {}",
+                                               writer->partitions(), options.log.partitions));
+  }
+  std::unique_ptr<Replicator> r(new Replicator(options));
+  std::random_device rd;
+  r->id_prefix_ = (uint64_t{rd()} << 32) | rd();
+  if (r->id_prefix_ == 0) r->id_prefix_ = 1;
+  r->writer_ = std::move(writer);
+  ApplierOptions ao = options.applier;
+  ao.log_partitions = options.log.partitions;
+  Result<std::unique_ptr<Applier>> applier =
+      Applier::Start(ao, profiles, std::move(reader), board, &r->pending_);
+  if (!applier.ok()) return applier.status();
+  r->applier_ = std::move(*applier);
+  return r;
+}
+
+Replicator::~Replicator() { Stop(); }
+
+void Replicator::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  applier_->Stop();
+  writer_.reset();  // runs every append's callback
+  WriteAnswer down;
+  down.status = Status::Unavailable("the server is shutting down");
+  pending_.FailAll(down);
+}
+
+void Replicator::Submit(WriteEntry entry, PendingWrites::Done done) {
+  if (entry.write_id.empty()) {
+    entry.write_id = WriteId{id_prefix_, id_counter_.fetch_add(1, std::memory_order_relaxed) + 1};
+  }
+  const uint32_t log_partition = LogPartitionOf(PartitionOf(entry.user()), log_partitions());
+  std::string bytes;
+  EncodeEntry(entry, &bytes);
+  submitted_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t ticket = pending_.Add(
+      entry.write_id, PendingWrites::Clock::now() + options_.apply_timeout, std::move(done));
+  writer_->Append(log_partition, entry.user(), bytes,
+                  [this, ticket](const log::AppendOutcome& outcome) {
+                    if (outcome.status.ok()) return;  // the applier answers
+                    WriteAnswer a;
+                    if (outcome.status.code() == Status::Code::kInvalidArgument) {
+                      log_refused_.fetch_add(1, std::memory_order_relaxed);
+                      a.status = outcome.status.WithContext("the cluster's log refused the write");
+                    } else if (outcome.maybe_written) {
+                      in_doubt_.fetch_add(1, std::memory_order_relaxed);
+                      a.status = Status::InDoubt(fmt::format(
+                          "the cluster's log may or may not have taken the write ({}); retry it "
+                          "with the same write_id to learn its outcome",
+                          outcome.status.message()));
+                    } else {
+                      log_refused_.fetch_add(1, std::memory_order_relaxed);
+                      a.status = Status::LogUnavailable(fmt::format(
+                          "the cluster's log did not take the write, nothing was written: {}",
+                          outcome.status.message()));
+                    }
+                    pending_.Fail(ticket, a);
+                  });
+}
+
+ReplicaStats Replicator::stats() const {
+  ReplicaStats s;
+  if (writer_ != nullptr) s.writer = writer_->stats();
+  s.applier = applier_->stats();
+  s.submitted = submitted_.load(std::memory_order_relaxed);
+  s.log_refused = log_refused_.load(std::memory_order_relaxed);
+  s.in_doubt = in_doubt_.load(std::memory_order_relaxed) + s.applier.expired_waiters;
+  s.waiting = pending_.size();
+  return s;
+}
+
+}  // namespace segstore::replica

@@ -1,0 +1,560 @@
+// The replica layer on a real engine and an in-memory log (tests/support/
+// memory_log.h): writes through the log answered with what this node's
+// applier made of them, exactly once per write ID, the same record on every
+// replica whatever its clock, restarts that replay without applying twice,
+// and what the applier does with entries it cannot or need not apply.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "replica/checkpoint.h"
+#include "replica/entry.h"
+#include "replica/replicator.h"
+#include "segstore/profile.h"
+#include "segstore/routing.h"
+#include "segstore/storage.h"
+#include "support/memory_log.h"
+
+namespace segstore::replica {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr UnixSeconds kStart = 1'790'000'000;
+constexpr uint32_t kLogPartitions = 8;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "segstore-replica-XXXXXX").string();
+    path_ = ::mkdtemp(t.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Waits (bounded) until `done()` holds; false if it never did.
+template <typename Pred>
+bool WaitFor(Pred done, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+// The view of a node holding `held` (all partitions when empty).
+std::shared_ptr<const cluster::ClusterView> ViewHolding(const std::vector<uint32_t>& held) {
+  auto v = std::make_shared<cluster::ClusterView>();
+  v->map.cluster = true;
+  v->map.revision = 1;
+  v->serving = true;
+  if (held.empty()) {
+    v->held.set();
+  } else {
+    for (uint32_t p : held) v->held.set(p);
+  }
+  return v;
+}
+
+// One replica: its own data file, clock, profile store, view and replicator,
+// on a shared log.
+class Node {
+ public:
+  Node(const std::string& path, std::shared_ptr<testing::MemoryLog> log, UnixSeconds now,
+       ReplicaOptions options = Defaults())
+      : path_(path), log_(std::move(log)), clock_(now), options_(std::move(options)) {
+    board_.Publish(ViewHolding({}));
+  }
+  ~Node() { Close(); }
+
+  static ReplicaOptions Defaults() {
+    ReplicaOptions o;
+    o.log.partitions = kLogPartitions;
+    o.applier.checkpoint_interval = 50ms;
+    o.apply_timeout = 5s;
+    return o;
+  }
+
+  void Open() {
+    storage::StoreOptions so;
+    so.path = path_;
+    so.file_size = 64u << 20;
+    so.write_block_size = 256u << 10;
+    so.clock = &clock_;
+    auto s = storage::Store::Open(so);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+    profile::ProfileOptions po;
+    po.sweeper = false;
+    auto p = profile::ProfileStore::Open(store_.get(), po);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    profiles_ = std::move(*p);
+    auto r = Replicator::Start(options_, profiles_.get(), &board_, log_->NewWriter(),
+                               log_->NewReader());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    replicator_ = std::move(*r);
+  }
+  void Close() {
+    replicator_.reset();
+    profiles_.reset();
+    store_.reset();
+  }
+
+  // A write made as a handler would: at this node's clock, through the log;
+  // waits for its answer.
+  template <typename Request>
+  WriteAnswer Write(Request request, WriteId id = {}) {
+    WriteEntry e;
+    e.now = clock_.Now();
+    e.write_id = id;
+    e.request = std::move(request);
+    auto answer = std::make_shared<std::promise<WriteAnswer>>();
+    auto got = answer->get_future();
+    replicator_->Submit(std::move(e), [answer](const WriteAnswer& a) { answer->set_value(a); });
+    EXPECT_EQ(got.wait_for(20s), std::future_status::ready);
+    return got.get();
+  }
+  WriteAnswer Upsert(const std::string& user, std::vector<SegmentUpdate> segs,
+                     UpsertMode mode = UpsertMode::kSet, WriteId id = {}) {
+    proto::UpsertRequest r;
+    r.user = user;
+    r.segments = std::move(segs);
+    r.mode = mode;
+    return Write(std::move(r), id);
+  }
+
+  // Reads through a session of the test's own thread.
+  Result<GetResult> Get(const std::string& user) {
+    auto s = profiles_->NewSession();
+    EXPECT_TRUE(s.ok());
+    return (*s)->GetSync(user);
+  }
+  Result<storage::Record> Raw(const std::string& key) {
+    auto w = store_->NewWorker();
+    EXPECT_TRUE(w.ok());
+    return (*w)->GetSync(key);
+  }
+  // Stops the replicator (its last checkpoint written), then drops every
+  // checkpoint record: the next start replays the whole log.
+  void ForgetCheckpoints() {
+    replicator_.reset();
+    auto w = store_->NewWorker();
+    ASSERT_TRUE(w.ok());
+    for (uint32_t l = 0; l < kLogPartitions; ++l) (void)(*w)->DeleteSync(CheckpointKey(l));
+  }
+  ApplierStats Stats() { return replicator_->stats().applier; }
+  bool WaitApplied(uint64_t applied) {
+    return WaitFor([&] { return Stats().applied >= applied; });
+  }
+
+  ManualClock& clock() { return clock_; }
+  cluster::ViewBoard& board() { return board_; }
+  Replicator& replicator() { return *replicator_; }
+  storage::Store& store() { return *store_; }
+
+ private:
+  std::string path_;
+  std::shared_ptr<testing::MemoryLog> log_;
+  ManualClock clock_;
+  ReplicaOptions options_;
+  cluster::ViewBoard board_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<profile::ProfileStore> profiles_;
+  std::unique_ptr<Replicator> replicator_;
+};
+
+SegmentUpdate Ttl(uint64_t id, uint32_t seconds) { return SegmentUpdate{id, seconds, true, {}, {}}; }
+
+WriteId Id(uint64_t n) { return WriteId{0xABCD, n}; }
+
+TEST(EntryTest, RoundTripsEveryWrite) {
+  proto::DecodeLimits lim;
+  WriteEntry e;
+  e.now = kStart;
+  e.write_id = Id(7);
+  proto::UpsertRequest u;
+  u.user = "alice";
+  u.mode = UpsertMode::kAdd;
+  u.segments = {Ttl(5, 60), SegmentUpdate{9, kStart + 100, false, 3, {}}};
+  e.request = u;
+  std::string bytes;
+  EncodeEntry(e, &bytes);
+  WriteEntry back;
+  ASSERT_TRUE(DecodeEntry(bytes, lim, &back).ok());
+  EXPECT_EQ(back.op(), proto::Op::kUpsert);
+  EXPECT_EQ(back.now, kStart);
+  EXPECT_EQ(back.write_id, Id(7));
+  const auto& bu = std::get<proto::UpsertRequest>(back.request);
+  EXPECT_EQ(bu.user, "alice");
+  EXPECT_EQ(bu.mode, UpsertMode::kAdd);
+  ASSERT_EQ(bu.segments.size(), 2u);
+  EXPECT_EQ(bu.segments[1].attr1, 3u);
+
+  proto::RemoveRequest r{"bob", {1, 2, 3}, {}};
+  proto::TrimRequest t{"carol", kStart + 5, {}};
+  proto::DeleteRequest d{"dave", {}};
+  for (auto req : std::vector<decltype(e.request)>{r, t, d}) {
+    e.request = req;
+    bytes.clear();
+    EncodeEntry(e, &bytes);
+    ASSERT_TRUE(DecodeEntry(bytes, lim, &back).ok());
+    EXPECT_EQ(back.op(), e.op());
+    EXPECT_EQ(back.user(), e.user());
+    Result<EntryHeader> h = DecodeEntryHeader(bytes);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->op, e.op());
+    EXPECT_EQ(h->write_id, Id(7));
+  }
+}
+
+TEST(EntryTest, RefusesWhatIsNotAnEntry) {
+  proto::DecodeLimits lim;
+  WriteEntry back;
+  EXPECT_EQ(DecodeEntry("", lim, &back).code(), Status::Code::kInvalidArgument);
+  std::string bytes(kEntryHeaderSize, '\0');
+  bytes[0] = 2;  // a format this build does not know
+  EXPECT_EQ(DecodeEntry(bytes, lim, &back).code(), Status::Code::kInvalidArgument);
+  bytes[0] = static_cast<char>(kEntryFormat);
+  bytes[1] = static_cast<char>(proto::Op::kGet);  // not a write
+  EXPECT_EQ(DecodeEntry(bytes, lim, &back).code(), Status::Code::kInvalidArgument);
+  bytes[1] = static_cast<char>(proto::Op::kUpsert);
+  bytes += "\xc1";  // not MessagePack
+  EXPECT_EQ(DecodeEntry(bytes, lim, &back).code(), Status::Code::kInvalidArgument);
+}
+
+TEST(CheckpointTest, RoundTripsAndRefusesDamage) {
+  Checkpoint c{123456789, 120000, {{7, 123456800}, {4095, 1}}};
+  const std::string bytes = EncodeCheckpoint(c);
+  Checkpoint back;
+  ASSERT_TRUE(DecodeCheckpoint(bytes, &back).ok());
+  EXPECT_EQ(back, c);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(DecodeCheckpoint(bytes.substr(0, n), &back).code(), Status::Code::kCorruption) << n;
+  }
+  EXPECT_EQ(DecodeCheckpoint(bytes + "x", &back).code(), Status::Code::kCorruption);
+  Checkpoint window_past_next{5, 6, {}};
+  EXPECT_EQ(DecodeCheckpoint(EncodeCheckpoint(window_past_next), &back).code(),
+            Status::Code::kCorruption);
+  EXPECT_TRUE(IsReservedKey(CheckpointKey(3)));
+  EXPECT_FALSE(IsReservedKey("alice"));
+  EXPECT_FALSE(IsReservedKey(std::string("\xff", 1)));
+}
+
+TEST(WriteIdWindowTest, RemembersAnswersWithinTheWindow) {
+  WriteIdWindow w(60, 1000);
+  WriteAnswer a;
+  a.upsert = UpsertResult{3, 1, 0, 4};
+  w.Add(Id(1), kStart, proto::Op::kUpsert, &a);
+  WriteAnswer trimmed;
+  trimmed.trim = TrimResult{2, 5};
+  w.Add(Id(2), kStart + 30, proto::Op::kTrim, &trimmed);
+  WriteAnswer failed;
+  failed.status = Status::LimitExceeded("too many");
+  w.Add(Id(3), kStart + 30, proto::Op::kUpsert, &failed);
+  w.Add(Id(4), kStart + 30, proto::Op::kDelete, nullptr);
+
+  WriteAnswer got;
+  ASSERT_TRUE(w.Find(Id(1), &got));
+  EXPECT_TRUE(got.duplicate);
+  EXPECT_EQ(got.upsert.inserted, 3u);
+  EXPECT_EQ(got.upsert.count, 4u);
+  EXPECT_TRUE(got.upsert.duplicate);
+  ASSERT_TRUE(w.Find(Id(2), &got));
+  EXPECT_EQ(got.trim.trimmed, 2u);
+  EXPECT_EQ(got.trim.remaining, 5u);
+  ASSERT_TRUE(w.Find(Id(3), &got));
+  EXPECT_EQ(got.status.code(), Status::Code::kLimitExceeded);
+  ASSERT_TRUE(w.Find(Id(4), &got));  // applied, answer unknown: zeros
+  EXPECT_TRUE(got.status.ok());
+  EXPECT_FALSE(got.deleted);
+  EXPECT_FALSE(w.Find(Id(5), &got));
+
+  // 61 s of entry time later the first has aged out, the rest not yet.
+  w.Add(Id(6), kStart + 61, proto::Op::kUpsert, &a);
+  w.Expire();
+  EXPECT_FALSE(w.Find(Id(1), &got));
+  EXPECT_TRUE(w.Find(Id(2), &got));
+  EXPECT_EQ(w.size(), 4u);
+}
+
+TEST(WriteIdWindowTest, KeepsAtMostItsCapacity) {
+  WriteIdWindow w(3600, 10);
+  for (uint64_t i = 1; i <= 25; ++i) w.Add(Id(i), kStart, proto::Op::kUpsert, nullptr);
+  w.Expire();
+  EXPECT_EQ(w.size(), 10u);
+  WriteAnswer got;
+  EXPECT_FALSE(w.Find(Id(15), &got));
+  EXPECT_TRUE(w.Find(Id(16), &got));
+}
+
+TEST(PendingWritesTest, EachWaiterSettlesOnce) {
+  PendingWrites p;
+  int first = 0, second = 0, other = 0;
+  const auto far = PendingWrites::Clock::now() + 1h;
+  const uint64_t t1 = p.Add(Id(1), far, [&](const WriteAnswer&) { ++first; });
+  p.Add(Id(1), far, [&](const WriteAnswer&) { ++second; });  // a retry of the same write
+  p.Add(Id(2), PendingWrites::Clock::now(), [&](const WriteAnswer& a) {
+    ++other;
+    EXPECT_EQ(a.status.code(), Status::Code::kInDoubt);
+  });
+  EXPECT_EQ(p.size(), 3u);
+  p.Complete(Id(1), WriteAnswer{});
+  p.Fail(t1, WriteAnswer{});  // already settled: nothing
+  WriteAnswer late;
+  late.status = Status::InDoubt("late");
+  EXPECT_EQ(p.Expire(PendingWrites::Clock::now(), late), 1u);
+  EXPECT_EQ(p.Expire(PendingWrites::Clock::now(), late), 0u);
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 1);
+  EXPECT_EQ(other, 1);
+  EXPECT_EQ(p.size(), 0u);
+}
+
+class ReplicatorTest : public ::testing::Test {
+ protected:
+  TempDir dir_;
+  std::shared_ptr<testing::MemoryLog> log_ = testing::MemoryLog::Make(kLogPartitions);
+};
+
+TEST_F(ReplicatorTest, AWriteIsAnsweredOnceAppliedHereAndIsInItsLogPartition) {
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  WriteAnswer a = n.Upsert("alice", {Ttl(1, 3600), Ttl(2, 7200)});
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  EXPECT_EQ(a.upsert.inserted, 2u);
+  EXPECT_EQ(a.upsert.count, 2u);
+  EXPECT_FALSE(a.duplicate);
+  // Read your write: applied before the answer.
+  Result<GetResult> got = n.Get("alice");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->count, 2u);
+  const uint32_t l = LogPartitionOf(PartitionOf("alice"), kLogPartitions);
+  ASSERT_EQ(log_->End(l), 1);
+  EXPECT_EQ(log_->Entries(l)[0].key, "alice");
+
+  // The write's own errors come back as they are, decided by the applier.
+  proto::RemoveRequest missing{"nobody", {1}, {}};
+  EXPECT_EQ(n.Write(missing).status.code(), Status::Code::kNotFound);
+  a = n.Write(proto::TrimRequest{"alice", kStart + 3600, {}});
+  ASSERT_TRUE(a.status.ok());
+  EXPECT_EQ(a.trim.trimmed, 1u);
+  EXPECT_EQ(a.trim.remaining, 1u);
+  a = n.Write(proto::DeleteRequest{"alice", {}});
+  ASSERT_TRUE(a.status.ok());
+  EXPECT_TRUE(a.deleted);
+  EXPECT_TRUE(n.Get("alice").status().IsNotFound());
+}
+
+TEST_F(ReplicatorTest, AWriteIdIsAppliedOnce) {
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  ASSERT_TRUE(n.Upsert("bob", {Ttl(7, 3600)}).status.ok());
+  // An add sent twice with one write ID (a client's retry after a lost answer).
+  WriteAnswer first = n.Upsert("bob", {Ttl(7, 600)}, UpsertMode::kAdd, Id(42));
+  WriteAnswer again = n.Upsert("bob", {Ttl(7, 600)}, UpsertMode::kAdd, Id(42));
+  ASSERT_TRUE(first.status.ok());
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_FALSE(first.duplicate);
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_TRUE(again.upsert.duplicate);
+  EXPECT_EQ(again.upsert.updated, first.upsert.updated);
+  EXPECT_EQ(again.upsert.count, first.upsert.count);
+  Result<GetResult> got = n.Get("bob");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->expires[0], kStart + 3600 + 600);  // added once
+  EXPECT_TRUE(WaitFor([&] { return n.Stats().duplicates == 1; }));
+}
+
+TEST_F(ReplicatorTest, EveryReplicaComputesTheSameRecordWhateverItsClock) {
+  // Two replicas whose clocks disagree by an hour, applying the same log:
+  // each applies every entry at the time its producer took it.
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart + 3600);
+  a.Open();
+  b.Open();
+  ASSERT_TRUE(a.Upsert("u", {Ttl(1, 1800), Ttl(2, 7200)}).status.ok());
+  ASSERT_TRUE(a.Upsert("u", {Ttl(2, 100)}, UpsertMode::kAdd).status.ok());
+  a.clock().Advance(2000);  // segment 1 has expired at a's clock: trimmed by the next write
+  ASSERT_TRUE(a.Upsert("u", {Ttl(3, 50)}).status.ok());
+  ASSERT_TRUE(b.WaitApplied(3));
+  Result<storage::Record> ra = a.Raw("u");
+  Result<storage::Record> rb = b.Raw("u");
+  ASSERT_TRUE(ra.ok());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(ra->body(), rb->body());  // byte for byte, log position included
+  EXPECT_EQ(ra->sweep_at(), rb->sweep_at());
+  EXPECT_EQ(ra->void_at(), rb->void_at());
+}
+
+TEST_F(ReplicatorTest, ARestartReplaysTheLogWithoutApplyingAnythingTwice) {
+  {
+    Node n(dir_.File("a"), log_, kStart);
+    n.Open();
+    ASSERT_TRUE(n.Upsert("carol", {Ttl(1, 3600)}).status.ok());
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(n.Upsert("carol", {Ttl(1, 10)}, UpsertMode::kAdd).status.ok());
+    }
+    ASSERT_TRUE(n.Upsert("dave", {Ttl(1, 3600)}).status.ok());
+    ASSERT_TRUE(n.Write(proto::DeleteRequest{"dave", {}}).status.ok());
+    // As if the node crashed before any checkpoint reached the device: the
+    // next start replays the whole log.
+    n.ForgetCheckpoints();
+  }
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  ASSERT_TRUE(WaitFor([&] { return n.replicator().caught_up(); }));
+  Result<GetResult> got = n.Get("carol");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->expires[0], kStart + 3600 + 20 * 10);  // each add once
+  EXPECT_TRUE(n.Get("dave").status().IsNotFound());     // deleted stays deleted
+  const ApplierStats s = n.Stats();
+  EXPECT_EQ(s.replayed, 21u);  // carol's 21 writes found in her record
+  EXPECT_EQ(s.applied, 2u);    // dave's upsert and delete (his tombstone holds no position)
+
+  // The checkpoints now say where to resume: a third start replays nothing.
+  ASSERT_TRUE(WaitFor([&] {
+    for (const LaneStats& l : n.Stats().lanes) {
+      if (l.checkpointed != l.next) return false;
+    }
+    return true;
+  }));
+  n.Close();
+  n.Open();
+  ASSERT_TRUE(WaitFor([&] { return n.replicator().caught_up(); }));
+  EXPECT_EQ(n.Stats().replayed, 0u);
+  EXPECT_EQ(n.Stats().applied, 0u);
+  got = n.Get("carol");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->expires[0], kStart + 3600 + 20 * 10);
+}
+
+TEST_F(ReplicatorTest, WriteIdsAppliedBeforeARestartAreStillRecognised) {
+  {
+    Node n(dir_.File("a"), log_, kStart);
+    n.Open();
+    ASSERT_TRUE(n.Upsert("erin", {Ttl(1, 3600)}, UpsertMode::kSet, Id(9)).status.ok());
+  }
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  WriteAnswer again = n.Upsert("erin", {Ttl(1, 3600)}, UpsertMode::kSet, Id(9));
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_TRUE(again.duplicate);  // rebuilt from the log behind the checkpoint
+  EXPECT_EQ(n.Stats().applied, 0u);
+}
+
+TEST_F(ReplicatorTest, ALogThatDoesNotTakeTheWriteAnswersLogUnavailable) {
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  log_->SetDown(true);
+  WriteAnswer a = n.Upsert("frank", {Ttl(1, 3600)});
+  EXPECT_EQ(a.status.code(), Status::Code::kLogUnavailable) << a.status.ToString();
+  EXPECT_TRUE(WaitFor([&] { return n.replicator().Stale(PartitionOf("frank")); }));
+  log_->SetDown(false);
+  EXPECT_TRUE(n.Get("frank").status().IsNotFound());
+  EXPECT_TRUE(n.Upsert("frank", {Ttl(1, 3600)}).status.ok());
+  EXPECT_EQ(n.replicator().stats().log_refused, 1u);  // counted before the answer
+}
+
+TEST_F(ReplicatorTest, AnUnacknowledgedAppendIsInDoubtAndARetryLearnsTheOutcome) {
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  // Written, but the acknowledgement lost: the retry finds it applied.
+  log_->FailNextMaybeWritten(1, /*write=*/true);
+  WriteAnswer a = n.Upsert("gina", {Ttl(1, 60)}, UpsertMode::kAdd, Id(100));
+  EXPECT_EQ(a.status.code(), Status::Code::kInDoubt);
+  ASSERT_TRUE(n.WaitApplied(1));
+  WriteAnswer retry = n.Upsert("gina", {Ttl(1, 60)}, UpsertMode::kAdd, Id(100));
+  ASSERT_TRUE(retry.status.ok());
+  EXPECT_TRUE(retry.duplicate);
+  EXPECT_EQ(retry.upsert.inserted, 1u);
+  // Not written: the retry applies it.
+  log_->FailNextMaybeWritten(1, /*write=*/false);
+  a = n.Upsert("gina", {Ttl(1, 60)}, UpsertMode::kAdd, Id(101));
+  EXPECT_EQ(a.status.code(), Status::Code::kInDoubt);
+  retry = n.Upsert("gina", {Ttl(1, 60)}, UpsertMode::kAdd, Id(101));
+  ASSERT_TRUE(retry.status.ok());
+  EXPECT_FALSE(retry.duplicate);
+  Result<GetResult> got = n.Get("gina");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->expires[0], kStart + 120);  // two adds, each once
+}
+
+TEST_F(ReplicatorTest, EntriesOfOtherPartitionsAndUnreadableOnesAreSkipped) {
+  Node n(dir_.File("a"), log_, kStart);
+  n.board().Publish(ViewHolding({PartitionOf("held")}));
+  n.Open();
+  const uint32_t l_held = LogPartitionOf(PartitionOf("held"), kLogPartitions);
+  log_->AppendRaw(l_held, "x", "not an entry");
+  // Another node's write of a user this node does not hold.
+  WriteEntry e;
+  e.now = kStart;
+  e.write_id = Id(1);
+  e.request = proto::UpsertRequest{"elsewhere", {Ttl(1, 3600)}, UpsertMode::kSet, {}};
+  std::string bytes;
+  EncodeEntry(e, &bytes);
+  log_->AppendRaw(LogPartitionOf(PartitionOf("elsewhere"), kLogPartitions), "elsewhere", bytes);
+  WriteAnswer a = n.Upsert("held", {Ttl(1, 3600)});
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  ASSERT_TRUE(WaitFor([&] { return n.Stats().not_held == 1; }));
+  EXPECT_EQ(n.Stats().undecodable, 1u);
+  EXPECT_TRUE(n.Get("elsewhere").status().IsNotFound());
+}
+
+TEST_F(ReplicatorTest, AWriteThisNodeDoesNotApplyInTimeIsInDoubt) {
+  ReplicaOptions o = Node::Defaults();
+  o.apply_timeout = 200ms;
+  Node n(dir_.File("a"), log_, kStart, o);
+  n.board().Publish(ViewHolding({0}));  // not "ida"'s partition
+  n.Open();
+  WriteAnswer a = n.Upsert("ida", {Ttl(1, 3600)});
+  EXPECT_EQ(a.status.code(), Status::Code::kInDoubt) << a.status.ToString();
+}
+
+TEST_F(ReplicatorTest, EntriesTheLogNoLongerHasAreReportedAndTheirPartitionsStale) {
+  WriteEntry e;
+  e.now = kStart;
+  e.request = proto::UpsertRequest{"jack", {Ttl(1, 3600)}, UpsertMode::kSet, {}};
+  const uint32_t l = LogPartitionOf(PartitionOf("jack"), kLogPartitions);
+  for (uint64_t i = 1; i <= 5; ++i) {
+    e.write_id = Id(i);
+    std::string bytes;
+    EncodeEntry(e, &bytes);
+    log_->AppendRaw(l, "jack", bytes);
+  }
+  log_->DropBefore(l, 3);  // retention passed the first three
+  Node n(dir_.File("a"), log_, kStart);
+  n.Open();
+  ASSERT_TRUE(WaitFor([&] { return n.Stats().lost_entries > 0; }));
+  EXPECT_TRUE(n.replicator().Stale(PartitionOf("jack")));
+}
+
+TEST_F(ReplicatorTest, ReadsAreStaleUntilCaughtUpAndWhileTheLeaseIsOld) {
+  std::atomic<double> lease_age{0};
+  ReplicaOptions o = Node::Defaults();
+  o.applier.lease_ttl_seconds = 10;
+  o.applier.lease_age_seconds = [&lease_age] { return lease_age.load(); };
+  Node n(dir_.File("a"), log_, kStart, o);
+  n.Open();
+  const uint32_t p = PartitionOf("kim");
+  ASSERT_TRUE(WaitFor([&] { return n.replicator().caught_up() && !n.replicator().Stale(p); }));
+  lease_age = 11;
+  EXPECT_TRUE(WaitFor([&] { return n.replicator().Stale(p); }));
+  lease_age = 1;
+  EXPECT_TRUE(WaitFor([&] { return !n.replicator().Stale(p); }));
+}
+
+}  // namespace
+}  // namespace segstore::replica
