@@ -230,6 +230,55 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
               c->cluster.poll_interval = milliseconds(v);
             })},
        }},
+      {"cluster_log",
+       {
+           {"brokers", TextSetter([](Config* c, const std::string& v) {
+              if (v.empty()) return Status::InvalidArgument("brokers is empty");
+              c->replica.log.brokers = v;
+              c->cluster_log_enabled = true;
+              return Status::OK();
+            })},
+           {"topic", TextSetter([](Config* c, const std::string& v) {
+              if (v.empty() || v.size() > 249) {
+                return Status::InvalidArgument("topic must be 1 to 249 characters");
+              }
+              c->replica.log.topic = v;
+              return Status::OK();
+            })},
+           {"partitions", IntSetter(1, 4096, [](Config* c, int64_t v) {
+              c->replica.log.partitions = static_cast<uint32_t>(v);
+            })},
+           {"append_timeout_ms", IntSetter(100, 600'000, [](Config* c, int64_t v) {
+              c->replica.log.append_timeout = milliseconds(v);
+            })},
+           {"apply_timeout_ms", IntSetter(100, 600'000, [](Config* c, int64_t v) {
+              c->replica.apply_timeout = milliseconds(v);
+            })},
+           {"max_lag_ms", IntSetter(10, 3'600'000, [](Config* c, int64_t v) {
+              c->replica.applier.max_lag = milliseconds(v);
+            })},
+           {"write_id_window_seconds", IntSetter(1, 86'400, [](Config* c, int64_t v) {
+              c->replica.applier.window_seconds = static_cast<uint32_t>(v);
+            })},
+           {"write_id_window_max", IntSetter(1000, 100'000'000, [](Config* c, int64_t v) {
+              c->replica.applier.window_max_ids = static_cast<size_t>(v);
+            })},
+           {"checkpoint_interval_ms", IntSetter(10, 600'000, [](Config* c, int64_t v) {
+              c->replica.applier.checkpoint_interval = milliseconds(v);
+            })},
+           {"properties",
+            [](const toml::node& n, Config* c) -> Status {
+              const toml::table* t = n.as_table();
+              if (t == nullptr) return Bad(n, "expected a table of \"name\" = \"value\" strings");
+              c->replica.log.properties.clear();
+              for (auto&& [k, v] : *t) {
+                if (!v.is_string()) return Bad(v, "expected a string value");
+                c->replica.log.properties.emplace_back(std::string(k.str()),
+                                                       *v.value<std::string>());
+              }
+              return Status::OK();
+            }},
+       }},
       {"admin",
        {
            {"listen", TextSetter([](Config* c, const std::string& v) {
@@ -346,6 +395,7 @@ std::string BackendName(storage::IoBackend b) {
 
 Config DefaultConfig() {
   Config c;
+  c.cluster.replication = 0;  // decided by FinishClusterConfig: 2 with a log, else 1
   c.server.port = kDefaultPort;
   c.admin.port = kDefaultAdminPort;
   c.storage.path = "segstore-data/segstore.dat";
@@ -492,13 +542,26 @@ Status FinishClusterConfig(Config* c) {
   if (!c->cluster_enabled) {
     if (any)
       return Status::InvalidArgument("cluster: node_id, advertise and rack need etcd_endpoints");
+    if (c->cluster_log_enabled) {
+      return Status::InvalidArgument("cluster_log needs a [cluster] section (etcd_endpoints)");
+    }
     return Status::OK();
   }
   if (o.self.id.empty()) return Status::InvalidArgument("cluster: node_id is required");
-  if (o.replication > 1) {
+  if (o.replication == 0) o.replication = c->cluster_log_enabled ? std::min(2u, o.initial_nodes) : 1;
+  if (o.replication > 1 && !c->cluster_log_enabled) {
     return Status::InvalidArgument(
         "cluster.replication " + std::to_string(o.replication) +
-        ": replicas need the replicated write log, which this release does not have yet; use 1");
+        ": replicas need the cluster's log ([cluster_log] brokers); without one use 1");
+  }
+  const uint32_t lp = c->replica.log.partitions;
+  if (c->cluster_log_enabled && (lp & (lp - 1)) != 0) {
+    return Status::InvalidArgument("cluster_log.partitions " + std::to_string(lp) +
+                                   " must be a power of two (it must divide 4096)");
+  }
+  if (c->cluster_log_enabled && c->replica.apply_timeout <= c->replica.log.append_timeout) {
+    return Status::InvalidArgument(
+        "cluster_log.apply_timeout_ms must be longer than cluster_log.append_timeout_ms");
   }
   if (o.initial_nodes < o.replication) {
     return Status::InvalidArgument("cluster.initial_nodes must be at least cluster.replication");
@@ -597,6 +660,22 @@ std::vector<StatEntry> Describe(const Config& c) {
     add("cluster.lease_ttl_seconds", c.cluster.lease_ttl.count());
     add("cluster.etcd_timeout_ms", c.cluster.etcd.timeout.count());
     add("cluster.map_poll_ms", c.cluster.poll_interval.count());
+  }
+  if (c.cluster_log_enabled) {
+    const replica::ReplicaOptions& r = c.replica;
+    add("cluster_log.brokers", r.log.brokers);
+    add("cluster_log.topic", r.log.topic);
+    add("cluster_log.partitions", r.log.partitions);
+    add("cluster_log.append_timeout_ms", r.log.append_timeout.count());
+    add("cluster_log.apply_timeout_ms", r.apply_timeout.count());
+    add("cluster_log.max_lag_ms", r.applier.max_lag.count());
+    add("cluster_log.write_id_window_seconds", r.applier.window_seconds);
+    add("cluster_log.write_id_window_max", r.applier.window_max_ids);
+    add("cluster_log.checkpoint_interval_ms", r.applier.checkpoint_interval.count());
+    // Names only: property values may hold credentials.
+    std::string names;
+    for (const auto& [name, value] : r.log.properties) names += (names.empty() ? "" : ",") + name;
+    add("cluster_log.properties", names);
   }
   add("admin.listen",
       c.admin.enabled ? c.admin.host + ":" + std::to_string(c.admin.port) : std::string("off"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster/agent.h"
+#include "replica/replicator.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/status.h"
@@ -38,6 +39,11 @@ struct Config {
   // etcd endpoints, prefix, the node (advertised address: server.listen's when
   // left empty), replication, initial nodes, lease TTL, map poll interval.
   cluster::AgentOptions cluster;
+  // The [cluster_log] section: present, writes go through the cluster's
+  // replicated log (Kafka protocol) and partitions may have replicas;
+  // absent, a cluster node writes locally and replication is 1.
+  bool cluster_log_enabled = false;
+  replica::ReplicaOptions replica;
 };
 
 // The defaults: Config{} with the port and data path segstored uses.

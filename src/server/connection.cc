@@ -149,6 +149,7 @@ namespace {
 void Responder::Send(std::string frame) {
   std::shared_ptr<Connection> c = std::move(connection_);
   if (c == nullptr) AnsweredTwice();
+  if (flags_ != 0 && frame.size() >= proto::kHeaderSize) frame[5] = static_cast<char>(flags_);
   c->OnReply(std::move(frame), started_);
 }
 

@@ -91,6 +91,7 @@ struct AdminState {
   server::ProfileService* service = nullptr;
   server::Server* front = nullptr;
   const segstore::cluster::ViewBoard* cluster = nullptr;  // in a cluster
+  const segstore::replica::Replicator* replicator = nullptr;  // in a cluster with a log
 };
 
 // A loop that has not run a posted task for this long counts as stuck.
@@ -114,6 +115,9 @@ server::AdminHandlers MakeAdminHandlers(AdminState* state) {
       auto v = state->cluster->view();
       if (!v->serving) return "not registered in the cluster (etcd) yet";
       if (!v->map.has_map()) return "the cluster has no partition map yet";
+    }
+    if (state->replicator != nullptr && !state->replicator->caught_up()) {
+      return "catching up with the cluster's log";
     }
     return std::string();
   };
@@ -204,10 +208,34 @@ int Serve(const server::Config& config) {
   service_options.config = server::Describe(config);
   segstore::cluster::ViewBoard cluster_board;
   if (config.cluster_enabled) service_options.cluster = &cluster_board;
-  server::ProfileService service(store->get(), profiles->get(), service_options);
   // The agent starts once the port is bound; its figures are read through
   // this pointer from then on (the stats operation reads it on any loop).
   std::atomic<segstore::cluster::ClusterAgent*> cluster_agent{nullptr};
+  // With a log, writes go through it: its applier follows the log from the
+  // data file's checkpoints as soon as the node has a partition map.
+  std::unique_ptr<segstore::replica::Replicator> replicator;
+  if (config.cluster_log_enabled) {
+    segstore::replica::ReplicaOptions ro = config.replica;
+    ro.log.client_id = "segstored-" + config.cluster.self.id;
+    ro.applier.max_key_bytes = (*store)->max_key_size();
+    ro.applier.max_segments = config.profile.max_segments;
+    ro.applier.lease_ttl_seconds =
+        std::chrono::duration<double>(config.cluster.lease_ttl).count();
+    ro.applier.lease_age_seconds = [&cluster_agent] {
+      segstore::cluster::ClusterAgent* a = cluster_agent.load(std::memory_order_acquire);
+      return a != nullptr ? a->stats().seconds_since_lease_ack : -1.0;
+    };
+    auto started = segstore::replica::Replicator::Start(ro, profiles->get(), &cluster_board);
+    if (!started.ok()) {
+      spdlog::critical("cannot start replication: {}", started.status().ToString());
+      return 1;
+    }
+    replicator = std::move(*started);
+    service_options.replicator = replicator.get();
+    spdlog::info("cluster: writes go through the log {} (topic {}, {} log partitions)",
+                 ro.log.brokers, ro.log.topic, ro.log.partitions);
+  }
+  server::ProfileService service(store->get(), profiles->get(), service_options);
   if (config.cluster_enabled) {
     service.set_cluster_stats([&cluster_agent] {
       segstore::cluster::ClusterAgent* a = cluster_agent.load(std::memory_order_acquire);
@@ -250,6 +278,7 @@ int Serve(const server::Config& config) {
     admin_state.service = &service;
     admin_state.front = &front;
     admin_state.cluster = config.cluster_enabled ? &cluster_board : nullptr;
+    admin_state.replicator = replicator.get();
     admin_state.not_ready.clear();
   }
 
@@ -307,6 +336,9 @@ int Serve(const server::Config& config) {
   }
   front.Stop();  // handlers (and their storage workers) flush as they go
   if (admin) admin->Stop();
+  // After the front: writes being drained wait for the applier. Its last
+  // checkpoint goes to the device here.
+  if (replicator) replicator->Stop();
   profiles->reset();
   store->reset();
   spdlog::info("stopped cleanly");

@@ -55,6 +55,19 @@ const cluster::AgentStats* Part(const MetricsSnapshot& m) {
   return m.cluster ? &*m.cluster : nullptr;
 }
 
+template <>
+const replica::ReplicaStats* Part(const MetricsSnapshot& m) {
+  return m.replica ? &*m.replica : nullptr;
+}
+template <>
+const replica::ApplierStats* Part(const MetricsSnapshot& m) {
+  return m.replica ? &m.replica->applier : nullptr;
+}
+template <>
+const log::LogWriterStats* Part(const MetricsSnapshot& m) {
+  return m.replica ? &m.replica->writer : nullptr;
+}
+
 template <typename S, typename T>
 S ClassOf(T S::*);
 
@@ -117,6 +130,32 @@ void DurationByOp(const MetricsSnapshot& m, Series* out) {
   }
 }
 
+// One series per log partition, labelled with its number.
+template <auto kField>
+void PerLogPartition(const MetricsSnapshot& m, Series* out) {
+  if (!m.replica) return;
+  const std::vector<replica::LaneStats>& lanes = m.replica->applier.lanes;
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    out->push_back({{std::to_string(l)}, Number(lanes[l].*kField)});
+  }
+}
+
+void LagEntries(const MetricsSnapshot& m, Series* out) {
+  if (!m.replica) return;
+  const std::vector<replica::LaneStats>& lanes = m.replica->applier.lanes;
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    const int64_t lag = lanes[l].end >= 0 ? std::max<int64_t>(0, lanes[l].end - lanes[l].next) : 0;
+    out->push_back({{std::to_string(l)}, static_cast<uint64_t>(lag)});
+  }
+}
+
+void StaleLogPartitions(const MetricsSnapshot& m, Series* out) {
+  if (!m.replica) return;
+  uint64_t n = 0;
+  for (const replica::LaneStats& l : m.replica->applier.lanes) n += l.stale ? 1 : 0;
+  out->push_back({{}, n});
+}
+
 void WritesRefused(const MetricsSnapshot& m, Series* out) {
   out->push_back({{}, uint64_t{m.storage.write_error.empty() ? 0u : 1u}});
 }
@@ -129,7 +168,11 @@ using enum MetricSection;
 using enum MetricKind;
 using enum MetricUnit;
 using cluster::AgentStats;
+using log::LogWriterStats;
 using profile::SweeperStats;
+using replica::ApplierStats;
+using replica::LaneStats;
+using replica::ReplicaStats;
 using storage::RecoveryStats;
 using storage::StoreStats;
 
@@ -314,6 +357,72 @@ constexpr MetricDef kMetrics[] = {
      "again).", Value<&AgentStats::lease_expirations>},
     {kCluster, kCounter, "cluster_maps_written_total", kNone,
      "Partition maps this node wrote as controller.", Value<&AgentStats::maps_written>},
+
+    // Writes through the cluster's log and the applier (src/replica); in a
+    // cluster with a log only.
+    {kReplica, kCounter, "replica_writes_submitted_total", kNone,
+     "Client writes this node sent to the cluster's log (one per batch item).",
+     Value<&ReplicaStats::submitted>},
+    {kReplica, kCounter, "replica_writes_log_refused_total", kNone,
+     "Writes answered LogUnavailable: the log did not take them.",
+     Value<&ReplicaStats::log_refused>},
+    {kReplica, kCounter, "replica_writes_in_doubt_total", kNone,
+     "Writes answered InDoubt: the log may have taken them without saying so, or this node "
+     "did not apply them within cluster_log.apply_timeout_ms.",
+     Value<&ReplicaStats::in_doubt>},
+    {kReplica, kGauge, "replica_writes_waiting", kNone,
+     "Writes sent to the log whose clients wait for this node to apply them.",
+     Value<&ReplicaStats::waiting>},
+    {kReplica, kCounter, "replica_log_appends_total", kNone,
+     "Entries the log acknowledged.", Value<&LogWriterStats::appended>},
+    {kReplica, kGauge, "replica_log_appends_in_flight", kNone,
+     "Entries sent to the log and not yet acknowledged or failed.",
+     Value<&LogWriterStats::in_flight>},
+    {kReplica, kCounter, "replica_entries_applied_total", kNone,
+     "Log entries this node applied (whatever the write answered).",
+     Value<&ApplierStats::applied>},
+    {kReplica, kCounter, "replica_entries_not_held_total", kNone,
+     "Log entries of partitions this node does not hold: skipped.",
+     Value<&ApplierStats::not_held>},
+    {kReplica, kCounter, "replica_entries_duplicate_total", kNone,
+     "Log entries whose write ID was applied before: not applied again.",
+     Value<&ApplierStats::duplicates>},
+    {kReplica, kCounter, "replica_entries_replayed_total", kNone,
+     "Log entries found applied already after a restart (their user's record held their "
+     "position): skipped.", Value<&ApplierStats::replayed>},
+    {kReplica, kCounter, "replica_entries_undecodable_total", kNone,
+     "Log entries that could not be read: skipped and logged. Alert on any.",
+     Value<&ApplierStats::undecodable>},
+    {kReplica, kCounter, "replica_apply_failures_total", kNone,
+     "Attempts to apply an entry that failed on this node's device (retried every second). "
+     "Alert on a steady rate.", Value<&ApplierStats::apply_failures>},
+    {kReplica, kCounter, "replica_lost_entries_total", kNone,
+     "Offsets this node needed that the log no longer held (retention passed them): its copy "
+     "misses those writes. Alert on any.", Value<&ApplierStats::lost_entries>},
+    {kReplica, kCounter, "replica_checkpoints_total", kNone,
+     "Checkpoint records written (how far each log partition was applied).",
+     Value<&ApplierStats::checkpoints>},
+    {kReplica, kGauge, "replica_write_ids", kNone,
+     "Write IDs in the window of recent writes (cluster_log.write_id_window_seconds).",
+     Value<&ApplierStats::window_ids>},
+    {kReplica, kGauge, "replica_caught_up", kNone,
+     "1 once every log partition was applied to the end it had when the node started.",
+     Value<&ApplierStats::caught_up>},
+    {kReplica, kGauge, "replica_log_healthy", kNone,
+     "1 while the log answers this node's reads.", Value<&ApplierStats::log_healthy>},
+    {kReplica, kGauge, "replica_log_partitions_stale", kNone,
+     "Log partitions whose reads this node marks stale (behind, catching up, log or etcd "
+     "unreachable, or unable to apply).", StaleLogPartitions},
+    {kReplica, kGauge, "replica_applied_offset", kNone,
+     "Per log partition: the next offset to apply.", PerLogPartition<&LaneStats::next>,
+     {"log_partition"}},
+    {kReplica, kGauge, "replica_lag_entries", kNone,
+     "Per log partition: entries in the log not yet applied here.", LagEntries,
+     {"log_partition"}},
+    {kReplica, kGauge, "replica_lag_seconds", kSeconds,
+     "Per log partition: age of the oldest entry read and not yet applied (0 when none "
+     "waits). Reads are marked stale past cluster_log.max_lag_ms.",
+     PerLogPartition<&LaneStats::lag_seconds>, {"log_partition"}},
 };
 // clang-format on
 
@@ -353,6 +462,7 @@ std::vector<MetricLabelDef> MetricLabels() {
       {"mode", "CPU time spent in user space or in the kernel", {"user", "system"}},
       {"version", "the server's name and version: \"segstored 0.1.0\"", {}},
       {"io_backend", "how the store reaches the device: io_uring, or sync (pread/pwrite)", {}},
+      {"log_partition", "a partition of the cluster's log: 0 to cluster_log.partitions - 1", {}},
   };
 }
 
@@ -370,6 +480,8 @@ std::string_view SectionName(MetricSection section) {
       return "sweeper";
     case kCluster:
       return "cluster";
+    case kReplica:
+      return "replica";
   }
   return "?";
 }

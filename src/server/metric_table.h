@@ -31,7 +31,15 @@ struct MetricsSnapshot;
 
 // Where a metric belongs: the first component of its stats name, and the
 // word its Prometheus name may start with (dropped from the stats name).
-enum class MetricSection : uint8_t { kServer, kProcess, kStorage, kRecovery, kSweeper, kCluster };
+enum class MetricSection : uint8_t {
+  kServer,
+  kProcess,
+  kStorage,
+  kRecovery,
+  kSweeper,
+  kCluster,
+  kReplica,
+};
 
 enum class MetricKind : uint8_t {
   kCounter,    // only ever grows; the Prometheus name ends in _total
@@ -86,7 +94,7 @@ struct MetricLabelDef {
 };
 std::vector<MetricLabelDef> MetricLabels();
 
-// "server", "process", "storage", "recovery", "sweeper".
+// "server", "process", "storage", "recovery", "sweeper", "cluster", "replica".
 std::string_view SectionName(MetricSection section);
 // "counter", "gauge", "histogram", "info", "stats only".
 std::string_view KindName(MetricKind kind);

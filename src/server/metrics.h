@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/agent.h"
+#include "replica/replicator.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
@@ -44,6 +45,7 @@ struct MetricsSnapshot {
   storage::RecoveryStats recovery;
   profile::SweeperStats sweeper;
   std::optional<cluster::AgentStats> cluster;  // in a cluster only
+  std::optional<replica::ReplicaStats> replica;  // in a cluster with a log only
   std::vector<StatEntry> config;  // the settings in force, named "config.*"
 };
 

@@ -7,7 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "common/clock.h"
 #include "proto/wire.h"
+#include "replica/checkpoint.h"
+#include "replica/entry.h"
 
 namespace segstore::server {
 
@@ -37,20 +40,34 @@ void ReplyOk(const FrameHeader& h, const Message& m, Responder& to) {
   to.Send(std::move(frame));
 }
 
+// An operation's error as a client sees it.
+Status ClientError(const Status& s) {
+  if (s.IsNotFound()) return Status::NotFound("the user has no profile");
+  return s;
+}
+
 // The callback of a profile operation answering with `convert(value)`.
 template <typename T, typename Convert>
 auto Answer(const FrameHeader& h, Responder to, Convert convert) {
   return [h, to = std::move(to), convert](Result<T> r) mutable {
-    if (r.status().IsNotFound()) {
-      ReplyError(h, Status::NotFound("the user has no profile"), to);
-      return;
-    }
     if (!r.ok()) {
-      ReplyError(h, r.status(), to);
+      ReplyError(h, ClientError(r.status()), to);
       return;
     }
     ReplyOk(h, convert(std::move(*r)), to);
   };
+}
+
+// The answer of a write made through the cluster's log, as `convert` makes
+// it from a replica::WriteAnswer.
+template <typename Convert>
+void ReplyApplied(const FrameHeader& h, const replica::WriteAnswer& a, Responder& to,
+                  Convert convert) {
+  if (!a.status.ok()) {
+    ReplyError(h, ClientError(a.status), to);
+    return;
+  }
+  ReplyOk(h, convert(a), to);
 }
 
 template <typename T>
@@ -62,8 +79,9 @@ auto AnswerAsIs(const FrameHeader& h, Responder to) {
 
 class ProfileHandler : public Handler {
  public:
-  ProfileHandler(ProfileService* service, std::unique_ptr<profile::ProfileSession> session)
-      : service_(service), session_(std::move(session)) {
+  ProfileHandler(ProfileService* service, std::unique_ptr<profile::ProfileSession> session,
+                 std::shared_ptr<LoopPoster> poster)
+      : service_(service), session_(std::move(session)), poster_(std::move(poster)) {
     limits_.max_key_bytes = service->store_->max_key_size();
     limits_.max_batch = service->options_.max_batch;
     limits_.max_list = std::max<uint32_t>(service->options_.max_segments, 1);
@@ -149,7 +167,10 @@ class ProfileHandler : public Handler {
     proto::EmptyRequest req;
     if (!Read(h, body, &req, to)) return;
     if (board_ == nullptr) return ReplyOk(h, ClusterMap{}, to);
-    ReplyOk(h, View()->map, to);
+    if (replicator_ == nullptr) return ReplyOk(h, View()->map, to);
+    ClusterMap map = View()->map;
+    map.log = true;
+    ReplyOk(h, map, to);
   }
 
   // The cluster view, picked up again only when the board published another.
@@ -162,6 +183,11 @@ class ProfileHandler : public Handler {
     return view_.get();
   }
 
+  static Status Reserved() {
+    return Status::InvalidArgument(
+        "user: IDs beginning with the bytes FF 00 are reserved in a cluster (its own records)");
+  }
+
   static Status NotHeld(uint32_t partition, uint64_t revision, std::string_view hint) {
     return Status::WrongNode("partition " + std::to_string(partition) +
                              " is not held by this node (map revision " +
@@ -172,6 +198,7 @@ class ProfileHandler : public Handler {
   // (WrongNode with the map's revision, or Busy while serving nothing).
   // `revision` gets the map's revision.
   Status Placement(std::string_view user, uint64_t* revision) {
+    if (replica::IsReservedKey(user)) return Reserved();
     const cluster::ClusterView* v = View();
     *revision = v->map.revision;
     if (!v->serving || !v->map.has_map()) {
@@ -214,19 +241,48 @@ class ProfileHandler : public Handler {
     if (!v->serving || !v->map.has_map()) return Serves(h, user_of(0), to);  // the frame's Busy
     for (size_t i = 0; i < n; ++i) {
       if (!rejected->empty() && !(*rejected)[i].ok()) continue;
-      const uint32_t partition = PartitionOf(user_of(i));
-      if (v->held.test(partition)) continue;
+      const std::string_view user = user_of(i);
+      const uint32_t partition = PartitionOf(user);
+      if (v->held.test(partition) && !replica::IsReservedKey(user)) continue;
       if (rejected->empty()) rejected->resize(n);
-      (*rejected)[i] = NotHeld(partition, v->map.revision, "");
+      (*rejected)[i] = replica::IsReservedKey(user) ? Reserved()
+                                                    : NotHeld(partition, v->map.revision, "");
     }
     return true;
+  }
+
+  // Reads: the answer frame says stale (flags bit 0) when the replicator
+  // judges the partition of any user read may be behind the log.
+  bool Stale(std::string_view user) const {
+    return replicator_ != nullptr && replicator_->Stale(PartitionOf(user));
+  }
+  static Responder MarkStale(Responder to, bool stale) {
+    if (stale) to.set_flags(proto::kFlagStale);
+    return to;
+  }
+
+  // Sends a write to the cluster's log; `reply(h, answer, to)` answers it on
+  // this loop once this node applied it (or the log refused it).
+  template <typename Request, typename Reply>
+  void Replicate(const FrameHeader& h, Request request, Responder to, Reply reply) {
+    replica::WriteEntry entry;
+    entry.now = service_->store_->clock().Now();
+    entry.write_id = request.write_id;
+    request.write_id = WriteId{};
+    entry.request = std::move(request);
+    replicator_->Submit(
+        std::move(entry), [poster = poster_, h, to = std::move(to), reply](
+                              const replica::WriteAnswer& a) mutable {
+          poster->Post([h, to = std::move(to), reply, a]() mutable { reply(h, a, to); });
+        });
   }
 
   void Get(const FrameHeader& h, std::string_view body, Responder to) {
     proto::GetRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
-    session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, std::move(to)));
+    const bool stale = Stale(req.user);
+    session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, MarkStale(std::move(to), stale)));
   }
 
   // Users whose ID was rejected get their error in place; the rest are read.
@@ -238,6 +294,11 @@ class ProfileHandler : public Handler {
             &req.rejected, to)) {
       return;
     }
+    bool stale = false;
+    for (size_t i = 0; i < req.users.size() && replicator_ != nullptr && !stale; ++i) {
+      stale = (req.rejected.empty() || req.rejected[i].ok()) && Stale(req.users[i]);
+    }
+    to = MarkStale(std::move(to), stale);
     if (req.rejected.empty()) {
       session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(to)));
       return;
@@ -264,15 +325,24 @@ class ProfileHandler : public Handler {
     proto::CountRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
+    const bool stale = Stale(req.user);
     session_->Count(
         req.user, req.id_from, req.id_to,
-        Answer<uint32_t>(h, std::move(to), [](uint32_t n) { return proto::CountResponse{n}; }));
+        Answer<uint32_t>(h, MarkStale(std::move(to), stale),
+                         [](uint32_t n) { return proto::CountResponse{n}; }));
   }
 
   void Upsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::UpsertRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
+    if (replicator_ != nullptr) {
+      Status s = profile::CheckUpsert(req.segments, req.mode, service_->store_->clock().Now());
+      if (!s.ok()) return ReplyError(h, s, to);
+      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) { return x.upsert; });
+      });
+    }
     session_->Upsert(req.user, req.segments, req.mode, AnswerAsIs<UpsertResult>(h, std::move(to)));
   }
 
@@ -304,6 +374,34 @@ class ProfileHandler : public Handler {
       ReplyOk(h, join->results, join->to);
       return;
     }
+    if (replicator_ != nullptr) {
+      // One log entry per item (each goes to its own user's log partition);
+      // the answer goes once this node applied the last.
+      const UnixSeconds now = service_->store_->clock().Now();
+      for (size_t i = 0; i < req.items.size(); ++i) {
+        if (!req.rejected.empty() && !req.rejected[i].ok()) continue;
+        if (Status s = profile::CheckUpsert(req.items[i].segments, req.items[i].mode, now);
+            !s.ok()) {
+          join->results[i] = std::move(s);
+          if (--join->remaining == 0) ReplyOk(h, join->results, join->to);
+          continue;
+        }
+        replica::WriteEntry entry;
+        entry.now = now;
+        entry.write_id = req.items[i].write_id;
+        req.items[i].write_id = WriteId{};
+        entry.request = std::move(req.items[i]);
+        replicator_->Submit(std::move(entry), [poster = poster_, join,
+                                               i](const replica::WriteAnswer& a) {
+          poster->Post([join, i, a] {
+            join->results[i] =
+                a.status.ok() ? Result<UpsertResult>(a.upsert) : Result<UpsertResult>(ClientError(a.status));
+            if (--join->remaining == 0) ReplyOk(join->header, join->results, join->to);
+          });
+        });
+      }
+      return;
+    }
     storage::Worker::Batch batch(session_->worker());
     for (size_t i = 0; i < req.items.size(); ++i) {
       if (!req.rejected.empty() && !req.rejected[i].ok()) continue;
@@ -319,6 +417,13 @@ class ProfileHandler : public Handler {
     proto::RemoveRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
+    if (replicator_ != nullptr) {
+      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) {
+          return proto::RemoveResponse{x.removed, x.duplicate};
+        });
+      });
+    }
     session_->Remove(req.user, req.ids, Answer<uint32_t>(h, std::move(to), [](uint32_t n) {
                        return proto::RemoveResponse{n};
                      }));
@@ -328,6 +433,11 @@ class ProfileHandler : public Handler {
     proto::TrimRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
+    if (replicator_ != nullptr) {
+      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) { return x.trim; });
+      });
+    }
     session_->Trim(req.user, req.before, AnswerAsIs<TrimResult>(h, std::move(to)));
   }
 
@@ -335,6 +445,13 @@ class ProfileHandler : public Handler {
     proto::DeleteRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
+    if (replicator_ != nullptr) {
+      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) {
+          return proto::DeleteResponse{x.deleted, x.duplicate};
+        });
+      });
+    }
     session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
                        return proto::DeleteResponse{existed};
                      }));
@@ -342,9 +459,11 @@ class ProfileHandler : public Handler {
 
   ProfileService* service_;
   const cluster::ViewBoard* board_ = service_->options_.cluster;
+  replica::Replicator* replicator_ = service_->options_.replicator;
   uint64_t view_generation_ = 0;  // of view_; the board's start at 1
   std::shared_ptr<const cluster::ClusterView> view_;
   std::unique_ptr<profile::ProfileSession> session_;
+  std::shared_ptr<LoopPoster> poster_;  // answers of writes applied by the replicator
   proto::DecodeLimits limits_;
   std::optional<storage::Worker::Batch> burst_;  // while the loop's turn lasts
 };
@@ -353,10 +472,11 @@ ProfileService::ProfileService(storage::Store* store, profile::ProfileStore* pro
                                const ProfileServiceOptions& options)
     : store_(store), profiles_(profiles), options_(options) {}
 
-Result<std::unique_ptr<Handler>> ProfileService::NewHandler(unsigned /*thread_index*/) {
+Result<std::unique_ptr<Handler>> ProfileService::NewHandler(unsigned /*thread_index*/,
+                                                            std::shared_ptr<LoopPoster> poster) {
   Result<std::unique_ptr<profile::ProfileSession>> session = profiles_->NewSession();
   if (!session.ok()) return session.status();
-  return std::unique_ptr<Handler>(new ProfileHandler(this, std::move(*session)));
+  return std::unique_ptr<Handler>(new ProfileHandler(this, std::move(*session), std::move(poster)));
 }
 
 MetricsSnapshot ProfileService::Snapshot() const {
@@ -373,6 +493,7 @@ MetricsSnapshot ProfileService::Snapshot() const {
   m.recovery = store_->recovery();
   m.sweeper = profiles_->sweeper_stats();
   if (cluster_stats_) m.cluster = cluster_stats_();
+  if (options_.replicator != nullptr) m.replica = options_.replicator->stats();
   m.config = options_.config;
   return m;
 }

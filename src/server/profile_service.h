@@ -14,6 +14,7 @@
 
 #include "cluster/agent.h"
 #include "cluster/view.h"
+#include "replica/replicator.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
@@ -37,6 +38,10 @@ struct ProfileServiceOptions {
   // gets WrongNode; while the node serves nothing (joining, no map yet, its
   // lease lost) every user gets Busy. Null: a single server, holding all.
   const cluster::ViewBoard* cluster = nullptr;
+  // In a cluster with a log: writes go through it (the node answers once it
+  // applied them itself), and reads of partitions the replicator judges
+  // possibly behind are marked stale. Null: writes are made here directly.
+  replica::Replicator* replicator = nullptr;
 };
 
 class ProfileService : public Service {
@@ -57,7 +62,8 @@ class ProfileService : public Service {
     cluster_stats_ = std::move(stats);
   }
 
-  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) override;
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index,
+                                              std::shared_ptr<LoopPoster> poster) override;
 
   // Everything the server reports, gathered now.
   MetricsSnapshot Snapshot() const;

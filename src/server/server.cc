@@ -18,6 +18,24 @@ using asio::ip::tcp;
 using boost::system::error_code;
 
 namespace {
+// Posts to one loop's io_context until the loop has stopped; drops after.
+class AsioLoopPoster final : public LoopPoster {
+ public:
+  explicit AsioLoopPoster(asio::io_context* io) : io_(io) {}
+  void Post(std::function<void()> task) override {
+    std::lock_guard lock(mu_);
+    if (io_ != nullptr) asio::post(*io_, std::move(task));
+  }
+  void Close() {
+    std::lock_guard lock(mu_);
+    io_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  asio::io_context* io_;  // guarded by mu_; null once the loop stopped
+};
+
 int64_t SteadyNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -105,8 +123,10 @@ Status Server::Impl::Start() {
 
 void Server::Impl::RunLoop(Loop* loop, std::promise<Status>* ready) {
   auto work = asio::make_work_guard(loop->io);
-  Result<std::unique_ptr<Handler>> handler = service_->NewHandler(loop->index);
+  auto poster = std::make_shared<AsioLoopPoster>(&loop->io);
+  Result<std::unique_ptr<Handler>> handler = service_->NewHandler(loop->index, poster);
   if (!handler.ok()) {
+    poster->Close();
     ready->set_value(handler.status());
     return;
   }
@@ -118,6 +138,7 @@ void Server::Impl::RunLoop(Loop* loop, std::promise<Status>* ready) {
   }
   ready->set_value(Status::OK());
   loop->io.run();
+  poster->Close();
   // The descriptor belongs to the handler: stop watching it without closing it.
   if (loop->handler_event) {
     (void)loop->handler_event->release();

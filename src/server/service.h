@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,10 +32,13 @@ class Responder {
       : connection_(std::move(connection)), started_(started) {}
   // Connection::OnReply: the answer is timed, counted and queued for writing.
   void Send(std::string frame);
+  // The answer's header gets these flags (proto::kFlag*), whatever its body.
+  void set_flags(uint8_t flags) { flags_ = flags; }
 
  private:
   std::shared_ptr<Connection> connection_;
   std::chrono::steady_clock::time_point started_;  // when the request was read
+  uint8_t flags_ = 0;
 };
 
 // Lives on one event loop thread: created, used and destroyed there.
@@ -56,11 +60,23 @@ class Handler {
   virtual void EndBurst() {}
 };
 
+// Runs tasks on one event loop's thread, from any thread: how work that
+// completes elsewhere (a cluster's log, another node) gets back to the loop
+// that owns the connection. A task posted once the loop has stopped is
+// dropped unrun, on the posting thread.
+class LoopPoster {
+ public:
+  virtual ~LoopPoster() = default;
+  virtual void Post(std::function<void()> task) = 0;
+};
+
 class Service {
  public:
   virtual ~Service() = default;
   // Called once on each event loop thread, from that thread, before it serves.
-  virtual Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) = 0;
+  // `poster` reaches that same thread from any other.
+  virtual Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index,
+                                                      std::shared_ptr<LoopPoster> poster) = 0;
 };
 
 }  // namespace segstore::server

@@ -16,8 +16,10 @@
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "segstore/routing.h"
+#include "replica/replicator.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
+#include "support/memory_log.h"
 
 namespace segstore::server {
 namespace {
@@ -254,6 +256,201 @@ TEST_F(SingleServerTest, ClusterClientReplacesAConnectionTheServerClosed) {
   Result<UpsertResult> again = (*c)->Upsert("alice", one);
   EXPECT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*c)->Get("alice")->count, 1u);
+}
+
+// A node of a cluster with a log (an in-memory one here): writes go through
+// the log and are answered once applied; the answers say duplicate and stale
+// as PROTOCOL.md defines them.
+class ReplicatedServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    board_.Publish(ViewOf(TwoNodeMap(7), true));
+    storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    ProfileServiceOptions so;
+    so.cluster = &board_;
+    ServerOptions server;
+    server.threads = 2;
+    served_.Start(o, nullptr, p, so, server,
+                  [this](testing::InProcessServer* s, ProfileServiceOptions* options) {
+                    replica::ReplicaOptions ro;
+                    ro.log.partitions = 8;
+                    ro.apply_timeout = std::chrono::seconds(5);
+                    ro.applier.max_lag = std::chrono::milliseconds(500);
+                    auto r = replica::Replicator::Start(ro, s->profiles.get(), &board_,
+                                                        log_->NewWriter(), log_->NewReader());
+                    ASSERT_TRUE(r.ok()) << r.status().ToString();
+                    s->replicator = std::move(*r);
+                    options->replicator = s->replicator.get();
+                  });
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_TRUE(WaitFor([&] { return served_.replicator->caught_up(); }));
+  }
+  void TearDown() override { served_.Stop(); }
+
+  template <typename Pred>
+  static bool WaitFor(Pred done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  static std::vector<SegmentUpdate> Add(uint32_t seconds) {
+    SegmentUpdate s;
+    s.id = 7;
+    s.value = seconds;
+    return {s};
+  }
+
+  storage::testing::TempDir dir_;
+  ManualClock clock_{kStart};
+  cluster::ViewBoard board_;
+  std::shared_ptr<segstore::testing::MemoryLog> log_ = segstore::testing::MemoryLog::Make(8);
+  testing::InProcessServer served_;
+};
+
+TEST_F(ReplicatedServiceTest, WritesGoThroughTheLogAndAreAnsweredOnceApplied) {
+  auto c = served_.Connect();
+  ASSERT_NE(c, nullptr);
+  const std::string user = UserIn(true, 1);
+  Result<UpsertResult> r = c->Upsert(user, Add(3600), UpsertMode::kAdd);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->inserted, 1u);
+  EXPECT_FALSE(r->duplicate);
+  size_t entries = 0;
+  for (uint32_t l = 0; l < 8; ++l) entries += static_cast<size_t>(log_->End(l));
+  EXPECT_EQ(entries, 1u);
+  Result<GetResult> g = c->Get(user);  // applied before the answer: read your write
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->expires, std::vector<UnixSeconds>{kStart + 3600});
+  EXPECT_FALSE(g->stale);
+  // Every write, and the batch's items one entry each.
+  std::vector<uint64_t> ids = {7};
+  EXPECT_EQ(c->Remove(user, ids).value(), 1u);
+  EXPECT_EQ(c->Remove(user, ids).status().code(), Status::Code::kNotFound);
+  std::vector<UpsertItem> items = {{UserIn(true, 2), Add(60), UpsertMode::kAdd, {}},
+                                   {UserIn(false, 2), Add(60), UpsertMode::kAdd, {}},
+                                   {UserIn(true, 3), Add(60), UpsertMode::kAdd, {}}};
+  Result<BatchUpsertResult> b = c->BatchUpsert(items);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE((*b)[0].ok());
+  EXPECT_EQ((*b)[1].status().code(), Status::Code::kWrongNode);
+  EXPECT_TRUE((*b)[2].ok());
+  EXPECT_EQ(c->Trim(UserIn(true, 2), kStart + 3600).value().trimmed, 1u);
+  EXPECT_FALSE(c->Delete(UserIn(true, 2)).value());  // trimmed away already
+  EXPECT_TRUE(c->Delete(UserIn(true, 3)).value());
+  // A bad request is answered at once and never reaches the log.
+  entries = 0;
+  for (uint32_t l = 0; l < 8; ++l) entries += static_cast<size_t>(log_->End(l));
+  SegmentUpdate past;
+  past.id = 1;
+  past.value = kStart - 1;
+  EXPECT_EQ(c->Upsert(user, std::vector{past}).status().code(), Status::Code::kInvalidArgument);
+  size_t after = 0;
+  for (uint32_t l = 0; l < 8; ++l) after += static_cast<size_t>(log_->End(l));
+  EXPECT_EQ(after, entries);
+  Result<ClusterMap> m = c->ClusterMap();
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(m->log);
+}
+
+TEST_F(ReplicatedServiceTest, AWriteIdIsAppliedOnceAndItsRetryIsMarkedDuplicate) {
+  auto c = served_.Connect();
+  const std::string user = UserIn(true, 4);
+  const WriteId id{77, 1};
+  Result<UpsertResult> first = c->Upsert(user, Add(60), UpsertMode::kAdd, id);
+  Result<UpsertResult> again = c->Upsert(user, Add(60), UpsertMode::kAdd, id);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(first->duplicate);
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->inserted, 1u);
+  EXPECT_EQ(c->Get(user)->expires, std::vector<UnixSeconds>{kStart + 60});
+  const WriteId del{77, 2};
+  EXPECT_TRUE(c->Delete(user, del).value());
+  Result<bool> del_again = c->Delete(user, del);
+  ASSERT_TRUE(del_again.ok());
+  EXPECT_TRUE(*del_again);  // the first answer's
+}
+
+TEST_F(ReplicatedServiceTest, ALogThatRefusesWritesIsSaidAndReadsAreMarkedStale) {
+  auto c = served_.Connect();
+  const std::string user = UserIn(true, 5);
+  ASSERT_TRUE(c->Upsert(user, Add(3600), UpsertMode::kAdd).ok());
+  log_->SetDown(true);
+  Result<UpsertResult> refused = c->Upsert(user, Add(60), UpsertMode::kAdd);
+  EXPECT_EQ(refused.status().code(), Status::Code::kLogUnavailable) << refused.status().ToString();
+  // The stale bit, in the frame's header: flags 0x01.
+  RawConn raw;
+  ASSERT_TRUE(raw.Connect(served_.server->port()));
+  ASSERT_TRUE(WaitFor([&] {
+    proto::GetRequest req{user, {}};
+    std::string body;
+    proto::Encode(req, &body);
+    if (!raw.Write(MakeFrame(static_cast<uint8_t>(proto::Op::kGet), 9, body))) return false;
+    Frame f;
+    if (raw.ReadFrame(&f) != RawConn::ReadResult::kFrame) return false;
+    return f.status() == Status::Code::kOk && f.header.flags == proto::kFlagStale;
+  }));
+  Result<GetResult> g = c->Get(user);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g->stale);
+  EXPECT_EQ(g->expires, std::vector<UnixSeconds>{kStart + 3600});  // the refused add was not made
+  log_->SetDown(false);
+  ASSERT_TRUE(WaitFor([&] {
+    Result<GetResult> r = c->Get(user);
+    return r.ok() && !r->stale;
+  }));
+  EXPECT_TRUE(c->Upsert(user, Add(60), UpsertMode::kAdd).ok());
+}
+
+TEST_F(ReplicatedServiceTest, TheClusterClientRetriesAWriteInDoubtWithItsWriteId) {
+  // The node's map names this very server, so the client routes to it.
+  ClusterMap map = TwoNodeMap(8);
+  map.nodes[0].address = "127.0.0.1:" + std::to_string(served_.server->port());
+  board_.Publish(ViewOf(map, true));
+  client::ClusterClientOptions o;
+  o.node.port = served_.server->port();
+  o.node.request_timeout = std::chrono::seconds(10);
+  auto c = client::ClusterClient::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->map().log);
+  const std::string user = UserIn(true, 6);
+  // The log takes the first append but its acknowledgement is lost: the node
+  // answers InDoubt, the client sends the write again with the same ID, and
+  // the node answers it from what it applied.
+  log_->FailNextMaybeWritten(1, /*write=*/true);
+  Result<UpsertResult> r = (*c)->Upsert(user, Add(60), UpsertMode::kAdd);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->duplicate);
+  EXPECT_GE((*c)->retries(), 1u);
+  EXPECT_EQ((*c)->Get(user)->expires, std::vector<UnixSeconds>{kStart + 60});  // added once
+  // Not taken at all: the retry makes it.
+  log_->FailNextMaybeWritten(1, /*write=*/false);
+  r = (*c)->Upsert(user, Add(60), UpsertMode::kAdd);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->duplicate);
+  EXPECT_EQ((*c)->Get(user)->expires, std::vector<UnixSeconds>{kStart + 120});
+}
+
+TEST_F(ReplicatedServiceTest, UserIdsBeginningWithFF00AreRefused) {
+  auto c = served_.Connect();
+  const std::string reserved("\xff\x00segstore:applied:0", 20);
+  EXPECT_EQ(c->Get(reserved).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c->Upsert(reserved, Add(60), UpsertMode::kAdd).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(c->Delete(reserved).status().code(), Status::Code::kInvalidArgument);
+  std::vector<std::string> users = {UserIn(true, 7), reserved};
+  Result<BatchGetResult> b = c->BatchGet(users);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE((*b)[0].status().IsNotFound());
+  EXPECT_EQ((*b)[1].status().code(), Status::Code::kInvalidArgument);
+  // Just one byte of it is an ordinary user.
+  EXPECT_TRUE(c->Get(std::string("\xff", 1)).status().code() != Status::Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,10 +35,14 @@ inline storage::StoreOptions SmallStore(std::string path, Clock* clock,
 struct InProcessServer {
   // Opens everything; a failure is a fatal test failure (check
   // HasFatalFailure()). `device` null: the store opens `store_options.path`.
+  // `replicate`, when given, runs once the profile layer is open and before
+  // the service is made: a cluster test starts its replicator there (kept in
+  // `replicator`, stopped after the front end) and points the service at it.
   void Start(const storage::StoreOptions& store_options,
              std::shared_ptr<storage::Device> device,
              const profile::ProfileOptions& profile_options,
-             const ProfileServiceOptions& service_options, ServerOptions server_options) {
+             ProfileServiceOptions service_options, ServerOptions server_options,
+             const std::function<void(InProcessServer*, ProfileServiceOptions*)>& replicate = {}) {
     auto opened = device ? storage::Store::Open(store_options, std::move(device))
                          : storage::Store::Open(store_options);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
@@ -45,6 +50,7 @@ struct InProcessServer {
     auto p = profile::ProfileStore::Open(store.get(), profile_options);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     profiles = std::move(p).value();
+    if (replicate) replicate(this, &service_options);
     service = std::make_unique<ProfileService>(store.get(), profiles.get(), service_options);
     server_options.host = "127.0.0.1";
     server_options.port = 0;
@@ -58,6 +64,7 @@ struct InProcessServer {
   void Stop() {
     if (server) server->Stop();
     server.reset();
+    replicator.reset();
     service.reset();
     profiles.reset();
     store.reset();
@@ -76,6 +83,7 @@ struct InProcessServer {
 
   std::unique_ptr<storage::Store> store;
   std::unique_ptr<profile::ProfileStore> profiles;
+  std::unique_ptr<replica::Replicator> replicator;
   std::unique_ptr<ProfileService> service;
   std::unique_ptr<Server> server;
 };

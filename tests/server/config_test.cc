@@ -452,20 +452,37 @@ TEST(ConfigTest, ShippedClusterExampleLoadsWhenUncommented) {
   EXPECT_EQ(c.cluster.self.id, "node-1");
   EXPECT_EQ(c.cluster.self.address, "10.0.0.1:7700");
   EXPECT_EQ(c.cluster.self.rack, "rack-a");
-  EXPECT_EQ(c.cluster.replication, 1u);
+  EXPECT_EQ(c.cluster.replication, 2u);
   EXPECT_EQ(c.cluster.initial_nodes, 3u);
   EXPECT_EQ(c.cluster.lease_ttl, seconds(10));
   EXPECT_EQ(c.cluster.poll_interval, milliseconds(500));
+  ASSERT_TRUE(c.cluster_log_enabled);
+  EXPECT_EQ(c.replica.log.brokers, "127.0.0.1:9092");
+  EXPECT_EQ(c.replica.log.topic, "segstore");
+  EXPECT_EQ(c.replica.log.properties,
+            (std::vector<std::pair<std::string, std::string>>{{"socket.keepalive.enable", "true"}}));
   // The defaults it shows are the defaults.
   const cluster::AgentOptions defaults;
   EXPECT_EQ(c.cluster.prefix, defaults.prefix);
   EXPECT_EQ(c.cluster.etcd.timeout, defaults.etcd.timeout);
-  EXPECT_EQ(c.cluster.replication, defaults.replication);
   EXPECT_EQ(c.cluster.lease_ttl, defaults.lease_ttl);
   EXPECT_EQ(c.cluster.poll_interval, defaults.poll_interval);
+  const replica::ReplicaOptions log_defaults;
+  EXPECT_EQ(c.replica.log.partitions, log_defaults.log.partitions);
+  EXPECT_EQ(c.replica.log.append_timeout, log_defaults.log.append_timeout);
+  EXPECT_EQ(c.replica.apply_timeout, log_defaults.apply_timeout);
+  EXPECT_EQ(c.replica.applier.max_lag, log_defaults.applier.max_lag);
+  EXPECT_EQ(c.replica.applier.window_seconds, log_defaults.applier.window_seconds);
+  EXPECT_EQ(c.replica.applier.window_max_ids, log_defaults.applier.window_max_ids);
+  EXPECT_EQ(c.replica.applier.checkpoint_interval, log_defaults.applier.checkpoint_interval);
   bool described = false;
-  for (const StatEntry& e : Describe(c)) described |= e.name == "config.cluster.node_id";
+  bool log_described = false;
+  for (const StatEntry& e : Describe(c)) {
+    described |= e.name == "config.cluster.node_id";
+    log_described |= e.name == "config.cluster_log.brokers";
+  }
   EXPECT_TRUE(described);
+  EXPECT_TRUE(log_described);
 }
 
 TEST(ConfigTest, NoClusterSectionMeansASingleServer) {
@@ -497,7 +514,8 @@ TEST(ConfigTest, ClusterSettingsAreChecked) {
   Status s = finished(base);
   EXPECT_NE(s.message().find("node_id is required"), std::string_view::npos) << s.ToString();
   s = finished(base + "node_id = \"n1\"\nreplication = 2\ninitial_nodes = 2\n");
-  EXPECT_NE(s.message().find("replicated write log"), std::string_view::npos) << s.ToString();
+  EXPECT_NE(s.message().find("replicas need the cluster's log"), std::string_view::npos)
+      << s.ToString();
   s = finished("[cluster]\nnode_id = \"n1\"\n");
   EXPECT_NE(s.message().find("need etcd_endpoints"), std::string_view::npos) << s.ToString();
   s = finished("[server]\nlisten = \"0.0.0.0:7700\"\n" + base + "node_id = \"n1\"\n");
@@ -508,6 +526,51 @@ TEST(ConfigTest, ClusterSettingsAreChecked) {
                   .ok());
   s = finished(base + "node_id = \"n1\"\netcd_prefix = \"/x/\"\n");
   EXPECT_NE(s.message().find("etcd_prefix"), std::string_view::npos) << s.ToString();
+}
+
+TEST(ConfigTest, ClusterLogSettingsAreChecked) {
+  auto loaded = [](std::string_view text, Config* c) {
+    *c = DefaultConfig();
+    Status s = Load(text, c);
+    return s.ok() ? FinishClusterConfig(c) : s;
+  };
+  const std::string cluster =
+      "[cluster]\netcd_endpoints = [\"http://127.0.0.1:2379\"]\nnode_id = \"n1\"\n";
+  const std::string log = "[cluster_log]\nbrokers = \"127.0.0.1:9092\"\n";
+  Config c;
+  // Replication: 2 by default with a log (no more than initial_nodes), 1 without.
+  ASSERT_TRUE(loaded(cluster, &c).ok());
+  EXPECT_EQ(c.cluster.replication, 1u);
+  EXPECT_FALSE(c.cluster_log_enabled);
+  ASSERT_TRUE(loaded(cluster + "initial_nodes = 3\n" + log, &c).ok());
+  EXPECT_EQ(c.cluster.replication, 2u);
+  ASSERT_TRUE(loaded(cluster + log, &c).ok());
+  EXPECT_EQ(c.cluster.replication, 1u);  // one initial node
+  ASSERT_TRUE(loaded(cluster + "replication = 3\ninitial_nodes = 3\n" + log, &c).ok());
+  EXPECT_EQ(c.cluster.replication, 3u);
+
+  Status s = loaded(log, &c);
+  EXPECT_NE(s.message().find("cluster_log needs a [cluster] section"), std::string_view::npos)
+      << s.ToString();
+  s = loaded(cluster + log + "partitions = 48\n", &c);
+  EXPECT_NE(s.message().find("power of two"), std::string_view::npos) << s.ToString();
+  s = loaded(cluster + log + "append_timeout_ms = 5000\napply_timeout_ms = 4000\n", &c);
+  EXPECT_NE(s.message().find("apply_timeout_ms must be longer"), std::string_view::npos)
+      << s.ToString();
+  EXPECT_TRUE(Rejected("[cluster_log]\nbrokers = \"\"\n", "brokers"));
+  EXPECT_TRUE(Rejected("[cluster_log]\npartitions = 8192\n", "partitions"));
+  EXPECT_TRUE(Rejected("[cluster_log]\nproperties = 3\n", "properties"));
+  EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"a\" = 1\n", "properties"));
+  EXPECT_TRUE(Rejected("[cluster_log]\nsurprise = 1\n", "cluster_log.surprise"));
+  // Property values stay out of what the server reports: they may be secrets.
+  ASSERT_TRUE(loaded(cluster + log + "[cluster_log.properties]\n\"sasl.password\" = \"hunter2\"\n",
+                     &c)
+                  .ok());
+  for (const StatEntry& e : Describe(c)) {
+    if (const auto* v = std::get_if<std::string>(&e.value)) {
+      EXPECT_EQ(v->find("hunter2"), std::string::npos) << e.name;
+    }
+  }
 }
 
 }  // namespace

@@ -590,9 +590,10 @@ TEST_F(FrontendTest, StartFailsWhenThePortIsTaken) {
 class FailingService : public Service {
  public:
   explicit FailingService(unsigned failing_index) : failing_index_(failing_index) {}
-  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index) override {
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index,
+                                              std::shared_ptr<LoopPoster> poster) override {
     if (thread_index == failing_index_) return Status::IOError("no storage for this loop");
-    return stub_.NewHandler(thread_index);
+    return stub_.NewHandler(thread_index, std::move(poster));
   }
 
  private:
@@ -620,7 +621,8 @@ TEST(FrontendStartTest, StartReturnsTheHandlersErrorAndStopsCleanly) {
 // loudly instead. A handler bug, never a client's doing.
 class TwiceService : public Service {
  public:
-  Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/) override {
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/,
+                                              std::shared_ptr<LoopPoster> /*poster*/) override {
     struct Twice : Handler {
       void Handle(const proto::FrameHeader& h, std::string_view body, Responder to) override {
         Responder copy = to;

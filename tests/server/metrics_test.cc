@@ -308,6 +308,26 @@ MetricsSnapshot Full() {
   k.lease_expirations = ++v;
   k.maps_written = ++v;
   k.seconds_since_lease_ack = 1.5;
+  replica::ReplicaStats& r = m.replica.emplace();
+  r.submitted = ++v;
+  r.log_refused = ++v;
+  r.in_doubt = ++v;
+  r.waiting = ++v;
+  r.writer.appended = ++v;
+  r.writer.in_flight = ++v;
+  r.applier.applied = ++v;
+  r.applier.not_held = ++v;
+  r.applier.duplicates = ++v;
+  r.applier.replayed = ++v;
+  r.applier.undecodable = ++v;
+  r.applier.apply_failures = ++v;
+  r.applier.lost_entries = ++v;
+  r.applier.checkpoints = ++v;
+  r.applier.window_ids = ++v;
+  r.applier.caught_up = true;
+  r.applier.log_healthy = true;
+  r.applier.lanes = {replica::LaneStats{10, 15, 8, 0.25, true},
+                     replica::LaneStats{20, 20, 20, 0, false}};
   return m;
 }
 
@@ -382,9 +402,35 @@ double AsDouble(const decltype(StatEntry::value)& v) {
 TEST(MetricTableTest, ASingleServerHasNoClusterMetrics) {
   MetricsSnapshot m = Full();
   m.cluster.reset();
+  m.replica.reset();
   EXPECT_EQ(ToPrometheus(m).find("segstore_cluster_"), std::string::npos);
-  for (const StatEntry& e : ToStats(m).entries)
+  EXPECT_EQ(ToPrometheus(m).find("segstore_replica_"), std::string::npos);
+  for (const StatEntry& e : ToStats(m).entries) {
     EXPECT_NE(e.name.rfind("cluster.", 0), 0u) << e.name;
+    EXPECT_NE(e.name.rfind("replica.", 0), 0u) << e.name;
+  }
+}
+
+// The log partitions' figures, one series each, and the stale count.
+TEST(MetricTableTest, ReplicaFiguresArePerLogPartition) {
+  const MetricsSnapshot m = Full();
+  const std::string text = ToPrometheus(m);
+  EXPECT_NE(text.find("segstore_replica_lag_entries{log_partition=\"0\"} 5\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("segstore_replica_lag_entries{log_partition=\"1\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("segstore_replica_lag_seconds{log_partition=\"0\"} 0.25\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("segstore_replica_applied_offset{log_partition=\"1\"} 20\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("segstore_replica_log_partitions_stale 1\n"), std::string::npos);
+  bool found = false;
+  for (const StatEntry& e : ToStats(m).entries) {
+    if (e.name == "replica.lag_entries.0") {
+      found = true;
+      EXPECT_EQ(std::get<uint64_t>(e.value), 5u);
+    }
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(MetricTableTest, EveryMetricIsInBothRenderings) {

@@ -54,7 +54,8 @@ class StubService : public Service {
     for (int fd : fds_) ::close(fd);
   }
 
-  Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/) override;
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/,
+                                              std::shared_ptr<LoopPoster> /*poster*/) override;
 
   // While set, handlers keep their replies until ReleaseHeld().
   void set_hold(bool hold) { hold_.store(hold); }
@@ -177,7 +178,8 @@ class StubHandler : public Handler {
   std::vector<Held> held_;
 };
 
-inline Result<std::unique_ptr<Handler>> StubService::NewHandler(unsigned /*thread_index*/) {
+inline Result<std::unique_ptr<Handler>> StubService::NewHandler(
+    unsigned /*thread_index*/, std::shared_ptr<LoopPoster> /*poster*/) {
   const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) return Status::IOError("eventfd failed");
   {
