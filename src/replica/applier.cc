@@ -136,7 +136,12 @@ class Applier::Loop {
     // (entry time, first offset with it), one per second of entry time: where
     // the window of write IDs starts.
     std::deque<std::pair<uint32_t, int64_t>> marks;
+    // (when, the log's end then), for ends not reached yet: the lag.
+    std::deque<std::pair<SteadyClock::time_point, int64_t>> behind;
   };
+  // At most this many marks of `behind` (ticks are 100 ms apart: minutes of
+  // lag); past it the newest is replaced, so the oldest, the lag, stays.
+  static constexpr size_t kMaxBehindMarks = 4096;
 
   void Turn() {
     session_->Poll();
@@ -377,10 +382,24 @@ class Applier::Loop {
         lane.caught_up = true;
       }
       all_caught_up = all_caught_up && lane.caught_up;
+      // Lag, two ways, the larger: how long ago the log had an end this
+      // lane has not reached yet (whether or not those entries were
+      // fetched), and how old the oldest entry read and not applied is.
+      if (lane.end > lane.next &&
+          (lane.behind.empty() || lane.behind.back().second < lane.end)) {
+        if (lane.behind.size() == kMaxBehindMarks) lane.behind.pop_back();
+        lane.behind.emplace_back(now, lane.end);
+      }
+      while (!lane.behind.empty() && lane.next >= lane.behind.front().second) {
+        lane.behind.pop_front();
+      }
       double lag = 0;
+      if (!lane.behind.empty()) {
+        lag = std::chrono::duration<double>(now - lane.behind.front().first).count();
+      }
       if (!lane.queue.empty() && lane.queue.front().offset >= lane.next &&
           lane.queue.front().timestamp_ms >= 0) {
-        lag = std::max<double>(0, static_cast<double>(wall - lane.queue.front().timestamp_ms) / 1e3);
+        lag = std::max(lag, static_cast<double>(wall - lane.queue.front().timestamp_ms) / 1e3);
       }
       const bool stale = !lane.caught_up || lane.lost || !log_ok || !lease_ok || lane.failing ||
                          lag * 1e3 > static_cast<double>(o_.max_lag.count());

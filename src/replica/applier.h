@@ -42,8 +42,8 @@ struct ApplierOptions {
   // at most this many.
   uint32_t window_seconds = 60;
   size_t window_max_ids = 1'000'000;
-  // Reads of a log partition whose oldest unapplied entry is older than this
-  // are marked stale.
+  // Reads of a log partition that has been behind the log for longer than
+  // this (see LaneStats::lag_seconds) are marked stale.
   std::chrono::milliseconds max_lag{5000};
   std::chrono::milliseconds checkpoint_interval{1000};
   // Entries read ahead and waiting to be applied, over all log partitions.
@@ -63,7 +63,9 @@ struct LaneStats {
   int64_t next = 0;         // the next offset to apply
   int64_t end = -1;         // the log's end as last heard (-1: not yet)
   int64_t checkpointed = 0; // next, as the last checkpoint on the device says
-  double lag_seconds = 0;   // age of the oldest entry read and not yet applied
+  // How far behind the log: since when the log has had entries this node has
+  // not applied (or the age of the oldest one read and not applied, if more).
+  double lag_seconds = 0;
   bool stale = true;
 };
 

@@ -541,6 +541,28 @@ TEST_F(ReplicatorTest, EntriesTheLogNoLongerHasAreReportedAndTheirPartitionsStal
   EXPECT_TRUE(n.replicator().Stale(PartitionOf("jack")));
 }
 
+TEST_F(ReplicatorTest, AReplicaLaggingThePastBoundSaysItsReadsAreStale) {
+  ReplicaOptions o = Node::Defaults();
+  o.applier.max_lag = 300ms;
+  Node writer(dir_.File("w"), log_, kStart);
+  Node lagging(dir_.File("l"), log_, kStart, o);
+  writer.Open();
+  lagging.Open();
+  const uint32_t p = PartitionOf("lee");
+  ASSERT_TRUE(WaitFor([&] { return !lagging.replicator().Stale(p); }));
+  log_->HoldReads(1, true);  // the lagging node (the second reader) reads nothing more
+  ASSERT_TRUE(writer.Upsert("lee", {Ttl(1, 3600)}).status.ok());
+  ASSERT_TRUE(WaitFor([&] { return lagging.replicator().Stale(p); }));
+  EXPECT_TRUE(lagging.Get("lee").status().IsNotFound());  // what a stale read would miss
+  const uint32_t l = LogPartitionOf(p, kLogPartitions);
+  EXPECT_GE(lagging.Stats().lanes[l].lag_seconds, 0.3);
+  // Another log partition with nothing to apply is not behind.
+  EXPECT_FALSE(lagging.replicator().Stale((p + 1) % 4096));
+  log_->HoldReads(1, false);
+  ASSERT_TRUE(WaitFor([&] { return !lagging.replicator().Stale(p); }));
+  EXPECT_TRUE(lagging.Get("lee").ok());
+}
+
 TEST_F(ReplicatorTest, ReadsAreStaleUntilCaughtUpAndWhileTheLeaseIsOld) {
   std::atomic<double> lease_age{0};
   ReplicaOptions o = Node::Defaults();

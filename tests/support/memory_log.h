@@ -56,6 +56,19 @@ class MemoryLog : public std::enable_shared_from_this<MemoryLog> {
     maybe_failures_ = n;
     maybe_write_ = write;
   }
+  // While held, the `reader`th reader made (0: the first) gets no entries
+  // (its positions still show the log's end): a node falling behind.
+  void HoldReads(int reader, bool hold) {
+    {
+      std::lock_guard lock(mu_);
+      if (hold) {
+        held_readers_.insert(reader);
+      } else {
+        held_readers_.erase(reader);
+      }
+    }
+    Notify();
+  }
   // Drops the entries of `partition` before `offset` (retention).
   void DropBefore(uint32_t partition, int64_t offset) {
     std::lock_guard lock(mu_);
@@ -111,6 +124,8 @@ class MemoryLog : public std::enable_shared_from_this<MemoryLog> {
   mutable std::mutex mu_;
   std::vector<Part> parts_;
   bool down_ = false;
+  std::set<int> held_readers_;
+  int readers_made_ = 0;
   int maybe_failures_ = 0;
   bool maybe_write_ = false;
   std::set<int> reader_fds_;
@@ -212,6 +227,7 @@ class MemoryLogReader final : public log::LogReader {
     fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     std::lock_guard lock(log_->mu_);
     log_->reader_fds_.insert(fd_);
+    index_ = log_->readers_made_++;
   }
   ~MemoryLogReader() override {
     {
@@ -246,7 +262,8 @@ class MemoryLogReader final : public log::LogReader {
     Status lost;
     {
       std::lock_guard lock(log_->mu_);
-      for (uint32_t p = 0; p < next_.size() && taken.size() < max; ++p) {
+      const bool held = log_->held_readers_.count(index_) != 0;
+      for (uint32_t p = 0; p < next_.size() && taken.size() < max && !held; ++p) {
         if (next_[p] < 0) continue;
         const auto& part = log_->parts_[p];
         if (next_[p] < part.start) {
@@ -303,6 +320,7 @@ class MemoryLogReader final : public log::LogReader {
  private:
   std::shared_ptr<MemoryLog> log_;
   int fd_ = -1;
+  int index_ = 0;              // made as the index_-th reader of the log
   std::vector<int64_t> next_;  // guarded by log_->mu_; -3: not assigned
 };
 
