@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -24,8 +25,11 @@
 
 #include "common/coding.h"
 #include "integration/daemon.h"
+#include "profile/codec.h"
+#include "replica/checkpoint.h"
 #include "segstore/client.h"
 #include "segstore/profile.h"
+#include "segstore/routing.h"
 #include "segstore/storage.h"
 #include "storage/format.h"
 #include "storage/test_util.h"
@@ -41,6 +45,7 @@ using testing::PortOf;
 using testing::ReadFile;
 
 const std::string kFixtureV1 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v1";
+const std::string kFixtureV2 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v2";
 
 // ---- What format-v1/README.md says every get must answer.
 
@@ -428,6 +433,347 @@ TEST_F(FormatFixtureTest, RefusedFileOpensAgainOnceItsVersionIsOneThisBuildReads
   auto session = (*profiles)->NewSession();
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ExpectV1Answers(session->get(), "after the refusal");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// ---- Format version 2 (tests/data/format-v2): one data file written first by
+// segstored as a single server (codec-1 bodies), then by segstored as a
+// one-node cluster with a log (codec-2 bodies, which remember the log
+// position of the last log entry that changed them, and one checkpoint
+// record per log partition). What follows is format-v2/README.md's "What a
+// get must answer", "Log positions" and "Checkpoint records", written out.
+
+struct ExpectedV2 {
+  std::string user;
+  std::vector<Segment> segments;  // by ascending id
+  uint64_t log_position;          // 0: a codec-1 body (written by the single server only)
+  uint32_t log_partition;         // PartitionOf(user) % 4
+};
+
+std::vector<ExpectedV2> FormatV2Profiles() {
+  constexpr UnixSeconds kNeverExpires = kNever;
+  return {
+      // Phase a only: a single server's codec-1 body.
+      {"single-only",
+       {Seg(0, 4000000001), Seg(1, 4000000002, 7u), Seg(7, 4000012345, std::nullopt, 65535u),
+        Seg(1000, kNeverExpires, 0u, 4294967295U), Seg(18446744073709551615ULL, 4294967295U)},
+       0,
+       2},
+      // Through the log (phase b).
+      {"early-bird", {Seg(1, 4000000000)}, 1, 0},
+      {"handed-over",
+       {Seg(2, 4000010800, 1u), Seg(3, kNeverExpires), Seg(4, 4000014400, std::nullopt, 9u)},
+       3,
+       0},
+      {"reborn", {Seg(2, 4000000000, 5u)}, 3, 1},
+      {"fading", {Seg(10, kNeverExpires), Seg(20, 4000000000)}, 2, 2},
+      {"counted", {Seg(7, 4000007200), Seg(8, kNeverExpires, 3u)}, 4, 3},
+      {"set-trimmed", {Seg(100, 4000060800, 7u), Seg(300, kNeverExpires, 0u, 4294967295U)}, 5, 3},
+  };
+}
+
+// Tombstones (single-deleted: the single server's; dropped-by-log: the log's)
+// and users never written.
+std::vector<std::string> FormatV2NotFound() {
+  return {"single-deleted", "dropped-by-log", "nobody", "early-bir", "handed-over2"};
+}
+
+// The checkpoint record of each log partition, under its key as the README
+// spells it (not as this build's CheckpointKey derives it).
+struct ExpectedCheckpoint {
+  std::string key;
+  replica::Checkpoint checkpoint;
+};
+
+std::string CheckpointKeyAsWritten(uint32_t log_partition) {
+  return std::string("\xff\x00segstore:applied:", 19) + std::to_string(log_partition);
+}
+
+std::vector<ExpectedCheckpoint> FormatV2Checkpoints() {
+  std::vector<ExpectedCheckpoint> out;
+  const int64_t next[] = {4, 3, 2, 5};  // the entries of each log partition
+  for (uint32_t l = 0; l < 4; ++l) {
+    replica::Checkpoint c;
+    c.next = next[l];
+    c.window_start = 0;
+    out.push_back({CheckpointKeyAsWritten(l), c});
+  }
+  return out;
+}
+
+constexpr const char* kFormatV2Sha256 =
+    "2a2ac8f651970998e609983606e573f7eafaa5643a02a2e1b9d90cc82e4497e5";
+
+// The README's statements about the users themselves: each logged user's
+// log partition is PartitionOf(user) % 4, and every log partition got entries.
+TEST(FormatFixtureGeneratorTest, V2UsersAreInTheLogPartitionsTheReadmeStates) {
+  const std::vector<std::pair<std::string, uint32_t>> partitions = {
+      {"single-only", 1314}, {"early-bird", 1236},     {"handed-over", 1448},
+      {"reborn", 1337},      {"fading", 242},          {"counted", 2619},
+      {"set-trimmed", 735},  {"single-deleted", 2807}, {"dropped-by-log", 2814},
+  };
+  for (const auto& [user, partition] : partitions) {
+    EXPECT_EQ(PartitionOf(user), partition) << user;
+  }
+  std::set<uint32_t> log_partitions;
+  for (const ExpectedV2& e : FormatV2Profiles()) {
+    EXPECT_EQ(PartitionOf(e.user) % 4, e.log_partition) << e.user;
+    if (e.log_position != 0) log_partitions.insert(e.log_partition);
+  }
+  EXPECT_EQ(log_partitions.size(), 4u);
+  EXPECT_EQ(PartitionOf("dropped-by-log") % 4, 2u);
+  for (uint32_t l = 0; l < 4; ++l) EXPECT_EQ(replica::CheckpointKey(l), CheckpointKeyAsWritten(l));
+}
+
+class FormatFixtureV2Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string gz = kFixtureV2 + "/segstore.dat.gz";
+    ASSERT_TRUE(std::filesystem::exists(gz))
+        << "the format-v2 fixture is missing: " << gz
+        << " (tests/data/format-v2/README.md; it is never regenerated)";
+    const std::string bytes = Gunzip(gz);
+    ASSERT_EQ(bytes.size(), 16u << 20) << gz << " does not gunzip to a 16 MiB data file";
+    FILE* f = std::fopen(data_.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << data_;
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+
+  static storage::StoreOptions StoreOptionsFor(const std::string& path) {
+    storage::StoreOptions o;  // what segstored uses, but the path
+    o.path = path;
+    return o;
+  }
+
+  // Every profile answers exactly as stated through the profile layer; the
+  // rest are NotFound.
+  static void ExpectV2Answers(profile::ProfileSession* s, const std::string& when) {
+    SCOPED_TRACE(when);
+    for (const ExpectedV2& e : FormatV2Profiles()) {
+      Result<GetResult> got = s->GetSync(e.user);
+      ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+      EXPECT_EQ(got->count, e.segments.size()) << e.user;
+      EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
+    }
+    for (const std::string& user : FormatV2NotFound()) {
+      Result<GetResult> got = s->GetSync(user);
+      EXPECT_TRUE(got.status().IsNotFound()) << user << ": " << got.status().ToString();
+    }
+  }
+
+  // The raw records: each user's body remembers the stated log position (a
+  // codec-1 body none), tombstones and never-written users have no record,
+  // and each log partition's checkpoint record decodes to the stated values.
+  static void ExpectV2Records(storage::Worker& w, const std::string& when) {
+    SCOPED_TRACE(when);
+    for (const ExpectedV2& e : FormatV2Profiles()) {
+      Result<storage::Record> r = w.GetSync(e.user);
+      ASSERT_TRUE(r.ok()) << e.user << ": " << r.status().ToString();
+      Result<uint64_t> position = profile::DecodeLogPosition(r->body());
+      ASSERT_TRUE(position.ok()) << e.user << ": " << position.status().ToString();
+      EXPECT_EQ(*position, e.log_position) << e.user;
+      // The codec version byte: 1 without a position, 2 with one.
+      ASSERT_FALSE(r->body().empty()) << e.user;
+      EXPECT_EQ(static_cast<uint8_t>(r->body()[0]), e.log_position == 0 ? 1 : 2) << e.user;
+      profile::Columns columns;
+      ASSERT_TRUE(profile::DecodeColumns(r->body(), &columns).ok()) << e.user;
+      EXPECT_EQ(columns.log_position, e.log_position) << e.user;
+    }
+    for (const std::string& user : FormatV2NotFound()) {
+      Result<storage::Record> r = w.GetSync(user);
+      EXPECT_TRUE(r.status().IsNotFound()) << user << ": " << r.status().ToString();
+    }
+    for (const ExpectedCheckpoint& e : FormatV2Checkpoints()) {
+      Result<storage::Record> r = w.GetSync(e.key);
+      ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
+      replica::Checkpoint c;
+      ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
+      EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
+      EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
+      EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
+    }
+    // Four log partitions: no checkpoint past them.
+    for (uint32_t l : {4u, 5u, 63u}) {
+      EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
+    }
+  }
+
+  storage::testing::TempDir dir_;
+  const std::string data_ = dir_.File("segstore.dat");
+};
+
+// The fixture is the file its README describes, written in format version 2:
+// a fixture is never regenerated.
+TEST_F(FormatFixtureV2Test, V2FixtureIsTheFileItsReadmeDescribes) {
+  const std::string bytes = storage::testing::FileBytes(data_);
+  EXPECT_EQ(bytes.size(), 16777216u);
+  EXPECT_EQ(Sha256Hex(bytes), kFormatV2Sha256);
+  EXPECT_EQ(ReadFile(kFixtureV2 + "/segstore.dat.sha256"),
+            std::string(kFormatV2Sha256) + "  segstore.dat\n");
+  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
+  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 2u);
+  Result<storage::Superblock> sb =
+      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  EXPECT_EQ(sb->version, 2u);
+}
+
+// (a0) Version 2 is this build's (v = W): it opens with no upgrade; an open
+// that writes nothing (the store alone, then reads through every layer with
+// the sweeper off) leaves the file as it was, byte for byte.
+TEST_F(FormatFixtureV2Test, V2OpensWithoutUpgradeAndReadsRewriteNothing) {
+  static_assert(storage::kFormatVersion == 2);
+  const std::string before = storage::testing::FileBytes(data_);
+  {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+  }  // closed without a worker
+  EXPECT_TRUE(storage::testing::FileBytes(data_) == before) << "opening the store changed the file";
+  {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    profile::ProfileOptions no_sweeper;
+    no_sweeper.sweeper = false;
+    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectV2Answers(session->get(), "read only");
+    ExpectV2Records((*session)->worker(), "read only");
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+  EXPECT_TRUE(storage::testing::FileBytes(data_) == before) << "reading changed the file";
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 2u);
+}
+
+// (a) The storage and profile layers of this build, in process: every
+// profile as stated, every record with its log position, every checkpoint;
+// again after the expiry sweeper rewrote what it wanted (fading keeps its
+// position); again after a restart on what this build wrote.
+TEST_F(FormatFixtureV2Test, V2EveryProfileAnswersAsStatedWithItsLogPosition) {
+  for (int round = 0; round < 2; ++round) {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
+    auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    profile::ProfileSession* s = session->get();
+    const std::string when = round == 0 ? "as opened" : "reopened after this build wrote to it";
+    ExpectV2Answers(s, when);
+    ExpectV2Records(s->worker(), when);
+
+    if (round == 0) {
+      // The expiry sweeper rewrites what is due (fading: two of its four
+      // segments expired); nothing a reader sees changes, and the rewritten
+      // body keeps its log position.
+      ASSERT_TRUE((*profiles)->SweepNow().ok());
+      ExpectV2Answers(s, "after the sweeper ran");
+      ExpectV2Records(s->worker(), "after the sweeper ran");
+      Result<storage::Record> fading = s->worker().GetSync("fading");
+      ASSERT_TRUE(fading.ok()) << fading.status().ToString();
+      std::vector<Segment> all;
+      ASSERT_TRUE(profile::DecodeSegments(fading->body(), &all).ok());
+      EXPECT_EQ(all.size(), 2u) << "the expired segments stay after a sweep";
+    }
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+}
+
+// The partly-expired record as written: its two expired segments are still
+// in the body (the sweeper was off), hidden from reads.
+TEST_F(FormatFixtureV2Test, V2ExpiredSegmentsAreInTheBodyAndHidden) {
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto worker = (*store)->NewWorker();
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  Result<storage::Record> fading = (*worker)->GetSync("fading");
+  ASSERT_TRUE(fading.ok()) << fading.status().ToString();
+  std::vector<Segment> all;
+  ASSERT_TRUE(profile::DecodeSegments(fading->body(), &all).ok());
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0], Seg(10, kNever));
+  // Written at 2026-11-25T22:09:13Z (the log entry's time) with a 2 s TTL.
+  EXPECT_EQ(all[1], Seg(11, 1795644555));
+  EXPECT_EQ(all[2], Seg(20, 4000000000));
+  EXPECT_EQ(all[3], Seg(21, 1795644555, 9u));
+  worker->reset();
+
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  Result<GetResult> got = (*session)->GetSync("fading");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->ToSegments() == (std::vector<Segment>{Seg(10, kNever), Seg(20, 4000000000)}));
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// (b) The daemon of this build on the fixture as a single server (no
+// cluster sections): every profile over the wire, one by one and in one
+// batch; no upgrade; and what it leaves still carries every log position.
+TEST_F(FormatFixtureV2Test, V2ServedByTheDaemonAnswersOverTheWire) {
+  NotifySocket notify(dir_.File("notify.sock"));
+  const std::string log = dir_.File("segstored.log");
+  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  const std::string ready = notify.WaitFor("READY=1");
+  ASSERT_FALSE(ready.empty()) << ReadFile(log);
+  auto c = testing::Connect(PortOf(ready));
+  ASSERT_NE(c, nullptr);
+  std::vector<std::string> users;
+  for (const ExpectedV2& e : FormatV2Profiles()) {
+    Result<GetResult> got = c->Get(e.user);
+    ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+    EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
+    users.push_back(e.user);
+  }
+  for (const std::string& user : FormatV2NotFound()) {
+    EXPECT_TRUE(c->Get(user).status().IsNotFound()) << user;
+    users.push_back(user);
+  }
+  Result<BatchGetResult> batch = c->BatchGet(users);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  const std::vector<ExpectedV2> expected = FormatV2Profiles();
+  for (size_t i = 0; i < users.size(); ++i) {
+    const Result<GetResult>& r = (*batch)[i];
+    if (i < expected.size()) {
+      ASSERT_TRUE(r.ok()) << users[i] << ": " << r.status().ToString();
+      EXPECT_TRUE(r->ToSegments() == expected[i].segments) << users[i];
+    } else {
+      EXPECT_TRUE(r.status().IsNotFound()) << users[i];
+    }
+  }
+  c.reset();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+  EXPECT_FALSE(Has(ReadFile(log), "upgraded")) << ReadFile(log);
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 2u);
+
+  // What the single server left: the same answers, the same positions.
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV2Answers(session->get(), "after the daemon");
+  ExpectV2Records((*session)->worker(), "after the daemon");
   session->reset();
   profiles->reset();
   store->reset();
