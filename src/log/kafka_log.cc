@@ -10,10 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -57,17 +61,32 @@ constexpr int kFetchErrorBackoffMs = 100;
 // the group nor commits to it.
 constexpr const char* kReaderGroup = "segstore-log-reader";
 
-// How often the reader's watch thread asks for the topic's leaders, and how
-// long it waits for an answer.
+// How long one metadata request (the topic check, the reader's leader
+// watch) may wait for an answer.
+constexpr auto kMetadataTimeout = std::chrono::milliseconds(1000);
+// Until the brokers first answered about the topic, and while it is wrong,
+// it is asked about this often (each request waits up to kMetadataTimeout).
+constexpr auto kTopicRetry = std::chrono::milliseconds(250);
+constexpr auto kTopicRecheck = std::chrono::seconds(1);
+// How often the reader's watch thread asks for the topic's leaders once the
+// topic was found right.
 constexpr auto kWatchInterval = std::chrono::seconds(1);
-constexpr auto kWatchTimeout = std::chrono::milliseconds(1000);
-// After the destructor purged what was left, how long it waits for
-// librdkafka to report those entries before failing them itself.
+// After the destructor (or a fatal error) purged what was left, how long the
+// writer waits for librdkafka to report those entries before failing them
+// itself.
 constexpr auto kPurgeWait = std::chrono::seconds(2);
+// When a new producer cannot be made after a fatal error, it is tried again
+// after this.
+constexpr auto kReplaceRetry = std::chrono::seconds(1);
 // A repeated librdkafka log line is shown once per this.
 constexpr auto kRepeatInterval = std::chrono::seconds(10);
 // Entries taken from librdkafka's queue at once by Poll.
 constexpr size_t kBatch = 256;
+// librdkafka's largest per-record overhead (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD:
+// length, attributes, timestamp and offset deltas, key and value lengths and
+// header count, as varints at their widest). rd_kafka_produce refuses an
+// entry when this plus its key and value exceed message.max.bytes.
+constexpr size_t kRecordOverhead = 5 + 1 + 10 + 5 + 5 + 5 + 5;
 
 constexpr int16_t kFetchApiKey = 1;
 
@@ -76,6 +95,9 @@ int64_t Nanos(Clock::time_point t) {
 }
 int64_t NowNanos() { return Nanos(Clock::now()); }
 int64_t MillisSince(int64_t ns, int64_t now_ns) { return (now_ns - ns) / 1000000; }
+int64_t Millis(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
 
 Status ValidateOptions(const LogOptions& options) {
   if (options.brokers.empty()) return Status::InvalidArgument("kafka: no brokers given");
@@ -87,11 +109,41 @@ Status ValidateOptions(const LogOptions& options) {
   if (options.append_timeout.count() <= 0 || options.append_timeout.count() > INT32_MAX) {
     return Status::InvalidArgument("kafka: append timeout must be positive");
   }
-  if (options.open_timeout.count() <= 0 || options.open_timeout.count() > INT32_MAX) {
-    return Status::InvalidArgument("kafka: open timeout must be positive");
-  }
-  return Status::OK();
+  return CheckProperties(options.properties);
 }
+
+// Properties segstore sets itself (KafkaWriterProperties,
+// KafkaReaderProperties, or by design), and why another value would break
+// what log.h promises. Aliases are listed too; librdkafka also takes a
+// topic property with a "topic." prefix, which CheckProperties strips.
+struct RefusedProperty {
+  const char* name;
+  const char* why;
+};
+constexpr RefusedProperty kRefusedProperties[] = {
+    {"acks",
+     "segstore sets acks=all: an append acknowledged by the leader alone would be lost with it"},
+    {"request.required.acks", "an alias of acks, which segstore sets to all"},
+    {"enable.idempotence",
+     "segstore's writer is idempotent, so an append librdkafka retries is written once and in "
+     "order"},
+    {"transactional.id", "segstore appends outside transactions"},
+    {"message.timeout.ms", "set by segstore from the log's append timeout (append_timeout_ms)"},
+    {"delivery.timeout.ms", "an alias of message.timeout.ms, set from the log's append timeout"},
+    {"queuing.strategy", "any strategy but fifo reorders the appends of a log partition"},
+    {"enable.auto.commit", "the reader never commits offsets: segstore keeps its own"},
+    {"auto.commit.enable", "the reader never commits offsets: segstore keeps its own"},
+    {"enable.auto.offset.store", "the reader never stores offsets: segstore keeps its own"},
+    {"auto.offset.reset",
+     "the reader goes on from the oldest entry held when an offset is no longer in the log "
+     "(earliest), and says so; another value would stop the partition or skip to the end"},
+    {"group.id", "the reader uses a fixed group it never joins (manual assignment)"},
+    {"isolation.level", "segstore writes no transactions; the reader reads up to the end"},
+    {"enable.partition.eof",
+     "the reader needs the end-of-partition events to know where it is and that it is fetching"},
+    {"client.rack",
+     "fetching from followers would leave the leaders the reader watches for its health quiet"},
+};
 
 // --- librdkafka's log lines, into spdlog ----------------------------------
 
@@ -115,8 +167,11 @@ class EngineLog {
       to = spdlog::level::warn;
     }
     // Said on every metadata request to a broker older than 0.11 (and to
-    // librdkafka's mock); whether the topic exists is checked at open.
+    // librdkafka's mock); whether the topic exists is checked by segstore.
     if (f == "AUTOCREATE") to = spdlog::level::debug;
+    // An offset reset (an offset the log no longer holds): the reader warns
+    // itself, naming both offsets, when it sees the jump.
+    if (f == "OFFSET" && to == spdlog::level::warn) to = spdlog::level::info;
     Limited(to, f, fmt::format("log: kafka {}: [{}] {}", name, fac, text));
   }
 
@@ -197,6 +252,17 @@ Status SetAll(rd_kafka_conf_t* conf, const KafkaProperties& properties) {
   return Status::OK();
 }
 
+// A numeric property of `conf` (as set, or librdkafka's default); `fallback`
+// when it cannot be read.
+int64_t NumberProperty(const rd_kafka_conf_t* conf, const char* name, int64_t fallback) {
+  char value[64];
+  size_t size = sizeof value;
+  if (rd_kafka_conf_get(conf, name, value, &size) != RD_KAFKA_CONF_OK) return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(value, &end, 10);
+  return end != value && n > 0 ? n : fallback;
+}
+
 // The common part of both properties lists.
 KafkaProperties CommonProperties(const LogOptions& options) {
   return {
@@ -205,24 +271,38 @@ KafkaProperties CommonProperties(const LogOptions& options) {
       // Small requests on a latency path: no Nagle delay.
       {"socket.nagle.disable", "true"},
       {"reconnect.backoff.max.ms", std::to_string(kReconnectBackoffMaxMs)},
-      // The topic must exist, with the partitions asked for (checked at open).
+      // The topic must exist, with the partitions asked for (checked once the
+      // brokers answer).
       {"allow.auto.create.topics", "false"},
       // Brokers closing idle connections is not news.
       {"log.connection.close", "false"},
   };
 }
 
-// Opens the topic's metadata and checks it has `options.partitions`
-// partitions. Fills `leaders` (one broker ID per partition) when not null.
-Status CheckTopic(rd_kafka_t* rk, rd_kafka_topic_t* rkt, const LogOptions& options,
-                  std::vector<int32_t>* leaders) {
+// What one metadata request said about the topic.
+struct TopicAnswer {
+  enum class Kind {
+    kNone,   // no answer (brokers unreachable) or none that settles it
+    kRight,  // it exists, with options.partitions partitions
+    kWrong,  // it does not exist, or has another number of partitions
+  };
+  Kind kind = Kind::kNone;
+  // kWrong: InvalidArgument (naming both counts); kNone: why (Unavailable).
+  Status status;
+  std::vector<int32_t> leaders;  // kRight: a broker ID per partition, -1 unknown
+};
+
+// Asks the brokers about the topic, waiting up to kMetadataTimeout.
+TopicAnswer AskTopic(rd_kafka_t* rk, rd_kafka_topic_t* rkt, const LogOptions& options) {
+  TopicAnswer answer;
   const rd_kafka_metadata_t* md = nullptr;
   const rd_kafka_resp_err_t err =
-      rd_kafka_metadata(rk, 0, rkt, &md, static_cast<int>(options.open_timeout.count()));
+      rd_kafka_metadata(rk, 0, rkt, &md, static_cast<int>(Millis(kMetadataTimeout)));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return Status::Unavailable(fmt::format(
-        "kafka: no answer from brokers {} about topic '{}' within {} ms: {}", options.brokers,
-        options.topic, options.open_timeout.count(), rd_kafka_err2str(err)));
+    answer.status = Status::Unavailable(
+        fmt::format("no answer from brokers {} about topic '{}': {}", options.brokers,
+                    options.topic, rd_kafka_err2str(err)));
+    return answer;
   }
   std::unique_ptr<const rd_kafka_metadata_t, void (*)(const rd_kafka_metadata_t*)> hold(
       md, rd_kafka_metadata_destroy);
@@ -231,29 +311,43 @@ Status CheckTopic(rd_kafka_t* rk, rd_kafka_topic_t* rkt, const LogOptions& optio
     if (options.topic == md->topics[i].topic) topic = &md->topics[i];
   }
   if (topic == nullptr || topic->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
-    return Status::InvalidArgument(
+    answer.kind = TopicAnswer::Kind::kWrong;
+    answer.status = Status::InvalidArgument(
         fmt::format("kafka: topic '{}' does not exist on brokers {} (segstore expects it with "
                     "{} partitions)",
                     options.topic, options.brokers, options.partitions));
+    return answer;
   }
   if (topic->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return Status::Unavailable(fmt::format("kafka: metadata of topic '{}': {}", options.topic,
-                                           rd_kafka_err2str(topic->err)));
+    // LEADER_NOT_AVAILABLE (being made), an authorization error, ...: asked
+    // again.
+    answer.status = Status::Unavailable(fmt::format(
+        "metadata of topic '{}' from brokers {}: {}", options.topic, options.brokers,
+        rd_kafka_err2str(topic->err)));
+    return answer;
   }
   if (topic->partition_cnt != static_cast<int>(options.partitions)) {
-    return Status::InvalidArgument(fmt::format(
+    answer.kind = TopicAnswer::Kind::kWrong;
+    answer.status = Status::InvalidArgument(fmt::format(
         "kafka: topic '{}' has {} partitions, segstore is configured for {} log partitions",
         options.topic, topic->partition_cnt, options.partitions));
+    return answer;
   }
-  if (leaders != nullptr) {
-    leaders->assign(options.partitions, -1);
-    for (int i = 0; i < topic->partition_cnt; ++i) {
-      const rd_kafka_metadata_partition_t& p = topic->partitions[i];
-      if (p.id >= 0 && p.id < topic->partition_cnt) (*leaders)[p.id] = p.leader;
-    }
+  answer.kind = TopicAnswer::Kind::kRight;
+  answer.leaders.assign(options.partitions, -1);
+  for (int i = 0; i < topic->partition_cnt; ++i) {
+    const rd_kafka_metadata_partition_t& p = topic->partitions[i];
+    if (p.id >= 0 && p.id < topic->partition_cnt) answer.leaders[p.id] = p.leader;
   }
-  return Status::OK();
+  return answer;
 }
+
+// The topic, as a writer or reader knows it.
+enum class TopicState {
+  kUnknown,  // no answer that settles it yet
+  kRight,    // checked: right (never checked again)
+  kWrong,    // missing or another partition count (asked again)
+};
 
 // An eventfd, non-blocking (librdkafka requires it for its queue events).
 Result<int> NewEventFd() {
@@ -292,14 +386,50 @@ class KafkaWriter final : public LogWriter, public EngineSide {
   LogWriterStats stats() const override;
 
  private:
+  struct Pending {
+    AppendCallback done;
+    bool sent = false;  // rd_kafka_produce took it (the current producer has it)
+  };
+  // An append not handed to librdkafka yet: the topic is not checked yet, or
+  // the producer is being replaced.
+  struct Held {
+    uint64_t id = 0;
+    uint32_t partition = 0;
+    std::string key;
+    std::string value;
+    Clock::time_point deadline;  // fails as not written then
+  };
+  enum class Produced { kSent, kRefused, kFatal };
+
   static void OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque);
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  // Makes a producer and its topic handle, its main queue writing to
+  // wake_fd_. `first`: also reads the limits the writer keeps.
+  Status NewProducer(bool first, rd_kafka_t** rk, rd_kafka_topic_t** rkt);
+  static void DestroyProducer(rd_kafka_t* rk, rd_kafka_topic_t* rkt);
   // The writer thread.
   void Run();
+  // The topic check's thread: asks until the topic is found right.
+  void Watch();
+  // Replaces a producer that raised a fatal error. Writer thread.
+  void Replace();
+  // rd_kafka_produce. Refused: the outcome is in refused_. Fatal: nothing
+  // was done (the producer is unusable; replacing_ is set). Under mu_.
+  Produced ProduceLocked(uint64_t id, uint32_t partition, std::string_view key,
+                         std::string_view value);
+  // Keeps the append for later (or refuses it when too many wait). Under mu_.
+  void HoldLocked(uint64_t id, uint32_t partition, std::string_view key, std::string_view value);
+  // Hands `status` to the writer thread as append `id`'s outcome (not
+  // written). Under mu_.
+  void RefuseLocked(uint64_t id, Status status);
+  // The held appends: produced once the topic is right and the producer
+  // usable, refused when the topic is wrong, failed past their deadline.
+  // Under mu_, writer thread.
+  void ReleaseLocked(Clock::time_point now);
+  // Why held appends wait. Under mu_.
+  std::string WaitingFor() const;
   // The outcome of a delivery report.
   AppendOutcome Outcome(const rd_kafka_message_t* msg) const;
-  // Hands append `id`'s outcome to the writer thread (Append's refusals).
-  void Refuse(uint64_t id, Status status);
   // Runs append `id`'s callback, if it did not run yet. Writer thread only.
   void Finish(uint64_t id, const AppendOutcome& outcome);
   void RunRefused();
@@ -307,22 +437,46 @@ class KafkaWriter final : public LogWriter, public EngineSide {
   bool WaitDrained(Clock::time_point deadline);
 
   const LogOptions options_;
-  rd_kafka_t* rk_ = nullptr;
-  rd_kafka_topic_t* rkt_ = nullptr;
+  std::string name_;  // the first producer's name, for the logs
+  // Read from the properties at open: message.max.bytes, and librdkafka's
+  // queue bounds (queue.buffering.max.messages and .kbytes), which bound
+  // the held appends too.
+  size_t max_message_bytes_ = 1000000;
+  size_t max_held_ = 100000;
+  size_t max_held_bytes_ = size_t{1} << 30;
   // Readable when the writer thread has work: librdkafka's queue went from
-  // empty to not, an append was refused, or the destructor wants it to stop.
+  // empty to not, an append was refused or held, the topic was checked, or
+  // the destructor wants it to stop.
   int wake_fd_ = -1;
   std::thread thread_;
+  std::thread watch_;
+  // Writer thread only: when to try again to make a producer.
+  Clock::time_point replace_retry_at_{};
+
+  // The producer and its topic handle. Replaced only by the writer thread,
+  // holding handle_mu_ exclusively and mu_; read holding either (the writer
+  // thread reads them freely). handle_mu_ is taken before mu_, never after.
+  std::shared_mutex handle_mu_;
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_topic_t* rkt_ = nullptr;
 
   mutable std::mutex mu_;
-  std::condition_variable drained_;  // notified when pending_ becomes empty
-  uint64_t next_id_ = 1;             // guarded by mu_
+  std::condition_variable drained_;     // notified when pending_ becomes empty
+  std::condition_variable wake_watch_;  // notified when stop_ is set
+  uint64_t next_id_ = 1;                // guarded by mu_
   // Every append whose callback has not run yet, by the ID librdkafka carries
   // as the message's opaque. Guarded by mu_.
-  std::unordered_map<uint64_t, AppendCallback> pending_;
-  // Appends refused inside Append (still in pending_), for the writer thread.
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::deque<Held> held_;  // guarded by mu_, in the order appended
+  size_t held_bytes_ = 0;  // guarded by mu_
+  // Appends refused (still in pending_), for the writer thread.
   std::vector<std::pair<uint64_t, AppendOutcome>> refused_;  // guarded by mu_
-  bool stop_ = false;  // guarded by mu_: the writer thread ends its loop
+  TopicState topic_ = TopicState::kUnknown;                  // guarded by mu_
+  // kWrong: why (InvalidArgument); kUnknown: why the last request did not
+  // settle it (Unavailable), OK before the first. Guarded by mu_.
+  Status topic_status_;
+  bool replacing_ = false;  // guarded by mu_: the producer raised a fatal error
+  bool stop_ = false;       // guarded by mu_: the writer and watch threads end
 
   std::atomic<uint64_t> appended_{0};
   std::atomic<uint64_t> failed_{0};
@@ -333,61 +487,92 @@ Status KafkaWriter::Open() {
   Result<int> fd = NewEventFd();
   if (!fd.ok()) return fd.status();
   wake_fd_ = *fd;
+  SEGSTORE_RETURN_IF_ERROR(NewProducer(true, &rk_, &rkt_));
+  name_ = rd_kafka_name(rk_);
+  thread_ = std::thread([this] { Run(); });
+  watch_ = std::thread([this] { Watch(); });
+  spdlog::info("log: kafka writer {} on topic '{}' ({} partitions) at {}", name_, options_.topic,
+               options_.partitions, options_.brokers);
+  return Status::OK();
+}
 
+Status KafkaWriter::NewProducer(bool first, rd_kafka_t** rk_out, rd_kafka_topic_t** rkt_out) {
   ConfPtr conf(rd_kafka_conf_new());
   SEGSTORE_RETURN_IF_ERROR(SetAll(conf.get(), KafkaWriterProperties(options_)));
   SEGSTORE_RETURN_IF_ERROR(SetAll(conf.get(), options_.properties));
+  if (first) {
+    max_message_bytes_ = static_cast<size_t>(
+        NumberProperty(conf.get(), "message.max.bytes", static_cast<int64_t>(max_message_bytes_)));
+    max_held_ = static_cast<size_t>(NumberProperty(conf.get(), "queue.buffering.max.messages",
+                                                   static_cast<int64_t>(max_held_)));
+    max_held_bytes_ = static_cast<size_t>(
+        NumberProperty(conf.get(), "queue.buffering.max.kbytes", 1048576) * 1024);
+  }
   rd_kafka_conf_set_opaque(conf.get(), static_cast<EngineSide*>(this));
   rd_kafka_conf_set_log_cb(conf.get(), OnLog);
   rd_kafka_conf_set_dr_msg_cb(conf.get(), OnDelivery);
   rd_kafka_conf_set_error_cb(conf.get(), OnError);
   char errstr[512];
-  rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
-  if (rk_ == nullptr) return Status::InvalidArgument(std::string("kafka: producer: ") + errstr);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
+  if (rk == nullptr) return Status::InvalidArgument(std::string("kafka: producer: ") + errstr);
   conf.release();  // rd_kafka_new took it
 
-  rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(rk_);
+  rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(rk);
   rd_kafka_queue_io_event_enable(main_queue, wake_fd_, &kQueueEvent, sizeof kQueueEvent);
   rd_kafka_queue_destroy(main_queue);
 
-  rkt_ = rd_kafka_topic_new(rk_, options_.topic.c_str(), nullptr);
-  if (rkt_ == nullptr) {
-    return Status::InvalidArgument("kafka: topic '" + options_.topic +
-                                   "': " + rd_kafka_err2str(rd_kafka_last_error()));
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, options_.topic.c_str(), nullptr);
+  if (rkt == nullptr) {
+    Status s = Status::InvalidArgument("kafka: topic '" + options_.topic +
+                                       "': " + rd_kafka_err2str(rd_kafka_last_error()));
+    DestroyProducer(rk, nullptr);
+    return s;
   }
-  SEGSTORE_RETURN_IF_ERROR(CheckTopic(rk_, rkt_, options_, nullptr));
-  thread_ = std::thread([this] { Run(); });
-  spdlog::info("log: kafka writer {} on topic '{}' ({} partitions) at {}", rd_kafka_name(rk_),
-               options_.topic, options_.partitions, options_.brokers);
+  *rk_out = rk;
+  *rkt_out = rkt;
   return Status::OK();
+}
+
+void KafkaWriter::DestroyProducer(rd_kafka_t* rk, rd_kafka_topic_t* rkt) {
+  if (rkt != nullptr) rd_kafka_topic_destroy(rkt);
+  if (rk == nullptr) return;
+  rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(rk);
+  rd_kafka_queue_io_event_enable(main_queue, -1, nullptr, 0);
+  rd_kafka_queue_destroy(main_queue);
+  rd_kafka_destroy(rk);
 }
 
 KafkaWriter::~KafkaWriter() {
   if (thread_.joinable()) {
     // What is in flight has append_timeout to finish (librdkafka fails it
-    // then by itself, but checks for timeouts only once a second).
+    // then by itself, but checks for timeouts only once a second); held
+    // appends fail by then too (their deadline).
     if (!WaitDrained(Clock::now() + options_.append_timeout)) {
       size_t left = 0;
       {
         std::lock_guard lock(mu_);
         left = pending_.size();
       }
-      spdlog::warn("log: kafka writer {}: {} appends unfinished after {} ms; purging them",
-                   rd_kafka_name(rk_), left, options_.append_timeout.count());
+      spdlog::warn("log: kafka writer {}: {} appends unfinished after {} ms; purging them", name_,
+                   left, options_.append_timeout.count());
       // librdkafka reports each purged entry: __PURGE_QUEUE (never sent: not
       // written) or __PURGE_INFLIGHT (sent: maybe written).
-      rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+      {
+        std::shared_lock handle(handle_mu_);
+        rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+      }
       WaitDrained(Clock::now() + kPurgeWait);
     }
     {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
+    wake_watch_.notify_all();
     Signal(wake_fd_);
+    if (watch_.joinable()) watch_.join();
     thread_.join();  // it fails whatever is still pending
   }
-  if (rkt_ != nullptr) rd_kafka_topic_destroy(rkt_);
-  if (rk_ != nullptr) rd_kafka_destroy(rk_);
+  DestroyProducer(rk_, rkt_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -398,52 +583,128 @@ bool KafkaWriter::WaitDrained(Clock::time_point deadline) {
 
 void KafkaWriter::Append(uint32_t partition, std::string_view key, std::string_view value,
                          AppendCallback done) {
-  uint64_t id = 0;
+  bool wake = true;
   {
     std::lock_guard lock(mu_);
-    id = next_id_++;
-    pending_.emplace(id, std::move(done));
+    const uint64_t id = next_id_++;
+    pending_.emplace(id, Pending{std::move(done), false});
+    if (partition >= options_.partitions) {
+      RefuseLocked(id, Status::InvalidArgument(fmt::format(
+                           "kafka: log partition {} out of range (0..{})", partition,
+                           options_.partitions - 1)));
+    } else if (topic_ == TopicState::kWrong) {
+      RefuseLocked(id, topic_status_);
+    } else if (topic_ == TopicState::kRight && !replacing_ && held_.empty()) {
+      switch (ProduceLocked(id, partition, key, value)) {
+        case Produced::kSent:
+          wake = false;  // librdkafka's queue wakes the writer thread
+          break;
+        case Produced::kRefused:
+          break;
+        case Produced::kFatal:
+          HoldLocked(id, partition, key, value);  // for the next producer
+          break;
+      }
+    } else {
+      HoldLocked(id, partition, key, value);
+    }
   }
-  if (partition >= options_.partitions) {
-    Refuse(id, Status::InvalidArgument(fmt::format("kafka: log partition {} out of range (0..{})",
-                                                   partition, options_.partitions - 1)));
-    return;
-  }
+  if (wake) Signal(wake_fd_);
+}
+
+KafkaWriter::Produced KafkaWriter::ProduceLocked(uint64_t id, uint32_t partition,
+                                                 std::string_view key, std::string_view value) {
   // RD_KAFKA_MSG_F_COPY: librdkafka copies the bytes, so the caller's views
   // need not outlive this call (librdkafka takes non-const pointers).
+  // librdkafka calls no callback of ours inside rd_kafka_produce (delivery
+  // reports and errors come through rd_kafka_poll, on the writer thread), so
+  // holding mu_ here is safe.
   if (rd_kafka_produce(rkt_, static_cast<int32_t>(partition), RD_KAFKA_MSG_F_COPY,
                        const_cast<char*>(value.data()), value.size(), key.data(), key.size(),
                        reinterpret_cast<void*>(static_cast<uintptr_t>(id))) == 0) {
-    return;
+    pending_[id].sent = true;
+    return Produced::kSent;
   }
   const rd_kafka_resp_err_t err = rd_kafka_last_error();
   if (err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
-    Refuse(id, Status::InvalidArgument(fmt::format(
-                   "kafka: entry of {} bytes (key {}, value {}) is larger than the "
-                   "engine takes (message.max.bytes): {}",
-                   key.size() + value.size(), key.size(), value.size(), rd_kafka_err2str(err))));
+    RefuseLocked(id, Status::InvalidArgument(fmt::format(
+                         "kafka: entry of {} bytes (key {}, value {}) is larger than the "
+                         "engine takes (message.max.bytes {} with {} bytes of record overhead)",
+                         key.size() + value.size(), key.size(), value.size(),
+                         max_message_bytes_, kRecordOverhead)));
   } else if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
-    Refuse(id, Status::InvalidArgument(
-                   fmt::format("kafka: log partition {}: {}", partition, rd_kafka_err2str(err))));
+    RefuseLocked(id, Status::InvalidArgument(
+                         fmt::format("kafka: log partition {}: {}", partition,
+                                     rd_kafka_err2str(err))));
   } else if (err == RD_KAFKA_RESP_ERR__FATAL) {
-    char reason[512] = "";
-    rd_kafka_fatal_error(rk_, reason, sizeof reason);
-    Refuse(id, Status::Unavailable(
-                   fmt::format("kafka: the producer stopped on a fatal error: {}", reason)));
+    // The writer thread replaces the producer (Replace); the append waits
+    // for the new one.
+    replacing_ = true;
+    return Produced::kFatal;
   } else {
-    Refuse(id, Status::Unavailable(fmt::format("kafka: append to log partition {} refused: {}",
-                                               partition, rd_kafka_err2str(err))));
+    RefuseLocked(id, Status::Unavailable(fmt::format(
+                         "kafka: append to log partition {} refused: {}; not written", partition,
+                         rd_kafka_err2str(err))));
   }
+  return Produced::kRefused;
 }
 
-void KafkaWriter::Refuse(uint64_t id, Status status) {
+void KafkaWriter::HoldLocked(uint64_t id, uint32_t partition, std::string_view key,
+                             std::string_view value) {
+  const size_t bytes = key.size() + value.size();
+  if (held_.size() >= max_held_ || held_bytes_ + bytes > max_held_bytes_) {
+    RefuseLocked(id, Status::Unavailable(fmt::format(
+                         "kafka: {} appends ({} bytes) already wait ({}); not written",
+                         held_.size(), held_bytes_, WaitingFor())));
+    return;
+  }
+  held_.push_back(Held{id, partition, std::string(key), std::string(value),
+                       Clock::now() + options_.append_timeout});
+  held_bytes_ += bytes;
+}
+
+void KafkaWriter::RefuseLocked(uint64_t id, Status status) {
   AppendOutcome outcome;
   outcome.status = std::move(status);
-  {
-    std::lock_guard lock(mu_);
-    refused_.emplace_back(id, std::move(outcome));
+  refused_.emplace_back(id, std::move(outcome));
+}
+
+std::string KafkaWriter::WaitingFor() const {
+  if (replacing_) return "the writer is replacing its producer after a fatal error";
+  if (topic_ == TopicState::kUnknown) {
+    std::string why = fmt::format("no broker of {} has answered about topic '{}' yet",
+                                  options_.brokers, options_.topic);
+    if (!topic_status_.ok()) why += fmt::format(" ({})", topic_status_.message());
+    return why;
   }
-  Signal(wake_fd_);
+  return "waiting";
+}
+
+void KafkaWriter::ReleaseLocked(Clock::time_point now) {
+  if (topic_ == TopicState::kWrong) {
+    for (const Held& h : held_) RefuseLocked(h.id, topic_status_);
+    held_.clear();
+    held_bytes_ = 0;
+    return;
+  }
+  while (topic_ == TopicState::kRight && !replacing_ && !held_.empty()) {
+    Held& h = held_.front();
+    if (ProduceLocked(h.id, h.partition, h.key, h.value) == Produced::kFatal) {
+      Signal(wake_fd_);  // the writer thread replaces the producer at once
+      break;
+    }
+    held_bytes_ -= h.key.size() + h.value.size();
+    held_.pop_front();
+  }
+  // One append_timeout for all: the deadlines are in order.
+  while (!held_.empty() && held_.front().deadline <= now) {
+    const Held& h = held_.front();
+    RefuseLocked(h.id, Status::Unavailable(fmt::format(
+                           "kafka: not appended within {} ms: {}; not written",
+                           options_.append_timeout.count(), WaitingFor())));
+    held_bytes_ -= h.key.size() + h.value.size();
+    held_.pop_front();
+  }
 }
 
 LogWriterStats KafkaWriter::stats() const {
@@ -458,32 +719,160 @@ LogWriterStats KafkaWriter::stats() const {
 
 void KafkaWriter::Run() {
   for (;;) {
-    // librdkafka's queue signals when it goes from empty to not; the second
-    // is only a safety net.
+    // librdkafka's queue signals when it goes from empty to not; the timeout
+    // is a safety net, and the next held append's deadline.
+    int64_t wait_ms = 1000;
+    {
+      std::lock_guard lock(mu_);
+      if (!held_.empty()) {
+        wait_ms = std::clamp<int64_t>(Millis(held_.front().deadline - Clock::now()) + 1, 0, 1000);
+      }
+    }
     pollfd p{wake_fd_, POLLIN, 0};
-    ::poll(&p, 1, 1000);
+    ::poll(&p, 1, static_cast<int>(wait_ms));
     Drain(wake_fd_);  // before serving, so that what comes after wakes us again
     rd_kafka_poll(rk_, 0);
+    if (rd_kafka_fatal_error(rk_, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) Replace();
+    {
+      std::lock_guard lock(mu_);
+      ReleaseLocked(Clock::now());
+    }
     RunRefused();
     std::lock_guard lock(mu_);
     if (stop_) break;
   }
   rd_kafka_poll(rk_, 0);
+  {
+    std::lock_guard lock(mu_);
+    for (const Held& h : held_) {
+      RefuseLocked(h.id, Status::Unavailable(fmt::format(
+                             "kafka: writer closed before the append was made ({}); not written",
+                             WaitingFor())));
+    }
+    held_.clear();
+    held_bytes_ = 0;
+  }
   RunRefused();
   // Whatever librdkafka did not report even after the purge.
   std::vector<uint64_t> left;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [id, done] : pending_) left.push_back(id);
+    for (const auto& [id, pending] : pending_) left.push_back(id);
   }
   if (!left.empty()) {
-    spdlog::warn("log: kafka writer {}: failing {} appends librdkafka never reported",
-                 rd_kafka_name(rk_), left.size());
+    spdlog::warn("log: kafka writer {}: failing {} appends librdkafka never reported", name_,
+                 left.size());
   }
   AppendOutcome unknown;
   unknown.status = Status::Unavailable("kafka: writer closed before the engine answered");
   unknown.maybe_written = true;
   for (uint64_t id : left) Finish(id, unknown);
+}
+
+void KafkaWriter::Replace() {
+  const Clock::time_point now = Clock::now();
+  if (now < replace_retry_at_) return;
+  char reason[512] = "";
+  rd_kafka_fatal_error(rk_, reason, sizeof reason);
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    first = replace_retry_at_ == Clock::time_point{};
+    replacing_ = true;  // appends wait for the new producer
+  }
+  if (first) {
+    spdlog::error(
+        "log: kafka writer {}: the producer ({}) stopped on a fatal error: {}; failing its "
+        "appends in flight as maybe written and starting a new producer",
+        name_, rd_kafka_name(rk_), reason);
+  }
+  // librdkafka already failed what it had not sent (__PURGE_QUEUE: not
+  // written); what was sent and is not answered yet fails as maybe written
+  // (__PURGE_INFLIGHT). Their reports are served here.
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  const Clock::time_point until = Clock::now() + kPurgeWait;
+  while (rd_kafka_outq_len(rk_) > 0 && Clock::now() < until) rd_kafka_poll(rk_, 10);
+  // What it did not report.
+  std::vector<uint64_t> lost;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, pending] : pending_) {
+      if (pending.sent) lost.push_back(id);
+    }
+  }
+  AppendOutcome unknown;
+  unknown.status = Status::Unavailable(fmt::format(
+      "kafka: the producer stopped on a fatal error ({}) before it reported the append; it may "
+      "have been written",
+      reason));
+  unknown.maybe_written = true;
+  for (uint64_t id : lost) Finish(id, unknown);
+
+  rd_kafka_t* rk = nullptr;
+  rd_kafka_topic_t* rkt = nullptr;
+  if (Status s = NewProducer(false, &rk, &rkt); !s.ok()) {
+    spdlog::error("log: kafka writer {}: cannot make a new producer: {}; trying again in {} ms",
+                  name_, s.ToString(), Millis(kReplaceRetry));
+    replace_retry_at_ = now + kReplaceRetry;
+    return;
+  }
+  rd_kafka_t* old_rk = nullptr;
+  rd_kafka_topic_t* old_rkt = nullptr;
+  {
+    std::unique_lock handle(handle_mu_);  // the topic check is not using it
+    std::lock_guard lock(mu_);
+    old_rk = rk_;
+    old_rkt = rkt_;
+    rk_ = rk;
+    rkt_ = rkt;
+    replacing_ = false;
+  }
+  replace_retry_at_ = Clock::time_point{};
+  DestroyProducer(old_rk, old_rkt);
+  spdlog::info("log: kafka writer {}: producer {} replaced the one that failed", name_,
+               rd_kafka_name(rk_));
+}
+
+void KafkaWriter::Watch() {
+  Clock::time_point next = Clock::now();
+  std::unique_lock lock(mu_);
+  while (!wake_watch_.wait_until(lock, next, [this] { return stop_; })) {
+    lock.unlock();
+    TopicAnswer answer;
+    {
+      std::shared_lock handle(handle_mu_);
+      answer = AskTopic(rk_, rkt_, options_);
+    }
+    lock.lock();
+    const Clock::time_point now = Clock::now();
+    switch (answer.kind) {
+      case TopicAnswer::Kind::kNone:
+        if (topic_ == TopicState::kUnknown) topic_status_ = answer.status;
+        next = now + (topic_ == TopicState::kWrong ? Clock::duration(kTopicRecheck)
+                                                   : Clock::duration(kTopicRetry));
+        break;
+      case TopicAnswer::Kind::kRight:
+        if (topic_ == TopicState::kWrong) {
+          spdlog::info("log: kafka writer {}: topic '{}' now has the {} partitions expected; "
+                       "appends are taken again",
+                       name_, options_.topic, options_.partitions);
+        }
+        topic_ = TopicState::kRight;
+        topic_status_ = Status::OK();
+        Signal(wake_fd_);  // the held appends go
+        return;            // checked: not asked again
+      case TopicAnswer::Kind::kWrong:
+        if (topic_ != TopicState::kWrong || topic_status_.message() != answer.status.message()) {
+          spdlog::error("log: kafka writer {}: {}; every append is refused until it is",
+                        name_, answer.status.message());
+        }
+        topic_ = TopicState::kWrong;
+        topic_status_ = answer.status;
+        Signal(wake_fd_);  // the held appends are refused
+        next = now + kTopicRecheck;
+        break;
+    }
+  }
 }
 
 void KafkaWriter::RunRefused() {
@@ -501,7 +890,7 @@ void KafkaWriter::Finish(uint64_t id, const AppendOutcome& outcome) {
     std::lock_guard lock(mu_);
     auto it = pending_.find(id);
     if (it == pending_.end()) return;  // already finished
-    done = std::move(it->second);
+    done = std::move(it->second.done);
     pending_.erase(it);
     if (pending_.empty()) drained_.notify_all();
   }
@@ -529,20 +918,40 @@ AppendOutcome KafkaWriter::Outcome(const rd_kafka_message_t* msg) const {
     out.offset = msg->offset;
     return out;
   }
-  const std::string what = fmt::format("kafka: append to log partition {}: {} ({})", msg->partition,
-                                       rd_kafka_err2str(msg->err), rd_kafka_err2name(msg->err));
+  std::string what = fmt::format("kafka: append to log partition {}: {} ({})", msg->partition,
+                                 rd_kafka_err2str(msg->err), rd_kafka_err2name(msg->err));
+  out.maybe_written = rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED;
   switch (msg->err) {
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE: {
+      // The broker answers for a whole batch (a partition's records in one
+      // produce request), and librdkafka fails every entry of it with that
+      // error, never splitting it: only an entry itself over the limit is
+      // the caller's fault.
+      const size_t size = kRecordOverhead + msg->key_len + msg->len;
+      if (size > max_message_bytes_) {
+        out.status = Status::InvalidArgument(fmt::format(
+            "{}: the entry ({} bytes with its record overhead) is over message.max.bytes ({})",
+            what, size, max_message_bytes_));
+        out.maybe_written = false;
+        return out;
+      }
+      what += fmt::format(
+          "; the engine refused the batch the entry was sent in, not the entry ({} bytes with its "
+          "record overhead, message.max.bytes {}): retry it (if this repeats, the topic's "
+          "max.message.bytes is below message.max.bytes)",
+          size, max_message_bytes_);
+      break;
+    }
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-      // Refused outright: the broker took nothing.
       out.status = Status::InvalidArgument(what);
+      out.maybe_written = false;
       return out;
     default:
       break;
   }
-  out.maybe_written = rd_kafka_message_status(msg) != RD_KAFKA_MSG_STATUS_NOT_PERSISTED;
-  out.status = Status::Unavailable(out.maybe_written ? what + "; it may have been written" : what);
+  out.status = Status::Unavailable(out.maybe_written ? what + "; it may have been written"
+                                                     : what + "; not written");
   return out;
 }
 
@@ -553,15 +962,12 @@ void KafkaWriter::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* msg, void
 }
 
 void KafkaWriter::OnError(rd_kafka_t* rk, int err, const char* reason, void*) {
+  // On the writer thread (rd_kafka_poll).
   auto* side = static_cast<EngineSide*>(rd_kafka_opaque(rk));
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
-  if (code == RD_KAFKA_RESP_ERR__FATAL) {
-    char fatal[512] = "";
-    rd_kafka_fatal_error(rk, fatal, sizeof fatal);
-    spdlog::error("log: kafka writer {}: fatal error, every append fails from now on: {}",
-                  rd_kafka_name(rk), fatal);
-    return;
-  }
+  // A fatal error: librdkafka logged it (OnLog, at error); the writer thread
+  // sees it after this poll (rd_kafka_fatal_error) and replaces the producer.
+  if (code == RD_KAFKA_RESP_ERR__FATAL) return;
   // Transport errors were logged by librdkafka already (OnLog); all brokers
   // down is worth a warning of its own.
   side->log.Limited(
@@ -589,7 +995,6 @@ class KafkaReader final : public LogReader, public EngineSide {
   // One log partition, as the reader's thread sees it.
   struct Part {
     bool assigned = false;
-    bool stopped = false;     // out of the log (NotFound given): paused, not read
     int64_t next = -1;        // the next offset Poll delivers; -1 not known yet
     int64_t assigned_ns = 0;  // steady clock
     int64_t progress_ns = 0;  // last entry or end-of-partition polled
@@ -602,12 +1007,18 @@ class KafkaReader final : public LogReader, public EngineSide {
                                         int32_t corr_id, size_t size, int64_t rtt,
                                         rd_kafka_resp_err_t err, void* opaque);
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  // The watch thread: the topic check, then the leaders.
   void Watch();
   // Keeps `what` for health() and logs it (`err` chooses the level).
   void RecordError(rd_kafka_resp_err_t err, const std::string& what);
-  // An error event polled: NotFound for a partition out of the log, else OK
-  // (recorded for health()).
-  Status OnErrorEvent(const rd_kafka_message_t* msg, int64_t now_ns);
+  // An error event polled: end of partition (a position), else recorded for
+  // health().
+  void OnErrorEvent(const rd_kafka_message_t* msg, int64_t now_ns);
+  // `partition` goes on from `offset` (an entry's, or its end's when `end`)
+  // instead of part.next: librdkafka reset it to the oldest offset held
+  // (auto.offset.reset=earliest) because the log no longer holds part.next.
+  // Warns, naming both.
+  void Jumped(uint32_t partition, int64_t expected, int64_t offset, bool end) const;
   void DropBatch();
   // rd_kafka_get_watermark_offsets, with -1 for unknown.
   void Watermarks(uint32_t partition, int64_t* low, int64_t* high) const;
@@ -617,12 +1028,14 @@ class KafkaReader final : public LogReader, public EngineSide {
   rd_kafka_queue_t* queue_ = nullptr;  // the consumer queue
   rd_kafka_topic_t* rkt_ = nullptr;    // for the watch thread's metadata requests
   int event_fd_ = -1;
+  int64_t opened_ns_ = 0;
 
   // The reader's thread's own state.
   std::vector<Part> parts_;                 // by log partition
   std::vector<uint32_t> assigned_;          // in the order Assign got them
   std::vector<rd_kafka_message_t*> batch_;  // taken from librdkafka, not yet handed out
   size_t batch_next_ = 0;
+  bool topic_right_ = false;  // topic_ was kRight (it stays so)
 
   // Written by librdkafka's broker threads, the watch thread and Poll.
   mutable std::mutex mu_;
@@ -630,6 +1043,10 @@ class KafkaReader final : public LogReader, public EngineSide {
   std::vector<int32_t> leaders_;            // by log partition; -1 unknown
   std::string last_error_;                  // the engine's last error, for health()
   int64_t last_error_ns_ = 0;
+  TopicState topic_ = TopicState::kUnknown;
+  // kWrong: why (InvalidArgument); kUnknown: why the last request did not
+  // settle it (Unavailable), OK before the first.
+  Status topic_status_;
   bool stop_ = false;  // the watch thread ends
   std::condition_variable wake_;
   std::thread watch_;
@@ -637,6 +1054,8 @@ class KafkaReader final : public LogReader, public EngineSide {
 
 Status KafkaReader::Open() {
   parts_.resize(options_.partitions);
+  leaders_.assign(options_.partitions, -1);
+  opened_ns_ = NowNanos();
   Result<int> fd = NewEventFd();
   if (!fd.ok()) return fd.status();
   event_fd_ = *fd;
@@ -669,12 +1088,6 @@ Status KafkaReader::Open() {
   if (rkt_ == nullptr) {
     return Status::InvalidArgument("kafka: topic '" + options_.topic +
                                    "': " + rd_kafka_err2str(rd_kafka_last_error()));
-  }
-  std::vector<int32_t> leaders;
-  SEGSTORE_RETURN_IF_ERROR(CheckTopic(rk_, rkt_, options_, &leaders));
-  {
-    std::lock_guard lock(mu_);
-    leaders_ = std::move(leaders);
   }
   watch_ = std::thread([this] { Watch(); });
   spdlog::info("log: kafka reader {} on topic '{}' ({} partitions) at {}", rd_kafka_name(rk_),
@@ -738,34 +1151,53 @@ void KafkaReader::RecordError(rd_kafka_resp_err_t err, const std::string& what) 
 }
 
 void KafkaReader::Watch() {
+  Clock::time_point next = Clock::now();
   std::unique_lock lock(mu_);
-  while (!wake_.wait_for(lock, kWatchInterval, [this] { return stop_; })) {
+  while (!wake_.wait_until(lock, next, [this] { return stop_; })) {
     lock.unlock();
-    const rd_kafka_metadata_t* md = nullptr;
-    const rd_kafka_resp_err_t err = rd_kafka_metadata(
-        rk_, 0, rkt_, &md,
-        static_cast<int>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(kWatchTimeout).count()));
-    std::vector<int32_t> leaders(options_.partitions, -1);
-    bool known = false;
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      for (int t = 0; t < md->topic_cnt; ++t) {
-        const rd_kafka_metadata_topic_t& topic = md->topics[t];
-        if (options_.topic != topic.topic || topic.err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
-        known = true;
-        for (int i = 0; i < topic.partition_cnt; ++i) {
-          const int32_t id = topic.partitions[i].id;
-          if (id >= 0 && id < static_cast<int32_t>(options_.partitions)) {
-            leaders[id] = topic.partitions[i].leader;
-          }
-        }
-      }
-      rd_kafka_metadata_destroy(md);
-    }
+    TopicAnswer answer = AskTopic(rk_, rkt_, options_);
     lock.lock();
-    // When the brokers cannot be asked, the leaders stay as last known (their
-    // fetch answers go stale, which is what health() should see).
-    if (known) leaders_ = std::move(leaders);
+    const Clock::time_point now = Clock::now();
+    switch (answer.kind) {
+      case TopicAnswer::Kind::kNone:
+        // When the brokers cannot be asked, the leaders stay as last known
+        // (their fetch answers go stale, which is what health() should see).
+        if (topic_ == TopicState::kUnknown) topic_status_ = answer.status;
+        break;
+      case TopicAnswer::Kind::kRight:
+        leaders_ = std::move(answer.leaders);
+        if (topic_ != TopicState::kRight) {
+          if (topic_ == TopicState::kWrong) {
+            spdlog::info("log: kafka reader {}: topic '{}' now has the {} partitions expected; "
+                         "reading",
+                         rd_kafka_name(rk_), options_.topic, options_.partitions);
+          }
+          topic_ = TopicState::kRight;
+          topic_status_ = Status::OK();
+          Signal(event_fd_);  // what was fetched meanwhile is delivered now
+        }
+        break;
+      case TopicAnswer::Kind::kWrong:
+        if (topic_ == TopicState::kRight) break;  // checked once; not again
+        if (topic_ != TopicState::kWrong || topic_status_.message() != answer.status.message()) {
+          spdlog::error("log: kafka reader {}: {}; nothing is read until it is",
+                        rd_kafka_name(rk_), answer.status.message());
+        }
+        topic_ = TopicState::kWrong;
+        topic_status_ = answer.status;
+        break;
+    }
+    switch (topic_) {
+      case TopicState::kUnknown:
+        next = now + kTopicRetry;
+        break;
+      case TopicState::kWrong:
+        next = now + kTopicRecheck;
+        break;
+      case TopicState::kRight:
+        next = now + kWatchInterval;
+        break;
+    }
   }
 }
 
@@ -799,17 +1231,6 @@ Status KafkaReader::Assign(std::span<const std::pair<uint32_t, int64_t>> from) {
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return Status::Unavailable(std::string("kafka: assign: ") + rd_kafka_err2str(err));
   }
-  // Partitions paused when they fell out of the log are read again if
-  // assigned again (librdkafka keeps a pause across assignments).
-  rd_kafka_topic_partition_list_t* paused = rd_kafka_topic_partition_list_new(1);
-  for (const auto& [partition, offset] : from) {
-    if (parts_[partition].stopped) {
-      rd_kafka_topic_partition_list_add(paused, options_.topic.c_str(),
-                                        static_cast<int32_t>(partition));
-    }
-  }
-  if (paused->cnt > 0) rd_kafka_resume_partitions(rk_, paused);
-  rd_kafka_topic_partition_list_destroy(paused);
   // What was taken from the queue belongs to the old assignment.
   DropBatch();
   const int64_t now = NowNanos();
@@ -836,6 +1257,13 @@ void KafkaReader::DropBatch() {
 Result<size_t> KafkaReader::Poll(size_t max, const std::function<void(const LogEntry&)>& fn) {
   // First, so that an event coming while we take entries leaves it readable.
   Drain(event_fd_);
+  if (!topic_right_) {
+    std::lock_guard lock(mu_);
+    topic_right_ = topic_ == TopicState::kRight;
+    // Nothing is delivered before the topic is found right; the watch thread
+    // signals event_fd_ when it is.
+    if (!topic_right_) return size_t{0};
+  }
   size_t delivered = 0;
   const int64_t now = NowNanos();
   while (delivered < max) {
@@ -849,11 +1277,7 @@ Result<size_t> KafkaReader::Poll(size_t max, const std::function<void(const LogE
     std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> msg(
         batch_[batch_next_++], rd_kafka_message_destroy);
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      Status s = OnErrorEvent(msg.get(), now);
-      if (!s.ok()) {
-        Signal(event_fd_);  // the rest of the batch, and the other partitions, later
-        return s;
-      }
+      OnErrorEvent(msg.get(), now);
       continue;
     }
     const auto partition = static_cast<uint32_t>(msg->partition);
@@ -861,6 +1285,9 @@ Result<size_t> KafkaReader::Poll(size_t max, const std::function<void(const LogE
       continue;  // from an assignment since replaced
     }
     Part& part = parts_[partition];
+    if (part.next >= 0 && msg->offset != part.next) {
+      Jumped(partition, part.next, msg->offset, false);
+    }
     LogEntry entry;
     entry.partition = partition;
     entry.offset = msg->offset;
@@ -878,48 +1305,53 @@ Result<size_t> KafkaReader::Poll(size_t max, const std::function<void(const LogE
   return delivered;
 }
 
-Status KafkaReader::OnErrorEvent(const rd_kafka_message_t* msg, int64_t now_ns) {
+void KafkaReader::OnErrorEvent(const rd_kafka_message_t* msg, int64_t now_ns) {
   const bool has_partition = msg->rkt != nullptr && msg->partition >= 0 &&
                              msg->partition < static_cast<int32_t>(options_.partitions);
   const auto partition = static_cast<uint32_t>(msg->partition);
   if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+    // The partition's end, reached: msg->offset is the offset it goes on
+    // from (the next entry's). It differs from the next expected only when
+    // librdkafka reset the partition to the oldest held and that is the end
+    // (the log holds nothing older, or nothing at all).
     if (has_partition && parts_[partition].assigned) {
       Part& part = parts_[partition];
-      part.next = std::max(part.next, msg->offset);
+      if (part.next >= 0 && msg->offset != part.next) {
+        Jumped(partition, part.next, msg->offset, true);
+      }
+      part.next = msg->offset;
       part.progress_ns = now_ns;
     }
-    return Status::OK();
-  }
-  if (has_partition && (msg->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
-                        msg->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)) {
-    Part& part = parts_[partition];
-    if (!part.assigned || part.stopped) return Status::OK();
-    part.stopped = true;
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, options_.topic.c_str(), msg->partition);
-    rd_kafka_pause_partitions(rk_, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    int64_t low = -1;
-    int64_t high = -1;
-    Watermarks(partition, &low, &high);
-    const std::string held = low >= 0 ? fmt::format("the oldest it holds is {}", low)
-                                      : std::string("the oldest it holds is not known");
-    const std::string range =
-        low >= 0 && high >= 0 ? fmt::format(" ({}..{})", low, high - 1) : std::string();
-    spdlog::warn(
-        "log: kafka reader {}: log partition {} no longer holds offset {}{}; "
-        "stopped reading it",
-        rd_kafka_name(rk_), partition, msg->offset, range);
-    return Status::NotFound(
-        fmt::format("kafka: log partition {}: offset {} is not in the log; {}{}; no longer "
-                    "read (assign it again)",
-                    partition, msg->offset, held, range));
+    return;
   }
   std::string what =
       fmt::format("{} ({})", rd_kafka_message_errstr(msg), rd_kafka_err2name(msg->err));
   if (has_partition) what = fmt::format("log partition {}: {}", partition, what);
   RecordError(msg->err, what);
-  return Status::OK();
+}
+
+void KafkaReader::Jumped(uint32_t partition, int64_t expected, int64_t offset, bool end) const {
+  int64_t low = -1;
+  int64_t high = -1;
+  Watermarks(partition, &low, &high);
+  if (offset > expected) {
+    spdlog::warn(
+        "log: kafka reader {}: log partition {}: offsets {} to {} are no longer in the log "
+        "(retention passed them); reading on from offset {}, the oldest it holds{}",
+        rd_kafka_name(rk_), partition, expected, offset - 1, offset,
+        end ? " (and its end: it holds no entry now)" : "");
+  } else {
+    std::string held;
+    if (low >= 0 && high > low) {
+      held = fmt::format(" (it holds {} to {})", low, high - 1);
+    } else if (end) {
+      held = " (it holds no entry now)";
+    }
+    spdlog::warn(
+        "log: kafka reader {}: log partition {}: offset {} is past the log's end: the topic was "
+        "made again, or truncated; reading again from offset {}, the oldest it holds{}",
+        rd_kafka_name(rk_), partition, expected, offset, held);
+  }
 }
 
 void KafkaReader::Watermarks(uint32_t partition, int64_t* low, int64_t* high) const {
@@ -953,13 +1385,19 @@ Status KafkaReader::health(std::chrono::milliseconds stale_after) const {
   const int64_t stale_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(stale_after).count();
   std::lock_guard lock(mu_);
+  if (topic_ == TopicState::kWrong) return topic_status_;
+  if (topic_ == TopicState::kUnknown) {
+    std::string msg = fmt::format(
+        "kafka: no broker of {} has answered about topic '{}' yet ({} ms since the reader was "
+        "opened)",
+        options_.brokers, options_.topic, MillisSince(opened_ns_, now));
+    if (!topic_status_.ok()) msg += fmt::format("; last: {}", topic_status_.message());
+    return Status::Unavailable(msg);
+  }
   size_t stale = 0;
-  size_t active = 0;
   std::string first;
   for (uint32_t p : assigned_) {
     const Part& part = parts_[p];
-    if (part.stopped) continue;
-    ++active;
     int64_t last = std::max(part.assigned_ns, part.progress_ns);
     const int32_t leader = p < leaders_.size() ? leaders_[p] : -1;
     auto it = leader >= 0 ? fetch_ok_ns_.find(leader) : fetch_ok_ns_.end();
@@ -975,7 +1413,7 @@ Status KafkaReader::health(std::chrono::milliseconds stale_after) const {
   if (stale == 0) return Status::OK();
   std::string msg =
       fmt::format("kafka: {} of {} assigned log partitions not fetched for over {} ms; {}", stale,
-                  active, stale_after.count(), first);
+                  assigned_.size(), stale_after.count(), first);
   if (!last_error_.empty()) {
     msg += fmt::format("; last engine error {} ms ago: {}", MillisSince(last_error_ns_, now),
                        last_error_);
@@ -1003,8 +1441,10 @@ KafkaProperties KafkaReaderProperties(const LogOptions& options) {
                         {"group.id", kReaderGroup},
                         {"enable.auto.commit", "false"},
                         {"enable.auto.offset.store", "false"},
-                        // An offset retention passed is an error, never a silent jump.
-                        {"auto.offset.reset", "error"},
+                        // An offset the log no longer holds (below its start,
+                        // or past its end): librdkafka goes on from the oldest
+                        // held, and the reader warns (log.h).
+                        {"auto.offset.reset", "earliest"},
                         {"enable.partition.eof", "true"},
                         {"fetch.wait.max.ms", std::to_string(kFetchWaitMs)},
                         {"fetch.min.bytes", "1"},
@@ -1013,6 +1453,23 @@ KafkaProperties KafkaReaderProperties(const LogOptions& options) {
                         {"isolation.level", "read_uncommitted"},
                     });
   return p;
+}
+
+Status CheckProperties(const std::vector<std::pair<std::string, std::string>>& properties) {
+  for (const auto& [name, value] : properties) {
+    // librdkafka takes a topic property with this prefix too.
+    std::string_view bare(name);
+    if (bare.starts_with("topic.")) bare.remove_prefix(6);
+    for (const RefusedProperty& refused : kRefusedProperties) {
+      if (bare == refused.name) {
+        return Status::InvalidArgument(fmt::format(
+            "kafka: property {} is refused: segstore sets it itself ({})", name, refused.why));
+      }
+    }
+  }
+  // What librdkafka itself refuses: an unknown name, a bad value.
+  ConfPtr conf(rd_kafka_conf_new());
+  return SetAll(conf.get(), properties);
 }
 
 Result<std::unique_ptr<LogWriter>> OpenKafkaWriter(const LogOptions& options) {

@@ -15,6 +15,29 @@
 // partition in offset order, each once per read; an append that fails as
 // "not written" was not written.
 //
+// What it cannot guarantee, and a reader therefore shows rather than hides:
+// the log may stop holding entries a reader has not read yet (retention
+// deleted them), or stop holding offsets a reader already passed (the topic
+// was deleted and made again, or truncated). The reader then goes on from
+// the oldest entry the log holds (LogReader::Poll): the offsets it delivers
+// jump forward, or go back, and the caller sees it by comparing them with
+// the ones before.
+//
+// Opening: OpenKafkaWriter and OpenKafkaReader fail only for what cannot
+// work whatever the engine says (InvalidArgument: bad options, a property
+// refused); they never wait for the engine. With no broker answering they
+// return a working object: appends wait, then fail as not written
+// (Unavailable); the reader's health() is Unavailable; Assign works, and
+// reading starts once the brokers answer. The topic (that it exists, with
+// `partitions` log partitions) is checked when the engine first answers
+// about it: when it is wrong, the writer refuses every append with
+// InvalidArgument naming both counts ("topic 'segstore' has 8 partitions,
+// segstore is configured for 64 log partitions", or that it does not
+// exist), the reader delivers nothing and its health() returns that same
+// InvalidArgument, and each logs it once, at error. The engine is asked
+// again every second while the topic is wrong; once it is right, the
+// refusals end (the check is not made again after it passed).
+//
 // Threads: a LogWriter is thread-safe; its callbacks run on a thread of its
 // own. A LogReader is used by one thread.
 #pragma once
@@ -37,19 +60,21 @@ struct LogOptions {
   // "host:port,host:port": the engine's bootstrap servers.
   std::string brokers;
   std::string topic = "segstore";
-  // Log partitions of the topic: a power of two that divides 4,096. Opening
-  // checks the topic has exactly this many (InvalidArgument naming both).
+  // Log partitions of the topic: a power of two that divides 4,096. The
+  // topic must have exactly this many; this is checked when the engine first
+  // answers about the topic, not at open (see "Opening" below).
   uint32_t partitions = 64;
   // Names this node to the engine (its logs, quotas).
   std::string client_id = "segstored";
   // An append not acknowledged within this fails (librdkafka's
   // message.timeout.ms): as "not written" when the engine never took it, as
-  // "maybe written" when it may have.
+  // "maybe written" when it may have. An append made before the engine first
+  // answered about the topic (or while the writer replaces its producer)
+  // waits for that up to this long, and then has this long again.
   std::chrono::milliseconds append_timeout{5000};
-  // How long an engine call at open (metadata) may take.
-  std::chrono::milliseconds open_timeout{10000};
   // Engine properties passed as they are (librdkafka's, for Kafka: TLS, SASL,
-  // socket settings), applied after segstore's own, so they win.
+  // socket settings), applied after segstore's own, so they win; those that
+  // would break the guarantees below are refused (CheckProperties).
   std::vector<std::pair<std::string, std::string>> properties;
 };
 
@@ -75,16 +100,24 @@ class LogWriter {
  public:
   // Waits up to the append timeout for appends in flight; each callback runs
   // exactly once, before the destructor returns (failed, maybe written, when
-  // it could not finish).
+  // it could not finish; failed, not written, when it never reached the
+  // engine).
   virtual ~LogWriter() = default;
   // Appends `value` to log partition `partition` (below partitions()),
   // keyed by `key` (the engine's record key, for tools and compaction).
-  // `done` runs once, on the writer's thread, never inside this call:
-  // OK with the offset once the engine acknowledged it, Unavailable when it
-  // was not written (engine unreachable, refused: NOT_ENOUGH_REPLICAS, ...,
-  // the message says which), Unavailable with maybe_written when it may
-  // have been, InvalidArgument for a partition out of range or a value the
-  // engine refuses as too large.
+  // `done` runs exactly once, on the writer's thread, never inside this
+  // call:
+  // - OK with the offset once the engine acknowledged it;
+  // - Unavailable when it was not written: engine unreachable (also since
+  //   the writer was opened: the append waited append_timeout for a first
+  //   answer), refused (NOT_ENOUGH_REPLICAS, ...), a batch of entries
+  //   refused as too large although this entry is within the engine's
+  //   limit (retry it), the writer's queue full; the message says which;
+  // - Unavailable with maybe_written when it may have been (a timeout after
+  //   it was sent, the engine's client failing with appends in flight);
+  // - InvalidArgument, not written, for a partition out of range, an entry
+  //   itself over the engine's size limit, or a topic that is not as
+  //   configured (missing, another partition count: see "Opening" above).
   virtual void Append(uint32_t partition, std::string_view key, std::string_view value,
                       AppendCallback done) = 0;
   virtual uint32_t partitions() const = 0;
@@ -123,32 +156,63 @@ class LogReader {
   virtual ~LogReader() = default;
   // Replaces the assignment: reads exactly these log partitions, each from
   // its given offset (an exact offset, kFromBeginning or kFromEnd).
-  // InvalidArgument for a partition out of range or listed twice.
+  // InvalidArgument for a partition out of range or listed twice. Needs no
+  // answer from the engine (reading starts once it answers).
   virtual Status Assign(std::span<const std::pair<uint32_t, int64_t>> from) = 0;
   // Hands up to `max` entries already fetched to `fn`, in offset order within
-  // each log partition, without blocking; returns how many. Transient engine
-  // trouble (a broker down, a leader moving) is retried inside and shows in
-  // health(), not here. Not OK only for what the caller must act on:
-  // NotFound, naming the log partition, the offset and the oldest one held,
-  // when an assigned offset is no longer in the log (retention passed it;
-  // also an offset past the log's end); that partition is then no longer
-  // read (Assign again), and the others go on in later calls.
+  // each log partition, without blocking; returns how many.
+  //
+  // An offset the log no longer holds never stops a partition: when the
+  // offset a partition is to be read from (assigned, or reached) is older
+  // than the oldest entry the log holds (retention passed it), the reader
+  // goes on from the oldest held, so the next offset delivered is larger
+  // than the last one plus one; when it is past the log's end (the topic was
+  // made again, or truncated), the reader starts over from the oldest held,
+  // so the offsets delivered go back. Either way it logs a warning naming
+  // the log partition and both offsets, and positions() follows (`next`
+  // becomes the offset it goes on from); nothing is delivered twice but what
+  // the log holds again at offsets already delivered.
+  //
+  // Transient engine trouble (a broker down, a leader moving) is retried
+  // inside and shows in health(), not here; so does a topic that is not as
+  // configured (nothing is delivered then). Poll does not fail in the Kafka
+  // engine (nor in tests' MemoryLog): a Result is kept for an engine that
+  // meets an error it cannot get past by itself, which the caller should
+  // log, counting the reader unhealthy.
   virtual Result<size_t> Poll(size_t max, const std::function<void(const LogEntry&)>& fn) = 0;
   // Becomes readable when entries may be waiting, for an epoll or Asio loop.
   // The caller then calls Poll until it returns fewer than `max` (which
   // clears it); a spurious wake-up is harmless.
   virtual int event_fd() const = 0;
-  // Each assigned partition's position, as of the last fetch.
+  // Each assigned partition's position, as of the last fetch. Every assigned
+  // partition is listed until the next Assign.
   virtual std::vector<PartitionPosition> positions() const = 0;
-  // OK while the engine answers fetches; Unavailable (why) when no fetch has
-  // succeeded for longer than `stale_after` (the reader cannot tell how far
-  // behind it is).
+  // OK while the engine answers fetches. Unavailable (why) before the engine
+  // first answered about the topic, and when no fetch has succeeded for
+  // longer than `stale_after` (the reader cannot tell how far behind it is).
+  // InvalidArgument (why, naming both partition counts) while the topic is
+  // not as configured (see "Opening" above): nothing is read then.
   virtual Status health(std::chrono::milliseconds stale_after) const = 0;
   virtual uint32_t partitions() const = 0;
 };
 
-// The Kafka engine (librdkafka): kafka_log.cc.
+// The Kafka engine (librdkafka): kafka_log.cc. Both check
+// `options.properties` with CheckProperties first.
 Result<std::unique_ptr<LogWriter>> OpenKafkaWriter(const LogOptions& options);
 Result<std::unique_ptr<LogReader>> OpenKafkaReader(const LogOptions& options);
+
+// Checks engine properties (LogOptions::properties) without opening
+// anything: InvalidArgument, naming the property and why, for one segstore
+// must set itself because another value would break the guarantees above
+// (acks, enable.idempotence, transactional.id, message.timeout.ms /
+// delivery.timeout.ms (append_timeout says it), enable.auto.commit,
+// enable.auto.offset.store, auto.offset.reset, group.id, isolation.level,
+// enable.partition.eof, queuing.strategy, client.rack, and their librdkafka
+// aliases, with or without a "topic." prefix), and for one librdkafka
+// itself refuses (an unknown name, a bad value). OK otherwise. A few
+// combinations librdkafka refuses only when a client is made (e.g.
+// max.in.flight above 5 with idempotence) are refused by Open, also as
+// InvalidArgument.
+Status CheckProperties(const std::vector<std::pair<std::string, std::string>>& properties);
 
 }  // namespace segstore::log

@@ -39,6 +39,20 @@
 // - An empty Fetch is answered after the full fetch.wait.max.ms, even when
 //   data arrives meanwhile (a real broker answers as soon as it has data):
 //   the mock adds up to that wait to an entry's way to a reader.
+// - A fetch past a partition's end is OFFSET_OUT_OF_RANGE too (as on a real
+//   broker), which is how a test stands in for a topic truncated or made
+//   again: the 2.0.2 mock can neither delete, truncate nor recreate a topic.
+//   SetTopicError(name, "NO_ERROR") ends a topic error set before.
+// - A batch refused as too large: PushErrors("Produce",
+//   "MSG_SIZE_TOO_LARGE" or "RECORD_LIST_TOO_LARGE", 1) fails every entry
+//   of the batch (librdkafka neither retries nor splits it).
+// - Fatal errors of the idempotent producer (librdkafka 2.0.2):
+//   PushErrors("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED", 1) raises
+//   one as the producer starts (what it queued is purged, not written);
+//   PushErrors("Produce", "OUT_OF_ORDER_SEQUENCE_NUMBER", 1) raises one with
+//   appends in flight (that batch fails as possibly persisted).
+//   INVALID_PRODUCER_EPOCH on Produce is not fatal (the producer bumps its
+//   epoch and retries).
 // - Tearing a mock cluster down takes librdkafka about a second, so the
 //   process exits without it (the kernel closes its sockets).
 //
@@ -96,7 +110,7 @@ class KafkaMock {
   bool CreateTopic(std::string_view name, int partitions, std::string* why = nullptr);
   // Metadata requests for topic `name` get broker error `error` (e.g.
   // "UNKNOWN_TOPIC_OR_PART": the mock creates whatever topic a client asks
-  // for, so this is how a test makes one missing).
+  // for, so this is how a test makes one missing; "NO_ERROR" ends it).
   bool SetTopicError(std::string_view name, std::string_view error, std::string* why = nullptr);
   // Sends `line` and waits for the answer; true on "ok".
   bool Command(const std::string& line, std::string* why);

@@ -20,7 +20,8 @@
 //   topic <name> <partitions>                 creates another topic
 //   topic-error <name> <error>                Metadata answers <error> for the topic (e.g.
 //                                             UNKNOWN_TOPIC_OR_PART: the mock creates any topic
-//                                             a client asks for, so this is how one is missing)
+//                                             a client asks for, so this is how one is missing;
+//                                             NO_ERROR ends it)
 //   quit                                      ends the process (so does the end of stdin)
 //
 // Single-threaded apart from the mock cluster's own thread, which the

@@ -2,12 +2,19 @@
 // the log: every log partition a vector of entries, shared by any number of
 // writers and readers in one process. A test can take it down (appends fail
 // as not written), make appends fail as maybe written (after writing them, or
-// not), and drop a partition's oldest entries (retention). Header-only.
+// not), drop a partition's oldest entries (retention: DropBefore) and drop
+// its newest (a topic made again, or truncated: Truncate). A reader keeps
+// log.h's contract for both: a partition whose next offset is before the
+// oldest held, or past the end, goes on from the oldest held (the offsets it
+// delivers jump forward, or go back), with a warning naming both offsets;
+// Poll never fails. Header-only.
 //
 // Thread-safe. A writer's callbacks run on a thread of its own, never inside
-// Append; a reader's event_fd is written whenever an entry is appended.
+// Append; a reader's event_fd is written whenever an entry is appended (or
+// the log truncated).
 #pragma once
 
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -69,10 +76,33 @@ class MemoryLog : public std::enable_shared_from_this<MemoryLog> {
     }
     Notify();
   }
-  // Drops the entries of `partition` before `offset` (retention).
+  // Drops the entries of `partition` before `offset` (retention; not past
+  // the end).
   void DropBefore(uint32_t partition, int64_t offset) {
     std::lock_guard lock(mu_);
-    parts_[partition].start = std::max(parts_[partition].start, offset);
+    Part& part = parts_[partition];
+    part.start =
+        std::max(part.start, std::min(offset, static_cast<int64_t>(part.entries.size())));
+  }
+  // Drops the entries of `partition` from `new_end` on, as a topic made
+  // again or truncated would: the next append gets offset `new_end` (or the
+  // end, if that is before). A reader whose next offset is past the new end
+  // starts over from the oldest held.
+  void Truncate(uint32_t partition, int64_t new_end) {
+    {
+      std::lock_guard lock(mu_);
+      Part& part = parts_[partition];
+      if (new_end < 0) new_end = 0;
+      if (new_end < static_cast<int64_t>(part.entries.size())) {
+        part.entries.resize(static_cast<size_t>(new_end));
+      }
+      part.start = std::min(part.start, static_cast<int64_t>(part.entries.size()));
+    }
+    Notify();
+  }
+  int64_t Start(uint32_t partition) const {
+    std::lock_guard lock(mu_);
+    return parts_[partition].start;
   }
   // Appends raw bytes as a writer would (an entry no node made, say).
   int64_t AppendRaw(uint32_t partition, std::string key, std::string value) {
@@ -259,21 +289,26 @@ class MemoryLogReader final : public log::LogReader {
     (void)!::read(fd_, &v, sizeof v);
     std::vector<std::pair<uint32_t, int64_t>> taken;
     std::vector<MemoryLog::Entry> entries;
-    Status lost;
     {
       std::lock_guard lock(log_->mu_);
       const bool held = log_->held_readers_.count(index_) != 0;
       for (uint32_t p = 0; p < next_.size() && taken.size() < max && !held; ++p) {
         if (next_[p] < 0) continue;
         const auto& part = log_->parts_[p];
+        const auto end = static_cast<int64_t>(part.entries.size());
+        // An offset no longer held: on from the oldest held (log.h).
         if (next_[p] < part.start) {
-          if (lost.ok()) {
-            lost = Status::NotFound("log partition " + std::to_string(p) + ": offset " +
-                                    std::to_string(next_[p]) + " is gone (oldest " +
-                                    std::to_string(part.start) + ")");
-          }
-          next_[p] = -3;
-          continue;
+          spdlog::warn(
+              "log: memory reader: log partition {}: offsets {} to {} are no longer in the log "
+              "(retention passed them); reading on from offset {}, the oldest it holds",
+              p, next_[p], part.start - 1, part.start);
+          next_[p] = part.start;
+        } else if (next_[p] > end) {
+          spdlog::warn(
+              "log: memory reader: log partition {}: offset {} is past the log's end ({}); "
+              "reading again from offset {}, the oldest it holds",
+              p, next_[p], end, part.start);
+          next_[p] = part.start;
         }
         while (next_[p] < static_cast<int64_t>(part.entries.size()) && taken.size() < max) {
           taken.emplace_back(p, next_[p]);
@@ -295,7 +330,6 @@ class MemoryLogReader final : public log::LogReader {
       uint64_t one = 1;
       (void)!::write(fd_, &one, sizeof one);  // more may wait
     }
-    if (!lost.ok()) return lost;
     return taken.size();
   }
 
