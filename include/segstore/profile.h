@@ -59,6 +59,12 @@ struct ProfileOptions {
   // back expired segments, which every read hides, and the record is simply
   // due again. Fewer, larger flushes disturb foreground reads less.
   std::chrono::milliseconds sweep_flush_interval{1000};
+  // In a cluster with a log (0 elsewhere): the sweeper drops only segments
+  // expired this long ago, and a profile a log entry emptied keeps that
+  // entry's log position this long: so that an entry applied late, or
+  // replayed after a restart, finds what the others found. Set it with the
+  // store's void_grace_seconds.
+  uint32_t log_grace_seconds = 0;
 };
 
 // What the sweeper has done since the store opened.

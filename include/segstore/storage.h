@@ -90,6 +90,11 @@ struct StoreOptions {
   uint32_t queue_depth = 256;
   // Time source for last-update stamps and expiry; null: the system clock.
   Clock* clock = nullptr;
+  // A record past its void_at reads as absent at once, but is dropped (by
+  // the index sweep, defragmentation, recovery) only this many seconds after
+  // it, so that UpdateAsOf at an earlier time still finds it: a cluster node
+  // applying its log late computes what the others did (0: at once).
+  uint32_t void_grace_seconds = 0;
   // Called about once a second during a long recovery (for readiness
   // reporting): write blocks read so far, of how many.
   std::function<void(uint32_t blocks_read, uint32_t blocks_total)> on_recovery_progress;
@@ -197,6 +202,12 @@ class Worker {
   // earlier: writes are refused; reads go on), Busy (no progress after many
   // conflicting writers).
   virtual void Update(std::string_view key, UpdateFn fn, WriteCallback done) = 0;
+  // As Update, but the current version counts as alive while its void_at is
+  // after `as_of` rather than after the store's clock: a write made at the
+  // time a replicated log says it was (StoreOptions::void_grace_seconds keeps
+  // such records for it).
+  virtual void UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn,
+                          WriteCallback done) = 0;
   virtual void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
                    WriteCallback done) = 0;
   // Always committed to the device before `done` runs, whatever the durability.

@@ -35,12 +35,38 @@ Status ProfileSessionImpl::DecodeForWrite(const WriteContext& w, const storage::
 }
 
 storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments,
-                                            uint64_t log_position) {
-  if (segments.empty()) return storage::Mutation::Delete();
+                                            const WriteContext& w) {
   std::string body;
-  EncodeSegments(segments, log_position, &body);
+  if (segments.empty()) {
+    if (w.log_position == 0) return storage::Mutation::Delete();
+    // Emptied by a log entry: an empty record keeps the entry's position for
+    // log_grace_seconds, so a replay after a restart still skips what came
+    // before it (a tombstone holds no position). It reads as no profile, and
+    // the engine drops it once void.
+    EncodeSegments(segments, w.log_position, &body);
+    const uint64_t void_at = uint64_t{Now(w)} + options_.log_grace_seconds;
+    return storage::Mutation::Put(std::move(body), 0,
+                                  static_cast<uint32_t>(std::min<uint64_t>(void_at, UINT32_MAX)));
+  }
+  EncodeSegments(segments, w.log_position, &body);
   RecordTimes t = TimesFor(segments, options_.sweep_share);
   return storage::Mutation::Put(std::move(body), t.sweep_at, t.void_at);
+}
+
+void ProfileSessionImpl::Write(const WriteContext& w, std::string_view user, storage::UpdateFn fn,
+                               storage::WriteCallback done) {
+  if (w.now != 0) {
+    // At the log entry's time: a record still alive then counts, even if
+    // the clock here has passed its last expiry (StoreOptions::void_grace_seconds).
+    worker_->UpdateAsOf(user, w.now, std::move(fn), std::move(done));
+  } else {
+    worker_->Update(user, std::move(fn), std::move(done));
+  }
+}
+
+UnixSeconds ProfileSessionImpl::SweepHorizon() const {
+  const UnixSeconds now = Now();
+  return now > options_.log_grace_seconds ? now - options_.log_grace_seconds : 0;
 }
 
 template <typename T>
@@ -107,8 +133,8 @@ void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
   };
   auto state = std::make_shared<State>();
   state->updates.assign(updates.begin(), updates.end());
-  worker_->Update(
-      user,
+  Write(
+      w, user,
       [this, state, mode, w, now](const storage::Record* cur) -> Result<storage::Mutation> {
         const Columns* columns = nullptr;
         SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
@@ -120,7 +146,7 @@ void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
               fmt::format("the profile would hold {} segments; the limit is {}", merged_.size(),
                           options_.max_segments));
         }
-        return Store(merged_, w.log_position);
+        return Store(merged_, w);
       },
       [state, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -135,8 +161,8 @@ void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
                                 std::span<const uint64_t> ids, Callback<uint32_t> done) {
   auto removed = std::make_shared<uint32_t>(0);
   auto id_list = std::make_shared<std::vector<uint64_t>>(ids.begin(), ids.end());
-  worker_->Update(
-      user,
+  Write(
+      w, user,
       [this, removed, id_list, w](const storage::Record* cur) -> Result<storage::Mutation> {
         *removed = 0;
         const Columns* columns = nullptr;
@@ -149,7 +175,7 @@ void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
         uint32_t trimmed = 0;
         *removed = RemoveIds(scratch_, *id_list, now, &merged_, &trimmed);
         if (*removed == 0 && trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_, w.log_position);
+        return Store(merged_, w);
       },
       [removed, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -163,8 +189,8 @@ void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
 void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, UnixSeconds before,
                               Callback<TrimResult> done) {
   auto result = std::make_shared<TrimResult>();
-  worker_->Update(
-      user,
+  Write(
+      w, user,
       [this, result, before, w](const storage::Record* cur) -> Result<storage::Mutation> {
         *result = TrimResult{};
         const Columns* columns = nullptr;
@@ -174,7 +200,7 @@ void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, Unix
         if (LiveCount(scratch_, now) == 0) return Status::NotFound("no live segments");  // as Remove
         *result = TrimBefore(scratch_, std::max(before, now), &merged_);
         if (result->trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_, w.log_position);
+        return Store(merged_, w);
       },
       [result, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -206,25 +232,24 @@ void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user,
     // From the log: a record at or past the entry's position was written by
     // a later entry (the delete was applied before a restart, then the user
     // written again): it stays.
-    worker_->Update(
-        user,
-        [this, w](const storage::Record* cur) -> Result<storage::Mutation> {
-          if (cur == nullptr) return storage::Mutation::Keep();
-          Result<uint64_t> position = DecodeLogPosition(cur->body());
-          if (!position.ok()) {
-            return position.status().WithContext(fmt::format("profile of user '{}'", cur->key()));
-          }
-          if (*position >= w.log_position) {
-            return Status::Conflict(
-                fmt::format("already applied: the record holds log position {}", *position));
-          }
+    // Whether there was a profile: a live segment at the entry's time (an
+    // empty record keeping a position is none).
+    auto existed = std::make_shared<bool>(false);
+    Write(
+        w, user,
+        [this, w, existed](const storage::Record* cur) -> Result<storage::Mutation> {
+          *existed = false;
+          const Columns* columns = nullptr;
+          SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+          if (columns == nullptr) return storage::Mutation::Keep();
+          *existed = LiveCount(*columns, Now(w)) > 0;
           return storage::Mutation::Delete();
         },
-        [done = std::move(done)](Result<storage::WriteOutcome> r) {
+        [existed, done = std::move(done)](Result<storage::WriteOutcome> r) {
           if (!r.ok()) {
             done(r.status());
           } else {
-            done(r->applied == storage::Mutation::Kind::kDelete);
+            done(*existed);
           }
         });
     return;
@@ -246,9 +271,13 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         *swept = Swept{};
         if (cur == nullptr) return storage::Mutation::Keep();  // gone, or wholly expired
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
-        TrimResult t = TrimBefore(scratch_, Now(), &merged_);
+        TrimResult t = TrimBefore(scratch_, SweepHorizon(), &merged_);
         if (t.trimmed == 0) return storage::Mutation::Keep();  // rewritten meanwhile
-        storage::Mutation m = Store(merged_, scratch_.log_position);
+        // Only expired segments go, so nothing live changes: the record keeps
+        // its log position. Nothing left: deleted (its last segment expired
+        // log_grace_seconds ago or more; no entry still to be applied needs it).
+        storage::Mutation m = merged_.empty() ? storage::Mutation::Delete()
+                                              : Store(merged_, WriteContext{0, scratch_.log_position});
         swept->segments_removed = t.trimmed;
         swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
         swept->rewritten = !swept->deleted;

@@ -44,16 +44,23 @@ class ProfileSessionImpl final : public ProfileSession {
     uint64_t bytes_reclaimed = 0;
   };
   // Rewrites the record at `ref` (found by the engine's FindDue) without the
-  // segments expired at the store's clock now, or drops it when none is left.
+  // segments expired before SweepHorizon(), or drops it when none is left.
   // For the sweeper: one device read when the record has not moved.
   void SweepAt(const storage::RecordRef& ref, Callback<Swept> done);
+  // What the sweeper drops segments expired before: now, less
+  // ProfileOptions::log_grace_seconds.
+  UnixSeconds SweepHorizon() const;
 
  private:
   UnixSeconds Now() const;
   UnixSeconds Now(const WriteContext& w) const { return w.now != 0 ? w.now : Now(); }
-  // The mutation that stores `segments` (none left: delete the record),
-  // recording `log_position` (0: none) in the body.
-  storage::Mutation Store(const std::vector<Segment>& segments, uint64_t log_position);
+  // The mutation that stores `segments` for a write made as `w`, recording
+  // its log position (if any) in the body. None left: the record is deleted,
+  // or, for a log entry, kept empty with its position for a while.
+  storage::Mutation Store(const std::vector<Segment>& segments, const WriteContext& w);
+  // The engine's read-modify-write, at the write's time when it has one.
+  void Write(const WriteContext& w, std::string_view user, storage::UpdateFn fn,
+             storage::WriteCallback done);
   // Decodes `rec` into scratch_; Corruption names the user.
   Status Decode(const storage::Record& rec);
   // Decodes `cur` (null: no record) into scratch_ for a write made as `w`:

@@ -10,7 +10,7 @@ size_t Sweeper::RunPass(ProfileSessionImpl* session, size_t budget) {
   // FindDue returns whole partitions, so it may find more than the budget:
   // the surplus waits in due_ for the next pass instead of a whole cycle.
   if (due_.size() < budget) {
-    store_->FindDue(store_->clock().Now(), budget - due_.size(), &cursor_, &due_);
+    store_->FindDue(session->SweepHorizon(), budget - due_.size(), &cursor_, &due_);
   }
   const size_t take = std::min(budget, due_.size());
   batch_.assign(due_.begin(), due_.begin() + static_cast<std::ptrdiff_t>(take));

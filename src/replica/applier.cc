@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <unordered_map>
 
 #include "replica/checkpoint.h"
 #include "replica/entry.h"
@@ -49,13 +50,15 @@ bool IsWritesOwnAnswer(const Status& s) {
 class Applier::Loop {
  public:
   Loop(Applier* a, std::unique_ptr<profile::ProfileSession> session)
-      : a_(a),
-        o_(a->options_),
-        session_(std::move(session)),
-        window_(o_.window_seconds, o_.window_max_ids),
-        lanes_(o_.log_partitions) {
-    limits_.max_key_bytes = o_.max_key_bytes;
-    limits_.max_list = std::max<uint32_t>(o_.max_segments, 1);
+      : a_(a), o_(a->options_), session_(std::move(session)) {
+    const size_t per_lane = std::max<size_t>(1, o_.window_max_ids / o_.log_partitions);
+    lanes_.reserve(o_.log_partitions);
+    for (uint32_t l = 0; l < o_.log_partitions; ++l) lanes_.emplace_back(o_.window_seconds, per_lane);
+    // Entries are decoded under generous limits, the same on every node: an
+    // entry one node can read, every node reads. (What a node then refuses,
+    // a profile over its max_segments say, is the write's answer.)
+    limits_.max_key_bytes = 65535;
+    limits_.max_list = 1u << 24;
   }
 
   // Reads every log partition's checkpoint and assigns the reader.
@@ -77,19 +80,17 @@ class Applier::Loop {
       lane.next = c.next;
       lane.checkpointed = c;
       for (const auto& [partition, next] : c.partitions) lane.partition_next[partition] = next;
-      // From the window's start: the write IDs before `next` are noted, not applied.
-      from.emplace_back(l, std::min(c.window_start, c.next));
-      lane.read_from = from.back().second;
+      // From the window's start: the entries before `next` go through the
+      // window of write IDs, not applied.
+      lane.expected = WindowStart(lane);
+      from.emplace_back(l, lane.expected);
     }
     return a_->reader_->Assign(from);
   }
 
-  void Run() {
+  Status Run() {
     const int epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0) {
-      spdlog::critical("replica: epoll_create1: {}", std::strerror(errno));
-      return;
-    }
+    if (epfd < 0) return Status::IOError(fmt::format("epoll_create1: {}", std::strerror(errno)));
     for (int fd : {a_->reader_->event_fd(), session_->worker().event_fd(), a_->wake_fd_}) {
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -104,12 +105,15 @@ class Applier::Loop {
         if (events[i].data.fd == a_->wake_fd_) {
           uint64_t v;
           (void)!read(a_->wake_fd_, &v, sizeof v);
+        } else if (events[i].data.fd == session_->worker().event_fd()) {
+          session_->worker().OnEvent();  // clears its eventfd, runs what completed
         }
       }
       Turn();
     }
     Finish();
     close(epfd);
+    return Status::OK();
   }
 
  private:
@@ -120,22 +124,25 @@ class Applier::Loop {
     std::string value;
   };
   struct Lane {
-    int64_t next = 0;       // the next offset to apply
-    int64_t read_from = 0;  // where reading started (window rebuild included)
-    bool gap_checked = false;
+    Lane(uint32_t window_seconds, size_t window_entries) : window(window_seconds, window_entries) {}
+    int64_t next = 0;      // the next offset to apply
+    int64_t expected = 0;  // the next offset the reader should deliver
+    int64_t admitted = -1;  // the entry at this offset went through the window
     std::deque<Queued> queue;
     bool busy = false;  // the front entry is being applied
     SteadyClock::time_point retry_at{};  // after a failure to apply: not before
     bool failing = false;
+    // The log went back past this lane's position (recreated or truncated):
+    // nothing it delivers can be trusted; nothing more is applied.
+    bool broken = false;
+    bool lost = false;  // entries this node needed were gone from the log
     bool caught_up = false;
-    bool lost = false;  // the reader stopped reading it: entries it needed are gone
+    int64_t target = -1;  // caught up once `next` reaches the first end heard of
     int64_t end = -1;
     Checkpoint checkpointed;  // as last written
     // Routing partitions applied past `next` (a checkpoint said so).
     std::unordered_map<uint32_t, int64_t> partition_next;
-    // (entry time, first offset with it), one per second of entry time: where
-    // the window of write IDs starts.
-    std::deque<std::pair<uint32_t, int64_t>> marks;
+    WriteIdWindow window;
     // (when, the log's end then), for ends not reached yet: the lag.
     std::deque<std::pair<SteadyClock::time_point, int64_t>> behind;
   };
@@ -155,21 +162,43 @@ class Applier::Loop {
     }
   }
 
-  // Takes what the reader fetched, up to the queue bound.
+  // Takes what the reader fetched, up to the queue bounds, checking that
+  // each log partition's offsets follow on.
   void Read() {
-    if (queued_ >= o_.max_queued) return;
+    if (queued_ >= o_.max_queued || queued_bytes_ >= o_.max_queued_bytes) return;
     Result<size_t> got = a_->reader_->Poll(o_.max_queued - queued_, [this](const log::LogEntry& e) {
       if (e.partition >= lanes_.size()) return;
-      lanes_[e.partition].queue.push_back(
-          Queued{e.offset, e.timestamp_ms, std::string(e.value)});
+      const uint32_t l = e.partition;
+      Lane& lane = lanes_[l];
+      if (lane.broken) return;
+      if (e.offset < lane.expected) {
+        // Offsets went back: the log was truncated or made anew under this
+        // node. Its positions mean nothing any more.
+        spdlog::error(
+            "replica: log partition {}: the log delivered offset {} where {} was due: it was "
+            "truncated or recreated; this node applies nothing more of it and marks its "
+            "partitions stale",
+            l, e.offset, lane.expected);
+        lane.broken = true;
+        return;
+      }
+      if (e.offset > lane.expected && e.offset > lane.next) {
+        const int64_t from = std::max(lane.expected, lane.next);
+        spdlog::error(
+            "replica: log partition {}: offsets {} to {} are no longer in the log; this node's "
+            "copy of its partitions misses them and is marked stale",
+            l, from, e.offset - 1);
+        stats_.lost_entries += static_cast<uint64_t>(e.offset - from);
+        lane.lost = true;
+        // The lost entries count as passed: what follows is applied.
+        if (lane.next < e.offset) lane.next = e.offset;
+      }
+      lane.expected = e.offset + 1;
+      lane.queue.push_back(Queued{e.offset, e.timestamp_ms, std::string(e.value)});
       ++queued_;
+      queued_bytes_ += e.value.size();
     });
-    if (!got.ok()) {
-      // An offset the log no longer holds: this node cannot rebuild that part
-      // of its copy from the log alone (it needs a copy from a peer).
-      spdlog::error("replica: {}", got.status().ToString());
-      ++stats_.lost_entries;
-    }
+    if (!got.ok()) spdlog::error("replica: reading the log: {}", got.status().ToString());
   }
 
   bool Holds(uint32_t partition) {
@@ -188,35 +217,32 @@ class Applier::Loop {
     if (lane.failing && SteadyClock::now() < lane.retry_at) return;
     while (!lane.busy && !lane.queue.empty()) {
       Queued& q = lane.queue.front();
-      if (q.offset < lane.next) {
-        // Before the checkpoint: only its write ID, for the window.
-        if (Result<EntryHeader> h = DecodeEntryHeader(q.value); h.ok()) {
-          Mark(lane, h->now, q.offset);
-          window_.Add(h->write_id, h->now, h->op, nullptr);
-        }
-        Pop(lane);
-        continue;
-      }
-      if (!lane.gap_checked) {
-        lane.gap_checked = true;
-        if (q.offset > lane.next) {
-          spdlog::error(
-              "replica: log partition {}: offsets {} to {} are no longer in the log; this "
-              "node's copy of its partitions misses them (it needs a copy from a peer)",
-              l, lane.next, q.offset - 1);
-          stats_.lost_entries += static_cast<uint64_t>(q.offset - lane.next);
-          lane.next = q.offset;
-        }
-      }
       WriteEntry entry;
       if (Status s = DecodeEntry(q.value, limits_, &entry); !s.ok()) {
+        // Unreadable on every node alike: skipped everywhere.
+        if (q.offset < lane.next) {
+          Pop(lane);
+          continue;
+        }
         ++stats_.undecodable;
         spdlog::error("replica: log partition {} offset {}: skipped: {}", l, q.offset,
                       s.ToString());
         Done(lane, q.offset);
         continue;
       }
-      Mark(lane, entry.now, q.offset);
+      // Every entry goes through the window once, in order, applied here or
+      // not: every replica then judges retries alike.
+      WriteAnswer earlier;
+      bool duplicate = false;
+      if (lane.admitted != q.offset) {
+        lane.admitted = q.offset;
+        duplicate =
+            lane.window.Admit(entry.write_id, entry.user(), entry.now, entry.op(), &earlier);
+      }
+      if (q.offset < lane.next) {
+        Pop(lane);  // before the checkpoint: the window only
+        continue;
+      }
       const uint32_t partition = PartitionOf(entry.user());
       auto ahead = lane.partition_next.find(partition);
       if (!Holds(partition) || (ahead != lane.partition_next.end() && q.offset < ahead->second)) {
@@ -224,10 +250,9 @@ class Applier::Loop {
         Done(lane, q.offset);
         continue;
       }
-      WriteAnswer earlier;
-      if (window_.Find(entry.write_id, &earlier)) {
+      if (duplicate) {
         ++stats_.duplicates;
-        a_->pending_->Complete(entry.write_id, earlier);
+        Answer(entry, earlier);
         Done(lane, q.offset);
         continue;
       }
@@ -241,47 +266,35 @@ class Applier::Loop {
     lane.busy = true;
     const profile::WriteContext w{entry.now, static_cast<uint64_t>(offset) + 1};
     auto at = std::make_shared<const WriteEntry>(std::move(entry));
-    const auto finish = [this, l, offset, at](WriteAnswer answer) {
-      Applied(l, offset, *at, std::move(answer));
+    // What the op gives, as a WriteAnswer field.
+    const auto finish = [this, l, offset, at](auto field) {
+      return [this, l, offset, at, field](auto result) {
+        WriteAnswer a;
+        if (result.ok()) {
+          field(a, *result);
+        } else {
+          a.status = result.status();
+        }
+        Applied(l, offset, *at, std::move(a));
+      };
     };
-    switch (at->request.index()) {
-      case 0: {
-        const auto& r = std::get<proto::UpsertRequest>(at->request);
-        session_->Upsert(w, r.user, r.segments, r.mode, [finish](Result<UpsertResult> x) {
-          WriteAnswer a;
-          if (x.ok()) a.upsert = *x; else a.status = x.status();
-          finish(std::move(a));
-        });
-        break;
-      }
-      case 1: {
-        const auto& r = std::get<proto::RemoveRequest>(at->request);
-        session_->Remove(w, r.user, r.ids, [finish](Result<uint32_t> x) {
-          WriteAnswer a;
-          if (x.ok()) a.removed = *x; else a.status = x.status();
-          finish(std::move(a));
-        });
-        break;
-      }
-      case 2: {
-        const auto& r = std::get<proto::TrimRequest>(at->request);
-        session_->Trim(w, r.user, r.before, [finish](Result<TrimResult> x) {
-          WriteAnswer a;
-          if (x.ok()) a.trim = *x; else a.status = x.status();
-          finish(std::move(a));
-        });
-        break;
-      }
-      default: {
-        const auto& r = std::get<proto::DeleteRequest>(at->request);
-        session_->Delete(w, r.user, [finish](Result<bool> x) {
-          WriteAnswer a;
-          if (x.ok()) a.deleted = *x; else a.status = x.status();
-          finish(std::move(a));
-        });
-        break;
-      }
-    }
+    std::visit(
+        [&](const auto& r) {
+          using R = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<R, proto::UpsertRequest>) {
+            session_->Upsert(w, r.user, r.segments, r.mode,
+                             finish([](WriteAnswer& a, const UpsertResult& v) { a.upsert = v; }));
+          } else if constexpr (std::is_same_v<R, proto::RemoveRequest>) {
+            session_->Remove(w, r.user, r.ids,
+                             finish([](WriteAnswer& a, uint32_t v) { a.removed = v; }));
+          } else if constexpr (std::is_same_v<R, proto::TrimRequest>) {
+            session_->Trim(w, r.user, r.before,
+                           finish([](WriteAnswer& a, const TrimResult& v) { a.trim = v; }));
+          } else {
+            session_->Delete(w, r.user, finish([](WriteAnswer& a, bool v) { a.deleted = v; }));
+          }
+        },
+        at->request);
   }
 
   void Applied(uint32_t l, int64_t offset, const WriteEntry& entry, WriteAnswer answer) {
@@ -291,16 +304,28 @@ class Applier::Loop {
       // Its user's record already holds this position or a later one: it
       // was applied before a restart. Its answer is not known any more.
       ++stats_.replayed;
-      window_.Add(entry.write_id, entry.now, entry.op(), nullptr);
-      WriteAnswer earlier;
-      if (window_.Find(entry.write_id, &earlier)) a_->pending_->Complete(entry.write_id, earlier);
+      WriteAnswer before;
+      before.duplicate = true;
+      Answer(entry, before);
       lane.failing = false;
       Done(lane, offset);
       return;
     }
+    if (answer.status.IsCorruption()) {
+      // The user's record is damaged here (counted and logged by the
+      // engine): this copy of it cannot follow the log. Skipped, so the rest
+      // of the log partition goes on; its reads answer Corruption anyway.
+      ++stats_.apply_failures;
+      spdlog::error("replica: log partition {} offset {}: not applied: {}", l, offset,
+                    answer.status.ToString());
+      Answer(entry, answer);
+      Done(lane, offset);
+      return;
+    }
     if (!IsWritesOwnAnswer(answer.status)) {
-      // This node's trouble: try the same entry again shortly; its reads are
-      // stale meanwhile. Waiting clients get InDoubt at their deadline.
+      // This node's trouble (its device): try the same entry again shortly;
+      // its reads are stale meanwhile. Waiting clients get InDoubt at their
+      // deadline.
       ++stats_.apply_failures;
       if (!lane.failing) {
         spdlog::error("replica: log partition {} offset {}: cannot apply (retrying every second): {}",
@@ -312,9 +337,14 @@ class Applier::Loop {
     }
     lane.failing = false;
     ++stats_.applied;
-    window_.Add(entry.write_id, entry.now, entry.op(), &answer);
-    a_->pending_->Complete(entry.write_id, answer);
+    lane.window.Answered(answer);
+    Answer(entry, answer);
     Done(lane, offset);
+  }
+
+  // The client waiting here for `entry`, if it is this node's, gets `answer`.
+  void Answer(const WriteEntry& entry, const WriteAnswer& answer) {
+    if (entry.origin == o_.origin && o_.origin != 0) a_->pending_->Settle(entry.ticket, answer);
   }
 
   // The front entry of `lane` (at `offset`) is done with.
@@ -323,28 +353,20 @@ class Applier::Loop {
     Pop(lane);
   }
   void Pop(Lane& lane) {
+    queued_bytes_ -= lane.queue.front().value.size();
     lane.queue.pop_front();
     --queued_;
   }
 
-  void Mark(Lane& lane, UnixSeconds at, int64_t offset) {
-    if (lane.marks.empty() || at > lane.marks.back().first) lane.marks.emplace_back(at, offset);
-  }
-
-  // Where this lane's window of write IDs starts now: the first mark within
-  // the window (entries before it have aged out).
-  int64_t WindowStart(Lane& lane) {
-    if (lane.marks.empty()) return lane.next;
-    const uint32_t newest = lane.marks.back().first;
-    const uint32_t horizon = newest > o_.window_seconds ? newest - o_.window_seconds : 0;
-    while (lane.marks.size() > 1 && lane.marks[1].first <= horizon) lane.marks.pop_front();
-    return std::min(lane.marks.front().second, lane.next);
+  // Where a restart must read this lane from to rebuild its window of write
+  // IDs: the window's entries before `next`.
+  int64_t WindowStart(const Lane& lane) const {
+    return std::max<int64_t>(0, lane.next - static_cast<int64_t>(lane.window.max_entries()));
   }
 
   // Housekeeping, ten times a second: lag and staleness, the window, waiters
   // past their deadline, checkpoints, the stats copy.
   void Tick(SteadyClock::time_point now) {
-    window_.Expire();
     WriteAnswer late;
     late.status = Status::InDoubt(
         "the write reached the cluster's log (or may have) but this node did not apply it in "
@@ -357,30 +379,16 @@ class Applier::Loop {
       const double age = o_.lease_age_seconds();
       lease_ok = age >= 0 && age <= o_.lease_ttl_seconds;
     }
-    // A log partition the reader no longer reads lost entries this node
-    // needed (retention passed them): its copy cannot be trusted.
-    std::vector<bool> read(lanes_.size(), false);
     for (const log::PartitionPosition& p : a_->reader_->positions()) {
-      if (p.partition >= lanes_.size()) continue;
-      lanes_[p.partition].end = p.end;
-      read[p.partition] = true;
-    }
-    for (uint32_t l = 0; l < lanes_.size(); ++l) {
-      if (!read[l] && !lanes_[l].lost) {
-        lanes_[l].lost = true;
-        spdlog::error("replica: log partition {} is no longer read: this node's copy of its "
-                      "partitions misses writes and stays marked stale",
-                      l);
-      }
+      if (p.partition < lanes_.size()) lanes_[p.partition].end = p.end;
     }
     const int64_t wall = WallMillis();
     bool all_caught_up = true;
     std::vector<LaneStats> lane_stats(lanes_.size());
     for (uint32_t l = 0; l < lanes_.size(); ++l) {
       Lane& lane = lanes_[l];
-      if (!lane.caught_up && lane.end >= 0 && lane.next >= lane.end) {
-        lane.caught_up = true;
-      }
+      if (lane.target < 0 && lane.end >= 0) lane.target = lane.end;  // the end at the start
+      if (!lane.caught_up && lane.target >= 0 && lane.next >= lane.target) lane.caught_up = true;
       all_caught_up = all_caught_up && lane.caught_up;
       // Lag, two ways, the larger: how long ago the log had an end this
       // lane has not reached yet (whether or not those entries were
@@ -401,7 +409,8 @@ class Applier::Loop {
           lane.queue.front().timestamp_ms >= 0) {
         lag = std::max(lag, static_cast<double>(wall - lane.queue.front().timestamp_ms) / 1e3);
       }
-      const bool stale = !lane.caught_up || lane.lost || !log_ok || !lease_ok || lane.failing ||
+      const bool stale = !lane.caught_up || lane.lost || lane.broken || !log_ok || !lease_ok ||
+                         lane.failing ||
                          lag * 1e3 > static_cast<double>(o_.max_lag.count());
       a_->stale_[l].store(stale, std::memory_order_relaxed);
       lane_stats[l] = LaneStats{lane.next, lane.end, lane.checkpointed.next, lag, stale};
@@ -413,7 +422,8 @@ class Applier::Loop {
     {
       std::lock_guard lock(a_->stats_mu_);
       a_->stats_ = stats_;
-      a_->stats_.window_ids = window_.size();
+      a_->stats_.window_ids = 0;
+      for (const Lane& lane : lanes_) a_->stats_.window_ids += lane.window.size();
       a_->stats_.caught_up = all_caught_up;
       a_->stats_.log_healthy = log_ok;
       a_->stats_.lanes = std::move(lane_stats);
@@ -485,17 +495,19 @@ class Applier::Loop {
 
   Applier* const a_;
   const ApplierOptions& o_;
-  std::unique_ptr<profile::ProfileSession> session_;
   proto::DecodeLimits limits_;
-  WriteIdWindow window_;
   std::vector<Lane> lanes_;
   size_t queued_ = 0;
+  size_t queued_bytes_ = 0;
   uint64_t view_generation_ = 0;
   std::shared_ptr<const cluster::ClusterView> view_;
   bool checkpoint_in_flight_ = false;
   SteadyClock::time_point next_tick_{};
   SteadyClock::time_point next_checkpoint_{};
   ApplierStats stats_;
+  // Last: destroyed first, while everything its callbacks touch still is
+  // (its worker waits for the I/O in flight as it goes).
+  std::unique_ptr<profile::ProfileSession> session_;
 };
 
 Applier::Applier(const ApplierOptions& options, profile::ProfileStore* profiles,
@@ -541,11 +553,29 @@ void Applier::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Applier::Fail(const Status& why) {
+  spdlog::critical("replica: this node cannot apply the cluster's log: {}", why.ToString());
+  {
+    std::lock_guard lock(stats_mu_);
+    failure_ = why;
+  }
+  failed_.store(true, std::memory_order_release);
+  WriteAnswer a;
+  a.status = Status::Unavailable("this node cannot apply the cluster's log: " +
+                                 std::string(why.message()));
+  pending_->FailAll(a);
+}
+
+Status Applier::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return Status::OK();
+  std::lock_guard lock(stats_mu_);
+  return failure_;
+}
+
 void Applier::Run() {
   Result<std::unique_ptr<profile::ProfileSession>> session = profiles_->NewSession();
   if (!session.ok()) {
-    spdlog::critical("replica: the applier cannot open a profile session: {}",
-                     session.status().ToString());
+    Fail(session.status().WithContext("opening a profile session"));
     return;
   }
   // Entries are filtered by the partitions this node holds: wait for a map.
@@ -557,10 +587,10 @@ void Applier::Run() {
   if (stopping_.load(std::memory_order_acquire)) return;
   Loop loop(this, std::move(*session));
   if (Status s = loop.Begin(); !s.ok()) {
-    spdlog::critical("replica: the applier cannot start: {}", s.ToString());
+    Fail(s);
     return;
   }
-  loop.Run();
+  if (Status s = loop.Run(); !s.ok()) Fail(s);
 }
 
 ApplierStats Applier::stats() const {

@@ -38,24 +38,26 @@ namespace segstore::replica {
 
 struct ApplierOptions {
   uint32_t log_partitions = 64;
-  // Write IDs are remembered this long (entry time) after the newest entry,
-  // at most this many.
+  // This node's replicator: entries of this origin answer its waiting clients
+  // (PendingWrites, by the entry's ticket).
+  uint64_t origin = 0;
+  // The window of recent writes (write_ids.h): a retry is recognised within
+  // this many seconds of the first (entry times) and among the last
+  // window_max_ids / log_partitions entries of its log partition.
   uint32_t window_seconds = 60;
   size_t window_max_ids = 1'000'000;
   // Reads of a log partition that has been behind the log for longer than
   // this (see LaneStats::lag_seconds) are marked stale.
   std::chrono::milliseconds max_lag{5000};
   std::chrono::milliseconds checkpoint_interval{1000};
-  // Entries read ahead and waiting to be applied, over all log partitions.
+  // Entries read ahead and waiting to be applied, over all log partitions:
+  // at most this many, and this many bytes.
   size_t max_queued = 20000;
+  size_t max_queued_bytes = 64u << 20;
   // The node's lease: how long since etcd acknowledged it (seconds, -1:
   // never), and the TTL past which reads are marked stale. Null: not checked.
   std::function<double()> lease_age_seconds;
   double lease_ttl_seconds = 10;
-  // Limits entries are decoded under (a node refuses anything larger before
-  // it reaches the log).
-  uint32_t max_key_bytes = 256;
-  uint32_t max_segments = 10000;
 };
 
 // One log partition as the applier sees it.
@@ -75,7 +77,7 @@ struct ApplierStats {
   uint64_t duplicates = 0;      // write IDs applied before: not again
   uint64_t replayed = 0;        // found already applied after a restart: skipped
   uint64_t undecodable = 0;     // entries that could not be read: skipped, logged
-  uint64_t apply_failures = 0;  // device trouble applying (retried)
+  uint64_t apply_failures = 0;  // device trouble applying (retried), damaged records (skipped)
   uint64_t lost_entries = 0;    // offsets the log no longer had when this node needed them
   uint64_t checkpoints = 0;     // checkpoint records written
   uint64_t expired_waiters = 0; // clients' writes answered InDoubt: not applied here in time
@@ -108,6 +110,10 @@ class Applier {
     return stale_[partition % options_.log_partitions].load(std::memory_order_relaxed);
   }
   bool caught_up() const { return caught_up_.load(std::memory_order_acquire); }
+  // OK while the applier runs; why not, once it stopped for good (it could
+  // not open its session, read its checkpoints, ...): the node then applies
+  // nothing, and writes must not wait for it.
+  Status failure() const;
   ApplierStats stats() const;
 
  private:
@@ -116,6 +122,8 @@ class Applier {
           PendingWrites* pending);
   class Loop;
   void Run();
+  // Stops for good: says why, and answers every waiting write Unavailable.
+  void Fail(const Status& why);
 
   const ApplierOptions options_;
   profile::ProfileStore* const profiles_;
@@ -127,9 +135,11 @@ class Applier {
   std::atomic<bool> stopping_{false};
   std::unique_ptr<std::atomic<bool>[]> stale_;  // per log partition
   std::atomic<bool> caught_up_{false};
+  std::atomic<bool> failed_{false};
 
   mutable std::mutex stats_mu_;
   ApplierStats stats_;  // guarded by stats_mu_; copied out by the thread each tick
+  Status failure_;      // guarded by stats_mu_
 };
 
 }  // namespace segstore::replica

@@ -33,7 +33,7 @@ constexpr uint64_t kMaxOffset = uint64_t{1} << 62;
 }  // namespace
 
 std::string CheckpointKey(uint32_t log_partition) {
-  return fmt::format("{}applied:{}", kReservedPrefix, log_partition);
+  return fmt::format("{}segstore:applied:{}", kReservedPrefix, log_partition);
 }
 
 std::string EncodeCheckpoint(const Checkpoint& c) {

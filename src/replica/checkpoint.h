@@ -6,7 +6,7 @@
 // and each is skipped where its user's record already holds its position:
 // profile codec 2), never lead it.
 //
-// Key: kReservedPrefix + "applied:" + the log partition in decimal. User IDs
+// Key: kReservedPrefix + "segstore:applied:" + the log partition in decimal. User IDs
 // starting with kReservedPrefix are refused by cluster nodes
 // (proto/PROTOCOL.md), so no client can write over one. Body (integers as
 // varints):
@@ -32,7 +32,9 @@
 
 namespace segstore::replica {
 
-inline constexpr std::string_view kReservedPrefix{"\xff\x00segstore:", 11};
+// Every key starting with these two bytes is the cluster's own (PROTOCOL.md):
+// checkpoints now, whatever else later.
+inline constexpr std::string_view kReservedPrefix{"\xff\x00", 2};
 
 inline bool IsReservedKey(std::string_view key) { return key.starts_with(kReservedPrefix); }
 std::string CheckpointKey(uint32_t log_partition);

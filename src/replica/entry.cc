@@ -68,6 +68,8 @@ void EncodeEntry(const WriteEntry& entry, std::string* out) {
   EncodeFixed32(reinterpret_cast<uint8_t*>(h + 4), entry.now);
   PutBigEndian64(entry.write_id.hi, h + 8);
   PutBigEndian64(entry.write_id.lo, h + 16);
+  EncodeFixed64(reinterpret_cast<uint8_t*>(h + 24), entry.origin);
+  EncodeFixed64(reinterpret_cast<uint8_t*>(h + 32), entry.ticket);
   std::visit([out](const auto& r) { proto::Encode(r, out); }, entry.request);
 }
 
@@ -77,6 +79,8 @@ Result<EntryHeader> DecodeEntryHeader(std::string_view bytes) {
   h.op = static_cast<proto::Op>(static_cast<uint8_t>(bytes[1]));
   h.now = DecodeFixed32(reinterpret_cast<const uint8_t*>(bytes.data() + 4));
   h.write_id = WriteId{GetBigEndian64(bytes.data() + 8), GetBigEndian64(bytes.data() + 16)};
+  h.origin = DecodeFixed64(reinterpret_cast<const uint8_t*>(bytes.data() + 24));
+  h.ticket = DecodeFixed64(reinterpret_cast<const uint8_t*>(bytes.data() + 32));
   return h;
 }
 
@@ -84,6 +88,8 @@ Status DecodeEntry(std::string_view bytes, const proto::DecodeLimits& limits, Wr
   SEGSTORE_RETURN_IF_ERROR(CheckHeader(bytes));
   entry->now = DecodeFixed32(reinterpret_cast<const uint8_t*>(bytes.data() + 4));
   entry->write_id = WriteId{GetBigEndian64(bytes.data() + 8), GetBigEndian64(bytes.data() + 16)};
+  entry->origin = DecodeFixed64(reinterpret_cast<const uint8_t*>(bytes.data() + 24));
+  entry->ticket = DecodeFixed64(reinterpret_cast<const uint8_t*>(bytes.data() + 32));
   const std::string_view body = bytes.substr(kEntryHeaderSize);
   Status s;
   switch (static_cast<proto::Op>(static_cast<uint8_t>(bytes[1]))) {

@@ -10,7 +10,9 @@
 //   2      2     reserved, 0
 //   4      4     now: Unix seconds; the time every replica applies it at
 //   8      16    write ID: hi then lo, big-endian (as on the wire)
-//   24     ...   the request body in the wire protocol's encoding
+//   24     8     origin: the producing node's replicator (random per start)
+//   32     8     ticket: which of its waiting clients the entry answers
+//   40     ...   the request body in the wire protocol's encoding
 //                (MessagePack, proto/PROTOCOL.md), user included, no write_id
 //
 // The log's record key is the user ID (for tools); the log partition is
@@ -31,11 +33,16 @@
 namespace segstore::replica {
 
 inline constexpr uint8_t kEntryFormat = 1;
-inline constexpr size_t kEntryHeaderSize = 24;
+inline constexpr size_t kEntryHeaderSize = 40;
 
 struct WriteEntry {
   UnixSeconds now = 0;
   WriteId write_id;
+  // Who waits for the entry: the replicator that made it (its origin) and
+  // the ticket of the waiting client there. The write ID says which write it
+  // is; two entries of one write (a client's retry) have two tickets.
+  uint64_t origin = 0;
+  uint64_t ticket = 0;
   // Which write. Leave its own write_id empty: the header carries the
   // entry's (a decoded entry has it in both).
   std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest,
@@ -58,6 +65,8 @@ struct EntryHeader {
   proto::Op op = proto::Op::kUpsert;
   UnixSeconds now = 0;
   WriteId write_id;
+  uint64_t origin = 0;
+  uint64_t ticket = 0;
 };
 Result<EntryHeader> DecodeEntryHeader(std::string_view bytes);
 

@@ -1,9 +1,9 @@
 // PendingWrites: the writes this node sent to the cluster's log whose
-// clients wait for their answer. The answer comes from this node's applier
-// once it applied the entry (so a read from this node then sees the write),
-// or from the log writer when the log did not take it, or, past a deadline,
-// InDoubt: the entry is in the log (or may be) but this node did not apply
-// it in time.
+// clients wait for their answer, each under the ticket its log entry
+// carries. The answer comes from this node's applier once it applied that
+// entry (so a read from this node then sees the write), or from the log
+// writer when the log did not take it, or, past a deadline, InDoubt: the
+// entry is in the log (or may be) but this node did not apply it in time.
 //
 // Thread-safe: handlers add from their event loops, the applier completes
 // from its thread, the log writer fails from its own. Each waiter's callback
@@ -27,13 +27,11 @@ class PendingWrites {
   using Clock = std::chrono::steady_clock;
   using Done = std::function<void(const WriteAnswer&)>;
 
-  // Waits for write `id` (several waiters may wait for one ID: a client's
-  // retry); settled at `deadline` at the latest. Returns the waiter's ticket.
-  uint64_t Add(const WriteId& id, Clock::time_point deadline, Done done);
-  // Every waiter of `id` gets `answer`.
-  void Complete(const WriteId& id, const WriteAnswer& answer);
+  // Waits, settled at `deadline` at the latest. Returns the waiter's ticket
+  // (never 0), for the log entry that answers it.
+  uint64_t Add(Clock::time_point deadline, Done done);
   // The waiter with `ticket`, if still waiting, gets `answer`.
-  void Fail(uint64_t ticket, const WriteAnswer& answer);
+  void Settle(uint64_t ticket, const WriteAnswer& answer);
   // Every waiter past its deadline at `now` gets `answer`; returns how many.
   size_t Expire(Clock::time_point now, const WriteAnswer& answer);
   // Every waiter gets `answer` (shutting down).
@@ -42,16 +40,13 @@ class PendingWrites {
 
  private:
   struct Waiter {
-    WriteId id;
     Clock::time_point deadline;
     Done done;
   };
-  void Settle(std::vector<Done>* done, const WriteAnswer& answer);
 
   mutable std::mutex mu_;
-  uint64_t next_ticket_ = 1;                                                // guarded by mu_
-  std::unordered_map<uint64_t, Waiter> waiters_;                            // guarded by mu_
-  std::unordered_multimap<WriteId, uint64_t, WriteIdHash> by_id_;           // guarded by mu_
+  uint64_t next_ticket_ = 1;                      // guarded by mu_
+  std::unordered_map<uint64_t, Waiter> waiters_;  // guarded by mu_
 };
 
 }  // namespace segstore::replica

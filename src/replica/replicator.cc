@@ -34,6 +34,7 @@ Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& opti
   r->writer_ = std::move(writer);
   ApplierOptions ao = options.applier;
   ao.log_partitions = options.log.partitions;
+  ao.origin = r->id_prefix_;
   Result<std::unique_ptr<Applier>> applier =
       Applier::Start(ao, profiles, std::move(reader), board, &r->pending_);
   if (!applier.ok()) return applier.status();
@@ -44,25 +45,39 @@ Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& opti
 Replicator::~Replicator() { Stop(); }
 
 void Replicator::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
+  if (stopped_.exchange(true)) return;
   applier_->Stop();
-  writer_.reset();  // runs every append's callback
+  std::unique_ptr<log::LogWriter> writer;
+  {
+    std::lock_guard lock(writer_mu_);
+    writer = std::move(writer_);
+  }
+  writer.reset();  // runs every append's callback
   WriteAnswer down;
   down.status = Status::Unavailable("the server is shutting down");
   pending_.FailAll(down);
 }
 
 void Replicator::Submit(WriteEntry entry, PendingWrites::Done done) {
+  if (Status failed = applier_->failure(); !failed.ok() || stopped_.load()) {
+    WriteAnswer a;
+    a.status = Status::Unavailable(
+        failed.ok() ? std::string("the server is shutting down")
+                    : "this node cannot apply the cluster's log: " + std::string(failed.message()));
+    done(a);
+    return;
+  }
   if (entry.write_id.empty()) {
     entry.write_id = WriteId{id_prefix_, id_counter_.fetch_add(1, std::memory_order_relaxed) + 1};
   }
   const uint32_t log_partition = LogPartitionOf(PartitionOf(entry.user()), log_partitions());
+  submitted_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t ticket =
+      pending_.Add(PendingWrites::Clock::now() + options_.apply_timeout, std::move(done));
+  entry.origin = id_prefix_;
+  entry.ticket = ticket;
   std::string bytes;
   EncodeEntry(entry, &bytes);
-  submitted_.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t ticket = pending_.Add(
-      entry.write_id, PendingWrites::Clock::now() + options_.apply_timeout, std::move(done));
   writer_->Append(log_partition, entry.user(), bytes,
                   [this, ticket](const log::AppendOutcome& outcome) {
                     if (outcome.status.ok()) return;  // the applier answers
@@ -82,13 +97,16 @@ void Replicator::Submit(WriteEntry entry, PendingWrites::Done done) {
                           "the cluster's log did not take the write, nothing was written: {}",
                           outcome.status.message()));
                     }
-                    pending_.Fail(ticket, a);
+                    pending_.Settle(ticket, a);
                   });
 }
 
 ReplicaStats Replicator::stats() const {
   ReplicaStats s;
-  if (writer_ != nullptr) s.writer = writer_->stats();
+  {
+    std::lock_guard lock(writer_mu_);
+    if (writer_ != nullptr) s.writer = writer_->stats();
+  }
   s.applier = applier_->stats();
   s.submitted = submitted_.load(std::memory_order_relaxed);
   s.log_refused = log_refused_.load(std::memory_order_relaxed);

@@ -70,7 +70,8 @@ class Replicator {
   // write_id left empty) to the log. `done` gets what this node's applier
   // answered; LogUnavailable when the log did not take it (nothing was
   // written); InDoubt when the log may have taken it but did not say, or
-  // this node did not apply it within apply_timeout.
+  // this node did not apply it within apply_timeout; Unavailable, at once,
+  // when the applier stopped for good or the replicator is stopping.
   void Submit(WriteEntry entry, PendingWrites::Done done);
 
   bool Stale(uint32_t partition) const { return applier_->Stale(partition); }
@@ -83,14 +84,19 @@ class Replicator {
 
   const ReplicaOptions options_;
   PendingWrites pending_;
+  // Stop() takes it away while stats() may read it; Submit is not called
+  // after Stop (the front end stops first) and reads it without the lock.
+  mutable std::mutex writer_mu_;
   std::unique_ptr<log::LogWriter> writer_;
   std::unique_ptr<Applier> applier_;
   std::atomic<uint64_t> submitted_{0};
   std::atomic<uint64_t> log_refused_{0};
   std::atomic<uint64_t> in_doubt_{0};
   std::atomic<uint64_t> id_counter_{0};
-  uint64_t id_prefix_ = 0;  // random per process: made-up write IDs never repeat
-  bool stopped_ = false;
+  // Random per start: the high half of made-up write IDs (which never
+  // repeat) and the origin of this node's log entries.
+  uint64_t id_prefix_ = 0;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace segstore::replica

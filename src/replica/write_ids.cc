@@ -3,64 +3,86 @@
 #include <string>
 
 namespace segstore::replica {
+namespace {
 
-bool WriteIdWindow::Find(const WriteId& id, WriteAnswer* answer) const {
-  auto it = ids_.find(id);
-  if (it == ids_.end()) return false;
-  const Kept& k = it->second;
-  *answer = WriteAnswer{};
-  answer->duplicate = true;
-  if (k.code != 0) {
-    const auto code = static_cast<Status::Code>(k.code);
-    answer->status = Status::FromCode(
-        k.code, "a write with this write_id was made before and failed: " +
-                    std::string(Status::CodeName(code)));
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+bool WriteIdWindow::Admit(const WriteId& id, std::string_view user, UnixSeconds at, proto::Op op,
+                          WriteAnswer* answer) {
+  last_ = nullptr;
+  const Key key{id, Fnv1a(user)};
+  auto it = kept_.find(key);
+  if (it != kept_.end() && uint64_t{it->second.latest} + seconds_ >= at) {
+    const Kept& k = it->second;
+    if (at > it->second.latest) it->second.latest = at;
+    *answer = WriteAnswer{};
+    answer->duplicate = true;
+    if (k.code != 0) {
+      answer->status = Status::FromCode(
+          k.code, "a write with this write_id was made before and failed: " +
+                      std::string(Status::CodeName(static_cast<Status::Code>(k.code))));
+      return true;
+    }
+    // Each op reads back its own field (Answered); an unknown answer is zeros.
+    answer->upsert = UpsertResult{k.v[0], k.v[1], k.v[2], k.v[3], true};
+    answer->removed = k.v[0];
+    answer->trim = TrimResult{k.v[0], k.v[1], true};
+    answer->deleted = k.v[0] != 0;
     return true;
   }
-  // Each op reads back its own field (see Add); an unknown answer is zeros.
-  answer->upsert = UpsertResult{k.v[0], k.v[1], k.v[2], k.v[3], true};
-  answer->removed = k.v[0];
-  answer->trim = TrimResult{k.v[0], k.v[1], true};
-  answer->deleted = k.v[0] != 0;
-  return true;
-}
-
-void WriteIdWindow::Add(const WriteId& id, uint32_t at, proto::Op op,
-                        const WriteAnswer* answer) {
-  if (id.empty()) return;
-  Kept k;
-  if (answer != nullptr && answer->status.ok()) {
-    switch (op) {
-      case proto::Op::kUpsert:
-        k.v[0] = answer->upsert.inserted;
-        k.v[1] = answer->upsert.updated;
-        k.v[2] = answer->upsert.trimmed;
-        k.v[3] = answer->upsert.count;
-        break;
-      case proto::Op::kRemove:
-        k.v[0] = answer->removed;
-        break;
-      case proto::Op::kTrim:
-        k.v[0] = answer->trim.trimmed;
-        k.v[1] = answer->trim.remaining;
-        break;
-      default:
-        k.v[0] = answer->deleted ? 1 : 0;
-        break;
+  // A new write (or one seen longer ago than the window): recorded afresh.
+  if (it == kept_.end()) it = kept_.emplace(key, Kept{}).first;
+  const uint32_t entries = it->second.entries;
+  it->second = Kept{};
+  it->second.op = op;
+  it->second.latest = at;
+  it->second.entries = entries + 1;
+  order_.push_back(key);
+  last_ = &it->second;
+  while (order_.size() > max_entries_) {
+    auto old = kept_.find(order_.front());
+    if (--old->second.entries == 0) {
+      if (&old->second == last_) last_ = nullptr;
+      kept_.erase(old);
     }
-  } else if (answer != nullptr) {
-    k.code = static_cast<uint8_t>(answer->status.code());
+    order_.pop_front();
   }
-  if (!ids_.emplace(id, k).second) return;
-  order_.emplace_back(at, id);
-  if (at > newest_) newest_ = at;
+  return false;
 }
 
-void WriteIdWindow::Expire() {
-  const uint32_t horizon = newest_ > seconds_ ? newest_ - seconds_ : 0;
-  while (!order_.empty() && (order_.front().first < horizon || order_.size() > max_ids_)) {
-    ids_.erase(order_.front().second);
-    order_.pop_front();
+void WriteIdWindow::Answered(const WriteAnswer& answer) {
+  if (last_ == nullptr) return;
+  Kept& k = *last_;
+  if (!answer.status.ok()) {
+    k.code = static_cast<uint8_t>(answer.status.code());
+    return;
+  }
+  switch (k.op) {
+    case proto::Op::kUpsert:
+      k.v[0] = answer.upsert.inserted;
+      k.v[1] = answer.upsert.updated;
+      k.v[2] = answer.upsert.trimmed;
+      k.v[3] = answer.upsert.count;
+      break;
+    case proto::Op::kRemove:
+      k.v[0] = answer.removed;
+      break;
+    case proto::Op::kTrim:
+      k.v[0] = answer.trim.trimmed;
+      k.v[1] = answer.trim.remaining;
+      break;
+    default:
+      k.v[0] = answer.deleted ? 1 : 0;
+      break;
   }
 }
 

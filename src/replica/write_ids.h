@@ -1,15 +1,20 @@
-// What applying a write answered (WriteAnswer), and the window of write IDs a
-// replica applied lately with their answers (WriteIdWindow): how a cluster
-// applies a write at most once however often a client sends it
-// (proto/PROTOCOL.md, "Writes in a cluster"). A retry whose ID is in the
-// window is not applied again; it gets the first answer, marked duplicate.
+// What applying a write answered (WriteAnswer), and the window of recent
+// writes of one log partition (WriteIdWindow): how a cluster applies a
+// write at most once however often a client sends it (proto/PROTOCOL.md,
+// "Writes in a cluster"). A retry (the same write ID for the same user) is
+// not applied again; it gets the first answer, marked duplicate.
 //
-// Not thread-safe: the applier's thread only.
+// Every replica must judge a retry the same, so the judgement depends on the
+// log alone: an entry is a duplicate when one of the `max_entries` entries
+// before it in its log partition carried the same write ID for the same
+// user, made at most `seconds` before it (entry times, the producers'
+// clocks). Not thread-safe: the applier's thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string_view>
 #include <unordered_map>
 
 #include "proto/protocol.h"
@@ -28,44 +33,51 @@ struct WriteAnswer {
   bool duplicate = false; // applied before: not again
 };
 
-struct WriteIdHash {
-  size_t operator()(const WriteId& id) const {
-    return static_cast<size_t>(id.hi * 0x9E3779B97F4A7C15ull ^ id.lo);
-  }
-};
-
 class WriteIdWindow {
  public:
-  // Keeps each ID for `seconds` of entry time after the newest entry seen,
-  // and at most `max_ids` IDs (the oldest go first past that).
-  WriteIdWindow(uint32_t seconds, size_t max_ids) : seconds_(seconds), max_ids_(max_ids) {}
+  WriteIdWindow(uint32_t seconds, size_t max_entries)
+      : seconds_(seconds), max_entries_(max_entries == 0 ? 1 : max_entries) {}
 
-  // The answer recorded for `id`, marked duplicate; false when `id` is not in
-  // the window. An ID recorded without its answer (seen while the window was
-  // rebuilt from the log after a restart) gives an OK answer with zero counts.
-  bool Find(const WriteId& id, WriteAnswer* answer) const;
-  // Records `id`, a write of `op` applied at entry time `at`, with its
-  // answer (null: not known). A second Add of the same ID keeps the first.
-  void Add(const WriteId& id, uint32_t at, proto::Op op, const WriteAnswer* answer);
-  // Drops what fell out of the window.
-  void Expire();
+  // For each entry of the log partition, in offset order, whether this node
+  // applies it or not (and, after a restart, those from the checkpoint's
+  // window start on): true, with the first answer in *answer (marked
+  // duplicate; zeros when not known here), when it repeats a write in the
+  // window; else false, and the entry is recorded, its answer unknown until
+  // Answered().
+  bool Admit(const WriteId& id, std::string_view user, UnixSeconds at, proto::Op op,
+             WriteAnswer* answer);
+  // The answer of the write Admit last recorded.
+  void Answered(const WriteAnswer& answer);
 
-  size_t size() const { return ids_.size(); }
-  uint32_t seconds() const { return seconds_; }
+  size_t size() const { return order_.size(); }
+  size_t max_entries() const { return max_entries_; }
 
  private:
+  struct Key {
+    WriteId id;
+    uint64_t user = 0;  // FNV-1a of the user ID
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return static_cast<size_t>((k.id.hi * 0x9E3779B97F4A7C15ull) ^ k.id.lo ^ (k.user << 1));
+    }
+  };
   // A compact answer: no message is kept (a duplicate of a failed write says
   // so in its own words).
   struct Kept {
-    uint8_t code = 0;  // the status code of a write that failed
-    uint32_t v[4] = {};  // the op's counts, in its result's field order
+    proto::Op op = proto::Op::kUpsert;
+    uint8_t code = 0;      // the status code of a write that failed
+    uint32_t v[4] = {};    // the op's counts, in its result's field order
+    UnixSeconds latest = 0;  // the latest entry time seen for the key
+    uint32_t entries = 0;    // of the window's entries with this key
   };
 
   const uint32_t seconds_;
-  const size_t max_ids_;
-  uint32_t newest_ = 0;  // latest entry time seen
-  std::unordered_map<WriteId, Kept, WriteIdHash> ids_;
-  std::deque<std::pair<uint32_t, WriteId>> order_;  // (entry time, id), as added
+  const size_t max_entries_;
+  std::unordered_map<Key, Kept, KeyHash> kept_;
+  std::deque<Key> order_;  // the window's entries, oldest first
+  Kept* last_ = nullptr;   // recorded by the last Admit
 };
 
 }  // namespace segstore::replica

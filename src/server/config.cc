@@ -266,6 +266,9 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"checkpoint_interval_ms", IntSetter(10, 600'000, [](Config* c, int64_t v) {
               c->replica.applier.checkpoint_interval = milliseconds(v);
             })},
+           {"expiry_grace_seconds", IntSetter(0, 30 * 86'400, [](Config* c, int64_t v) {
+              c->log_grace_seconds = static_cast<uint32_t>(v);
+            })},
            {"properties",
             [](const toml::node& n, Config* c) -> Status {
               const toml::table* t = n.as_table();
@@ -276,7 +279,9 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
                 c->replica.log.properties.emplace_back(std::string(k.str()),
                                                        *v.value<std::string>());
               }
-              return Status::OK();
+              // Those segstored's guarantees rest on, and any librdkafka
+              // refuses, are refused here, before anything starts.
+              return log::CheckProperties(c->replica.log.properties);
             }},
        }},
       {"admin",
@@ -559,6 +564,11 @@ Status FinishClusterConfig(Config* c) {
     return Status::InvalidArgument("cluster_log.partitions " + std::to_string(lp) +
                                    " must be a power of two (it must divide 4096)");
   }
+  if (c->cluster_log_enabled) {
+    // Expired data stays (hidden) that long, for entries applied late.
+    c->storage.void_grace_seconds = c->log_grace_seconds;
+    c->profile.log_grace_seconds = c->log_grace_seconds;
+  }
   if (c->cluster_log_enabled && c->replica.apply_timeout <= c->replica.log.append_timeout) {
     return Status::InvalidArgument(
         "cluster_log.apply_timeout_ms must be longer than cluster_log.append_timeout_ms");
@@ -672,6 +682,7 @@ std::vector<StatEntry> Describe(const Config& c) {
     add("cluster_log.write_id_window_seconds", r.applier.window_seconds);
     add("cluster_log.write_id_window_max", r.applier.window_max_ids);
     add("cluster_log.checkpoint_interval_ms", r.applier.checkpoint_interval.count());
+    add("cluster_log.expiry_grace_seconds", c.log_grace_seconds);
     // Names only: property values may hold credentials.
     std::string names;
     for (const auto& [name, value] : r.log.properties) names += (names.empty() ? "" : ",") + name;

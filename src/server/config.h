@@ -44,6 +44,10 @@ struct Config {
   // absent, a cluster node writes locally and replication is 1.
   bool cluster_log_enabled = false;
   replica::ReplicaOptions replica;
+  // cluster_log.expiry_grace_seconds: how long expired segments and dead
+  // records stay (hidden) for log entries applied late; with a log, it sets
+  // storage.void_grace_seconds and profile.log_grace_seconds.
+  uint32_t log_grace_seconds = 3600;
 };
 
 // The defaults: Config{} with the port and data path segstored uses.

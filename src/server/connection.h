@@ -65,6 +65,8 @@ struct alignas(64) LoopCounters {
 };
 
 // One event loop thread: its io_context, handler, connections and counters.
+class AsioLoopPoster;
+
 struct Loop {
   unsigned index = 0;
   boost::asio::io_context io{1};
@@ -78,6 +80,7 @@ struct Loop {
   std::atomic<int64_t> heartbeat_ns{0};
   bool draining = false;
   bool in_burst = false;  // BeginBurst called; EndBurst posted to run after this turn
+  std::weak_ptr<AsioLoopPoster> poster;  // what the handler posts answers through (server.cc)
   std::thread thread;
 };
 

@@ -217,8 +217,6 @@ int Serve(const server::Config& config) {
   if (config.cluster_log_enabled) {
     segstore::replica::ReplicaOptions ro = config.replica;
     ro.log.client_id = "segstored-" + config.cluster.self.id;
-    ro.applier.max_key_bytes = (*store)->max_key_size();
-    ro.applier.max_segments = config.profile.max_segments;
     ro.applier.lease_ttl_seconds =
         std::chrono::duration<double>(config.cluster.lease_ttl).count();
     ro.applier.lease_age_seconds = [&cluster_agent] {

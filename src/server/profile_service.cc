@@ -264,9 +264,10 @@ class ProfileHandler : public Handler {
   // Sends a write to the cluster's log; `reply(h, answer, to)` answers it on
   // this loop once this node applied it (or the log refused it).
   template <typename Request, typename Reply>
-  void Replicate(const FrameHeader& h, Request request, Responder to, Reply reply) {
+  void Replicate(const FrameHeader& h, UnixSeconds now, Request request, Responder to,
+                 Reply reply) {
     replica::WriteEntry entry;
-    entry.now = service_->store_->clock().Now();
+    entry.now = now;
     entry.write_id = request.write_id;
     request.write_id = WriteId{};
     entry.request = std::move(request);
@@ -337,9 +338,12 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      Status s = profile::CheckUpsert(req.segments, req.mode, service_->store_->clock().Now());
+      // One reading of the clock: what the check passed is what every
+      // replica applies the write at.
+      const UnixSeconds now = service_->store_->clock().Now();
+      Status s = profile::CheckUpsert(req.segments, req.mode, now);
       if (!s.ok()) return ReplyError(h, s, to);
-      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+      return Replicate(h, now, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
         ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) { return x.upsert; });
       });
     }
@@ -418,7 +422,8 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+      return Replicate(h, service_->store_->clock().Now(), std::move(req), std::move(to),
+                       [](auto& h2, auto& a, Responder& r) {
         ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) {
           return proto::RemoveResponse{x.removed, x.duplicate};
         });
@@ -434,7 +439,8 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+      return Replicate(h, service_->store_->clock().Now(), std::move(req), std::move(to),
+                       [](auto& h2, auto& a, Responder& r) {
         ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) { return x.trim; });
       });
     }
@@ -446,7 +452,8 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      return Replicate(h, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
+      return Replicate(h, service_->store_->clock().Now(), std::move(req), std::move(to),
+                       [](auto& h2, auto& a, Responder& r) {
         ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) {
           return proto::DeleteResponse{x.deleted, x.duplicate};
         });

@@ -17,7 +17,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
-namespace {
 // Posts to one loop's io_context until the loop has stopped; drops after.
 class AsioLoopPoster final : public LoopPoster {
  public:
@@ -36,6 +35,7 @@ class AsioLoopPoster final : public LoopPoster {
   asio::io_context* io_;  // guarded by mu_; null once the loop stopped
 };
 
+namespace {
 int64_t SteadyNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -124,6 +124,7 @@ Status Server::Impl::Start() {
 void Server::Impl::RunLoop(Loop* loop, std::promise<Status>* ready) {
   auto work = asio::make_work_guard(loop->io);
   auto poster = std::make_shared<AsioLoopPoster>(&loop->io);
+  loop->poster = poster;
   Result<std::unique_ptr<Handler>> handler = service_->NewHandler(loop->index, poster);
   if (!handler.ok()) {
     poster->Close();
@@ -138,7 +139,7 @@ void Server::Impl::RunLoop(Loop* loop, std::promise<Status>* ready) {
   }
   ready->set_value(Status::OK());
   loop->io.run();
-  poster->Close();
+  poster->Close();  // again: the loop ended without Stop (a handler's exception, say)
   // The descriptor belongs to the handler: stop watching it without closing it.
   if (loop->handler_event) {
     (void)loop->handler_event->release();
@@ -244,6 +245,9 @@ void Server::Impl::Stop() {
     asio::post(loop->io, [loop] {
       auto conns = loop->connections;
       for (auto& c : conns) c->Close();
+      // From here on tasks posted from other threads are dropped where
+      // they are posted, not left in a stopped io_context.
+      if (auto p = loop->poster.lock()) p->Close();
       loop->io.stop();
     });
   }

@@ -64,7 +64,7 @@ Status Defragmenter::RunPass(WorkerImpl* w, const Budget& budget) {
 void Defragmenter::SweepIndex(uint32_t partitions) {
   BlockTable& blocks = store_->blocks();
   Counters& counters = store_->background_counters();
-  const UnixSeconds now = store_->clock().Now();
+  const UnixSeconds now = store_->DropHorizon();
   for (uint32_t i = 0; i < partitions; ++i) {
     Index::Locked table = store_->index().Lock(sweep_cursor_);
     // Both read under this partition's lock: every block holding a record of
@@ -122,7 +122,7 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
   // Every record examined below was written before this pass began, so
   // every block holding an older version of its key is already counted.
   const uint64_t watermark = blocks.Watermark(block);
-  const UnixSeconds now = store_->clock().Now();
+  const UnixSeconds now = store_->DropHorizon();
   Counters& counters = store_->background_counters();
   BlockScanner scan(buf.data(), block_size, blocks.salt(block));
   RecordView v;

@@ -114,7 +114,7 @@ void KeySearch::Lookup() {
   candidates_.clear();
   next_ = 0;
   damaged_ = 0;
-  now_ = store->clock().Now();
+  now_ = as_of_ != 0 ? as_of_ : store->clock().Now();
   Index::Locked table = store->index().Lock(partition_);
   auto add = [&](const IndexEntry& e) {
     candidates_.push_back(Candidate{e, store->blocks().salt(store->BlockOf(e.offset()))});

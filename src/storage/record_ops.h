@@ -123,6 +123,8 @@ class KeySearch {
   uint32_t partition() const { return partition_; }
   uint32_t tag() const { return tag_; }
   UnixSeconds now() const { return now_; }
+  // From now on, "now" is `as_of` (non-zero) instead of the store's clock.
+  void SetAsOf(UnixSeconds as_of) { as_of_ = as_of; }
 
  private:
   WorkerImpl* w_;
@@ -135,6 +137,7 @@ class KeySearch {
   uint32_t damaged_ = 0;
   uint32_t restarts_ = 0;
   UnixSeconds now_ = 0;
+  UnixSeconds as_of_ = 0;  // 0: the store's clock
   // The key: inline when short (almost always), else on the heap.
   static constexpr size_t kInlineKey = 48;
   char key_inline_[kInlineKey];
@@ -205,6 +208,8 @@ class UpdateOp final : public Op<WriteOutcome> {
   UpdateOp(WorkerImpl* w, std::string_view key, UpdateFn fn, Callback done);
   // UpdateAt: the key is the one whose record lies at `ref`.
   UpdateOp(WorkerImpl* w, const RecordRef& ref, UpdateFn fn, Callback done);
+  // Judge the current version alive as of this time, not the clock's (UpdateAsOf).
+  void SetAsOf(uint32_t as_of) { search_.SetAsOf(as_of); }
   void Start();
 
  private:

@@ -206,7 +206,7 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
   // 3. The block table, then the index.
   for (const Valid& v : valid) blocks.RecoverUsed(v.block, v.seq, v.salt);
   const uint64_t watermark = blocks.Watermark();
-  const UnixSeconds now = store->clock().Now();
+  const UnixSeconds now = store->DropHorizon();
   Index& index = store->index();
   for (const auto& [digest, n] : newest) {
     bool dead = n.kind == RecordKind::kTombstone || (n.void_at != 0 && n.void_at <= now);

@@ -76,6 +76,12 @@ class StoreImpl final : public Store {
   Index& index() { return index_; }
   BlockTable& blocks() { return *blocks_; }
   Clock& clock() override { return *clock_; }
+  // Records past their void_at are dropped only once it is before this:
+  // the clock less StoreOptions::void_grace_seconds.
+  uint32_t DropHorizon() const {
+    const uint32_t now = clock_->Now();
+    return now > options_.void_grace_seconds ? now - options_.void_grace_seconds : 0;
+  }
   const Superblock& superblock() const { return superblock_; }
   uint32_t block_size() const { return superblock_.block_size; }
   uint64_t BlockOffset(uint32_t b) const { return uint64_t{b} * superblock_.block_size; }

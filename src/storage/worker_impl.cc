@@ -90,6 +90,18 @@ void WorkerImpl::Update(std::string_view key, UpdateFn fn, WriteCallback done) {
   MaybeSubmit();
 }
 
+void WorkerImpl::UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn,
+                            WriteCallback done) {
+  if (Status s = CheckKey(key); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
+    return;
+  }
+  auto* op = new UpdateOp(this, key, std::move(fn), std::move(done));
+  op->SetAsOf(as_of);
+  op->Start();
+  MaybeSubmit();
+}
+
 void WorkerImpl::Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
                      WriteCallback done) {
   auto shared = std::make_shared<std::string>(std::move(body));

@@ -23,6 +23,7 @@ class WorkerImpl final : public Worker {
 
   void Get(std::string_view key, GetCallback done) override;
   void Update(std::string_view key, UpdateFn fn, WriteCallback done) override;
+  void UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn, WriteCallback done) override;
   void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
            WriteCallback done) override;
   void Delete(std::string_view key, WriteCallback done) override;

@@ -581,6 +581,10 @@ class RendezvousStore final : public storage::Store {
       }
       inner_->Update(key, std::move(fn), std::move(done));
     }
+    void UpdateAsOf(std::string_view key, uint32_t as_of, storage::UpdateFn fn,
+                    storage::WriteCallback done) override {
+      inner_->UpdateAsOf(key, as_of, std::move(fn), std::move(done));
+    }
     void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
              storage::WriteCallback done) override {
       inner_->Put(key, std::move(body), sweep_at, void_at, std::move(done));

@@ -11,11 +11,13 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/clock.h"
+#include "profile/codec.h"
 #include "replica/checkpoint.h"
 #include "replica/entry.h"
 #include "replica/replicator.h"
@@ -74,8 +76,12 @@ std::shared_ptr<const cluster::ClusterView> ViewHolding(const std::vector<uint32
 class Node {
  public:
   Node(const std::string& path, std::shared_ptr<testing::MemoryLog> log, UnixSeconds now,
-       ReplicaOptions options = Defaults())
-      : path_(path), log_(std::move(log)), clock_(now), options_(std::move(options)) {
+       ReplicaOptions options = Defaults(), uint32_t max_segments = 10000)
+      : path_(path),
+        log_(std::move(log)),
+        clock_(now),
+        options_(std::move(options)),
+        max_segments_(max_segments) {
     board_.Publish(ViewHolding({}));
   }
   ~Node() { Close(); }
@@ -94,11 +100,14 @@ class Node {
     so.file_size = 64u << 20;
     so.write_block_size = 256u << 10;
     so.clock = &clock_;
+    so.void_grace_seconds = 3600;  // as segstored sets it with a log
     auto s = storage::Store::Open(so);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
     profile::ProfileOptions po;
     po.sweeper = false;
+    po.log_grace_seconds = 3600;
+    po.max_segments = max_segments_;
     auto p = profile::ProfileStore::Open(store_.get(), po);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     profiles_ = std::move(*p);
@@ -170,6 +179,7 @@ class Node {
   std::shared_ptr<testing::MemoryLog> log_;
   ManualClock clock_;
   ReplicaOptions options_;
+  uint32_t max_segments_;
   cluster::ViewBoard board_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<profile::ProfileStore> profiles_;
@@ -185,6 +195,8 @@ TEST(EntryTest, RoundTripsEveryWrite) {
   WriteEntry e;
   e.now = kStart;
   e.write_id = Id(7);
+  e.origin = 0x1234;
+  e.ticket = 99;
   proto::UpsertRequest u;
   u.user = "alice";
   u.mode = UpsertMode::kAdd;
@@ -217,6 +229,8 @@ TEST(EntryTest, RoundTripsEveryWrite) {
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(h->op, e.op());
     EXPECT_EQ(h->write_id, Id(7));
+    EXPECT_EQ(h->origin, 0x1234u);
+    EXPECT_EQ(h->ticket, 99u);
   }
 }
 
@@ -251,68 +265,94 @@ TEST(CheckpointTest, RoundTripsAndRefusesDamage) {
   EXPECT_TRUE(IsReservedKey(CheckpointKey(3)));
   EXPECT_FALSE(IsReservedKey("alice"));
   EXPECT_FALSE(IsReservedKey(std::string("\xff", 1)));
+  EXPECT_TRUE(IsReservedKey(std::string("\xff\x00x", 3)));  // any FF 00 prefix
+  EXPECT_FALSE(IsReservedKey(std::string("\xff\x01", 2)));
+  EXPECT_EQ(CheckpointKey(12), std::string("\xff\x00segstore:applied:12", 21));
 }
 
-TEST(WriteIdWindowTest, RemembersAnswersWithinTheWindow) {
+TEST(WriteIdWindowTest, ARetryWithinTheWindowGetsTheFirstAnswer) {
   WriteIdWindow w(60, 1000);
+  WriteAnswer got;
+  ASSERT_FALSE(w.Admit(Id(1), "u", kStart, proto::Op::kUpsert, &got));
   WriteAnswer a;
   a.upsert = UpsertResult{3, 1, 0, 4};
-  w.Add(Id(1), kStart, proto::Op::kUpsert, &a);
+  w.Answered(a);
+  ASSERT_FALSE(w.Admit(Id(2), "u", kStart + 30, proto::Op::kTrim, &got));
   WriteAnswer trimmed;
   trimmed.trim = TrimResult{2, 5};
-  w.Add(Id(2), kStart + 30, proto::Op::kTrim, &trimmed);
+  w.Answered(trimmed);
+  ASSERT_FALSE(w.Admit(Id(3), "u", kStart + 30, proto::Op::kUpsert, &got));
   WriteAnswer failed;
   failed.status = Status::LimitExceeded("too many");
-  w.Add(Id(3), kStart + 30, proto::Op::kUpsert, &failed);
-  w.Add(Id(4), kStart + 30, proto::Op::kDelete, nullptr);
+  w.Answered(failed);
+  ASSERT_FALSE(w.Admit(Id(4), "u", kStart + 30, proto::Op::kDelete, &got));  // answer unknown
 
-  WriteAnswer got;
-  ASSERT_TRUE(w.Find(Id(1), &got));
+  ASSERT_TRUE(w.Admit(Id(1), "u", kStart + 60, proto::Op::kUpsert, &got));
   EXPECT_TRUE(got.duplicate);
   EXPECT_EQ(got.upsert.inserted, 3u);
   EXPECT_EQ(got.upsert.count, 4u);
   EXPECT_TRUE(got.upsert.duplicate);
-  ASSERT_TRUE(w.Find(Id(2), &got));
+  ASSERT_TRUE(w.Admit(Id(2), "u", kStart + 31, proto::Op::kTrim, &got));
   EXPECT_EQ(got.trim.trimmed, 2u);
   EXPECT_EQ(got.trim.remaining, 5u);
-  ASSERT_TRUE(w.Find(Id(3), &got));
+  ASSERT_TRUE(w.Admit(Id(3), "u", kStart + 31, proto::Op::kUpsert, &got));
   EXPECT_EQ(got.status.code(), Status::Code::kLimitExceeded);
-  ASSERT_TRUE(w.Find(Id(4), &got));  // applied, answer unknown: zeros
+  ASSERT_TRUE(w.Admit(Id(4), "u", kStart + 31, proto::Op::kDelete, &got));
   EXPECT_TRUE(got.status.ok());
   EXPECT_FALSE(got.deleted);
-  EXPECT_FALSE(w.Find(Id(5), &got));
-
-  // 61 s of entry time later the first has aged out, the rest not yet.
-  w.Add(Id(6), kStart + 61, proto::Op::kUpsert, &a);
-  w.Expire();
-  EXPECT_FALSE(w.Find(Id(1), &got));
-  EXPECT_TRUE(w.Find(Id(2), &got));
-  EXPECT_EQ(w.size(), 4u);
+  // The same write ID for another user is another write.
+  EXPECT_FALSE(w.Admit(Id(1), "v", kStart + 31, proto::Op::kUpsert, &got));
+  // Longer than the window after the latest time the ID was seen: a new write.
+  EXPECT_FALSE(w.Admit(Id(2), "u", kStart + 92, proto::Op::kTrim, &got));
 }
 
-TEST(WriteIdWindowTest, KeepsAtMostItsCapacity) {
+TEST(WriteIdWindowTest, RemembersTheLastEntriesOfItsLogPartitionOnly) {
   WriteIdWindow w(3600, 10);
-  for (uint64_t i = 1; i <= 25; ++i) w.Add(Id(i), kStart, proto::Op::kUpsert, nullptr);
-  w.Expire();
-  EXPECT_EQ(w.size(), 10u);
   WriteAnswer got;
-  EXPECT_FALSE(w.Find(Id(15), &got));
-  EXPECT_TRUE(w.Find(Id(16), &got));
+  for (uint64_t i = 1; i <= 25; ++i) EXPECT_FALSE(w.Admit(Id(i), "u", kStart, proto::Op::kUpsert, &got));
+  EXPECT_EQ(w.size(), 10u);
+  EXPECT_FALSE(w.Admit(Id(15), "u", kStart, proto::Op::kUpsert, &got));  // 11 entries back
+  EXPECT_TRUE(w.Admit(Id(25), "u", kStart, proto::Op::kUpsert, &got));
+}
+
+TEST(WriteIdWindowTest, TwoReplicasJudgeEveryEntryAlikeWhateverTheirClocks) {
+  // The judgement is a function of the entries alone, in their order: two
+  // windows fed the same entries (times skewed back and forth, repeated IDs,
+  // the bound passed) agree on every one.
+  WriteIdWindow a(60, 50), b(60, 50);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 5000; ++i) {
+    const WriteId id = Id(rng() % 80);
+    const UnixSeconds at = kStart + static_cast<UnixSeconds>(i / 10) + rng() % 120 - 60;
+    const std::string user = "u" + std::to_string(rng() % 3);
+    WriteAnswer x, y;
+    ASSERT_EQ(a.Admit(id, user, at, proto::Op::kUpsert, &x),
+              b.Admit(id, user, at, proto::Op::kUpsert, &y))
+        << i;
+  }
 }
 
 TEST(PendingWritesTest, EachWaiterSettlesOnce) {
   PendingWrites p;
   int first = 0, second = 0, other = 0;
   const auto far = PendingWrites::Clock::now() + 1h;
-  const uint64_t t1 = p.Add(Id(1), far, [&](const WriteAnswer&) { ++first; });
-  p.Add(Id(1), far, [&](const WriteAnswer&) { ++second; });  // a retry of the same write
-  p.Add(Id(2), PendingWrites::Clock::now(), [&](const WriteAnswer& a) {
+  const uint64_t t1 = p.Add(far, [&](const WriteAnswer&) { ++first; });
+  const uint64_t t2 = p.Add(far, [&](const WriteAnswer& a) {
+    ++second;
+    EXPECT_TRUE(a.duplicate);
+  });
+  p.Add(PendingWrites::Clock::now(), [&](const WriteAnswer& a) {
     ++other;
     EXPECT_EQ(a.status.code(), Status::Code::kInDoubt);
   });
+  EXPECT_NE(t1, 0u);
+  EXPECT_NE(t1, t2);
   EXPECT_EQ(p.size(), 3u);
-  p.Complete(Id(1), WriteAnswer{});
-  p.Fail(t1, WriteAnswer{});  // already settled: nothing
+  p.Settle(t1, WriteAnswer{});
+  p.Settle(t1, WriteAnswer{});  // already settled: nothing
+  WriteAnswer dup;
+  dup.duplicate = true;
+  p.Settle(t2, dup);
   WriteAnswer late;
   late.status = Status::InDoubt("late");
   EXPECT_EQ(p.Expire(PendingWrites::Clock::now(), late), 1u);
@@ -378,6 +418,34 @@ TEST_F(ReplicatorTest, AWriteIdIsAppliedOnce) {
   EXPECT_TRUE(WaitFor([&] { return n.Stats().duplicates == 1; }));
 }
 
+TEST_F(ReplicatorTest, ARetryOnAnotherReplicaIsMarkedDuplicateEvenBeforeItAppliedTheFirst) {
+  // The retry reaches the second node while that node has not applied the
+  // first entry yet: its own entry, not the first, answers it.
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart);
+  a.Open();
+  b.Open();
+  log_->HoldReads(1, true);  // b reads nothing for now
+  WriteAnswer first = a.Upsert("may", {Ttl(1, 60)}, UpsertMode::kAdd, Id(5));
+  ASSERT_TRUE(first.status.ok());
+  EXPECT_FALSE(first.duplicate);
+  WriteEntry e;
+  e.now = kStart;
+  e.write_id = Id(5);
+  e.request = proto::UpsertRequest{"may", {Ttl(1, 60)}, UpsertMode::kAdd, {}};
+  auto answer = std::make_shared<std::promise<WriteAnswer>>();
+  auto got = answer->get_future();
+  b.replicator().Submit(std::move(e), [answer](const WriteAnswer& x) { answer->set_value(x); });
+  log_->HoldReads(1, false);
+  ASSERT_EQ(got.wait_for(20s), std::future_status::ready);
+  const WriteAnswer again = got.get();
+  ASSERT_TRUE(again.status.ok()) << again.status.ToString();
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.upsert.inserted, 1u);
+  ASSERT_TRUE(b.WaitApplied(1));
+  EXPECT_EQ(b.Get("may")->expires, std::vector<UnixSeconds>{kStart + 60});
+}
+
 TEST_F(ReplicatorTest, EveryReplicaComputesTheSameRecordWhateverItsClock) {
   // Two replicas whose clocks disagree by an hour, applying the same log:
   // each applies every entry at the time its producer took it.
@@ -397,6 +465,64 @@ TEST_F(ReplicatorTest, EveryReplicaComputesTheSameRecordWhateverItsClock) {
   EXPECT_EQ(ra->body(), rb->body());  // byte for byte, log position included
   EXPECT_EQ(ra->sweep_at(), rb->sweep_at());
   EXPECT_EQ(ra->void_at(), rb->void_at());
+}
+
+TEST_F(ReplicatorTest, AReplicaApplyingLateStillSeesWhatWasAliveWhenTheWriteWasMade) {
+  // b's clock is past the segment's expiry when it applies the add that was
+  // made while the segment lived: it must still add to it, as a did.
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart + 20);
+  a.Open();
+  b.Open();
+  SegmentUpdate seg{1, kStart + 10, false, 77, {}};
+  ASSERT_TRUE(a.Upsert("nora", {seg}).status.ok());
+  a.clock().Advance(5);
+  WriteAnswer added = a.Upsert("nora", {Ttl(1, 100)}, UpsertMode::kAdd);
+  ASSERT_TRUE(added.status.ok());
+  EXPECT_EQ(added.upsert.updated, 1u);
+  ASSERT_TRUE(b.WaitApplied(2));
+  Result<storage::Record> ra = a.Raw("nora");
+  Result<storage::Record> rb = b.Raw("nora");
+  ASSERT_TRUE(ra.ok());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(ra->body(), rb->body());
+  Result<GetResult> got = b.Get("nora");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->expires, std::vector<UnixSeconds>{kStart + 110});
+  EXPECT_EQ(got->attr1, std::vector<std::optional<uint32_t>>{77});
+}
+
+TEST_F(ReplicatorTest, AProfileALogEntryEmptiedKeepsItsPositionAcrossAReplay) {
+  // max_segments 3: an upsert refused for going over it, then a remove that
+  // empties the profile. Replayed from the start, the refused upsert must be
+  // skipped, not applied to a profile that no longer remembers its place.
+  {
+    Node n(dir_.File("a"), log_, kStart, Node::Defaults(), 3);
+    n.Open();
+    ASSERT_TRUE(n.Upsert("olga", {Ttl(1, 3600), Ttl(2, 3600), Ttl(3, 3600)}).status.ok());
+    EXPECT_EQ(n.Upsert("olga", {Ttl(4, 3600)}).status.code(), Status::Code::kLimitExceeded);
+    WriteAnswer removed = n.Write(proto::RemoveRequest{"olga", {1, 2, 3}, {}});
+    ASSERT_TRUE(removed.status.ok());
+    EXPECT_EQ(removed.removed, 3u);
+    EXPECT_TRUE(n.Get("olga").status().IsNotFound());
+    n.ForgetCheckpoints();
+  }
+  Node n(dir_.File("a"), log_, kStart, Node::Defaults(), 3);
+  n.Open();
+  ASSERT_TRUE(WaitFor([&] { return n.replicator().caught_up(); }));
+  EXPECT_TRUE(n.Get("olga").status().IsNotFound());  // segment 4 never appears
+  EXPECT_EQ(n.Stats().replayed, 3u);
+  // What holds the place: an empty record with the remove's position (the
+  // third entry of its log partition), void an hour (log_grace) after it.
+  Result<storage::Record> raw = n.Raw("olga");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  Result<uint64_t> position = profile::DecodeLogPosition(raw->body());
+  ASSERT_TRUE(position.ok());
+  EXPECT_EQ(*position, 3u);
+  EXPECT_EQ(raw->void_at(), kStart + 3600);
+  std::vector<Segment> segments;
+  ASSERT_TRUE(profile::DecodeSegments(raw->body(), &segments).ok());
+  EXPECT_TRUE(segments.empty());
 }
 
 TEST_F(ReplicatorTest, ARestartReplaysTheLogWithoutApplyingAnythingTwice) {

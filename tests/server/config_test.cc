@@ -475,6 +475,9 @@ TEST(ConfigTest, ShippedClusterExampleLoadsWhenUncommented) {
   EXPECT_EQ(c.replica.applier.window_seconds, log_defaults.applier.window_seconds);
   EXPECT_EQ(c.replica.applier.window_max_ids, log_defaults.applier.window_max_ids);
   EXPECT_EQ(c.replica.applier.checkpoint_interval, log_defaults.applier.checkpoint_interval);
+  EXPECT_EQ(c.log_grace_seconds, DefaultConfig().log_grace_seconds);
+  EXPECT_EQ(c.storage.void_grace_seconds, 3600u);  // the log's grace reaches the layers below
+  EXPECT_EQ(c.profile.log_grace_seconds, 3600u);
   bool described = false;
   bool log_described = false;
   for (const StatEntry& e : Describe(c)) {
@@ -561,6 +564,9 @@ TEST(ConfigTest, ClusterLogSettingsAreChecked) {
   EXPECT_TRUE(Rejected("[cluster_log]\npartitions = 8192\n", "partitions"));
   EXPECT_TRUE(Rejected("[cluster_log]\nproperties = 3\n", "properties"));
   EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"a\" = 1\n", "properties"));
+  EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"acks\" = \"1\"\n", "acks"));
+  EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"no.such.property\" = \"1\"\n",
+                       "no.such.property"));
   EXPECT_TRUE(Rejected("[cluster_log]\nsurprise = 1\n", "cluster_log.surprise"));
   // Property values stay out of what the server reports: they may be secrets.
   ASSERT_TRUE(loaded(cluster + log + "[cluster_log.properties]\n\"sasl.password\" = \"hunter2\"\n",

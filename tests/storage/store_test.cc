@@ -1,5 +1,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <optional>
 #include <unistd.h>
 
 #include <chrono>
@@ -324,6 +326,57 @@ TEST_F(StoreTest, VoidAtHidesTheRecordAndItStaysGone) {
   EXPECT_EQ(w->GetSync("never")->body(), "n");
   clock_.Advance(1000);
   EXPECT_TRUE(w->GetSync("long").status().IsNotFound());
+}
+
+// With a void grace (a cluster node applying a log), a record past its
+// void_at reads as absent at once but stays for that long: an update as of
+// an earlier time still finds it alive, and only then is it dropped
+// (the index sweep, defragmentation, recovery).
+TEST_F(StoreTest, AVoidGraceKeepsDeadRecordsForUpdatesAsOfEarlierTimes) {
+  const UnixSeconds t0 = clock_.Now();
+  opts_.void_grace_seconds = 100;
+  auto as_of = [](Worker* w, std::string_view key, UnixSeconds at) {
+    std::optional<bool> alive;
+    std::optional<Result<WriteOutcome>> out;
+    w->UpdateAsOf(
+        key, at,
+        [&](const Record* cur) -> Result<Mutation> {
+          alive = cur != nullptr;
+          return Mutation::Keep();
+        },
+        [&](Result<WriteOutcome> r) { out.emplace(std::move(r)); });
+    while (!out) w->Wait(std::chrono::milliseconds(10));
+    EXPECT_TRUE(out->ok()) << out->status().ToString();
+    return alive.value_or(false);
+  };
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("k", "body", 0, t0 + 10).ok());
+    clock_.Advance(50);  // 40 s past its void_at
+    EXPECT_TRUE(w->GetSync("k").status().IsNotFound());  // reads: gone at once
+    EXPECT_TRUE(as_of(w.get(), "k", t0 + 5));            // alive at t0 + 5
+    EXPECT_FALSE(as_of(w.get(), "k", t0 + 10));          // not at its void_at
+    ASSERT_TRUE(store->DefragNow(false).ok());
+    EXPECT_EQ(store->stats().expired_dropped, 0u);  // within the grace: kept
+  }
+  {
+    auto store = OpenOrDie(opts_);  // recovery keeps it too
+    auto w = WorkerOrDie(store.get());
+    EXPECT_TRUE(as_of(w.get(), "k", t0 + 5));
+    clock_.Advance(61);  // now past void_at + grace
+    ASSERT_TRUE(store->DefragNow(false).ok());
+    EXPECT_EQ(store->stats().expired_dropped, 1u);
+    EXPECT_FALSE(as_of(w.get(), "k", t0 + 5));  // dropped: nothing to find
+  }
+  // Without a grace, as before: dropped at its void_at.
+  opts_.void_grace_seconds = 0;
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  ASSERT_TRUE(w->PutSync("j", "body", 0, clock_.Now() + 10).ok());
+  clock_.Advance(11);
+  ASSERT_TRUE(store->DefragNow(false).ok());
+  EXPECT_EQ(store->stats().expired_dropped, 1u);
 }
 
 TEST_F(StoreTest, UpdateSeesTheCurrentVersionAndMayRefuse) {
