@@ -9,7 +9,8 @@
 // - hello, get, ..., delete: the bodies of that operation's example requests,
 //   and an empty body;
 // - get_reader: the bodies of the get and batch_get example answers;
-// - record_codec: the codec's encodings of a few profiles of every shape.
+// - record_codec: the codec's encodings of a few profiles of every shape;
+// - log_entry: log entries of every write, and checkpoint records.
 //
 // scripts/fuzz.sh runs it before the fuzzers; seeds are never committed.
 #include <cstdint>
@@ -25,6 +26,8 @@
 #include "fuzz/fuzz_util.h"
 #include "profile/codec.h"
 #include "proto/protocol.h"
+#include "replica/checkpoint.h"
+#include "replica/entry.h"
 
 namespace fs = std::filesystem;
 
@@ -95,6 +98,37 @@ void ProtoSeeds(const fs::path& examples) {
   Write("frame", "pipelined", get_request + ping_request + get_request);
 }
 
+// log_entry: the first byte picks (even: an entry, odd: a checkpoint).
+void LogEntrySeeds() {
+  replica::WriteEntry e;
+  e.now = 1'800'000'000;
+  e.write_id = WriteId{0x0102030405060708ull, 42};
+  e.origin = 0xabcdef;
+  e.ticket = 7;
+  std::vector<decltype(e.request)> requests;
+  proto::UpsertRequest u;
+  u.user = "user-42";
+  u.mode = UpsertMode::kAdd;
+  u.segments.push_back(SegmentUpdate{101, 3600, true, 7u, {}});
+  u.segments.push_back(SegmentUpdate{UINT64_MAX, UINT32_MAX, false, {}, 9u});
+  requests.push_back(u);
+  requests.push_back(proto::RemoveRequest{"user-43", {1, 2, UINT64_MAX}, {}});
+  requests.push_back(proto::TrimRequest{"user-44", 1'900'000'000, {}});
+  requests.push_back(proto::DeleteRequest{std::string("\xff\x80" "bin", 5), {}});
+  for (size_t i = 0; i < requests.size(); ++i) {
+    e.request = requests[i];
+    std::string bytes(1, '\0');
+    replica::EncodeEntry(e, &bytes);
+    Write("log_entry", "entry-" + std::to_string(i), bytes);
+  }
+  const replica::Checkpoint checkpoints[] = {
+      {}, {5, 0, {}}, {123456789, 120000, {{7, 123456800}, {4095, 1}}}};
+  for (size_t i = 0; i < std::size(checkpoints); ++i) {
+    Write("log_entry", "checkpoint-" + std::to_string(i),
+          "\x01" + replica::EncodeCheckpoint(checkpoints[i]));
+  }
+}
+
 void CodecSeeds() {
   constexpr UnixSeconds kHour = 3600;
   const UnixSeconds t = 1'800'000'000 - 1'800'000'000 % kHour;
@@ -156,6 +190,7 @@ int main(int argc, char** argv) {
   segstore::fuzz::g_out = argv[2];
   segstore::fuzz::ProtoSeeds(argv[1]);
   segstore::fuzz::CodecSeeds();
+  segstore::fuzz::LogEntrySeeds();
   std::printf("fuzz_seeds: wrote %d seeds under %s\n", segstore::fuzz::g_written, argv[2]);
   return 0;
 }
