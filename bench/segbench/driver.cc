@@ -376,6 +376,22 @@ std::optional<double> ProcessCpuSeconds(int64_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+namespace {
+
+// The CPU time of the sample's server process, and of a cluster's other
+// nodes' too: all of them, or none when one is not visible here.
+std::optional<double> ServerCpuSeconds(const ServerSample& s) {
+  std::optional<double> total = ProcessCpuSeconds(s.pid);
+  for (int64_t pid : s.more_pids) {
+    const std::optional<double> one = ProcessCpuSeconds(pid);
+    if (!one || !total) return std::nullopt;
+    *total += *one;
+  }
+  return total;
+}
+
+}  // namespace
+
 Result<RunResult> Run(Target& target, const RunSpec& spec) {
   if (spec.users == 0 || spec.connections == 0 || spec.depth == 0 || spec.threads == 0 ||
       spec.seconds <= 0 || spec.batch == 0 || spec.warmup_seconds < 0) {
@@ -429,7 +445,7 @@ Result<RunResult> Run(Target& target, const RunSpec& spec) {
   RunResult result;
   result.spec = s;
   Result<ServerSample> before = target.Sample();
-  const std::optional<double> cpu0 = before.ok() ? ProcessCpuSeconds(before->pid) : std::nullopt;
+  const std::optional<double> cpu0 = before.ok() ? ServerCpuSeconds(*before) : std::nullopt;
   const double client0 = ClientCpuSeconds();
   const auto m0 = Clock::now();
   window.start = Window::Nanos(m0);
@@ -439,7 +455,7 @@ Result<RunResult> Run(Target& target, const RunSpec& spec) {
   window.stop = true;
   result.seconds = std::chrono::duration<double>(m1 - m0).count();
   result.client_cpu_seconds = ClientCpuSeconds() - client0;
-  const std::optional<double> cpu1 = before.ok() ? ProcessCpuSeconds(before->pid) : std::nullopt;
+  const std::optional<double> cpu1 = before.ok() ? ServerCpuSeconds(*before) : std::nullopt;
   if (cpu0 && cpu1) result.server_cpu_seconds = *cpu1 - *cpu0;
   Result<ServerSample> after = target.Sample();
   for (auto& t : pool) t.join();
@@ -501,7 +517,7 @@ Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
   Result<ServerSample> before = target.Sample();
   if (!before.ok()) return before.status();
   r.before = *before;
-  const std::optional<double> cpu0 = ProcessCpuSeconds(before->pid);
+  const std::optional<double> cpu0 = ServerCpuSeconds(*before);
   const auto t0 = Clock::now();
   const uint64_t per = std::max<size_t>(1, target.load_batch());
   const uint64_t units = (users + per - 1) / per;
@@ -518,7 +534,7 @@ Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
   });
   if (!s.ok()) return s.WithContext("loading");
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const std::optional<double> cpu1 = ProcessCpuSeconds(before->pid);
+  const std::optional<double> cpu1 = ServerCpuSeconds(*before);
   if (cpu0 && cpu1) r.server_cpu_seconds = *cpu1 - *cpu0;
   Result<ServerSample> after = target.Sample();
   if (!after.ok()) return after.status();

@@ -30,6 +30,10 @@
 //   all         limits load get get-zipf batch-get get-70 get-80 upsert mixed trim
 //               mixed-busy
 //
+// --segstore may name any node of a cluster: segbench then routes each
+// request to a node holding its user (AsyncClusterClient; --connections
+// each with one connection to every node), and says "cluster of N nodes,
+// replication R" beside the address.
 // --tls, --tls-ca, ... and --auth-secret-file (src/tools/client_flags.h) reach
 // a segstored that serves TLS or requires a secret; they never apply to Redis.
 // A table for people on stdout, or --json for scripts (--json-file: both).
@@ -216,6 +220,9 @@ PerUser PerUserOf(const Subject& s) {
   PerUser p;
   if (!s.load) return p;
   const LoadResult& l = *s.load;
+  if (!s.target->topology().empty()) {
+    p.note = "summed over the cluster's nodes: each user is on every replica of its partition";
+  }
   if (l.before.records > 0) {
     p.note = "the server held " + std::to_string(l.before.records) +
              " records before the load: memory growth not per user";
@@ -503,6 +510,7 @@ class Bench {
                   {"address", s.target->address()},
                   {"durability", s.first.durability},
                   {"data", s.first.device}};
+      if (const std::string t = s.target->topology(); !t.empty()) one["topology"] = t;
       const PerUser p = PerUserOf(s);
       if (s.load) {
         one["load"] = {{"users", s.load->users},
@@ -545,8 +553,20 @@ class Bench {
                 machine_.kernel.c_str(), machine_.storage.empty() ? "?" : machine_.storage.c_str());
     for (const Subject& s : subjects_) {
       if (s.whole) continue;
-      std::printf("%s at %s: durability %s; data %s\n", s.target->name().c_str(),
-                  s.target->address().c_str(), s.first.durability.c_str(), s.first.device.c_str());
+      const std::string topology = s.target->topology();
+      if (topology.empty()) {
+        std::printf("%s at %s: durability %s; data %s\n", s.target->name().c_str(),
+                    s.target->address().c_str(), s.first.durability.c_str(),
+                    s.first.device.c_str());
+      } else {
+        // Each connection routes each user to its node, over one connection
+        // to every node.
+        std::printf(
+            "%s at %s: %s (each connection one to every node, routed by the map); "
+            "durability %s; data %s (the node asked's)\n",
+            s.target->name().c_str(), s.target->address().c_str(), topology.c_str(),
+            s.first.durability.c_str(), s.first.device.c_str());
+      }
     }
     if (!rows_.empty()) {
       std::printf("\n%-14s %-13s %10s %8s %8s %8s %8s %9s %8s %6s\n", "target", "workload", "ops/s",

@@ -6,18 +6,26 @@
 #include <boost/asio.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "segstore/async_cluster_client.h"
 
 namespace segstore::bench {
 namespace {
 
 Outcome Failed(const Status& s) { return Outcome{false, s.ToString(), 0, 0}; }
 
+// One segbench connection over `Client`: an AsyncClient to a single server,
+// or an AsyncClusterClient routing to a cluster's nodes (one connection to
+// each). Both take the same calls; a single server's runs are the same code
+// as before clusters.
+template <typename Client>
 class SegstoreConnection final : public Connection {
  public:
-  SegstoreConnection(std::unique_ptr<client::AsyncClient> c, const GetOptions& get)
+  SegstoreConnection(std::unique_ptr<Client> c, const GetOptions& get)
       : client_(std::move(c)), get_(get) {}
 
   void Get(const std::string& user, Done done) override {
@@ -87,10 +95,50 @@ class SegstoreConnection final : public Connection {
   size_t in_flight() const override { return client_->in_flight(); }
 
  private:
-  std::unique_ptr<client::AsyncClient> client_;
+  std::unique_ptr<Client> client_;
   GetOptions get_;
 };
 
+// A server's figures, from its stats.
+ServerSample SampleOf(segstore::Stats stats) {
+  std::map<std::string, decltype(StatEntry::value)> by_name;
+  for (StatEntry& e : stats.entries) by_name[e.name] = std::move(e.value);
+  auto number = [&](const char* name) -> uint64_t {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return 0;
+    if (const auto* u = std::get_if<uint64_t>(&it->second)) return *u;
+    if (const auto* d = std::get_if<double>(&it->second)) return static_cast<uint64_t>(*d);
+    return 0;
+  };
+  auto text = [&](const char* name) -> std::string {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return "";
+    if (const auto* s = std::get_if<std::string>(&it->second)) return *s;
+    return "";
+  };
+  ServerSample s;
+  s.pid = static_cast<int64_t>(number("process.pid"));
+  s.memory_bytes = number("process.resident_memory_bytes");
+  s.device_bytes_used = (number("storage.write_blocks") - number("storage.write_blocks_free")) *
+                        number("storage.write_block_bytes");
+  s.records = number("storage.index_entries");
+  s.sweeper_segments_removed = number("sweeper.segments_removed");
+  s.sweeper_records_rewritten = number("sweeper.records_rewritten");
+  s.defrag_blocks = number("storage.defrag_blocks");
+  s.durability = text("config.storage.durability");
+  s.device = text("config.storage.path");
+  return s;
+}
+
+Result<ServerSample> SampleAt(const client::ClientOptions& options) {
+  auto c = client::Client::Connect(options);
+  if (!c.ok()) return c.status();
+  auto stats = (*c)->Stats();
+  if (!stats.ok()) return stats.status();
+  return SampleOf(std::move(*stats));
+}
+
+// A single server: one AsyncClient per connection, as before clusters.
 class SegstoreTarget final : public Target {
  public:
   explicit SegstoreTarget(const SegstoreOptions& options) : options_(options) {
@@ -108,43 +156,12 @@ class SegstoreTarget final : public Target {
         io, options_.client,
         [this, done = std::move(done)](Result<std::unique_ptr<client::AsyncClient>> r) {
           if (!r.ok()) return done(r.status());
-          done(std::unique_ptr<Connection>(new SegstoreConnection(std::move(*r), get_)));
+          done(std::unique_ptr<Connection>(
+              new SegstoreConnection<client::AsyncClient>(std::move(*r), get_)));
         });
   }
 
-  Result<ServerSample> Sample() override {
-    auto c = client::Client::Connect(options_.client);
-    if (!c.ok()) return c.status();
-    auto stats = (*c)->Stats();
-    if (!stats.ok()) return stats.status();
-    std::map<std::string, decltype(StatEntry::value)> by_name;
-    for (StatEntry& e : stats->entries) by_name[e.name] = std::move(e.value);
-    auto number = [&](const char* name) -> uint64_t {
-      auto it = by_name.find(name);
-      if (it == by_name.end()) return 0;
-      if (const auto* u = std::get_if<uint64_t>(&it->second)) return *u;
-      if (const auto* d = std::get_if<double>(&it->second)) return static_cast<uint64_t>(*d);
-      return 0;
-    };
-    auto text = [&](const char* name) -> std::string {
-      auto it = by_name.find(name);
-      if (it == by_name.end()) return "";
-      if (const auto* s = std::get_if<std::string>(&it->second)) return *s;
-      return "";
-    };
-    ServerSample s;
-    s.pid = static_cast<int64_t>(number("process.pid"));
-    s.memory_bytes = number("process.resident_memory_bytes");
-    s.device_bytes_used = (number("storage.write_blocks") - number("storage.write_blocks_free")) *
-                          number("storage.write_block_bytes");
-    s.records = number("storage.index_entries");
-    s.sweeper_segments_removed = number("sweeper.segments_removed");
-    s.sweeper_records_rewritten = number("sweeper.records_rewritten");
-    s.defrag_blocks = number("storage.defrag_blocks");
-    s.durability = text("config.storage.durability");
-    s.device = text("config.storage.path");
-    return s;
-  }
+  Result<ServerSample> Sample() override { return SampleAt(options_.client); }
 
   size_t load_batch() const override { return 20; }
 
@@ -153,13 +170,90 @@ class SegstoreTarget final : public Target {
   GetOptions get_;
 };
 
+// A cluster, reached through any node: each connection is an
+// AsyncClusterClient with one connection to each node, so N connections are
+// N to each node. A sample sums every node's figures.
+class SegstoreClusterTarget final : public Target {
+ public:
+  SegstoreClusterTarget(const SegstoreOptions& options, ClusterMap map)
+      : options_(options), map_(std::move(map)) {
+    get_.ids_only = options.ids_only;
+  }
+
+  std::string name() const override { return "segstore"; }
+  std::string address() const override {
+    return client::FormatServerAddress(options_.client.host, options_.client.port);
+  }
+  std::string topology() const override {
+    return "cluster of " + std::to_string(map_.nodes.size()) + " nodes, replication " +
+           std::to_string(map_.replication) + (map_.log ? ", writes through a log" : "");
+  }
+
+  void Open(boost::asio::io_context& io,
+            std::function<void(Result<std::unique_ptr<Connection>>)> done) override {
+    client::AsyncClusterClientOptions o;
+    o.node = options_.client;
+    o.connections_per_node = 1;
+    client::AsyncClusterClient::Connect(
+        io, o,
+        [this, done = std::move(done)](Result<std::unique_ptr<client::AsyncClusterClient>> r) {
+          if (!r.ok()) return done(r.status());
+          done(std::unique_ptr<Connection>(
+              new SegstoreConnection<client::AsyncClusterClient>(std::move(*r), get_)));
+        });
+  }
+
+  // Every node's figures summed (the pid and the settings are the node
+  // asked's; the other nodes' pids follow it).
+  Result<ServerSample> Sample() override {
+    Result<ServerSample> total = SampleAt(options_.client);
+    if (!total.ok()) return total;
+    const std::string seed = address();
+    for (const ClusterNode& n : map_.nodes) {
+      if (n.address == seed) continue;
+      client::ClientOptions o = options_.client;
+      SEGSTORE_RETURN_IF_ERROR(client::ParseServerAddress(n.address, &o));
+      Result<ServerSample> one = SampleAt(o);
+      if (!one.ok()) return one.status().WithContext("node " + n.id + " at " + n.address);
+      total->more_pids.push_back(one->pid);
+      total->memory_bytes += one->memory_bytes;
+      total->device_bytes_used += one->device_bytes_used;
+      total->records += one->records;
+      total->sweeper_segments_removed += one->sweeper_segments_removed;
+      total->sweeper_records_rewritten += one->sweeper_records_rewritten;
+      total->defrag_blocks += one->defrag_blocks;
+    }
+    return total;
+  }
+
+  size_t load_batch() const override { return 20; }
+
+ private:
+  SegstoreOptions options_;
+  ClusterMap map_;
+  GetOptions get_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Target>> NewSegstoreTarget(const SegstoreOptions& options) {
-  auto target = std::make_unique<SegstoreTarget>(options);
-  Result<ServerSample> probe = target->Sample();
-  if (!probe.ok()) return probe.status();
-  return std::unique_ptr<Target>(std::move(target));
+  auto c = client::Client::Connect(options.client);
+  if (!c.ok()) return c.status();
+  if (auto stats = (*c)->Stats(); !stats.ok()) return stats.status();
+  // A cluster node's map says so; a server from before clusters does not
+  // know the operation (a single server).
+  Result<ClusterMap> map = (*c)->ClusterMap();
+  if (!map.ok() && map.status().code() != Status::Code::kUnsupported) return map.status();
+  if (map.ok() && map->cluster) {
+    if (!map->has_map()) {
+      return Status::Unavailable("the cluster has no partition map yet (it is forming)");
+    }
+    auto target = std::make_unique<SegstoreClusterTarget>(options, std::move(*map));
+    Result<ServerSample> probe = target->Sample();
+    if (!probe.ok()) return probe.status();
+    return std::unique_ptr<Target>(std::move(target));
+  }
+  return std::unique_ptr<Target>(std::make_unique<SegstoreTarget>(options));
 }
 
 }  // namespace segstore::bench

@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "segstore/result.h"
 
@@ -73,6 +74,7 @@ class Connection {
 // A server's figures at one instant, for memory and CPU per operation.
 struct ServerSample {
   int64_t pid = 0;                 // the server's process ID as it reports it (0: unknown)
+  std::vector<int64_t> more_pids;  // a cluster's other nodes' (the sums below cover them all)
   uint64_t memory_bytes = 0;       // Redis: used_memory; segstore: resident set
   uint64_t device_bytes_used = 0;  // bytes of the data device in use, garbage included (0: none)
   uint64_t records = 0;            // profiles (segstore) or keys (Redis) stored
@@ -89,8 +91,11 @@ class Target {
   virtual ~Target() = default;
   // "segstore" or "redis".
   virtual std::string name() const = 0;
-  // "host:port".
+  // "host:port" (of the node asked, for a cluster).
   virtual std::string address() const = 0;
+  // What the address leads to beyond one server: "cluster of 3 nodes,
+  // replication 2"; empty for a single server.
+  virtual std::string topology() const { return {}; }
   // Opens one connection on `io`; `done` runs on io's thread, never inside Open.
   virtual void Open(boost::asio::io_context& io,
                     std::function<void(Result<std::unique_ptr<Connection>>)> done) = 0;

@@ -20,9 +20,11 @@
 //   in a cluster"), and one whose outcome is unknown (no answer, InDoubt) or
 //   that the log refused (LogUnavailable) is sent again with the same ID,
 //   which the cluster applies at most once. Out of attempts with the outcome
-//   still unknown, the caller gets InDoubt. Without a log, a write whose
-//   answer never came is not sent twice: its outcome is unknown, and the
-//   error (Unavailable or Timeout) is what the caller gets.
+//   of one that was sent still unknown, the caller gets InDoubt (a write
+//   never sent, no node being reachable, gets the connection's error).
+//   Without a log, a write whose answer never came is not sent twice: its
+//   outcome is unknown, and the error (Unavailable or Timeout) is what the
+//   caller gets.
 // - A get answered from a copy that may be behind (marked stale) is asked of
 //   the other replicas in turn; the first answer not marked stale is
 //   returned, else the first one (its `stale` set). Batch gets and counts

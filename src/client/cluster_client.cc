@@ -1,28 +1,16 @@
 #include "segstore/cluster_client.h"
 
 #include <algorithm>
-#include <random>
 #include <thread>
 
-#include "segstore/routing.h"
+#include "client/routing_rules.h"
 
 namespace segstore::client {
 
-namespace {
-
-bool IsWrongNode(const Status& s) { return s.code() == Status::Code::kWrongNode; }
-bool IsBusy(const Status& s) { return s.code() == Status::Code::kBusy; }
-// The connection broke or no answer came: the request may or may not have
-// been carried out.
-bool IsLost(const Status& s) {
-  return s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout;
-}
-// A write whose outcome the answer does not tell.
-bool IsUnknown(const Status& s) { return IsLost(s) || s.code() == Status::Code::kInDoubt; }
-
-enum class Kind { kRead, kWrite };
-
-}  // namespace
+using internal::GaveUp;
+using internal::IsLost;
+using internal::IsWrongNode;
+using internal::Kind;
 
 struct ClusterClient::Impl {
   ClusterClientOptions options;
@@ -31,32 +19,13 @@ struct ClusterClient::Impl {
   std::map<std::string, std::unique_ptr<Client>> clients;  // by address
   uint64_t retries = 0;
   uint64_t stale_reads = 0;
-  // Write IDs: random per client, then a counter.
-  uint64_t id_prefix = 0;
-  uint64_t id_counter = 0;
+  internal::WriteIds write_ids;
 
-  WriteId NewWriteId() { return map.log ? WriteId{id_prefix, ++id_counter} : WriteId{}; }
+  WriteId NewWriteId() { return write_ids.Next(map.log); }
 
   // Whether an answer `s` to a request of `kind` is worth another attempt
   // (with the same write ID for a write).
-  bool Retryable(const Status& s, Kind kind) const {
-    if (!map.cluster) return false;
-    if (IsWrongNode(s) || IsBusy(s)) return true;
-    const bool write = kind == Kind::kWrite;
-    if (IsLost(s)) return !write || map.log;
-    if (s.code() == Status::Code::kLogUnavailable) return write;
-    if (s.code() == Status::Code::kInDoubt) return write && map.log;
-    return false;
-  }
-
-  // What the caller gets when the attempts ran out on `s`.
-  static Status GaveUp(const Status& s, Kind kind, int attempts) {
-    if (kind == Kind::kWrite && IsUnknown(s)) {
-      return Status::InDoubt("the write's outcome is unknown after " + std::to_string(attempts) +
-                             " attempts (last: " + s.ToString() + ")");
-    }
-    return s;
-  }
+  bool Retryable(const Status& s, Kind kind) const { return internal::Retryable(map, s, kind); }
 
   Result<Client*> ClientAt(const std::string& address) {
     auto it = clients.find(address);
@@ -74,9 +43,7 @@ struct ClusterClient::Impl {
   // Where `user` goes: a single server, or a replica of its partition, the
   // first on a first attempt and the next on each retry.
   std::string AddressOf(std::string_view user, int attempt = 0) const {
-    if (!map.has_map()) return seed;
-    std::span<const uint16_t> replicas = map.ReplicasOf(PartitionOf(user));
-    return map.nodes[replicas[static_cast<size_t>(attempt) % replicas.size()]].address;
+    return internal::AddressOf(map, seed, user, attempt);
   }
 
   // Asks `address` for its map and keeps it when newer.
@@ -84,47 +51,30 @@ struct ClusterClient::Impl {
     Result<Client*> c = ClientAt(address);
     if (!c.ok()) return c.status();
     Result<segstore::ClusterMap> m = (*c)->ClusterMap();
-    if (m.status().code() == Status::Code::kUnsupported) {
-      // A server from before clusters: a single server.
-      map = segstore::ClusterMap{};
-      return Status::OK();
-    }
-    if (!m.ok()) {
-      if (IsLost(m.status())) clients.erase(address);
-      return m.status();
-    }
-    if (!m->cluster) {
-      map = std::move(*m);
-    } else if (m->revision >= map.revision || !map.cluster) {
-      map = std::move(*m);
-    }
-    return Status::OK();
+    if (!m.ok() && IsLost(m.status())) clients.erase(address);
+    return internal::TakeMap(&map, std::move(m));
   }
 
   // Fetches the map from `first` (if given), else from the nodes in turn.
   Status Refresh(const std::string& first = {}) {
     Status last = Status::Unavailable("no node to ask for the cluster map");
-    std::vector<std::string> order;
-    if (!first.empty()) order.push_back(first);
-    for (const ClusterNode& n : map.nodes) order.push_back(n.address);
-    order.push_back(seed);
     const uint64_t before = map.revision;
-    for (const std::string& a : order) {
+    for (const std::string& a : internal::RefreshOrder(map, first, seed)) {
       last = AskMap(a);
-      if (last.ok() && (map.revision > before || !map.cluster)) return Status::OK();
+      if (last.ok() && internal::RefreshFound(map, before)) return Status::OK();
     }
     return last.ok() ? Status::OK() : last;
   }
 
   void Pause(int attempt) {
-    auto pause = options.retry_pause * (1 << std::min(attempt, 6));
-    std::this_thread::sleep_for(pause);
+    std::this_thread::sleep_for(internal::RetryPause(options.retry_pause, attempt));
   }
 
   // Runs `call` on a node of `user`, retrying as the header says.
   template <typename T, typename Call>
   Result<T> Routed(std::string_view user, Kind kind, Call call) {
     Status last;
+    bool unknown = false;  // a write sent whose outcome is unknown
     const int attempts = std::max(1, options.max_attempts);
     int attempt = 0;
     for (; attempt < attempts; ++attempt) {
@@ -137,6 +87,7 @@ struct ClusterClient::Impl {
         if (r.ok() || !map.cluster) return r;
         last = r.status();
         if (IsLost(last)) clients.erase(address);
+        if (internal::IsWrite(kind) && internal::IsUnknown(last)) unknown = true;
         if (!Retryable(last, kind)) return r;
       }
       if (!map.cluster && !IsLost(last)) return last;
@@ -149,7 +100,7 @@ struct ClusterClient::Impl {
       // go by yet, so give it a moment to catch up.
       if (IsWrongNode(last) && map.revision == revision) Pause(attempt);
     }
-    return GaveUp(last, kind, attempt + 1);
+    return GaveUp(last, unknown, attempt + 1);
   }
 
   // A read: as Routed, then, when the answer is marked stale, the other
@@ -164,7 +115,10 @@ struct ClusterClient::Impl {
       Result<Client*> c = ClientAt(AddressOf(user, static_cast<int>(k)));
       if (!c.ok()) continue;
       Result<GetResult> r = (*c)->Get(user, get);
-      if ((r.ok() && !r->stale) || r.status().IsNotFound()) return r;
+      // Only an answer not marked stale beats the first: NotFound from a
+      // replica catching up is no better (its stale flag is on an error
+      // frame, which a Status does not carry).
+      if (r.ok() && !r->stale) return r;
     }
     return first;
   }
@@ -176,6 +130,7 @@ struct ClusterClient::Impl {
                                            UserOf user_of, Send send) {
     std::vector<Result<R>> out(entries.size(), Result<R>(Status::Internal("not sent")));
     std::vector<size_t> pending(entries.size());
+    std::vector<bool> unknown(entries.size(), false);  // per entry: a write sent, outcome unknown
     for (size_t i = 0; i < entries.size(); ++i) pending[i] = i;
     for (int attempt = 0; !pending.empty(); ++attempt) {
       std::map<std::string, std::vector<size_t>> by_node;
@@ -197,6 +152,9 @@ struct ClusterClient::Impl {
         if (!r.ok()) {
           if (IsLost(r.status())) clients.erase(address);
           const bool retry = Retryable(r.status(), kind);
+          if (internal::IsWrite(kind) && internal::IsUnknown(r.status())) {
+            for (size_t i : indices) unknown[i] = true;
+          }
           if (!map.cluster && !IsLost(r.status())) return r.status();
           for (size_t i : indices) {
             if (retry) {
@@ -210,6 +168,9 @@ struct ClusterClient::Impl {
         }
         for (size_t k = 0; k < indices.size(); ++k) {
           Result<R>& one = (*r)[k];
+          if (!one.ok() && internal::IsWrite(kind) && internal::IsUnknown(one.status())) {
+            unknown[indices[k]] = true;
+          }
           if (!one.ok() && Retryable(one.status(), kind)) {
             again.push_back(indices[k]);
             retry_reason = one.status();
@@ -221,7 +182,7 @@ struct ClusterClient::Impl {
       }
       if (again.empty()) break;
       if (attempt + 1 >= std::max(1, options.max_attempts)) {
-        for (size_t i : again) out[i] = GaveUp(retry_reason, kind, attempt + 1);
+        for (size_t i : again) out[i] = GaveUp(retry_reason, unknown[i], attempt + 1);
         break;
       }
       retries += again.size();
@@ -241,9 +202,6 @@ ClusterClient::~ClusterClient() = default;
 Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  std::random_device rd;
-  impl->id_prefix = (uint64_t{rd()} << 32) | rd();
-  if (impl->id_prefix == 0) impl->id_prefix = 1;
   impl->seed = FormatServerAddress(options.node.host, options.node.port);
   SEGSTORE_RETURN_IF_ERROR(impl->AskMap(impl->seed));
   return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(impl)));
@@ -279,35 +237,38 @@ Result<UpsertResult> ClusterClient::Upsert(std::string_view user,
                                            UpsertMode mode) {
   const WriteId id = impl_->NewWriteId();
   return impl_->Routed<UpsertResult>(
-      user, Kind::kWrite, [&](Client& c) { return c.Upsert(user, segments, mode, id); });
+      user, internal::WriteKind(id), [&](Client& c) { return c.Upsert(user, segments, mode, id); });
 }
 
 Result<BatchUpsertResult> ClusterClient::BatchUpsert(std::span<const UpsertItem> items) {
   std::vector<UpsertItem> named(items.begin(), items.end());
+  Kind kind = Kind::kNamedWrite;
   for (UpsertItem& item : named) {
     if (item.write_id.empty()) item.write_id = impl_->NewWriteId();
+    if (item.write_id.empty()) kind = Kind::kWrite;
   }
   return impl_->Scattered<UpsertResult, UpsertItem>(
-      std::span<const UpsertItem>(named), Kind::kWrite,
+      std::span<const UpsertItem>(named), kind,
       [](const UpsertItem& i) -> std::string_view { return i.user; },
       [&](Client& c, std::span<const UpsertItem> group) { return c.BatchUpsert(group); });
 }
 
 Result<uint32_t> ClusterClient::Remove(std::string_view user, std::span<const uint64_t> ids) {
   const WriteId id = impl_->NewWriteId();
-  return impl_->Routed<uint32_t>(user, Kind::kWrite,
+  return impl_->Routed<uint32_t>(user, internal::WriteKind(id),
                                  [&](Client& c) { return c.Remove(user, ids, id); });
 }
 
 Result<TrimResult> ClusterClient::Trim(std::string_view user, UnixSeconds before) {
   const WriteId id = impl_->NewWriteId();
-  return impl_->Routed<TrimResult>(user, Kind::kWrite,
+  return impl_->Routed<TrimResult>(user, internal::WriteKind(id),
                                    [&](Client& c) { return c.Trim(user, before, id); });
 }
 
 Result<bool> ClusterClient::Delete(std::string_view user) {
   const WriteId id = impl_->NewWriteId();
-  return impl_->Routed<bool>(user, Kind::kWrite, [&](Client& c) { return c.Delete(user, id); });
+  return impl_->Routed<bool>(user, internal::WriteKind(id),
+                             [&](Client& c) { return c.Delete(user, id); });
 }
 
 }  // namespace segstore::client

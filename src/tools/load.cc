@@ -13,15 +13,16 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "loader/line_reader.h"
+#include "segstore/async_cluster_client.h"
 
 namespace segstore::tools {
 namespace {
@@ -32,8 +33,28 @@ using Clock = std::chrono::steady_clock;
 struct Batch {
   std::vector<UpsertItem> items;
   uint64_t segments = 0;
+  size_t bytes = 0;  // about what its items take in a request
   unsigned attempt = 0;
+  std::string node;  // where its users went first ("host:port"), for flow control
 };
+
+// What the loader sends again after a pause: the server (or the cluster)
+// was busy, unreachable, did not answer in time, or (through a log) could
+// not tell whether the write was made. Loads are set or extend upserts, so a
+// resent item changes nothing it had already done; in a cluster with a log
+// it carries its first write ID, and is not applied twice.
+bool Transient(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kBusy:
+    case Status::Code::kUnavailable:
+    case Status::Code::kTimeout:
+    case Status::Code::kLogUnavailable:
+    case Status::Code::kInDoubt:
+      return true;
+    default:
+      return false;
+  }
+}
 
 std::string Human(double v) {
   char buf[32];
@@ -116,11 +137,11 @@ class Loader {
         total_bytes_ += static_cast<uint64_t>(st.st_size);
     }
     if (!o_.dry_run) {
-      if (Status s = ConnectAll(); !s.ok()) {
+      if (Status s = Connect(); !s.ok()) {
         std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
         return 2;
       }
-      const ServerInfo& info = conns_[0]->server_info();
+      const ServerInfo& info = client_->server_info();
       if (info.max_batch != 0) batch_users_ = std::min<uint32_t>(o_.batch_users, info.max_batch);
       if (info.max_frame_bytes != 0) frame_budget_ = info.max_frame_bytes / 2;
     }
@@ -134,45 +155,26 @@ class Loader {
   }
 
  private:
-  Status ConnectAll() {
-    conns_.resize(o_.connections);
-    in_flight_.assign(o_.connections, 0);
-    Status first;
-    unsigned pending = o_.connections;
-    for (unsigned i = 0; i < o_.connections; ++i) {
-      client::AsyncClient::Connect(io_, o_.client,
-                                   [&, i](Result<std::unique_ptr<client::AsyncClient>> r) {
-                                     --pending;
-                                     if (!r.ok()) {
-                                       if (first.ok()) first = r.status();
-                                       return;
-                                     }
-                                     conns_[i] = std::move(r).value();
-                                   });
-    }
-    while (pending > 0) io_.run_one();
-    if (!first.ok()) return first;
-    // A cluster node holds only its partitions: every other user's item
-    // would come back WrongNode. The loader does not route yet, so it says
-    // so before sending anything.
-    Status map_status;
-    bool cluster = false, answered = false;
-    conns_[0]->ClusterMap([&](Result<ClusterMap> m) {
-      answered = true;
-      if (m.ok()) {
-        cluster = m->cluster;
-      } else if (m.status().code() != Status::Code::kUnsupported) {  // older servers: single
-        map_status = m.status();
-      }
-    });
-    while (!answered) io_.run_one();
-    if (!map_status.ok()) return map_status;
-    if (cluster) {
-      return Status::Unsupported(
-          "the server is a node of a cluster, and segctl load does not route users to their "
-          "nodes yet: load each node's users through it, or load into a single server");
-    }
+  // Connects to the server named (any node of a cluster) and learns the
+  // map: a cluster's users are routed to their nodes, over o_.connections
+  // connections to each.
+  Status Connect() {
+    client::AsyncClusterClientOptions co;
+    co.node = o_.client;
+    co.connections_per_node = std::max(1u, o_.connections);
+    std::optional<Result<std::unique_ptr<client::AsyncClusterClient>>> r;
+    client::AsyncClusterClient::Connect(
+        io_, co,
+        [&r](Result<std::unique_ptr<client::AsyncClusterClient>> c) { r.emplace(std::move(c)); });
+    while (!r) io_.run_one();
+    if (!r->ok()) return r->status();
+    client_ = std::move(*r).value();
     return Status::OK();
+  }
+
+  // Batches in flight (or waiting to be sent again) to `node` at most.
+  unsigned NodeCapacity() const {
+    return std::max(1u, o_.connections) * std::max(1u, o_.in_flight);
   }
 
   // Reads and groups one file; false when the load must stop.
@@ -277,8 +279,12 @@ class Loader {
     }
     grouped_.clear();
 
-    Batch batch;
-    size_t batch_bytes = 0;
+    // One open batch per node: a cluster's users are grouped by the node
+    // that holds them, so that each batch goes to one node whole (a single
+    // server is one node).
+    std::vector<Batch> open;
+    std::unordered_map<std::string, size_t> open_of;
+    const bool named = client_ && client_->map().log;  // items carry write IDs
     std::vector<SegmentUpdate> segs;
     for (uint32_t u = 0; u < n_users; ++u) {
       segs.clear();
@@ -315,18 +321,31 @@ class Loader {
       }
       std::string& user = users_[u];  // moved into the batch below: users_ is cleared after
       users_seen_.insert(std::hash<std::string_view>{}(user));
-      const size_t bytes = user.size() + unique.size() * 14 + 16;
+      const size_t bytes = user.size() + unique.size() * 14 + 16 + (named ? 28 : 0);
+      std::string node = client_ ? client_->NodeOf(user) : std::string();
+      auto [at, fresh] = open_of.try_emplace(node, open.size());
+      if (fresh) {
+        open.emplace_back();
+        open.back().node = std::move(node);
+      }
+      Batch& batch = open[at->second];
       if (!batch.items.empty() &&
-          (batch.items.size() >= batch_users_ || batch_bytes + bytes > frame_budget_)) {
+          (batch.items.size() >= batch_users_ || batch.bytes + bytes > frame_budget_)) {
+        std::string same = batch.node;
         Send(std::move(batch));
         batch = Batch();
-        batch_bytes = 0;
+        batch.node = std::move(same);
       }
       batch.segments += unique.size();
-      batch_bytes += bytes;
-      batch.items.push_back(UpsertItem{std::move(user), std::move(unique), o_.mode});
+      batch.bytes += bytes;
+      // In a cluster with a log each item is named once, here, so that a
+      // retry of it (by the client or by Retry below) is applied at most once.
+      batch.items.push_back(UpsertItem{std::move(user), std::move(unique), o_.mode,
+                                       client_ ? client_->NewWriteId() : WriteId{}});
     }
-    if (!batch.items.empty()) Send(std::move(batch));
+    for (Batch& batch : open) {
+      if (!batch.items.empty()) Send(std::move(batch));
+    }
     user_index_.Clear();
     users_.clear();
     with_attrs_.clear();
@@ -339,64 +358,78 @@ class Loader {
       segments_written_ += batch.segments;
       return;
     }
-    // The connection with the fewest batches in flight; wait while all are full.
-    for (;;) {
-      if (stopped_) return;
-      int best = -1;
-      for (unsigned i = 0; i < conns_.size(); ++i) {
-        if (!conns_[i] || !conns_[i]->is_open()) continue;
-        if (in_flight_[i] < o_.in_flight && (best < 0 || in_flight_[i] < in_flight_[best])) {
-          best = static_cast<int>(i);
-        }
-      }
-      if (best >= 0) {
-        SendOn(static_cast<unsigned>(best), std::make_shared<Batch>(std::move(batch)));
-        return;
-      }
-      if (OpenConnections() == 0 && TotalInFlight() == 0) {
-        if (!Reconnect()) {
-          FailBatch(batch, Status::Unavailable("the server went away and does not come back"));
-          stopped_ = true;
-          exit_ = 2;
-          return;
-        }
-        continue;
-      }
-      io_.run_one();
-    }
+    // Wait while the batch's node has as many as it may (a slow node holds
+    // back only the reading, never another node's batches in flight).
+    while (!stopped_ && in_flight_by_node_[batch.node] >= NodeCapacity()) io_.run_one();
+    if (stopped_) return;
+    ++in_flight_;
+    ++in_flight_by_node_[batch.node];
+    SendNow(std::make_shared<Batch>(std::move(batch)));
   }
 
-  void SendOn(unsigned c, std::shared_ptr<Batch> batch) {
-    ++in_flight_[c];
-    conns_[c]->BatchUpsert(batch->items, [this, c, batch](Result<BatchUpsertResult> r) {
-      --in_flight_[c];
+  // Sends `batch`, counted in flight, and handles its answer: each item
+  // written, refused (reported) or sent again after a pause.
+  void SendNow(std::shared_ptr<Batch> batch) {
+    client_->BatchUpsert(batch->items, [this, batch](Result<BatchUpsertResult> r) {
+      if (closing_) return;  // the load stopped: what was in flight is left
       if (!r.ok()) {
-        const Status::Code code = r.status().code();
-        const bool transient = code == Status::Code::kBusy || code == Status::Code::kUnavailable ||
-                               code == Status::Code::kTimeout;
-        if (transient && batch->attempt < o_.retries) {
-          ++batch->attempt;
-          ++retries_;
-          retry_.push_back(batch);
-          return;
-        }
-        FailBatch(*batch, r.status());
-        return;
+        if (Transient(r.status()) && batch->attempt < o_.retries) return Retry(batch);
+        return Done(*batch, r.status());
       }
+      // Items to send again, as a batch of their own (the same write IDs).
+      auto again = std::make_shared<Batch>();
+      again->node = batch->node;
+      again->attempt = batch->attempt;
+      Batch gave_up;  // out of attempts on a transient failure
+      gave_up.attempt = batch->attempt;
+      Status gave_up_on;
       for (size_t i = 0; i < r->size() && i < batch->items.size(); ++i) {
         const Result<UpsertResult>& one = (*r)[i];
+        UpsertItem& item = batch->items[i];
         if (one.ok()) {
           ++upserts_;
-          segments_written_ += batch->items[i].segments.size();
+          segments_written_ += item.segments.size();
+        } else if (Transient(one.status())) {
+          Batch& to = batch->attempt < o_.retries ? *again : gave_up;
+          if (&to == &gave_up) gave_up_on = one.status();
+          to.segments += item.segments.size();
+          to.items.push_back(std::move(item));
         } else {
           ++failed_users_;
           if (Report()) {
-            std::fprintf(stderr, "user %s: %s\n", batch->items[i].user.c_str(),
+            std::fprintf(stderr, "user %s: %s\n", item.user.c_str(),
                          one.status().ToString().c_str());
           }
         }
       }
+      if (!gave_up.items.empty()) FailBatch(gave_up, gave_up_on);
+      if (!again->items.empty()) return Retry(again);
+      Finished(*batch);
     });
+  }
+
+  // Sends `batch` again after a pause (200 ms, doubling, at most 3.2 s): it
+  // stays counted in flight meanwhile.
+  void Retry(std::shared_ptr<Batch> batch) {
+    ++batch->attempt;
+    ++retries_;
+    auto timer = std::make_shared<boost::asio::steady_timer>(
+        io_, std::chrono::milliseconds(200 << std::min(batch->attempt - 1, 4u)));
+    timer->async_wait([this, timer, batch](const boost::system::error_code&) {
+      if (closing_) return;
+      SendNow(batch);
+    });
+  }
+
+  // The batch is out of attempts on `s` (or refused whole for good).
+  void Done(const Batch& batch, const Status& s) {
+    FailBatch(batch, s);
+    Finished(batch);
+  }
+
+  void Finished(const Batch& batch) {
+    --in_flight_;
+    --in_flight_by_node_[batch.node];
   }
 
   // Whether to print one more error: the first kMaxReported, then one line
@@ -411,8 +444,17 @@ class Loader {
     return false;
   }
 
+  // Reports a batch (or what is left of one) as failed. No answer at all
+  // after every attempt (unreachable, or not answering): the server, or a
+  // node of the cluster, is gone for good, and the load stops.
   void FailBatch(const Batch& batch, const Status& s) {
     failed_users_ += batch.items.size();
+    const bool unanswered =
+        s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout;
+    if (unanswered && !stopped_) {
+      stopped_ = true;
+      exit_ = 2;
+    }
     std::string users;
     for (size_t i = 0; i < batch.items.size() && i < 5; ++i) {
       users += (i > 0 ? ", " : "") + batch.items[i].user;
@@ -422,63 +464,13 @@ class Loader {
                  batch.items.size(), users.c_str(), batch.attempt + 1, s.ToString().c_str());
   }
 
-  unsigned OpenConnections() const {
-    unsigned n = 0;
-    for (const auto& c : conns_) n += (c && c->is_open()) ? 1 : 0;
-    return n;
-  }
-  unsigned TotalInFlight() const {
-    unsigned n = 0;
-    for (unsigned f : in_flight_) n += f;
-    return n;
-  }
-
-  // Reconnects every broken connection, backing off between attempts.
-  bool Reconnect() {
-    for (unsigned attempt = 0; attempt < o_.retries; ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200 << std::min(attempt, 4u)));
-      for (auto& c : conns_) {
-        if (c && !c->is_open()) c.reset();
-      }
-      unsigned pending = 0;
-      for (unsigned i = 0; i < conns_.size(); ++i) {
-        if (conns_[i]) continue;
-        ++pending;
-        client::AsyncClient::Connect(io_, o_.client,
-                                     [&, i](Result<std::unique_ptr<client::AsyncClient>> r) {
-                                       --pending;
-                                       if (r.ok()) conns_[i] = std::move(r).value();
-                                     });
-      }
-      while (pending > 0) io_.run_one();
-      if (OpenConnections() > 0) return true;
-    }
-    return false;
-  }
-
-  // Waits for every batch, resending the ones to retry.
+  // Waits for every batch, resending the ones to retry; after a stop, leaves
+  // what is in flight.
   void Drain() {
     if (o_.dry_run) return;
-    while (!stopped_ && (TotalInFlight() > 0 || !retry_.empty())) {
-      if (!retry_.empty()) {
-        auto b = retry_.front();
-        retry_.pop_front();
-        Send(std::move(*b));
-        continue;
-      }
-      io_.run_one();
-      if (!retry_.empty() && OpenConnections() == 0 && TotalInFlight() == 0) {
-        if (!Reconnect()) {
-          while (!retry_.empty()) {
-            FailBatch(*retry_.front(), Status::Unavailable("the server went away"));
-            retry_.pop_front();
-          }
-          exit_ = 2;
-          break;
-        }
-      }
-    }
-    conns_.clear();
+    while (!stopped_ && in_flight_ > 0) io_.run_one();
+    closing_ = true;
+    client_.reset();  // fails (and so forgets) whatever is still in flight
   }
 
   void Progress(const loader::LineReader* reader, bool final) {
@@ -557,9 +549,10 @@ class Loader {
 
   LoadOptions o_;
   boost::asio::io_context io_;
-  std::vector<std::unique_ptr<client::AsyncClient>> conns_;
-  std::vector<unsigned> in_flight_;
-  std::deque<std::shared_ptr<Batch>> retry_;
+  std::unique_ptr<client::AsyncClusterClient> client_;  // declared after io_: destroyed first
+  unsigned in_flight_ = 0;  // batches sent and not done (waiting to be resent included)
+  std::unordered_map<std::string, unsigned> in_flight_by_node_;
+  bool closing_ = false;  // Drain is dropping what is left
   // One grouped row: 16 bytes. `user` indexes users_; its top bit is the TTL flag.
   struct Row {
     uint32_t user;
@@ -629,6 +622,13 @@ at or before the start of the load, any time after 2106-02-07T06:28:15Z.
 Bad rows are reported as FILE:LINE: reason (the first 100 errors; the rest
 are only counted) and skipped.
 
+The server may be any node of a cluster: each user's upsert then goes to a
+node holding the user (users are batched per node), over --connections
+connections to each node. In a cluster that writes through a log, each
+upsert carries a write ID, so that one sent again (its answer lost, or in
+doubt) is applied once. A batch the server refuses for want of resources,
+or whose answer is lost, is sent again after a pause, up to 5 times.
+
 Exit status:
   0  every row was written (with --dry-run: every row is valid)
   1  the load ran to the end, but some rows were bad, the server refused some
@@ -637,8 +637,8 @@ Exit status:
   2  the load stopped or never started: a bad option, a file that cannot be
      read (missing, unreadable, a corrupt or cut gzip stream), a server that
      cannot be reached or refuses the connection (TLS, shared secret) or is
-     gone for good, or --max-errors reached; part of the input may have been
-     written)";
+     gone for good (a cluster's node too), or --max-errors reached; part of
+     the input may have been written)";
 
 int RunLoad(const LoadOptions& options) {
   Loader loader(options);

@@ -2,10 +2,15 @@
 // (src/loader), a user's segments are grouped in memory up to a budget (row
 // files are usually sorted by segment, not by user: without grouping a
 // 1,000-segment user would cost 1,000 record rewrites), and the groups go out
-// as batch upserts, pipelined over several connections through the async
-// client. Bad rows are reported with file and line, skipped and counted; a
-// batch the server refuses for want of resources is retried; per-user errors
-// are reported with the user.
+// as batch upserts, pipelined through the asynchronous routing client
+// (AsyncClusterClient): against a single server over several connections;
+// against any node of a cluster, each user's upsert goes to a node holding
+// it (users are batched per node; the client splits a batch again should the
+// map change), with write IDs when the cluster has a log. Bad rows are
+// reported with file and line, skipped and counted; a batch (or the items
+// of one) the server refuses for want of resources, or whose answer was
+// lost, is sent again after a pause; per-user errors are reported with the
+// user.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +29,16 @@ struct LoadOptions {
   loader::ParseOptions parse;
   UpsertMode mode = UpsertMode::kSet;
   bool dry_run = false;
-  uint64_t max_errors = 0;  // stop after this many bad rows (0: never stop)
-  unsigned connections = 4;
-  unsigned in_flight = 4;  // batches in flight per connection
+  uint64_t max_errors = 0;   // stop after this many bad rows (0: never stop)
+  unsigned connections = 4;  // to the server; in a cluster, to each node
+  unsigned in_flight = 4;    // batches in flight per connection
   uint32_t batch_users = 100;
   uint64_t memory_bytes = uint64_t{1} << 30;  // grouping budget
-  unsigned retries = 5;                       // per batch, on Busy/Unavailable/Timeout
+  // Per batch item, on Busy, Unavailable, Timeout, LogUnavailable or InDoubt
+  // (after the routing client's own retries); still unanswered after the
+  // last (Unavailable, Timeout), the server (or a node) is gone for good and
+  // the load stops.
+  unsigned retries = 5;
   bool json = false;
   // Progress: a bar on a terminal, else a line every few seconds.
   bool progress = true;
@@ -38,8 +47,8 @@ struct LoadOptions {
 // Runs the load; returns the process exit status, as kLoadHelp states it:
 // 0 when every row went in; 1 when the load ran to the end but some rows were
 // bad, some users failed, or some absolute expiries passed before sending;
-// 2 when it stopped or never started (an unreachable server, unreadable
-// input, max_errors reached).
+// 2 when it stopped or never started (an unreachable server or node,
+// unreadable input, max_errors reached).
 int RunLoad(const LoadOptions& options);
 
 // What `segctl load --help` prints after the options: the file formats, the

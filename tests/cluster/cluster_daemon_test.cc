@@ -1,7 +1,7 @@
 // A three-node cluster of real segstored processes on one real etcd, all on
-// loopback: the map they agree on, routing by the client library and segctl,
-// WrongNode from the nodes that do not hold a user, and a node that stops and
-// comes back with its data.
+// loopback: the map they agree on, routing by the client library and segctl
+// (segctl load too), WrongNode from the nodes that do not hold a user, and a
+// node that stops and comes back with its data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -171,13 +171,38 @@ TEST_F(ClusterDaemonTest, RoutesEveryUserToItsNodeAndOthersSayWrongNode) {
   std::tie(rc, out) = Segctl(ports_[0], "cluster --json");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "\"partitions\":")) << out;
-  // segctl load does not route yet: it refuses a cluster before sending.
+  // segctl load routes each user to its node: every row is found through
+  // routing, from any node.
   const std::string rows = dir_.File("rows.csv");
-  std::ofstream(rows) << "user-1,5,3600\n";
-  std::tie(rc, out) = Segctl(ports_[0], "load --no-progress " + rows);
-  EXPECT_EQ(rc, 2) << out;
-  EXPECT_TRUE(Has(out, "does not route users to their nodes yet")) << out;
-  EXPECT_EQ(c->Get("user-1")->ids, std::vector<uint64_t>{2});  // untouched
+  {
+    std::ofstream f(rows);
+    for (int u = 0; u < 200; ++u) {
+      f << "load-" << u << "," << 1000 + u << ",3600\n"
+        << "load-" << u << "," << 5000 + u << ",never\n";
+    }
+    f << "user-1,5,3600\n";  // merged into what user-1 holds
+  }
+  std::tie(rc, out) = Segctl(ports_[0], "load --no-progress --json " + rows);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "\"rows\":401,\"users\":201")) << out;
+  EXPECT_TRUE(Has(out, "\"failed_users\":0")) << out;
+  std::vector<std::string> loaded;
+  for (int u = 0; u < 200; ++u) loaded.push_back("load-" + std::to_string(u));
+  for (int i = 0; i < kNodes; ++i) {
+    auto via = Routed(i);
+    ASSERT_NE(via, nullptr);
+    Result<BatchGetResult> back = via->BatchGet(loaded);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    for (size_t u = 0; u < loaded.size(); ++u) {
+      ASSERT_TRUE((*back)[u].ok())
+          << loaded[u] << " via node " << i << ": " << (*back)[u].status().ToString();
+      EXPECT_EQ((*back)[u]->ids, (std::vector<uint64_t>{1000 + u, 5000 + u})) << loaded[u];
+    }
+    EXPECT_EQ(via->Get("user-1")->ids, (std::vector<uint64_t>{2, 5})) << "via node " << i;
+  }
+  std::tie(rc, out) = Segctl(ports_[1], "get load-7 --json");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "{\"id\":1007,")) << out;
 
   // Each node reports its part in its statistics.
   std::tie(rc, out) = Segctl(ports_[1], "stats --json");

@@ -1,0 +1,814 @@
+// AsyncClusterClient against scripted fake nodes (fake_server.h): a fake
+// cluster whose map names the fake servers themselves, each answering as the
+// test says. Routing by partition and batches gathered in order; WrongNode
+// (one map fetch at a time), Busy and unreachable nodes (a pause, the next
+// replica); write IDs in a cluster with a log, resent with the same ID when
+// the outcome is unknown, never resent without one; stale gets; a single
+// server; Close and the destructor. The real thing, three segstored
+// processes, is in tests/cluster/cluster_load_test.cc.
+#include "segstore/async_cluster_client.h"
+
+#include <gtest/gtest.h>
+
+#include <utility>
+
+// After <utility>: Boost 1.74's Asio uses std::exchange without including it.
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "client/fake_server.h"
+#include "proto/wire.h"
+#include "segstore/routing.h"
+
+namespace segstore::client {
+namespace {
+
+using namespace std::chrono_literals;
+using proto::Op;
+using testing::FakeConn;
+using testing::FakeServer;
+using testing::Frame;
+
+constexpr proto::DecodeLimits kLimits{UINT32_MAX, UINT32_MAX, UINT32_MAX};
+
+ServerInfo FakeInfo() {
+  ServerInfo info;
+  info.protocol = 1;
+  info.server = "fake 0.0";
+  info.max_frame_bytes = 1 << 20;
+  info.max_batch = 1000;
+  info.max_key_bytes = 256;
+  info.max_segments = 10000;
+  info.max_in_flight = 256;
+  return info;
+}
+
+// Runs `io` until `pred` holds; false after `timeout`.
+bool RunUntil(boost::asio::io_context& io, const std::function<bool()>& pred,
+              std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    io.restart();
+    io.run_one_for(50ms);
+  }
+  return true;
+}
+
+// A free port nobody listens on (bound once, then released).
+uint16_t ClosedPort() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor a(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+std::vector<std::string> Users(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back("user-" + std::to_string(i));
+  return out;
+}
+
+// N fake nodes sharing one map (which the test may change). Each answers
+// hello and cluster_map itself, and every other request as `script` says.
+// Scripts run on the nodes' threads, one at a time (under the cluster's
+// mutex), and may read map_locked().
+class FakeCluster {
+ public:
+  using Script = std::function<void(FakeCluster& cluster, int node, FakeConn& c, const Frame& f)>;
+
+  FakeCluster(int nodes, Script script) : script_(std::move(script)) {
+    for (int i = 0; i < nodes; ++i) {
+      servers_.push_back(std::make_unique<FakeServer>(
+          [this, i](FakeConn& c, const Frame& f) { Handle(i, c, f); }));
+    }
+  }
+  ~FakeCluster() { servers_.clear(); }
+
+  uint16_t port(int i) const { return servers_[i]->port(); }
+  std::string address(int i) const { return "127.0.0.1:" + std::to_string(port(i)); }
+  FakeServer& server(int i) { return *servers_[i]; }
+
+  // A map of these nodes (node i at address(i), unless `addresses` says),
+  // replicas of partition p: place(p) (node indices).
+  ClusterMap MakeMap(uint64_t revision, uint32_t replication, bool log,
+                     const std::function<std::vector<uint16_t>(uint32_t)>& place,
+                     std::vector<std::string> addresses = {}) const {
+    ClusterMap m;
+    m.cluster = true;
+    m.revision = revision;
+    m.replication = replication;
+    m.log = log;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      m.nodes.push_back({"node-" + std::to_string(i),
+                         i < addresses.size() ? addresses[i] : address(static_cast<int>(i)), ""});
+    }
+    for (uint32_t p = 0; p < kPartitions; ++p) {
+      for (uint16_t n : place(p)) m.replicas.push_back(n);
+    }
+    EXPECT_TRUE(m.Check().ok()) << m.Check().ToString();
+    return m;
+  }
+  // Replicas of partition p: p mod N, then the following nodes.
+  ClusterMap SpreadMap(uint64_t revision, uint32_t replication, bool log) const {
+    const auto n = static_cast<uint16_t>(servers_.size());
+    return MakeMap(revision, replication, log, [n, replication](uint32_t p) {
+      std::vector<uint16_t> r;
+      for (uint32_t k = 0; k < replication; ++k) r.push_back(static_cast<uint16_t>((p + k) % n));
+      return r;
+    });
+  }
+
+  void SetScript(Script script) {
+    std::lock_guard lock(mu_);
+    script_ = std::move(script);
+  }
+  void SetMap(ClusterMap m) {
+    std::lock_guard lock(mu_);
+    map_ = std::move(m);
+  }
+  // The replicas of `user` in the map in force.
+  std::vector<uint16_t> ReplicasOf(const std::string& user) {
+    std::lock_guard lock(mu_);
+    std::span<const uint16_t> r = map_.ReplicasOf(PartitionOf(user));
+    return {r.begin(), r.end()};
+  }
+  int map_requests() {
+    std::lock_guard lock(mu_);
+    return map_requests_;
+  }
+  // Requests of `op` that node `node` received, in order.
+  std::vector<Frame> Received(int node, Op op) {
+    std::vector<Frame> out;
+    for (const Frame& f : servers_[node]->received()) {
+      if (f.op() == static_cast<uint8_t>(op)) out.push_back(f);
+    }
+    return out;
+  }
+
+  // For scripts: the map in force (the cluster's mutex is held).
+  const ClusterMap& map_locked() const { return map_; }
+  // Whether node `node` holds `user` in the map in force (mutex held).
+  bool Holds(int node, std::string_view user) const {
+    if (!map_.cluster) return true;
+    for (uint16_t n : map_.ReplicasOf(PartitionOf(user))) {
+      if (n == node) return true;
+    }
+    return false;
+  }
+
+ private:
+  void Handle(int node, FakeConn& c, const Frame& f) {
+    std::lock_guard lock(mu_);
+    switch (static_cast<Op>(f.op())) {
+      case Op::kHello:
+        c.Reply(f, FakeInfo());
+        return;
+      case Op::kClusterMap: {
+        ++map_requests_;
+        ClusterMap m = map_;
+        if (m.cluster) m.self = "node-" + std::to_string(node);
+        c.Reply(f, m);
+        return;
+      }
+      default:
+        script_(*this, node, c, f);
+    }
+  }
+
+  Script script_;
+  std::mutex mu_;
+  ClusterMap map_;
+  int map_requests_ = 0;
+  std::vector<std::unique_ptr<FakeServer>> servers_;
+};
+
+// Answers as a node of the map would: a request on a user it holds with
+// `answer` (GetResult ids {node}, or UpsertResult inserted = node + 1, ...),
+// one it does not hold with WrongNode, per entry in batches.
+void AnswerAsHolder(FakeCluster& cluster, int node, FakeConn& c, const Frame& f) {
+  const auto wrong = [&](std::string_view user) {
+    return Status::WrongNode("node-" + std::to_string(node) + " does not hold " +
+                             std::string(user));
+  };
+  const auto wrong_frame = [&](std::string_view user) {
+    std::string out;
+    proto::AppendWrongNodeFrame(&out, f.op(), f.id(), wrong(user).message(),
+                                cluster.map_locked().revision);
+    c.Write(out);
+  };
+  GetResult got;
+  got.ids = {static_cast<uint64_t>(node)};
+  got.expires = {0};
+  got.count = 1;
+  const UpsertResult upserted{static_cast<uint32_t>(node + 1), 0, 0, 1};
+  switch (static_cast<Op>(f.op())) {
+    case Op::kGet: {
+      proto::GetRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      c.Reply(f, got);
+      return;
+    }
+    case Op::kBatchGet: {
+      proto::BatchGetRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      BatchGetResult all;
+      for (const std::string& u : req.users) {
+        if (cluster.Holds(node, u)) {
+          all.emplace_back(got);
+        } else {
+          all.emplace_back(wrong(u));
+        }
+      }
+      c.Reply(f, all);
+      return;
+    }
+    case Op::kUpsert: {
+      proto::UpsertRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      c.Reply(f, upserted);
+      return;
+    }
+    case Op::kBatchUpsert: {
+      proto::BatchUpsertRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      BatchUpsertResult all;
+      for (const UpsertItem& item : req.items) {
+        if (cluster.Holds(node, item.user)) {
+          all.emplace_back(upserted);
+        } else {
+          all.emplace_back(wrong(item.user));
+        }
+      }
+      c.Reply(f, all);
+      return;
+    }
+    case Op::kCount:
+      c.Reply(f, proto::CountResponse{static_cast<uint32_t>(node)});
+      return;
+    case Op::kRemove:
+      c.Reply(f, proto::RemoveResponse{static_cast<uint32_t>(node)});
+      return;
+    case Op::kTrim:
+      c.Reply(f, TrimResult{static_cast<uint32_t>(node), 0});
+      return;
+    case Op::kDelete:
+      c.Reply(f, proto::DeleteResponse{true});
+      return;
+    default:
+      c.ReplyError(f, Status::Unsupported("not scripted"));
+  }
+}
+
+// The user of a request frame on one user, and its write ID.
+std::pair<std::string, WriteId> UserAndId(const Frame& f) {
+  switch (static_cast<Op>(f.op())) {
+    case Op::kUpsert: {
+      proto::UpsertRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
+    }
+    case Op::kDelete: {
+      proto::DeleteRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
+    }
+    case Op::kGet: {
+      proto::GetRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, {}};
+    }
+    default:
+      ADD_FAILURE() << "op " << int{f.op()};
+      return {};
+  }
+}
+
+class AsyncClusterClientTest : public ::testing::Test {
+ protected:
+  // Connects through node `seed` of `cluster` (or the port given); fails the
+  // test when it does not.
+  std::unique_ptr<AsyncClusterClient> ConnectTo(uint16_t port, unsigned per_node = 1,
+                                                int max_attempts = 4,
+                                                std::chrono::milliseconds pause = 20ms) {
+    AsyncClusterClientOptions o;
+    o.node.port = port;
+    o.node.connect_timeout = 5s;
+    o.node.request_timeout = 5s;
+    o.connections_per_node = per_node;
+    o.max_attempts = max_attempts;
+    o.retry_pause = pause;
+    std::optional<Result<std::unique_ptr<AsyncClusterClient>>> r;
+    AsyncClusterClient::Connect(io_, o, [&](Result<std::unique_ptr<AsyncClusterClient>> res) {
+      r.emplace(std::move(res));
+    });
+    EXPECT_FALSE(r.has_value()) << "Connect ran its callback inside the call";
+    if (!RunUntil(io_, [&] { return r.has_value(); })) return nullptr;
+    EXPECT_TRUE(r->ok()) << r->status().ToString();
+    return r->ok() ? std::move(*r).value() : nullptr;
+  }
+
+  // Runs one call to its answer, checking that the callback does not run
+  // inside the call.
+  template <typename T, typename Start>
+  Result<T> Wait(Start start) {
+    std::optional<Result<T>> out;
+    start([&out](Result<T> r) { out.emplace(std::move(r)); });
+    EXPECT_FALSE(out.has_value()) << "the callback ran inside the call";
+    if (!RunUntil(io_, [&] { return out.has_value(); })) return Status::Timeout("test: no answer");
+    return std::move(*out);
+  }
+
+  std::vector<SegmentUpdate> One() { return {SegmentUpdate{7, 3600, true, {}, {}}}; }
+
+  boost::asio::io_context io_;
+};
+
+TEST_F(AsyncClusterClientTest, ASingleServerGetsEverythingAndNothingIsRetried) {
+  // Not a cluster: the one server answers every user; Busy for "busy".
+  FakeCluster cluster(1, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (f.op() == static_cast<uint8_t>(Op::kGet) && UserAndId(f).first == "busy") {
+      return c.ReplyError(f, Status::Busy("too much"));
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  EXPECT_FALSE(client->map().cluster);
+  EXPECT_EQ(client->server_info().server, "fake 0.0");
+  EXPECT_EQ(client->NodeOf("anyone"), cluster.address(0));
+  EXPECT_TRUE(client->NewWriteId().empty());
+
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", {}, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->ids, std::vector<uint64_t>{0});
+  Result<GetResult> busy = Wait<GetResult>([&](auto cb) { client->Get("busy", {}, cb); });
+  EXPECT_EQ(busy.status().code(), Status::Code::kBusy);
+  Result<UpsertResult> u =
+      Wait<UpsertResult>([&](auto cb) { client->Upsert("alice", One(), UpsertMode::kSet, cb); });
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  const std::vector<std::string> users = Users(5);
+  Result<BatchGetResult> b =
+      Wait<BatchGetResult>([&](auto cb) { client->BatchGet(users, {}, cb); });
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->size(), 5u);
+  Result<BatchGetResult> none = Wait<BatchGetResult>(
+      [&](auto cb) { client->BatchGet(std::span<const std::string>(), {}, cb); });
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(Wait<uint32_t>([&](auto cb) { client->Count("alice", 0, 9, cb); }).value(), 0u);
+  EXPECT_TRUE(Wait<bool>([&](auto cb) { client->Delete("alice", cb); }).value());
+
+  EXPECT_EQ(client->retries(), 0u);
+  EXPECT_EQ(client->in_flight(), 0u);
+  EXPECT_EQ(cluster.map_requests(), 1);  // the one at Connect
+  // No write IDs outside a cluster with a log.
+  for (const Frame& f : cluster.Received(0, Op::kUpsert)) EXPECT_TRUE(UserAndId(f).second.empty());
+}
+
+TEST_F(AsyncClusterClientTest, RoutesEachUserToItsNodeAndGathersBatchesInTheCallersOrder) {
+  FakeCluster cluster(3, AnswerAsHolder);
+  cluster.SetMap(cluster.SpreadMap(5, 1, false));
+  auto client = ConnectTo(cluster.port(1), /*per_node=*/2);
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->map().has_map());
+  EXPECT_EQ(client->map().revision, 5u);
+
+  // Many gets at once, each answered by its holder.
+  const std::vector<std::string> users = Users(300);
+  std::vector<std::optional<Result<GetResult>>> got(users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    client->Get(users[i], {}, [&got, i](Result<GetResult> r) { got[i].emplace(std::move(r)); });
+  }
+  EXPECT_EQ(client->in_flight(), users.size());
+  ASSERT_TRUE(RunUntil(io_, [&] { return client->in_flight() == 0; }));
+  int per_node[3] = {};
+  for (size_t i = 0; i < users.size(); ++i) {
+    ASSERT_TRUE(got[i].has_value() && got[i]->ok()) << users[i];
+    const uint16_t holder = cluster.ReplicasOf(users[i])[0];
+    EXPECT_EQ((*got[i])->ids, std::vector<uint64_t>{holder}) << users[i];
+    EXPECT_EQ(client->NodeOf(users[i]), cluster.address(holder));
+    ++per_node[holder];
+  }
+  for (int n = 0; n < 3; ++n) {
+    EXPECT_GT(per_node[n], 50) << n;
+    EXPECT_GE(cluster.server(n).connections(), 1) << n;
+    EXPECT_LE(cluster.server(n).connections(), 2) << n;  // connections_per_node
+  }
+
+  // A batch get: one request per node, the answers in the order asked.
+  Result<BatchGetResult> b =
+      Wait<BatchGetResult>([&](auto cb) { client->BatchGet(users, {}, cb); });
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->size(), users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    ASSERT_TRUE((*b)[i].ok()) << users[i] << ": " << (*b)[i].status().ToString();
+    EXPECT_EQ((*b)[i]->ids, std::vector<uint64_t>{cluster.ReplicasOf(users[i])[0]}) << users[i];
+  }
+  for (int n = 0; n < 3; ++n) {
+    const std::vector<Frame> batches = cluster.Received(n, Op::kBatchGet);
+    ASSERT_EQ(batches.size(), 1u) << n;
+    proto::BatchGetRequest req;
+    ASSERT_TRUE(proto::Decode(batches[0].body, kLimits, &req).ok());
+    EXPECT_EQ(req.users.size(), static_cast<size_t>(per_node[n]));
+    for (const std::string& u : req.users) EXPECT_EQ(cluster.ReplicasOf(u)[0], n) << u;
+  }
+
+  // A batch upsert likewise; its items keep their order.
+  std::vector<UpsertItem> items;
+  for (const std::string& u : users) items.push_back(UpsertItem{u, One(), UpsertMode::kSet, {}});
+  Result<BatchUpsertResult> w =
+      Wait<BatchUpsertResult>([&](auto cb) { client->BatchUpsert(items, cb); });
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->size(), users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    ASSERT_TRUE((*w)[i].ok()) << users[i];
+    EXPECT_EQ((*w)[i]->inserted, cluster.ReplicasOf(users[i])[0] + 1u) << users[i];
+  }
+  EXPECT_EQ(client->retries(), 0u);
+  EXPECT_EQ(cluster.map_requests(), 1);
+}
+
+TEST_F(AsyncClusterClientTest, WrongNodeFetchesTheMapOneFetchAtATimeAndRetriesWhereItSays) {
+  // The client's map puts everything on node 0; then the cluster moves two
+  // thirds of the partitions (revision 2), and node 0 says WrongNode for them.
+  FakeCluster cluster(3, AnswerAsHolder);
+  cluster.SetMap(cluster.MakeMap(1, 1, false, [](uint32_t) { return std::vector<uint16_t>{0}; }));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  cluster.SetMap(cluster.SpreadMap(2, 1, false));
+
+  const std::vector<std::string> users = Users(90);
+  std::vector<std::optional<Result<GetResult>>> got(users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    client->Get(users[i], {}, [&got, i](Result<GetResult> r) { got[i].emplace(std::move(r)); });
+  }
+  ASSERT_TRUE(RunUntil(io_, [&] { return client->in_flight() == 0; }));
+  uint64_t moved = 0;
+  for (size_t i = 0; i < users.size(); ++i) {
+    ASSERT_TRUE(got[i]->ok()) << users[i] << ": " << got[i]->status().ToString();
+    const uint16_t holder = cluster.ReplicasOf(users[i])[0];
+    EXPECT_EQ((**got[i]).ids, std::vector<uint64_t>{holder});
+    moved += holder != 0 ? 1 : 0;
+  }
+  EXPECT_GT(moved, 40u);
+  EXPECT_EQ(client->retries(), moved);  // each moved user once
+  EXPECT_EQ(client->map().revision, 2u);
+  // Sixty-odd requests needed a newer map; they shared one fetch, or two
+  // (those answered while the first was under way wait for the next).
+  EXPECT_LE(cluster.map_requests(), 1 + 2) << "fetches were not shared";
+
+  // A batch sent by an older map: the entries a node does not hold go round
+  // again, and the answers still come in the order asked.
+  cluster.SetMap(cluster.MakeMap(3, 1, false, [](uint32_t p) {
+    return std::vector<uint16_t>{static_cast<uint16_t>((p + 1) % 3)};
+  }));
+  Result<BatchGetResult> b =
+      Wait<BatchGetResult>([&](auto cb) { client->BatchGet(users, {}, cb); });
+  ASSERT_TRUE(b.ok());
+  for (size_t i = 0; i < users.size(); ++i) {
+    ASSERT_TRUE((*b)[i].ok()) << users[i] << ": " << (*b)[i].status().ToString();
+    EXPECT_EQ((*b)[i]->ids, std::vector<uint64_t>{cluster.ReplicasOf(users[i])[0]});
+  }
+  EXPECT_EQ(client->map().revision, 3u);
+  EXPECT_LE(cluster.map_requests(), 1 + 2 + 1);
+}
+
+TEST_F(AsyncClusterClientTest, WrongNodeFromANodeBehindPausesAndGivesUpAfterMaxAttempts) {
+  // Node 0's copy says it does not hold anything, while every map says it
+  // does: the client keeps its map, pauses, and gives up with WrongNode.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node == 0) {
+      std::string out;
+      proto::AppendWrongNodeFrame(&out, f.op(), f.id(), "not here", 1);
+      return c.Write(out);
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(4, 1, false, [](uint32_t) { return std::vector<uint16_t>{0}; }));
+  auto client = ConnectTo(cluster.port(1), 1, /*max_attempts=*/3, /*pause=*/30ms);
+  ASSERT_NE(client, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", {}, cb); });
+  EXPECT_EQ(g.status().code(), Status::Code::kWrongNode) << g.status().ToString();
+  EXPECT_EQ(client->retries(), 2u);
+  EXPECT_EQ(cluster.Received(0, Op::kGet).size(), 3u);
+  // Two pauses: 30 ms, then 60 ms.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 90ms);
+}
+
+TEST_F(AsyncClusterClientTest, BusyAndUnreachableNodesPauseAndGoToTheNextReplica) {
+  // Two replicas of everything: node 0 first, then node 1. Node 0 is Busy.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node == 0) return c.ReplyError(f, Status::Busy("serving nothing"));
+    AnswerAsHolder(fc, node, c, f);
+  });
+  const auto first0 = [](uint32_t) { return std::vector<uint16_t>{0, 1}; };
+  cluster.SetMap(cluster.MakeMap(1, 2, false, first0));
+  auto client = ConnectTo(cluster.port(1), 1, 4, 40ms);
+  ASSERT_NE(client, nullptr);
+  auto start = std::chrono::steady_clock::now();
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", {}, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->ids, std::vector<uint64_t>{1});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms);
+  EXPECT_EQ(client->retries(), 1u);
+  // Busy is retried for writes too: nothing was done.
+  Result<UpsertResult> u =
+      Wait<UpsertResult>([&](auto cb) { client->Upsert("alice", One(), UpsertMode::kSet, cb); });
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->inserted, 2u);
+
+  // Node 0 at an address nobody listens on: reads go to node 1.
+  cluster.SetScript(AnswerAsHolder);
+  cluster.SetMap(cluster.MakeMap(
+      2, 2, false, first0, {"127.0.0.1:" + std::to_string(ClosedPort()), cluster.address(1)}));
+  auto moved = ConnectTo(cluster.port(1), 1, 4, 10ms);
+  ASSERT_NE(moved, nullptr);
+  const std::vector<std::string> users = Users(20);
+  Result<BatchGetResult> b = Wait<BatchGetResult>([&](auto cb) { moved->BatchGet(users, {}, cb); });
+  ASSERT_TRUE(b.ok());
+  for (const Result<GetResult>& one : *b) {
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    EXPECT_EQ(one->ids, std::vector<uint64_t>{1});
+  }
+  g = Wait<GetResult>([&](auto cb) { moved->Get("bob", {}, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  // A write there (no log) is not sent twice, but it was never sent at
+  // all: it goes to the next replica too.
+  u = Wait<UpsertResult>([&](auto cb) { moved->Upsert("bob", One(), UpsertMode::kSet, cb); });
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+}
+
+TEST_F(AsyncClusterClientTest, InALogClusterAWriteIsResentWithItsIdWhenItsOutcomeIsUnknown) {
+  // Node 0, first replica of everything, answers each write's first attempt
+  // InDoubt, LogUnavailable, or by closing the connection (the answer lost),
+  // by the user's name; node 1 answers.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node == 0 && f.op() != static_cast<uint8_t>(Op::kBatchUpsert)) {
+      const std::string user = UserAndId(f).first;
+      if (user == "doubt") return c.ReplyError(f, Status::InDoubt("apply timed out"));
+      if (user == "refused") return c.ReplyError(f, Status::LogUnavailable("log down"));
+      if (user == "lost") return c.Close();
+    }
+    if (node == 0 && f.op() == static_cast<uint8_t>(Op::kBatchUpsert)) {
+      proto::BatchUpsertRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      BatchUpsertResult all;
+      for (const UpsertItem& item : req.items) {
+        if (item.user.rfind("doubt", 0) == 0) {
+          all.emplace_back(Status::InDoubt("apply timed out"));
+        } else {
+          all.emplace_back(UpsertResult{1, 0, 0, 1});
+        }
+      }
+      return c.Reply(f, all);
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->map().log);
+
+  for (const std::string user : {"doubt", "refused", "lost"}) {
+    Result<UpsertResult> u =
+        Wait<UpsertResult>([&](auto cb) { client->Upsert(user, One(), UpsertMode::kSet, cb); });
+    ASSERT_TRUE(u.ok()) << user << ": " << u.status().ToString();
+    EXPECT_EQ(u->inserted, 2u) << user;  // node 1's answer
+  }
+  Result<bool> d = Wait<bool>([&](auto cb) { client->Delete("doubt", cb); });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  // Each write: one ID, on both nodes; every write its own.
+  std::set<std::pair<uint64_t, uint64_t>> ids;
+  std::map<std::string, std::vector<WriteId>> sent;
+  for (int n = 0; n < 2; ++n) {
+    for (Op op : {Op::kUpsert, Op::kDelete}) {
+      for (const Frame& f : cluster.Received(n, op)) {
+        auto [user, id] = UserAndId(f);
+        EXPECT_FALSE(id.empty()) << user;
+        sent[std::string(1, static_cast<char>(op)) + user].push_back(id);
+      }
+    }
+  }
+  for (const auto& [key, list] : sent) {
+    ASSERT_EQ(list.size(), 2u) << key.substr(1);
+    EXPECT_EQ(list[0], list[1]) << key.substr(1);
+    ids.insert({list[0].hi, list[0].lo});
+  }
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(client->retries(), 4u);
+
+  // Batch items too: each carries its own ID, and the one in doubt is
+  // resent with it while the others are not resent.
+  std::vector<UpsertItem> items;
+  for (const char* u : {"a", "doubt-1", "b", "doubt-2", "c"}) {
+    items.push_back(UpsertItem{u, One(), UpsertMode::kSet, {}});
+  }
+  items[4].write_id = WriteId{42, 43};  // named by the caller: kept
+  Result<BatchUpsertResult> w =
+      Wait<BatchUpsertResult>([&](auto cb) { client->BatchUpsert(items, cb); });
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (size_t i = 0; i < items.size(); ++i) {
+    ASSERT_TRUE((*w)[i].ok()) << items[i].user << ": " << (*w)[i].status().ToString();
+    EXPECT_EQ((*w)[i]->inserted, items[i].user.rfind("doubt", 0) == 0 ? 2u : 1u) << items[i].user;
+  }
+  std::vector<Frame> first = cluster.Received(0, Op::kBatchUpsert);
+  std::vector<Frame> second = cluster.Received(1, Op::kBatchUpsert);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  proto::BatchUpsertRequest r0, r1;
+  ASSERT_TRUE(proto::Decode(first[0].body, kLimits, &r0).ok());
+  ASSERT_TRUE(proto::Decode(second[0].body, kLimits, &r1).ok());
+  ASSERT_EQ(r0.items.size(), 5u);
+  ASSERT_EQ(r1.items.size(), 2u);
+  EXPECT_EQ(r1.items[0].user, "doubt-1");
+  EXPECT_EQ(r1.items[0].write_id, r0.items[1].write_id);
+  EXPECT_EQ(r1.items[1].write_id, r0.items[3].write_id);
+  EXPECT_EQ(r0.items[4].write_id, (WriteId{42, 43}));
+  EXPECT_NE(r0.items[0].write_id, r0.items[1].write_id);
+}
+
+TEST_F(AsyncClusterClientTest, WithoutALogALostWriteIsNeverResentButAReadIs) {
+  // Node 0 (first replica) drops the connection on every request.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node == 0) return c.Close();
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, false, [](uint32_t) {
+    return std::vector<uint16_t>{0, 1};
+  }));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  Result<UpsertResult> u =
+      Wait<UpsertResult>([&](auto cb) { client->Upsert("alice", One(), UpsertMode::kSet, cb); });
+  EXPECT_EQ(u.status().code(), Status::Code::kUnavailable) << u.status().ToString();
+  EXPECT_TRUE(cluster.Received(1, Op::kUpsert).empty());
+  for (const Frame& f : cluster.Received(0, Op::kUpsert)) EXPECT_TRUE(UserAndId(f).second.empty());
+  std::vector<UpsertItem> items = {UpsertItem{"a", One(), UpsertMode::kSet, {}}};
+  Result<BatchUpsertResult> w =
+      Wait<BatchUpsertResult>([&](auto cb) { client->BatchUpsert(items, cb); });
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ((*w)[0].status().code(), Status::Code::kUnavailable);
+  EXPECT_TRUE(cluster.Received(1, Op::kBatchUpsert).empty());
+
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", {}, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->ids, std::vector<uint64_t>{1});
+}
+
+TEST_F(AsyncClusterClientTest, OutOfAttemptsAWriteOfUnknownOutcomeIsInDoubt) {
+  FakeCluster cluster(2, [](FakeCluster&, int, FakeConn& c, const Frame& f) {
+    c.ReplyError(f, Status::InDoubt("apply timed out"));
+  });
+  cluster.SetMap(cluster.SpreadMap(1, 2, true));
+  auto client = ConnectTo(cluster.port(0), 1, 4, 5ms);
+  ASSERT_NE(client, nullptr);
+  Result<UpsertResult> u =
+      Wait<UpsertResult>([&](auto cb) { client->Upsert("alice", One(), UpsertMode::kSet, cb); });
+  EXPECT_EQ(u.status().code(), Status::Code::kInDoubt);
+  EXPECT_NE(u.status().message().find("unknown after 4 attempts"), std::string_view::npos)
+      << u.status().ToString();
+  std::vector<WriteId> ids;
+  for (int n = 0; n < 2; ++n) {
+    for (const Frame& f : cluster.Received(n, Op::kUpsert)) ids.push_back(UserAndId(f).second);
+  }
+  ASSERT_EQ(ids.size(), 4u);  // two on each replica, in turn
+  for (const WriteId& id : ids) EXPECT_EQ(id, ids[0]);
+  EXPECT_EQ(client->retries(), 3u);
+}
+
+TEST_F(AsyncClusterClientTest, AStaleGetAsksTheOtherReplicasAndBatchesReturnWhatCame) {
+  // A node's answer marked stale: ids {node}.
+  const auto stale = [](int node, FakeConn& c, const Frame& f) {
+    GetResult r;
+    r.ids = {static_cast<uint64_t>(node)};
+    r.count = 1;
+    std::string out;
+    if (f.op() == static_cast<uint8_t>(Op::kGet)) {
+      (void)proto::AppendFrame(&out, f.op(), f.id(), 0, UINT32_MAX,
+                               [&](std::string* o) { proto::Encode(r, o); });
+    } else {
+      BatchGetResult all;
+      all.emplace_back(r);
+      (void)proto::AppendFrame(&out, f.op(), f.id(), 0, UINT32_MAX,
+                               [&](std::string* o) { proto::Encode(all, o); });
+    }
+    out[5] = static_cast<char>(proto::kFlagStale);
+    c.Write(out);
+  };
+  // Node 0 (first replica) answers from a copy marked stale, node 1 not.
+  FakeCluster cluster(2, [stale](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node == 1) return AnswerAsHolder(fc, node, c, f);
+    stale(node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", {}, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->ids, std::vector<uint64_t>{1});
+  EXPECT_FALSE(g->stale);
+  EXPECT_EQ(client->stale_reads(), 1u);
+  const std::vector<std::string> one = {"alice"};
+  Result<BatchGetResult> b = Wait<BatchGetResult>([&](auto cb) { client->BatchGet(one, {}, cb); });
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)[0].ok());
+  EXPECT_TRUE((*b)[0]->stale);  // a batch returns what its node answered
+  EXPECT_EQ((*b)[0]->ids, std::vector<uint64_t>{0});
+
+  // Every replica stale.
+  cluster.SetScript(
+      [stale](FakeCluster&, int node, FakeConn& c, const Frame& f) { stale(node, c, f); });
+  g = Wait<GetResult>([&](auto cb) { client->Get("alice", {}, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->stale);  // every replica's is: the first one
+  EXPECT_EQ(g->ids, std::vector<uint64_t>{0});
+  EXPECT_EQ(client->stale_reads(), 2u);
+}
+
+TEST_F(AsyncClusterClientTest, CloseAndTheDestructorFailEverythingInFlightFromInside) {
+  // Node 0 never answers a get; node 1 is Busy (so requests pause).
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (f.op() == static_cast<uint8_t>(Op::kGet)) {
+      if (node == 1) c.ReplyError(f, Status::Busy("busy"));
+      return;
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(
+      1, 1, false, [](uint32_t p) { return std::vector<uint16_t>{static_cast<uint16_t>(p % 2)}; }));
+  auto client = ConnectTo(cluster.port(0), 1, 4, /*pause=*/10s);
+  ASSERT_NE(client, nullptr);
+  const std::vector<std::string> users = Users(20);
+  int failed = 0;
+  for (const std::string& u : users) {
+    client->Get(u, {}, [&](Result<GetResult> r) {
+      EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+      ++failed;
+    });
+  }
+  // Until node 1's users are pausing (Busy) and node 0's are sent.
+  ASSERT_TRUE(RunUntil(io_, [&] { return client->retries() > 0; }));
+  EXPECT_EQ(failed, 0);
+  client->Close();
+  EXPECT_EQ(failed, 20);
+  EXPECT_EQ(client->in_flight(), 0u);
+  // Later calls fail, never inside the call.
+  Result<GetResult> late = Wait<GetResult>([&](auto cb) { client->Get("x", {}, cb); });
+  EXPECT_EQ(late.status().code(), Status::Code::kUnavailable);
+
+  // The destructor does the same; a callback may destroy the client.
+  auto other = ConnectTo(cluster.port(0), 1, 4, 10s);
+  ASSERT_NE(other, nullptr);
+  failed = 0;
+  for (const std::string& u : users) {
+    other->Get(u, {}, [&](Result<GetResult> r) {
+      EXPECT_FALSE(r.ok());
+      ++failed;
+    });
+  }
+  std::string held = users[0];
+  for (const std::string& u : users) {
+    if (cluster.ReplicasOf(u)[0] == 0) held = u;
+  }
+  other.reset();
+  EXPECT_EQ(failed, 20);
+  auto third = ConnectTo(cluster.port(0));
+  ASSERT_NE(third, nullptr);
+  bool ran = false;
+  std::vector<UpsertItem> items = {UpsertItem{held, One(), UpsertMode::kSet, {}}};
+  third->BatchUpsert(items, [&](Result<BatchUpsertResult> r) {
+    EXPECT_TRUE(r.ok());
+    third.reset();
+    ran = true;
+  });
+  ASSERT_TRUE(RunUntil(io_, [&] { return ran; }));
+}
+
+TEST_F(AsyncClusterClientTest, ConnectFailsWithTheSeedsError) {
+  AsyncClusterClientOptions o;
+  o.node.port = ClosedPort();
+  o.node.connect_timeout = 2s;
+  std::optional<Result<std::unique_ptr<AsyncClusterClient>>> r;
+  AsyncClusterClient::Connect(
+      io_, o, [&](Result<std::unique_ptr<AsyncClusterClient>> res) { r.emplace(std::move(res)); });
+  EXPECT_FALSE(r.has_value());
+  ASSERT_TRUE(RunUntil(io_, [&] { return r.has_value(); }));
+  EXPECT_EQ(r->status().code(), Status::Code::kUnavailable) << r->status().ToString();
+  EXPECT_NE(r->status().message().find("127.0.0.1:" + std::to_string(o.node.port)),
+            std::string_view::npos)
+      << r->status().ToString();
+}
+
+}  // namespace
+}  // namespace segstore::client

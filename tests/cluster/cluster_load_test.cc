@@ -1,0 +1,412 @@
+// Loading and benchmarking a cluster through the asynchronous routing
+// client (AsyncClusterClient): three segstored processes on one real etcd,
+// without a log, and with one (librdkafka's mock Kafka in a process of its
+// own, replication 2). `segctl load` pointed at one node puts every row
+// where a get through any node finds it (and on every replica); a batch the
+// client splits across the nodes comes back in the caller's order; segbench
+// runs its workloads against the cluster and says what it ran against.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "integration/daemon.h"
+#include "segstore/async_cluster_client.h"
+#include "segstore/client.h"
+#include "segstore/cluster_client.h"
+#include "segstore/routing.h"
+#include "storage/test_util.h"
+#include "support/etcd_server.h"
+#include "support/kafka_mock.h"
+
+namespace segstore::server {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Daemon;
+using testing::Has;
+using testing::NotifySocket;
+using testing::Segctl;
+
+constexpr int kNodes = 3;
+constexpr int kLogPartitions = 8;
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return done();
+}
+
+double StatOf(client::Client& c, std::string_view name) {
+  Result<Stats> s = c.Stats();
+  if (!s.ok()) return -1;
+  for (const StatEntry& e : s->entries) {
+    if (e.name != name) continue;
+    if (const auto* u = std::get_if<uint64_t>(&e.value)) return static_cast<double>(*u);
+    if (const auto* d = std::get_if<double>(&e.value)) return *d;
+  }
+  return -1;
+}
+
+// Runs `io` until `pred` holds; false after `timeout`.
+bool RunUntil(boost::asio::io_context& io, const std::function<bool()>& pred,
+              std::chrono::milliseconds timeout = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    io.restart();
+    io.run_one_for(50ms);
+  }
+  return true;
+}
+
+// The parameter: whether the cluster writes through a log.
+class ClusterLoadTest : public ::testing::TestWithParam<bool> {
+ protected:
+  bool log() const { return GetParam(); }
+
+  void SetUp() override {
+    std::string why;
+    ASSERT_TRUE(etcd_.Start(&why)) << why;
+    if (log()) {
+      kafka_.emplace(segstore::testing::KafkaMockOptions{3, "segstore", kLogPartitions});
+      ASSERT_TRUE(kafka_->Start(&why)) << why;
+    }
+    for (int i = 0; i < kNodes; ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i));
+    for (int i = 0; i < kNodes; ++i) {
+      ASSERT_TRUE(WaitFor([&] {
+        if (StatOf(*direct_[i], "cluster.registered") != 1) return false;
+        return !log() || StatOf(*direct_[i], "replica.caught_up") == 1;
+      })) << "node "
+          << i << " never served\n"
+          << testing::ReadFile(Dir(i) + "/log");
+    }
+    // Until every node answers the same map with a placement.
+    ASSERT_TRUE(WaitFor([&] {
+      uint64_t revision = 0;
+      for (int i = 0; i < kNodes; ++i) {
+        Result<ClusterMap> m = direct_[i]->ClusterMap();
+        if (!m.ok() || !m->has_map()) return false;
+        if (i > 0 && m->revision != revision) return false;
+        revision = m->revision;
+        map_ = *m;
+      }
+      return true;
+    }));
+    ASSERT_EQ(map_.log, log());
+  }
+
+  void TearDown() override {
+    for (int i = 0; i < kNodes; ++i) {
+      if (daemons_[i] == nullptr) continue;
+      daemons_[i]->Signal(SIGTERM);
+      EXPECT_EQ(daemons_[i]->Wait(), 0) << "node " << i << "\n"
+                                        << testing::ReadFile(Dir(i) + "/log");
+    }
+  }
+
+  std::string Dir(int i) const { return dir_.File("n" + std::to_string(i)); }
+
+  void StartNode(int i) {
+    std::filesystem::create_directories(Dir(i));
+    const std::string config = Dir(i) + "/segstored.toml";
+    {
+      std::ofstream f(config);
+      f << "[server]\nlisten = \"127.0.0.1:0\"\nthreads = 1\n"
+        << "[storage]\npath = \"" << Dir(i) << "/data\"\nfile_size = \"128MiB\"\n"
+        << "write_block_size = \"256KiB\"\n"
+        << "[cluster]\netcd_endpoints = [\"" << etcd_.endpoint(0) << "\"]\n"
+        << "etcd_prefix = \"/load-test\"\n"
+        << "node_id = \"node-" << i << "\"\nrack = \"rack-" << i << "\"\n"
+        << "initial_nodes = " << kNodes << "\nlease_ttl_seconds = 10\nmap_poll_ms = 50\n";
+      if (log()) {
+        f << "replication = 2\n"
+          << "[cluster_log]\nbrokers = \"" << kafka_->bootstrap() << "\"\n"
+          << "topic = \"segstore\"\npartitions = " << kLogPartitions << "\n"
+          << "append_timeout_ms = 5000\napply_timeout_ms = 10000\nmax_lag_ms = 5000\n";
+      }
+    }
+    notify_[i] = std::make_unique<NotifySocket>(Dir(i) + "/notify.sock");
+    daemons_[i] =
+        std::make_unique<Daemon>(Dir(i), std::vector<std::string>{"-c", config}, Dir(i) + "/log",
+                                 std::vector<std::string>{"NOTIFY_SOCKET=" + notify_[i]->path()});
+    const std::string ready = notify_[i]->WaitFor("READY=1", 60s);
+    ASSERT_FALSE(ready.empty()) << testing::ReadFile(Dir(i) + "/log");
+    ports_[i] = testing::PortOf(ready);
+    ASSERT_NE(ports_[i], 0) << ready;
+    direct_[i] = testing::Connect(ports_[i]);
+    ASSERT_NE(direct_[i], nullptr);
+  }
+
+  std::unique_ptr<client::ClusterClient> Routed(int node) {
+    client::ClusterClientOptions o;
+    o.node.port = ports_[node];
+    o.node.request_timeout = 15s;
+    o.node.connect_timeout = 10s;
+    auto c = client::ClusterClient::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  // The index of each node of the map (node-i was started as node i).
+  int NodeIndex(uint16_t in_map) const { return std::stoi(map_.nodes[in_map].id.substr(5)); }
+
+  storage::testing::TempDir dir_;
+  segstore::testing::EtcdCluster etcd_{1};
+  std::optional<segstore::testing::KafkaMock> kafka_;
+  std::unique_ptr<NotifySocket> notify_[kNodes];
+  std::unique_ptr<Daemon> daemons_[kNodes];
+  std::unique_ptr<client::Client> direct_[kNodes];
+  uint16_t ports_[kNodes] = {};
+  ClusterMap map_;
+};
+
+std::string Name(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "WithALog" : "WithoutALog";
+}
+
+TEST_P(ClusterLoadTest, SegctlLoadPutsEveryRowWhereAGetThroughAnyNodeFindsIt) {
+  // 600 users in rows (three segments each, in an order that is not the
+  // users'), and 60 more as grouped lines.
+  constexpr int kUsers = 600;
+  const std::string rows = dir_.File("rows.csv");
+  {
+    std::ofstream f(rows);
+    f << "user_id,segment_id,ttl\n";
+    for (int s = 0; s < 3; ++s) {
+      for (int u = 0; u < kUsers; ++u) {
+        f << "u" << u << "," << (s * 100000 + u) << "," << (s == 2 ? "never" : "30d") << "\n";
+      }
+    }
+  }
+  const std::string grouped = dir_.File("grouped.tsv");
+  {
+    std::ofstream f(grouped);
+    for (int u = 0; u < 60; ++u) f << "g" << u << "\t7:12h,8:12h\n";
+  }
+  // Small batches, so that every node gets many.
+  auto [rc, out] = Segctl(ports_[1], "load --no-progress --json --batch-users 25 --connections 2 " +
+                                         rows + " " + grouped);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "\"rows\":" + std::to_string(3 * kUsers + 60) + ",\"users\":660")) << out;
+  EXPECT_TRUE(Has(out, "\"failed_users\":0")) << out;
+  EXPECT_TRUE(Has(out, "\"upserts_per_user\":1.00")) << out;
+
+  std::vector<std::string> users;
+  for (int u = 0; u < kUsers; ++u) users.push_back("u" + std::to_string(u));
+  const auto expected = [](int u) {
+    return std::vector<uint64_t>{static_cast<uint64_t>(u), 100000u + u, 200000u + u};
+  };
+  // Through routing from every node: the first replica answers (the one
+  // that took the write), so at once.
+  for (int i = 0; i < kNodes; ++i) {
+    auto c = Routed(i);
+    ASSERT_NE(c, nullptr);
+    Result<BatchGetResult> back = c->BatchGet(users);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    for (int u = 0; u < kUsers; ++u) {
+      ASSERT_TRUE((*back)[u].ok())
+          << users[u] << " via node " << i << ": " << (*back)[u].status().ToString();
+      EXPECT_EQ((*back)[u]->ids, expected(u)) << users[u] << " via node " << i;
+    }
+    for (int u = 0; u < 60; u += 7) {
+      Result<GetResult> g = c->Get("g" + std::to_string(u));
+      ASSERT_TRUE(g.ok()) << g.status().ToString();
+      EXPECT_EQ(g->ids, (std::vector<uint64_t>{7, 8}));
+    }
+  }
+  // On every replica of each user (another replica applies the log a
+  // moment later), and nowhere else.
+  for (int u = 0; u < kUsers; u += 13) {
+    std::vector<int> holders;
+    for (uint16_t n : map_.ReplicasOf(PartitionOf(users[u]))) holders.push_back(NodeIndex(n));
+    for (int i = 0; i < kNodes; ++i) {
+      const bool holds = std::find(holders.begin(), holders.end(), i) != holders.end();
+      Result<GetResult> g = Status::Internal("not asked");
+      if (holds) {
+        ASSERT_TRUE(WaitFor([&] {
+          g = direct_[i]->Get(users[u]);
+          return g.ok() && g->ids == expected(u);
+        })) << users[u]
+            << " on node " << i << ": " << g.status().ToString();
+      } else {
+        g = direct_[i]->Get(users[u]);
+        EXPECT_EQ(g.status().code(), Status::Code::kWrongNode) << g.status().ToString();
+      }
+    }
+  }
+  // And through segctl on another node.
+  std::tie(rc, out) = Segctl(ports_[2], "get u42 --json");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "{\"id\":100042,")) << out;
+
+  // Loading the same file again, through another node, leaves the same
+  // segments.
+  std::tie(rc, out) = Segctl(ports_[0], "load --no-progress --json " + rows);
+  ASSERT_EQ(rc, 0) << out;
+  auto c = Routed(0);
+  ASSERT_NE(c, nullptr);
+  Result<BatchGetResult> again = c->BatchGet(users);
+  ASSERT_TRUE(again.ok());
+  for (int u = 0; u < kUsers; ++u) EXPECT_EQ((*again)[u]->ids, expected(u)) << users[u];
+}
+
+TEST_P(ClusterLoadTest, TheAsyncClientSplitsABatchAcrossTheNodesAndGathersItInOrder) {
+  boost::asio::io_context io;
+  client::AsyncClusterClientOptions o;
+  o.node.port = ports_[2];
+  o.node.request_timeout = 15s;
+  o.node.connect_timeout = 10s;
+  o.connections_per_node = 2;
+  std::optional<Result<std::unique_ptr<client::AsyncClusterClient>>> connected;
+  client::AsyncClusterClient::Connect(io, o, [&](auto r) { connected.emplace(std::move(r)); });
+  ASSERT_TRUE(RunUntil(io, [&] { return connected.has_value(); }));
+  ASSERT_TRUE(connected->ok()) << connected->status().ToString();
+  std::unique_ptr<client::AsyncClusterClient> c = std::move(*connected).value();
+  EXPECT_EQ(c->map().revision, map_.revision);
+  EXPECT_EQ(c->map().log, log());
+
+  // 400 users, each with its own segment, in one batch upsert.
+  std::vector<UpsertItem> items;
+  for (int u = 0; u < 400; ++u) {
+    items.push_back(UpsertItem{"b" + std::to_string(u),
+                               {SegmentUpdate{10u + u, 86400, true, {}, {}}},
+                               UpsertMode::kSet,
+                               {}});
+  }
+  std::optional<Result<BatchUpsertResult>> written;
+  c->BatchUpsert(items, [&](Result<BatchUpsertResult> r) { written.emplace(std::move(r)); });
+  ASSERT_TRUE(RunUntil(io, [&] { return written.has_value(); }));
+  ASSERT_TRUE(written->ok()) << written->status().ToString();
+  ASSERT_EQ((*written)->size(), items.size());
+  for (size_t u = 0; u < items.size(); ++u) {
+    ASSERT_TRUE((**written)[u].ok()) << items[u].user << ": " << (**written)[u].status().ToString();
+    EXPECT_EQ((**written)[u]->inserted, 1u);
+  }
+
+  // A batch get in a shuffled order, with repeats and users never written:
+  // every node holds some of them; each answer is where its user was asked.
+  std::vector<std::string> asked;
+  for (int u = 0; u < 400; ++u) asked.push_back("b" + std::to_string(u));
+  for (int u = 0; u < 50; ++u) asked.push_back("b" + std::to_string(u * 7));
+  for (int u = 0; u < 30; ++u) asked.push_back("nobody-" + std::to_string(u));
+  std::shuffle(asked.begin(), asked.end(), std::mt19937(7));
+  std::set<uint16_t> nodes;
+  for (const std::string& u : asked) nodes.insert(map_.ReplicasOf(PartitionOf(u))[0]);
+  EXPECT_EQ(nodes.size(), static_cast<size_t>(kNodes));
+  std::optional<Result<BatchGetResult>> got;
+  c->BatchGet(asked, {}, [&](Result<BatchGetResult> r) { got.emplace(std::move(r)); });
+  ASSERT_TRUE(RunUntil(io, [&] { return got.has_value(); }));
+  ASSERT_TRUE(got->ok()) << got->status().ToString();
+  ASSERT_EQ((*got)->size(), asked.size());
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const Result<GetResult>& one = (**got)[i];
+    if (asked[i].rfind("nobody-", 0) == 0) {
+      EXPECT_TRUE(one.status().IsNotFound()) << asked[i] << ": " << one.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(one.ok()) << asked[i] << ": " << one.status().ToString();
+    EXPECT_EQ(one->ids, std::vector<uint64_t>{10u + std::stoul(asked[i].substr(1))}) << asked[i];
+  }
+
+  // Single-user calls, many at once, each to its node.
+  int answered = 0;
+  for (int u = 0; u < 400; u += 3) {
+    c->Get("b" + std::to_string(u), {}, [&answered, u](Result<GetResult> r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok()) {
+        EXPECT_EQ(r->ids, std::vector<uint64_t>{10u + u});
+      }
+      ++answered;
+    });
+  }
+  const SegmentUpdate more{9, 86400, true, {}, {}};
+  std::optional<Result<UpsertResult>> upserted;
+  c->Upsert("b1", std::span(&more, 1), UpsertMode::kSet,
+            [&](Result<UpsertResult> r) { upserted.emplace(std::move(r)); });
+  std::optional<Result<bool>> deleted;
+  c->Delete("b2", [&](Result<bool> r) { deleted.emplace(std::move(r)); });
+  ASSERT_TRUE(RunUntil(io, [&] {
+    return answered == 134 && upserted.has_value() && deleted.has_value() && c->in_flight() == 0;
+  }));
+  ASSERT_TRUE(upserted->ok()) << upserted->status().ToString();
+  EXPECT_EQ((*upserted)->count, 2u);
+  ASSERT_TRUE(deleted->ok()) << deleted->status().ToString();
+  EXPECT_TRUE(**deleted);
+  EXPECT_EQ(c->retries(), 0u);
+
+  // Through the synchronous router from another node: the same data.
+  auto sync = Routed(0);
+  ASSERT_NE(sync, nullptr);
+  EXPECT_EQ(sync->Get("b1")->ids, (std::vector<uint64_t>{9, 11}));
+  EXPECT_TRUE(sync->Get("b2").status().IsNotFound());
+  c.reset();
+}
+
+#ifdef SEGBENCH_PATH
+// segbench against the cluster: every workload it has for a cluster, through
+// any node; its report says what it ran against.
+TEST_P(ClusterLoadTest, SegbenchRunsItsWorkloadsAgainstTheCluster) {
+  const std::string json_file = dir_.File("segbench.json");
+  const std::string cmd = std::string(SEGBENCH_PATH) +
+                          " --segstore 127.0.0.1:" + std::to_string(ports_[1]) +
+                          " --users 30 --connections 2 --seconds 0.3 --warmup 0.05 --batch 4"
+                          " --load-connections 2 --json-file " +
+                          json_file + " load get batch-get upsert mixed trim 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << out;
+  const std::string topology =
+      std::string("cluster of 3 nodes, replication ") + (log() ? "2, writes through a log" : "1");
+  EXPECT_TRUE(Has(out, "segstore at 127.0.0.1:" + std::to_string(ports_[1]) + ": " + topology))
+      << out;
+  std::ifstream in(json_file);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["servers"].size(), 1u);
+  EXPECT_EQ(j["servers"][0]["topology"], topology);
+  std::set<std::string> workloads;
+  for (const auto& run : j["runs"]) {
+    workloads.insert(run["workload"].get<std::string>());
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_GT(run["ops"].get<uint64_t>(), 0u) << run.dump();
+    if (run["workload"] == "get") {
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 1000.0);
+    }
+    if (run["workload"] == "batch-get") {
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 4000.0);
+    }
+  }
+  EXPECT_EQ(workloads, (std::set<std::string>{"get", "batch-get", "upsert", "mixed", "trim"}));
+  // Every user was loaded onto its nodes: each node's records sum to the
+  // users times the replication (plus a log's checkpoint records).
+  uint64_t records = 0;
+  for (int i = 0; i < kNodes; ++i) {
+    records += static_cast<uint64_t>(StatOf(*direct_[i], "storage.index_entries"));
+  }
+  EXPECT_GE(records, 30u * map_.replication);
+}
+#endif
+
+INSTANTIATE_TEST_SUITE_P(Cluster, ClusterLoadTest, ::testing::Bool(), Name);
+
+}  // namespace
+}  // namespace segstore::server
