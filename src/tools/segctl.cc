@@ -289,22 +289,74 @@ int RunLoadCommand(const Args& a) {
   return segstore::tools::RunLoad(o);
 }
 
-// The cluster's nodes, racks and partitions per node, as the node asked sees them.
-void PrintCluster(const segstore::ClusterMap& m, bool as_json) {
+// One node's part in a cluster with a log, from its stats: whether it caught
+// up with the log, how many log partitions it marks stale, and how far
+// behind it is (entries, summed over log partitions; seconds, the most).
+struct NodeReplica {
+  bool reached = false;
+  std::string error;  // when not reached
+  bool caught_up = false;
+  uint64_t stale = 0;
+  uint64_t lag_entries = 0;
+  double lag_seconds = 0;
+};
+
+NodeReplica AskReplica(const std::string& address, client::ClientOptions options) {
+  NodeReplica r;
+  if (Status s = client::ParseServerAddress(address, &options); !s.ok()) {
+    r.error = s.ToString();
+    return r;
+  }
+  options.hello = false;
+  auto c = client::Client::Connect(options);
+  Result<segstore::Stats> stats = c.ok() ? (*c)->Stats() : Result<segstore::Stats>(c.status());
+  if (!stats.ok()) {
+    r.error = stats.status().ToString();
+    return r;
+  }
+  r.reached = true;
+  auto number = [](const segstore::StatEntry& e) -> double {
+    if (const auto* u = std::get_if<uint64_t>(&e.value)) return static_cast<double>(*u);
+    if (const auto* d = std::get_if<double>(&e.value)) return *d;
+    return 0;
+  };
+  for (const segstore::StatEntry& e : stats->entries) {
+    if (e.name == "replica.caught_up") r.caught_up = number(e) != 0;
+    if (e.name == "replica.log_partitions_stale") r.stale = static_cast<uint64_t>(number(e));
+    if (e.name.rfind("replica.lag_entries.", 0) == 0) r.lag_entries += static_cast<uint64_t>(number(e));
+    if (e.name.rfind("replica.lag_seconds.", 0) == 0) r.lag_seconds = std::max(r.lag_seconds, number(e));
+  }
+  return r;
+}
+
+// The cluster's nodes, racks and partitions per node, as the node asked sees
+// them; with a log, each node's replication state too (asked of each node).
+void PrintCluster(const segstore::ClusterMap& m, bool as_json,
+                  const std::vector<NodeReplica>& replicas) {
   std::vector<uint32_t> held(m.nodes.size(), 0);
   for (uint16_t i : m.replicas) ++held[i];
   if (as_json) {
     json nodes = json::array();
     for (size_t i = 0; i < m.nodes.size(); ++i) {
-      nodes.push_back(json{{"id", m.nodes[i].id},
-                           {"address", m.nodes[i].address},
-                           {"rack", m.nodes[i].rack},
-                           {"partitions", held[i]}});
+      json n{{"id", m.nodes[i].id},
+             {"address", m.nodes[i].address},
+             {"rack", m.nodes[i].rack},
+             {"partitions", held[i]}};
+      if (i < replicas.size()) {
+        const NodeReplica& r = replicas[i];
+        n["replica"] = r.reached ? json{{"caught_up", r.caught_up},
+                                        {"log_partitions_stale", r.stale},
+                                        {"lag_entries", r.lag_entries},
+                                        {"lag_seconds", r.lag_seconds}}
+                                 : json{{"error", r.error}};
+      }
+      nodes.push_back(std::move(n));
     }
     std::cout << json{{"cluster", m.cluster},
                       {"revision", m.revision},
                       {"self", m.self},
                       {"replication", m.replication},
+                      {"log", m.log},
                       {"nodes", nodes}}
                      .dump()
               << "\n";
@@ -318,29 +370,44 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json) {
     std::printf("a cluster with no partition map yet (forming); asked node %s\n", m.self.c_str());
     return;
   }
-  std::printf("partition map revision %llu, replication %u, %zu nodes; asked node %s\n",
+  std::printf("partition map revision %llu, replication %u, %zu nodes%s; asked node %s\n",
               static_cast<unsigned long long>(m.revision), m.replication, m.nodes.size(),
-              m.self.c_str());
+              m.log ? ", writes through a log" : "", m.self.c_str());
   size_t id_width = 4, address_width = 7, rack_width = 4;
   for (const segstore::ClusterNode& n : m.nodes) {
     id_width = std::max(id_width, n.id.size());
     address_width = std::max(address_width, n.address.size());
     rack_width = std::max(rack_width, n.rack.size());
   }
-  std::printf("%-*s  %-*s  %-*s  %s\n", static_cast<int>(id_width), "node",
+  std::printf("%-*s  %-*s  %-*s  %10s%s\n", static_cast<int>(id_width), "node",
               static_cast<int>(address_width), "address", static_cast<int>(rack_width), "rack",
-              "partitions");
+              "partitions", replicas.empty() ? "" : "  log (caught up; stale log partitions; lag)");
   for (size_t i = 0; i < m.nodes.size(); ++i) {
-    std::printf("%-*s  %-*s  %-*s  %u\n", static_cast<int>(id_width), m.nodes[i].id.c_str(),
+    std::string log;
+    if (i < replicas.size()) {
+      const NodeReplica& r = replicas[i];
+      char buf[160];
+      if (!r.reached) {
+        std::snprintf(buf, sizeof buf, "  unreachable: %s", r.error.c_str());
+      } else {
+        std::snprintf(buf, sizeof buf, "  %s; %llu stale; %llu entries, %.1f s",
+                      r.caught_up ? "caught up" : "catching up",
+                      static_cast<unsigned long long>(r.stale),
+                      static_cast<unsigned long long>(r.lag_entries), r.lag_seconds);
+      }
+      log = buf;
+    }
+    std::printf("%-*s  %-*s  %-*s  %10u%s\n", static_cast<int>(id_width), m.nodes[i].id.c_str(),
                 static_cast<int>(address_width), m.nodes[i].address.c_str(),
                 static_cast<int>(rack_width),
-                m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i]);
+                m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i], log.c_str());
   }
 }
 
 // ping, info, stats and cluster: about the node named by --server.
 template <typename Fail>
-int RunNodeCommand(const std::string& command, const Args& a, client::Client& c, Fail fail) {
+int RunNodeCommand(const std::string& command, const Args& a, client::Client& c,
+                   const client::ClientOptions& options, Fail fail) {
   if (command == "ping") {
     const auto start = std::chrono::steady_clock::now();
     if (Status s = c.Ping(); !s.ok()) return fail(s);
@@ -391,7 +458,11 @@ int RunNodeCommand(const std::string& command, const Args& a, client::Client& c,
   if (command == "cluster") {
     auto r = c.ClusterMap();
     if (!r.ok()) return fail(r.status());
-    PrintCluster(*r, a.json);
+    std::vector<NodeReplica> replicas;
+    if (r->log && r->has_map()) {
+      for (const segstore::ClusterNode& n : r->nodes) replicas.push_back(AskReplica(n.address, options));
+    }
+    PrintCluster(*r, a.json, replicas);
     return 0;
   }
   return fail(Status::InvalidArgument("unknown command " + command));
@@ -485,7 +556,7 @@ int Run(const std::string& command, const Args& a) {
   if (command == "ping" || command == "info" || command == "stats" || command == "cluster") {
     auto connected = client::Client::Connect(options);
     if (!connected.ok()) return fail(connected.status());
-    return RunNodeCommand(command, a, **connected, fail);
+    return RunNodeCommand(command, a, **connected, options, fail);
   }
   client::ClusterClientOptions routed_options;
   routed_options.node = options;

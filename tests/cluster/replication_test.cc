@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "integration/daemon.h"
 #include "segstore/client.h"
@@ -228,6 +229,15 @@ TEST_F(ReplicationTest, AWriteIsReadBackFromEveryReplicaAndAtOnceFromItsNode) {
       EXPECT_FALSE(g->stale);
     }
   }
+  // segctl cluster shows each node's part in the log.
+  auto [rc, out] = testing::Segctl(ports_[1], "cluster");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(testing::Has(out, "replication 2, 3 nodes, writes through a log")) << out;
+  EXPECT_TRUE(testing::Has(out, "caught up; 0 stale; 0 entries")) << out;
+  std::tie(rc, out) = testing::Segctl(ports_[1], "cluster --json");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(testing::Has(out, "\"log\":true")) << out;
+  EXPECT_TRUE(testing::Has(out, "\"replica\":{\"caught_up\":true")) << out;
   // User IDs beginning with FF 00 are the cluster's own.
   const std::string reserved("\xff\x00segstore:applied:0", 20);
   EXPECT_EQ(direct_[0]->Get(reserved).status().code(), Status::Code::kInvalidArgument);
