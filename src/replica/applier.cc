@@ -53,7 +53,8 @@ class Applier::Loop {
       : a_(a), o_(a->options_), session_(std::move(session)) {
     const size_t per_lane = std::max<size_t>(1, o_.window_max_ids / o_.log_partitions);
     lanes_.reserve(o_.log_partitions);
-    for (uint32_t l = 0; l < o_.log_partitions; ++l) lanes_.emplace_back(o_.window_seconds, per_lane);
+    for (uint32_t l = 0; l < o_.log_partitions; ++l)
+      lanes_.emplace_back(o_.window_seconds, per_lane);
     // Entries are decoded under generous limits, the same on every node: an
     // entry one node can read, every node reads. (What a node then refuses,
     // a profile over its max_segments say, is the write's answer.)
@@ -125,11 +126,11 @@ class Applier::Loop {
   };
   struct Lane {
     Lane(uint32_t window_seconds, size_t window_entries) : window(window_seconds, window_entries) {}
-    int64_t next = 0;      // the next offset to apply
-    int64_t expected = 0;  // the next offset the reader should deliver
+    int64_t next = 0;       // the next offset to apply
+    int64_t expected = 0;   // the next offset the reader should deliver
     int64_t admitted = -1;  // the entry at this offset went through the window
     std::deque<Queued> queue;
-    bool busy = false;  // the front entry is being applied
+    bool busy = false;                   // the front entry is being applied
     SteadyClock::time_point retry_at{};  // after a failure to apply: not before
     bool failing = false;
     // The log went back past this lane's position (recreated or truncated):
@@ -328,8 +329,9 @@ class Applier::Loop {
       // deadline.
       ++stats_.apply_failures;
       if (!lane.failing) {
-        spdlog::error("replica: log partition {} offset {}: cannot apply (retrying every second): {}",
-                      l, offset, answer.status.ToString());
+        spdlog::error(
+            "replica: log partition {} offset {}: cannot apply (retrying every second): {}", l,
+            offset, answer.status.ToString());
       }
       lane.failing = true;
       lane.retry_at = SteadyClock::now() + std::chrono::seconds(1);
@@ -393,8 +395,7 @@ class Applier::Loop {
       // Lag, two ways, the larger: how long ago the log had an end this
       // lane has not reached yet (whether or not those entries were
       // fetched), and how old the oldest entry read and not applied is.
-      if (lane.end > lane.next &&
-          (lane.behind.empty() || lane.behind.back().second < lane.end)) {
+      if (lane.end > lane.next && (lane.behind.empty() || lane.behind.back().second < lane.end)) {
         if (lane.behind.size() == kMaxBehindMarks) lane.behind.pop_back();
         lane.behind.emplace_back(now, lane.end);
       }
@@ -410,8 +411,7 @@ class Applier::Loop {
         lag = std::max(lag, static_cast<double>(wall - lane.queue.front().timestamp_ms) / 1e3);
       }
       const bool stale = !lane.caught_up || lane.lost || lane.broken || !log_ok || !lease_ok ||
-                         lane.failing ||
-                         lag * 1e3 > static_cast<double>(o_.max_lag.count());
+                         lane.failing || lag * 1e3 > static_cast<double>(o_.max_lag.count());
       a_->stale_[l].store(stale, std::memory_order_relaxed);
       lane_stats[l] = LaneStats{lane.next, lane.end, lane.checkpointed.next, lag, stale};
     }
@@ -470,8 +470,8 @@ class Applier::Loop {
                                    lanes_[l].checkpointed = (*snapshot)[l];
                                    ++stats_.checkpoints;
                                  } else {
-                                   spdlog::error("replica: checkpoint of log partition {}: {}",
-                                                 l, r.status().ToString());
+                                   spdlog::error("replica: checkpoint of log partition {}: {}", l,
+                                                 r.status().ToString());
                                  }
                                  if (--*remaining == 0) checkpoint_in_flight_ = false;
                                });

@@ -62,9 +62,9 @@ struct ApplierOptions {
 
 // One log partition as the applier sees it.
 struct LaneStats {
-  int64_t next = 0;         // the next offset to apply
-  int64_t end = -1;         // the log's end as last heard (-1: not yet)
-  int64_t checkpointed = 0; // next, as the last checkpoint on the device says
+  int64_t next = 0;          // the next offset to apply
+  int64_t end = -1;          // the log's end as last heard (-1: not yet)
+  int64_t checkpointed = 0;  // next, as the last checkpoint on the device says
   // How far behind the log: since when the log has had entries this node has
   // not applied (or the age of the oldest one read and not applied, if more).
   double lag_seconds = 0;
@@ -72,17 +72,17 @@ struct LaneStats {
 };
 
 struct ApplierStats {
-  uint64_t applied = 0;         // entries applied (whatever the write answered)
-  uint64_t not_held = 0;        // entries of partitions this node does not hold: skipped
-  uint64_t duplicates = 0;      // write IDs applied before: not again
-  uint64_t replayed = 0;        // found already applied after a restart: skipped
-  uint64_t undecodable = 0;     // entries that could not be read: skipped, logged
-  uint64_t apply_failures = 0;  // device trouble applying (retried), damaged records (skipped)
-  uint64_t lost_entries = 0;    // offsets the log no longer had when this node needed them
-  uint64_t checkpoints = 0;     // checkpoint records written
-  uint64_t expired_waiters = 0; // clients' writes answered InDoubt: not applied here in time
+  uint64_t applied = 0;          // entries applied (whatever the write answered)
+  uint64_t not_held = 0;         // entries of partitions this node does not hold: skipped
+  uint64_t duplicates = 0;       // write IDs applied before: not again
+  uint64_t replayed = 0;         // found already applied after a restart: skipped
+  uint64_t undecodable = 0;      // entries that could not be read: skipped, logged
+  uint64_t apply_failures = 0;   // device trouble applying (retried), damaged records (skipped)
+  uint64_t lost_entries = 0;     // offsets the log no longer had when this node needed them
+  uint64_t checkpoints = 0;      // checkpoint records written
+  uint64_t expired_waiters = 0;  // clients' writes answered InDoubt: not applied here in time
   size_t window_ids = 0;
-  bool caught_up = false;       // every log partition reached the end it had at the start
+  bool caught_up = false;  // every log partition reached the end it had at the start
   bool log_healthy = false;
   std::vector<LaneStats> lanes;
 };

@@ -19,9 +19,8 @@ uint64_t GetBigEndian64(const char* p) {
 
 Status CheckHeader(std::string_view bytes) {
   if (bytes.size() < kEntryHeaderSize) {
-    return Status::InvalidArgument(
-        fmt::format("log entry of {} bytes: shorter than its {}-byte header", bytes.size(),
-                    kEntryHeaderSize));
+    return Status::InvalidArgument(fmt::format(
+        "log entry of {} bytes: shorter than its {}-byte header", bytes.size(), kEntryHeaderSize));
   }
   if (static_cast<uint8_t>(bytes[0]) != kEntryFormat) {
     return Status::InvalidArgument(fmt::format("log entry format {} (this build reads {})",

@@ -45,8 +45,7 @@ struct WriteEntry {
   uint64_t ticket = 0;
   // Which write. Leave its own write_id empty: the header carries the
   // entry's (a decoded entry has it in both).
-  std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest,
-               proto::DeleteRequest>
+  std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest, proto::DeleteRequest>
       request;
 
   proto::Op op() const;

@@ -61,9 +61,9 @@ void Replicator::Stop() {
 void Replicator::Submit(WriteEntry entry, PendingWrites::Done done) {
   if (Status failed = applier_->failure(); !failed.ok() || stopped_.load()) {
     WriteAnswer a;
-    a.status = Status::Unavailable(
-        failed.ok() ? std::string("the server is shutting down")
-                    : "this node cannot apply the cluster's log: " + std::string(failed.message()));
+    a.status = Status::Unavailable(failed.ok() ? std::string("the server is shutting down")
+                                               : "this node cannot apply the cluster's log: " +
+                                                     std::string(failed.message()));
     done(a);
     return;
   }
@@ -78,27 +78,27 @@ void Replicator::Submit(WriteEntry entry, PendingWrites::Done done) {
   entry.ticket = ticket;
   std::string bytes;
   EncodeEntry(entry, &bytes);
-  writer_->Append(log_partition, entry.user(), bytes,
-                  [this, ticket](const log::AppendOutcome& outcome) {
-                    if (outcome.status.ok()) return;  // the applier answers
-                    WriteAnswer a;
-                    if (outcome.status.code() == Status::Code::kInvalidArgument) {
-                      log_refused_.fetch_add(1, std::memory_order_relaxed);
-                      a.status = outcome.status.WithContext("the cluster's log refused the write");
-                    } else if (outcome.maybe_written) {
-                      in_doubt_.fetch_add(1, std::memory_order_relaxed);
-                      a.status = Status::InDoubt(fmt::format(
-                          "the cluster's log may or may not have taken the write ({}); retry it "
+  writer_->Append(
+      log_partition, entry.user(), bytes, [this, ticket](const log::AppendOutcome& outcome) {
+        if (outcome.status.ok()) return;  // the applier answers
+        WriteAnswer a;
+        if (outcome.status.code() == Status::Code::kInvalidArgument) {
+          log_refused_.fetch_add(1, std::memory_order_relaxed);
+          a.status = outcome.status.WithContext("the cluster's log refused the write");
+        } else if (outcome.maybe_written) {
+          in_doubt_.fetch_add(1, std::memory_order_relaxed);
+          a.status = Status::InDoubt(
+              fmt::format("the cluster's log may or may not have taken the write ({}); retry it "
                           "with the same write_id to learn its outcome",
                           outcome.status.message()));
-                    } else {
-                      log_refused_.fetch_add(1, std::memory_order_relaxed);
-                      a.status = Status::LogUnavailable(fmt::format(
-                          "the cluster's log did not take the write, nothing was written: {}",
+        } else {
+          log_refused_.fetch_add(1, std::memory_order_relaxed);
+          a.status = Status::LogUnavailable(
+              fmt::format("the cluster's log did not take the write, nothing was written: {}",
                           outcome.status.message()));
-                    }
-                    pending_.Settle(ticket, a);
-                  });
+        }
+        pending_.Settle(ticket, a);
+      });
 }
 
 ReplicaStats Replicator::stats() const {

@@ -39,9 +39,9 @@ struct ReplicaStats {
   log::LogWriterStats writer;
   ApplierStats applier;
   uint64_t submitted = 0;
-  uint64_t log_refused = 0;   // answered LogUnavailable
-  uint64_t in_doubt = 0;      // answered InDoubt (log timeout after sending, or not applied in time)
-  size_t waiting = 0;         // writes waiting for their answer now
+  uint64_t log_refused = 0;  // answered LogUnavailable
+  uint64_t in_doubt = 0;     // answered InDoubt (log timeout after sending, or not applied in time)
+  size_t waiting = 0;        // writes waiting for their answer now
 };
 
 class Replicator {

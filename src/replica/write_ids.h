@@ -25,12 +25,12 @@ namespace segstore::replica {
 
 // The answer to one write, whichever it was (the op says which field).
 struct WriteAnswer {
-  Status status;          // OK, or the write's own error (NotFound, LimitExceeded, ...)
-  UpsertResult upsert;    // upsert
-  uint32_t removed = 0;   // remove
-  TrimResult trim;        // trim
-  bool deleted = false;   // delete
-  bool duplicate = false; // applied before: not again
+  Status status;           // OK, or the write's own error (NotFound, LimitExceeded, ...)
+  UpsertResult upsert;     // upsert
+  uint32_t removed = 0;    // remove
+  TrimResult trim;         // trim
+  bool deleted = false;    // delete
+  bool duplicate = false;  // applied before: not again
 };
 
 class WriteIdWindow {
@@ -67,8 +67,8 @@ class WriteIdWindow {
   // so in its own words).
   struct Kept {
     proto::Op op = proto::Op::kUpsert;
-    uint8_t code = 0;      // the status code of a write that failed
-    uint32_t v[4] = {};    // the op's counts, in its result's field order
+    uint8_t code = 0;        // the status code of a write that failed
+    uint32_t v[4] = {};      // the op's counts, in its result's field order
     UnixSeconds latest = 0;  // the latest entry time seen for the key
     uint32_t entries = 0;    // of the window's entries with this key
   };

@@ -243,10 +243,10 @@ class ProfileHandler : public Handler {
       if (!rejected->empty() && !(*rejected)[i].ok()) continue;
       const std::string_view user = user_of(i);
       const uint32_t partition = PartitionOf(user);
-      if (v->held.test(partition) && !replica::IsReservedKey(user)) continue;
+      const bool reserved = replica::IsReservedKey(user);
+      if (!reserved && v->held.test(partition)) continue;
       if (rejected->empty()) rejected->resize(n);
-      (*rejected)[i] = replica::IsReservedKey(user) ? Reserved()
-                                                    : NotHeld(partition, v->map.revision, "");
+      (*rejected)[i] = reserved ? Reserved() : NotHeld(partition, v->map.revision, "");
     }
     return true;
   }
@@ -261,21 +261,20 @@ class ProfileHandler : public Handler {
     return to;
   }
 
-  // Sends a write to the cluster's log; `reply(h, answer, to)` answers it on
-  // this loop once this node applied it (or the log refused it).
-  template <typename Request, typename Reply>
-  void Replicate(const FrameHeader& h, UnixSeconds now, Request request, Responder to,
-                 Reply reply) {
+  // Sends `request` to the cluster's log as a write taken at `now`;
+  // `answered(answer)` runs on this loop once this node applied it (or the
+  // log refused it).
+  template <typename Request, typename Answered>
+  void Submit(UnixSeconds now, Request request, Answered answered) {
     replica::WriteEntry entry;
     entry.now = now;
     entry.write_id = request.write_id;
     request.write_id = WriteId{};
     entry.request = std::move(request);
-    replicator_->Submit(
-        std::move(entry), [poster = poster_, h, to = std::move(to), reply](
-                              const replica::WriteAnswer& a) mutable {
-          poster->Post([h, to = std::move(to), reply, a]() mutable { reply(h, a, to); });
-        });
+    replicator_->Submit(std::move(entry), [poster = poster_, answered = std::move(answered)](
+                                              const replica::WriteAnswer& a) mutable {
+      poster->Post([answered, a]() mutable { answered(a); });
+    });
   }
 
   void Get(const FrameHeader& h, std::string_view body, Responder to) {
@@ -343,8 +342,8 @@ class ProfileHandler : public Handler {
       const UnixSeconds now = service_->store_->clock().Now();
       Status s = profile::CheckUpsert(req.segments, req.mode, now);
       if (!s.ok()) return ReplyError(h, s, to);
-      return Replicate(h, now, std::move(req), std::move(to), [](auto& h2, auto& a, Responder& r) {
-        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) { return x.upsert; });
+      return Submit(now, std::move(req), [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+        ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) { return x.upsert; });
       });
     }
     session_->Upsert(req.user, req.segments, req.mode, AnswerAsIs<UpsertResult>(h, std::move(to)));
@@ -390,18 +389,10 @@ class ProfileHandler : public Handler {
           if (--join->remaining == 0) ReplyOk(h, join->results, join->to);
           continue;
         }
-        replica::WriteEntry entry;
-        entry.now = now;
-        entry.write_id = req.items[i].write_id;
-        req.items[i].write_id = WriteId{};
-        entry.request = std::move(req.items[i]);
-        replicator_->Submit(std::move(entry), [poster = poster_, join,
-                                               i](const replica::WriteAnswer& a) {
-          poster->Post([join, i, a] {
-            join->results[i] =
-                a.status.ok() ? Result<UpsertResult>(a.upsert) : Result<UpsertResult>(ClientError(a.status));
-            if (--join->remaining == 0) ReplyOk(join->header, join->results, join->to);
-          });
+        Submit(now, std::move(req.items[i]), [join, i](const replica::WriteAnswer& a) {
+          join->results[i] = a.status.ok() ? Result<UpsertResult>(a.upsert)
+                                           : Result<UpsertResult>(ClientError(a.status));
+          if (--join->remaining == 0) ReplyOk(join->header, join->results, join->to);
         });
       }
       return;
@@ -422,12 +413,12 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      return Replicate(h, service_->store_->clock().Now(), std::move(req), std::move(to),
-                       [](auto& h2, auto& a, Responder& r) {
-        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) {
-          return proto::RemoveResponse{x.removed, x.duplicate};
-        });
-      });
+      return Submit(service_->store_->clock().Now(), std::move(req),
+                    [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+                      ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) {
+                        return proto::RemoveResponse{x.removed, x.duplicate};
+                      });
+                    });
     }
     session_->Remove(req.user, req.ids, Answer<uint32_t>(h, std::move(to), [](uint32_t n) {
                        return proto::RemoveResponse{n};
@@ -439,10 +430,10 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      return Replicate(h, service_->store_->clock().Now(), std::move(req), std::move(to),
-                       [](auto& h2, auto& a, Responder& r) {
-        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) { return x.trim; });
-      });
+      return Submit(service_->store_->clock().Now(), std::move(req),
+                    [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+                      ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) { return x.trim; });
+                    });
     }
     session_->Trim(req.user, req.before, AnswerAsIs<TrimResult>(h, std::move(to)));
   }
@@ -452,12 +443,12 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
-      return Replicate(h, service_->store_->clock().Now(), std::move(req), std::move(to),
-                       [](auto& h2, auto& a, Responder& r) {
-        ReplyApplied(h2, a, r, [](const replica::WriteAnswer& x) {
-          return proto::DeleteResponse{x.deleted, x.duplicate};
-        });
-      });
+      return Submit(service_->store_->clock().Now(), std::move(req),
+                    [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+                      ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) {
+                        return proto::DeleteResponse{x.deleted, x.duplicate};
+                      });
+                    });
     }
     session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
                        return proto::DeleteResponse{existed};

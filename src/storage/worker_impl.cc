@@ -90,8 +90,7 @@ void WorkerImpl::Update(std::string_view key, UpdateFn fn, WriteCallback done) {
   MaybeSubmit();
 }
 
-void WorkerImpl::UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn,
-                            WriteCallback done) {
+void WorkerImpl::UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn, WriteCallback done) {
   if (Status s = CheckKey(key); !s.ok()) {
     FailSoon(std::move(s), std::move(done));
     return;

@@ -323,8 +323,10 @@ NodeReplica AskReplica(const std::string& address, client::ClientOptions options
   for (const segstore::StatEntry& e : stats->entries) {
     if (e.name == "replica.caught_up") r.caught_up = number(e) != 0;
     if (e.name == "replica.log_partitions_stale") r.stale = static_cast<uint64_t>(number(e));
-    if (e.name.rfind("replica.lag_entries.", 0) == 0) r.lag_entries += static_cast<uint64_t>(number(e));
-    if (e.name.rfind("replica.lag_seconds.", 0) == 0) r.lag_seconds = std::max(r.lag_seconds, number(e));
+    if (e.name.rfind("replica.lag_entries.", 0) == 0)
+      r.lag_entries += static_cast<uint64_t>(number(e));
+    if (e.name.rfind("replica.lag_seconds.", 0) == 0)
+      r.lag_seconds = std::max(r.lag_seconds, number(e));
   }
   return r;
 }
@@ -352,12 +354,8 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
       }
       nodes.push_back(std::move(n));
     }
-    std::cout << json{{"cluster", m.cluster},
-                      {"revision", m.revision},
-                      {"self", m.self},
-                      {"replication", m.replication},
-                      {"log", m.log},
-                      {"nodes", nodes}}
+    std::cout << json{{"cluster", m.cluster},         {"revision", m.revision}, {"self", m.self},
+                      {"replication", m.replication}, {"log", m.log},           {"nodes", nodes}}
                      .dump()
               << "\n";
     return;
@@ -460,7 +458,8 @@ int RunNodeCommand(const std::string& command, const Args& a, client::Client& c,
     if (!r.ok()) return fail(r.status());
     std::vector<NodeReplica> replicas;
     if (r->log && r->has_map()) {
-      for (const segstore::ClusterNode& n : r->nodes) replicas.push_back(AskReplica(n.address, options));
+      for (const segstore::ClusterNode& n : r->nodes)
+        replicas.push_back(AskReplica(n.address, options));
     }
     PrintCluster(*r, a.json, replicas);
     return 0;

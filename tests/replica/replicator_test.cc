@@ -3,6 +3,8 @@
 // applier made of them, exactly once per write ID, the same record on every
 // replica whatever its clock, restarts that replay without applying twice,
 // and what the applier does with entries it cannot or need not apply.
+#include "replica/replicator.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,7 +22,6 @@
 #include "profile/codec.h"
 #include "replica/checkpoint.h"
 #include "replica/entry.h"
-#include "replica/replicator.h"
 #include "segstore/profile.h"
 #include "segstore/routing.h"
 #include "segstore/storage.h"
@@ -111,8 +112,8 @@ class Node {
     auto p = profile::ProfileStore::Open(store_.get(), po);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     profiles_ = std::move(*p);
-    auto r = Replicator::Start(options_, profiles_.get(), &board_, log_->NewWriter(),
-                               log_->NewReader());
+    auto r =
+        Replicator::Start(options_, profiles_.get(), &board_, log_->NewWriter(), log_->NewReader());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     replicator_ = std::move(*r);
   }
@@ -186,7 +187,9 @@ class Node {
   std::unique_ptr<Replicator> replicator_;
 };
 
-SegmentUpdate Ttl(uint64_t id, uint32_t seconds) { return SegmentUpdate{id, seconds, true, {}, {}}; }
+SegmentUpdate Ttl(uint64_t id, uint32_t seconds) {
+  return SegmentUpdate{id, seconds, true, {}, {}};
+}
 
 WriteId Id(uint64_t n) { return WriteId{0xABCD, n}; }
 
@@ -309,7 +312,8 @@ TEST(WriteIdWindowTest, ARetryWithinTheWindowGetsTheFirstAnswer) {
 TEST(WriteIdWindowTest, RemembersTheLastEntriesOfItsLogPartitionOnly) {
   WriteIdWindow w(3600, 10);
   WriteAnswer got;
-  for (uint64_t i = 1; i <= 25; ++i) EXPECT_FALSE(w.Admit(Id(i), "u", kStart, proto::Op::kUpsert, &got));
+  for (uint64_t i = 1; i <= 25; ++i)
+    EXPECT_FALSE(w.Admit(Id(i), "u", kStart, proto::Op::kUpsert, &got));
   EXPECT_EQ(w.size(), 10u);
   EXPECT_FALSE(w.Admit(Id(15), "u", kStart, proto::Op::kUpsert, &got));  // 11 entries back
   EXPECT_TRUE(w.Admit(Id(25), "u", kStart, proto::Op::kUpsert, &got));

@@ -459,8 +459,9 @@ TEST(ConfigTest, ShippedClusterExampleLoadsWhenUncommented) {
   ASSERT_TRUE(c.cluster_log_enabled);
   EXPECT_EQ(c.replica.log.brokers, "127.0.0.1:9092");
   EXPECT_EQ(c.replica.log.topic, "segstore");
-  EXPECT_EQ(c.replica.log.properties,
-            (std::vector<std::pair<std::string, std::string>>{{"socket.keepalive.enable", "true"}}));
+  EXPECT_EQ(
+      c.replica.log.properties,
+      (std::vector<std::pair<std::string, std::string>>{{"socket.keepalive.enable", "true"}}));
   // The defaults it shows are the defaults.
   const cluster::AgentOptions defaults;
   EXPECT_EQ(c.cluster.prefix, defaults.prefix);
@@ -565,13 +566,13 @@ TEST(ConfigTest, ClusterLogSettingsAreChecked) {
   EXPECT_TRUE(Rejected("[cluster_log]\nproperties = 3\n", "properties"));
   EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"a\" = 1\n", "properties"));
   EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"acks\" = \"1\"\n", "acks"));
-  EXPECT_TRUE(Rejected("[cluster_log.properties]\n\"no.such.property\" = \"1\"\n",
-                       "no.such.property"));
+  EXPECT_TRUE(
+      Rejected("[cluster_log.properties]\n\"no.such.property\" = \"1\"\n", "no.such.property"));
   EXPECT_TRUE(Rejected("[cluster_log]\nsurprise = 1\n", "cluster_log.surprise"));
   // Property values stay out of what the server reports: they may be secrets.
-  ASSERT_TRUE(loaded(cluster + log + "[cluster_log.properties]\n\"sasl.password\" = \"hunter2\"\n",
-                     &c)
-                  .ok());
+  ASSERT_TRUE(
+      loaded(cluster + log + "[cluster_log.properties]\n\"sasl.password\" = \"hunter2\"\n", &c)
+          .ok());
   for (const StatEntry& e : Describe(c)) {
     if (const auto* v = std::get_if<std::string>(&e.value)) {
       EXPECT_EQ(v->find("hunter2"), std::string::npos) << e.name;

@@ -81,8 +81,7 @@ class MemoryLog : public std::enable_shared_from_this<MemoryLog> {
   void DropBefore(uint32_t partition, int64_t offset) {
     std::lock_guard lock(mu_);
     Part& part = parts_[partition];
-    part.start =
-        std::max(part.start, std::min(offset, static_cast<int64_t>(part.entries.size())));
+    part.start = std::max(part.start, std::min(offset, static_cast<int64_t>(part.entries.size())));
   }
   // Drops the entries of `partition` from `new_end` on, as a topic made
   // again or truncated would: the next append gets offset `new_end` (or the
