@@ -8,58 +8,53 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <random>
 #include <set>
-#include <thread>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "integration/daemon.h"
+#include "cluster/segstored_cluster.h"
 #include "segstore/async_cluster_client.h"
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "segstore/routing.h"
-#include "storage/test_util.h"
-#include "support/etcd_server.h"
-#include "support/kafka_mock.h"
 
 namespace segstore::server {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
 using testing::Has;
-using testing::NotifySocket;
 using testing::Segctl;
+using testing::SegstoredCluster;
+using testing::StatOf;
+using testing::WaitFor;
 
 constexpr int kNodes = 3;
 constexpr int kLogPartitions = 8;
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
+// Three nodes, without a log or (replication 2) with one.
+testing::SegstoredClusterOptions Options(bool log) {
+  testing::SegstoredClusterOptions o;
+  o.nodes = kNodes;
+  o.threads = 1;
+  o.file_size = "128MiB";
+  o.etcd_prefix = "/load-test";
+  o.ready_timeout = 60s;
+  if (log) {
+    o.replication = 2;
+    o.log = true;
+    o.log_partitions = kLogPartitions;
+    o.log_lines = {"append_timeout_ms = 5000", "apply_timeout_ms = 10000", "max_lag_ms = 5000"};
   }
-  return done();
-}
-
-double StatOf(client::Client& c, std::string_view name) {
-  Result<Stats> s = c.Stats();
-  if (!s.ok()) return -1;
-  for (const StatEntry& e : s->entries) {
-    if (e.name != name) continue;
-    if (const auto* u = std::get_if<uint64_t>(&e.value)) return static_cast<double>(*u);
-    if (const auto* d = std::get_if<double>(&e.value)) return *d;
-  }
-  return -1;
+  o.routed.node.request_timeout = 15s;
+  o.routed.node.connect_timeout = 10s;
+  return o;
 }
 
 // Runs `io` until `pred` holds; false after `timeout`.
@@ -77,101 +72,26 @@ bool RunUntil(boost::asio::io_context& io, const std::function<bool()>& pred,
 // The parameter: whether the cluster writes through a log.
 class ClusterLoadTest : public ::testing::TestWithParam<bool> {
  protected:
+  ClusterLoadTest() : cluster_(Options(GetParam())) {}
+
   bool log() const { return GetParam(); }
 
   void SetUp() override {
-    std::string why;
-    ASSERT_TRUE(etcd_.Start(&why)) << why;
-    if (log()) {
-      kafka_.emplace(segstore::testing::KafkaMockOptions{3, "segstore", kLogPartitions});
-      ASSERT_TRUE(kafka_->Start(&why)) << why;
-    }
-    for (int i = 0; i < kNodes; ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i));
-    for (int i = 0; i < kNodes; ++i) {
-      ASSERT_TRUE(WaitFor([&] {
-        if (StatOf(*direct_[i], "cluster.registered") != 1) return false;
-        return !log() || StatOf(*direct_[i], "replica.caught_up") == 1;
-      })) << "node "
-          << i << " never served\n"
-          << testing::ReadFile(Dir(i) + "/log");
-    }
+    ASSERT_NO_FATAL_FAILURE(cluster_.Start());
+    ASSERT_NO_FATAL_FAILURE(cluster_.WaitAllServing());
     // Until every node answers the same map with a placement.
-    ASSERT_TRUE(WaitFor([&] {
-      uint64_t revision = 0;
-      for (int i = 0; i < kNodes; ++i) {
-        Result<ClusterMap> m = direct_[i]->ClusterMap();
-        if (!m.ok() || !m->has_map()) return false;
-        if (i > 0 && m->revision != revision) return false;
-        revision = m->revision;
-        map_ = *m;
-      }
-      return true;
-    }));
+    ASSERT_TRUE(cluster_.AgreedMap(&map_));
     ASSERT_EQ(map_.log, log());
   }
 
-  void TearDown() override {
-    for (int i = 0; i < kNodes; ++i) {
-      if (daemons_[i] == nullptr) continue;
-      daemons_[i]->Signal(SIGTERM);
-      EXPECT_EQ(daemons_[i]->Wait(), 0) << "node " << i << "\n"
-                                        << testing::ReadFile(Dir(i) + "/log");
-    }
-  }
+  void TearDown() override { cluster_.StopAll(); }
 
-  std::string Dir(int i) const { return dir_.File("n" + std::to_string(i)); }
-
-  void StartNode(int i) {
-    std::filesystem::create_directories(Dir(i));
-    const std::string config = Dir(i) + "/segstored.toml";
-    {
-      std::ofstream f(config);
-      f << "[server]\nlisten = \"127.0.0.1:0\"\nthreads = 1\n"
-        << "[storage]\npath = \"" << Dir(i) << "/data\"\nfile_size = \"128MiB\"\n"
-        << "write_block_size = \"256KiB\"\n"
-        << "[cluster]\netcd_endpoints = [\"" << etcd_.endpoint(0) << "\"]\n"
-        << "etcd_prefix = \"/load-test\"\n"
-        << "node_id = \"node-" << i << "\"\nrack = \"rack-" << i << "\"\n"
-        << "initial_nodes = " << kNodes << "\nlease_ttl_seconds = 10\nmap_poll_ms = 50\n";
-      if (log()) {
-        f << "replication = 2\n"
-          << "[cluster_log]\nbrokers = \"" << kafka_->bootstrap() << "\"\n"
-          << "topic = \"segstore\"\npartitions = " << kLogPartitions << "\n"
-          << "append_timeout_ms = 5000\napply_timeout_ms = 10000\nmax_lag_ms = 5000\n";
-      }
-    }
-    notify_[i] = std::make_unique<NotifySocket>(Dir(i) + "/notify.sock");
-    daemons_[i] =
-        std::make_unique<Daemon>(Dir(i), std::vector<std::string>{"-c", config}, Dir(i) + "/log",
-                                 std::vector<std::string>{"NOTIFY_SOCKET=" + notify_[i]->path()});
-    const std::string ready = notify_[i]->WaitFor("READY=1", 60s);
-    ASSERT_FALSE(ready.empty()) << testing::ReadFile(Dir(i) + "/log");
-    ports_[i] = testing::PortOf(ready);
-    ASSERT_NE(ports_[i], 0) << ready;
-    direct_[i] = testing::Connect(ports_[i]);
-    ASSERT_NE(direct_[i], nullptr);
-  }
-
-  std::unique_ptr<client::ClusterClient> Routed(int node) {
-    client::ClusterClientOptions o;
-    o.node.port = ports_[node];
-    o.node.request_timeout = 15s;
-    o.node.connect_timeout = 10s;
-    auto c = client::ClusterClient::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
-
+  uint16_t port(int i) const { return cluster_.port(i); }
+  std::unique_ptr<client::ClusterClient> Routed(int node) { return cluster_.Routed(node); }
   // The index of each node of the map (node-i was started as node i).
-  int NodeIndex(uint16_t in_map) const { return std::stoi(map_.nodes[in_map].id.substr(5)); }
+  int NodeIndex(uint16_t in_map) const { return SegstoredCluster::NodeIndex(map_, in_map); }
 
-  storage::testing::TempDir dir_;
-  segstore::testing::EtcdCluster etcd_{1};
-  std::optional<segstore::testing::KafkaMock> kafka_;
-  std::unique_ptr<NotifySocket> notify_[kNodes];
-  std::unique_ptr<Daemon> daemons_[kNodes];
-  std::unique_ptr<client::Client> direct_[kNodes];
-  uint16_t ports_[kNodes] = {};
+  SegstoredCluster cluster_;
   ClusterMap map_;
 };
 
@@ -183,7 +103,7 @@ TEST_P(ClusterLoadTest, SegctlLoadPutsEveryRowWhereAGetThroughAnyNodeFindsIt) {
   // 600 users in rows (three segments each, in an order that is not the
   // users'), and 60 more as grouped lines.
   constexpr int kUsers = 600;
-  const std::string rows = dir_.File("rows.csv");
+  const std::string rows = cluster_.dir().File("rows.csv");
   {
     std::ofstream f(rows);
     f << "user_id,segment_id,ttl\n";
@@ -193,14 +113,14 @@ TEST_P(ClusterLoadTest, SegctlLoadPutsEveryRowWhereAGetThroughAnyNodeFindsIt) {
       }
     }
   }
-  const std::string grouped = dir_.File("grouped.tsv");
+  const std::string grouped = cluster_.dir().File("grouped.tsv");
   {
     std::ofstream f(grouped);
     for (int u = 0; u < 60; ++u) f << "g" << u << "\t7:12h,8:12h\n";
   }
   // Small batches, so that every node gets many.
-  auto [rc, out] = Segctl(ports_[1], "load --no-progress --json --batch-users 25 --connections 2 " +
-                                         rows + " " + grouped);
+  auto [rc, out] = Segctl(port(1), "load --no-progress --json --batch-users 25 --connections 2 " +
+                                       rows + " " + grouped);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "\"rows\":" + std::to_string(3 * kUsers + 60) + ",\"users\":660")) << out;
   EXPECT_TRUE(Has(out, "\"failed_users\":0")) << out;
@@ -239,24 +159,24 @@ TEST_P(ClusterLoadTest, SegctlLoadPutsEveryRowWhereAGetThroughAnyNodeFindsIt) {
       Result<GetResult> g = Status::Internal("not asked");
       if (holds) {
         ASSERT_TRUE(WaitFor([&] {
-          g = direct_[i]->Get(users[u]);
+          g = cluster_.direct(i).Get(users[u]);
           return g.ok() && g->ids == expected(u);
         })) << users[u]
             << " on node " << i << ": " << g.status().ToString();
       } else {
-        g = direct_[i]->Get(users[u]);
+        g = cluster_.direct(i).Get(users[u]);
         EXPECT_EQ(g.status().code(), Status::Code::kWrongNode) << g.status().ToString();
       }
     }
   }
   // And through segctl on another node.
-  std::tie(rc, out) = Segctl(ports_[2], "get u42 --json");
+  std::tie(rc, out) = Segctl(port(2), "get u42 --json");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "{\"id\":100042,")) << out;
 
   // Loading the same file again, through another node, leaves the same
   // segments.
-  std::tie(rc, out) = Segctl(ports_[0], "load --no-progress --json " + rows);
+  std::tie(rc, out) = Segctl(port(0), "load --no-progress --json " + rows);
   ASSERT_EQ(rc, 0) << out;
   auto c = Routed(0);
   ASSERT_NE(c, nullptr);
@@ -268,7 +188,7 @@ TEST_P(ClusterLoadTest, SegctlLoadPutsEveryRowWhereAGetThroughAnyNodeFindsIt) {
 TEST_P(ClusterLoadTest, TheAsyncClientSplitsABatchAcrossTheNodesAndGathersItInOrder) {
   boost::asio::io_context io;
   client::AsyncClusterClientOptions o;
-  o.node.port = ports_[2];
+  o.node.port = port(2);
   o.node.request_timeout = 15s;
   o.node.connect_timeout = 10s;
   o.connections_per_node = 2;
@@ -361,9 +281,9 @@ TEST_P(ClusterLoadTest, TheAsyncClientSplitsABatchAcrossTheNodesAndGathersItInOr
 // segbench against the cluster: every workload it has for a cluster, through
 // any node; its report says what it ran against.
 TEST_P(ClusterLoadTest, SegbenchRunsItsWorkloadsAgainstTheCluster) {
-  const std::string json_file = dir_.File("segbench.json");
+  const std::string json_file = cluster_.dir().File("segbench.json");
   const std::string cmd = std::string(SEGBENCH_PATH) +
-                          " --segstore 127.0.0.1:" + std::to_string(ports_[1]) +
+                          " --segstore 127.0.0.1:" + std::to_string(port(1)) +
                           " --users 30 --connections 2 --seconds 0.3 --warmup 0.05 --batch 4"
                           " --load-connections 2 --json-file " +
                           json_file + " load get batch-get upsert mixed trim 2>&1";
@@ -377,7 +297,7 @@ TEST_P(ClusterLoadTest, SegbenchRunsItsWorkloadsAgainstTheCluster) {
   ASSERT_EQ(WEXITSTATUS(status), 0) << out;
   const std::string topology =
       std::string("cluster of 3 nodes, replication ") + (log() ? "2, writes through a log" : "1");
-  EXPECT_TRUE(Has(out, "segstore at 127.0.0.1:" + std::to_string(ports_[1]) + ": " + topology))
+  EXPECT_TRUE(Has(out, "segstore at 127.0.0.1:" + std::to_string(port(1)) + ": " + topology))
       << out;
   std::ifstream in(json_file);
   const auto j = nlohmann::json::parse(in);
@@ -400,7 +320,7 @@ TEST_P(ClusterLoadTest, SegbenchRunsItsWorkloadsAgainstTheCluster) {
   // users times the replication (plus a log's checkpoint records).
   uint64_t records = 0;
   for (int i = 0; i < kNodes; ++i) {
-    records += static_cast<uint64_t>(StatOf(*direct_[i], "storage.index_entries"));
+    records += static_cast<uint64_t>(StatOf(cluster_.direct(i), "storage.index_entries"));
   }
   EXPECT_GE(records, 30u * map_.replication);
 }

@@ -9,144 +9,70 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <tuple>
 
-#include "integration/daemon.h"
+#include "cluster/segstored_cluster.h"
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "segstore/routing.h"
-#include "storage/test_util.h"
-#include "support/etcd_server.h"
-#include "support/kafka_mock.h"
 
 namespace segstore::server {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
-using testing::NotifySocket;
+using testing::SegstoredCluster;
+using testing::StatOf;
+using testing::WaitFor;
 
 constexpr int kNodes = 3;
 constexpr int kLogPartitions = 8;
 constexpr UnixSeconds kFar = 4'000'000'000u;  // an expiry in 2096
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
-
-// A number from a node's stats, by its stats name; -1 when absent.
-double StatOf(client::Client& c, std::string_view name) {
-  Result<Stats> s = c.Stats();
-  if (!s.ok()) return -1;
-  for (const StatEntry& e : s->entries) {
-    if (e.name != name) continue;
-    if (const auto* u = std::get_if<uint64_t>(&e.value)) return static_cast<double>(*u);
-    if (const auto* d = std::get_if<double>(&e.value)) return *d;
-  }
-  return -1;
-}
-
 SegmentUpdate At(uint64_t id, UnixSeconds expiry) { return SegmentUpdate{id, expiry, false, {}, {}}; }
 SegmentUpdate Add(uint64_t id, uint32_t seconds) { return SegmentUpdate{id, seconds, false, {}, {}}; }
 
+// Three nodes writing through the log, replication 2, checkpoints every
+// `checkpoint_ms`.
+testing::SegstoredClusterOptions Options(int checkpoint_ms) {
+  testing::SegstoredClusterOptions o;
+  o.nodes = kNodes;
+  o.threads = 2;
+  o.file_size = "64MiB";
+  o.etcd_prefix = "/replication-test";
+  o.replication = 2;
+  o.log = true;
+  o.log_partitions = kLogPartitions;
+  o.log_lines = {"append_timeout_ms = 3000", "apply_timeout_ms = 6000", "max_lag_ms = 2000"};
+  o.checkpoint_interval_ms = checkpoint_ms;
+  o.routed.node.request_timeout = 10s;
+  o.routed.node.connect_timeout = 2s;
+  o.routed.max_attempts = 6;
+  return o;
+}
+
 class ReplicationTest : public ::testing::Test {
  protected:
+  explicit ReplicationTest(int checkpoint_ms = 200) : cluster_(Options(checkpoint_ms)) {}
+
   void SetUp() override {
-    std::string why;
-    ASSERT_TRUE(etcd_.Start(&why)) << why;
-    ASSERT_TRUE(kafka_.Start(&why)) << why;
-    for (int i = 0; i < kNodes; ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i));
-    ASSERT_NO_FATAL_FAILURE(WaitAllCaughtUp());
-    map_ = AgreedMap();
+    ASSERT_NO_FATAL_FAILURE(cluster_.Start());
+    ASSERT_NO_FATAL_FAILURE(cluster_.WaitAllServing());
+    EXPECT_TRUE(cluster_.AgreedMap(&map_));
     ASSERT_TRUE(map_.has_map());
   }
 
-  std::string Dir(int i) const { return dir_.File("n" + std::to_string(i)); }
-
-  void StartNode(int i) {
-    std::filesystem::create_directories(Dir(i));
-    const std::string config = Dir(i) + "/segstored.toml";
-    std::ofstream(config) << "[server]\nlisten = \"127.0.0.1:0\"\nthreads = 2\n"
-                          << "[storage]\npath = \"" << Dir(i) << "/data\"\nfile_size = \"64MiB\"\n"
-                          << "write_block_size = \"256KiB\"\n"
-                          << "[cluster]\netcd_endpoints = [\"" << etcd_.endpoint(0) << "\"]\n"
-                          << "etcd_prefix = \"/replication-test\"\n"
-                          << "node_id = \"node-" << i << "\"\nrack = \"rack-" << i << "\"\n"
-                          << "initial_nodes = " << kNodes << "\nreplication = 2\n"
-                          << "lease_ttl_seconds = 10\nmap_poll_ms = 50\n"
-                          << "[cluster_log]\nbrokers = \"" << kafka_.bootstrap() << "\"\n"
-                          << "topic = \"segstore\"\npartitions = " << kLogPartitions << "\n"
-                          << "append_timeout_ms = 3000\napply_timeout_ms = 6000\n"
-                          << "max_lag_ms = 2000\ncheckpoint_interval_ms = " << checkpoint_ms_
-                          << "\n";
-    notify_[i] = std::make_unique<NotifySocket>(Dir(i) + "/notify.sock." + std::to_string(++runs_));
-    daemons_[i] =
-        std::make_unique<Daemon>(Dir(i), std::vector<std::string>{"-c", config}, Dir(i) + "/log",
-                                 std::vector<std::string>{"NOTIFY_SOCKET=" + notify_[i]->path()});
-    const std::string ready = notify_[i]->WaitFor("READY=1");
-    ASSERT_FALSE(ready.empty()) << testing::ReadFile(Dir(i) + "/log");
-    ports_[i] = testing::PortOf(ready);
-    ASSERT_NE(ports_[i], 0) << ready;
-    direct_[i] = testing::Connect(ports_[i]);
-    ASSERT_NE(direct_[i], nullptr);
-  }
-
-  // Until node i serves: registered (a node killed waits out its old
-  // lease first) and caught up with the log.
-  void WaitCaughtUp(int i) {
-    ASSERT_TRUE(WaitFor([&] {
-      return StatOf(*direct_[i], "replica.caught_up") == 1 &&
-             StatOf(*direct_[i], "cluster.registered") == 1;
-    })) << "node " << i << " never caught up\n"
-        << testing::ReadFile(Dir(i) + "/log");
-  }
-  void WaitAllCaughtUp() {
-    for (int i = 0; i < kNodes; ++i) ASSERT_NO_FATAL_FAILURE(WaitCaughtUp(i));
-  }
-
-  ClusterMap AgreedMap() {
-    ClusterMap agreed;
-    EXPECT_TRUE(WaitFor([&] {
-      uint64_t revision = 0;
-      for (int i = 0; i < kNodes; ++i) {
-        Result<ClusterMap> m = direct_[i]->ClusterMap();
-        if (!m.ok() || !m->has_map()) return false;
-        if (i > 0 && m->revision != revision) return false;
-        revision = m->revision;
-        agreed = *m;
-      }
-      return true;
-    }));
-    return agreed;
-  }
-
-  std::unique_ptr<client::ClusterClient> Routed(int node) {
-    client::ClusterClientOptions o;
-    o.node.port = ports_[node];
-    o.node.request_timeout = 10s;
-    o.node.connect_timeout = 2s;
-    o.max_attempts = 6;
-    auto c = client::ClusterClient::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
+  client::Client& direct(int i) { return cluster_.direct(i); }
+  std::unique_ptr<client::ClusterClient> Routed(int node) { return cluster_.Routed(node); }
 
   // The node index (in the map, which is the order the nodes registered in
   // this test: node-i is map index i once sorted by ID) of each replica.
   std::vector<int> ReplicasOf(const std::string& user) const {
     std::vector<int> out;
     for (uint16_t n : map_.ReplicasOf(PartitionOf(user))) {
-      out.push_back(std::stoi(map_.nodes[n].id.substr(5)));
+      out.push_back(SegstoredCluster::NodeIndex(map_, n));
     }
     return out;
   }
@@ -162,24 +88,7 @@ class ReplicationTest : public ::testing::Test {
     return out;
   }
 
-  void StopAll() {
-    for (int i = 0; i < kNodes; ++i) {
-      if (daemons_[i] == nullptr) continue;
-      daemons_[i]->Signal(SIGTERM);
-      EXPECT_EQ(daemons_[i]->Wait(), 0) << "node " << i << "\n"
-                                        << testing::ReadFile(Dir(i) + "/log");
-    }
-  }
-
-  int checkpoint_ms_ = 200;
-  storage::testing::TempDir dir_;
-  segstore::testing::EtcdCluster etcd_{1};
-  segstore::testing::KafkaMock kafka_{{3, "segstore", kLogPartitions}};
-  std::unique_ptr<NotifySocket> notify_[kNodes];
-  std::unique_ptr<Daemon> daemons_[kNodes];
-  std::unique_ptr<client::Client> direct_[kNodes];
-  uint16_t ports_[kNodes] = {};
-  int runs_ = 0;
+  SegstoredCluster cluster_;
   ClusterMap map_;
 };
 
@@ -206,12 +115,12 @@ TEST_F(ReplicationTest, AWriteIsReadBackFromEveryReplicaAndAtOnceFromItsNode) {
       Result<GetResult> g = Status::Internal("not asked");
       if (holds) {
         ASSERT_TRUE(WaitFor([&] {
-          g = direct_[i]->Get(users[u]);
+          g = direct(i).Get(users[u]);
           return g.ok();
         })) << users[u] << " on node " << i << ": " << g.status().ToString();
         EXPECT_EQ(g->ids, std::vector<uint64_t>{u + 1});
       } else {
-        g = direct_[i]->Get(users[u]);
+        g = direct(i).Get(users[u]);
         EXPECT_EQ(g.status().code(), Status::Code::kWrongNode) << g.status().ToString();
       }
     }
@@ -220,9 +129,9 @@ TEST_F(ReplicationTest, AWriteIsReadBackFromEveryReplicaAndAtOnceFromItsNode) {
   // at once, whichever replica it is.
   for (int node = 0; node < kNodes; ++node) {
     for (const std::string& user : UsersOn(node, 5)) {
-      Result<UpsertResult> w = direct_[node]->Upsert(user, std::vector{At(900 + node, kFar)});
+      Result<UpsertResult> w = direct(node).Upsert(user, std::vector{At(900 + node, kFar)});
       ASSERT_TRUE(w.ok()) << w.status().ToString();
-      Result<GetResult> g = direct_[node]->Get(user);
+      Result<GetResult> g = direct(node).Get(user);
       ASSERT_TRUE(g.ok()) << g.status().ToString();
       EXPECT_TRUE(std::find(g->ids.begin(), g->ids.end(), 900u + node) != g->ids.end())
           << user << " on node " << node;
@@ -230,51 +139,51 @@ TEST_F(ReplicationTest, AWriteIsReadBackFromEveryReplicaAndAtOnceFromItsNode) {
     }
   }
   // segctl cluster shows each node's part in the log.
-  auto [rc, out] = testing::Segctl(ports_[1], "cluster");
+  auto [rc, out] = testing::Segctl(cluster_.port(1), "cluster");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(testing::Has(out, "replication 2, 3 nodes, writes through a log")) << out;
   EXPECT_TRUE(testing::Has(out, "caught up; 0 stale; 0 entries")) << out;
-  std::tie(rc, out) = testing::Segctl(ports_[1], "cluster --json");
+  std::tie(rc, out) = testing::Segctl(cluster_.port(1), "cluster --json");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(testing::Has(out, "\"log\":true")) << out;
   EXPECT_TRUE(testing::Has(out, "\"replica\":{\"caught_up\":true")) << out;
   // User IDs beginning with FF 00 are the cluster's own.
   const std::string reserved("\xff\x00segstore:applied:0", 20);
-  EXPECT_EQ(direct_[0]->Get(reserved).status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(direct_[0]->Upsert(reserved, std::vector{At(1, kFar)}).status().code(),
+  EXPECT_EQ(direct(0).Get(reserved).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(direct(0).Upsert(reserved, std::vector{At(1, kFar)}).status().code(),
             Status::Code::kInvalidArgument);
-  StopAll();
+  cluster_.StopAll();
 }
 
 TEST_F(ReplicationTest, AWriteIdIsAppliedOnceWhicheverReplicaItIsSentTo) {
   const std::string user = UsersOn(0, 1)[0];
   const std::vector<int> replicas = ReplicasOf(user);
-  ASSERT_TRUE(direct_[replicas[0]]->Upsert(user, std::vector{At(7, 2'000'000'000u)}).ok());
+  ASSERT_TRUE(direct(replicas[0]).Upsert(user, std::vector{At(7, 2'000'000'000u)}).ok());
   const WriteId id{0x1234, 0x5678};
   Result<UpsertResult> first =
-      direct_[replicas[0]]->Upsert(user, std::vector{Add(7, 60)}, UpsertMode::kAdd, id);
+      direct(replicas[0]).Upsert(user, std::vector{Add(7, 60)}, UpsertMode::kAdd, id);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_FALSE(first->duplicate);
   // The same write sent again, to the other replica: answered, not applied.
   Result<UpsertResult> again =
-      direct_[replicas[1]]->Upsert(user, std::vector{Add(7, 60)}, UpsertMode::kAdd, id);
+      direct(replicas[1]).Upsert(user, std::vector{Add(7, 60)}, UpsertMode::kAdd, id);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(again->duplicate);
   EXPECT_EQ(again->updated, 1u);
   for (int r : replicas) {
     ASSERT_TRUE(WaitFor([&] {
-      Result<GetResult> g = direct_[r]->Get(user);
+      Result<GetResult> g = direct(r).Get(user);
       return g.ok() && g->expires == std::vector<UnixSeconds>{2'000'000'060u};
     })) << "node " << r;
   }
-  StopAll();
+  cluster_.StopAll();
 }
 
 // Checkpoints only at a clean stop: a killed node replays everything it had
 // applied since it started.
 class ReplicationRestartTest : public ReplicationTest {
  protected:
-  ReplicationRestartTest() { checkpoint_ms_ = 600'000; }
+  ReplicationRestartTest() : ReplicationTest(600'000) {}
 };
 
 TEST_F(ReplicationRestartTest, ARestartedNodeAppliesNoAddTwice) {
@@ -306,11 +215,10 @@ TEST_F(ReplicationRestartTest, ARestartedNodeAppliesNoAddTwice) {
     });
   }
   std::this_thread::sleep_for(1s);  // let the writers get going before the kill
-  daemons_[1]->Signal(SIGKILL);
-  EXPECT_EQ(daemons_[1]->Wait(), 128 + SIGKILL);
+  EXPECT_EQ(cluster_.StopNode(1, SIGKILL), 128 + SIGKILL);
   std::this_thread::sleep_for(1s);  // the writers go on against the surviving replicas
-  ASSERT_NO_FATAL_FAILURE(StartNode(1));
-  ASSERT_NO_FATAL_FAILURE(WaitCaughtUp(1));
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartNode(1));
+  ASSERT_NO_FATAL_FAILURE(cluster_.WaitServing(1));
   std::this_thread::sleep_for(500ms);
   stop = true;
   for (auto& t : writers) t.join();
@@ -321,7 +229,7 @@ TEST_F(ReplicationRestartTest, ARestartedNodeAppliesNoAddTwice) {
     for (int r : ReplicasOf(u)) {
       Result<GetResult> g = Status::Internal("not asked");
       ASSERT_TRUE(WaitFor([&] {
-        g = direct_[r]->Get(u);
+        g = direct(r).Get(u);
         if (!g.ok() || g->expires.size() != 1) return false;
         const uint64_t adds = (g->expires[0] - 2'000'000'000u) / 60;
         return adds >= static_cast<uint64_t>(acked[u]);
@@ -332,11 +240,11 @@ TEST_F(ReplicationRestartTest, ARestartedNodeAppliesNoAddTwice) {
     }
     // Both replicas agree to the second.
     const std::vector<int> r = ReplicasOf(u);
-    EXPECT_EQ(direct_[r[0]]->Get(u)->expires, direct_[r[1]]->Get(u)->expires) << u;
+    EXPECT_EQ(direct(r[0]).Get(u)->expires, direct(r[1]).Get(u)->expires) << u;
   }
   EXPECT_GT(total, 20);
-  EXPECT_GT(StatOf(*direct_[1], "replica.entries_replayed"), 0);
-  StopAll();
+  EXPECT_GT(StatOf(direct(1), "replica.entries_replayed"), 0);
+  cluster_.StopAll();
 }
 
 TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataStaysReadable) {
@@ -368,8 +276,7 @@ TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataSt
     });
   }
   std::this_thread::sleep_for(1500ms);
-  daemons_[2]->Signal(SIGKILL);
-  EXPECT_EQ(daemons_[2]->Wait(), 128 + SIGKILL);
+  EXPECT_EQ(cluster_.StopNode(2, SIGKILL), 128 + SIGKILL);
   std::this_thread::sleep_for(2s);  // served by the other replica of each partition
   stop = true;
   for (auto& t : threads) t.join();
@@ -377,12 +284,12 @@ TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataSt
   EXPECT_LE(write_errors.load(), kClients) << "of " << reads.load();
   EXPECT_EQ(read_errors.load(), 0) << "of " << reads.load();
 
-  ASSERT_NO_FATAL_FAILURE(StartNode(2));
-  ASSERT_NO_FATAL_FAILURE(WaitCaughtUp(2));
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartNode(2));
+  ASSERT_NO_FATAL_FAILURE(cluster_.WaitServing(2));
   size_t checked = 0;
   for (const auto& [u, ids] : written) {
     for (int r : ReplicasOf(u)) {
-      Result<GetResult> g = direct_[r]->Get(u);
+      Result<GetResult> g = direct(r).Get(u);
       ASSERT_TRUE(g.ok()) << u << " on node " << r << ": " << g.status().ToString();
       for (uint64_t id : ids) {
         EXPECT_TRUE(std::binary_search(g->ids.begin(), g->ids.end(), id))
@@ -392,47 +299,47 @@ TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataSt
     }
   }
   EXPECT_GT(checked, 100u);
-  StopAll();
+  cluster_.StopAll();
 }
 
 TEST_F(ReplicationTest, TroubleWithTheLogRefusesWritesMarksReadsStaleAndPasses) {
   const std::string user = UsersOn(0, 1)[0];
-  ASSERT_TRUE(direct_[0]->Upsert(user, std::vector{At(1, kFar)}).ok());
+  ASSERT_TRUE(direct(0).Upsert(user, std::vector{At(1, kFar)}).ok());
 
   // The log refuses writes (too few in-sync replicas, as a real broker
   // would say): the write is answered LogUnavailable, nothing is written.
-  ASSERT_TRUE(kafka_.PushErrors("Produce", "NOT_ENOUGH_REPLICAS", 100000));
-  Result<UpsertResult> refused = direct_[0]->Upsert(user, std::vector{At(2, kFar)});
+  ASSERT_TRUE(cluster_.kafka().PushErrors("Produce", "NOT_ENOUGH_REPLICAS", 100000));
+  Result<UpsertResult> refused = direct(0).Upsert(user, std::vector{At(2, kFar)});
   EXPECT_EQ(refused.status().code(), Status::Code::kLogUnavailable) << refused.status().ToString();
-  Result<GetResult> g = direct_[0]->Get(user);
+  Result<GetResult> g = direct(0).Get(user);
   ASSERT_TRUE(g.ok()) << g.status().ToString();  // reads go on
   EXPECT_EQ(g->ids, std::vector<uint64_t>{1});
-  ASSERT_TRUE(kafka_.ClearErrors());
-  ASSERT_TRUE(WaitFor([&] { return direct_[0]->Upsert(user, std::vector{At(3, kFar)}).ok(); }));
+  ASSERT_TRUE(cluster_.kafka().ClearErrors());
+  ASSERT_TRUE(WaitFor([&] { return direct(0).Upsert(user, std::vector{At(3, kFar)}).ok(); }));
 
   // Every broker down: writes fail, and once the nodes cannot tell how far
   // behind they are, reads are answered but marked stale.
-  for (int b = 1; b <= 3; ++b) ASSERT_TRUE(kafka_.BrokerDown(b));
-  Result<UpsertResult> down = direct_[0]->Upsert(user, std::vector{At(4, kFar)});
+  for (int b = 1; b <= 3; ++b) ASSERT_TRUE(cluster_.kafka().BrokerDown(b));
+  Result<UpsertResult> down = direct(0).Upsert(user, std::vector{At(4, kFar)});
   EXPECT_TRUE(down.status().code() == Status::Code::kLogUnavailable ||
               down.status().code() == Status::Code::kInDoubt)
       << down.status().ToString();
   ASSERT_TRUE(WaitFor([&] {
-    Result<GetResult> r = direct_[0]->Get(user);
+    Result<GetResult> r = direct(0).Get(user);
     return r.ok() && r->stale;
   }));
-  EXPECT_GT(StatOf(*direct_[0], "replica.log_partitions_stale"), 0);
-  for (int b = 1; b <= 3; ++b) ASSERT_TRUE(kafka_.BrokerUp(b));
-  ASSERT_TRUE(WaitFor([&] { return direct_[0]->Upsert(user, std::vector{At(5, kFar)}).ok(); }));
+  EXPECT_GT(StatOf(direct(0), "replica.log_partitions_stale"), 0);
+  for (int b = 1; b <= 3; ++b) ASSERT_TRUE(cluster_.kafka().BrokerUp(b));
+  ASSERT_TRUE(WaitFor([&] { return direct(0).Upsert(user, std::vector{At(5, kFar)}).ok(); }));
   ASSERT_TRUE(WaitFor([&] {
-    Result<GetResult> r = direct_[0]->Get(user);
+    Result<GetResult> r = direct(0).Get(user);
     return r.ok() && !r->stale;
   }));
-  g = direct_[0]->Get(user);
+  g = direct(0).Get(user);
   ASSERT_TRUE(g.ok());
   EXPECT_TRUE(std::find(g->ids.begin(), g->ids.end(), 5u) != g->ids.end());
   EXPECT_TRUE(std::find(g->ids.begin(), g->ids.end(), 2u) == g->ids.end());  // refused: never made
-  StopAll();
+  cluster_.StopAll();
 }
 
 }  // namespace
