@@ -53,6 +53,19 @@ testing::SegstoredClusterOptions Options(int checkpoint_ms) {
   return o;
 }
 
+// Stops and joins the test's client threads however the test ends (a fatal
+// assertion returns early).
+struct Joined {
+  std::atomic<bool>& stop;
+  std::vector<std::thread>& threads;
+  ~Joined() {
+    stop = true;
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
 class ReplicationTest : public ::testing::Test {
  protected:
   explicit ReplicationTest(int checkpoint_ms = 200) : cluster_(Options(checkpoint_ms)) {}
@@ -196,8 +209,10 @@ TEST_F(ReplicationRestartTest, ARestartedNodeAppliesNoAddTwice) {
   for (const std::string& u : users) ASSERT_TRUE(c->Upsert(u, std::vector{At(1, 2'000'000'000u)}).ok());
   std::mutex mu;
   std::map<std::string, int> acked, unknown;
+  std::atomic<int> answered{0};  // adds acknowledged, all users
   std::atomic<bool> stop{false};
   std::vector<std::thread> writers;
+  Joined joined{stop, writers};
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&, w] {
       auto mine = Routed(w == 0 ? 0 : 2);
@@ -208,18 +223,25 @@ TEST_F(ReplicationRestartTest, ARestartedNodeAppliesNoAddTwice) {
         std::lock_guard lock(mu);
         if (r.ok()) {
           ++acked[u];
+          ++answered;
         } else {
           ++unknown[u];  // InDoubt, or anything else: may or may not have been made
         }
       }
     });
   }
-  std::this_thread::sleep_for(1s);  // let the writers get going before the kill
+  // Adds acknowledged before the kill (node 1 applied them), during its
+  // absence (the surviving replicas took them) and after it came back.
+  const auto more_adds = [&](int n) {
+    const int target = answered.load() + n;
+    return WaitFor([&] { return answered.load() >= target; });
+  };
+  ASSERT_TRUE(more_adds(20));
   EXPECT_EQ(cluster_.StopNode(1, SIGKILL), 128 + SIGKILL);
-  std::this_thread::sleep_for(1s);  // the writers go on against the surviving replicas
+  ASSERT_TRUE(more_adds(20));
   ASSERT_NO_FATAL_FAILURE(cluster_.StartNode(1));
   ASSERT_NO_FATAL_FAILURE(cluster_.WaitServing(1));
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(more_adds(10));
   stop = true;
   for (auto& t : writers) t.join();
 
@@ -252,9 +274,10 @@ TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataSt
   std::vector<std::string> users = UsersOn(2, 40);
   std::mutex mu;
   std::map<std::string, std::vector<uint64_t>> written;  // acknowledged segment IDs
-  std::atomic<int> write_errors{0}, read_errors{0}, reads{0};
+  std::atomic<int> write_errors{0}, read_errors{0}, reads{0}, writes{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
+  Joined joined{stop, threads};
   for (int t = 0; t < kClients; ++t) {
     threads.emplace_back([&, t] {
       auto c = Routed(t % 2);  // nodes 0 and 1 as seeds; node 2 holds the users too
@@ -265,6 +288,7 @@ TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataSt
         if (c->Upsert(u, std::vector{At(id, kFar)}).ok()) {
           std::lock_guard lock(mu);
           written[u].push_back(id);
+          ++writes;
         } else {
           ++write_errors;
         }
@@ -275,9 +299,15 @@ TEST_F(ReplicationTest, ANodeKilledUnderLoadLosesNoAcknowledgedWriteAndItsDataSt
       }
     });
   }
-  std::this_thread::sleep_for(1500ms);
+  // Writes and reads acknowledged before the kill, and as many again after
+  // it: served by the other replica of each partition.
+  const auto more = [&](int n) {
+    const int w = writes.load() + n, r = reads.load() + n;
+    return WaitFor([&] { return writes.load() >= w && reads.load() >= r; });
+  };
+  ASSERT_TRUE(more(100));
   EXPECT_EQ(cluster_.StopNode(2, SIGKILL), 128 + SIGKILL);
-  std::this_thread::sleep_for(2s);  // served by the other replica of each partition
+  ASSERT_TRUE(more(200));
   stop = true;
   for (auto& t : threads) t.join();
   // The clients' retries kept errors to the requests caught in the kill.
