@@ -176,7 +176,8 @@ struct WriteOutcome {
 };
 
 // Where a record lies, as the index knows it: how background work visits
-// records it found by a property (Store::FindDue) rather than by key.
+// records it found by a property (Store::FindDue) or by partition
+// (Store::ListPartition) rather than by key.
 struct RecordRef {
   uint64_t offset = 0;
   uint32_t size = 0;
@@ -318,6 +319,9 @@ struct StoreStats {
   std::string write_error;
 };
 
+// Where Store::ListPartition's pages end: past every tag.
+inline constexpr uint64_t kPartitionListEnd = uint64_t{1} << 32;
+
 class Store {
  public:
   // Opens (formatting a blank device) and recovers: rebuilds the index by
@@ -347,6 +351,25 @@ class Store {
   // looked at once. Appends to `out`; returns how many partitions it scanned.
   virtual uint32_t FindDue(uint32_t now, size_t max, uint32_t* cursor,
                            std::vector<RecordRef>* out) = 0;
+  // One page of routing partition `partition`'s live records (not
+  // tombstones; records past their void_at but still indexed are included),
+  // in the order of their index tags (the low 32 bits of the key's digest):
+  // appends to `out` the refs of the live records whose tag lies in
+  // [tag_from, *tag_next) and sets *tag_next to where the next page starts
+  // (> tag_from), kPartitionListEnd when nothing is left. A page holds at
+  // least min(max, what is left) records (`max` 0 counts as 1), and may hold
+  // a few more than `max`: records sharing a tag always share a page. Paging
+  // from 0 until kPartitionListEnd while others write lists every key live
+  // throughout exactly once (a write or a defragmentation moves a record but
+  // not its tag); keys written or deleted meanwhile may or may not be listed.
+  // Read each ref with Worker::GetAt: the version found there, or NotFound
+  // once it is superseded and its block reused. A partition of 4,096 or more,
+  // or a tag_from of kPartitionListEnd or more, lists nothing. Cost: the
+  // page's share of the partition's index table (for hashed tags, about
+  // max / load slots) plus the probe displacement at its start, with that
+  // partition locked; never a scan of the whole partition. Any thread.
+  virtual void ListPartition(uint32_t partition, uint64_t tag_from, size_t max,
+                             std::vector<RecordRef>* out, uint64_t* tag_next) = 0;
   virtual uint32_t max_key_size() const = 0;
   virtual uint32_t max_body_size() const = 0;
 

@@ -1,5 +1,6 @@
 #include "storage/index.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
@@ -110,6 +111,47 @@ bool PartitionTable::Replace(uint32_t tag, uint64_t offset, const IndexEntry& e)
   if (slot == capacity_) return false;
   slots_[slot] = e;  // same tag, same home: the probe order is unchanged
   return true;
+}
+
+uint64_t PartitionTable::CollectLiveFrom(uint32_t tag_from, size_t max,
+                                         std::vector<IndexEntry>* out) const {
+  if (count_ == 0) return kTagEnd;
+  max = std::max<size_t>(max, 1);
+  // Positions along the table unrolled twice: the entry in slot s at
+  // distance d from its home stands at position p (s or s + capacity_) for
+  // the home p - d. Entries are sorted by that home along the positions, and
+  // those whose home lies in [0, capacity_) each stand once in [0,
+  // 2 * capacity_): a wrapped entry (home past its slot) is skipped in the
+  // first lap (its home there is below 0) and taken in the second.
+  const int64_t cap = capacity_;
+  const int64_t first = Home(tag_from);
+  const size_t start = out->size();
+  size_t taken = 0;
+  int64_t last_home = first;  // of the last entry taken
+  uint64_t end = kTagEnd;
+  for (int64_t p = first; p < 2 * cap; ++p) {
+    const uint32_t slot = static_cast<uint32_t>(p < cap ? p : p - cap);
+    const IndexEntry& e = slots_[slot];
+    if (e.empty()) {
+      if (p >= cap) break;  // nothing after it has a home below capacity_
+      continue;
+    }
+    const int64_t home = p - Distance(slot, e.tag());
+    if (home >= cap) break;  // the first lap's entries again
+    if (home < first || (home == first && e.tag() < tag_from)) continue;
+    if (taken >= max && home > last_home) {
+      end = FirstTagOfHome(static_cast<uint64_t>(home));
+      break;
+    }
+    if (!e.live()) continue;
+    out->push_back(e);
+    ++taken;
+    last_home = home;
+  }
+  // Sorted by home already; entries sharing one may lie in any tag order.
+  std::sort(out->begin() + static_cast<ptrdiff_t>(start), out->end(),
+            [](const IndexEntry& a, const IndexEntry& b) { return a.tag() < b.tag(); });
+  return end;
 }
 
 void PartitionTable::MaybeShrink() {

@@ -86,6 +86,19 @@ class PartitionTable {
   bool Erase(uint32_t tag, uint64_t offset);
   // Replaces the entry of this tag at `offset` by `e` (same tag). False when absent.
   bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e);
+  // Where CollectLiveFrom's pages end: past every tag.
+  static constexpr uint64_t kTagEnd = uint64_t{1} << 32;
+  // One page of the live entries in the order of their tags, for a caller
+  // walking the whole table while it changes between pages: appends to `out`,
+  // sorted by tag, every live entry whose tag lies in [tag_from, end) and
+  // returns end (> tag_from; kTagEnd when nothing is left past the page).
+  // Takes at least `max` entries (0 counts as 1) unless it reaches the end,
+  // and ends the page only where the home slot changes, so entries sharing a
+  // home (and so a tag) share a page and it may hold a few more than `max`.
+  // The cursor is a tag, not a slot: a resize between pages changes nothing.
+  // Visits the page's slots (tombstones and empty slots among them) plus the
+  // probe displacement at its start, not the whole table.
+  uint64_t CollectLiveFrom(uint32_t tag_from, size_t max, std::vector<IndexEntry>* out) const;
   // Calls f(const IndexEntry&) for every entry.
   template <typename F>
   void ForEach(F&& f) const {
@@ -103,8 +116,17 @@ class PartitionTable {
   size_t bytes_allocated() const { return size_t{capacity_} * sizeof(IndexEntry); }
 
  private:
+  // Monotone in the tag. Robin Hood insertion puts an entry after those of
+  // its home or an earlier one and before those of a later one, backward-shift
+  // deletion moves a run of entries back together, and Resize and Sweep
+  // reinsert: so along the probe order (wrapping at the end) entries lie
+  // sorted by home. CollectLiveFrom relies on it.
   uint32_t Home(uint32_t tag) const {
     return static_cast<uint32_t>((uint64_t{tag} * capacity_) >> 32);
+  }
+  // The smallest tag whose home is `home` or later (kTagEnd for capacity_).
+  uint64_t FirstTagOfHome(uint64_t home) const {
+    return ((home << 32) + capacity_ - 1) / capacity_;
   }
   uint32_t Distance(uint32_t slot, uint32_t tag) const {
     uint32_t home = Home(tag);

@@ -413,6 +413,21 @@ uint32_t StoreImpl::FindDue(uint32_t now, size_t max, uint32_t* cursor,
   return scanned;
 }
 
+void StoreImpl::ListPartition(uint32_t partition, uint64_t tag_from, size_t max,
+                              std::vector<RecordRef>* out, uint64_t* tag_next) {
+  static_assert(kPartitionListEnd == PartitionTable::kTagEnd);
+  *tag_next = kPartitionListEnd;
+  if (partition >= Index::kPartitions || tag_from >= kPartitionListEnd) return;
+  std::vector<IndexEntry> page;
+  Index::Locked table = index_.Lock(partition);
+  *tag_next = table->CollectLiveFrom(static_cast<uint32_t>(tag_from), max, &page);
+  // The salt while the entry still points there, as FindDue reads it: the
+  // block may be freed and reused once the partition is unlocked.
+  for (const IndexEntry& e : page) {
+    out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset()))});
+  }
+}
+
 void StoreImpl::DefragLoop() {
   Result<std::unique_ptr<WorkerImpl>> w = WorkerImpl::Create(this, WorkerOptions{});
   if (!w.ok()) {

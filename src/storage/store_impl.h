@@ -70,6 +70,8 @@ class StoreImpl final : public Store {
   uint64_t ReleaseSpareImages(std::chrono::steady_clock::duration unused_for) override;
   uint32_t FindDue(uint32_t now, size_t max, uint32_t* cursor,
                    std::vector<RecordRef>* out) override;
+  void ListPartition(uint32_t partition, uint64_t tag_from, size_t max, std::vector<RecordRef>* out,
+                     uint64_t* tag_next) override;
 
   const StoreOptions& options() const { return options_; }
   Device& device() { return *device_; }

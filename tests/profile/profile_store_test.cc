@@ -551,6 +551,10 @@ class RendezvousStore final : public storage::Store {
                    std::vector<storage::RecordRef>* out) override {
     return store_->FindDue(now, max, cursor, out);
   }
+  void ListPartition(uint32_t partition, uint64_t tag_from, size_t max,
+                     std::vector<storage::RecordRef>* out, uint64_t* tag_next) override {
+    store_->ListPartition(partition, tag_from, max, out, tag_next);
+  }
   uint32_t max_key_size() const override { return store_->max_key_size(); }
   uint32_t max_body_size() const override { return store_->max_body_size(); }
   Status DefragNow(bool rotate) override { return store_->DefragNow(rotate); }

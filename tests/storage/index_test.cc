@@ -449,6 +449,309 @@ TEST(PartitionTableTest, RandomizedAgainstMultimapModel) {
   }
 }
 
+// ---- PartitionTable::CollectLiveFrom ----
+
+uint32_t HomeIn(const PartitionTable& t, uint32_t tag) {
+  return static_cast<uint32_t>((uint64_t{tag} * t.capacity()) >> 32);
+}
+
+// (tag, offset) of each entry, sorted.
+std::vector<std::pair<uint32_t, uint64_t>> TagsAndOffsets(const std::vector<IndexEntry>& v) {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  for (const IndexEntry& e : v) out.emplace_back(e.tag(), e.offset());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The live entries of `t` whose tag lies in [from, end), found by a full scan.
+std::vector<IndexEntry> LiveInRange(const PartitionTable& t, uint64_t from, uint64_t end) {
+  std::vector<IndexEntry> out;
+  t.ForEach([&](const IndexEntry& e) {
+    if (e.live() && e.tag() >= from && e.tag() < end) out.push_back(e);
+  });
+  return out;
+}
+
+// One page of `t` from `from`, appended to `listed`, checked against what `t`
+// holds now: exactly its live entries with a tag in [from, next), in tag
+// order; next > from; at least `max` of them unless the page ends the table;
+// past the max-th, only entries of the max-th's home. Returns next.
+uint64_t CheckedPage(const PartitionTable& t, uint64_t from, size_t max,
+                     std::vector<IndexEntry>* listed) {
+  std::vector<IndexEntry> page;
+  const uint64_t next = t.CollectLiveFrom(static_cast<uint32_t>(from), max, &page);
+  EXPECT_GT(next, from);
+  EXPECT_LE(next, PartitionTable::kTagEnd);
+  EXPECT_EQ(TagsAndOffsets(page), TagsAndOffsets(LiveInRange(t, from, next)))
+      << "page [" << from << ", " << next << ") of max " << max << ", capacity " << t.capacity();
+  for (size_t i = 1; i < page.size(); ++i) EXPECT_LE(page[i - 1].tag(), page[i].tag());
+  const size_t least = std::max<size_t>(max, 1);
+  if (next != PartitionTable::kTagEnd) {
+    EXPECT_GE(page.size(), least) << "from " << from;
+  }
+  for (size_t i = least; i < page.size(); ++i) {
+    EXPECT_EQ(HomeIn(t, page[i].tag()), HomeIn(t, page[least - 1].tag()))
+        << "entry " << i << " of a page of max " << max;
+  }
+  listed->insert(listed->end(), page.begin(), page.end());
+  return next;
+}
+
+// Pages through all of `t` from `from`; returns what was listed.
+std::vector<IndexEntry> ListAll(const PartitionTable& t, size_t max, uint64_t from = 0) {
+  std::vector<IndexEntry> listed;
+  while (from != PartitionTable::kTagEnd) {
+    from = CheckedPage(t, from, max, &listed);
+    if (::testing::Test::HasFailure()) break;
+  }
+  return listed;
+}
+
+constexpr size_t kPageSizes[] = {1, 2, 7, 1000};
+
+TEST(PartitionTableTest, ListingPagesEveryLiveEntryOnceInTagOrder) {
+  PartitionTable t;
+  std::mt19937 rng(31);
+  for (uint32_t i = 0; i < 5000; ++i) {
+    const uint32_t tag = rng();
+    if (i % 5 == 0) {
+      t.Insert(IndexEntry::Tombstone(tag, uint64_t{i} * 16, 16, i));
+    } else {
+      t.Insert(IndexEntry::Live(tag, uint64_t{i} * 16, 16, 0, 0));
+    }
+  }
+  const auto everything = TagsAndOffsets(LiveInRange(t, 0, PartitionTable::kTagEnd));
+  ASSERT_EQ(everything.size(), 4000u);
+  for (size_t max : kPageSizes) {
+    SCOPED_TRACE(max);
+    std::vector<IndexEntry> listed = ListAll(t, max);
+    EXPECT_EQ(TagsAndOffsets(listed), everything);
+    for (size_t i = 1; i < listed.size(); ++i) ASSERT_LE(listed[i - 1].tag(), listed[i].tag());
+  }
+  // From the middle: just the entries from that tag on.
+  std::vector<IndexEntry> upper = ListAll(t, 7, 0x8000'0000);
+  EXPECT_EQ(TagsAndOffsets(upper),
+            TagsAndOffsets(LiveInRange(t, 0x8000'0000, PartitionTable::kTagEnd)));
+}
+
+TEST(PartitionTableTest, ListingWrapsAroundTheEndOfTheTable) {
+  // Entries whose home is the last slot lie wrapped into slots 0, 1, ...,
+  // ahead of the entries whose home is there; so do the top tags' neighbours.
+  for (uint32_t top : {10u, 40u, 400u}) {
+    SCOPED_TRACE(top);
+    PartitionTable t;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < top; ++i) {
+      t.Insert(IndexEntry::Live(0xFFFF'FFFF - i % 8, off += 16, 16, 0, 0));
+    }
+    for (uint32_t tag : {0u, 0u, 1u, 2u, 0x100u, 0x8000'0000u}) {
+      t.Insert(IndexEntry::Live(tag, off += 16, 16, 0, 0));
+      t.Insert(IndexEntry::Tombstone(tag + 1, off += 16, 16, 1));
+    }
+    for (size_t max : kPageSizes) {
+      SCOPED_TRACE(max);
+      for (uint64_t from : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{0x8000'0000},
+                            uint64_t{0xFFFF'FFF8}, uint64_t{0xFFFF'FFFF}}) {
+        SCOPED_TRACE(from);
+        EXPECT_EQ(TagsAndOffsets(ListAll(t, max, from)),
+                  TagsAndOffsets(LiveInRange(t, from, PartitionTable::kTagEnd)));
+      }
+    }
+  }
+}
+
+TEST(PartitionTableTest, ListingKeepsEntriesSharingATagInOnePage) {
+  PartitionTable t;
+  std::mt19937 rng(32);
+  for (uint32_t i = 0; i < 200; ++i) t.Insert(IndexEntry::Live(0x1234'5678, i * 16u, 16, 0, 0));
+  for (uint32_t i = 200; i < 300; ++i) t.Insert(IndexEntry::Live(rng(), i * 16u, 16, 0, 0));
+  for (size_t max : kPageSizes) {
+    std::vector<IndexEntry> listed;
+    size_t pages_with_tag = 0;
+    for (uint64_t from = 0; from != PartitionTable::kTagEnd;) {
+      std::vector<IndexEntry> page;
+      from = CheckedPage(t, from, max, &page);
+      ASSERT_FALSE(::testing::Test::HasFailure());
+      const auto n = std::count_if(page.begin(), page.end(),
+                                   [](const IndexEntry& e) { return e.tag() == 0x1234'5678; });
+      if (n > 0) {
+        ++pages_with_tag;
+        EXPECT_EQ(n, 200) << "max " << max;
+      }
+      listed.insert(listed.end(), page.begin(), page.end());
+    }
+    EXPECT_EQ(pages_with_tag, 1u);
+    EXPECT_EQ(listed.size(), 300u);
+  }
+}
+
+TEST(PartitionTableTest, ListingAnEmptyTableOrPastEveryTagEndsAtOnce) {
+  PartitionTable t;
+  std::vector<IndexEntry> page;
+  EXPECT_EQ(t.CollectLiveFrom(0, 10, &page), PartitionTable::kTagEnd);
+  EXPECT_EQ(t.CollectLiveFrom(0xFFFF'FFFF, 0, &page), PartitionTable::kTagEnd);
+  EXPECT_TRUE(page.empty());
+  // Tombstones only.
+  for (uint32_t i = 0; i < 50; ++i) t.Insert(IndexEntry::Tombstone(i * 7, (i + 1) * 16u, 16, 1));
+  EXPECT_EQ(t.CollectLiveFrom(0, 10, &page), PartitionTable::kTagEnd);
+  EXPECT_TRUE(page.empty());
+  // Past every tag, the walk starts in the middle of the table and finds nothing.
+  for (uint32_t i = 0; i < 500; ++i) t.Insert(IndexEntry::Live(i, (i + 100) * 16u, 16, 0, 0));
+  for (uint32_t from : {500u, 0x8000'0000u, 0xFFFF'FFFFu}) {
+    EXPECT_EQ(t.CollectLiveFrom(from, 10, &page), PartitionTable::kTagEnd) << from;
+    EXPECT_TRUE(page.empty()) << from;
+  }
+  // `max` 0 counts as 1: the page still moves on. (Tags 0 to 499 all have
+  // home 0 here, so they share the page.)
+  EXPECT_GT(CheckedPage(t, 0, 0, &page), 0u);
+  EXPECT_EQ(page.size(), 500u);
+}
+
+TEST(PartitionTableTest, ListingTheSmallestTables) {
+  // The smallest capacity (4): one to three entries at the extreme tags, in
+  // every combination, listed from every interesting tag.
+  const uint32_t tags[] = {0, 1, 0x7FFF'FFFF, 0x8000'0000, 0xFFFF'FFFE, 0xFFFF'FFFF};
+  for (uint32_t a : tags) {
+    for (uint32_t b : tags) {
+      for (uint32_t c : tags) {
+        for (int n = 1; n <= 3; ++n) {
+          PartitionTable t;
+          t.Insert(IndexEntry::Live(a, 16, 16, 0, 0));
+          if (n >= 2) t.Insert(IndexEntry::Live(b, 32, 16, 0, 0));
+          if (n >= 3) t.Insert(IndexEntry::Live(c, 48, 16, 0, 0));
+          ASSERT_EQ(t.capacity(), 4u);
+          for (uint32_t from : tags) {
+            for (size_t max : {size_t{1}, size_t{2}}) {
+              ASSERT_EQ(TagsAndOffsets(ListAll(t, max, from)),
+                        TagsAndOffsets(LiveInRange(t, from, PartitionTable::kTagEnd)))
+                  << a << " " << b << " " << c << " n " << n << " from " << from;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Pages through a table while entries come, go, move (same tag, new offset,
+// as an update or a defragmentation does) and the table grows and shrinks
+// between pages: every entry live throughout is listed exactly once.
+TEST(PartitionTableTest, ListingSurvivesChangesAndResizesBetweenPages) {
+  std::mt19937_64 rng(33);
+  std::vector<uint32_t> hot = {0, 1, 0xFFFF'FFFF, 0xFFFF'FFFE, 0x8000'0000};
+  auto random_tag = [&]() -> uint32_t {
+    return rng() % 4 == 0 ? hot[rng() % hot.size()] : static_cast<uint32_t>(rng());
+  };
+  int resized = 0;  // pages after which the capacity had changed
+  for (size_t max : kPageSizes) {
+    for (int round = 0; round < 8; ++round) {
+      SCOPED_TRACE(::testing::Message() << "max " << max << " round " << round);
+      PartitionTable t;
+      struct Item {
+        uint32_t tag;
+        uint64_t offset;
+        bool live_throughout;  // live at the start, and never erased or made a tombstone
+      };
+      std::vector<Item> items;                   // by id
+      std::unordered_map<uint64_t, size_t> ids;  // offset -> id of what is there now
+      std::vector<size_t> present;               // ids in the table
+      uint64_t next_offset = 0;
+      auto insert = [&](bool live, bool initial) {
+        const uint32_t tag = random_tag();
+        const uint64_t off = (++next_offset) * 16;
+        t.Insert(live ? IndexEntry::Live(tag, off, 16, 0, 0)
+                      : IndexEntry::Tombstone(tag, off, 16, 1));
+        ids[off] = items.size();
+        present.push_back(items.size());
+        items.push_back(Item{tag, off, live && initial});
+      };
+      auto pick = [&]() {
+        const size_t i = rng() % present.size();
+        std::swap(present[i], present.back());
+        return present.back();
+      };
+      const int initial = 50 + static_cast<int>(rng() % 3000);
+      for (int i = 0; i < initial; ++i) insert(rng() % 6 != 0, true);
+
+      uint32_t capacity = t.capacity();
+      std::map<size_t, int> listed;  // id -> times listed
+      uint64_t from = 0;
+      int page_no = 0;
+      while (from != PartitionTable::kTagEnd) {
+        std::vector<IndexEntry> page;
+        from = CheckedPage(t, from, max, &page);
+        ASSERT_FALSE(::testing::Test::HasFailure());
+        for (const IndexEntry& e : page) ++listed[ids.at(e.offset())];
+        // Changes between pages: a burst that grows or shrinks the table now
+        // and then, else a few of each kind.
+        ++page_no;
+        const int kind = static_cast<int>(rng() % 10);
+        constexpr int kMostEntries = 6000;
+        const int size = static_cast<int>(t.size());
+        const int n = kind == 0   ? std::min(size * 2 + 10, kMostEntries - size)
+                      : kind == 1 ? size * 9 / 10
+                                  : static_cast<int>(rng() % 6);
+        for (int i = 0; i < n; ++i) {
+          const int what = kind == 0 ? 0 : kind == 1 ? 1 : static_cast<int>(rng() % 4);
+          if (what == 0 || present.empty()) {
+            insert(rng() % 6 != 0, false);
+          } else if (what == 1) {
+            const size_t id = pick();
+            present.pop_back();
+            ASSERT_TRUE(t.Erase(items[id].tag, items[id].offset));
+            ids.erase(items[id].offset);
+            items[id].live_throughout = false;
+          } else if (what == 2) {
+            // Moves: same tag, a new offset, the same kind.
+            const size_t id = pick();
+            const IndexEntry* old = t.Find(items[id].tag, items[id].offset);
+            ASSERT_NE(old, nullptr);
+            const uint64_t off = (++next_offset) * 16;
+            const IndexEntry moved = old->live() ? IndexEntry::Live(items[id].tag, off, 16, 0, 0)
+                                                 : IndexEntry::Tombstone(items[id].tag, off, 16, 2);
+            ASSERT_TRUE(t.Replace(items[id].tag, items[id].offset, moved));
+            ids.erase(items[id].offset);
+            ids[off] = id;
+            items[id].offset = off;
+          } else {
+            // Becomes a tombstone in place (deleted, or expired by the sweep).
+            const size_t id = pick();
+            ASSERT_TRUE(t.Replace(items[id].tag, items[id].offset,
+                                  IndexEntry::Tombstone(items[id].tag, items[id].offset, 16, 3)));
+            items[id].live_throughout = false;
+          }
+        }
+        if (rng() % 16 == 0) {
+          // A sweep rebuilds the table (and may shrink it).
+          t.Sweep([&](IndexEntry& e) {
+            if (e.tombstone() && rng() % 2 == 0) {
+              const size_t id = ids.at(e.offset());
+              ids.erase(e.offset());
+              present.erase(std::find(present.begin(), present.end(), id));
+              return false;
+            }
+            return true;
+          });
+        }
+        if (t.capacity() != capacity) {
+          capacity = t.capacity();
+          ++resized;
+        }
+      }
+      for (size_t id = 0; id < items.size(); ++id) {
+        const auto it = listed.find(id);
+        const int times = it == listed.end() ? 0 : it->second;
+        if (items[id].live_throughout) {
+          EXPECT_EQ(times, 1) << "id " << id << " tag " << items[id].tag;
+        } else {
+          EXPECT_LE(times, 1) << "id " << id << " tag " << items[id].tag;
+        }
+      }
+    }
+  }
+  EXPECT_GT(resized, 50);
+}
+
 // ---- Index ----
 
 // The index partition is the public routing partition (the vectors of

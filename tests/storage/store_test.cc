@@ -1,17 +1,18 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
-
-#include <optional>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "storage/format.h"
+#include "storage/index.h"
 #include "storage/test_util.h"
 
 namespace segstore::storage {
@@ -353,7 +354,7 @@ TEST_F(StoreTest, AVoidGraceKeepsDeadRecordsForUpdatesAsOfEarlierTimes) {
     auto store = OpenOrDie(opts_);
     auto w = WorkerOrDie(store.get());
     ASSERT_TRUE(w->PutSync("k", "body", 0, t0 + 10).ok());
-    clock_.Advance(50);  // 40 s past its void_at
+    clock_.Advance(50);                                  // 40 s past its void_at
     EXPECT_TRUE(w->GetSync("k").status().IsNotFound());  // reads: gone at once
     EXPECT_TRUE(as_of(w.get(), "k", t0 + 5));            // alive at t0 + 5
     EXPECT_FALSE(as_of(w.get(), "k", t0 + 10));          // not at its void_at
@@ -840,6 +841,197 @@ TEST_F(StoreTest, UpdateAtReadsOnceAndUpdatesTheCurrentVersion) {
   uint64_t writes = store->stats().writes;
   EXPECT_TRUE(w->UpdateAtSync(nowhere, append).status().IsNotFound());
   EXPECT_EQ(store->stats().writes, writes);
+}
+
+// `n` keys of routing partition `p`: candidates `prefix`0, `prefix`1, ... kept
+// when they fall in it.
+std::vector<std::string> KeysOfPartition(uint32_t p, size_t n, const std::string& prefix) {
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; keys.size() < n; ++i) {
+    std::string k = prefix + std::to_string(i);
+    if (Index::PartitionOf(k) == p) keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+// One page of partition `p` from `*from`, checked for its size and its next
+// tag; each record listed is read back at once by GetAt. Returns the records.
+std::vector<Record> ListedPage(Store* store, Worker* w, uint32_t p, uint64_t* from, size_t max) {
+  std::vector<RecordRef> refs;
+  uint64_t next = 0;
+  store->ListPartition(p, *from, max, &refs, &next);
+  EXPECT_GT(next, *from);
+  EXPECT_LE(next, kPartitionListEnd);
+  if (next != kPartitionListEnd) {
+    EXPECT_GE(refs.size(), max) << "from " << *from;
+  }
+  *from = next;
+  std::vector<Record> records;
+  for (const RecordRef& ref : refs) {
+    Result<Record> rec = w->GetAtSync(ref);
+    EXPECT_TRUE(rec.ok()) << rec.status().ToString();
+    if (rec.ok()) records.push_back(std::move(rec).value());
+  }
+  return records;
+}
+
+TEST_F(StoreTest, ListPartitionListsEveryKeyLiveThroughoutOnce) {
+  opts_.durability = Durability::kBuffered;  // a thousand writes, none waiting for the device
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  constexpr uint32_t kP = 1234;
+  const std::vector<std::string> keys = KeysOfPartition(kP, 450, "p-");
+  // The first 300 are there from the start; the rest are added while listing.
+  std::map<std::string, std::string> bodies;  // what each key holds now
+  auto put = [&](const std::string& k, int version) {
+    bodies[k] = Body(static_cast<int>(bodies.size()), version);
+    ASSERT_TRUE(w->PutSync(k, bodies[k]).ok()) << k;
+  };
+  for (int i = 0; i < 300; ++i) put(keys[i], 1);
+  // Neighbours in other partitions, the next ones above all.
+  int others = 0;
+  for (int i = 0; others < 300; ++i) {
+    const std::string k = "o-" + std::to_string(i);
+    if (Index::PartitionOf(k) == kP) continue;
+    if (others < 200 || Index::PartitionOf(k) == kP + 1 || Index::PartitionOf(k) == kP - 1) {
+      put(k, 1);
+      ++others;
+    }
+  }
+  // i % 10 == 0: deleted before (tombstones); 1..3: deleted while listing;
+  // 4..6: overwritten while listing; the rest untouched.
+  std::set<std::string> deleted_before, deleted_meanwhile, live_throughout;
+  std::vector<std::string> to_delete, to_overwrite;
+  for (int i = 0; i < 300; ++i) {
+    const int kind = i % 10;
+    if (kind == 0) {
+      ASSERT_TRUE(w->DeleteSync(keys[i]).ok());
+      bodies.erase(keys[i]);
+      deleted_before.insert(keys[i]);
+      continue;
+    }
+    if (kind <= 3) {
+      to_delete.push_back(keys[i]);
+      deleted_meanwhile.insert(keys[i]);
+    } else {
+      live_throughout.insert(keys[i]);
+      if (kind <= 6) to_overwrite.push_back(keys[i]);
+    }
+  }
+  std::mt19937 rng(41);
+  std::shuffle(to_delete.begin(), to_delete.end(), rng);
+  std::shuffle(to_overwrite.begin(), to_overwrite.end(), rng);
+
+  std::map<std::string, int> listed;
+  size_t added = 300, deletes = 0, overwrites = 0;
+  uint64_t from = 0;
+  int pages = 0;
+  while (from != kPartitionListEnd) {
+    for (const Record& rec : ListedPage(store.get(), w.get(), kP, &from, 5)) {
+      const std::string k(rec.key());
+      EXPECT_EQ(Index::PartitionOf(k), kP) << k;
+      EXPECT_EQ(deleted_before.count(k), 0u) << "a tombstone was listed: " << k;
+      ASSERT_EQ(bodies.count(k), 1u) << k;
+      EXPECT_EQ(rec.body(), bodies[k]) << k;
+      ++listed[k];
+    }
+    ASSERT_FALSE(HasFailure());
+    ++pages;
+    // Between pages: 2 deletes, 3 overwrites, 3 new keys; now and then a
+    // defragmentation moves records.
+    for (int i = 0; i < 2 && deletes < to_delete.size(); ++i) {
+      ASSERT_TRUE(w->DeleteSync(to_delete[deletes]).ok());
+      bodies.erase(to_delete[deletes++]);
+    }
+    for (int i = 0; i < 3 && overwrites < to_overwrite.size(); ++i) {
+      put(to_overwrite[overwrites++], 2);
+    }
+    for (int i = 0; i < 3 && added < keys.size(); ++i) put(keys[added++], 1);
+    if (pages % 4 == 0) {
+      ASSERT_TRUE(w->FlushSync().ok());
+      ASSERT_TRUE(store->DefragNow(pages % 8 == 0).ok());
+    }
+  }
+  EXPECT_GT(pages, 20);
+  EXPECT_GT(deletes, 20u);
+  EXPECT_GT(overwrites, 20u);
+  EXPECT_GT(store->stats().defrag_records_moved, 0u);  // records moved while listed
+  for (const std::string& k : live_throughout) EXPECT_EQ(listed[k], 1) << k;
+  for (const auto& [k, times] : listed) {
+    EXPECT_EQ(times, 1) << k;  // a key's tag never changes: one page at most
+  }
+  // Listed again now that nothing moves: exactly what the partition holds.
+  std::set<std::string> now_listed, now_held;
+  for (uint64_t f = 0; f != kPartitionListEnd;) {
+    for (const Record& rec : ListedPage(store.get(), w.get(), kP, &f, 1000)) {
+      EXPECT_TRUE(now_listed.insert(std::string(rec.key())).second) << rec.key();
+    }
+  }
+  for (const auto& [k, body] : bodies) {
+    if (Index::PartitionOf(k) == kP) now_held.insert(k);
+  }
+  EXPECT_EQ(now_listed, now_held);
+}
+
+TEST_F(StoreTest, ListPartitionOfAnEmptyPartitionEndsAtOnce) {
+  opts_.durability = Durability::kBuffered;
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  std::vector<RecordRef> refs;
+  uint64_t next = 0;
+  store->ListPartition(7, 0, 10, &refs, &next);
+  EXPECT_TRUE(refs.empty());
+  EXPECT_EQ(next, kPartitionListEnd);
+  // Keys elsewhere, and a partition holding only a tombstone.
+  for (int i = 0; i < 200; ++i) {
+    if (Index::PartitionOf(Key(i)) != 7) {
+      ASSERT_TRUE(w->PutSync(Key(i), Body(i, 1)).ok());
+    }
+  }
+  const std::string gone = KeysOfPartition(7, 1, "gone-")[0];
+  ASSERT_TRUE(w->PutSync(gone, "x").ok());
+  ASSERT_TRUE(w->DeleteSync(gone).ok());
+  for (size_t max : {size_t{0}, size_t{1}, size_t{10}}) {
+    next = 0;
+    store->ListPartition(7, 0, max, &refs, &next);
+    EXPECT_TRUE(refs.empty());
+    EXPECT_EQ(next, kPartitionListEnd);
+  }
+  // Out of range: nothing.
+  const uint32_t used = Index::PartitionOf(Key(1));
+  store->ListPartition(used, 0, 10, &refs, &next);
+  EXPECT_EQ(refs.size(), 1u);
+  refs.clear();
+  store->ListPartition(used, kPartitionListEnd, 10, &refs, &next);
+  EXPECT_TRUE(refs.empty());
+  EXPECT_EQ(next, kPartitionListEnd);
+  store->ListPartition(Index::kPartitions, 0, 10, &refs, &next);
+  EXPECT_TRUE(refs.empty());
+  EXPECT_EQ(next, kPartitionListEnd);
+}
+
+TEST_F(StoreTest, ListPartitionIncludesRecordsPastVoidAtUntilDropped) {
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  const std::vector<std::string> keys = KeysOfPartition(99, 2, "v-");
+  ASSERT_TRUE(w->PutSync(keys[0], "lasting").ok());
+  ASSERT_TRUE(w->PutSync(keys[1], "fleeting", 0, clock_.Now() + 10).ok());
+  clock_.Advance(20);
+  EXPECT_TRUE(w->GetSync(keys[1]).status().IsNotFound());
+  std::vector<RecordRef> refs;
+  uint64_t next = 0;
+  store->ListPartition(99, 0, 10, &refs, &next);
+  EXPECT_EQ(refs.size(), 2u);  // still indexed
+  EXPECT_EQ(next, kPartitionListEnd);
+  // The index sweep drops it (or leaves a tombstone): no longer listed.
+  ASSERT_TRUE(w->FlushSync().ok());
+  ASSERT_TRUE(store->DefragNow(false).ok());
+  refs.clear();
+  store->ListPartition(99, 0, 10, &refs, &next);
+  ASSERT_EQ(refs.size(), 1u);
+  Result<Record> rec = w->GetAtSync(refs[0]);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->key(), keys[0]);
 }
 
 // Scans every write block of a fault device's image; calls f(offset, view).
