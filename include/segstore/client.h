@@ -50,6 +50,9 @@ namespace segstore::client {
 
 using segstore::BatchGetResult;
 using segstore::BatchUpsertResult;
+using segstore::CopiedRecord;
+using segstore::CopyPartitionRequest;
+using segstore::CopyPartitionResponse;
 using segstore::GetOptions;
 using segstore::GetResult;
 using segstore::SegmentUpdate;
@@ -92,7 +95,6 @@ struct ClientOptions {
   // over TLS or a network you trust: it is not otherwise protected.
   std::string auth_secret;
 };
-
 
 // Parses "host:port" (an IPv4 address or a name, or "[v6 address]:port") into
 // options->host and options->port. InvalidArgument, leaving *options alone,
@@ -152,8 +154,8 @@ class AsyncClient {
   virtual void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done) = 0;
   // Gives how many of `ids` the profile held live (an ID listed twice counts
   // once). NotFound, writing nothing, when the user has no profile.
-  virtual void Remove(std::string_view user, std::span<const uint64_t> ids,
-                      const WriteId& write_id, Callback<uint32_t> done) = 0;
+  virtual void Remove(std::string_view user, std::span<const uint64_t> ids, const WriteId& write_id,
+                      Callback<uint32_t> done) = 0;
   // Drops every segment not live at `before` (expiring at or before it, live
   // ones included); 0 or any earlier time is the server's now. NotFound,
   // writing nothing, when the user has no profile.
@@ -161,6 +163,15 @@ class AsyncClient {
                     Callback<TrimResult> done) = 0;
   // Gives whether there was a profile to delete.
   virtual void Delete(std::string_view user, const WriteId& write_id, Callback<bool> done) = 0;
+  // Node to node: one page of a routing partition's records, from a cluster
+  // node that serves the partition, for a node copying it to itself
+  // (proto/PROTOCOL.md, "copy_partition"; clients have no need of it).
+  // WrongNode when the node does not serve the partition; Busy when it has
+  // not applied the log up to request.min_next or is not caught up with the
+  // log (retry shortly); InvalidArgument from a node that is not a cluster
+  // node writing through a log.
+  virtual void CopyPartition(const CopyPartitionRequest& request,
+                             Callback<CopyPartitionResponse> done) = 0;
 
   // The same without a write ID.
   void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
@@ -217,6 +228,8 @@ class Client {
   Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0,
                           const WriteId& write_id = {});
   Result<bool> Delete(std::string_view user, const WriteId& write_id = {});
+  // As AsyncClient::CopyPartition.
+  Result<CopyPartitionResponse> CopyPartition(const CopyPartitionRequest& request);
 
  private:
   struct Impl;

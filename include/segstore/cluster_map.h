@@ -21,6 +21,16 @@ struct ClusterNode {
   bool operator==(const ClusterNode&) const = default;
 };
 
+// A replica being added to a partition (a move in progress): `node` copies
+// the partition from a node holding it, then follows the log; it joins
+// ReplicasOf(partition) once it has caught up. It serves nothing of the
+// partition meanwhile: clients never route to it.
+struct IncomingReplica {
+  uint16_t partition = 0;
+  uint16_t node = 0;  // index into ClusterMap::nodes
+  auto operator<=>(const IncomingReplica&) const = default;
+};
+
 struct ClusterMap {
   // False: a single server, not in a cluster, holding every partition (and
   // the other fields are empty).
@@ -33,6 +43,9 @@ struct ClusterMap {
   // Partition-major: the replicas of partition p are the node indices
   // replicas[p * replication] to replicas[p * replication + replication - 1].
   std::vector<uint16_t> replicas;
+  // Moves in progress, sorted by (partition, node); each node not already a
+  // replica of its partition.
+  std::vector<IncomingReplica> incoming;
   std::string self;  // the ID of the node that answered ("" outside a cluster)
   // The cluster writes through a log: each write_id is applied at most once,
   // so a write whose answer was lost may be sent again with the same one
@@ -44,7 +57,9 @@ struct ClusterMap {
     return {replicas.data() + size_t{partition} * replication, replication};
   }
   // OK when the fields agree: every partition has `replication` distinct
-  // replicas among the nodes, node IDs are unique and non-empty.
+  // replicas among the nodes, node IDs are unique and non-empty, and
+  // `incoming` is sorted, without repeats, of nodes that are not replicas
+  // of their partition yet.
   Status Check() const;
   bool operator==(const ClusterMap&) const = default;
 };

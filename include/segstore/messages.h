@@ -1,7 +1,8 @@
 // Plain data types of the client API beyond the profile model's
 // (include/segstore/segments.h): what a server announces, its statistics,
-// and the items and results of batch operations. The wire protocol
-// (proto/PROTOCOL.md) carries exactly these.
+// the items and results of batch operations, and the pages in which a
+// cluster node copies a partition from another (copy_partition). The wire
+// protocol (proto/PROTOCOL.md) carries exactly these.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,8 @@ namespace segstore {
 
 // What a server announces in its hello response.
 struct ServerInfo {
-  uint32_t protocol = 0;    // the wire protocol version it speaks
-  std::string server;       // "segstored 0.1.0"
+  uint32_t protocol = 0;         // the wire protocol version it speaks
+  std::string server;            // "segstored 0.1.0"
   uint32_t max_frame_bytes = 0;  // largest request body it accepts
   uint32_t max_batch = 0;        // users in one batch request
   uint32_t max_key_bytes = 0;    // bytes of a user ID
@@ -47,5 +48,43 @@ struct UpsertItem {
 // Per-user outcomes of a batch, in the order asked.
 using BatchGetResult = std::vector<Result<GetResult>>;
 using BatchUpsertResult = std::vector<Result<UpsertResult>>;
+
+// copy_partition, node to node: a new replica of a routing partition reads
+// the partition's records from a node that serves it, page by page, then
+// follows the cluster's log from the first page's `next`
+// (proto/PROTOCOL.md, "copy_partition"). Clients have no need of it.
+inline constexpr uint64_t kCopyFinished = uint64_t{1} << 32;  // the cursor after the last page
+
+struct CopyPartitionRequest {
+  uint32_t partition = 0;  // 0 to kPartitions - 1
+  uint64_t cursor = 0;     // 0 for the first page; then the previous page's cursor
+  // The lowest `next` the copier takes: a node that has not applied its log
+  // partition up to here answers Busy. 0: any.
+  uint64_t min_next = 0;
+  // Most bytes of response body wanted (one record larger still comes
+  // alone). 0: the server's own page size; the largest response body caps
+  // it, and a server may cap it lower.
+  uint32_t max_bytes = 0;
+};
+
+// One record as the storage engine keeps it.
+struct CopiedRecord {
+  std::string key;           // the user ID
+  std::string body;          // the stored record body as is (the profile codec's bytes)
+  UnixSeconds sweep_at = 0;  // 0: none
+  UnixSeconds void_at = 0;   // 0: none
+  bool operator==(const CopiedRecord&) const = default;
+};
+
+struct CopyPartitionResponse {
+  // The first offset of the partition's log partition the answering node had
+  // not applied when it read this page. Keep the first page's: every page of
+  // the copy reflects every entry before it; follow the log from there.
+  uint64_t next = 0;
+  uint64_t cursor = 0;                // where the next page starts; kCopyFinished after the last
+  std::vector<CopiedRecord> records;  // at least one unless the partition is finished
+  bool finished() const { return cursor == kCopyFinished; }
+  bool operator==(const CopyPartitionResponse&) const = default;
+};
 
 }  // namespace segstore

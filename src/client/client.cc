@@ -171,6 +171,13 @@ class AsyncClientImpl final : public AsyncClient {
                                          [](proto::DeleteResponse r) { return r.deleted; }));
   }
 
+  void CopyPartition(const CopyPartitionRequest& request,
+                     Callback<CopyPartitionResponse> done) override {
+    Send(Op::kCopyPartition, request,
+         Decoding<CopyPartitionResponse>(Op::kCopyPartition, std::move(done),
+                                         Identity<CopyPartitionResponse>()));
+  }
+
   void Close() override { conn_->Close(); }
 
  private:
@@ -346,9 +353,8 @@ Result<uint32_t> Client::Count(std::string_view user, uint64_t id_from, uint64_t
 
 Result<UpsertResult> Client::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
                                     UpsertMode mode, const WriteId& write_id) {
-  return impl_->Wait<UpsertResult>([&](Callback<UpsertResult> cb) {
-    impl_->async->Upsert(user, segments, mode, write_id, cb);
-  });
+  return impl_->Wait<UpsertResult>(
+      [&](Callback<UpsertResult> cb) { impl_->async->Upsert(user, segments, mode, write_id, cb); });
 }
 
 Result<BatchUpsertResult> Client::BatchUpsert(std::span<const UpsertItem> items) {
@@ -369,8 +375,12 @@ Result<TrimResult> Client::Trim(std::string_view user, UnixSeconds before,
 }
 
 Result<bool> Client::Delete(std::string_view user, const WriteId& write_id) {
-  return impl_->Wait<bool>(
-      [&](Callback<bool> cb) { impl_->async->Delete(user, write_id, cb); });
+  return impl_->Wait<bool>([&](Callback<bool> cb) { impl_->async->Delete(user, write_id, cb); });
+}
+
+Result<CopyPartitionResponse> Client::CopyPartition(const CopyPartitionRequest& request) {
+  return impl_->Wait<CopyPartitionResponse>(
+      [&](Callback<CopyPartitionResponse> cb) { impl_->async->CopyPartition(request, cb); });
 }
 
 }  // namespace segstore::client

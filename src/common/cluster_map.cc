@@ -1,18 +1,20 @@
 #include "segstore/cluster_map.h"
 
+#include <algorithm>
 #include <set>
 
 namespace segstore {
 
 Status ClusterMap::Check() const {
   if (!cluster) {
-    if (revision != 0 || replication != 0 || !nodes.empty() || !replicas.empty()) {
+    if (revision != 0 || replication != 0 || !nodes.empty() || !replicas.empty() ||
+        !incoming.empty()) {
       return Status::InvalidArgument("cluster map: a single server's map carries no placement");
     }
     return Status::OK();
   }
   if (revision == 0) {
-    if (!nodes.empty() || !replicas.empty()) {
+    if (!nodes.empty() || !replicas.empty() || !incoming.empty()) {
       return Status::InvalidArgument("cluster map: revision 0 with a placement");
     }
     return Status::OK();
@@ -48,6 +50,26 @@ Status ClusterMap::Check() const {
                                          " has node " + nodes[r[i]].id + " twice");
         }
       }
+    }
+  }
+  for (size_t i = 0; i < incoming.size(); ++i) {
+    const IncomingReplica& in = incoming[i];
+    const std::string where = "cluster map: incoming replica " + std::to_string(i);
+    if (in.partition >= kPartitions) {
+      return Status::InvalidArgument(where + ": partition " + std::to_string(in.partition));
+    }
+    if (in.node >= nodes.size()) {
+      return Status::InvalidArgument(where + ": node " + std::to_string(in.node) + " of " +
+                                     std::to_string(nodes.size()));
+    }
+    if (i > 0 && !(incoming[i - 1] < in)) {
+      return Status::InvalidArgument(where + ": not sorted by (partition, node), or repeated");
+    }
+    std::span<const uint16_t> r = ReplicasOf(in.partition);
+    if (std::find(r.begin(), r.end(), in.node) != r.end()) {
+      return Status::InvalidArgument(where + ": node " + nodes[in.node].id +
+                                     " already holds partition " +
+                                     std::to_string(in.partition));
     }
   }
   return Status::OK();

@@ -38,6 +38,8 @@ std::string_view OpName(uint8_t op) {
       return "trim";
     case Op::kDelete:
       return "delete";
+    case Op::kCopyPartition:
+      return "copy_partition";
   }
   return "unknown";
 }
@@ -60,6 +62,11 @@ using Packer = msgpack::packer<Sink>;
 void Str(Packer& pk, std::string_view v) {
   pk.pack_str(static_cast<uint32_t>(v.size()));
   pk.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+}
+
+void Bin(Packer& pk, std::string_view v) {
+  pk.pack_bin(static_cast<uint32_t>(v.size()));
+  pk.pack_bin_body(v.data(), static_cast<uint32_t>(v.size()));
 }
 
 void Bool(Packer& pk, bool v) {
@@ -296,7 +303,7 @@ Status WrongType(std::string_view field, std::string_view want, const object& go
   return Bad(field, "expected " + std::string(want) + ", got " + std::string(TypeName(got.type)));
 }
 
-constexpr int kMaxDepth = 8;            // containers nested in a body, at most
+constexpr int kMaxDepth = 8;               // containers nested in a body, at most
 constexpr uint64_t kMaxMapEntries = 4096;  // entries of one map, at most
 
 // Walks the MessagePack value at the start of `body` without building it,
@@ -810,6 +817,45 @@ Status ReadResults(const Fields& f, ReadOk read_ok, std::vector<Result<T>>* out)
   return Status::OK();
 }
 
+// "cursor" of copy_partition, both ways: required, 0 to kCopyFinished.
+Status ReadCopyCursor(const Fields& f, uint64_t* cursor) {
+  SEGSTORE_RETURN_IF_ERROR(f.Uint("cursor", UINT64_MAX, cursor, true));
+  if (*cursor > kCopyFinished) {
+    return Bad("cursor", std::to_string(*cursor) + " is past the end of a partition (2^32)");
+  }
+  return Status::OK();
+}
+
+// A bin of a copied record (its key or body).
+Status ReadBin(const object& o, const std::string& name, std::string* v) {
+  if (o.type != mt::BIN) return WrongType(name, "binary", o);
+  v->assign(o.via.bin.ptr, o.via.bin.size);
+  return Status::OK();
+}
+
+// One element of copy_partition's "records": [key, body, sweep_at, void_at].
+Status ReadCopiedRecord(const object& o, const std::string& name, const DecodeLimits& lim,
+                        CopiedRecord* r) {
+  if (o.type != mt::ARRAY) return WrongType(name, "an array [key, body, sweep_at, void_at]", o);
+  if (o.via.array.size != 4) {
+    return Bad(name, "has " + std::to_string(o.via.array.size) +
+                         " elements, expected 4 [key, body, sweep_at, void_at]");
+  }
+  const object* e = o.via.array.ptr;
+  if (e[0].type != mt::BIN) return WrongType(name + ".key", "binary", e[0]);
+  SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(e[0], name + ".key", lim, &r->key));
+  if (r->key.size() >= 2 && r->key[0] == '\xff' && r->key[1] == '\0') {
+    return Bad(name + ".key", "reserved (it begins FF 00): a node's own records are never copied");
+  }
+  SEGSTORE_RETURN_IF_ERROR(ReadBin(e[1], name + ".body", &r->body));
+  uint64_t t = 0;
+  SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[2], name + ".sweep_at", UINT32_MAX, &t));
+  r->sweep_at = static_cast<UnixSeconds>(t);
+  SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[3], name + ".void_at", UINT32_MAX, &t));
+  r->void_at = static_cast<UnixSeconds>(t);
+  return Status::OK();
+}
+
 // Parses `body`, requires a map, and hands its fields to `read`.
 template <typename Read>
 Status DecodeMap(std::string_view body, Read read) {
@@ -940,6 +986,24 @@ void Encode(const DeleteRequest& m, std::string* out) {
   });
 }
 
+void Encode(const CopyPartitionRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + (m.min_next != 0 ? 1 : 0) + (m.max_bytes != 0 ? 1 : 0));
+    Str(pk, "partition");
+    pk.pack_uint32(m.partition);
+    Str(pk, "cursor");
+    pk.pack_uint64(m.cursor);
+    if (m.min_next != 0) {
+      Str(pk, "min_next");
+      pk.pack_uint64(m.min_next);
+    }
+    if (m.max_bytes != 0) {
+      Str(pk, "max_bytes");
+      pk.pack_uint32(m.max_bytes);
+    }
+  });
+}
+
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, EmptyRequest* /*m*/) {
   return DecodeMap(body, [](const Fields&) { return Status::OK(); });
 }
@@ -1056,6 +1120,21 @@ Status Decode(std::string_view body, const DecodeLimits& lim, DeleteRequest* m) 
   return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     return f.Id(&m->write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, CopyPartitionRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    uint64_t partition = 0;
+    SEGSTORE_RETURN_IF_ERROR(f.Uint("partition", UINT64_MAX, &partition, true));
+    if (partition >= kPartitions) {
+      return Bad("partition", std::to_string(partition) + " is not a partition (0 to 4095)");
+    }
+    m->partition = static_cast<uint32_t>(partition);
+    SEGSTORE_RETURN_IF_ERROR(ReadCopyCursor(f, &m->cursor));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("min_next", &m->min_next));
+    return f.UintAs("max_bytes", &m->max_bytes);
   });
 }
 
@@ -1187,7 +1266,7 @@ void Encode(const StatsResponse& m, std::string* out) {
 void Encode(const ClusterMap& m, std::string* out) {
   out->reserve(out->size() + 64 + m.nodes.size() * 64 + m.replicas.size() * 2 + kPartitions);
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(m.log ? 7 : 6);
+    pk.pack_map(6 + (m.log ? 1 : 0) + (m.incoming.empty() ? 0 : 1));
     if (m.log) {
       Str(pk, "log");
       pk.pack_true();
@@ -1222,6 +1301,15 @@ void Encode(const ClusterMap& m, std::string* out) {
     for (uint32_t p = 0; placed && p < kPartitions; ++p) {
       pk.pack_array(m.replication);
       for (uint16_t i : m.ReplicasOf(p)) pk.pack_uint16(i);
+    }
+    if (!m.incoming.empty()) {
+      Str(pk, "incoming");
+      pk.pack_array(static_cast<uint32_t>(m.incoming.size()));
+      for (const IncomingReplica& in : m.incoming) {
+        pk.pack_array(2);
+        pk.pack_uint16(in.partition);
+        pk.pack_uint16(in.node);
+      }
     }
   });
 }
@@ -1273,10 +1361,93 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m)
         }
       }
     }
+    if (const object* in = f.Find("incoming"); in != nullptr && in->type != mt::NIL) {
+      if (in->type != mt::ARRAY) return WrongType("incoming", "an array", *in);
+      m->incoming.reserve(in->via.array.size);
+      for (uint32_t i = 0; i < in->via.array.size; ++i) {
+        const object& e = in->via.array.ptr[i];
+        const std::string name = "incoming[" + std::to_string(i) + "]";
+        if (e.type != mt::ARRAY) return WrongType(name, "an array [partition, node]", e);
+        if (e.via.array.size != 2) {
+          return Bad(name, "has " + std::to_string(e.via.array.size) +
+                               " elements, expected 2 [partition, node]");
+        }
+        uint64_t partition = 0, node = 0;
+        SEGSTORE_RETURN_IF_ERROR(
+            Fields::ReadUint(e.via.array.ptr[0], name + ".partition", kPartitions - 1, &partition));
+        SEGSTORE_RETURN_IF_ERROR(
+            Fields::ReadUint(e.via.array.ptr[1], name + ".node", UINT64_MAX, &node));
+        if (node >= m->nodes.size()) {
+          return Bad(name + ".node", std::to_string(node) + " is past the " +
+                                         std::to_string(m->nodes.size()) + " nodes");
+        }
+        m->incoming.push_back(
+            IncomingReplica{static_cast<uint16_t>(partition), static_cast<uint16_t>(node)});
+      }
+    }
     return Status::OK();
   });
   if (!read.ok()) return read;
-  return m->Check();
+  Status checked = m->Check();
+  if (checked.ok() || m->incoming.empty()) return checked;
+  // Name the field when the moves alone are wrong (unsorted, repeated, a node
+  // already holding its partition, or moves in a map that has no placement).
+  std::vector<IncomingReplica> incoming = std::move(m->incoming);
+  m->incoming.clear();
+  const bool rest_ok = m->Check().ok();
+  m->incoming = std::move(incoming);
+  return rest_ok ? Bad("incoming", checked.message()) : checked;
+}
+
+size_t CopiedRecordBytes(const CopiedRecord& r) {
+  auto bin = [](size_t n) { return (n <= 0xff ? 2 : n <= 0xffff ? 3 : 5) + n; };
+  auto uint = [](uint32_t v) { return v < 0x80 ? 1 : v <= 0xff ? 2 : v <= 0xffff ? 3 : 5; };
+  return 1 + bin(r.key.size()) + bin(r.body.size()) + uint(r.sweep_at) + uint(r.void_at);
+}
+
+void Encode(const CopyPartitionResponse& m, std::string* out) {
+  size_t bound = kCopyPageOverhead;
+  for (const CopiedRecord& r : m.records) bound += CopiedRecordBytes(r);
+  out->reserve(out->size() + bound);
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3);
+    Str(pk, "next");
+    pk.pack_uint64(m.next);
+    Str(pk, "cursor");
+    pk.pack_uint64(m.cursor);
+    Str(pk, "records");
+    pk.pack_array(static_cast<uint32_t>(m.records.size()));
+    for (const CopiedRecord& r : m.records) {
+      pk.pack_array(4);
+      Bin(pk, r.key);
+      Bin(pk, r.body);
+      pk.pack_uint32(r.sweep_at);
+      pk.pack_uint32(r.void_at);
+    }
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, CopyPartitionResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.Uint("next", UINT64_MAX, &m->next, true));
+    SEGSTORE_RETURN_IF_ERROR(ReadCopyCursor(f, &m->cursor));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("records", UINT32_MAX, &arr, true));
+    if (arr->via.array.size == 0 && m->cursor != kCopyFinished) {
+      return Bad("records", "empty, but the partition is not finished (cursor " +
+                                std::to_string(m->cursor) + ")");
+    }
+    // Grown as records are read, not sized from the count: a record's struct
+    // is larger than the fewest bytes an (invalid) element takes.
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      CopiedRecord r;
+      SEGSTORE_RETURN_IF_ERROR(
+          ReadCopiedRecord(arr->via.array.ptr[i], "records[" + std::to_string(i) + "]", lim, &r));
+      m->records.push_back(std::move(r));
+    }
+    return Status::OK();
+  });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, HelloResponse* m) {
@@ -1310,9 +1481,8 @@ Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& /*lim*
 Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& /*lim*/,
                                BatchGetResponse* m) {
   *m = {};
-  return DecodeMap(body, [&](const Fields& f) {
-    return ReadResults<GetResult>(f, ReadGetResult, m);
-  });
+  return DecodeMap(body,
+                   [&](const Fields& f) { return ReadResults<GetResult>(f, ReadGetResult, m); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, UpsertResult* m) {
@@ -1322,9 +1492,8 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, UpsertResult* 
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, BatchUpsertResponse* m) {
   *m = {};
-  return DecodeMap(body, [&](const Fields& f) {
-    return ReadResults<UpsertResult>(f, ReadUpsertResult, m);
-  });
+  return DecodeMap(
+      body, [&](const Fields& f) { return ReadResults<UpsertResult>(f, ReadUpsertResult, m); });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, RemoveResponse* m) {
@@ -1418,8 +1587,7 @@ void AppendWrongNodeFrame(std::string* out, uint8_t op, uint32_t request_id,
 
 std::string DecodeError(std::string_view body) {
   std::string message;
-  Status s = DecodeMap(body,
-                       [&](const Fields& f) { return f.Text("message", &message, true); });
+  Status s = DecodeMap(body, [&](const Fields& f) { return f.Text("message", &message, true); });
   if (!s.ok()) return "(unreadable error body: " + s.ToString() + ")";
   return message;
 }

@@ -14,6 +14,7 @@
 // body, whatever its headers claim.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -59,7 +60,7 @@ struct CountRequest {
 };
 using UpsertRequest = UpsertItem;
 struct BatchUpsertRequest {
-  std::vector<UpsertRequest> items;  // each item carries its own mode
+  std::vector<UpsertRequest> items;   // each item carries its own mode
   std::vector<Status> rejected = {};  // as BatchGetRequest's
 };
 struct RemoveRequest {
@@ -76,6 +77,8 @@ struct DeleteRequest {
   std::string user;
   WriteId write_id = {};
 };
+// copy_partition, node to node (include/segstore/messages.h).
+using CopyPartitionRequest = segstore::CopyPartitionRequest;
 
 // ---- responses ----
 
@@ -94,6 +97,16 @@ struct DeleteResponse {
 using StatsResponse = Stats;
 using BatchGetResponse = BatchGetResult;
 using BatchUpsertResponse = BatchUpsertResult;
+using CopiedRecord = segstore::CopiedRecord;
+using CopyPartitionResponse = segstore::CopyPartitionResponse;
+
+// The bytes record `r` takes in a copy_partition answer's body (exact), and
+// the most the rest of that body takes (its map, "next", "cursor" and the
+// records' array header): a page of records whose CopiedRecordBytes sum to S
+// encodes to at most kCopyPageOverhead + S bytes. A server fills a page while
+// that stays within the request's max_bytes.
+size_t CopiedRecordBytes(const CopiedRecord& r);
+inline constexpr size_t kCopyPageOverhead = 44;
 
 // What a decoder accepts (a server passes its configured limits).
 struct DecodeLimits {
@@ -115,6 +128,7 @@ void Encode(const BatchUpsertRequest& m, std::string* out);
 void Encode(const RemoveRequest& m, std::string* out);
 void Encode(const TrimRequest& m, std::string* out);
 void Encode(const DeleteRequest& m, std::string* out);
+void Encode(const CopyPartitionRequest& m, std::string* out);
 
 Status Decode(std::string_view body, const DecodeLimits& limits, EmptyRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, HelloRequest* m);
@@ -126,6 +140,8 @@ Status Decode(std::string_view body, const DecodeLimits& limits, BatchUpsertRequ
 Status Decode(std::string_view body, const DecodeLimits& limits, RemoveRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, TrimRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, DeleteRequest* m);
+// Refuses a partition of 4096 or more and a cursor past kCopyFinished.
+Status Decode(std::string_view body, const DecodeLimits& limits, CopyPartitionRequest* m);
 
 void Encode(const HelloResponse& m, std::string* out);
 void Encode(const GetResult& m, std::string* out);
@@ -148,9 +164,15 @@ Status Decode(std::string_view body, const DecodeLimits& limits, TrimResult* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, CountResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, DeleteResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, StatsResponse* m);
-// cluster_map's answer. Decode also checks the map (ClusterMap::Check).
+// cluster_map's answer. Decode also checks the map (ClusterMap::Check); what
+// is wrong with `incoming` alone is named "incoming".
 void Encode(const ClusterMap& m, std::string* out);
 Status Decode(std::string_view body, const DecodeLimits& limits, ClusterMap* m);
+// copy_partition's answer. Decode refuses a record whose key is empty, over
+// limits.max_key_bytes or reserved (beginning FF 00: a node's own), a cursor
+// past kCopyFinished, and an empty page that is not the last.
+void Encode(const CopyPartitionResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, CopyPartitionResponse* m);
 
 // The body of an error response: {"message": str}. DecodeError never fails:
 // a body it cannot read gives a message saying so.

@@ -53,6 +53,15 @@ GetResult FakeGet() {
   return r;
 }
 
+CopyPartitionResponse FakePage() {
+  CopyPartitionResponse r;
+  r.next = 1234;
+  r.cursor = 3000000000;
+  r.records = {{"foo", std::string("\x02\xd1\x09", 3), 1896134400, 0},
+               {std::string("\xff\x01", 2), "", 0, 1893456000}};
+  return r;
+}
+
 // Answers every op with a fixed response.
 void Standard(FakeConn& c, const Frame& f) {
   switch (static_cast<Op>(f.op())) {
@@ -102,6 +111,9 @@ void Standard(FakeConn& c, const Frame& f) {
       return;
     case Op::kDelete:
       c.Reply(f, proto::DeleteResponse{true});
+      return;
+    case Op::kCopyPartition:
+      c.Reply(f, FakePage());
       return;
   }
   c.ReplyError(f, Status::Unsupported("unknown op"));
@@ -487,6 +499,28 @@ TEST_F(EveryOpTest, Delete) {
   EXPECT_EQ(req.user, "h");
 }
 
+TEST_F(EveryOpTest, CopyPartition) {
+  auto r = client_->CopyPartition(
+      CopyPartitionRequest{.partition = 3045, .cursor = 0, .min_next = 0, .max_bytes = 65536});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, FakePage());
+  EXPECT_FALSE(r->finished());
+  auto req = Last<proto::CopyPartitionRequest>(Op::kCopyPartition);
+  EXPECT_EQ(req.partition, 3045u);
+  EXPECT_EQ(req.cursor, 0u);
+  EXPECT_EQ(req.min_next, 0u);
+  EXPECT_EQ(req.max_bytes, 65536u);
+  // A later page: the previous cursor, the first page's next as min_next.
+  ASSERT_TRUE(client_
+                  ->CopyPartition(CopyPartitionRequest{
+                      .partition = 3045, .cursor = r->cursor, .min_next = r->next})
+                  .ok());
+  req = Last<proto::CopyPartitionRequest>(Op::kCopyPartition);
+  EXPECT_EQ(req.cursor, 3000000000u);
+  EXPECT_EQ(req.min_next, 1234u);
+  EXPECT_EQ(req.max_bytes, 0u);
+}
+
 TEST_F(EveryOpTest, HelloAgain) {
   auto r = client_->Hello();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -538,6 +572,70 @@ TEST(ClientTest, ServerErrorMapsToStatus) {
 
   // The connection is fine after errors.
   EXPECT_TRUE((*c)->Ping().ok());
+}
+
+// A node copying a partition meets the answers of PROTOCOL.md's copy_partition:
+// a page, WrongNode (with the map's revision), Busy, and a page that breaks
+// the rules (empty before the end).
+TEST(ClientTest, CopyPartitionAnswersPagesWrongNodeAndBusy) {
+  FakeServer server([](FakeConn& c, const Frame& f) {
+    if (f.op() != OpCode(Op::kCopyPartition)) return Standard(c, f);
+    proto::CopyPartitionRequest req;
+    ASSERT_TRUE(proto::Decode(f.body, {}, &req).ok());
+    if (req.partition != 3045) {
+      c.ReplyWrongNode(f,
+                       "copy_partition: partition " + std::to_string(req.partition) +
+                           " is not held by this node (map revision 42)",
+                       42);
+    } else if (req.min_next > 1234) {
+      c.ReplyError(f, Status::Busy("copy_partition: log partition 37 is applied up to 1234, "
+                                   "below min_next " +
+                                   std::to_string(req.min_next) + "; retry shortly"));
+    } else if (req.cursor == kCopyFinished) {
+      c.Reply(f, CopyPartitionResponse{.next = 1240, .cursor = kCopyFinished, .records = {}});
+    } else if (req.cursor == 7) {
+      c.Reply(f, CopyPartitionResponse{.next = 1240, .cursor = 8, .records = {}});  // not allowed
+    } else {
+      c.Reply(f, FakePage());
+    }
+  });
+  auto c = Client::Connect(Options(server));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string addr = "127.0.0.1:" + std::to_string(server.port());
+
+  auto page = (*c)->CopyPartition(CopyPartitionRequest{.partition = 3045, .cursor = 0});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(*page, FakePage());
+
+  auto done = (*c)->CopyPartition(
+      CopyPartitionRequest{.partition = 3045, .cursor = kCopyFinished, .min_next = page->next});
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_TRUE(done->finished());
+  EXPECT_TRUE(done->records.empty());
+
+  auto wrong = (*c)->CopyPartition(CopyPartitionRequest{.partition = 17, .cursor = 0});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Status::Code::kWrongNode);
+  EXPECT_EQ(wrong.status().message(),
+            "copy_partition to " + addr +
+                ": copy_partition: partition 17 is not held by this node (map revision 42)");
+
+  auto busy = (*c)->CopyPartition(
+      CopyPartitionRequest{.partition = 3045, .cursor = 3000000000, .min_next = 2000});
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.status().code(), Status::Code::kBusy);
+  EXPECT_TRUE(Contains(busy.status().message(), "copy_partition to " + addr + ": "))
+      << busy.status().ToString();
+  EXPECT_TRUE(Contains(busy.status().message(), "below min_next 2000; retry shortly"))
+      << busy.status().ToString();
+
+  auto broken = (*c)->CopyPartition(CopyPartitionRequest{.partition = 3045, .cursor = 7});
+  EXPECT_EQ(broken.status().code(), Status::Code::kCorruption) << broken.status().ToString();
+  EXPECT_TRUE(Contains(broken.status().message(), "records: empty")) << broken.status().ToString();
+
+  // The connection is fine after each.
+  EXPECT_TRUE((*c)->Ping().ok());
+  EXPECT_TRUE((*c)->CopyPartition(CopyPartitionRequest{.partition = 3045, .cursor = 0}).ok());
 }
 
 TEST(ClientTest, BadResponseBodyFailsOnlyThatRequest) {

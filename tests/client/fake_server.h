@@ -62,6 +62,12 @@ class FakeConn {
     proto::AppendErrorFrame(&out, req.op(), req.id(), status);
     Write(out);
   }
+  // Answers `req` with WrongNode and the revision of the map it went by.
+  void ReplyWrongNode(const Frame& req, std::string_view message, uint64_t revision) {
+    std::string out;
+    proto::AppendWrongNodeFrame(&out, req.op(), req.id(), message, revision);
+    Write(out);
+  }
   void Close() {
     boost::system::error_code ec;
     socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);

@@ -102,6 +102,8 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::TrimRequest>(h, body, l);
     case Op::kDelete:
       return ServeRequest<proto::DeleteRequest>(h, body, l);
+    case Op::kCopyPartition:
+      return ServeRequest<proto::CopyPartitionRequest>(h, body, l);
   }
   FUZZ_CHECK(false);  // IsKnownOp said yes
 }
@@ -146,6 +148,8 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<TrimResult>(body, l);
     case Op::kDelete:
       return ReadAnswer<proto::DeleteResponse>(body, l);
+    case Op::kCopyPartition:
+      return ReadAnswer<proto::CopyPartitionResponse>(body, l);
   }
 }
 

@@ -108,6 +108,10 @@ inline void CheckDecoded(const proto::TrimRequest& m, const proto::DecodeLimits&
 inline void CheckDecoded(const proto::DeleteRequest& m, const proto::DecodeLimits& l) {
   CheckUser(m.user, l);
 }
+inline void CheckDecoded(const proto::CopyPartitionRequest& m, const proto::DecodeLimits&) {
+  FUZZ_CHECK(m.partition < kPartitions);
+  FUZZ_CHECK(m.cursor <= kCopyFinished);
+}
 
 template <typename Request>
 int FuzzRequestBody(const uint8_t* data, size_t size) {

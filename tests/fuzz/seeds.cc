@@ -9,6 +9,8 @@
 // - hello, get, ..., delete: the bodies of that operation's example requests,
 //   and an empty body;
 // - get_reader: the bodies of the get and batch_get example answers;
+// - copy_partition: the bodies of its example requests (behind a 0 byte) and
+//   of its OK answers (behind a 1 byte), and both selectors alone;
 // - record_codec: the codec's encodings of a few profiles of every shape;
 // - log_entry: log entries of every write, and checkpoint records.
 //
@@ -68,6 +70,8 @@ void ProtoSeeds(const fs::path& examples) {
   const char* kBodyTargets[] = {"hello",        "get",    "batch_get", "count", "upsert",
                                 "batch_upsert", "remove", "trim",      "delete"};
   for (const char* t : kBodyTargets) Write(t, "empty", "");
+  Write("copy_partition", "empty-request", std::string(1, '\0'));
+  Write("copy_partition", "empty-response", "\x01");
   std::string get_request, ping_request;
   for (const auto& entry : fs::directory_iterator(examples)) {
     const std::string file = entry.path().filename().string();
@@ -93,6 +97,14 @@ void ProtoSeeds(const fs::path& examples) {
     } else if (op == "get" || op == "get_full" || op == "batch_get") {
       Write("get_reader", name, body);
     }
+    // copy_partition and copy_partition_*: requests, and answers with status 0.
+    if (op.rfind("copy_partition", 0) == 0) {
+      if (direction == "request") {
+        Write("copy_partition", name, std::string(1, '\0') + body);
+      } else if (frame[4] == 0) {
+        Write("copy_partition", name, "\x01" + body);
+      }
+    }
   }
   FUZZ_CHECK(!get_request.empty() && !ping_request.empty());
   Write("frame", "pipelined", get_request + ping_request + get_request);
@@ -114,7 +126,10 @@ void LogEntrySeeds() {
   requests.push_back(u);
   requests.push_back(proto::RemoveRequest{"user-43", {1, 2, UINT64_MAX}, {}});
   requests.push_back(proto::TrimRequest{"user-44", 1'900'000'000, {}});
-  requests.push_back(proto::DeleteRequest{std::string("\xff\x80" "bin", 5), {}});
+  requests.push_back(proto::DeleteRequest{std::string("\xff\x80"
+                                                      "bin",
+                                                      5),
+                                          {}});
   for (size_t i = 0; i < requests.size(); ++i) {
     e.request = requests[i];
     std::string bytes(1, '\0');

@@ -60,6 +60,10 @@ inline bool Same(const proto::TrimRequest& a, const proto::TrimRequest& b) {
 inline bool Same(const proto::DeleteRequest& a, const proto::DeleteRequest& b) {
   return a.user == b.user;
 }
+inline bool Same(const proto::CopyPartitionRequest& a, const proto::CopyPartitionRequest& b) {
+  return a.partition == b.partition && a.cursor == b.cursor && a.min_next == b.min_next &&
+         a.max_bytes == b.max_bytes;
+}
 
 inline bool Same(const GetResult& a, const GetResult& b) {
   return a.count == b.count && a.ids == b.ids && a.expires == b.expires && a.attr1 == b.attr1 &&

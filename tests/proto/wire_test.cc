@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "proto/node_example_frames.h"
 #include "proto/protocol.h"
 #include "support/example_frames.h"
 #include "support/msgpack_builder.h"
@@ -65,11 +66,13 @@ namespace segstore::proto {
 // gtest prints a failing example by its file name.
 namespace examples {
 void PrintTo(const Example& e, std::ostream* os) { *os << e.file; }
+void PrintTo(const NodeExample& e, std::ostream* os) { *os << e.file; }
 }  // namespace examples
 
 namespace {
 
 using examples::Example;
+using examples::NodeExample;
 
 class AllocationWatch {
  public:
@@ -217,9 +220,26 @@ std::string Text(const ClusterMap& m) {
   return std::string("cluster_map ") + (m.cluster ? "cluster" : "single") + " revision " +
          U(m.revision) + " self " + Q(m.self) + " replication " + U(m.replication) + " nodes " +
          List(m.nodes, [](const ClusterNode& n) { return Text(n); }) + " replicas [" + replicas +
-         "]" + (m.log ? " log" : "");
+         "] incoming " +
+         List(m.incoming,
+              [](const IncomingReplica& in) { return U(in.partition) + "<-" + U(in.node); }) +
+         (m.log ? " log" : "");
+}
+std::string Text(const CopyPartitionRequest& m) {
+  return "copy_partition " + U(m.partition) + " cursor " + U(m.cursor) + " min_next " +
+         U(m.min_next) + " max_bytes " + U(m.max_bytes);
+}
+std::string Text(const CopiedRecord& r) {
+  return "[" + Q(r.key) + " " + Q(r.body) + " " + U(r.sweep_at) + " " + U(r.void_at) + "]";
+}
+std::string Text(const CopyPartitionResponse& m) {
+  return "copy_page next " + U(m.next) + " cursor " + U(m.cursor) + " " +
+         List(m.records, [](const CopiedRecord& r) { return Text(r); });
 }
 std::string Text(const examples::Body& b) {
+  return std::visit([](const auto& m) { return Text(m); }, b);
+}
+std::string Text(const examples::NodeBody& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
 }
 
@@ -265,8 +285,9 @@ Status EntryStatus(std::string_view body, size_t i, const DecodeLimits& lim = {}
   return m.rejected.empty() ? Status::OK() : m.rejected.at(i);
 }
 
-// The body decoded as the example's body type.
-Status DecodeBody(std::string_view body, const examples::Body& like, examples::Body* out) {
+// The body decoded as the example's body type (Body or NodeBody).
+template <typename AnyBody>
+Status DecodeBody(std::string_view body, const AnyBody& like, AnyBody* out) {
   return std::visit(
       [&](const auto& proto) -> Status {
         using T = std::decay_t<decltype(proto)>;
@@ -319,6 +340,8 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<DeleteResponse>("DeleteResponse", lim),
       DecoderOf<StatsResponse>("StatsResponse", lim),
       DecoderOf<ClusterMap>("ClusterMap", lim),
+      DecoderOf<CopyPartitionRequest>("CopyPartitionRequest", lim),
+      DecoderOf<CopyPartitionResponse>("CopyPartitionResponse", lim),
       {"DecodeError",
        [](std::string_view b) {
          (void)DecodeError(b);
@@ -386,12 +409,22 @@ std::string HexDump(std::string_view bytes) {
   return out;
 }
 
-bool IsRequest(const Example& e) { return e.file.find(".request.") != std::string::npos; }
+template <typename AnyExample>
+bool IsRequest(const AnyExample& e) {
+  return e.file.find(".request.") != std::string::npos;
+}
+bool IsRaw(const examples::Body& b) { return std::holds_alternative<examples::RawBody>(b); }
+bool IsRaw(const examples::NodeBody&) { return false; }
+template <typename AnyBody>
+bool IsErrorBody(const AnyBody& b) {
+  return std::holds_alternative<examples::ErrorBody>(b) ||
+         std::holds_alternative<examples::WrongNodeBody>(b);
+}
 
-class ExampleFrameTest : public ::testing::TestWithParam<Example> {};
+// The checks of one example file, for either table (Example, NodeExample).
 
-TEST_P(ExampleFrameTest, FileDecodesToTheExpectedMessage) {
-  const Example& e = GetParam();
+template <typename AnyExample>
+void ExpectFileDecodesToTheExpectedMessage(const AnyExample& e) {
   const std::string frame = ReadHexFile(ExamplePath(e.file));
   ASSERT_GE(frame.size(), kHeaderSize);
   const auto* p = reinterpret_cast<const uint8_t*>(frame.data());
@@ -410,14 +443,14 @@ TEST_P(ExampleFrameTest, FileDecodesToTheExpectedMessage) {
     EXPECT_EQ(h.status, 0);
   }
 
-  examples::Body got;
+  decltype(e.body) got;
   Status s = DecodeBody(std::string_view(frame).substr(kHeaderSize), e.body, &got);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(Text(got), Text(e.body));
 }
 
-TEST_P(ExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
-  const Example& e = GetParam();
+template <typename AnyExample>
+void ExpectMessageEncodesToTheFileByteForByte(const AnyExample& e) {
   std::string frame;
   ASSERT_TRUE(AppendFrame(&frame, static_cast<uint8_t>(e.op), e.request_id,
                           static_cast<uint8_t>(e.status), kMaxResponseBytes,
@@ -445,18 +478,17 @@ TEST_P(ExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
   }
 }
 
-TEST_P(ExampleFrameTest, EveryTruncatedBodyFails) {
-  const Example& e = GetParam();
+template <typename AnyExample>
+void ExpectEveryTruncatedBodyFails(const AnyExample& e) {
   const std::string frame = ReadHexFile(ExamplePath(e.file));
   ASSERT_GE(frame.size(), kHeaderSize);
   const std::string_view body = std::string_view(frame).substr(kHeaderSize);
-  if (body.empty()) return;  // nothing to truncate
-  if (std::holds_alternative<examples::RawBody>(e.body)) return;  // not meant to decode
+  if (body.empty()) return;   // nothing to truncate
+  if (IsRaw(e.body)) return;  // not meant to decode
   for (size_t n = 1; n < body.size(); ++n) {
-    examples::Body got;
+    decltype(e.body) got;
     const std::string_view prefix = body.substr(0, n);
-    if (std::holds_alternative<examples::ErrorBody>(e.body) ||
-        std::holds_alternative<examples::WrongNodeBody>(e.body)) {
+    if (IsErrorBody(e.body)) {
       // DecodeError never fails; it says it could not read the body.
       EXPECT_EQ(DecodeError(prefix).rfind("(unreadable error body", 0), 0u) << n << " bytes";
       EXPECT_EQ(DecodeErrorRevision(prefix), 0u) << n << " bytes";
@@ -467,8 +499,8 @@ TEST_P(ExampleFrameTest, EveryTruncatedBodyFails) {
   }
 }
 
-TEST_P(ExampleFrameTest, MutatedBodiesNeverCrashAnyDecoder) {
-  const Example& e = GetParam();
+template <typename AnyExample>
+void ExpectMutatedBodiesNeverCrashAnyDecoder(const AnyExample& e) {
   const std::string frame = ReadHexFile(ExamplePath(e.file));
   ASSERT_GE(frame.size(), kHeaderSize);
   const std::string body = frame.substr(kHeaderSize);
@@ -499,7 +531,8 @@ TEST_P(ExampleFrameTest, MutatedBodiesNeverCrashAnyDecoder) {
   }
 }
 
-std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
+template <typename AnyExample>
+std::string ExampleName(const ::testing::TestParamInfo<AnyExample>& info) {
   std::string name = info.param.file.substr(0, info.param.file.size() - 4);  // no ".hex"
   for (char& c : name) {
     if (c == '.') c = '_';
@@ -507,12 +540,60 @@ std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
   return name;
 }
 
+// The client's operations (tests/support/example_frames.h).
+class ExampleFrameTest : public ::testing::TestWithParam<Example> {};
+
+TEST_P(ExampleFrameTest, FileDecodesToTheExpectedMessage) {
+  ExpectFileDecodesToTheExpectedMessage(GetParam());
+}
+TEST_P(ExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
+  ExpectMessageEncodesToTheFileByteForByte(GetParam());
+}
+TEST_P(ExampleFrameTest, EveryTruncatedBodyFails) { ExpectEveryTruncatedBodyFails(GetParam()); }
+TEST_P(ExampleFrameTest, MutatedBodiesNeverCrashAnyDecoder) {
+  ExpectMutatedBodiesNeverCrashAnyDecoder(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleFrameTest, ::testing::ValuesIn(examples::All()),
-                         ExampleName);
+                         ExampleName<Example>);
+
+// Node to node (tests/proto/node_example_frames.h).
+class NodeExampleFrameTest : public ::testing::TestWithParam<NodeExample> {};
+
+TEST_P(NodeExampleFrameTest, FileDecodesToTheExpectedMessage) {
+  ExpectFileDecodesToTheExpectedMessage(GetParam());
+}
+TEST_P(NodeExampleFrameTest, ExpectedMessageEncodesToTheFileByteForByte) {
+  ExpectMessageEncodesToTheFileByteForByte(GetParam());
+}
+TEST_P(NodeExampleFrameTest, EveryTruncatedBodyFails) { ExpectEveryTruncatedBodyFails(GetParam()); }
+TEST_P(NodeExampleFrameTest, MutatedBodiesNeverCrashAnyDecoder) {
+  ExpectMutatedBodiesNeverCrashAnyDecoder(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(NodeExamples, NodeExampleFrameTest,
+                         ::testing::ValuesIn(examples::NodeToNode()), ExampleName<NodeExample>);
+
+// What the file tests need of an example, from either table.
+struct ExampleEntry {
+  std::string file;
+  Op op;
+  uint32_t request_id;
+  Status::Code status;
+};
+
+std::vector<ExampleEntry> EveryExample() {
+  std::vector<ExampleEntry> all;
+  for (const Example& e : examples::All()) all.push_back({e.file, e.op, e.request_id, e.status});
+  for (const NodeExample& e : examples::NodeToNode()) {
+    all.push_back({e.file, e.op, e.request_id, e.status});
+  }
+  return all;
+}
 
 TEST(ExampleFilesTest, DirectoryHoldsExactlyTheTablesFiles) {
   std::set<std::string> in_table;
-  for (const Example& e : examples::All()) {
+  for (const ExampleEntry& e : EveryExample()) {
     EXPECT_TRUE(in_table.insert(e.file).second) << "duplicate " << e.file;
   }
   std::set<std::string> on_disk;
@@ -523,16 +604,17 @@ TEST(ExampleFilesTest, DirectoryHoldsExactlyTheTablesFiles) {
 }
 
 TEST(ExampleFilesTest, EveryOperationHasARequestAndAResponse) {
+  const std::vector<ExampleEntry> all = EveryExample();
   std::set<std::pair<uint8_t, bool>> seen;  // (op, is request)
   bool error = false;
-  for (const Example& e : examples::All()) {
+  for (const ExampleEntry& e : all) {
     seen.insert({static_cast<uint8_t>(e.op), IsRequest(e)});
     error |= e.status != Status::Code::kOk;
     // A response echoes its request's id.
     if (!IsRequest(e) && e.status == Status::Code::kOk) {
       const std::string request = e.file.substr(0, e.file.find(".response.")) + ".request.hex";
       bool found = false;
-      for (const Example& r : examples::All()) {
+      for (const ExampleEntry& r : all) {
         if (r.file == request) {
           found = true;
           EXPECT_EQ(r.request_id, e.request_id) << e.file;
@@ -724,14 +806,14 @@ TEST(WireTest, WriteIdsRoundTripOnEveryWrite) {
   batch.items.push_back(UpsertRequest{"b", {}, UpsertMode::kSet, {}});
   ExpectRoundTrip(batch);
   // A bin of 16 bytes, big-endian hi then lo.
-  EXPECT_EQ(EncodeToString(DeleteRequest{"u", id}),
-            Mp().Map(2)
-                .Str("user")
-                .Str("u")
-                .Str("write_id")
-                .Bin(std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x11\x12\x13\x14\x15\x16\x17\x18",
-                                 16))
-                .str());
+  EXPECT_EQ(
+      EncodeToString(DeleteRequest{"u", id}),
+      Mp().Map(2)
+          .Str("user")
+          .Str("u")
+          .Str("write_id")
+          .Bin(std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x11\x12\x13\x14\x15\x16\x17\x18", 16))
+          .str());
   // None: nothing sent.
   EXPECT_EQ(EncodeToString(DeleteRequest{"u", {}}), Mp().Map(1).Str("user").Str("u").str());
 }
@@ -1186,6 +1268,338 @@ TEST(ClusterMapWireTest, DecodeRefusesABadMapNamingTheField) {
                 {"node a twice"});
 }
 
+// Moves in progress on ThreeNodes(): partition p is on nodes p % 3 and
+// (p + 1) % 3, so (p + 2) % 3 may be coming.
+TEST(ClusterMapWireTest, IncomingRoundTripsAndIsLeftOutWhenEmpty) {
+  const ClusterMap without = ThreeNodes();
+  std::string plain;
+  Encode(without, &plain);
+  EXPECT_EQ(plain.find("incoming"), std::string::npos);
+
+  ClusterMap with = ThreeNodes();
+  with.incoming = {{0, 2}, {5, 1}, {4095, 2}};
+  ASSERT_TRUE(with.Check().ok()) << with.Check().ToString();
+  ExpectRoundTrip(with);
+  std::string body;
+  Encode(with, &body);
+  ClusterMap out;
+  ASSERT_TRUE(Decode(body, DecodeLimits{}, &out).ok());
+  EXPECT_EQ(out, with);
+  // "incoming": [[0, 2], [5, 1], [4095, 2]]: its key, an array of 3, two
+  // pairs of fixints and one with a uint16 partition.
+  EXPECT_EQ(body.size(), plain.size() + 9 + 1 + 3 + 3 + 5);
+  const std::string tail =
+      Mp().Str("incoming").Arr(3).Arr(2).U(0).U(2).Arr(2).U(5).U(1).Arr(2).U(4095).U(2).str();
+  EXPECT_EQ(body.substr(body.size() - tail.size()), tail);
+
+  // With a log as well, and nil for "incoming" reads as none.
+  with.log = true;
+  ExpectRoundTrip(with);
+  ClusterMap nil_incoming;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("cluster").Bool(false).Str("incoming").Nil(), DecodeLimits{},
+                     &nil_incoming)
+                  .ok());
+  EXPECT_TRUE(nil_incoming.incoming.empty());
+}
+
+// A good three-node map (MapBody's) with "incoming" as `incoming` writes it.
+std::string MapBodyWithIncoming(const std::function<void(Mp&)>& incoming) {
+  Mp m;
+  m.Map(7).Str("cluster").Bool(true).Str("revision").U(7).Str("self").Str("a");
+  m.Str("replication").U(2).Str("nodes");
+  ThreeNodeMaps(m);
+  m.Str("partitions").Arr(kPartitions);
+  for (uint32_t p = 0; p < kPartitions; ++p) m.Arr(2).U(Spread(p, 0)).U(Spread(p, 1));
+  m.Str("incoming");
+  incoming(m);
+  return m.str();
+}
+
+TEST(ClusterMapWireTest, DecodeRefusesBadIncomingNamingTheField) {
+  // Partition 9 is on nodes 0 and 1; partition 10 on 1 and 2.
+  ClusterMap good;
+  ASSERT_TRUE(
+      Decode(MapBodyWithIncoming([](Mp& m) { m.Arr(2).Arr(2).U(9).U(2).Arr(2).U(10).U(0); }),
+             DecodeLimits{}, &good)
+          .ok());
+  EXPECT_EQ(good.incoming, (std::vector<IncomingReplica>{{9, 2}, {10, 0}}));
+
+  auto refused = [](const std::function<void(Mp&)>& incoming) {
+    return DecodeAs<ClusterMap>(MapBodyWithIncoming(incoming));
+  };
+  ExpectInvalid(refused([](Mp& m) { m.Str("9:2"); }), {"incoming", "an array", "a string"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).U(9); }), {"incoming[0]", "an array"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(3).U(9).U(2).U(0); }),
+                {"incoming[0]", "3 elements"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(1).U(9); }), {"incoming[0]", "1 elements"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(2).U(kPartitions).U(2); }),
+                {"incoming[0].partition", "4096", "out of range"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(2).I(-1).U(2); }),
+                {"incoming[0].partition", "negative"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(2).Arr(2).U(9).U(2).Arr(2).U(10).Str("0"); }),
+                {"incoming[1].node", "unsigned integer"});
+  // A node index beyond "nodes" (and beyond any node index).
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(2).U(9).U(3); }),
+                {"incoming[0].node", "3 is past the 3 nodes"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(2).U(9).U(65536); }), {"incoming[0].node"});
+  // What ClusterMap::Check finds, named "incoming": unsorted, repeated, or a
+  // node that already holds the partition.
+  ExpectInvalid(refused([](Mp& m) { m.Arr(2).Arr(2).U(10).U(0).Arr(2).U(9).U(2); }),
+                {"incoming", "incoming replica 1", "not sorted"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(2).Arr(2).U(9).U(2).Arr(2).U(9).U(2); }),
+                {"incoming", "incoming replica 1", "repeated"});
+  ExpectInvalid(refused([](Mp& m) { m.Arr(1).Arr(2).U(9).U(1); }),
+                {"incoming", "already holds partition 9"});
+  const Status holder = refused([](Mp& m) { m.Arr(1).Arr(2).U(9).U(0); });
+  EXPECT_EQ(holder.message().rfind("incoming: ", 0), 0u) << holder.ToString();
+  // Moves in a map without placement: a single server's.
+  ExpectInvalid(DecodeAs<ClusterMap>(
+                    Mp().Map(2).Str("cluster").Bool(false).Str("incoming").Arr(1).Arr(2).U(0).U(0)),
+                {"incoming[0].node", "past the 0 nodes"});
+  // And a map wrong elsewhere keeps Check's own message.
+  Mp bad_nodes;
+  bad_nodes.Map(7).Str("cluster").Bool(true).Str("revision").U(7).Str("self").Str("a");
+  bad_nodes.Str("replication").U(2).Str("nodes").Arr(2);
+  for (const char* id : {"a", "a"}) bad_nodes.Map(2).Str("id").Str(id).Str("address").Str("h:1");
+  bad_nodes.Str("partitions").Arr(0).Str("incoming").Arr(1).Arr(2).U(0).U(1);
+  const Status twice = DecodeAs<ClusterMap>(bad_nodes);
+  ExpectInvalid(twice, {"node a twice"});
+  EXPECT_EQ(twice.message().find("incoming"), std::string_view::npos) << twice.ToString();
+}
+
+// ---- copy_partition ----
+
+TEST(CopyPartitionWireTest, RequestRoundTripsAndLeavesOutItsDefaults) {
+  ExpectRoundTrip(CopyPartitionRequest{});
+  ExpectRoundTrip(CopyPartitionRequest{
+      .partition = 3045, .cursor = 3000000000, .min_next = 1234, .max_bytes = 1u << 20});
+  ExpectRoundTrip(CopyPartitionRequest{.partition = kPartitions - 1,
+                                       .cursor = kCopyFinished,
+                                       .min_next = UINT64_MAX,
+                                       .max_bytes = UINT32_MAX});
+  EXPECT_EQ(EncodeToString(CopyPartitionRequest{.partition = 7, .cursor = 0}),
+            Mp().Map(2).Str("partition").U(7).Str("cursor").U(0).str());
+  EXPECT_EQ(EncodeToString(CopyPartitionRequest{
+                .partition = 7, .cursor = 300, .min_next = 5, .max_bytes = 65536}),
+            Mp().Map(4)
+                .Str("partition")
+                .U(7)
+                .Str("cursor")
+                .U(300)
+                .Str("min_next")
+                .U(5)
+                .Str("max_bytes")
+                .U(65536)
+                .str());
+  // Optional fields: absent or nil is the default; unknown keys are ignored.
+  CopyPartitionRequest m{.partition = 1, .cursor = 2, .min_next = 3, .max_bytes = 4};
+  ASSERT_TRUE(Decode(Mp().Map(5)
+                         .Str("cursor")
+                         .U64(9)
+                         .Str("min_next")
+                         .Nil()
+                         .Str("max_bytes")
+                         .Nil()
+                         .Str("future")
+                         .Arr(0)
+                         .Str("partition")
+                         .U(4095),
+                     DecodeLimits{}, &m)
+                  .ok());
+  EXPECT_EQ(Text(m), Text(CopyPartitionRequest{.partition = 4095, .cursor = 9}));
+}
+
+TEST(CopyPartitionWireTest, RequestRefusalsNameTheField) {
+  auto with = [](uint64_t partition, const std::function<void(Mp&)>& cursor) {
+    Mp m;
+    m.Map(2).Str("partition").U(partition).Str("cursor");
+    cursor(m);
+    return DecodeAs<CopyPartitionRequest>(m);
+  };
+  ExpectInvalid(DecodeAs<CopyPartitionRequest>(""), {"partition", "missing"});
+  ExpectInvalid(DecodeAs<CopyPartitionRequest>(Mp().Map(1).Str("partition").U(1)),
+                {"cursor", "missing"});
+  ExpectInvalid(
+      DecodeAs<CopyPartitionRequest>(Mp().Map(2).Str("partition").Nil().Str("cursor").U(0)),
+      {"partition", "missing"});
+  ExpectInvalid(with(kPartitions, [](Mp& m) { m.U(0); }),
+                {"partition", "4096 is not a partition (0 to 4095)"});
+  ExpectInvalid(with(1ull << 32, [](Mp& m) { m.U(0); }), {"partition", "4294967296"});
+  ExpectInvalid(with(UINT64_MAX, [](Mp& m) { m.U(0); }), {"partition"});
+  ExpectInvalid(
+      DecodeAs<CopyPartitionRequest>(Mp().Map(2).Str("partition").I(-1).Str("cursor").U(0)),
+      {"partition", "negative"});
+  ExpectInvalid(
+      DecodeAs<CopyPartitionRequest>(Mp().Map(2).Str("partition").Str("1").Str("cursor").U(0)),
+      {"partition", "expected an unsigned integer, got a string"});
+  EXPECT_TRUE(with(0, [](Mp& m) { m.U(kCopyFinished); }).ok());
+  ExpectInvalid(with(0, [](Mp& m) { m.U(kCopyFinished + 1); }),
+                {"cursor", "4294967297", "past the end"});
+  ExpectInvalid(with(0, [](Mp& m) { m.U(UINT64_MAX); }), {"cursor"});
+  ExpectInvalid(with(0, [](Mp& m) { m.I(-1); }), {"cursor", "negative"});
+  ExpectInvalid(with(0, [](Mp& m) { m.F64(1); }), {"cursor", "a float"});
+  auto optional = [](std::string_view key, const std::function<void(Mp&)>& value) {
+    Mp m;
+    m.Map(3).Str("partition").U(1).Str("cursor").U(0).Str(key);
+    value(m);
+    return DecodeAs<CopyPartitionRequest>(m);
+  };
+  ExpectInvalid(optional("min_next", [](Mp& m) { m.I(-5); }), {"min_next", "negative"});
+  ExpectInvalid(optional("min_next", [](Mp& m) { m.Bool(true); }), {"min_next", "a boolean"});
+  ExpectInvalid(optional("max_bytes", [](Mp& m) { m.U(1ull << 32); }),
+                {"max_bytes", "out of range"});
+  ExpectInvalid(optional("max_bytes", [](Mp& m) { m.Str("1MiB"); }), {"max_bytes"});
+  ExpectInvalid(optional("cursor", [](Mp& m) { m.U(1); }), {"cursor", "appears twice"});
+  ExpectInvalid(DecodeAs<CopyPartitionRequest>(Mp().Arr(2).U(1).U(0)), {"body", "a map"});
+}
+
+CopyPartitionResponse SamplePage() {
+  CopyPartitionResponse m;
+  m.next = 1234;
+  m.cursor = 3000000000;
+  m.records.push_back(CopiedRecord{"foo", std::string("\x02\xd1\x09\x00", 4), 1896134400, 0});
+  m.records.push_back(CopiedRecord{std::string("\xff\x01\x00 any bytes", 13), "", 0, UINT32_MAX});
+  m.records.push_back(CopiedRecord{"big", std::string(70000, '\xab'), 1, 2});
+  return m;
+}
+
+TEST(CopyPartitionWireTest, ResponseRoundTripsKeysAndBodiesAsBin) {
+  ExpectRoundTrip(SamplePage());
+  ExpectRoundTrip(CopyPartitionResponse{.next = 0, .cursor = kCopyFinished, .records = {}});
+  ExpectRoundTrip(
+      CopyPartitionResponse{.next = UINT64_MAX,
+                            .cursor = 0,
+                            .records = {{std::string(kDefaultMaxKeyBytes, 'k'), "b", 5, 6}}});
+  CopyPartitionResponse out;
+  ASSERT_TRUE(Decode(EncodeToString(SamplePage()), DecodeLimits{}, &out).ok());
+  EXPECT_EQ(out, SamplePage());
+  EXPECT_FALSE(out.finished());
+  EXPECT_EQ(EncodeToString(
+                CopyPartitionResponse{.next = 1, .cursor = 2, .records = {{"k", "body", 3, 400}}}),
+            Mp().Map(3)
+                .Str("next")
+                .U(1)
+                .Str("cursor")
+                .U(2)
+                .Str("records")
+                .Arr(1)
+                .Arr(4)
+                .Bin("k")
+                .Bin("body")
+                .U(3)
+                .U(400)
+                .str());
+  // The finished page: 2^32 takes the uint64 form.
+  EXPECT_EQ(
+      EncodeToString(CopyPartitionResponse{.next = 9, .cursor = kCopyFinished, .records = {}}),
+      Mp().Map(3).Str("next").U(9).Str("cursor").U64(kCopyFinished).Str("records").Arr(0).str());
+  CopyPartitionResponse done;
+  ASSERT_TRUE(
+      Decode(Mp().Map(3).Str("records").Arr(0).Str("cursor").U(kCopyFinished).Str("next").U(9),
+             DecodeLimits{}, &done)
+          .ok());
+  EXPECT_TRUE(done.finished());
+  EXPECT_EQ(done.next, 9u);
+}
+
+// A server sizes its pages by CopiedRecordBytes and kCopyPageOverhead.
+TEST(CopyPartitionWireTest, RecordBytesAreExactAndTheOverheadABound) {
+  const std::vector<CopiedRecord> records = {
+      {"k", "", 0, 0},
+      {std::string(31, 'k'), std::string(255, 'b'), 127, 128},
+      {std::string(256, 'k'), std::string(256, 'b'), 255, 256},
+      {"k", std::string(65535, 'b'), 65535, 65536},
+      {"k", std::string(65536, 'b'), UINT32_MAX, 1},
+  };
+  const CopyPartitionResponse empty{.next = 1, .cursor = 2, .records = {}};
+  const size_t base = EncodeToString(empty).size();
+  for (const CopiedRecord& r : records) {
+    SCOPED_TRACE(Text(r).substr(0, 80));
+    CopyPartitionResponse one = empty;
+    one.records = {r};
+    EXPECT_EQ(EncodeToString(one).size(), base + CopiedRecordBytes(r));
+  }
+  // The most the rest takes: u64 "next" and "cursor", an array32 of records.
+  CopyPartitionResponse many{.next = UINT64_MAX, .cursor = kCopyFinished, .records = {}};
+  size_t sum = 0;
+  for (uint32_t i = 0; i < 70000; ++i) {
+    many.records.push_back({"u" + std::to_string(i), "b", i, 0});
+    sum += CopiedRecordBytes(many.records.back());
+  }
+  EXPECT_EQ(EncodeToString(many).size(), kCopyPageOverhead + sum);
+  EXPECT_LE(EncodeToString(SamplePage()).size(), kCopyPageOverhead +
+                                                     CopiedRecordBytes(SamplePage().records[0]) +
+                                                     CopiedRecordBytes(SamplePage().records[1]) +
+                                                     CopiedRecordBytes(SamplePage().records[2]));
+}
+
+TEST(CopyPartitionWireTest, ResponseRefusalsNameTheField) {
+  // A page of one record, written by `record`.
+  auto page = [](const std::function<void(Mp&)>& record, const DecodeLimits& lim = {}) {
+    Mp m;
+    m.Map(3).Str("next").U(1).Str("cursor").U(2).Str("records").Arr(2);
+    m.Arr(4).Bin("good").Bin("body").U(0).U(0);
+    record(m);
+    return DecodeAs<CopyPartitionResponse>(m, lim);
+  };
+  EXPECT_TRUE(page([](Mp& m) { m.Arr(4).Bin("k").Bin("").U(0).U(UINT32_MAX); }).ok());
+  ExpectInvalid(page([](Mp& m) { m.Map(0); }), {"records[1]", "an array", "a map"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(3).Bin("k").Bin("b").U(0); }),
+                {"records[1]", "3 elements, expected 4"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(5).Bin("k").Bin("b").U(0).U(0).U(0); }),
+                {"records[1]", "5 elements"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Str("k").Bin("b").U(0).U(0); }),
+                {"records[1].key", "expected binary, got a string"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("").Bin("b").U(0).U(0); }),
+                {"records[1].key", "empty"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Arr(4).Bin(std::string(kDefaultMaxKeyBytes + 1, 'k')).Bin("b").U(0).U(0);
+                }),
+                {"records[1].key", "257 bytes", "256"});
+  DecodeLimits small;
+  small.max_key_bytes = 4;
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("abcde").Bin("b").U(0).U(0); }, small),
+                {"records[1].key", "5 bytes"});
+  ExpectInvalid(
+      page([](Mp& m) { m.Arr(4).Bin(std::string("\xff\x00rest", 6)).Bin("b").U(0).U(0); }),
+      {"records[1].key", "reserved", "FF 00"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin(std::string("\xff\x00", 2)).Bin("b").U(0).U(0); }),
+                {"records[1].key", "reserved"});
+  EXPECT_TRUE(page([](Mp& m) { m.Arr(4).Bin("\xff").Bin("b").U(0).U(0); }).ok());
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("k").Str("b").U(0).U(0); }),
+                {"records[1].body", "binary"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("k").Nil().U(0).U(0); }),
+                {"records[1].body", "binary", "nil"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("k").Bin("b").I(-1).U(0); }),
+                {"records[1].sweep_at", "negative"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("k").Bin("b").U(0).U(1ull << 32); }),
+                {"records[1].void_at", "out of range"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("k").Bin("b").Nil().U(0); }),
+                {"records[1].sweep_at"});
+
+  // The page's own fields.
+  ExpectInvalid(DecodeAs<CopyPartitionResponse>(""), {"next", "missing"});
+  ExpectInvalid(DecodeAs<CopyPartitionResponse>(Mp().Map(2).Str("next").U(1).Str("records").Arr(0)),
+                {"cursor", "missing"});
+  ExpectInvalid(
+      DecodeAs<CopyPartitionResponse>(Mp().Map(2).Str("next").U(1).Str("cursor").U(kCopyFinished)),
+      {"records", "missing"});
+  ExpectInvalid(DecodeAs<CopyPartitionResponse>(
+                    Mp().Map(3).Str("next").I(-1).Str("cursor").U(0).Str("records").Arr(0)),
+                {"next", "negative"});
+  ExpectInvalid(
+      DecodeAs<CopyPartitionResponse>(
+          Mp().Map(3).Str("next").U(1).Str("cursor").U(kCopyFinished + 1).Str("records").Arr(0)),
+      {"cursor", "4294967297"});
+  ExpectInvalid(DecodeAs<CopyPartitionResponse>(
+                    Mp().Map(3).Str("next").U(1).Str("cursor").U(0).Str("records").Map(0)),
+                {"records", "an array"});
+  // Only the last page may be empty.
+  ExpectInvalid(DecodeAs<CopyPartitionResponse>(
+                    Mp().Map(3).Str("next").U(1).Str("cursor").U(77).Str("records").Arr(0)),
+                {"records", "empty", "not finished", "77"});
+}
+
 // ---- hostile input ----
 
 TEST(HostileInputTest, EmptyBodyIsAnEmptyMap) {
@@ -1264,6 +1678,20 @@ TEST(HostileInputTest, HugeLengthClaimsFailFastWithoutAllocating) {
       {"bin32 user", Mp().Map(1).Str("user").Raw({0xc6, 0xff, 0xff, 0xff, 0xff}).str()},
       {"ext32", Mp().Raw({0xc9, 0xff, 0xff, 0xff, 0xff, 0x01}).str()},
       {"array16 claims", Mp().Map(1).Str("users").Raw({0xdc, 0xff, 0xff}).str()},
+      {"records array32", Mp().Map(3)
+                              .Str("next")
+                              .U(1)
+                              .Str("cursor")
+                              .U(1)
+                              .Str("records")
+                              .Raw({0xdd, 0xff, 0xff, 0xff, 0xff})
+                              .str()},
+      {"incoming array32", Mp().Map(2)
+                               .Str("cluster")
+                               .Bool(true)
+                               .Str("incoming")
+                               .Raw({0xdd, 0xff, 0xff, 0xff, 0xff})
+                               .str()},
   };
   for (const auto& [what, body] : bodies) {
     for (const auto& [name, decode] : AllDecoders()) {
@@ -1542,6 +1970,15 @@ TEST(HostileInputTest, TrailingBytesAfterTheValueAreRejected) {
     }
     SCOPED_TRACE(e.file);
     examples::Body got;
+    ExpectInvalid(DecodeBody(body + '\xc0', e.body, &got), {"trailing"});
+    ExpectInvalid(DecodeBody(body + body, e.body, &got), {"trailing"});
+  }
+  for (const NodeExample& e : examples::NodeToNode()) {
+    if (IsErrorBody(e.body)) continue;
+    SCOPED_TRACE(e.file);
+    std::string body;
+    examples::EncodeBody(e.body, &body);
+    examples::NodeBody got;
     ExpectInvalid(DecodeBody(body + '\xc0', e.body, &got), {"trailing"});
     ExpectInvalid(DecodeBody(body + body, e.body, &got), {"trailing"});
   }
@@ -1955,6 +2392,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
       {Op::kRemove, "remove"},
       {Op::kTrim, "trim"},
       {Op::kDelete, "delete"},
+      {Op::kCopyPartition, "copy_partition"},
   };
   int known = 0;
   for (int op = 0; op <= 0xff; ++op) known += IsKnownOp(static_cast<uint8_t>(op)) ? 1 : 0;
@@ -1963,7 +2401,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x05, 0x13, 0x25, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x13, 0x25, 0x31, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }

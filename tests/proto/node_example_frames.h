@@ -1,0 +1,152 @@
+// The table of example frames of the node-to-node operations (copy_partition)
+// in proto/examples/*.hex, beside tests/support/example_frames.h's table of
+// the client's operations: for each file, the frame's header fields and the
+// body as the C++ struct it encodes. Kept apart because those are what a
+// single server answers (tests/integration sends every request of that table
+// to one); these are answered by cluster nodes only. Shared, like that table,
+// by the generator (tests/proto/gen_examples.cc) and tests/proto/wire_test.cc.
+// Change an example here, then regenerate:
+//
+//   make proto_examples_gen && ./tests/proto/proto_examples_gen ../proto/examples
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "proto/protocol.h"
+#include "proto/wire.h"
+#include "segstore/messages.h"
+#include "segstore/status.h"
+#include "support/example_frames.h"
+
+namespace segstore::proto::examples {
+
+using NodeBody =
+    std::variant<ErrorBody, WrongNodeBody, CopyPartitionRequest, CopyPartitionResponse>;
+
+struct NodeExample {
+  std::string file;                // "copy_partition.request.hex"
+  std::string title;               // one line: what the frame is
+  std::vector<std::string> notes;  // what an implementer should know about it
+  Op op;
+  uint32_t request_id;
+  Status::Code status;  // the header's status byte (kOk in every request)
+  NodeBody body;
+  uint8_t flags = 0;  // the header's flags byte (0: these answers are never stale)
+};
+
+// Appends the body's MessagePack encoding.
+inline void EncodeBody(const NodeBody& body, std::string* out) {
+  std::visit(
+      [out](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, ErrorBody>) {
+          EncodeError(m.message, out);
+        } else if constexpr (std::is_same_v<T, WrongNodeBody>) {
+          EncodeWrongNode(m.message, m.revision, out);
+        } else {
+          Encode(m, out);
+        }
+      },
+      body);
+}
+
+// The whole frame: header, then body.
+inline std::string EncodeFrame(const NodeExample& e) {
+  std::string out;
+  const bool fits =
+      AppendFrame(&out, static_cast<uint8_t>(e.op), e.request_id, static_cast<uint8_t>(e.status),
+                  kMaxResponseBytes, [&](std::string* o) { EncodeBody(e.body, o); });
+  (void)fits;  // examples are small
+  out[5] = static_cast<char>(e.flags);
+  return out;
+}
+
+inline std::vector<NodeExample> NodeToNode() {
+  std::vector<NodeExample> v;
+  const auto ok = Status::Code::kOk;
+
+  // ---- copy_partition ----
+  v.push_back(
+      {"copy_partition.request.hex",
+       "copy_partition request: the first page of partition 3045, at most 1 MiB",
+       {"Node to node: a node the map lists as \"incoming\" for partition 3045 copies it",
+        "from a replica. \"partition\" (0 to 4095) and \"cursor\" (0 for the first page;",
+        "then the previous answer's) are required; \"min_next\" (default 0) and",
+        "\"max_bytes\" (default: the server's page size; at most 64 MiB) are not."},
+       Op::kCopyPartition,
+       25,
+       ok,
+       CopyPartitionRequest{.partition = 3045, .cursor = 0, .min_next = 0, .max_bytes = 1u << 20}});
+  CopyPartitionResponse page;
+  page.next = 1234;
+  page.cursor = 3000000000;
+  // Bodies as the profile codec writes them on a cluster node (version 2,
+  // with the record's log position: 1233 and 1187).
+  page.records.push_back(CopiedRecord{"foo",
+                                      std::string("\x02\xd1\x09\x02\x65\x06\x0f\xba\xab\x01\x01"
+                                                  "\x03\x9d\x75",
+                                                  14),
+                                      kFeb2030, 0});
+  page.records.push_back(CopiedRecord{
+      "{foo}.device", std::string("\x02\xa3\x09\x01\xec\x2a\x00\x03\x9b\xab\x01\x00", 12), kJan2030,
+      kJan2030});
+  v.push_back({"copy_partition.response.hex",
+               "copy_partition response: a page of two records, more to come",
+               {"\"next\": the first offset of log partition 37 (3045 mod 64 log partitions)",
+                "the node had not applied when it read the page: every record of the copy",
+                "reflects every entry before the first page's \"next\"; keep it and follow the",
+                "log from there once the copy is done. \"cursor\": where the next page starts",
+                "(2^32 when the partition is finished). Each record is [key (bin: the user ID),",
+                "body (bin: the stored record as is, opaque), sweep_at, void_at (u32 Unix",
+                "seconds, 0: none)]. \"foo\" and \"{foo}.device\" are both of partition 3045."},
+               Op::kCopyPartition,
+               25,
+               ok,
+               page});
+  v.push_back({"copy_partition_done.request.hex",
+               "copy_partition request: a later page, from the previous answer's cursor",
+               {"\"min_next\" 1234, the first page's \"next\": a node that has not applied log",
+                "partition 37 that far answers Busy (see copy_partition_busy.response)."},
+               Op::kCopyPartition,
+               26,
+               ok,
+               CopyPartitionRequest{
+                   .partition = 3045, .cursor = 3000000000, .min_next = 1234, .max_bytes = 0}});
+  v.push_back({"copy_partition_done.response.hex",
+               "copy_partition response: the partition is finished",
+               {"\"cursor\" 2^32 (4294967296, a uint64): no more pages. Only the last page may",
+                "be empty; every other holds at least one record."},
+               Op::kCopyPartition,
+               26,
+               ok,
+               CopyPartitionResponse{.next = 1240, .cursor = kCopyFinished, .records = {}}});
+  v.push_back({"copy_partition_busy.response.hex",
+               "error response to copy_partition: the node is behind the copier",
+               {"Status 8 (Busy): the node has applied log partition 37 only up to 1100, below",
+                "the request's \"min_next\" (1234); or it is not caught up with the log (\"this",
+                "node is not caught up with the log; retry shortly\"). Retry shortly, or ask",
+                "another replica. A node that does not serve the partition answers status 14",
+                "(WrongNode) with the map's \"revision\", as wrong_node.response shows for get.",
+                "The request that got it: copy_partition_done.request."},
+               Op::kCopyPartition,
+               26,
+               Status::Code::kBusy,
+               ErrorBody{"copy_partition: log partition 37 is applied up to 1100, below "
+                         "min_next 1234; retry shortly"}});
+  v.push_back({"copy_partition_no_log.response.hex",
+               "error response to copy_partition from a node without a cluster log",
+               {"Status 2 (InvalidArgument): a single server, or a cluster node that does not",
+                "write through a log, cannot give a copy that the log can be followed from.",
+                "The request that got it: copy_partition.request."},
+               Op::kCopyPartition,
+               25,
+               Status::Code::kInvalidArgument,
+               ErrorBody{"copy_partition needs a cluster node that writes through a log"}});
+  return v;
+}
+
+}  // namespace segstore::proto::examples
