@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "cluster/placement.h"
 
@@ -48,6 +49,7 @@ Result<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(const AgentOptions& op
   Result<std::unique_ptr<EtcdClient>> etcd = EtcdClient::Create(options.etcd);
   if (!etcd.ok()) return etcd.status();
   std::unique_ptr<ClusterAgent> agent(new ClusterAgent(options, std::move(*etcd), board));
+  board->set_lease_ttl(options.lease_ttl);
   agent->Publish();  // not serving yet, but cluster_map names this node
   agent->thread_ = std::thread([a = agent.get()] { a->Run(); });
   return agent;
@@ -122,6 +124,8 @@ void ClusterAgent::Run() {
 void ClusterAgent::Step() {
   if (lease_ == 0) Register();
   KeepLease();
+  UpdateRegistration();
+  KeepLease();
   PollMap();
   KeepLease();
   if (lease_ != 0) Control();
@@ -144,8 +148,14 @@ void ClusterAgent::Register() {
     return;
   }
   const std::string key = Key("nodes/" + options_.self.id);
+  Registration registration{options_.self, {}, 0};
+  {
+    std::lock_guard lock(ready_mu_);
+    registration.ready = ready_;
+    registration.ready_revision = ready_revision_;
+  }
   Result<bool> put = etcd_->PutIf({Compare{key, Compare::Target::kCreate, 0}}, key,
-                                  NodeToJson(options_.self), *lease);
+                                  RegistrationToJson(registration), *lease);
   if (!put.ok() || !*put) {
     if (!put.ok()) ++etcd_errors_;
     (void)etcd_->Revoke(*lease);
@@ -164,7 +174,10 @@ void ClusterAgent::Register() {
     return;
   }
   lease_ = *lease;
+  registered_ready_ = std::move(registration.ready);
+  registered_ready_revision_ = registration.ready_revision;
   lease_ack_ns_ = Nanos(Clock::now());
+  board_->set_lease_ack(lease_ack_ns_.load());
   next_keepalive_ = Clock::now() + options_.lease_ttl / 3;
   registered_ = true;
   spdlog::info("cluster: node {} registered at {} (rack '{}'), lease {:x} of {} s",
@@ -173,10 +186,46 @@ void ClusterAgent::Register() {
   Publish();
 }
 
+void ClusterAgent::SetReady(std::vector<uint16_t> ready, uint64_t revision) {
+  std::sort(ready.begin(), ready.end());
+  {
+    std::lock_guard lock(ready_mu_);
+    if (ready == ready_ && revision == ready_revision_) return;
+    ready_ = std::move(ready);
+    ready_revision_ = revision;
+  }
+  wake_.notify_all();
+}
+
+void ClusterAgent::UpdateRegistration() {
+  if (lease_ == 0) return;
+  Registration registration{options_.self, {}, 0};
+  {
+    std::lock_guard lock(ready_mu_);
+    if (ready_ == registered_ready_ && ready_revision_ == registered_ready_revision_) return;
+    registration.ready = ready_;
+    registration.ready_revision = ready_revision_;
+  }
+  const std::string key = Key("nodes/" + options_.self.id);
+  // Only over our own registration (its lease): never recreate it after the
+  // lease went.
+  Result<bool> put = etcd_->PutIf({Compare{key, Compare::Target::kLease, lease_}}, key,
+                                  RegistrationToJson(registration), lease_);
+  if (!put.ok()) {
+    ++etcd_errors_;
+    return;
+  }
+  if (*put) {
+    registered_ready_ = std::move(registration.ready);
+    registered_ready_revision_ = registration.ready_revision;
+  }
+}
+
 void ClusterAgent::KeepAlive() {
   Result<int64_t> ttl = etcd_->KeepAlive(lease_);
   if (ttl.ok()) {
     lease_ack_ns_ = Nanos(Clock::now());
+  board_->set_lease_ack(lease_ack_ns_.load());
     next_keepalive_ = Clock::now() + options_.lease_ttl / 3;
     return;
   }
@@ -245,6 +294,9 @@ void ClusterAgent::Publish() {
         std::span<const uint16_t> r = map_.ReplicasOf(p);
         if (std::find(r.begin(), r.end(), index) != r.end()) v->held.set(p);
       }
+      for (const IncomingReplica& in : map_.incoming) {
+        if (in.node == index) v->incoming.set(in.partition);
+      }
     }
   }
   board_->Publish(std::move(v));
@@ -273,6 +325,7 @@ void ClusterAgent::Control() {
     if (controller_revision_ != 0) spdlog::warn("cluster: no longer the controller");
     controller_revision_ = 0;
     controller_ = false;
+    missing_since_.clear();
     return;
   }
   if (controller_revision_ == 0) {
@@ -291,13 +344,19 @@ void ClusterAgent::Control() {
     return;
   }
   std::map<std::string, ClusterNode> live;
+  std::map<std::string, std::set<uint16_t>> ready;
   for (const KeyValue& kv : registered->kvs) {
-    Result<ClusterNode> n = NodeFromJson(kv.value);
+    Result<Registration> n = RegistrationFromJson(kv.value);
     if (!n.ok()) {
       spdlog::warn("cluster: ignoring registration {}: {}", kv.key, n.status().ToString());
       continue;
     }
-    live[n->id] = *n;
+    // Readiness counts only for the map the node saw it under: reported for
+    // an older map, a partition may have left the node and come back since.
+    if (n->ready_revision == map_.revision) {
+      ready[n->node.id].insert(n->ready.begin(), n->ready.end());
+    }
+    live[n->node.id] = n->node;
   }
 
   const std::string map_key = Key("map");
@@ -315,8 +374,9 @@ void ClusterAgent::Control() {
     }
     next = std::move(*placed);
     guard.push_back(Compare{map_key, Compare::Target::kCreate, 0});
-  } else {
-    // Static placement: only a registered node's new address or rack changes the map.
+  } else if (!options_.moves) {
+    // Without a log there is nothing to copy a partition from: the map's
+    // nodes stay; only a registered node's new address or rack changes it.
     next = map_;
     bool changed = false;
     for (ClusterNode& n : next.nodes) {
@@ -331,6 +391,42 @@ void ClusterAgent::Control() {
     }
     if (!changed) return;
     guard.push_back(Compare{map_key, Compare::Target::kMod, map_mod_revision_});
+  } else {
+    // Members: the registered nodes, and the map's nodes gone for less than
+    // the grace.
+    const auto now = Clock::now();
+    std::map<std::string, ClusterNode> members = live;
+    for (const ClusterNode& n : map_.nodes) {
+      if (live.count(n.id) != 0) {
+        missing_since_.erase(n.id);
+        continue;
+      }
+      auto [since, first] = missing_since_.emplace(n.id, now);
+      if (first) {
+        spdlog::warn("cluster: node {} is not registered; its partitions move after {} ms", n.id,
+                     options_.failure_grace.count());
+      }
+      if (now - since->second < options_.failure_grace) members.emplace(n.id, n);
+    }
+    for (auto it = missing_since_.begin(); it != missing_since_.end();) {
+      const bool in_map = std::any_of(map_.nodes.begin(), map_.nodes.end(),
+                                      [&](const ClusterNode& n) { return n.id == it->first; });
+      it = in_map ? std::next(it) : missing_since_.erase(it);
+    }
+    std::vector<ClusterNode> member_list;
+    for (const auto& [id, n] : members) member_list.push_back(n);
+    Result<ClusterMap> moved = NextMap(map_, std::move(member_list), ready);
+    if (!moved.ok()) {
+      // Fewer members than replicas: the map stays as it is.
+      if (Clock::now() >= next_register_log_) {
+        spdlog::warn("cluster: not moving partitions: {}", moved.status().ToString());
+        next_register_log_ = Clock::now() + std::chrono::seconds(5);
+      }
+      return;
+    }
+    if (SamePlacement(*moved, map_)) return;
+    next = std::move(*moved);
+    guard.push_back(Compare{map_key, Compare::Target::kMod, map_mod_revision_});
   }
   KeepLease();
   if (lease_ == 0 || controller_revision_ == 0) return;
@@ -341,8 +437,8 @@ void ClusterAgent::Control() {
   }
   if (*wrote) {
     ++maps_written_;
-    spdlog::info("cluster: wrote the partition map: {} nodes, replication {}", next.nodes.size(),
-                 next.replication);
+    spdlog::info("cluster: wrote the partition map: {} nodes, replication {}, {} moves in progress",
+                 next.nodes.size(), next.replication, next.incoming.size());
     PollMap();
   }
 }

@@ -12,9 +12,13 @@
 //   the controller key's creation and the map's revision, so a controller
 //   that lost its lease can never overwrite a newer map.
 //
-// Placement is static in this release: the map's set of nodes is fixed when
-// it is first written, and a node that joins later holds nothing (moving
-// partitions needs their data moved first; it comes with replication).
+// Membership changes (as controller): the members are the registered nodes
+// and the map's nodes gone for less than `failure_grace`; when they differ
+// from the map's, the controller moves partitions towards their placement
+// (NextMap, placement.h): the nodes gaining a partition get it as incoming,
+// copy it and report it ready in their registration (SetReady), and the
+// controller then makes them its replicas. A node that is gone longer than
+// the grace loses its partitions that way; a node that joins gains its share.
 //
 // When etcd says the lease expired, the node stops serving at once and
 // registers again. When etcd cannot be reached, the node keeps serving on
@@ -28,6 +32,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +54,14 @@ struct AgentOptions {
   uint32_t initial_nodes = 1;  // nodes the first map waits for
   std::chrono::seconds lease_ttl{10};
   std::chrono::milliseconds poll_interval{500};
+  // A map node not registered for this long is no longer a member: its
+  // partitions move to others (the copies they make restore the replication).
+  std::chrono::milliseconds failure_grace{30000};
+  // Partitions move between nodes (membership changes, above) only in a
+  // cluster that writes through a log, which new replicas catch up from.
+  // False: the map's nodes are fixed once written (only their addresses and
+  // racks follow their registrations).
+  bool moves = false;
 };
 
 struct AgentStats {
@@ -83,6 +97,12 @@ class ClusterAgent {
 
   AgentStats stats() const;
 
+  // The incoming partitions this node has copied and caught up with, as of
+  // the map of `revision` (the one the node last saw them incoming in): put
+  // in its registration. The controller takes them only while that is still
+  // the map's revision. Any thread; the agent updates etcd on its next step.
+  void SetReady(std::vector<uint16_t> ready, uint64_t revision);
+
  private:
   ClusterAgent(const AgentOptions& options, std::unique_ptr<EtcdClient> etcd, ViewBoard* board);
   void Run();
@@ -93,6 +113,8 @@ class ClusterAgent {
   void Control();
   void Publish();
   void LostLease();
+  // Puts the registration again if the ready partitions changed.
+  void UpdateRegistration();
   // Renews the lease when it is due.
   void KeepLease();
   std::string Key(std::string_view name) const { return options_.prefix + "/" + std::string(name); }
@@ -113,6 +135,14 @@ class ClusterAgent {
   int64_t map_mod_revision_ = 0;
   bool map_unreadable_ = false;  // the map at map_mod_revision_ could not be read
   ClusterMap map_;  // cluster true, revision 0 before the first
+  std::vector<uint16_t> registered_ready_;  // as in etcd now
+  uint64_t registered_ready_revision_ = 0;
+  // As controller: when each map node was first seen unregistered.
+  std::map<std::string, std::chrono::steady_clock::time_point> missing_since_;
+
+  std::mutex ready_mu_;
+  std::vector<uint16_t> ready_;  // guarded by ready_mu_
+  uint64_t ready_revision_ = 0;  // guarded by ready_mu_
 
   // For stats(), written by the agent thread.
   std::atomic<bool> registered_{false};

@@ -80,6 +80,9 @@ Json CompareJson(const Compare& c) {
   if (c.target == Compare::Target::kCreate) {
     j["target"] = "CREATE";
     j["create_revision"] = std::to_string(c.revision);
+  } else if (c.target == Compare::Target::kLease) {
+    j["target"] = "LEASE";
+    j["lease"] = std::to_string(c.revision);
   } else {
     j["target"] = "MOD";
     j["mod_revision"] = std::to_string(c.revision);

@@ -49,12 +49,15 @@ struct RangeResult {
   std::vector<KeyValue> kvs;
 };
 
-// A condition of a transaction on one key: its create or mod revision.
+// A condition of a transaction on one key: its create or mod revision, or
+// the lease it is attached to.
 struct Compare {
-  enum class Target { kCreate, kMod };
+  enum class Target { kCreate, kMod, kLease };
   std::string key;
   Target target = Target::kMod;
-  int64_t revision = 0;  // equal to this (a create revision of 0: the key is absent)
+  // Equal to this (a create revision of 0: the key is absent); for kLease,
+  // the lease ID (0: no lease, or no key).
+  int64_t revision = 0;
 };
 
 class EtcdClient {

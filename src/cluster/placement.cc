@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 namespace segstore::cluster {
@@ -94,6 +95,11 @@ std::string MapToJson(const ClusterMap& map) {
     parts.push_back(Json(std::vector<uint16_t>(r.begin(), r.end())));
   }
   j["partitions"] = std::move(parts);
+  if (!map.incoming.empty()) {
+    Json incoming = Json::array();
+    for (const IncomingReplica& in : map.incoming) incoming.push_back(Json{in.partition, in.node});
+    j["incoming"] = std::move(incoming);
+  }
   return j.dump();
 }
 
@@ -142,6 +148,16 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
         map.replicas.push_back(static_cast<uint16_t>(Unsigned(i, 65535, "node index")));
       }
     }
+    if (j.contains("incoming")) {
+      for (const Json& in : j.at("incoming")) {
+        if (!in.is_array() || in.size() != 2) {
+          return Status::InvalidArgument("cluster map: an incoming replica is not [partition, node]");
+        }
+        map.incoming.push_back(
+            IncomingReplica{static_cast<uint16_t>(Unsigned(in[0], kPartitions - 1, "partition")),
+                            static_cast<uint16_t>(Unsigned(in[1], 65535, "node index"))});
+      }
+    }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("cluster map: ") + e.what());
   }
@@ -149,23 +165,113 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
   return map;
 }
 
-std::string NodeToJson(const ClusterNode& node) {
-  return Json{{"id", node.id}, {"address", node.address}, {"rack", node.rack}}.dump();
+std::string NodeToJson(const ClusterNode& node) { return RegistrationToJson({node, {}, 0}); }
+
+Result<ClusterNode> NodeFromJson(std::string_view json) {
+  Result<Registration> r = RegistrationFromJson(json);
+  if (!r.ok()) return r.status();
+  return r->node;
 }
 
-Result<ClusterNode> NodeFromJson(std::string_view text) {
+std::string RegistrationToJson(const Registration& r) {
+  Json j{{"id", r.node.id}, {"address", r.node.address}, {"rack", r.node.rack}};
+  if (!r.ready.empty()) {
+    j["ready"] = r.ready;
+    j["ready_revision"] = r.ready_revision;
+  }
+  return j.dump();
+}
+
+Result<Registration> RegistrationFromJson(std::string_view text) {
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return Status::InvalidArgument("node registration: not a JSON object");
   }
   try {
-    ClusterNode n{j.at("id").get<std::string>(), j.at("address").get<std::string>(),
-                  j.value("rack", std::string())};
-    if (n.id.empty()) return Status::InvalidArgument("node registration: empty id");
-    return n;
+    Registration r;
+    r.node = ClusterNode{j.at("id").get<std::string>(), j.at("address").get<std::string>(),
+                         j.value("rack", std::string())};
+    if (r.node.id.empty()) return Status::InvalidArgument("node registration: empty id");
+    if (j.contains("ready")) {
+      for (const Json& p : j.at("ready")) {
+        r.ready.push_back(static_cast<uint16_t>(Unsigned(p, kPartitions - 1, "ready partition")));
+      }
+      r.ready_revision = Unsigned(j.at("ready_revision"), UINT64_MAX, "ready_revision");
+    }
+    return r;
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("node registration: ") + e.what());
   }
+}
+
+Result<ClusterMap> NextMap(const ClusterMap& current, std::vector<ClusterNode> members,
+                           const std::map<std::string, std::set<uint16_t>>& ready) {
+  if (!current.has_map()) return Status::InvalidArgument("next map: no current map");
+  Result<ClusterMap> target = Place(std::move(members), current.replication);
+  if (!target.ok()) return target.status();
+  const uint32_t r = current.replication;
+  // The next map's nodes: the target's members (their current address and
+  // rack), then the current map's nodes still named by a replica.
+  ClusterMap next;
+  next.cluster = true;
+  next.revision = current.revision;
+  next.replication = r;
+  next.nodes = target->nodes;
+  std::map<std::string, uint16_t> index;
+  for (size_t i = 0; i < next.nodes.size(); ++i) index[next.nodes[i].id] = static_cast<uint16_t>(i);
+  const auto index_of = [&](const ClusterNode& n) {
+    auto [it, added] = index.emplace(n.id, static_cast<uint16_t>(next.nodes.size()));
+    if (added) next.nodes.push_back(n);
+    return it->second;
+  };
+  next.replicas.resize(current.replicas.size());
+  for (uint32_t p = 0; p < kPartitions; ++p) {
+    std::span<const uint16_t> now = current.ReplicasOf(p);
+    std::span<const uint16_t> want = target->ReplicasOf(p);
+    std::vector<uint16_t> missing;  // target nodes not holding p yet
+    bool all_ready = true;
+    for (uint16_t t : want) {
+      const std::string& id = target->nodes[t].id;
+      const bool holds = std::any_of(now.begin(), now.end(),
+                                     [&](uint16_t c) { return current.nodes[c].id == id; });
+      if (holds) continue;
+      missing.push_back(index.at(id));
+      auto it = ready.find(id);
+      all_ready = all_ready && it != ready.end() && it->second.count(static_cast<uint16_t>(p)) > 0;
+    }
+    uint16_t* out = next.replicas.data() + size_t{p} * r;
+    if (missing.empty() || all_ready) {
+      for (uint32_t k = 0; k < r; ++k) out[k] = index.at(target->nodes[want[k]].id);
+    } else {
+      for (uint32_t k = 0; k < r; ++k) out[k] = index_of(current.nodes[now[k]]);
+      for (uint16_t m : missing) next.incoming.push_back(IncomingReplica{static_cast<uint16_t>(p), m});
+    }
+  }
+  // Nodes named by nothing any more leave the map.
+  std::vector<bool> named(next.nodes.size(), false);
+  for (uint16_t i : next.replicas) named[i] = true;
+  for (const IncomingReplica& in : next.incoming) named[in.node] = true;
+  std::vector<uint16_t> renumber(next.nodes.size(), 0);
+  std::vector<ClusterNode> kept;
+  for (size_t i = 0; i < next.nodes.size(); ++i) {
+    if (!named[i]) continue;
+    renumber[i] = static_cast<uint16_t>(kept.size());
+    kept.push_back(next.nodes[i]);
+  }
+  next.nodes = std::move(kept);
+  for (uint16_t& i : next.replicas) i = renumber[i];
+  for (IncomingReplica& in : next.incoming) in.node = renumber[in.node];
+  std::sort(next.incoming.begin(), next.incoming.end());
+  SEGSTORE_RETURN_IF_ERROR(next.Check());
+  return next;
+}
+
+bool SamePlacement(const ClusterMap& a, const ClusterMap& b) {
+  if (a.replication != b.replication || a.nodes != b.nodes || a.replicas != b.replicas ||
+      a.incoming != b.incoming) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace segstore::cluster

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,8 +34,33 @@ uint64_t RendezvousWeight(uint32_t partition, std::string_view node_id);
 std::string MapToJson(const ClusterMap& map);
 Result<ClusterMap> MapFromJson(std::string_view json);
 
-// A node's registration as JSON ({"id", "address", "rack"}), and back.
+// A node's registration as JSON ({"id", "address", "rack", "ready",
+// "ready_revision"}), and back. `ready`: the partitions the map of
+// `ready_revision` has moving to this node (incoming) that it has copied and
+// caught up with, so the controller may make it a replica of them while the
+// map is still that one. NodeToJson/NodeFromJson: without them.
+struct Registration {
+  ClusterNode node;
+  std::vector<uint16_t> ready;
+  uint64_t ready_revision = 0;
+};
+std::string RegistrationToJson(const Registration& r);
+Result<Registration> RegistrationFromJson(std::string_view json);
 std::string NodeToJson(const ClusterNode& node);
 Result<ClusterNode> NodeFromJson(std::string_view json);
+
+// The controller's next step from `current` towards the placement of
+// `members` (the nodes that should hold partitions: registered, or gone for
+// less than the failure grace), as Place() computes it. For each partition
+// whose replicas differ from the target's, the target's nodes that do not
+// hold it yet become incoming replicas; once every one of them is `ready`
+// (by node ID) for the partition, the partition's replicas become the
+// target's (the nodes it leaves stop serving it). Nodes no replica or
+// incoming replica names any more leave the map. The result's revision is
+// the current one's; compare with SamePlacement to see if anything changed.
+// InvalidArgument when `members` cannot hold the replication (fewer nodes).
+Result<ClusterMap> NextMap(const ClusterMap& current, std::vector<ClusterNode> members,
+                           const std::map<std::string, std::set<uint16_t>>& ready);
+bool SamePlacement(const ClusterMap& a, const ClusterMap& b);
 
 }  // namespace segstore::cluster

@@ -129,5 +129,114 @@ TEST(PlacementTest, WeightsAreFixed) {
   EXPECT_EQ(RendezvousWeight(4095, "n1"), 3854577071502163621ULL);
 }
 
+// The ready sets NextMap reads: every incoming replica of `m`, ready.
+std::map<std::string, std::set<uint16_t>> AllReady(const ClusterMap& m) {
+  std::map<std::string, std::set<uint16_t>> ready;
+  for (const IncomingReplica& in : m.incoming) ready[m.nodes[in.node].id].insert(in.partition);
+  return ready;
+}
+
+std::set<std::string> HoldersOf(const ClusterMap& m, uint32_t p) {
+  std::set<std::string> ids;
+  for (uint16_t i : m.ReplicasOf(p)) ids.insert(m.nodes[i].id);
+  return ids;
+}
+
+TEST(NextMapTest, UnchangedMembersChangeNothing) {
+  ClusterMap m = *Place(Nodes(3), 2);
+  Result<ClusterMap> next = NextMap(m, Nodes(3), {});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE(SamePlacement(*next, m));
+}
+
+TEST(NextMapTest, ANewNodeGetsItsShareAsIncomingThenAsReplicaOnceReady) {
+  ClusterMap m = *Place(Nodes(3), 2);
+  ClusterMap target = *Place(Nodes(4), 2);
+  ClusterMap moving = *NextMap(m, Nodes(4), {});
+  ASSERT_TRUE(moving.Check().ok());
+  // Nothing moved yet: the replicas are the old ones, the new node is incoming.
+  for (uint32_t p = 0; p < kPartitions; ++p) EXPECT_EQ(HoldersOf(moving, p), HoldersOf(m, p));
+  ASSERT_FALSE(moving.incoming.empty());
+  for (const IncomingReplica& in : moving.incoming) {
+    EXPECT_EQ(moving.nodes[in.node].id, "node-3");
+    EXPECT_EQ(HoldersOf(target, in.partition).count("node-3"), 1u);
+  }
+  // About a quarter of the replicas move (4096 * 2 / 4), and no more.
+  EXPECT_NEAR(static_cast<double>(moving.incoming.size()), 2048, 2048 * 0.15);
+  // Asked again without readiness: the same map.
+  EXPECT_TRUE(SamePlacement(*NextMap(moving, Nodes(4), {}), moving));
+  // Half ready: those partitions switch, the others wait.
+  std::map<std::string, std::set<uint16_t>> half;
+  for (size_t i = 0; i < moving.incoming.size(); i += 2) {
+    half["node-3"].insert(moving.incoming[i].partition);
+  }
+  ClusterMap partial = *NextMap(moving, Nodes(4), half);
+  EXPECT_EQ(partial.incoming.size(), moving.incoming.size() - half["node-3"].size());
+  ClusterMap done = *NextMap(partial, Nodes(4), AllReady(partial));
+  EXPECT_TRUE(done.incoming.empty());
+  for (uint32_t p = 0; p < kPartitions; ++p) EXPECT_EQ(HoldersOf(done, p), HoldersOf(target, p));
+}
+
+TEST(NextMapTest, AGoneNodesPartitionsMoveToTheOthersAndItLeavesTheMap) {
+  ClusterMap m = *Place(Nodes(4), 2);
+  std::vector<ClusterNode> three = Nodes(3);  // node-3 is gone
+  ClusterMap moving = *NextMap(m, three, {});
+  for (const IncomingReplica& in : moving.incoming) {
+    EXPECT_EQ(HoldersOf(moving, in.partition).count("node-3"), 1u)
+        << "only partitions node-3 held move";
+  }
+  ClusterMap done = *NextMap(moving, three, AllReady(moving));
+  EXPECT_TRUE(done.incoming.empty());
+  EXPECT_EQ(done.nodes.size(), 3u) << "node-3 holds nothing and leaves the map";
+  EXPECT_EQ(done.replicas, Place(three, 2)->replicas);
+}
+
+TEST(NextMapTest, ANodeBackBeforeItsPartitionsMovedCancelsTheMoves) {
+  ClusterMap m = *Place(Nodes(4), 2);
+  ClusterMap moving = *NextMap(m, Nodes(3), {});
+  ASSERT_FALSE(moving.incoming.empty());
+  ClusterMap back = *NextMap(moving, Nodes(4), {});
+  EXPECT_TRUE(back.incoming.empty());
+  for (uint32_t p = 0; p < kPartitions; ++p) EXPECT_EQ(HoldersOf(back, p), HoldersOf(m, p));
+}
+
+TEST(NextMapTest, MovesKeepRacksApart) {
+  ClusterMap m = *Place(Nodes(4, /*racks=*/2), 2);
+  std::vector<ClusterNode> six = Nodes(6, /*racks=*/2);
+  ClusterMap moving = *NextMap(m, six, {});
+  ClusterMap done = *NextMap(moving, six, AllReady(moving));
+  for (uint32_t p = 0; p < kPartitions; ++p) {
+    std::span<const uint16_t> r = done.ReplicasOf(p);
+    EXPECT_NE(done.nodes[r[0]].rack, done.nodes[r[1]].rack) << "partition " << p;
+  }
+}
+
+TEST(NextMapTest, TooFewMembersIsRefusedAndTheMapStays) {
+  ClusterMap m = *Place(Nodes(2), 2);
+  Result<ClusterMap> next = NextMap(m, Nodes(1), {});
+  EXPECT_EQ(next.status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(NextMapTest, IncomingRoundTripsThroughJsonAndRegistrationsCarryReady) {
+  ClusterMap moving = *NextMap(*Place(Nodes(3), 2), Nodes(4), {});
+  Result<ClusterMap> back = MapFromJson(MapToJson(moving));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(SamePlacement(*back, moving));
+  Registration r{Nodes(1)[0], {3, 17, 4095}, 42};
+  Result<Registration> again = RegistrationFromJson(RegistrationToJson(r));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->node, r.node);
+  EXPECT_EQ(again->ready, r.ready);
+  EXPECT_EQ(again->ready_revision, 42u);
+  EXPECT_FALSE(
+      RegistrationFromJson(R"({"id":"a","address":"x:1","ready":[4096],"ready_revision":1})").ok());
+  EXPECT_FALSE(RegistrationFromJson(R"({"id":"a","address":"x:1","ready":[1]})").ok())
+      << "ready without the revision it is for";
+  // An incoming replica on a node that already holds the partition is refused.
+  ClusterMap bad = moving;
+  bad.incoming = {IncomingReplica{0, bad.ReplicasOf(0)[0]}};
+  EXPECT_FALSE(MapFromJson(MapToJson(bad)).ok());
+}
+
 }  // namespace
 }  // namespace segstore::cluster
