@@ -184,6 +184,9 @@ class ProfileStore {
   // One sweeper pass on the calling thread, ignoring the rate limit: every
   // record due at the store's clock now. For tests and tools.
   virtual Status SweepNow() = 0;
+  // The storage engine under it: for work on records as stored (a cluster
+  // node copying a partition's records to another node, byte for byte).
+  virtual storage::Store& store() = 0;
 };
 
 }  // namespace segstore::profile

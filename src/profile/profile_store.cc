@@ -36,6 +36,7 @@ class ProfileStoreImpl final : public ProfileStore {
 
   SweeperStats sweeper_stats() const override { return sweeper_.stats(); }
 
+  storage::Store& store() override { return *store_; }
   Status SweepNow() override {
     Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
     if (!w.ok()) return w.status();

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bitset>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "replica/checkpoint.h"
@@ -79,6 +81,7 @@ class Applier::Loop {
         return r.status().WithContext(fmt::format("reading the checkpoint of log partition {}", l));
       }
       lane.next = c.next;
+      a_->applied_next_[l].store(lane.next, std::memory_order_release);
       lane.checkpointed = c;
       for (const auto& [partition, next] : c.partitions) lane.partition_next[partition] = next;
       // From the window's start: the entries before `next` go through the
@@ -128,7 +131,7 @@ class Applier::Loop {
     Lane(uint32_t window_seconds, size_t window_entries) : window(window_seconds, window_entries) {}
     int64_t next = 0;       // the next offset to apply
     int64_t expected = 0;   // the next offset the reader should deliver
-    int64_t admitted = -1;  // the entry at this offset went through the window
+    int64_t admitted = -1;  // entries up to this offset went through the window
     std::deque<Queued> queue;
     bool busy = false;                   // the front entry is being applied
     SteadyClock::time_point retry_at{};  // after a failure to apply: not before
@@ -137,6 +140,11 @@ class Applier::Loop {
     // nothing it delivers can be trusted; nothing more is applied.
     bool broken = false;
     bool lost = false;  // entries this node needed were gone from the log
+    // The partitions held when entries they needed were gone: stale until
+    // copied afresh (Follow) or no longer held. A node that held none (one
+    // joining, whose log partitions retention has passed the start of) is
+    // not stale for it.
+    std::set<uint32_t> lost_partitions;
     bool caught_up = false;
     int64_t target = -1;  // caught up once `next` reaches the first end heard of
     int64_t end = -1;
@@ -144,17 +152,27 @@ class Applier::Loop {
     // Routing partitions applied past `next` (a checkpoint said so).
     std::unordered_map<uint32_t, int64_t> partition_next;
     WriteIdWindow window;
+    // Offsets of entries the window judged duplicates, the last
+    // kDuplicateMemory offsets' worth: a partition catching up by reading
+    // the log again (Follow) skips them as every replica did.
+    std::set<int64_t> duplicates;
+    // Partitions reading entries before `next` again (Follow), by the
+    // offset they read from.
+    std::unordered_map<uint32_t, int64_t> catching;
     // (when, the log's end then), for ends not reached yet: the lag.
     std::deque<std::pair<SteadyClock::time_point, int64_t>> behind;
   };
   // At most this many marks of `behind` (ticks are 100 ms apart: minutes of
   // lag); past it the newest is replaced, so the oldest, the lag, stays.
   static constexpr size_t kMaxBehindMarks = 4096;
+  static constexpr int64_t kDuplicateMemory = int64_t{1} << 22;
 
   void Turn() {
     session_->Poll();
+    TakeFollowRequests();
     Read();
     for (uint32_t l = 0; l < lanes_.size(); ++l) Advance(l);
+    FinishFollows();
     session_->Poll();
     const auto now = SteadyClock::now();
     if (now >= next_tick_) {
@@ -183,6 +201,10 @@ class Applier::Loop {
         lane.broken = true;
         return;
       }
+      if (e.offset > lane.expected && !lane.catching.empty()) {
+        // A partition reading the log again needed entries it no longer holds.
+        FailCatching(l, lane.expected, e.offset);
+      }
       if (e.offset > lane.expected && e.offset > lane.next) {
         const int64_t from = std::max(lane.expected, lane.next);
         spdlog::error(
@@ -190,7 +212,10 @@ class Applier::Loop {
             "copy of its partitions misses them and is marked stale",
             l, from, e.offset - 1);
         stats_.lost_entries += static_cast<uint64_t>(e.offset - from);
-        lane.lost = true;
+        for (uint32_t q = l; q < kPartitions; q += o_.log_partitions) {
+          if (Holds(q)) lane.lost_partitions.insert(q);
+        }
+        lane.lost = !lane.lost_partitions.empty();
         // The lost entries count as passed: what follows is applied.
         if (lane.next < e.offset) lane.next = e.offset;
       }
@@ -208,7 +233,7 @@ class Applier::Loop {
       view_ = a_->board_->view();
       view_generation_ = g;
     }
-    return view_ != nullptr && view_->held.test(partition);
+    return (view_ != nullptr && view_->held.test(partition)) || following_.test(partition);
   }
 
   // Applies the log partition's entries in order until one is in flight.
@@ -235,16 +260,25 @@ class Applier::Loop {
       // not: every replica then judges retries alike.
       WriteAnswer earlier;
       bool duplicate = false;
-      if (lane.admitted != q.offset) {
+      if (q.offset > lane.admitted) {
         lane.admitted = q.offset;
         duplicate =
             lane.window.Admit(entry.write_id, entry.user(), entry.now, entry.op(), &earlier);
-      }
-      if (q.offset < lane.next) {
-        Pop(lane);  // before the checkpoint: the window only
-        continue;
+        if (duplicate) lane.duplicates.insert(q.offset);
       }
       const uint32_t partition = PartitionOf(entry.user());
+      if (q.offset < lane.next) {
+        // Before `next`: applied already, but for a partition reading the
+        // log again (Follow) from before it; otherwise the window only.
+        auto c = lane.catching.find(partition);
+        if (c != lane.catching.end() && q.offset >= c->second &&
+            lane.duplicates.count(q.offset) == 0) {
+          Apply(l, q.offset, std::move(entry), /*replay=*/true);
+        } else {
+          Pop(lane);
+        }
+        continue;
+      }
       auto ahead = lane.partition_next.find(partition);
       if (!Holds(partition) || (ahead != lane.partition_next.end() && q.offset < ahead->second)) {
         ++stats_.not_held;
@@ -257,26 +291,30 @@ class Applier::Loop {
         Done(lane, q.offset);
         continue;
       }
-      Apply(l, q.offset, std::move(entry));
+      Apply(l, q.offset, std::move(entry), /*replay=*/false);
     }
   }
 
   // Starts applying the front entry of lane `l`; Applied() ends it.
-  void Apply(uint32_t l, int64_t offset, WriteEntry entry) {
+  void Apply(uint32_t l, int64_t offset, WriteEntry entry, bool replay) {
     Lane& lane = lanes_[l];
     lane.busy = true;
     const profile::WriteContext w{entry.now, static_cast<uint64_t>(offset) + 1};
     auto at = std::make_shared<const WriteEntry>(std::move(entry));
     // What the op gives, as a WriteAnswer field.
-    const auto finish = [this, l, offset, at](auto field) {
-      return [this, l, offset, at, field](auto result) {
+    const auto finish = [this, l, offset, at, replay](auto field) {
+      return [this, l, offset, at, replay, field](auto result) {
         WriteAnswer a;
         if (result.ok()) {
           field(a, *result);
         } else {
           a.status = result.status();
         }
-        Applied(l, offset, *at, std::move(a));
+        if (replay) {
+          Replayed(l, offset, a.status);
+        } else {
+          Applied(l, offset, *at, std::move(a));
+        }
       };
     };
     std::visit(
@@ -344,6 +382,32 @@ class Applier::Loop {
     Done(lane, offset);
   }
 
+  // An entry applied again for a partition catching up: nobody waits for it,
+  // and the window has its answer already.
+  void Replayed(uint32_t l, int64_t offset, const Status& status) {
+    Lane& lane = lanes_[l];
+    lane.busy = false;
+    if (status.ok() || status.code() == Status::Code::kConflict || IsWritesOwnAnswer(status) ||
+        status.IsCorruption()) {
+      if (status.IsCorruption()) {
+        ++stats_.apply_failures;
+        spdlog::error("replica: log partition {} offset {}: not applied again: {}", l, offset,
+                      status.ToString());
+      }
+      ++stats_.replays;
+      lane.failing = false;
+      Pop(lane);
+      return;
+    }
+    ++stats_.apply_failures;
+    if (!lane.failing) {
+      spdlog::error("replica: log partition {} offset {}: cannot apply again (retrying): {}", l,
+                    offset, status.ToString());
+    }
+    lane.failing = true;
+    lane.retry_at = SteadyClock::now() + std::chrono::seconds(1);
+  }
+
   // The client waiting here for `entry`, if it is this node's, gets `answer`.
   void Answer(const WriteEntry& entry, const WriteAnswer& answer) {
     if (entry.origin == o_.origin && o_.origin != 0) a_->pending_->Settle(entry.ticket, answer);
@@ -352,6 +416,7 @@ class Applier::Loop {
   // The front entry of `lane` (at `offset`) is done with.
   void Done(Lane& lane, int64_t offset) {
     lane.next = offset + 1;
+    a_->applied_next_[&lane - lanes_.data()].store(lane.next, std::memory_order_release);
     Pop(lane);
   }
   void Pop(Lane& lane) {
@@ -402,6 +467,12 @@ class Applier::Loop {
       while (!lane.behind.empty() && lane.next >= lane.behind.front().second) {
         lane.behind.pop_front();
       }
+      lane.duplicates.erase(lane.duplicates.begin(),
+                            lane.duplicates.lower_bound(lane.next - kDuplicateMemory));
+      for (auto q = lane.lost_partitions.begin(); q != lane.lost_partitions.end();) {
+        q = Holds(*q) ? std::next(q) : lane.lost_partitions.erase(q);
+      }
+      lane.lost = !lane.lost_partitions.empty();
       double lag = 0;
       if (!lane.behind.empty()) {
         lag = std::chrono::duration<double>(now - lane.behind.front().first).count();
@@ -433,6 +504,137 @@ class Applier::Loop {
       spdlog::info("replica: caught up with the log ({} log partitions)", lanes_.size());
       a_->caught_up_.store(true, std::memory_order_release);
     }
+  }
+
+  // Follow and Unfollow, in the order they came. A request for a lane whose
+  // front entry is being applied waits for the next turn (a rewind drops
+  // the lane's queue).
+  void TakeFollowRequests() {
+    std::vector<FollowRequest> requests;
+    {
+      std::lock_guard lock(a_->follow_mu_);
+      if (a_->follow_requests_.empty()) return;
+      requests.swap(a_->follow_requests_);
+    }
+    std::vector<FollowRequest> later;
+    std::vector<uint32_t> rewound;
+    for (FollowRequest& r : requests) {
+      const uint32_t l = r.partition % o_.log_partitions;
+      Lane& lane = lanes_[l];
+      if (lane.busy || !later.empty()) {
+        later.push_back(std::move(r));
+        continue;
+      }
+      if (!r.follow) {
+        following_.reset(r.partition);
+        lane.partition_next.erase(r.partition);
+        lane.catching.erase(r.partition);
+        for (auto it = follows_.begin(); it != follows_.end();) {
+          if (it->partition != r.partition) {
+            ++it;
+            continue;
+          }
+          it->done(Status::Unavailable("the partition was unfollowed"));
+          it = follows_.erase(it);
+        }
+        continue;
+      }
+      following_.set(r.partition);
+      lane.catching.erase(r.partition);
+      lane.partition_next.erase(r.partition);
+      Follow f{r.partition, std::max(r.from, lane.next), std::move(r.done)};
+      if (r.from >= lane.next) {
+        // The copy is ahead of this node: its entries before `from` are in it.
+        if (r.from > lane.next) lane.partition_next[r.partition] = r.from;
+      } else {
+        // The copy is behind: read the log again from `from` for it.
+        lane.catching[r.partition] = r.from;
+        // From where it is reading, if that is earlier: entries queued for
+        // another partition catching up are read again too.
+        const int64_t reading = lane.queue.empty() ? lane.expected : lane.queue.front().offset;
+        if (r.from < lane.expected) {
+          queued_ -= lane.queue.size();
+          for (const Queued& q : lane.queue) queued_bytes_ -= q.value.size();
+          lane.queue.clear();
+          lane.expected = std::min(r.from, reading);
+          rewound.push_back(l);
+        }
+      }
+      follows_.push_back(std::move(f));
+    }
+    if (!rewound.empty()) {
+      std::vector<std::pair<uint32_t, int64_t>> from;
+      for (uint32_t l = 0; l < lanes_.size(); ++l) from.emplace_back(l, lanes_[l].expected);
+      if (Status s = a_->reader_->Assign(from); !s.ok()) {
+        spdlog::error("replica: reading the log again: {}", s.ToString());
+      }
+      stats_.rewinds += rewound.size();
+    }
+    if (!later.empty()) {
+      std::lock_guard lock(a_->follow_mu_);
+      a_->follow_requests_.insert(a_->follow_requests_.begin(),
+                                  std::make_move_iterator(later.begin()),
+                                  std::make_move_iterator(later.end()));
+    }
+    PublishFollowing();
+  }
+
+  // A partition reading `lane` again needed offsets from `expected` to
+  // `got` - 1, which the log no longer holds.
+  void FailCatching(uint32_t l, int64_t expected, int64_t got) {
+    Lane& lane = lanes_[l];
+    for (auto c = lane.catching.begin(); c != lane.catching.end();) {
+      if (c->second >= got) {
+        ++c;
+        continue;
+      }
+      const uint32_t partition = c->first;
+      spdlog::error(
+          "replica: partition {}: the log no longer holds offsets {} to {} of log partition {}, "
+          "which its copy needs: it must be copied again",
+          partition, expected, got - 1, l);
+      following_.reset(partition);
+      c = lane.catching.erase(c);
+      for (auto it = follows_.begin(); it != follows_.end();) {
+        if (it->partition != partition) {
+          ++it;
+          continue;
+        }
+        it->done(Status::NotFound("the log no longer holds the entries the copy needs"));
+        it = follows_.erase(it);
+      }
+    }
+    PublishFollowing();
+  }
+
+  // Follows whose partition has applied what it had to: flushed, then done.
+  void FinishFollows() {
+    for (auto it = follows_.begin(); it != follows_.end();) {
+      const uint32_t l = it->partition % o_.log_partitions;
+      const Lane& lane = lanes_[l];
+      // Where the lane is reading: entries before it are done with.
+      const int64_t reading = lane.queue.empty() ? lane.expected : lane.queue.front().offset;
+      if (lane.next < it->until || reading < it->until || (lane.busy && reading < lane.next)) {
+        ++it;
+        continue;
+      }
+      lanes_[l].catching.erase(it->partition);
+      lanes_[l].lost_partitions.erase(it->partition);  // a fresh copy
+      auto done = std::make_shared<std::function<void(Status)>>(std::move(it->done));
+      it = follows_.erase(it);
+      session_->worker().Flush([done](Status s) {
+        (*done)(s.ok() ? s : Status::Unavailable("flushing the copy: " + std::string(s.message())));
+      });
+    }
+  }
+
+  void PublishFollowing() {
+    std::vector<uint16_t> list;
+    for (uint32_t p = 0; p < kPartitions; ++p) {
+      if (following_.test(p)) list.push_back(static_cast<uint16_t>(p));
+    }
+    std::lock_guard lock(a_->follow_mu_);
+    a_->following_ = std::move(list);
   }
 
   // Records each lane's progress once everything applied so far is on the
@@ -482,6 +684,9 @@ class Applier::Loop {
 
   // Stopping: lets the entries in flight finish, then a last checkpoint.
   void Finish() {
+    for (Follow& f : follows_) f.done(Status::Unavailable("the applier is stopping"));
+    follows_.clear();
+    a_->DropFollowRequests();
     const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
     const auto busy = [this] {
       return checkpoint_in_flight_ ||
@@ -502,6 +707,14 @@ class Applier::Loop {
   uint64_t view_generation_ = 0;
   std::shared_ptr<const cluster::ClusterView> view_;
   bool checkpoint_in_flight_ = false;
+  // Partitions applied although the map does not give them to this node.
+  std::bitset<kPartitions> following_;
+  struct Follow {
+    uint32_t partition = 0;
+    int64_t until = 0;  // done once applied up to here
+    std::function<void(Status)> done;
+  };
+  std::vector<Follow> follows_;
   SteadyClock::time_point next_tick_{};
   SteadyClock::time_point next_checkpoint_{};
   ApplierStats stats_;
@@ -518,8 +731,54 @@ Applier::Applier(const ApplierOptions& options, profile::ProfileStore* profiles,
       reader_(std::move(reader)),
       board_(board),
       pending_(pending),
-      stale_(new std::atomic<bool>[options.log_partitions]) {
-  for (uint32_t l = 0; l < options.log_partitions; ++l) stale_[l].store(true);
+      stale_(new std::atomic<bool>[options.log_partitions]),
+      applied_next_(new std::atomic<int64_t>[options.log_partitions]) {
+  for (uint32_t l = 0; l < options.log_partitions; ++l) {
+    stale_[l].store(true);
+    applied_next_[l].store(-1);
+  }
+}
+
+void Applier::Follow(uint32_t partition, int64_t from, std::function<void(Status)> done) {
+  if (from < 0) {
+    done(Status::InvalidArgument("follow: offset " + std::to_string(from) + " is negative"));
+    return;
+  }
+  if (failed_.load(std::memory_order_acquire) || stopping_.load(std::memory_order_acquire)) {
+    done(Status::Unavailable("the applier has stopped"));
+    return;
+  }
+  {
+    std::lock_guard lock(follow_mu_);
+    follow_requests_.push_back(FollowRequest{partition % kPartitions, true, from, std::move(done)});
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void Applier::DropFollowRequests() {
+  std::vector<FollowRequest> requests;
+  {
+    std::lock_guard lock(follow_mu_);
+    requests.swap(follow_requests_);
+  }
+  for (FollowRequest& r : requests) {
+    if (r.done) r.done(Status::Unavailable("the applier is stopping"));
+  }
+}
+
+void Applier::Unfollow(uint32_t partition) {
+  {
+    std::lock_guard lock(follow_mu_);
+    follow_requests_.push_back(FollowRequest{partition % kPartitions, false, 0, nullptr});
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+std::vector<uint16_t> Applier::following() const {
+  std::lock_guard lock(follow_mu_);
+  return following_;
 }
 
 Result<std::unique_ptr<Applier>> Applier::Start(const ApplierOptions& options,
@@ -555,6 +814,7 @@ void Applier::Stop() {
 
 void Applier::Fail(const Status& why) {
   spdlog::critical("replica: this node cannot apply the cluster's log: {}", why.ToString());
+  DropFollowRequests();
   {
     std::lock_guard lock(stats_mu_);
     failure_ = why;

@@ -81,6 +81,8 @@ struct ApplierStats {
   uint64_t lost_entries = 0;     // offsets the log no longer had when this node needed them
   uint64_t checkpoints = 0;      // checkpoint records written
   uint64_t expired_waiters = 0;  // clients' writes answered InDoubt: not applied here in time
+  uint64_t replays = 0;          // entries applied again for a partition catching up (Follow)
+  uint64_t rewinds = 0;          // times a log partition was read again for one
   size_t window_ids = 0;
   bool caught_up = false;  // every log partition reached the end it had at the start
   bool log_healthy = false;
@@ -110,6 +112,31 @@ class Applier {
     return stale_[partition % options_.log_partitions].load(std::memory_order_relaxed);
   }
   bool caught_up() const { return caught_up_.load(std::memory_order_acquire); }
+
+  // The first offset of `log_partition` not yet applied (every entry before
+  // it is applied, or skipped as not held): what a copy of one of its
+  // partitions made now reflects at least. -1 before the applier started.
+  int64_t AppliedNext(uint32_t log_partition) const {
+    return applied_next_[log_partition % options_.log_partitions].load(std::memory_order_acquire);
+  }
+
+  // Bootstrapping a partition this node is getting (bootstrap.h): its copy,
+  // taken from a replica, reflects every entry of its log partition before
+  // `from`. From now on the applier applies the partition's entries from
+  // `from` on, although the map does not give it the partition yet (going
+  // back in the log when it is already past `from`; entries judged
+  // duplicates then stay unapplied), and runs `done` on its thread once it
+  // has applied them up to where it was when it took the request and flushed
+  // them: OK; NotFound when the log no longer holds `from` (copy again);
+  // Unavailable when Unfollow or Stop came first, or the flush failed.
+  // Any thread.
+  void Follow(uint32_t partition, int64_t from, std::function<void(Status)> done);
+  // Applies `partition`'s entries no more unless the map gives it to this
+  // node (before its copy is dropped). Any thread; takes effect on the
+  // applier's next turn, before any entry of the partition is applied again.
+  void Unfollow(uint32_t partition);
+  // Partitions followed (Follow, done OK) and not unfollowed. Any thread.
+  std::vector<uint16_t> following() const;
   // OK while the applier runs; why not, once it stopped for good (it could
   // not open its session, read its checkpoints, ...): the node then applies
   // nothing, and writes must not wait for it.
@@ -124,6 +151,8 @@ class Applier {
   void Run();
   // Stops for good: says why, and answers every waiting write Unavailable.
   void Fail(const Status& why);
+  // Answers every Follow not taken yet Unavailable.
+  void DropFollowRequests();
 
   const ApplierOptions options_;
   profile::ProfileStore* const profiles_;
@@ -134,6 +163,18 @@ class Applier {
   int wake_fd_ = -1;  // eventfd: Stop() wakes the thread
   std::atomic<bool> stopping_{false};
   std::unique_ptr<std::atomic<bool>[]> stale_;  // per log partition
+  std::unique_ptr<std::atomic<int64_t>[]> applied_next_;  // per log partition
+
+  // Follow/Unfollow requests for the thread, in order.
+  struct FollowRequest {
+    uint32_t partition = 0;
+    bool follow = true;
+    int64_t from = 0;
+    std::function<void(Status)> done;
+  };
+  mutable std::mutex follow_mu_;
+  std::vector<FollowRequest> follow_requests_;  // guarded by follow_mu_
+  std::vector<uint16_t> following_;             // guarded by follow_mu_; written by the thread
   std::atomic<bool> caught_up_{false};
   std::atomic<bool> failed_{false};
 

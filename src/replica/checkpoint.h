@@ -16,8 +16,9 @@
 //   varint  window_start: where the window of recent write IDs begins, the
 //           offset to read from after a restart to rebuild it (<= next)
 //   varint  n, then n times: varint routing partition, varint next offset:
-//           partitions of this log partition applied to another offset than
-//           `next` (one copied from a peer, say); none today
+//           partitions of this log partition applied past `next` (one
+//           copied from a replica whose copy was ahead of this node:
+//           Applier::Follow); their entries before it are not applied
 //
 // Pure functions; thread-safe.
 #pragma once

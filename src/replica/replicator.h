@@ -77,6 +77,8 @@ class Replicator {
   bool Stale(uint32_t partition) const { return applier_->Stale(partition); }
   bool caught_up() const { return applier_->caught_up(); }
   uint32_t log_partitions() const { return options_.log.partitions; }
+  // The applier (bootstrapping and copy_partition use it directly).
+  Applier* applier() const { return applier_.get(); }
   ReplicaStats stats() const;
 
  private:

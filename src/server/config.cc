@@ -229,6 +229,9 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"map_poll_ms", IntSetter(10, 60'000, [](Config* c, int64_t v) {
               c->cluster.poll_interval = milliseconds(v);
             })},
+           {"failure_grace_seconds", IntSetter(1, 86'400, [](Config* c, int64_t v) {
+              c->cluster.failure_grace = seconds(v);
+            })},
        }},
       {"cluster_log",
        {
@@ -564,6 +567,7 @@ Status FinishClusterConfig(Config* c) {
     return Status::InvalidArgument("cluster_log.partitions " + std::to_string(lp) +
                                    " must be a power of two (it must divide 4096)");
   }
+  o.moves = c->cluster_log_enabled;
   if (c->cluster_log_enabled) {
     // Expired data stays (hidden) that long, for entries applied late.
     c->storage.void_grace_seconds = c->log_grace_seconds;
@@ -670,6 +674,8 @@ std::vector<StatEntry> Describe(const Config& c) {
     add("cluster.lease_ttl_seconds", c.cluster.lease_ttl.count());
     add("cluster.etcd_timeout_ms", c.cluster.etcd.timeout.count());
     add("cluster.map_poll_ms", c.cluster.poll_interval.count());
+    add("cluster.failure_grace_seconds",
+        std::chrono::duration_cast<seconds>(c.cluster.failure_grace).count());
   }
   if (c.cluster_log_enabled) {
     const replica::ReplicaOptions& r = c.replica;

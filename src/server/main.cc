@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "common/secret_file.h"
+#include "server/peer_source.h"
 #include "server/admin.h"
 #include "server/config.h"
 #include "server/heap.h"
@@ -147,6 +148,29 @@ void WarnIfExposed(const server::Config& config) {
   }
 }
 
+// How this node connects to its peers (copying partitions): with TLS when
+// its own port has it (its certificate as the client certificate, its client
+// CAs, if any, as the CAs to trust), and the first of its shared secrets.
+segstore::Result<segstore::client::ClientOptions> PeerClientOptions(const server::Config& config) {
+  segstore::client::ClientOptions o;
+  o.client_name = "segstored-" + config.cluster.self.id;
+  o.connect_timeout = std::chrono::seconds(2);
+  o.request_timeout = std::chrono::seconds(10);
+  const server::TlsOptions& tls = config.server.tls;
+  if (tls.enabled()) {
+    o.tls.enabled = true;
+    o.tls.cert_file = tls.cert_file;
+    o.tls.key_file = tls.key_file;
+    o.tls.ca_file = tls.client_ca_file;
+  }
+  if (!config.server.auth_secret_file.empty()) {
+    segstore::Result<std::vector<std::string>> secrets = segstore::ReadSecretFile(config.server.auth_secret_file);
+    if (!secrets.ok()) return secrets.status();
+    o.auth_secret = secrets->front();
+  }
+  return o;
+}
+
 int Serve(const server::Config& config) {
   // Signals are taken synchronously by this thread; every thread started from
   // here on inherits the mask.
@@ -240,6 +264,14 @@ int Serve(const server::Config& config) {
       return a != nullptr ? a->stats() : segstore::cluster::AgentStats{};
     });
   }
+  // The bootstrapper starts after the agent; read through this pointer.
+  std::atomic<segstore::replica::Bootstrapper*> bootstrap_stats{nullptr};
+  if (replicator) {
+    service.set_bootstrap_stats([&bootstrap_stats] {
+      segstore::replica::Bootstrapper* b = bootstrap_stats.load(std::memory_order_acquire);
+      return b != nullptr ? b->stats() : segstore::replica::BootstrapStats{};
+    });
+  }
   server::Server front(config.server, &service);
   service.set_server_counters([&front](server::ServerCounters* c) { front.CountersInto(c); });
   if (Status s = front.Start(); !s.ok()) {
@@ -269,6 +301,35 @@ int Serve(const server::Config& config) {
     cluster_agent.store(agent.get(), std::memory_order_release);
     spdlog::info("cluster: node {} joining through etcd {} under {}", agent_options.self.id,
                  agent_options.etcd.endpoints.front(), agent_options.prefix);
+  }
+
+  // With a log, partitions the map moves here are copied from their
+  // replicas and caught up from the log (replica/bootstrap.h).
+  std::unique_ptr<server::PeerSource> peers;
+  std::unique_ptr<segstore::replica::Bootstrapper> bootstrapper;
+  if (replicator && agent) {
+    segstore::Result<segstore::client::ClientOptions> peer_options = PeerClientOptions(config);
+    if (!peer_options.ok()) {
+      spdlog::critical("cluster: peers: {}", peer_options.status().ToString());
+      agent->Stop();
+      front.Stop();
+      return 1;
+    }
+    peers = std::make_unique<server::PeerSource>(*peer_options);
+    auto started = segstore::replica::Bootstrapper::Start(
+        segstore::replica::BootstrapOptions{}, profiles->get(), replicator->applier(),
+        &cluster_board, peers.get(),
+        [a = agent.get()](std::vector<uint16_t> ready, uint64_t revision) {
+          a->SetReady(std::move(ready), revision);
+        });
+    if (!started.ok()) {
+      spdlog::critical("cluster: cannot start bootstrapping: {}", started.status().ToString());
+      agent->Stop();
+      front.Stop();
+      return 1;
+    }
+    bootstrapper = std::move(*started);
+    bootstrap_stats.store(bootstrapper.get(), std::memory_order_release);
   }
 
   {
@@ -327,6 +388,11 @@ int Serve(const server::Config& config) {
   spdlog::info("{}: stopping: finishing requests in flight", strsignal(signal));
   SetNotReady(&admin_state, "stopping");
   server::Notify("STOPPING=1\nSTATUS=stopping");
+  // A copy in progress ends where it is (it starts over after a restart).
+  if (bootstrapper) {
+    bootstrap_stats.store(nullptr, std::memory_order_release);
+    bootstrapper->Stop();
+  }
   // Leaves the cluster first: its registration goes at once, not a TTL later.
   if (agent) {
     cluster_agent.store(nullptr, std::memory_order_release);

@@ -64,6 +64,10 @@ const replica::ApplierStats* Part(const MetricsSnapshot& m) {
   return m.replica ? &m.replica->applier : nullptr;
 }
 template <>
+const replica::BootstrapStats* Part(const MetricsSnapshot& m) {
+  return m.bootstrap ? &*m.bootstrap : nullptr;
+}
+template <>
 const log::LogWriterStats* Part(const MetricsSnapshot& m) {
   return m.replica ? &m.replica->writer : nullptr;
 }
@@ -171,6 +175,7 @@ using cluster::AgentStats;
 using log::LogWriterStats;
 using profile::SweeperStats;
 using replica::ApplierStats;
+using replica::BootstrapStats;
 using replica::LaneStats;
 using replica::ReplicaStats;
 using storage::RecoveryStats;
@@ -399,6 +404,36 @@ constexpr MetricDef kMetrics[] = {
     {kReplica, kCounter, "replica_lost_entries_total", kNone,
      "Offsets this node needed that the log no longer held (retention passed them): its copy "
      "misses those writes. Alert on any.", Value<&ApplierStats::lost_entries>},
+    {kReplica, kCounter, "replica_entries_reapplied_total", kNone,
+     "Log entries applied again for a partition catching up after its copy (the log read "
+     "again from the copy's offset).", Value<&ApplierStats::replays>},
+    {kReplica, kCounter, "replica_log_rewinds_total", kNone,
+     "Times a log partition was read again from an earlier offset for a copied partition.",
+     Value<&ApplierStats::rewinds>},
+    {kReplica, kGauge, "replica_partitions_incoming", kNone,
+     "Partitions the map is moving to this node (it copies them, then serves them).",
+     Value<&BootstrapStats::incoming>},
+    {kReplica, kGauge, "replica_partitions_ready", kNone,
+     "Incoming partitions copied and caught up, waiting for the controller to make this node "
+     "their replica.", Value<&BootstrapStats::ready>},
+    {kReplica, kCounter, "replica_partitions_copied_total", kNone,
+     "Partitions copied from another node and caught up.",
+     Value<&BootstrapStats::partitions_copied>},
+    {kReplica, kCounter, "replica_records_copied_total", kNone,
+     "Records copied from other nodes.", Value<&BootstrapStats::records_copied>},
+    {kReplica, kCounter, "replica_bytes_copied_total", kBytes,
+     "Key and record bytes copied from other nodes.", Value<&BootstrapStats::bytes_copied>},
+    {kReplica, kCounter, "replica_copy_seconds_total", kSeconds,
+     "Time spent copying partitions and catching them up (copies that succeeded).",
+     Value<&BootstrapStats::copy_seconds>},
+    {kReplica, kCounter, "replica_copy_failures_total", kNone,
+     "Copies that failed (source gone, log no longer holding the offset) and start over. "
+     "Alert on a steady rate.", Value<&BootstrapStats::copy_failures>},
+    {kReplica, kCounter, "replica_partitions_dropped_total", kNone,
+     "Partitions this node no longer holds whose copy it deleted.",
+     Value<&BootstrapStats::partitions_dropped>},
+    {kReplica, kCounter, "replica_records_dropped_total", kNone,
+     "Records deleted with those copies.", Value<&BootstrapStats::records_dropped>},
     {kReplica, kCounter, "replica_checkpoints_total", kNone,
      "Checkpoint records written (how far each log partition was applied).",
      Value<&ApplierStats::checkpoints>},

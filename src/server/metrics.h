@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/agent.h"
+#include "replica/bootstrap.h"
 #include "replica/replicator.h"
 #include "segstore/messages.h"
 #include "segstore/profile.h"
@@ -46,6 +47,7 @@ struct MetricsSnapshot {
   profile::SweeperStats sweeper;
   std::optional<cluster::AgentStats> cluster;  // in a cluster only
   std::optional<replica::ReplicaStats> replica;  // in a cluster with a log only
+  std::optional<replica::BootstrapStats> bootstrap;  // in a cluster with a log only
   std::vector<StatEntry> config;  // the settings in force, named "config.*"
 };
 

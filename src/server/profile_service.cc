@@ -1,5 +1,7 @@
 #include "server/profile_service.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include "common/clock.h"
 #include "proto/wire.h"
+#include "replica/bootstrap.h"
 #include "replica/checkpoint.h"
 #include "replica/entry.h"
 
@@ -118,6 +121,8 @@ class ProfileHandler : public Handler {
         return Trim(h, body, std::move(to));
       case Op::kDelete:
         return Delete(h, body, std::move(to));
+      case Op::kCopyPartition:
+        return CopyPartition(h, body, std::move(to));
     }
     ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), to);
   }
@@ -171,6 +176,57 @@ class ProfileHandler : public Handler {
     ClusterMap map = View()->map;
     map.log = true;
     ReplyOk(h, map, to);
+  }
+
+  // One page of a partition this node serves, for a node copying it.
+  void CopyPartition(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::CopyPartitionRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (board_ == nullptr || replicator_ == nullptr) {
+      return ReplyError(h,
+                        Status::InvalidArgument(
+                            "copy_partition needs a cluster node that writes through a log"),
+                        to);
+    }
+    // `next` first, then the view: a map taking the partition away after it
+    // was read cannot make `next` cover entries skipped for the partition.
+    const int64_t next = replicator_->applier()->AppliedNext(req.partition);
+    const std::shared_ptr<const cluster::ClusterView> v = board_->view();
+    if (!v->serving || !v->map.has_map()) {
+      return ReplyError(
+          h, Status::Busy("copy_partition: this node serves no partition yet; retry later"), to);
+    }
+    if (!v->held.test(req.partition)) {
+      std::string frame;
+      proto::AppendWrongNodeFrame(
+          &frame, h.op, h.request_id,
+          "copy_partition: " + std::string(NotHeld(req.partition, v->map.revision, "").message()),
+          v->map.revision);
+      return to.Send(std::move(frame));
+    }
+    if (!replicator_->caught_up() || next < 0 || replicator_->Stale(req.partition)) {
+      return ReplyError(
+          h, Status::Busy("copy_partition: this node is not caught up with the log; retry shortly"),
+          to);
+    }
+    if (static_cast<uint64_t>(next) < req.min_next) {
+      return ReplyError(h,
+                        Status::Busy(fmt::format("copy_partition: log partition {} is applied up "
+                                                 "to {}, below min_next {}; retry shortly",
+                                                 req.partition % replicator_->log_partitions(),
+                                                 next, req.min_next)),
+                        to);
+    }
+    // Half a frame of records at most: the answer's own encoding adds to them.
+    const uint32_t cap = service_->options_.max_frame_bytes / 2;
+    const uint32_t max_bytes = req.max_bytes == 0 ? cap : std::min(req.max_bytes, cap);
+    replica::ReadPartitionPage(
+        *service_->store_, session_->worker(), req.partition, req.cursor, max_bytes,
+        [h, to = std::move(to), next](Result<CopyPartitionResponse> page) mutable {
+          if (!page.ok()) return ReplyError(h, page.status().WithContext("copy_partition"), to);
+          page->next = static_cast<uint64_t>(next);
+          ReplyOk(h, *page, to);
+        });
   }
 
   // The cluster view, picked up again only when the board published another.
@@ -254,6 +310,7 @@ class ProfileHandler : public Handler {
   // Reads: the answer frame says stale (flags bit 0) when the replicator
   // judges the partition of any user read may be behind the log.
   bool Stale(std::string_view user) const {
+    if (board_ != nullptr && board_->LeaseLate()) return true;
     return replicator_ != nullptr && replicator_->Stale(PartitionOf(user));
   }
   static Responder MarkStale(Responder to, bool stale) {
@@ -491,6 +548,7 @@ MetricsSnapshot ProfileService::Snapshot() const {
   m.recovery = store_->recovery();
   m.sweeper = profiles_->sweeper_stats();
   if (cluster_stats_) m.cluster = cluster_stats_();
+  if (bootstrap_stats_) m.bootstrap = bootstrap_stats_();
   if (options_.replicator != nullptr) m.replica = options_.replicator->stats();
   m.config = options_.config;
   return m;

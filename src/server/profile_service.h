@@ -62,6 +62,12 @@ class ProfileService : public Service {
     cluster_stats_ = std::move(stats);
   }
 
+  // In a cluster with a log: the bootstrapper's figures. Set once, before
+  // the stats operation can be asked (any loop thread reads it).
+  void set_bootstrap_stats(std::function<replica::BootstrapStats()> stats) {
+    bootstrap_stats_ = std::move(stats);
+  }
+
   Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index,
                                               std::shared_ptr<LoopPoster> poster) override;
 
@@ -79,6 +85,7 @@ class ProfileService : public Service {
   ProfileServiceOptions options_;
   std::function<void(ServerCounters*)> server_counters_;
   std::function<cluster::AgentStats()> cluster_stats_;
+  std::function<replica::BootstrapStats()> bootstrap_stats_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -66,7 +67,10 @@ inline double StatOf(client::Client& c, std::string_view name) {
 }
 
 struct SegstoredClusterOptions {
-  int nodes = 3;  // also each node's initial_nodes
+  int nodes = 3;
+  // Nodes Start() starts (0..start_nodes-1; 0: all), also each node's
+  // initial_nodes; the others join later (StartNode).
+  int start_nodes = 0;
 
   // [server]: threads = N; 0 leaves the line out (segstored's default).
   int threads = 0;
@@ -78,6 +82,8 @@ struct SegstoredClusterOptions {
   int replication = 0;  // 0 leaves the line out (segstored's default, 1)
   int lease_ttl_seconds = 10;
   int map_poll_ms = 50;
+  // More [cluster] lines ("failure_grace_seconds = 3", ...), as written.
+  std::vector<std::string> cluster_lines;
 
   // A log: the mock Kafka (`log_brokers` brokers, topic `log_topic` of
   // `log_partitions` partitions) and the [cluster_log] section pointing at it.
@@ -126,7 +132,7 @@ class SegstoredCluster {
                                                          options_.log_partitions});
       ASSERT_TRUE(kafka_->Start(&why)) << why;
     }
-    for (int i = 0; i < size(); ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i));
+    for (int i = 0; i < initial_nodes(); ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i));
   }
 
   // Writes node i's config and starts it (again, after StopNode: same ID and
@@ -144,10 +150,11 @@ class SegstoredCluster {
         << "[cluster]\netcd_endpoints = [\"" << etcd_.endpoint(0) << "\"]\n"
         << "etcd_prefix = \"" << options_.etcd_prefix << "\"\n"
         << "node_id = \"node-" << i << "\"\nrack = \"rack-" << i << "\"\n"
-        << "initial_nodes = " << size() << "\n";
+        << "initial_nodes = " << initial_nodes() << "\n";
       if (options_.replication > 0) f << "replication = " << options_.replication << "\n";
       f << "lease_ttl_seconds = " << options_.lease_ttl_seconds << "\n"
         << "map_poll_ms = " << options_.map_poll_ms << "\n";
+      for (const std::string& line : options_.cluster_lines) f << line << "\n";
       if (options_.log) {
         f << "[cluster_log]\nbrokers = \"" << kafka().bootstrap() << "\"\n"
           << "topic = \"" << options_.log_topic << "\"\npartitions = " << options_.log_partitions
@@ -190,18 +197,24 @@ class SegstoredCluster {
         << "node " << i << " never served\n"
         << ReadFile(NodeLog(i));
   }
+  // Every node running.
   void WaitAllServing() {
-    for (int i = 0; i < size(); ++i) ASSERT_NO_FATAL_FAILURE(WaitServing(i));
+    for (int i = 0; i < size(); ++i) {
+      if (daemons_[Index(i)] == nullptr) continue;
+      ASSERT_NO_FATAL_FAILURE(WaitServing(i));
+    }
   }
 
-  // Until every node answers the same map (the same revision) with a
-  // placement (bounded, 60 s): true then, with that map in `out`; false
+  // Until every node running answers the same map (the same revision) with
+  // a placement (bounded, 60 s): true then, with that map in `out`; false
   // after the deadline, with `out` as the last attempt left it.
   bool AgreedMap(ClusterMap* out) {
     return WaitFor(
         [&] {
           uint64_t revision = 0;
+          bool first = true;
           for (int i = 0; i < size(); ++i) {
+            if (daemons_[Index(i)] == nullptr || paused_.count(i) != 0) continue;
             std::unique_ptr<client::Client> fresh;
             client::Client* c = direct_[Index(i)].get();
             if (c == nullptr) {
@@ -211,7 +224,8 @@ class SegstoredCluster {
             }
             Result<ClusterMap> m = c->ClusterMap();
             if (!m.ok() || !m->has_map()) return false;
-            if (i > 0 && m->revision != revision) return false;
+            if (!first && m->revision != revision) return false;
+            first = false;
             revision = m->revision;
             *out = *m;
           }
@@ -247,6 +261,17 @@ class SegstoredCluster {
     return rc;
   }
 
+  // SIGSTOP to node i: it stops answering, and AgreedMap leaves it out,
+  // until Resume (SIGCONT).
+  void Pause(int i) {
+    daemons_[Index(i)]->Signal(SIGSTOP);
+    paused_.insert(i);
+  }
+  void Resume(int i) {
+    daemons_[Index(i)]->Signal(SIGCONT);
+    paused_.erase(i);
+  }
+
   // SIGTERM to each node still running; expects each to exit with 0 (within
   // 30 s), and prints the node's log otherwise.
   void StopAll() {
@@ -257,6 +282,9 @@ class SegstoredCluster {
   }
 
   int size() const { return options_.nodes; }
+  int initial_nodes() const {
+    return options_.start_nodes > 0 ? options_.start_nodes : options_.nodes;
+  }
   const SegstoredClusterOptions& options() const { return options_; }
   uint16_t port(int i) const { return ports_[Index(i)]; }
   // Node i's direct client (options().direct_clients), connected as it started.
@@ -283,7 +311,8 @@ class SegstoredCluster {
   std::vector<std::unique_ptr<Daemon>> daemons_;
   std::vector<std::unique_ptr<client::Client>> direct_;
   std::vector<uint16_t> ports_;
-  int runs_ = 0;  // nodes started, for a fresh notify socket each start
+  int runs_ = 0;
+  std::set<int> paused_;  // nodes started, for a fresh notify socket each start
 };
 
 }  // namespace segstore::server::testing

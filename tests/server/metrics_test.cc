@@ -308,6 +308,16 @@ MetricsSnapshot Full() {
   k.lease_expirations = ++v;
   k.maps_written = ++v;
   k.seconds_since_lease_ack = 1.5;
+  replica::BootstrapStats& b = m.bootstrap.emplace();
+  b.incoming = static_cast<uint32_t>(++v);
+  b.ready = static_cast<uint32_t>(++v);
+  b.partitions_copied = ++v;
+  b.records_copied = ++v;
+  b.bytes_copied = ++v;
+  b.copy_seconds = 2.5;
+  b.copy_failures = ++v;
+  b.partitions_dropped = ++v;
+  b.records_dropped = ++v;
   replica::ReplicaStats& r = m.replica.emplace();
   r.submitted = ++v;
   r.log_refused = ++v;
@@ -403,6 +413,7 @@ TEST(MetricTableTest, ASingleServerHasNoClusterMetrics) {
   MetricsSnapshot m = Full();
   m.cluster.reset();
   m.replica.reset();
+  m.bootstrap.reset();
   EXPECT_EQ(ToPrometheus(m).find("segstore_cluster_"), std::string::npos);
   EXPECT_EQ(ToPrometheus(m).find("segstore_replica_"), std::string::npos);
   for (const StatEntry& e : ToStats(m).entries) {
