@@ -335,15 +335,17 @@ NodeReplica AskReplica(const std::string& address, client::ClientOptions options
 // them; with a log, each node's replication state too (asked of each node).
 void PrintCluster(const segstore::ClusterMap& m, bool as_json,
                   const std::vector<NodeReplica>& replicas) {
-  std::vector<uint32_t> held(m.nodes.size(), 0);
+  std::vector<uint32_t> held(m.nodes.size(), 0), incoming(m.nodes.size(), 0);
   for (uint16_t i : m.replicas) ++held[i];
+  for (const segstore::IncomingReplica& in : m.incoming) ++incoming[in.node];
   if (as_json) {
     json nodes = json::array();
     for (size_t i = 0; i < m.nodes.size(); ++i) {
       json n{{"id", m.nodes[i].id},
              {"address", m.nodes[i].address},
              {"rack", m.nodes[i].rack},
-             {"partitions", held[i]}};
+             {"partitions", held[i]},
+             {"incoming", incoming[i]}};
       if (i < replicas.size()) {
         const NodeReplica& r = replicas[i];
         n["replica"] = r.reached ? json{{"caught_up", r.caught_up},
@@ -354,8 +356,13 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
       }
       nodes.push_back(std::move(n));
     }
-    std::cout << json{{"cluster", m.cluster},         {"revision", m.revision}, {"self", m.self},
-                      {"replication", m.replication}, {"log", m.log},           {"nodes", nodes}}
+    std::cout << json{{"cluster", m.cluster},
+                      {"revision", m.revision},
+                      {"self", m.self},
+                      {"replication", m.replication},
+                      {"log", m.log},
+                      {"moves", m.incoming.size()},
+                      {"nodes", nodes}}
                      .dump()
               << "\n";
     return;
@@ -371,15 +378,20 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
   std::printf("partition map revision %llu, replication %u, %zu nodes%s; asked node %s\n",
               static_cast<unsigned long long>(m.revision), m.replication, m.nodes.size(),
               m.log ? ", writes through a log" : "", m.self.c_str());
+  if (!m.incoming.empty()) {
+    std::printf("%zu moves in progress (replicas being copied to the nodes under incoming)\n",
+                m.incoming.size());
+  }
   size_t id_width = 4, address_width = 7, rack_width = 4;
   for (const segstore::ClusterNode& n : m.nodes) {
     id_width = std::max(id_width, n.id.size());
     address_width = std::max(address_width, n.address.size());
     rack_width = std::max(rack_width, n.rack.size());
   }
-  std::printf("%-*s  %-*s  %-*s  %10s%s\n", static_cast<int>(id_width), "node",
+  std::printf("%-*s  %-*s  %-*s  %10s  %8s%s\n", static_cast<int>(id_width), "node",
               static_cast<int>(address_width), "address", static_cast<int>(rack_width), "rack",
-              "partitions", replicas.empty() ? "" : "  log (caught up; stale log partitions; lag)");
+              "partitions", "incoming",
+              replicas.empty() ? "" : "  log (caught up; stale log partitions; lag)");
   for (size_t i = 0; i < m.nodes.size(); ++i) {
     std::string log;
     if (i < replicas.size()) {
@@ -395,10 +407,11 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
       }
       log = buf;
     }
-    std::printf("%-*s  %-*s  %-*s  %10u%s\n", static_cast<int>(id_width), m.nodes[i].id.c_str(),
-                static_cast<int>(address_width), m.nodes[i].address.c_str(),
+    std::printf("%-*s  %-*s  %-*s  %10u  %8u%s\n", static_cast<int>(id_width),
+                m.nodes[i].id.c_str(), static_cast<int>(address_width), m.nodes[i].address.c_str(),
                 static_cast<int>(rack_width),
-                m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i], log.c_str());
+                m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i], incoming[i],
+                log.c_str());
   }
 }
 

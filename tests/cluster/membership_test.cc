@@ -154,7 +154,7 @@ class MembershipTest : public ::testing::Test {
   }
 
   // Until the nodes running agree on a map with no move in progress whose
-  // nodes are exactly `nodes` (bounded, 120 s); that map in map_.
+  // nodes are exactly `nodes` (bounded, 240 s); that map in map_.
   bool Settled(const std::set<int>& nodes) {
     return WaitFor(
         [&] {
@@ -168,7 +168,7 @@ class MembershipTest : public ::testing::Test {
           map_ = m;
           return true;
         },
-        120s, 100ms);
+        240s, 100ms);
   }
 
   // Every acknowledged segment is on every replica `map_` names.
@@ -221,6 +221,12 @@ TEST_F(AddNodeTest, ANodeAddedUnderLoadTakesItsShareAndNothingIsLost) {
   EXPECT_TRUE(load.read_errors().empty()) << load.read_errors().front();
   EXPECT_TRUE(load.write_errors().empty()) << load.write_errors().front();
   ASSERT_NO_FATAL_FAILURE(ExpectAllOnEveryReplica(load));
+  // segctl cluster: no move left, the new node's share.
+  auto [rc, out] = testing::Segctl(cluster_.port(0), "cluster --json");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(testing::Has(out, "\"moves\":0")) << out;
+  EXPECT_TRUE(testing::Has(out, "\"id\":\"node-3\"")) << out;
+  EXPECT_FALSE(testing::Has(out, "\"incoming\":1")) << out;
   // The nodes that gave partitions up drop their copies after a while.
   EXPECT_TRUE(WaitFor(
       [&] {
