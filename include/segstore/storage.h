@@ -182,6 +182,7 @@ struct RecordRef {
   uint64_t offset = 0;
   uint32_t size = 0;
   uint64_t block_salt = 0;
+  uint32_t tag = 0;  // the index tag of its key (ListPartition lists in tag order)
 };
 
 using GetCallback = std::function<void(Result<Record>)>;

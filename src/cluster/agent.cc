@@ -225,7 +225,7 @@ void ClusterAgent::KeepAlive() {
   Result<int64_t> ttl = etcd_->KeepAlive(lease_);
   if (ttl.ok()) {
     lease_ack_ns_ = Nanos(Clock::now());
-  board_->set_lease_ack(lease_ack_ns_.load());
+    board_->set_lease_ack(lease_ack_ns_.load());
     next_keepalive_ = Clock::now() + options_.lease_ttl / 3;
     return;
   }

@@ -33,11 +33,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cluster/etcd_client.h"
 #include "cluster/view.h"
@@ -133,8 +133,8 @@ class ClusterAgent {
   std::chrono::steady_clock::time_point next_register_log_{};
   int64_t controller_revision_ = 0;  // the controller key's create revision while we hold it
   int64_t map_mod_revision_ = 0;
-  bool map_unreadable_ = false;  // the map at map_mod_revision_ could not be read
-  ClusterMap map_;  // cluster true, revision 0 before the first
+  bool map_unreadable_ = false;             // the map at map_mod_revision_ could not be read
+  ClusterMap map_;                          // cluster true, revision 0 before the first
   std::vector<uint16_t> registered_ready_;  // as in etcd now
   uint64_t registered_ready_revision_ = 0;
   // As controller: when each map node was first seen unregistered.

@@ -1,8 +1,8 @@
 #include "cluster/placement.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace segstore::cluster {
@@ -151,7 +151,8 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
     if (j.contains("incoming")) {
       for (const Json& in : j.at("incoming")) {
         if (!in.is_array() || in.size() != 2) {
-          return Status::InvalidArgument("cluster map: an incoming replica is not [partition, node]");
+          return Status::InvalidArgument(
+              "cluster map: an incoming replica is not [partition, node]");
         }
         map.incoming.push_back(
             IncomingReplica{static_cast<uint16_t>(Unsigned(in[0], kPartitions - 1, "partition")),
@@ -244,7 +245,8 @@ Result<ClusterMap> NextMap(const ClusterMap& current, std::vector<ClusterNode> m
       for (uint32_t k = 0; k < r; ++k) out[k] = index.at(target->nodes[want[k]].id);
     } else {
       for (uint32_t k = 0; k < r; ++k) out[k] = index_of(current.nodes[now[k]]);
-      for (uint16_t m : missing) next.incoming.push_back(IncomingReplica{static_cast<uint16_t>(p), m});
+      for (uint16_t m : missing)
+        next.incoming.push_back(IncomingReplica{static_cast<uint16_t>(p), m});
     }
   }
   // Nodes named by nothing any more leave the map.

@@ -49,7 +49,9 @@ class ViewBoard {
   // partitions without knowing yet (a pause, a partition from etcd): its
   // reads say stale. Any thread; the request path reads one atomic and the
   // clock.
-  void set_lease_ack(int64_t steady_ns) { lease_ack_ns_.store(steady_ns, std::memory_order_release); }
+  void set_lease_ack(int64_t steady_ns) {
+    lease_ack_ns_.store(steady_ns, std::memory_order_release);
+  }
   void set_lease_ttl(std::chrono::nanoseconds ttl) { lease_ttl_ns_.store(ttl.count()); }
   bool LeaseLate() const {
     const int64_t ack = lease_ack_ns_.load(std::memory_order_acquire);

@@ -447,7 +447,16 @@ class Applier::Loop {
       lease_ok = age >= 0 && age <= o_.lease_ttl_seconds;
     }
     for (const log::PartitionPosition& p : a_->reader_->positions()) {
-      if (p.partition < lanes_.size()) lanes_[p.partition].end = p.end;
+      if (p.partition >= lanes_.size()) continue;
+      Lane& lane = lanes_[p.partition];
+      lane.end = p.end;
+      // A partition reading the log again from an offset retention has
+      // passed, on a log partition with nothing newer to deliver.
+      if (p.start >= 0 && !lane.catching.empty()) {
+        const bool gone = std::any_of(lane.catching.begin(), lane.catching.end(),
+                                      [&](const auto& c) { return c.second < p.start; });
+        if (gone) FailCatching(p.partition, lane.expected, p.start);
+      }
     }
     const int64_t wall = WallMillis();
     bool all_caught_up = true;
@@ -518,6 +527,7 @@ class Applier::Loop {
     }
     std::vector<FollowRequest> later;
     std::vector<uint32_t> rewound;
+    std::vector<std::function<void(Status)>> unfollowed;  // answered once following() says so
     for (FollowRequest& r : requests) {
       const uint32_t l = r.partition % o_.log_partitions;
       Lane& lane = lanes_[l];
@@ -534,7 +544,7 @@ class Applier::Loop {
             ++it;
             continue;
           }
-          it->done(Status::Unavailable("the partition was unfollowed"));
+          unfollowed.push_back(std::move(it->done));
           it = follows_.erase(it);
         }
         continue;
@@ -577,12 +587,14 @@ class Applier::Loop {
                                   std::make_move_iterator(later.end()));
     }
     PublishFollowing();
+    for (auto& done : unfollowed) done(Status::Unavailable("the partition was unfollowed"));
   }
 
   // A partition reading `lane` again needed offsets from `expected` to
   // `got` - 1, which the log no longer holds.
   void FailCatching(uint32_t l, int64_t expected, int64_t got) {
     Lane& lane = lanes_[l];
+    std::vector<std::function<void(Status)>> failed;
     for (auto c = lane.catching.begin(); c != lane.catching.end();) {
       if (c->second >= got) {
         ++c;
@@ -600,11 +612,14 @@ class Applier::Loop {
           ++it;
           continue;
         }
-        it->done(Status::NotFound("the log no longer holds the entries the copy needs"));
+        failed.push_back(std::move(it->done));
         it = follows_.erase(it);
       }
     }
     PublishFollowing();
+    for (auto& done : failed) {
+      done(Status::NotFound("the log no longer holds the entries the copy needs"));
+    }
   }
 
   // Follows whose partition has applied what it had to: flushed, then done.

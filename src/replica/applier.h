@@ -135,7 +135,9 @@ class Applier {
   // node (before its copy is dropped). Any thread; takes effect on the
   // applier's next turn, before any entry of the partition is applied again.
   void Unfollow(uint32_t partition);
-  // Partitions followed (Follow, done OK) and not unfollowed. Any thread.
+  // Partitions followed: from when the applier took the Follow (before it is
+  // done) until it took the Unfollow, or the Follow failed; updated before
+  // `done` runs. Any thread.
   std::vector<uint16_t> following() const;
   // OK while the applier runs; why not, once it stopped for good (it could
   // not open its session, read its checkpoints, ...): the node then applies
@@ -162,7 +164,7 @@ class Applier {
   std::thread thread_;
   int wake_fd_ = -1;  // eventfd: Stop() wakes the thread
   std::atomic<bool> stopping_{false};
-  std::unique_ptr<std::atomic<bool>[]> stale_;  // per log partition
+  std::unique_ptr<std::atomic<bool>[]> stale_;            // per log partition
   std::unique_ptr<std::atomic<int64_t>[]> applied_next_;  // per log partition
 
   // Follow/Unfollow requests for the thread, in order.

@@ -20,9 +20,9 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// Listing one tag at a time (mostly one record): a page ends where its byte
-// budget does.
-constexpr size_t kListStep = 1;
+// Listing a few records at a time: a page ends near its byte budget, and is
+// cut exactly at a tag boundary once read.
+constexpr size_t kListStep = 8;
 // At most this many records a page: the reads of a page are all in flight at once.
 constexpr size_t kMaxPageRecords = 1024;
 // A page whose records moved while it was read (defragmentation) is read again, this many times.
@@ -53,8 +53,6 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
     std::function<void(Result<CopyPartitionResponse>)> done;
     int attempt = 0;
     std::vector<storage::RecordRef> refs;
-    // Where each listing step ended: (refs listed so far, the cursor after it).
-    std::vector<std::pair<size_t, uint64_t>> steps;
     std::vector<std::optional<CopiedRecord>> records;
     size_t pending = 0;
     bool moved = false;
@@ -73,7 +71,6 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
   auto read = std::make_shared<std::function<void()>>();
   *read = [page, read] {
     page->refs.clear();
-    page->steps.clear();
     uint64_t from = page->cursor;
     uint64_t bytes = 0;
     while (from < storage::kPartitionListEnd && bytes < page->max_bytes &&
@@ -81,7 +78,6 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
       const size_t before = page->refs.size();
       page->store->ListPartition(page->partition, from, kListStep, &page->refs, &from);
       for (size_t i = before; i < page->refs.size(); ++i) bytes += page->refs[i].size;
-      page->steps.emplace_back(page->refs.size(), from);
     }
     page->next_cursor = from;
     page->records.assign(page->refs.size(), std::nullopt);
@@ -104,25 +100,32 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
         answer(page->failure);
         return;
       }
-      // Whole listing steps while the body stays within max_bytes (the
-      // first step's records whatever their size).
+      // Records in tag order while the body stays within max_bytes (the
+      // first tag's whatever their size); records sharing a tag go together,
+      // and the next page starts at the first tag left out.
       CopyPartitionResponse response;
       response.cursor = page->next_cursor;
       size_t body = proto::kCopyPageOverhead;
-      size_t taken = 0;
-      for (const auto& [end, after] : page->steps) {
-        size_t step_bytes = 0;
-        for (size_t i = taken; i < end; ++i) {
-          if (page->records[i].has_value()) step_bytes += proto::CopiedRecordBytes(*page->records[i]);
+      size_t i = 0;
+      while (i < page->refs.size()) {
+        size_t end = i;
+        size_t group_bytes = 0;
+        while (end < page->refs.size() && page->refs[end].tag == page->refs[i].tag) {
+          if (page->records[end].has_value()) {
+            group_bytes += proto::CopiedRecordBytes(*page->records[end]);
+          }
+          ++end;
         }
-        // Past the budget: the page ends after the step before (its cursor).
-        if (!response.records.empty() && body + step_bytes > page->max_bytes) break;
-        for (size_t i = taken; i < end; ++i) {
-          if (page->records[i].has_value()) response.records.push_back(std::move(*page->records[i]));
+        if (!response.records.empty() && body + group_bytes > page->max_bytes) {
+          response.cursor = page->refs[i].tag;
+          break;
         }
-        body += step_bytes;
-        taken = end;
-        response.cursor = after;
+        for (size_t k = i; k < end; ++k) {
+          if (page->records[k].has_value())
+            response.records.push_back(std::move(*page->records[k]));
+        }
+        body += group_bytes;
+        i = end;
       }
       if (response.records.empty() && response.cursor < storage::kPartitionListEnd) {
         // Only the node's own keys so far: on to the next records.
@@ -144,7 +147,7 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
         if (r.ok()) {
           if (!IsReservedKey(r->key())) {
             page->records[i] = CopiedRecord{std::string(r->key()), std::string(r->body()),
-                                                   r->sweep_at(), r->void_at()};
+                                            r->sweep_at(), r->void_at()};
           }
         } else if (r.status().IsNotFound()) {
           page->moved = true;
@@ -287,9 +290,11 @@ class Bootstrapper::Loop {
     if (ready == reported_ && now->map.revision == reported_revision_) return;
     reported_ = ready;
     reported_revision_ = now->map.revision;
+    {
+      std::lock_guard lock(b_->mu_);
+      b_->stats_.ready = static_cast<uint32_t>(reported_.size());
+    }
     b_->report_ready_(std::move(ready), now->map.revision);
-    std::lock_guard lock(b_->mu_);
-    b_->stats_.ready = static_cast<uint32_t>(reported_.size());
   }
 
   // Has the applier stop applying `p` (unless the map gives it to this node)

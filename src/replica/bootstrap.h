@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "cluster/view.h"
-#include "segstore/messages.h"
 #include "replica/applier.h"
+#include "segstore/messages.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
 
@@ -48,7 +48,7 @@ class PartitionSource {
  public:
   virtual ~PartitionSource() = default;
   virtual Result<CopyPartitionResponse> Fetch(const ClusterNode& node,
-                                                     const CopyPartitionRequest& request) = 0;
+                                              const CopyPartitionRequest& request) = 0;
 };
 
 struct BootstrapOptions {
@@ -107,8 +107,8 @@ class Bootstrapper {
   std::thread thread_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;          // guarded by mu_
-  BootstrapStats stats_;       // guarded by mu_
+  bool stop_ = false;     // guarded by mu_
+  BootstrapStats stats_;  // guarded by mu_
   std::atomic<bool> stopping_{false};
 };
 

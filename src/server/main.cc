@@ -12,12 +12,12 @@
 #include <mutex>
 
 #include "common/secret_file.h"
-#include "server/peer_source.h"
 #include "server/admin.h"
 #include "server/config.h"
 #include "server/heap.h"
 #include "server/metrics.h"
 #include "server/notify.h"
+#include "server/peer_source.h"
 #include "server/profile_service.h"
 #include "server/server.h"
 
@@ -91,7 +91,7 @@ struct AdminState {
   std::string not_ready = "starting";  // empty once serving
   server::ProfileService* service = nullptr;
   server::Server* front = nullptr;
-  const segstore::cluster::ViewBoard* cluster = nullptr;  // in a cluster
+  const segstore::cluster::ViewBoard* cluster = nullptr;      // in a cluster
   const segstore::replica::Replicator* replicator = nullptr;  // in a cluster with a log
 };
 
@@ -137,14 +137,16 @@ void WarnIfExposed(const server::Config& config) {
   const bool tls = config.server.tls.enabled();
   const bool auth = !config.server.auth_secret_file.empty();
   if (!tls) {
-    spdlog::warn("serving {} without TLS: requests, profiles{} cross the network in clear "
-                 "(set [tls] cert_file and key_file)",
-                 config.server.host, auth ? " and the shared secret" : "");
+    spdlog::warn(
+        "serving {} without TLS: requests, profiles{} cross the network in clear "
+        "(set [tls] cert_file and key_file)",
+        config.server.host, auth ? " and the shared secret" : "");
   }
   if (!auth && config.server.tls.client_ca_file.empty()) {
-    spdlog::warn("serving {} without authentication: anyone who reaches the port can read and "
-                 "delete profiles (set server.auth_secret_file or tls.client_ca_file)",
-                 config.server.host);
+    spdlog::warn(
+        "serving {} without authentication: anyone who reaches the port can read and "
+        "delete profiles (set server.auth_secret_file or tls.client_ca_file)",
+        config.server.host);
   }
 }
 
@@ -164,7 +166,8 @@ segstore::Result<segstore::client::ClientOptions> PeerClientOptions(const server
     o.tls.ca_file = tls.client_ca_file;
   }
   if (!config.server.auth_secret_file.empty()) {
-    segstore::Result<std::vector<std::string>> secrets = segstore::ReadSecretFile(config.server.auth_secret_file);
+    segstore::Result<std::vector<std::string>> secrets =
+        segstore::ReadSecretFile(config.server.auth_secret_file);
     if (!secrets.ok()) return secrets.status();
     o.auth_secret = secrets->front();
   }
@@ -241,8 +244,7 @@ int Serve(const server::Config& config) {
   if (config.cluster_log_enabled) {
     segstore::replica::ReplicaOptions ro = config.replica;
     ro.log.client_id = "segstored-" + config.cluster.self.id;
-    ro.applier.lease_ttl_seconds =
-        std::chrono::duration<double>(config.cluster.lease_ttl).count();
+    ro.applier.lease_ttl_seconds = std::chrono::duration<double>(config.cluster.lease_ttl).count();
     ro.applier.lease_age_seconds = [&cluster_agent] {
       segstore::cluster::ClusterAgent* a = cluster_agent.load(std::memory_order_acquire);
       return a != nullptr ? a->stats().seconds_since_lease_ack : -1.0;
@@ -346,8 +348,7 @@ int Serve(const server::Config& config) {
   spdlog::info(
       "segstored {} serving on {} ({}) with {} threads, io {}; recovered {} live records from "
       "{} blocks in {:.2f} s ({} damaged regions); config: {}",
-      kVersion, front.endpoint(), front.security(), front.threads(), st.io_backend,
-      r.live_records,
+      kVersion, front.endpoint(), front.security(), front.threads(), st.io_backend, r.live_records,
       r.blocks_in_use, r.seconds, r.damaged_regions, server::DescribeLine(config));
   server::Notify("READY=1\nSTATUS=serving on " + front.endpoint() +
                  (admin ? ", admin on http://" + admin->endpoint() : std::string()));

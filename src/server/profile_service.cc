@@ -183,10 +183,10 @@ class ProfileHandler : public Handler {
     proto::CopyPartitionRequest req;
     if (!Read(h, body, &req, to)) return;
     if (board_ == nullptr || replicator_ == nullptr) {
-      return ReplyError(h,
-                        Status::InvalidArgument(
-                            "copy_partition needs a cluster node that writes through a log"),
-                        to);
+      return ReplyError(
+          h,
+          Status::InvalidArgument("copy_partition needs a cluster node that writes through a log"),
+          to);
     }
     // `next` first, then the view: a map taking the partition away after it
     // was read cannot make `next` cover entries skipped for the partition.
@@ -246,8 +246,8 @@ class ProfileHandler : public Handler {
 
   static Status NotHeld(uint32_t partition, uint64_t revision, std::string_view hint) {
     return Status::WrongNode("partition " + std::to_string(partition) +
-                             " is not held by this node (map revision " +
-                             std::to_string(revision) + ")" + std::string(hint));
+                             " is not held by this node (map revision " + std::to_string(revision) +
+                             ")" + std::string(hint));
   }
 
   // OK when this node serves `user` now; else the error to answer for it
@@ -383,10 +383,9 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
     const bool stale = Stale(req.user);
-    session_->Count(
-        req.user, req.id_from, req.id_to,
-        Answer<uint32_t>(h, MarkStale(std::move(to), stale),
-                         [](uint32_t n) { return proto::CountResponse{n}; }));
+    session_->Count(req.user, req.id_from, req.id_to,
+                    Answer<uint32_t>(h, MarkStale(std::move(to), stale),
+                                     [](uint32_t n) { return proto::CountResponse{n}; }));
   }
 
   void Upsert(const FrameHeader& h, std::string_view body, Responder to) {
@@ -399,9 +398,10 @@ class ProfileHandler : public Handler {
       const UnixSeconds now = service_->store_->clock().Now();
       Status s = profile::CheckUpsert(req.segments, req.mode, now);
       if (!s.ok()) return ReplyError(h, s, to);
-      return Submit(now, std::move(req), [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
-        ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) { return x.upsert; });
-      });
+      return Submit(
+          now, std::move(req), [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+            ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) { return x.upsert; });
+          });
     }
     session_->Upsert(req.user, req.segments, req.mode, AnswerAsIs<UpsertResult>(h, std::move(to)));
   }

@@ -406,7 +406,7 @@ uint32_t StoreImpl::FindDue(uint32_t now, size_t max, uint32_t* cursor,
       // Wholly expired: the index sweep drops it unread; visiting it would
       // spend a device read and the sweeper's budget on nothing.
       if (e.void_at() != 0 && e.void_at() <= now) return;
-      out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset()))});
+      out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset())), e.tag()});
       ++found;
     });
   }
@@ -424,7 +424,7 @@ void StoreImpl::ListPartition(uint32_t partition, uint64_t tag_from, size_t max,
   // The salt while the entry still points there, as FindDue reads it: the
   // block may be freed and reused once the partition is unlocked.
   for (const IndexEntry& e : page) {
-    out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset()))});
+    out->push_back(RecordRef{e.offset(), e.size(), blocks_->salt(BlockOf(e.offset())), e.tag()});
   }
 }
 

@@ -356,12 +356,9 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
       }
       nodes.push_back(std::move(n));
     }
-    std::cout << json{{"cluster", m.cluster},
-                      {"revision", m.revision},
-                      {"self", m.self},
-                      {"replication", m.replication},
-                      {"log", m.log},
-                      {"moves", m.incoming.size()},
+    std::cout << json{{"cluster", m.cluster}, {"revision", m.revision},
+                      {"self", m.self},       {"replication", m.replication},
+                      {"log", m.log},         {"moves", m.incoming.size()},
                       {"nodes", nodes}}
                      .dump()
               << "\n";
@@ -407,11 +404,10 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
       }
       log = buf;
     }
-    std::printf("%-*s  %-*s  %-*s  %10u  %8u%s\n", static_cast<int>(id_width),
-                m.nodes[i].id.c_str(), static_cast<int>(address_width), m.nodes[i].address.c_str(),
-                static_cast<int>(rack_width),
-                m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i], incoming[i],
-                log.c_str());
+    std::printf(
+        "%-*s  %-*s  %-*s  %10u  %8u%s\n", static_cast<int>(id_width), m.nodes[i].id.c_str(),
+        static_cast<int>(address_width), m.nodes[i].address.c_str(), static_cast<int>(rack_width),
+        m.nodes[i].rack.empty() ? "-" : m.nodes[i].rack.c_str(), held[i], incoming[i], log.c_str());
   }
 }
 

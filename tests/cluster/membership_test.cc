@@ -75,7 +75,8 @@ class Load {
       : users_(std::move(users)) {
     constexpr int kClients = 4;
     for (int t = 0; t < kClients; ++t) {
-      threads_.emplace_back([this, cluster, seed = seeds[static_cast<size_t>(t) % seeds.size()], t] {
+      threads_.emplace_back([this, cluster, seed = seeds[static_cast<size_t>(t) % seeds.size()],
+                             t] {
         auto c = cluster->Routed(seed);
         if (c == nullptr) return;
         for (uint64_t k = 1; !stop_.load(); ++k) {
