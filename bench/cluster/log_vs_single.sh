@@ -45,33 +45,9 @@ kafka="$build/tests/support/segstore-test-kafka"
 for b in "$segstored" "$segbench" "$kafka" /usr/bin/etcd; do
   [ -x "$b" ] || { echo "log_vs_single.sh: $b is missing (build it, or install etcd-server)" >&2; exit 2; }
 done
-rm -rf "$data"
-mkdir -p "$data"
-cd "$data"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-etcd_client=$(free_port)
-etcd_peer=$(free_port)
-/usr/bin/etcd --name bench --data-dir "$data/etcd" \
-  --listen-client-urls "http://127.0.0.1:$etcd_client" \
-  --advertise-client-urls "http://127.0.0.1:$etcd_client" \
-  --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-  --initial-cluster "bench=http://127.0.0.1:$etcd_peer" > etcd.log 2>&1 &
-pids+=($!)
-mkfifo kafka.in
-"$kafka" --brokers 3 --topic segstore --partitions 64 < kafka.in > kafka.out 2> kafka.log &
-pids+=($!)
-exec 9> kafka.in  # the mock ends when this closes
-for _ in $(seq 300); do grep -q '^bootstrap ' kafka.out 2>/dev/null && break; sleep 0.1; done
-brokers=$(sed -n 's/^bootstrap //p' kafka.out)
-[ -n "$brokers" ] || { echo "log_vs_single.sh: the mock Kafka did not start" >&2; exit 1; }
+script=log_vs_single.sh
+# shellcheck source=bench/cluster/common.sh
+source "$root/bench/cluster/common.sh"
 
 cat > single.toml <<TOML
 [server]

@@ -55,18 +55,6 @@ testing::SegstoredClusterOptions Options(int nodes, int start) {
   return o;
 }
 
-// Stops and joins the test's client threads however the test ends.
-struct Joined {
-  std::atomic<bool>& stop;
-  std::vector<std::thread>& threads;
-  ~Joined() {
-    stop = true;
-    for (auto& t : threads) {
-      if (t.joinable()) t.join();
-    }
-  }
-};
-
 // Clients writing segments to `users` (and reading them) through routing
 // clients seeded with `seeds`, remembering what was acknowledged.
 class Load {
