@@ -68,8 +68,13 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
   page->done = std::move(done);
   // Lists the page and reads its records; a record that moved in between
   // (its block rewritten) makes it start over.
+  // The callbacks of the reads in flight own it (through `finish`); it
+  // holds itself weakly, so that reads dropped unanswered (a worker going
+  // away) free it.
   auto read = std::make_shared<std::function<void()>>();
-  *read = [page, read] {
+  *read = [page, weak = std::weak_ptr<std::function<void()>>(read)] {
+    std::shared_ptr<std::function<void()>> self = weak.lock();
+    if (self == nullptr) return;
     page->refs.clear();
     uint64_t from = page->cursor;
     uint64_t bytes = 0;
@@ -84,19 +89,17 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
     page->pending = page->refs.size();
     page->moved = false;
     page->failure = Status::OK();
-    const auto finish = [page, read] {
+    const auto finish = [page, self] {
       if (page->moved && ++page->attempt < kPageAttempts) {
-        (*read)();
+        (*self)();
         return;
       }
       auto answer = std::move(page->done);
       if (page->moved) {
-        *read = nullptr;
         answer(Status::Busy("the partition's records kept moving while read; retry"));
         return;
       }
       if (!page->failure.ok()) {
-        *read = nullptr;
         answer(page->failure);
         return;
       }
@@ -132,10 +135,9 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
         page->cursor = response.cursor;
         page->attempt = 0;
         page->done = std::move(answer);
-        (*read)();
+        (*self)();
         return;
       }
-      *read = nullptr;  // breaks the cycle
       answer(std::move(response));
     };
     if (page->refs.empty()) {
