@@ -278,14 +278,11 @@ TEST_F(ReadPartitionPageTest, PagesSendEveryRecordOnceAndNoReservedKey) {
   // Each page's size: PagesStayWithinMaxBytes.
 }
 
-// Fails today (bug): a page is cut only between listing steps of
-// Store::ListPartition, and one step is every record of an index home slot
-// (Index::CollectLiveFrom ends a page only where the home changes), which at
-// the index's load (0.72 to 0.9) often holds two or three records. The
-// first step of a page is taken whatever its size, so a page of several
-// records can exceed max_bytes, and a record larger than max_bytes can come
-// with others: PROTOCOL.md ("copy_partition") says a page's body stays
-// within max_bytes except for a single larger record, which comes alone.
+// A listing step of Store::ListPartition is every record of an index home
+// slot, often two or three at the index's load; pages are cut at tag
+// boundaries within a step (RecordRef::tag), so a page's body stays within
+// max_bytes except for a single larger record, which comes alone
+// (PROTOCOL.md, "copy_partition").
 TEST_F(ReadPartitionPageTest, PagesStayWithinMaxBytesAndALargerRecordComesAlone) {
   constexpr uint32_t kMaxBytes = 300;
   const uint32_t p = PartitionOf("{budget}");
@@ -580,16 +577,10 @@ TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFound) {
   EXPECT_EQ(done.calls(), 1);
 }
 
-// Fails today (bug): when the log holds nothing at all from `from` on (its
-// retention passed every entry of the log partition: start == end), the
-// follow is never answered until some later entry of that log partition
-// arrives, however long that takes. The applier learns that the log no
-// longer holds `from` only from the offset of the next entry delivered
-// (Read: e.offset > lane.expected, then FailCatching); the reader's
-// positions() already say so (log.h: `next` becomes the offset it goes on
-// from; PartitionPosition::start), but Tick does not look. Meanwhile
-// Bootstrapper::FollowFrom waits without a limit, so on a quiet log
-// partition the bootstrapper is stuck on this partition and copies no other.
+// When the log holds nothing at all from `from` on (its retention passed
+// every entry of the log partition: start == end), no entry comes to show
+// the gap: the applier reads it from the reader's positions (the log's
+// start) instead, so the follow is answered without waiting for a write.
 TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFoundOnAQuietLogPartition) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
