@@ -75,26 +75,28 @@ start_node 2
 wait_caught_up 1
 wait_caught_up 2
 port1=$(port_of node1.log)
-{
-  "$segbench" --segstore "127.0.0.1:$port1" limits
-  echo "=== loading $users users through the cluster (2 nodes, replication 2)"
-  "$segbench" --segstore "127.0.0.1:$port1" --users "$users" load
-  started=$(date +%s.%N)
-  start_node 3
-  wait_caught_up 3
-  port3=$(port_of node3.log)
-  for _ in $(seq 6000); do
-    out=$("$segctl" --server "127.0.0.1:$port1" cluster --json)
-    if echo "$out" | grep -q '"moves":0' && echo "$out" | grep -q '"id":"node-3"'; then break; fi
-    sleep 0.1
-  done
-  ended=$(date +%s.%N)
-  "$segctl" --server "127.0.0.1:$port1" cluster
-  records=$(stat_of "$port3" replica.records_copied)
-  bytes=$(stat_of "$port3" replica.bytes_copied)
-  partitions=$(stat_of "$port3" replica.partitions_copied)
-  copy_seconds=$(stat_of "$port3" replica.copy_seconds)
-  python3 - "$records" "$bytes" "$partitions" "$copy_seconds" "$started" "$ended" <<'PY'
+# Everything below goes to results.txt too; not through a pipe, whose
+# subshell would keep the third node's PID from cleanup.
+exec > >(tee results.txt) 2>&1
+"$segbench" --segstore "127.0.0.1:$port1" limits
+echo "=== loading $users users through the cluster (2 nodes, replication 2)"
+"$segbench" --segstore "127.0.0.1:$port1" --users "$users" load
+started=$(date +%s.%N)
+start_node 3
+wait_caught_up 3
+port3=$(port_of node3.log)
+for _ in $(seq 6000); do
+  out=$("$segctl" --server "127.0.0.1:$port1" cluster --json)
+  if echo "$out" | grep -q '"moves":0' && echo "$out" | grep -q '"id":"node-3"'; then break; fi
+  sleep 0.1
+done
+ended=$(date +%s.%N)
+"$segctl" --server "127.0.0.1:$port1" cluster
+records=$(stat_of "$port3" replica.records_copied)
+bytes=$(stat_of "$port3" replica.bytes_copied)
+partitions=$(stat_of "$port3" replica.partitions_copied)
+copy_seconds=$(stat_of "$port3" replica.copy_seconds)
+python3 - "$records" "$bytes" "$partitions" "$copy_seconds" "$started" "$ended" <<'PY'
 import sys
 records, nbytes, partitions = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 copy_s, wall = float(sys.argv[4]), float(sys.argv[6]) - float(sys.argv[5])
@@ -102,4 +104,3 @@ print(f"node-3 copied {partitions} partitions: {records} records, {nbytes / 1e6:
       f"in {copy_s:.1f} s of copying ({records / copy_s:,.0f} records/s, "
       f"{nbytes / 1e6 / copy_s:.1f} MB/s); {wall:.1f} s from its start to the last move")
 PY
-} 2>&1 | tee results.txt
