@@ -37,20 +37,15 @@
 #include "storage/test_util.h"
 #include "support/etcd_server.h"
 #include "support/kafka_mock.h"
+#include "support/wait_for.h"
 
 namespace segstore::server::testing {
 
-// Polls `done` every `poll` until it holds; false if it still does not after
-// `timeout` (it is asked once more at the deadline).
+// support/wait_for.h, with a minute's patience and 20 ms polls by default.
 inline bool WaitFor(const std::function<bool()>& done,
                     std::chrono::milliseconds timeout = std::chrono::milliseconds(60000),
                     std::chrono::milliseconds poll = std::chrono::milliseconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(poll);
-  }
-  return done();
+  return segstore::testing::WaitFor(done, timeout, poll);
 }
 
 // A number from a node's stats, by its stats name; -1 when absent (or when

@@ -354,6 +354,15 @@ class FollowTest : public ::testing::Test {
 
   static std::string U(int i) { return "{copy}." + std::to_string(i); }
 
+  // Opens `a` (the log's reader 0) and `b` (reader 1), `b` holding only q_
+  // (a partition of l_ other than p_), and waits until both caught up.
+  void OpenPair(Node& a, Node& b) {
+    b.board().Publish(ViewHolding({q_}));
+    a.Open();
+    b.Open();
+    ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  }
+
   // Waits until `n` has applied (or passed) every entry of log partition l_.
   bool Passed(Node& n) {
     return WaitFor([&] { return n.applier().AppliedNext(l_) == log_->End(l_); }, 20s);
@@ -423,10 +432,7 @@ class FollowTest : public ::testing::Test {
 TEST_F(FollowTest, ACopyAheadOfTheNodeSkipsTheEntriesItHoldsAndAppliesTheRest) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  b.board().Publish(ViewHolding({q_}));
-  a.Open();  // the log's reader 0
-  b.Open();  // reader 1
-  ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
   log_->HoldReads(1, true);  // b falls behind
   WriteHistory(a);
   ASSERT_TRUE(Passed(a));
@@ -477,10 +483,7 @@ TEST_F(FollowTest, ACopyAheadOfTheNodeSkipsTheEntriesItHoldsAndAppliesTheRest) {
 TEST_F(FollowTest, ACopyBehindTheNodeIsCaughtUpByReadingItsLogPartitionAgain) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  b.board().Publish(ViewHolding({q_}));
-  a.Open();
-  b.Open();
-  ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
   WriteHistory(a);
   ASSERT_TRUE(Passed(a));
   const int64_t next = a.applier().AppliedNext(l_);  // before the first page
@@ -555,10 +558,7 @@ TEST_F(FollowTest, ACopyBehindTheNodeIsCaughtUpByReadingItsLogPartitionAgain) {
 TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFound) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  b.board().Publish(ViewHolding({q_}));
-  a.Open();
-  b.Open();
-  ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
   ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 3600)}).status.ok());
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 10)}, UpsertMode::kAdd).status.ok());
@@ -584,10 +584,7 @@ TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFound) {
 TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFoundOnAQuietLogPartition) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  b.board().Publish(ViewHolding({q_}));
-  a.Open();
-  b.Open();
-  ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
   ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 3600)}).status.ok());
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 10)}, UpsertMode::kAdd).status.ok());
@@ -608,10 +605,7 @@ TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFoundOnAQuiet
 TEST_F(FollowTest, UnfollowBeforeTheFollowIsDoneAnswersUnavailable) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  b.board().Publish(ViewHolding({q_}));
-  a.Open();
-  b.Open();
-  ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
   log_->HoldReads(1, true);
   for (int i = 1; i <= 3; ++i) ASSERT_TRUE(a.Upsert(U(i), {Ttl(1, 3600)}).status.ok());
   ASSERT_TRUE(Passed(a));
@@ -637,10 +631,7 @@ TEST_F(FollowTest, UnfollowBeforeTheFollowIsDoneAnswersUnavailable) {
 TEST_F(FollowTest, StoppingBeforeTheFollowIsDoneAnswersUnavailable) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  b.board().Publish(ViewHolding({q_}));
-  a.Open();
-  b.Open();
-  ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
   log_->HoldReads(1, true);
   ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 3600)}).status.ok());
   ASSERT_TRUE(Passed(a));

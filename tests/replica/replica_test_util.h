@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "segstore/routing.h"
 #include "segstore/storage.h"
 #include "support/memory_log.h"
+#include "support/wait_for.h"
 
 namespace segstore::replica {
 
@@ -44,15 +46,9 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Waits (bounded) until `done()` holds; false if it never did.
-template <typename Pred>
-bool WaitFor(Pred done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
+// support/wait_for.h, with ten seconds' patience by default.
+inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+  return segstore::testing::WaitFor(done, limit);
 }
 
 // The view of a node holding `held` (all partitions when empty).
