@@ -27,43 +27,9 @@ namespace segstore::proto::examples {
 using NodeBody =
     std::variant<ErrorBody, WrongNodeBody, CopyPartitionRequest, CopyPartitionResponse>;
 
-struct NodeExample {
-  std::string file;                // "copy_partition.request.hex"
-  std::string title;               // one line: what the frame is
-  std::vector<std::string> notes;  // what an implementer should know about it
-  Op op;
-  uint32_t request_id;
-  Status::Code status;  // the header's status byte (kOk in every request)
-  NodeBody body;
-  uint8_t flags = 0;  // the header's flags byte (0: these answers are never stale)
-};
-
-// Appends the body's MessagePack encoding.
-inline void EncodeBody(const NodeBody& body, std::string* out) {
-  std::visit(
-      [out](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, ErrorBody>) {
-          EncodeError(m.message, out);
-        } else if constexpr (std::is_same_v<T, WrongNodeBody>) {
-          EncodeWrongNode(m.message, m.revision, out);
-        } else {
-          Encode(m, out);
-        }
-      },
-      body);
-}
-
-// The whole frame: header, then body.
-inline std::string EncodeFrame(const NodeExample& e) {
-  std::string out;
-  const bool fits =
-      AppendFrame(&out, static_cast<uint8_t>(e.op), e.request_id, static_cast<uint8_t>(e.status),
-                  kMaxResponseBytes, [&](std::string* o) { EncodeBody(e.body, o); });
-  (void)fits;  // examples are small
-  out[5] = static_cast<char>(e.flags);
-  return out;
-}
+// The header's flags are 0: these answers are never stale. EncodeBody and
+// EncodeFrame are example_frames.h's.
+using NodeExample = ExampleOf<NodeBody>;
 
 inline std::vector<NodeExample> NodeToNode() {
   std::vector<NodeExample> v;

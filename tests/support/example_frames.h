@@ -49,19 +49,25 @@ using Body =
                  BatchUpsertResponse, RemoveResponse, TrimResult, CountResponse, DeleteResponse,
                  StatsResponse, ClusterMap, RawBody>;
 
-struct Example {
+// One example file: a frame, described. `BodyOf` is the variant of the
+// bodies its table uses (this table's Body; node_example_frames.h has its own).
+template <typename BodyOf>
+struct ExampleOf {
   std::string file;                // "get.request.hex"
   std::string title;               // one line: what the frame is
   std::vector<std::string> notes;  // what a client author should know about it
   Op op;
   uint32_t request_id;
   Status::Code status;  // the header's status byte (kOk in every request)
-  Body body;
+  BodyOf body;
   uint8_t flags = 0;  // the header's flags byte (kFlagStale; 0 in every request)
 };
+using Example = ExampleOf<Body>;
 
-// Appends the body's MessagePack encoding (nothing for EmptyBody).
-inline void EncodeBody(const Body& body, std::string* out) {
+// Appends the body's MessagePack encoding (nothing for EmptyBody), for
+// either table's variant of bodies.
+template <typename BodyOf>
+inline void EncodeBody(const BodyOf& body, std::string* out) {
   std::visit(
       [out](const auto& m) {
         using T = std::decay_t<decltype(m)>;
@@ -81,7 +87,8 @@ inline void EncodeBody(const Body& body, std::string* out) {
 }
 
 // The whole frame: header, then body.
-inline std::string EncodeFrame(const Example& e) {
+template <typename BodyOf>
+inline std::string EncodeFrame(const ExampleOf<BodyOf>& e) {
   std::string out;
   const bool fits =
       AppendFrame(&out, static_cast<uint8_t>(e.op), e.request_id, static_cast<uint8_t>(e.status),
@@ -397,15 +404,16 @@ inline std::vector<Example> All() {
                21,
                ok,
                upsert_once});
-  v.push_back({"upsert_write_id.response.hex",
-               "upsert response to that write when it was sent a second time",
-               {"\"duplicate\": true: the cluster had made this write_id already and did not",
-                "make it again; the counts are the first answer's (0 when the node answering",
-                "no longer knows them). Absent in every other answer."},
-               Op::kUpsert,
-               21,
-               ok,
-               UpsertResult{.inserted = 0, .updated = 1, .trimmed = 0, .count = 6, .duplicate = true}});
+  v.push_back(
+      {"upsert_write_id.response.hex",
+       "upsert response to that write when it was sent a second time",
+       {"\"duplicate\": true: the cluster had made this write_id already and did not",
+        "make it again; the counts are the first answer's (0 when the node answering",
+        "no longer knows them). Absent in every other answer."},
+       Op::kUpsert,
+       21,
+       ok,
+       UpsertResult{.inserted = 0, .updated = 1, .trimmed = 0, .count = 6, .duplicate = true}});
 
   // ---- batch_upsert ----
   BatchUpsertRequest batch_upsert;
@@ -557,15 +565,16 @@ inline std::vector<Example> All() {
                Status::Code::kLogUnavailable,
                ErrorBody{"the cluster's log did not take the write, nothing was written: "
                          "Broker: Not enough in-sync replicas"}});
-  v.push_back({"in_doubt.response.hex",
-               "error response of a cluster node that cannot tell whether a write was made",
-               {"Status 16 (InDoubt): send the same write again with the same write_id; if the",
-                "first was made the second is not, and is answered with \"duplicate\": true."},
-               Op::kUpsert,
-               23,
-               Status::Code::kInDoubt,
-               ErrorBody{"the write reached the cluster's log (or may have) but this node did not "
-                         "apply it in time; retry it with the same write_id to learn its outcome"}});
+  v.push_back(
+      {"in_doubt.response.hex",
+       "error response of a cluster node that cannot tell whether a write was made",
+       {"Status 16 (InDoubt): send the same write again with the same write_id; if the",
+        "first was made the second is not, and is answered with \"duplicate\": true."},
+       Op::kUpsert,
+       23,
+       Status::Code::kInDoubt,
+       ErrorBody{"the write reached the cluster's log (or may have) but this node did not "
+                 "apply it in time; retry it with the same write_id to learn its outcome"}});
   GetResult stale_get;
   stale_get.count = 1;
   stale_get.ids = {5484};
