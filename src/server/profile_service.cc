@@ -307,10 +307,11 @@ class ProfileHandler : public Handler {
     return true;
   }
 
-  // Reads: the answer frame says stale (flags bit 0) when the replicator
-  // judges the partition of any user read may be behind the log.
+  // Reads: the answer frame says stale (flags bit 0) when this node's lease
+  // is older than its TTL (asked once a request: a clock read), or the
+  // replicator judges the partition of any user read may be behind the log.
+  bool LeaseLate() const { return board_ != nullptr && board_->LeaseLate(); }
   bool Stale(std::string_view user) const {
-    if (board_ != nullptr && board_->LeaseLate()) return true;
     return replicator_ != nullptr && replicator_->Stale(PartitionOf(user));
   }
   static Responder MarkStale(Responder to, bool stale) {
@@ -338,7 +339,7 @@ class ProfileHandler : public Handler {
     proto::GetRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
-    const bool stale = Stale(req.user);
+    const bool stale = LeaseLate() || Stale(req.user);
     session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, MarkStale(std::move(to), stale)));
   }
 
@@ -351,7 +352,7 @@ class ProfileHandler : public Handler {
             &req.rejected, to)) {
       return;
     }
-    bool stale = false;
+    bool stale = LeaseLate();
     for (size_t i = 0; i < req.users.size() && replicator_ != nullptr && !stale; ++i) {
       stale = (req.rejected.empty() || req.rejected[i].ok()) && Stale(req.users[i]);
     }
@@ -382,7 +383,7 @@ class ProfileHandler : public Handler {
     proto::CountRequest req;
     if (!Read(h, body, &req, to)) return;
     if (!Serves(h, req.user, to)) return;
-    const bool stale = Stale(req.user);
+    const bool stale = LeaseLate() || Stale(req.user);
     session_->Count(req.user, req.id_from, req.id_to,
                     Answer<uint32_t>(h, MarkStale(std::move(to), stale),
                                      [](uint32_t n) { return proto::CountResponse{n}; }));
