@@ -259,7 +259,7 @@ class SegstoredCluster {
   // SIGSTOP to node i: it stops answering, and AgreedMap leaves it out,
   // until Resume (SIGCONT).
   void Pause(int i) {
-    daemons_[Index(i)]->Signal(SIGSTOP);
+    daemons_[Index(i)]->Pause();
     paused_.insert(i);
   }
   void Resume(int i) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "segstore/client.h"
+#include "support/stop_process.h"
 
 extern char** environ;
 
@@ -124,6 +125,10 @@ class Daemon {
   // Sends `sig` to this daemon; nothing once it has exited (Wait saw it).
   void Signal(int sig) {
     if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // SIGSTOP, returning once every thread has stopped (stop_process.h).
+  void Pause() {
+    if (pid_ > 0) segstore::testing::StopProcess(pid_);
   }
 
  private:

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "support/redis_server.h"  // FreePort()
+#include "support/stop_process.h"
 
 namespace segstore::testing {
 
@@ -233,7 +234,7 @@ bool EtcdCluster::Restart(int i, std::string* why) {
 }
 
 void EtcdCluster::Pause(int i) {
-  if (Valid(i) && members_[i].pid > 0) ::kill(members_[i].pid, SIGSTOP);
+  if (Valid(i) && members_[i].pid > 0) StopProcess(members_[i].pid);
 }
 
 void EtcdCluster::Resume(int i) {

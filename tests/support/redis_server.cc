@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "support/stop_process.h"
+
 namespace segstore::testing {
 
 uint16_t FreePort() {
@@ -107,7 +109,7 @@ bool RedisServer::Start(std::string* why) {
   return false;
 }
 
-void RedisServer::Pause() { ::kill(pid_, SIGSTOP); }
+void RedisServer::Pause() { StopProcess(pid_); }
 void RedisServer::Resume() { ::kill(pid_, SIGCONT); }
 
 bool RedisServer::Spawn() {
