@@ -51,6 +51,10 @@ struct ClusterMap {
   // so a write whose answer was lost may be sent again with the same one
   // (proto/PROTOCOL.md, "Writes in a cluster"). Said by the node that answered.
   bool log = false;
+  // The cluster is passive (a second datacenter): it applies another
+  // cluster's log and answers every write ReadOnly. Said by the node that
+  // answered; only with `log`.
+  bool passive = false;
 
   bool has_map() const { return cluster && revision != 0; }
   std::span<const uint16_t> ReplicasOf(uint32_t partition) const {

@@ -34,8 +34,9 @@ class [[nodiscard]] Status {
     kWrongNode = 14,        // this cluster node does not hold the user's partition now
     kLogUnavailable = 15,   // a cluster's log did not take the write (nothing written); retry
     kInDoubt = 16,          // a write may or may not have been made; retry with its write ID
+    kReadOnly = 17,         // a passive cluster's node: it takes no writes; send them elsewhere
   };
-  static constexpr uint8_t kMaxCode = 16;
+  static constexpr uint8_t kMaxCode = 17;
 
   Status() noexcept = default;
   Status(const Status& other);
@@ -64,6 +65,7 @@ class [[nodiscard]] Status {
   static Status WrongNode(std::string_view msg) { return Status(Code::kWrongNode, msg); }
   static Status LogUnavailable(std::string_view msg) { return Status(Code::kLogUnavailable, msg); }
   static Status InDoubt(std::string_view msg) { return Status(Code::kInDoubt, msg); }
+  static Status ReadOnly(std::string_view msg) { return Status(Code::kReadOnly, msg); }
   // A status of `code` (from the wire: any value up to kMaxCode; larger
   // values give Internal, saying so) with `msg`.
   static Status FromCode(uint8_t code, std::string_view msg);

@@ -52,6 +52,8 @@ std::string_view Status::CodeName(Code code) {
       return "LogUnavailable";
     case Code::kInDoubt:
       return "InDoubt";
+    case Code::kReadOnly:
+      return "ReadOnly";
   }
   return "Unknown";
 }

@@ -1266,9 +1266,13 @@ void Encode(const StatsResponse& m, std::string* out) {
 void Encode(const ClusterMap& m, std::string* out) {
   out->reserve(out->size() + 64 + m.nodes.size() * 64 + m.replicas.size() * 2 + kPartitions);
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(6 + (m.log ? 1 : 0) + (m.incoming.empty() ? 0 : 1));
+    pk.pack_map(6 + (m.log ? 1 : 0) + (m.passive ? 1 : 0) + (m.incoming.empty() ? 0 : 1));
     if (m.log) {
       Str(pk, "log");
+      pk.pack_true();
+    }
+    if (m.passive) {
+      Str(pk, "passive");
       pk.pack_true();
     }
     Str(pk, "cluster");
@@ -1319,6 +1323,7 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m)
   Status read = DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.Flag("cluster", &m->cluster));
     SEGSTORE_RETURN_IF_ERROR(f.Flag("log", &m->log));
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("passive", &m->passive));
     SEGSTORE_RETURN_IF_ERROR(f.Uint("revision", UINT64_MAX, &m->revision));
     SEGSTORE_RETURN_IF_ERROR(f.Text("self", &m->self));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("replication", &m->replication));

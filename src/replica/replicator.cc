@@ -8,14 +8,24 @@
 
 namespace segstore::replica {
 
+Status PassiveRefusal() {
+  return Status::ReadOnly(
+      "this node belongs to a passive cluster, which applies another cluster's log and takes no "
+      "writes: send writes to the active cluster");
+}
+
 Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& options,
                                                       profile::ProfileStore* profiles,
                                                       const cluster::ViewBoard* board) {
-  Result<std::unique_ptr<log::LogWriter>> writer = log::OpenKafkaWriter(options.log);
-  if (!writer.ok()) return writer.status().WithContext("the cluster's log");
+  std::unique_ptr<log::LogWriter> writer;
+  if (!options.passive) {
+    Result<std::unique_ptr<log::LogWriter>> opened = log::OpenKafkaWriter(options.log);
+    if (!opened.ok()) return opened.status().WithContext("the cluster's log");
+    writer = std::move(*opened);
+  }
   Result<std::unique_ptr<log::LogReader>> reader = log::OpenKafkaReader(options.log);
   if (!reader.ok()) return reader.status().WithContext("the cluster's log");
-  return Start(options, profiles, board, std::move(*writer), std::move(*reader));
+  return Start(options, profiles, board, std::move(writer), std::move(*reader));
 }
 
 Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& options,
@@ -23,7 +33,11 @@ Result<std::unique_ptr<Replicator>> Replicator::Start(const ReplicaOptions& opti
                                                       const cluster::ViewBoard* board,
                                                       std::unique_ptr<log::LogWriter> writer,
                                                       std::unique_ptr<log::LogReader> reader) {
-  if (writer->partitions() != options.log.partitions) {
+  if ((writer == nullptr) != options.passive) {
+    return Status::InvalidArgument(options.passive ? "a passive node writes nothing to the log"
+                                                   : "no log writer");
+  }
+  if (writer != nullptr && writer->partitions() != options.log.partitions) {
     return Status::InvalidArgument(fmt::format("the log writer has {} partitions, not {}",
                                                writer->partitions(), options.log.partitions));
   }
@@ -59,6 +73,12 @@ void Replicator::Stop() {
 }
 
 void Replicator::Submit(WriteEntry entry, PendingWrites::Done done) {
+  if (options_.passive) {
+    WriteAnswer a;
+    a.status = PassiveRefusal();
+    done(a);
+    return;
+  }
   if (Status failed = applier_->failure(); !failed.ok() || stopped_.load()) {
     WriteAnswer a;
     a.status = Status::Unavailable(failed.ok() ? std::string("the server is shutting down")

@@ -33,6 +33,10 @@ struct ReplicaOptions {
   // answered InDoubt. Longer than the log's append timeout, so that a write
   // the log refused is answered LogUnavailable first.
   std::chrono::milliseconds apply_timeout{10000};
+  // A passive cluster's node (a second datacenter): it applies the log
+  // another cluster writes and writes nothing to it. No writer is opened;
+  // Submit answers ReadOnly.
+  bool passive = false;
 };
 
 struct ReplicaStats {
@@ -44,6 +48,9 @@ struct ReplicaStats {
   size_t waiting = 0;        // writes waiting for their answer now
 };
 
+// What a passive node answers a write: ReadOnly, saying where writes go.
+Status PassiveRefusal();
+
 class Replicator {
  public:
   // Opens the log (a writer and a reader; Unavailable when it cannot be
@@ -52,7 +59,8 @@ class Replicator {
   static Result<std::unique_ptr<Replicator>> Start(const ReplicaOptions& options,
                                                    profile::ProfileStore* profiles,
                                                    const cluster::ViewBoard* board);
-  // Opens on a writer and reader the caller made (tests: another engine).
+  // Opens on a writer and reader the caller made (tests: another engine);
+  // `writer` is null when options.passive.
   static Result<std::unique_ptr<Replicator>> Start(const ReplicaOptions& options,
                                                    profile::ProfileStore* profiles,
                                                    const cluster::ViewBoard* board,
@@ -71,8 +79,10 @@ class Replicator {
   // answered; LogUnavailable when the log did not take it (nothing was
   // written); InDoubt when the log may have taken it but did not say, or
   // this node did not apply it within apply_timeout; Unavailable, at once,
-  // when the applier stopped for good or the replicator is stopping.
+  // when the applier stopped for good or the replicator is stopping;
+  // ReadOnly, at once, when passive.
   void Submit(WriteEntry entry, PendingWrites::Done done);
+  bool passive() const { return options_.passive; }
 
   bool Stale(uint32_t partition) const { return applier_->Stale(partition); }
   bool caught_up() const { return applier_->caught_up(); }

@@ -1,7 +1,6 @@
 #include "server/config.h"
 
 #include <fmt/format.h>
-
 #include <toml++/toml.h>
 
 #include <charconv>
@@ -50,7 +49,8 @@ Result<uint64_t> Size(const toml::node& n, uint64_t min, uint64_t max) {
 Result<double> Float(const toml::node& n, double min, double max) {
   auto v = n.value<double>();  // integers convert too
   if (!(n.is_floating_point() || n.is_integer()) || !v) return Bad(n, "expected a number");
-  if (!(*v >= min && *v <= max)) return Bad(n, fmt::format("{} is out of range [{}, {}]", *v, min, max));
+  if (!(*v >= min && *v <= max))
+    return Bad(n, fmt::format("{} is out of range [{}, {}]", *v, min, max));
   return *v;
 }
 
@@ -272,6 +272,7 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"expiry_grace_seconds", IntSetter(0, 30 * 86'400, [](Config* c, int64_t v) {
               c->log_grace_seconds = static_cast<uint32_t>(v);
             })},
+           {"passive", BoolSetter([](Config* c, bool v) { c->replica.passive = v; })},
            {"properties",
             [](const toml::node& n, Config* c) -> Status {
               const toml::table* t = n.as_table();
@@ -415,8 +416,8 @@ Status LoadConfigText(std::string_view text, std::string_view origin, Config* co
   try {
     root = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
-    return Status::InvalidArgument(fmt::format("{}: line {}: {}", origin,
-                                               e.source().begin.line, e.description()));
+    return Status::InvalidArgument(
+        fmt::format("{}: line {}: {}", origin, e.source().begin.line, e.description()));
   }
   const auto& schema = Schema();
   for (auto&& [section_name, section_node] : root) {
@@ -441,8 +442,8 @@ Status LoadConfigText(std::string_view text, std::string_view origin, Config* co
       }
       Status s = k->second(value, config);
       if (!s.ok()) {
-        return Status::InvalidArgument(fmt::format("{}: {}.{}: {}", origin, section, key,
-                                                   s.message()));
+        return Status::InvalidArgument(
+            fmt::format("{}: {}.{}: {}", origin, section, key, s.message()));
       }
     }
   }
@@ -556,7 +557,8 @@ Status FinishClusterConfig(Config* c) {
     return Status::OK();
   }
   if (o.self.id.empty()) return Status::InvalidArgument("cluster: node_id is required");
-  if (o.replication == 0) o.replication = c->cluster_log_enabled ? std::min(2u, o.initial_nodes) : 1;
+  if (o.replication == 0)
+    o.replication = c->cluster_log_enabled ? std::min(2u, o.initial_nodes) : 1;
   if (o.replication > 1 && !c->cluster_log_enabled) {
     return Status::InvalidArgument(
         "cluster.replication " + std::to_string(o.replication) +
@@ -689,6 +691,7 @@ std::vector<StatEntry> Describe(const Config& c) {
     add("cluster_log.write_id_window_max", r.applier.window_max_ids);
     add("cluster_log.checkpoint_interval_ms", r.applier.checkpoint_interval.count());
     add("cluster_log.expiry_grace_seconds", c.log_grace_seconds);
+    add("cluster_log.passive", r.passive ? 1 : 0);
     // Names only: property values may hold credentials.
     std::string names;
     for (const auto& [name, value] : r.log.properties) names += (names.empty() ? "" : ",") + name;

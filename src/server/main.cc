@@ -256,8 +256,14 @@ int Serve(const server::Config& config) {
     }
     replicator = std::move(*started);
     service_options.replicator = replicator.get();
-    spdlog::info("cluster: writes go through the log {} (topic {}, {} log partitions)",
-                 ro.log.brokers, ro.log.topic, ro.log.partitions);
+    if (ro.passive) {
+      spdlog::info(
+          "cluster: passive: applies the log {} (topic {}, {} log partitions) and takes no writes",
+          ro.log.brokers, ro.log.topic, ro.log.partitions);
+    } else {
+      spdlog::info("cluster: writes go through the log {} (topic {}, {} log partitions)",
+                   ro.log.brokers, ro.log.topic, ro.log.partitions);
+    }
   }
   server::ProfileService service(store->get(), profiles->get(), service_options);
   if (config.cluster_enabled) {

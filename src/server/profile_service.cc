@@ -175,6 +175,7 @@ class ProfileHandler : public Handler {
     if (replicator_ == nullptr) return ReplyOk(h, View()->map, to);
     ClusterMap map = View()->map;
     map.log = true;
+    map.passive = replicator_->passive();
     ReplyOk(h, map, to);
   }
 
@@ -319,6 +320,14 @@ class ProfileHandler : public Handler {
     return to;
   }
 
+  // A passive cluster's node answers every write ReadOnly, before looking
+  // at its user: the answer is the same whichever node it reached.
+  bool RefusedAsPassive(const FrameHeader& h, Responder& to) {
+    if (replicator_ == nullptr || !replicator_->passive()) return false;
+    ReplyError(h, replica::PassiveRefusal(), to);
+    return true;
+  }
+
   // Sends `request` to the cluster's log as a write taken at `now`;
   // `answered(answer)` runs on this loop once this node applied it (or the
   // log refused it).
@@ -392,6 +401,7 @@ class ProfileHandler : public Handler {
   void Upsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::UpsertRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (RefusedAsPassive(h, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
       // One reading of the clock: what the check passed is what every
@@ -412,6 +422,7 @@ class ProfileHandler : public Handler {
   void BatchUpsert(const FrameHeader& h, std::string_view body, Responder to) {
     proto::BatchUpsertRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (RefusedAsPassive(h, to)) return;
     if (!SplitByPlacement(
             h, req.items.size(), [&](size_t i) -> std::string_view { return req.items[i].user; },
             &req.rejected, to)) {
@@ -469,6 +480,7 @@ class ProfileHandler : public Handler {
   void Remove(const FrameHeader& h, std::string_view body, Responder to) {
     proto::RemoveRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (RefusedAsPassive(h, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
       return Submit(service_->store_->clock().Now(), std::move(req),
@@ -486,6 +498,7 @@ class ProfileHandler : public Handler {
   void Trim(const FrameHeader& h, std::string_view body, Responder to) {
     proto::TrimRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (RefusedAsPassive(h, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
       return Submit(service_->store_->clock().Now(), std::move(req),
@@ -499,6 +512,7 @@ class ProfileHandler : public Handler {
   void Delete(const FrameHeader& h, std::string_view body, Responder to) {
     proto::DeleteRequest req;
     if (!Read(h, body, &req, to)) return;
+    if (RefusedAsPassive(h, to)) return;
     if (!Serves(h, req.user, to)) return;
     if (replicator_ != nullptr) {
       return Submit(service_->store_->clock().Now(), std::move(req),

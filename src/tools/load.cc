@@ -446,12 +446,14 @@ class Loader {
 
   // Reports a batch (or what is left of one) as failed. No answer at all
   // after every attempt (unreachable, or not answering): the server, or a
-  // node of the cluster, is gone for good, and the load stops.
+  // node of the cluster, is gone for good, and the load stops; so it does
+  // when the cluster takes no writes at all (a passive one: ReadOnly).
   void FailBatch(const Batch& batch, const Status& s) {
     failed_users_ += batch.items.size();
     const bool unanswered =
         s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout;
-    if (unanswered && !stopped_) {
+    const bool read_only = s.code() == Status::Code::kReadOnly;
+    if ((unanswered || read_only) && !stopped_) {
       stopped_ = true;
       exit_ = 2;
     }

@@ -356,12 +356,12 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
       }
       nodes.push_back(std::move(n));
     }
-    std::cout << json{{"cluster", m.cluster}, {"revision", m.revision},
-                      {"self", m.self},       {"replication", m.replication},
-                      {"log", m.log},         {"moves", m.incoming.size()},
-                      {"nodes", nodes}}
-                     .dump()
-              << "\n";
+    std::cout
+        << json{{"cluster", m.cluster},         {"revision", m.revision}, {"self", m.self},
+                {"replication", m.replication}, {"log", m.log},           {"passive", m.passive},
+                {"moves", m.incoming.size()},   {"nodes", nodes}}
+               .dump()
+        << "\n";
     return;
   }
   if (!m.cluster) {
@@ -374,7 +374,10 @@ void PrintCluster(const segstore::ClusterMap& m, bool as_json,
   }
   std::printf("partition map revision %llu, replication %u, %zu nodes%s; asked node %s\n",
               static_cast<unsigned long long>(m.revision), m.replication, m.nodes.size(),
-              m.log ? ", writes through a log" : "", m.self.c_str());
+              m.passive ? ", passive: applies another cluster's log, takes no writes"
+              : m.log   ? ", writes through a log"
+                        : "",
+              m.self.c_str());
   if (!m.incoming.empty()) {
     std::printf("%zu moves in progress (replicas being copied to the nodes under incoming)\n",
                 m.incoming.size());

@@ -7,6 +7,10 @@
 // <dir>/n<i>/log. Only PIDs this harness started are ever signalled (each
 // Daemon by its own PID; etcd and the mock Kafka by their harnesses).
 //
+// A second cluster may follow the first (options().follow): a passive
+// cluster, a second datacenter, with its own nodes and etcd prefix on the
+// first's etcd, applying the first's log.
+//
 // The functions that check with gtest's fatal assertions return void: call
 // them inside ASSERT_NO_FATAL_FAILURE. Header-only: a test that includes it
 // defines SEGSTORED_PATH and SEGCTL_PATH (integration/daemon.h) and links
@@ -61,6 +65,8 @@ inline double StatOf(client::Client& c, std::string_view name) {
   return -1;
 }
 
+class SegstoredCluster;
+
 struct SegstoredClusterOptions {
   int nodes = 3;
   // Nodes Start() starts (0..start_nodes-1; 0: all), also each node's
@@ -90,6 +96,11 @@ struct SegstoredClusterOptions {
   std::vector<std::string> log_lines;
   // checkpoint_interval_ms = N in [cluster_log]; 0 leaves the line out.
   int checkpoint_interval_ms = 0;
+  // A passive cluster: its nodes use this (started, outliving this one)
+  // cluster's etcd, under their own etcd_prefix, and apply its log (its
+  // topic and log partitions, `log` and the log_* above aside) with
+  // `passive = true`. This cluster then starts neither.
+  SegstoredCluster* follow = nullptr;
 
   // How long a node is given to say READY=1 once spawned.
   std::chrono::milliseconds ready_timeout{30000};
@@ -121,6 +132,10 @@ class SegstoredCluster {
   // (SetUp): the mock Kafka's process dies with the thread that started it.
   void Start() {
     std::string why;
+    if (options_.follow != nullptr) {
+      for (int i = 0; i < initial_nodes(); ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i));
+      return;
+    }
     ASSERT_TRUE(etcd_.Start(&why)) << why;
     if (options_.log) {
       kafka_.emplace(segstore::testing::KafkaMockOptions{options_.log_brokers, options_.log_topic,
@@ -142,7 +157,7 @@ class SegstoredCluster {
       if (options_.threads > 0) f << "threads = " << options_.threads << "\n";
       f << "[storage]\npath = \"" << NodeDir(i) << "/data\"\nfile_size = \"" << options_.file_size
         << "\"\nwrite_block_size = \"" << options_.write_block_size << "\"\n"
-        << "[cluster]\netcd_endpoints = [\"" << etcd_.endpoint(0) << "\"]\n"
+        << "[cluster]\netcd_endpoints = [\"" << etcd().endpoint(0) << "\"]\n"
         << "etcd_prefix = \"" << options_.etcd_prefix << "\"\n"
         << "node_id = \"node-" << i << "\"\nrack = \"rack-" << i << "\"\n"
         << "initial_nodes = " << initial_nodes() << "\n";
@@ -150,10 +165,17 @@ class SegstoredCluster {
       f << "lease_ttl_seconds = " << options_.lease_ttl_seconds << "\n"
         << "map_poll_ms = " << options_.map_poll_ms << "\n";
       for (const std::string& line : options_.cluster_lines) f << line << "\n";
-      if (options_.log) {
+      if (options_.follow != nullptr) {
+        const SegstoredClusterOptions& first = options_.follow->options();
+        f << "[cluster_log]\nbrokers = \"" << kafka().bootstrap() << "\"\n"
+          << "topic = \"" << first.log_topic << "\"\npartitions = " << first.log_partitions
+          << "\npassive = true\n";
+      } else if (options_.log) {
         f << "[cluster_log]\nbrokers = \"" << kafka().bootstrap() << "\"\n"
           << "topic = \"" << options_.log_topic << "\"\npartitions = " << options_.log_partitions
           << "\n";
+      }
+      if (has_log()) {
         for (const std::string& line : options_.log_lines) f << line << "\n";
         if (options_.checkpoint_interval_ms > 0) {
           f << "checkpoint_interval_ms = " << options_.checkpoint_interval_ms << "\n";
@@ -186,7 +208,7 @@ class SegstoredCluster {
     ASSERT_TRUE(WaitFor(
         [&] {
           if (StatOf(c, "cluster.registered") != 1) return false;
-          return !options_.log || StatOf(c, "replica.caught_up") == 1;
+          return !has_log() || StatOf(c, "replica.caught_up") == 1;
         },
         std::chrono::milliseconds(60000), options_.poll))
         << "node " << i << " never served\n"
@@ -286,9 +308,15 @@ class SegstoredCluster {
   client::Client& direct(int i) const { return *direct_[Index(i)]; }
   // Node i's process; null once StopNode saw it exit.
   Daemon* daemon(int i) const { return daemons_[Index(i)].get(); }
-  segstore::testing::EtcdCluster& etcd() { return etcd_; }
-  // The log (options().log, once Start has started it).
-  segstore::testing::KafkaMock& kafka() { return *kafka_; }
+  // Its own, or the followed cluster's.
+  segstore::testing::EtcdCluster& etcd() {
+    return options_.follow != nullptr ? options_.follow->etcd() : etcd_;
+  }
+  // The log (options().log, once Start has started it; or the followed one).
+  segstore::testing::KafkaMock& kafka() {
+    return options_.follow != nullptr ? options_.follow->kafka() : *kafka_;
+  }
+  bool has_log() const { return options_.log || options_.follow != nullptr; }
   const storage::testing::TempDir& dir() const { return dir_; }
   std::string NodeDir(int i) const { return dir_.File("n" + std::to_string(i)); }
   std::string NodeLog(int i) const { return NodeDir(i) + "/log"; }

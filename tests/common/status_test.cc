@@ -40,7 +40,9 @@ TEST(StatusTest, CodesAreStableOnTheWire) {
   EXPECT_EQ(static_cast<int>(Status::Code::kTimeout), 12);
   EXPECT_EQ(static_cast<int>(Status::Code::kWrongNode), 14);
   EXPECT_EQ(static_cast<int>(Status::Code::kLogUnavailable), 15);
-  EXPECT_EQ(static_cast<int>(Status::Code::kInDoubt), Status::kMaxCode);
+  EXPECT_EQ(static_cast<int>(Status::Code::kInDoubt), 16);
+  EXPECT_EQ(static_cast<int>(Status::Code::kReadOnly), 17);
+  EXPECT_EQ(static_cast<int>(Status::Code::kReadOnly), Status::kMaxCode);
 }
 
 TEST(StatusTest, FromCodeRoundTripsAndRejectsUnknownCodes) {

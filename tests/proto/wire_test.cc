@@ -1171,6 +1171,16 @@ TEST(ClusterMapWireTest, ThreeNodeMapRoundTrips) {
   std::string with_log;
   Encode(logged, &with_log);
   EXPECT_EQ(with_log.size(), body.size() + 5);  // "log": true
+  // A passive cluster says that too.
+  ClusterMap passive = logged;
+  passive.passive = true;
+  ExpectRoundTrip(passive);
+  std::string with_passive;
+  Encode(passive, &with_passive);
+  EXPECT_EQ(with_passive.size(), with_log.size() + 9);  // "passive": true
+  ClusterMap read_back;
+  ASSERT_TRUE(Decode(with_passive, DecodeLimits{}, &read_back).ok());
+  EXPECT_TRUE(read_back.passive);
   // A forming cluster: no map yet.
   ClusterMap forming;
   forming.cluster = true;

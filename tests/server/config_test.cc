@@ -477,6 +477,7 @@ TEST(ConfigTest, ShippedClusterExampleLoadsWhenUncommented) {
   EXPECT_EQ(c.replica.applier.window_max_ids, log_defaults.applier.window_max_ids);
   EXPECT_EQ(c.replica.applier.checkpoint_interval, log_defaults.applier.checkpoint_interval);
   EXPECT_EQ(c.log_grace_seconds, DefaultConfig().log_grace_seconds);
+  EXPECT_EQ(c.replica.passive, log_defaults.passive);
   EXPECT_EQ(c.storage.void_grace_seconds, 3600u);  // the log's grace reaches the layers below
   EXPECT_EQ(c.profile.log_grace_seconds, 3600u);
   bool described = false;
@@ -569,6 +570,17 @@ TEST(ConfigTest, ClusterLogSettingsAreChecked) {
   EXPECT_TRUE(
       Rejected("[cluster_log.properties]\n\"no.such.property\" = \"1\"\n", "no.such.property"));
   EXPECT_TRUE(Rejected("[cluster_log]\nsurprise = 1\n", "cluster_log.surprise"));
+  EXPECT_TRUE(Rejected("[cluster_log]\npassive = \"yes\"\n", "passive"));
+  // A passive node: it applies the log and writes nothing; the stats say so.
+  ASSERT_TRUE(loaded(cluster + log + "passive = true\n", &c).ok());
+  EXPECT_TRUE(c.replica.passive);
+  bool passive_described = false;
+  for (const StatEntry& e : Describe(c)) {
+    passive_described |= e.name == "config.cluster_log.passive" &&
+                         std::get_if<uint64_t>(&e.value) != nullptr &&
+                         *std::get_if<uint64_t>(&e.value) == 1;
+  }
+  EXPECT_TRUE(passive_described);
   // Property values stay out of what the server reports: they may be secrets.
   ASSERT_TRUE(
       loaded(cluster + log + "[cluster_log.properties]\n\"sasl.password\" = \"hunter2\"\n", &c)

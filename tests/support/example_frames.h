@@ -202,7 +202,8 @@ inline std::vector<Example> All() {
                {"A single server (holding every partition) answers so. A cluster node answers",
                 "cluster true, its map's revision (0: no map yet, retry later), self (its node",
                 "ID), replication, nodes [{\"id\", \"address\", \"rack\"}, ...] and partitions:",
-                "4096 arrays, each the indices in nodes of that partition's replicas."},
+                "4096 arrays, each the indices in nodes of that partition's replicas; with a",
+                "log, \"log\": true, and a passive cluster's node also \"passive\": true."},
                Op::kClusterMap,
                19,
                ok,
@@ -535,8 +536,8 @@ inline std::vector<Example> All() {
                 "Codes: 1 NotFound, 2 InvalidArgument, 3 Corruption, 4 IOError, 5 DeviceFull,",
                 "6 Conflict, 7 LimitExceeded, 8 Busy, 9 Unavailable, 10 Internal,",
                 "11 Unsupported, 13 Unauthenticated, 14 WrongNode (with a \"revision\", see",
-                "wrong_node.response), 15 LogUnavailable, 16 InDoubt (log_unavailable,",
-                "in_doubt); 12 Timeout is client-side only.",
+                "wrong_node.response), 15 LogUnavailable, 16 InDoubt, 17 ReadOnly",
+                "(log_unavailable, in_doubt, read_only); 12 Timeout is client-side only.",
                 "The request that got it: {\"user\": \"user-42\", \"limit\": \"x\"}."},
                Op::kGet,
                14,
@@ -575,6 +576,16 @@ inline std::vector<Example> All() {
        Status::Code::kInDoubt,
        ErrorBody{"the write reached the cluster's log (or may have) but this node did not "
                  "apply it in time; retry it with the same write_id to learn its outcome"}});
+  v.push_back({"read_only.response.hex",
+               "error response of a passive cluster's node to a write",
+               {"Status 17 (ReadOnly): the cluster applies another cluster's log and takes no",
+                "writes; nothing was written. Send the write to the active cluster, not to",
+                "another node of this one."},
+               Op::kDelete,
+               25,
+               Status::Code::kReadOnly,
+               ErrorBody{"this node belongs to a passive cluster, which applies another "
+                         "cluster's log and takes no writes: send writes to the active cluster"}});
   GetResult stale_get;
   stale_get.count = 1;
   stale_get.ids = {5484};
