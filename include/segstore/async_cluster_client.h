@@ -13,9 +13,10 @@
 // has the rules; both use src/client/routing_rules.h): the first replica of
 // the user's partition, the next on each retry, at most `max_attempts` tries
 // of a request (or of a batch entry); WrongNode fetches the map again and
-// retries at once; Busy from a cluster node, and reads to a node that cannot
-// be reached or did not answer, fetch the map again and retry after a pause
-// (`retry_pause`, doubling; a timer, nothing blocks); in a cluster with a
+// retries at once; Busy from a cluster node fetches the map again and
+// retries after a pause (`retry_pause`, doubling; a timer, nothing blocks);
+// a node that cannot be reached or did not answer is marked down and passed
+// over, the request going at once to the next replica; in a cluster with a
 // log (its map says `log`) every write carries a write ID made up here
 // (random 64-bit prefix, then a counter) and is resent with it when its
 // outcome is unknown (no answer, InDoubt) or the log refused it

@@ -11,10 +11,17 @@
 //   from the node that said so or any other, keeping the newest, and the
 //   request goes to a node the map names. Nothing was done, so writes retry
 //   too.
-// - Busy from a cluster node (it serves nothing at the moment), and reads
-//   sent to a node that cannot be reached or did not answer: the map is
+// - Busy from a cluster node (it serves nothing at the moment): the map is
 //   fetched again and, after a pause (`retry_pause`, doubling), the request
 //   goes to the next replica.
+// - A node that cannot be reached or did not answer is marked down: for a
+//   second, doubling with each failure in a row up to 16 s; an answer clears
+//   the mark. A read (or a write that may be resent, below) that met it goes
+//   at once to the next replica not marked down, and every request passes
+//   over the node while the mark lasts; the first after it tries the node
+//   again. When every replica is down, the request pauses and goes round as
+//   on Busy. (So a dead node costs the requests in flight to it one retry,
+//   and the rest nothing, long before the cluster moves its partitions.)
 // - Writes, in a cluster that writes through a log (its map says `log`):
 //   every write carries a write ID made up here (proto/PROTOCOL.md, "Writes
 //   in a cluster"), and one whose outcome is unknown (no answer, InDoubt) or

@@ -166,7 +166,21 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   uint64_t retries = 0;
   uint64_t stale_reads = 0;
   WriteIds write_ids;
+  DownNodes down;
   ServerInfo info;  // the seed's hello answer
+
+  // Where `user` goes on `attempt` (AddressOf, passing over nodes down).
+  const std::string& AddressFor(std::string_view user, int attempt) const {
+    return AddressOf(map_, seed_, user, attempt, down);
+  }
+  // Notes how `address` answered: not at all (marked down), or it did.
+  void Heard(const std::string& address, const Status& s) {
+    if (IsLost(s)) {
+      if (map_.cluster) down.Failed(address);
+    } else {
+      down.Answered(address);
+    }
+  }
 
  private:
   // The connections to one node.
@@ -229,7 +243,7 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   void StartRefresh(const std::string& first, std::vector<Then> waiters) {
     refreshing_ = true;
     current_ = std::move(waiters);
-    order_ = RefreshOrder(map_, first, seed_);
+    order_ = RefreshOrder(map_, first, seed_, down);
     position_ = 0;
     before_ = map_.revision;
     last_ = Status::Unavailable("no node to ask for the cluster map");
@@ -243,15 +257,18 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
       return;
     }
     auto self = shared_from_this();
-    Acquire(order_[position_++], [self](Result<AsyncClient*> c) {
+    const std::string address = order_[position_++];
+    Acquire(address, [self, address](Result<AsyncClient*> c) {
       if (self->closed_) return;
       if (!c.ok()) {
+        self->Heard(address, c.status());
         self->last_ = c.status();
         self->AskNext();
         return;
       }
-      (*c)->ClusterMap([self](Result<ClusterMap> m) {
+      (*c)->ClusterMap([self, address](Result<ClusterMap> m) {
         if (self->closed_) return;
+        self->Heard(address, m.status());
         self->last_ = TakeMap(&self->map_, std::move(m));
         if (self->last_.ok() && RefreshFound(self->map_, self->before_)) {
           self->EndRefresh(Status::OK());
@@ -345,7 +362,7 @@ class RoutedOp final : public Op, public std::enable_shared_from_this<RoutedOp<T
   void Attempt() {
     if (router_->closed()) return Finish(Closed());
     sent_revision_ = router_->map().revision;
-    address_ = AddressOf(router_->map(), router_->seed(), user_, attempt_);
+    address_ = router_->AddressFor(user_, attempt_);
     if (AsyncClient* c = router_->Direct(address_)) {
       SendOn(*c);
       return;
@@ -354,6 +371,7 @@ class RoutedOp final : public Op, public std::enable_shared_from_this<RoutedOp<T
       if (self->finished_) return;
       if (!c.ok()) {
         self->last_ = c.status();
+        self->router_->Heard(self->address_, self->last_);
         self->Failed();
         return;
       }
@@ -368,6 +386,7 @@ class RoutedOp final : public Op, public std::enable_shared_from_this<RoutedOp<T
 
   void OnAnswer(Result<T> r) {
     if (finished_) return;
+    if (!router_->closed()) router_->Heard(address_, r.status());
     if (r.ok() || !router_->map().cluster || router_->closed()) {
       Finish(std::move(r));
       return;
@@ -390,7 +409,9 @@ class RoutedOp final : public Op, public std::enable_shared_from_this<RoutedOp<T
     }
     ++router_->retries;
     auto self = this->shared_from_this();
-    if (IsWrongNode(last_)) {
+    if (RetryAtOnce(last_, address_, router_->AddressFor(user_, attempt_ + 1), router_->down)) {
+      Next();
+    } else if (IsWrongNode(last_)) {
       RefreshThenNext();
     } else {
       PauseThen([self] { self->RefreshThenNext(); });
@@ -467,7 +488,7 @@ class FreshGetOp final : public Op, public std::enable_shared_from_this<FreshGet
       Finish(std::move(first_));
       return;
     }
-    const std::string& address = AddressOf(map, router_->seed(), user_, static_cast<int>(k_));
+    const std::string& address = router_->AddressFor(user_, static_cast<int>(k_));
     auto self = shared_from_this();
     router_->Acquire(address, [self](Result<AsyncClient*> c) {
       if (self->finished_) return;
@@ -557,12 +578,12 @@ class BatchOp final : public Op, public std::enable_shared_from_this<BatchOp<R, 
     sent_revision_ = router_->map().revision;
     std::map<std::string, std::vector<size_t>> by_node;
     for (size_t i : pending_) {
-      by_node[AddressOf(router_->map(), router_->seed(), user_of_(entries_[i]), attempt_)]
-          .push_back(i);
+      by_node[router_->AddressFor(user_of_(entries_[i]), attempt_)].push_back(i);
     }
     again_.clear();
     retry_reason_ = Status::OK();
     wrong_at_.clear();
+    at_once_ = true;
     outstanding_ = by_node.size();
     // No group is answered inside this loop: connections answer later.
     for (auto& [address, indices] : by_node) {
@@ -604,6 +625,7 @@ class BatchOp final : public Op, public std::enable_shared_from_this<BatchOp<R, 
                            ": " + std::to_string(r->size()) + " results");
     }
     const ClusterMap& map = router_->map();
+    if (!router_->closed()) router_->Heard(g.address, r.status());
     if (!r.ok()) {
       const Status s = r.status();
       if (!map.cluster && !IsLost(s)) {
@@ -617,6 +639,10 @@ class BatchOp final : public Op, public std::enable_shared_from_this<BatchOp<R, 
       for (size_t i : g.indices) {
         if (retry) {
           again_.push_back(i);
+          at_once_ =
+              at_once_ &&
+              RetryAtOnce(s, g.address, router_->AddressFor(user_of_(entries_[i]), attempt_ + 1),
+                          router_->down);
         } else {
           out_[i] = s;
         }
@@ -632,6 +658,7 @@ class BatchOp final : public Op, public std::enable_shared_from_this<BatchOp<R, 
           again_.push_back(g.indices[k]);
           retry_reason_ = one.status();
           wrong_at_ = g.address;
+          at_once_ = false;
         } else {
           out_[g.indices[k]] = std::move(one);
         }
@@ -652,7 +679,9 @@ class BatchOp final : public Op, public std::enable_shared_from_this<BatchOp<R, 
     }
     router_->retries += again_.size();
     auto self = this->shared_from_this();
-    if (IsWrongNode(retry_reason_)) {
+    if (at_once_) {
+      Next();
+    } else if (IsWrongNode(retry_reason_)) {
       RefreshThenNext();
     } else {
       PauseThen([self] { self->RefreshThenNext(); });
@@ -698,6 +727,7 @@ class BatchOp final : public Op, public std::enable_shared_from_this<BatchOp<R, 
   Callback<Results> done_;
   Results out_;
   std::vector<bool> unknown_;    // per entry: a write sent whose outcome is unknown
+  bool at_once_ = true;          // every entry to retry lost its node and has another up
   std::vector<size_t> pending_;  // this round's entries
   std::vector<size_t> again_;    // to send again after it
   size_t outstanding_ = 0;       // groups of this round not answered yet
@@ -778,7 +808,7 @@ void AsyncClusterClient::Connect(boost::asio::io_context& io,
 const ClusterMap& AsyncClusterClient::map() const { return router_->map(); }
 const ServerInfo& AsyncClusterClient::server_info() const { return router_->info; }
 std::string AsyncClusterClient::NodeOf(std::string_view user) const {
-  return internal::AddressOf(router_->map(), router_->seed(), user, 0);
+  return router_->AddressFor(user, 0);
 }
 WriteId AsyncClusterClient::NewWriteId() { return router_->write_ids.Next(router_->map().log); }
 size_t AsyncClusterClient::in_flight() const { return router_->in_flight(); }

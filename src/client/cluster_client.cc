@@ -20,6 +20,7 @@ struct ClusterClient::Impl {
   uint64_t retries = 0;
   uint64_t stale_reads = 0;
   internal::WriteIds write_ids;
+  internal::DownNodes down;
 
   WriteId NewWriteId() { return write_ids.Next(map.log); }
 
@@ -43,7 +44,17 @@ struct ClusterClient::Impl {
   // Where `user` goes: a single server, or a replica of its partition, the
   // first on a first attempt and the next on each retry.
   std::string AddressOf(std::string_view user, int attempt = 0) const {
-    return internal::AddressOf(map, seed, user, attempt);
+    return internal::AddressOf(map, seed, user, attempt, down);
+  }
+
+  // Notes how `address` answered: not at all (marked down), or it did.
+  void Heard(const std::string& address, const Status& s) {
+    if (IsLost(s)) {
+      clients.erase(address);
+      if (map.cluster) down.Failed(address);
+    } else {
+      down.Answered(address);
+    }
   }
 
   // Asks `address` for its map and keeps it when newer.
@@ -51,7 +62,7 @@ struct ClusterClient::Impl {
     Result<Client*> c = ClientAt(address);
     if (!c.ok()) return c.status();
     Result<segstore::ClusterMap> m = (*c)->ClusterMap();
-    if (!m.ok() && IsLost(m.status())) clients.erase(address);
+    Heard(address, m.status());
     return internal::TakeMap(&map, std::move(m));
   }
 
@@ -59,7 +70,7 @@ struct ClusterClient::Impl {
   Status Refresh(const std::string& first = {}) {
     Status last = Status::Unavailable("no node to ask for the cluster map");
     const uint64_t before = map.revision;
-    for (const std::string& a : internal::RefreshOrder(map, first, seed)) {
+    for (const std::string& a : internal::RefreshOrder(map, first, seed, down)) {
       last = AskMap(a);
       if (last.ok() && internal::RefreshFound(map, before)) return Status::OK();
     }
@@ -82,17 +93,19 @@ struct ClusterClient::Impl {
       Result<Client*> c = ClientAt(address);
       if (!c.ok()) {
         last = c.status();
+        Heard(address, last);
       } else {
         Result<T> r = call(**c);
+        Heard(address, r.status());
         if (r.ok() || !map.cluster) return r;
         last = r.status();
-        if (IsLost(last)) clients.erase(address);
         if (internal::IsWrite(kind) && internal::IsUnknown(last)) unknown = true;
         if (!Retryable(last, kind)) return r;
       }
       if (!map.cluster && !IsLost(last)) return last;
       if (attempt + 1 >= attempts) break;
       ++retries;
+      if (internal::RetryAtOnce(last, address, AddressOf(user, attempt + 1), down)) continue;
       if (!IsWrongNode(last)) Pause(attempt);
       const uint64_t revision = map.revision;
       (void)Refresh(IsWrongNode(last) ? address : std::string());
@@ -138,6 +151,8 @@ struct ClusterClient::Impl {
       std::vector<size_t> again;
       Status retry_reason;
       std::string wrong_at;
+      // Whether every entry to retry lost its node and has another to go to.
+      bool at_once = true;
       for (auto& [address, indices] : by_node) {
         std::vector<Entry> group;
         group.reserve(indices.size());
@@ -149,8 +164,8 @@ struct ClusterClient::Impl {
           r = Status::Internal("batch of " + std::to_string(indices.size()) + " to " + address +
                                ": " + std::to_string(r->size()) + " results");
         }
+        Heard(address, r.status());
         if (!r.ok()) {
-          if (IsLost(r.status())) clients.erase(address);
           const bool retry = Retryable(r.status(), kind);
           if (internal::IsWrite(kind) && internal::IsUnknown(r.status())) {
             for (size_t i : indices) unknown[i] = true;
@@ -159,6 +174,9 @@ struct ClusterClient::Impl {
           for (size_t i : indices) {
             if (retry) {
               again.push_back(i);
+              at_once = at_once &&
+                        internal::RetryAtOnce(r.status(), address,
+                                              AddressOf(user_of(entries[i]), attempt + 1), down);
             } else {
               out[i] = r.status();
             }
@@ -175,6 +193,7 @@ struct ClusterClient::Impl {
             again.push_back(indices[k]);
             retry_reason = one.status();
             wrong_at = address;
+            at_once = false;
           } else {
             out[indices[k]] = std::move(one);
           }
@@ -186,10 +205,12 @@ struct ClusterClient::Impl {
         break;
       }
       retries += again.size();
-      if (!IsWrongNode(retry_reason)) Pause(attempt);
-      const uint64_t revision = map.revision;
-      (void)Refresh(wrong_at);
-      if (IsWrongNode(retry_reason) && map.revision == revision) Pause(attempt);
+      if (!at_once) {
+        if (!IsWrongNode(retry_reason)) Pause(attempt);
+        const uint64_t revision = map.revision;
+        (void)Refresh(wrong_at);
+        if (IsWrongNode(retry_reason) && map.revision == revision) Pause(attempt);
+      }
       pending = std::move(again);
     }
     return out;
@@ -236,8 +257,8 @@ Result<UpsertResult> ClusterClient::Upsert(std::string_view user,
                                            std::span<const SegmentUpdate> segments,
                                            UpsertMode mode) {
   const WriteId id = impl_->NewWriteId();
-  return impl_->Routed<UpsertResult>(
-      user, internal::WriteKind(id), [&](Client& c) { return c.Upsert(user, segments, mode, id); });
+  return impl_->Routed<UpsertResult>(user, internal::WriteKind(id),
+                                     [&](Client& c) { return c.Upsert(user, segments, mode, id); });
 }
 
 Result<BatchUpsertResult> ClusterClient::BatchUpsert(std::span<const UpsertItem> items) {

@@ -26,11 +26,35 @@ Status GaveUp(const Status& s, bool unknown, int attempts) {
   return s;
 }
 
+void DownNodes::Failed(const std::string& address, Clock::time_point now) {
+  Mark& m = marks_[address];
+  m.failures = std::min(m.failures + 1, 5);
+  m.until = now + std::chrono::seconds(1 << (m.failures - 1));  // 1, 2, 4, 8, 16 s
+}
+
+bool DownNodes::Down(const std::string& address, Clock::time_point now) const {
+  if (marks_.empty()) return false;
+  auto it = marks_.find(address);
+  return it != marks_.end() && now < it->second.until;
+}
+
 const std::string& AddressOf(const ClusterMap& map, const std::string& seed, std::string_view user,
-                             int attempt) {
+                             int attempt, const DownNodes& down) {
   if (!map.has_map()) return seed;
   std::span<const uint16_t> replicas = map.ReplicasOf(PartitionOf(user));
-  return map.nodes[replicas[static_cast<size_t>(attempt) % replicas.size()]].address;
+  const size_t first = static_cast<size_t>(attempt) % replicas.size();
+  if (down.empty()) return map.nodes[replicas[first]].address;
+  const auto now = DownNodes::Clock::now();
+  for (size_t k = 0; k < replicas.size(); ++k) {
+    const std::string& a = map.nodes[replicas[(first + k) % replicas.size()]].address;
+    if (!down.Down(a, now)) return a;
+  }
+  return map.nodes[replicas[first]].address;
+}
+
+bool RetryAtOnce(const Status& last, const std::string& address, const std::string& next,
+                 const DownNodes& down) {
+  return IsLost(last) && next != address && !down.Down(next, DownNodes::Clock::now());
 }
 
 std::chrono::milliseconds RetryPause(std::chrono::milliseconds base, int attempt) {
@@ -50,12 +74,17 @@ Status TakeMap(ClusterMap* map, Result<ClusterMap> answer) {
 }
 
 std::vector<std::string> RefreshOrder(const ClusterMap& map, const std::string& first,
-                                      const std::string& seed) {
+                                      const std::string& seed, const DownNodes& down) {
   std::vector<std::string> order;
+  std::vector<std::string> last;
   order.reserve(map.nodes.size() + 2);
   if (!first.empty()) order.push_back(first);
-  for (const ClusterNode& n : map.nodes) order.push_back(n.address);
+  const auto now = DownNodes::Clock::now();
+  for (const ClusterNode& n : map.nodes) {
+    (down.Down(n.address, now) ? last : order).push_back(n.address);
+  }
   order.push_back(seed);
+  order.insert(order.end(), last.begin(), last.end());
   return order;
 }
 

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,11 +53,42 @@ bool Retryable(const ClusterMap& map, const Status& s, Kind kind);
 // (a write never sent is no doubt).
 Status GaveUp(const Status& s, bool unknown, int attempts);
 
+// Nodes that could not be reached lately (no connection could be made, or
+// it broke, or no answer came in time). While a node is marked down,
+// requests that would go to it go to the next replica of their partition
+// that is not, without a pause: one second after a failure, doubling with
+// each failure in a row up to 16 s. After that, the next request that would
+// go there tries the node again; an answer from it clears the mark.
+class DownNodes {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void Failed(const std::string& address, Clock::time_point now = Clock::now());
+  void Answered(const std::string& address) {
+    if (!marks_.empty()) marks_.erase(address);
+  }
+  bool Down(const std::string& address, Clock::time_point now) const;
+  bool empty() const { return marks_.empty(); }
+
+ private:
+  struct Mark {
+    Clock::time_point until;
+    int failures = 0;
+  };
+  std::map<std::string, Mark, std::less<>> marks_;
+};
+
 // Where `user` goes on attempt `attempt` (0 first): `seed` while the map
 // places nothing (a single server, or a cluster still forming), else the
-// replicas of its partition in turn.
+// replicas of its partition in turn, starting at the attempt's and passing
+// over those `down` marks down (the attempt's own when all are).
 const std::string& AddressOf(const ClusterMap& map, const std::string& seed, std::string_view user,
-                             int attempt);
+                             int attempt, const DownNodes& down);
+
+// Whether a retry after `last` from `address` may go at once to `next`,
+// without a pause or a fresh map: `address` could not be reached, and
+// `next` is another node, not marked down.
+bool RetryAtOnce(const Status& last, const std::string& address, const std::string& next,
+                 const DownNodes& down);
 
 // The pause before retry `attempt` (0 first): `base` doubling, at most 64x.
 std::chrono::milliseconds RetryPause(std::chrono::milliseconds base, int attempt);
@@ -68,9 +100,9 @@ std::chrono::milliseconds RetryPause(std::chrono::milliseconds base, int attempt
 Status TakeMap(ClusterMap* map, Result<ClusterMap> answer);
 
 // The nodes a refresh asks, in order: `first` (when given), every node of
-// `map`, then `seed`.
+// `map` not marked down, then `seed`, then the nodes marked down.
 std::vector<std::string> RefreshOrder(const ClusterMap& map, const std::string& first,
-                                      const std::string& seed);
+                                      const std::string& seed, const DownNodes& down);
 
 // Whether a refresh that started from revision `before` may stop asking:
 // it found a newer map, or the server is a single one.
