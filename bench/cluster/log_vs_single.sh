@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# A cluster node writing through the cluster's log beside a single server, on
-# this machine, in one invocation: the cost of the log on the request path.
+# A cluster writing through the cluster's log beside a single server, on
+# this machine, in one invocation: the cost of the log (and of replicas) on
+# the request path. The cluster is one node by default, or --nodes N with
+# --replication R; segbench routes by the map and counts every node's CPU.
 # Starts, on loopback: etcd (Debian's /usr/bin/etcd), librdkafka's mock Kafka
 # cluster (the tests' segstore-test-kafka: 3 brokers, 64 log partitions; not
 # a real Kafka: it holds every empty fetch for the consumer's whole
 # fetch.wait.max.ms, which a real broker does not), a one-node cluster with a
-# [cluster_log] and a single server, each on its own data file; then runs
+# [cluster_log] (or N of them) and a single server, each on its own data
+# file; then runs
 # segbench's workloads on each in alternating rounds, and each node's idle
 # CPU over 10 s first.
 #
 #   bench/cluster/log_vs_single.sh                         # build/, 20,000 users, 2 rounds
 #   bench/cluster/log_vs_single.sh --build build-x --users 50000 --rounds 3 -- upsert get
+#   bench/cluster/log_vs_single.sh --nodes 3 --replication 2             # three nodes, R = 2
 #
 # Options: --build DIR (default build; segstored, segbench and
 # segstore-test-kafka must be built there), --users N, --seconds S,
-# --connections C, --rounds R, --data DIR (default /var/tmp/segbench-cluster;
+# --connections C, --rounds R, --nodes N (default 1), --replication R
+# (default 1; at most N), --data DIR (default /var/tmp/segbench-cluster;
 # data files, logs and results.txt). Anything after `--` replaces the
 # workloads (default: load upsert get). Everything started is stopped on
 # exit, by its PID.
@@ -25,6 +30,8 @@ users=20000
 seconds=10
 connections=16
 rounds=2
+nodes=1
+replication=1
 data=/var/tmp/segbench-cluster
 workloads=(load upsert get)
 while [ $# -gt 0 ]; do
@@ -34,6 +41,8 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --connections) connections=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --nodes) nodes=$2; shift 2 ;;
+    --replication) replication=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --) shift; workloads=("$@"); break ;;
     *) echo "log_vs_single.sh: unknown option $1" >&2; exit 2 ;;
@@ -58,49 +67,57 @@ listen = "off"
 path = "$data/single.dat"
 file_size = "2GiB"
 TOML
-cat > cluster.toml <<TOML
+cluster_pids=()
+for n in $(seq "$nodes"); do
+  cat > "cluster$n.toml" <<TOML
 [server]
 listen = "127.0.0.1:0"
 [admin]
 listen = "off"
 [storage]
-path = "$data/cluster.dat"
+path = "$data/cluster$n.dat"
 file_size = "2GiB"
 [cluster]
 etcd_endpoints = ["http://127.0.0.1:$etcd_client"]
 etcd_prefix = "/segbench"
-node_id = "bench-1"
-initial_nodes = 1
+node_id = "bench-$n"
+rack = "rack-$n"
+initial_nodes = $nodes
+replication = $replication
 [cluster_log]
 brokers = "$brokers"
 partitions = 64
 TOML
+  "$segstored" --config "cluster$n.toml" > "cluster$n.log" 2>&1 &
+  cluster_pids+=($!)
+  pids+=($!)
+done
 "$segstored" --config single.toml > single.log 2>&1 &
 single_pid=$!
 pids+=($single_pid)
-"$segstored" --config cluster.toml > cluster.log 2>&1 &
-cluster_pid=$!
-pids+=($cluster_pid)
 port_of() { sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$1" | head -1; }
+caught_up() {
+  for n in $(seq "$nodes"); do grep -q "caught up with the log" "cluster$n.log" || return 1; done
+}
 for _ in $(seq 600); do
-  [ -n "$(port_of single.log)" ] && grep -q "caught up with the log" cluster.log && break
+  [ -n "$(port_of single.log)" ] && caught_up && break
   sleep 0.1
 done
 single_port=$(port_of single.log)
-cluster_port=$(port_of cluster.log)
+cluster_port=$(port_of cluster1.log)
 [ -n "$single_port" ] && [ -n "$cluster_port" ] || {
   echo "log_vs_single.sh: a segstored did not start (see $data/*.log)" >&2; exit 1; }
 
 {
   cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
   sleep 2
-  a=$(cpu $single_pid); b=$(cpu $cluster_pid)
+  a=$(cpu $single_pid); b=$(cpu "${cluster_pids[0]}")
   sleep 10
-  echo "idle 10 s, CPU (s): single $(( ($(cpu $single_pid) - a) )) / 100, cluster node $(( ($(cpu $cluster_pid) - b) )) / 100"
+  echo "idle 10 s, CPU (s): single $(( ($(cpu $single_pid) - a) )) / 100, a cluster node $(( ($(cpu "${cluster_pids[0]}") - b) )) / 100"
   "$segbench" --segstore "127.0.0.1:$single_port" limits
   for round in $(seq "$rounds"); do
     for port in "$single_port" "$cluster_port"; do
-      echo "=== round $round: $([ "$port" = "$single_port" ] && echo single server || echo cluster node with a log)"
+      echo "=== round $round: $([ "$port" = "$single_port" ] && echo single server || echo "cluster with a log: $nodes nodes, replication $replication")"
       "$segbench" --segstore "127.0.0.1:$port" --users "$users" --connections "$connections" \
         --seconds "$seconds" --warmup 2 "${workloads[@]}"
     done
