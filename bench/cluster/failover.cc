@@ -201,10 +201,15 @@ int main(int argc, char** argv) {
   std::vector<std::vector<Event>> reads(o.readers), writes(o.writers);
   std::vector<std::thread> threads;
   std::atomic<unsigned> ready{0};
+  std::atomic<unsigned> failed_connects{0};
   const auto run = [&](bool writer, unsigned t, std::vector<Event>* out) {
     auto c = Connect(o);
+    if (c == nullptr) {
+      failed_connects++;
+      ++ready;
+      return;
+    }
     ++ready;
-    if (c == nullptr) return;
     uint64_t i = t * 7919;
     while (!stop.load(std::memory_order_relaxed)) {
       const std::string& u = users[i++ % users.size()];
@@ -227,6 +232,13 @@ int main(int argc, char** argv) {
   for (unsigned t = 0; t < o.readers; ++t) threads.emplace_back(run, false, t, &reads[t]);
   for (unsigned t = 0; t < o.writers; ++t) threads.emplace_back(run, true, t, &writes[t]);
   while (ready.load() < threads.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (failed_connects.load() > 0) {
+    stop = true;
+    for (auto& th : threads) th.join();
+    std::fprintf(stderr, "cluster_failover: %u clients could not connect\n",
+                 failed_connects.load());
+    return 1;
+  }
   std::this_thread::sleep_for(std::chrono::duration<double>(o.before));
   const Clock::time_point kill = Clock::now();
   if (::kill(static_cast<pid_t>(o.kill_pid), SIGKILL) != 0) {

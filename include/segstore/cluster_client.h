@@ -14,9 +14,10 @@
 // - Busy from a cluster node (it serves nothing at the moment): the map is
 //   fetched again and, after a pause (`retry_pause`, doubling), the request
 //   goes to the next replica.
-// - A node that cannot be reached or did not answer is marked down: for a
-//   second, doubling with each failure in a row up to 16 s; an answer clears
-//   the mark. A read (or a write that may be resent, below) that met it goes
+// - A node that cannot be reached or did not answer is marked down: for
+//   `down_mark` (a second), doubling with each failure in a row up to 16 s
+//   (the requests in flight to it when it went count as one); an answer
+//   clears the mark. A read (or a write that may be resent, below) that met it goes
 //   at once to the next replica not marked down, and every request passes
 //   over the node while the mark lasts; the first after it tries the node
 //   again. When every replica is down, the request pauses and goes round as
@@ -62,6 +63,9 @@ struct ClusterClientOptions {
   ClientOptions node;
   int max_attempts = 4;
   std::chrono::milliseconds retry_pause{50};
+  // How long a node that could not be reached is passed over after a
+  // first failure (doubling with failures in a row, up to 16 times this).
+  std::chrono::milliseconds down_mark{1000};
 };
 
 class ClusterClient {

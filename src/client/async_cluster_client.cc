@@ -47,6 +47,7 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
         seed_(FormatServerAddress(options.node.host, options.node.port)) {
     options_.connections_per_node = std::max(1u, options_.connections_per_node);
     options_.max_attempts = std::max(1, options_.max_attempts);
+    down = DownNodes(options_.down_mark);
   }
 
   boost::asio::io_context& io() { return io_; }
@@ -371,7 +372,7 @@ class RoutedOp final : public Op, public std::enable_shared_from_this<RoutedOp<T
       if (self->finished_) return;
       if (!c.ok()) {
         self->last_ = c.status();
-        self->router_->Heard(self->address_, self->last_);
+        if (!self->router_->closed()) self->router_->Heard(self->address_, self->last_);
         self->Failed();
         return;
       }
@@ -477,6 +478,7 @@ class FreshGetOp final : public Op, public std::enable_shared_from_this<FreshGet
 
   void Start() {
     router_->Register(this);
+    order_ = FreshOrder(router_->map(), user_, router_->down);
     Ask();
   }
   void Abort(const Status& status) override { Finish(status); }
@@ -484,11 +486,11 @@ class FreshGetOp final : public Op, public std::enable_shared_from_this<FreshGet
  private:
   void Ask() {
     const ClusterMap& map = router_->map();
-    if (router_->closed() || !map.has_map() || k_ >= map.replication) {
+    if (router_->closed() || !map.has_map() || k_ >= order_.size()) {
       Finish(std::move(first_));
       return;
     }
-    const std::string& address = router_->AddressFor(user_, static_cast<int>(k_));
+    const std::string address = order_[k_];
     auto self = shared_from_this();
     router_->Acquire(address, [self](Result<AsyncClient*> c) {
       if (self->finished_) return;
@@ -523,7 +525,8 @@ class FreshGetOp final : public Op, public std::enable_shared_from_this<FreshGet
   const GetOptions options_;
   GetResult first_;
   Callback<GetResult> done_;
-  uint32_t k_ = 1;  // the replica asked next
+  std::vector<std::string> order_;  // the replicas to ask (FreshOrder)
+  size_t k_ = 0;                    // the one asked next
   bool finished_ = false;
 };
 

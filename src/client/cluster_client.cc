@@ -60,7 +60,10 @@ struct ClusterClient::Impl {
   // Asks `address` for its map and keeps it when newer.
   Status AskMap(const std::string& address) {
     Result<Client*> c = ClientAt(address);
-    if (!c.ok()) return c.status();
+    if (!c.ok()) {
+      Heard(address, c.status());
+      return c.status();
+    }
     Result<segstore::ClusterMap> m = (*c)->ClusterMap();
     Heard(address, m.status());
     return internal::TakeMap(&map, std::move(m));
@@ -124,8 +127,8 @@ struct ClusterClient::Impl {
         Routed<GetResult>(user, Kind::kRead, [&](Client& c) { return c.Get(user, get); });
     if (!first.ok() || !first->stale || !map.has_map()) return first;
     ++stale_reads;
-    for (uint32_t k = 1; k < map.replication; ++k) {
-      Result<Client*> c = ClientAt(AddressOf(user, static_cast<int>(k)));
+    for (const std::string& address : internal::FreshOrder(map, user, down)) {
+      Result<Client*> c = ClientAt(address);
       if (!c.ok()) continue;
       Result<GetResult> r = (*c)->Get(user, get);
       // Only an answer not marked stale beats the first: NotFound from a
@@ -224,6 +227,7 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClien
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->seed = FormatServerAddress(options.node.host, options.node.port);
+  impl->down = internal::DownNodes(options.down_mark);
   SEGSTORE_RETURN_IF_ERROR(impl->AskMap(impl->seed));
   return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(impl)));
 }

@@ -28,8 +28,10 @@ Status GaveUp(const Status& s, bool unknown, int attempts) {
 
 void DownNodes::Failed(const std::string& address, Clock::time_point now) {
   Mark& m = marks_[address];
+  // Requests in flight to the node when it went fail together: one failure.
+  if (m.failures > 0 && now < m.until) return;
   m.failures = std::min(m.failures + 1, 5);
-  m.until = now + std::chrono::seconds(1 << (m.failures - 1));  // 1, 2, 4, 8, 16 s
+  m.until = now + first_ * (1 << (m.failures - 1));  // 1, 2, 4, 8, 16 x first_
 }
 
 bool DownNodes::Down(const std::string& address, Clock::time_point now) const {
@@ -50,6 +52,19 @@ const std::string& AddressOf(const ClusterMap& map, const std::string& seed, std
     if (!down.Down(a, now)) return a;
   }
   return map.nodes[replicas[first]].address;
+}
+
+std::vector<std::string> FreshOrder(const ClusterMap& map, std::string_view user,
+                                    const DownNodes& down) {
+  std::vector<std::string> order;
+  if (!map.has_map()) return order;
+  const std::string& asked = AddressOf(map, std::string(), user, 0, down);
+  const auto now = DownNodes::Clock::now();
+  for (uint16_t r : map.ReplicasOf(PartitionOf(user))) {
+    const std::string& a = map.nodes[r].address;
+    if (a != asked && !down.Down(a, now)) order.push_back(a);
+  }
+  return order;
 }
 
 bool RetryAtOnce(const Status& last, const std::string& address, const std::string& next,

@@ -56,12 +56,15 @@ Status GaveUp(const Status& s, bool unknown, int attempts);
 // Nodes that could not be reached lately (no connection could be made, or
 // it broke, or no answer came in time). While a node is marked down,
 // requests that would go to it go to the next replica of their partition
-// that is not, without a pause: one second after a failure, doubling with
-// each failure in a row up to 16 s. After that, the next request that would
-// go there tries the node again; an answer from it clears the mark.
+// that is not, without a pause: `first` (a second) after a failure,
+// doubling with each failure in a row up to 16 times that; failures while
+// it is marked (the other requests that were in flight to it) count as
+// one. After that, the next request that would go there tries the node
+// again; an answer from it clears the mark.
 class DownNodes {
  public:
   using Clock = std::chrono::steady_clock;
+  explicit DownNodes(std::chrono::milliseconds first = std::chrono::seconds(1)) : first_(first) {}
   void Failed(const std::string& address, Clock::time_point now = Clock::now());
   void Answered(const std::string& address) {
     if (!marks_.empty()) marks_.erase(address);
@@ -74,6 +77,7 @@ class DownNodes {
     Clock::time_point until;
     int failures = 0;
   };
+  std::chrono::milliseconds first_;
   std::map<std::string, Mark, std::less<>> marks_;
 };
 
@@ -83,6 +87,12 @@ class DownNodes {
 // over those `down` marks down (the attempt's own when all are).
 const std::string& AddressOf(const ClusterMap& map, const std::string& seed, std::string_view user,
                              int attempt, const DownNodes& down);
+
+// The replicas a get answered stale asks next, in turn: those of the user's
+// partition but the one a first attempt goes to (AddressOf's, which
+// answered), passing over those marked down. Empty without a map.
+std::vector<std::string> FreshOrder(const ClusterMap& map, std::string_view user,
+                                    const DownNodes& down);
 
 // Whether a retry after `last` from `address` may go at once to `next`,
 // without a pause or a fresh map: `address` could not be reached, and

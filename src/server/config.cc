@@ -548,6 +548,11 @@ Status ParseBytes(std::string_view text, uint64_t* bytes) {
 Status FinishClusterConfig(Config* c) {
   cluster::AgentOptions& o = c->cluster;
   const bool any = !o.self.id.empty() || !o.self.address.empty() || !o.self.rack.empty();
+  if (c->replica.passive && !c->cluster_log_enabled) {
+    // Else the node would take writes, locally: the opposite of what was asked.
+    return Status::InvalidArgument(
+        "cluster_log.passive needs the log it applies (cluster_log.brokers)");
+  }
   if (!c->cluster_enabled) {
     if (any)
       return Status::InvalidArgument("cluster: node_id, advertise and rack need etcd_endpoints");

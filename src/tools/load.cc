@@ -394,6 +394,12 @@ class Loader {
           if (&to == &gave_up) gave_up_on = one.status();
           to.segments += item.segments.size();
           to.items.push_back(std::move(item));
+        } else if (one.status().code() == Status::Code::kReadOnly) {
+          // The cluster takes no writes (a passive one): nothing will be
+          // written, so the load stops (FailBatch, which this status decides).
+          gave_up_on = one.status();
+          gave_up.segments += item.segments.size();
+          gave_up.items.push_back(std::move(item));
         } else {
           ++failed_users_;
           if (Report()) {

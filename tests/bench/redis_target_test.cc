@@ -618,7 +618,7 @@ TEST_F(RedisTargetTest, RequestsTimeOutWhenTheServerStopsAnswering) {
   auto conn = MustOpen(*target);
   ASSERT_NE(conn, nullptr);
 
-  server_.Pause();  // SIGSTOP: the socket stays open, nothing answers
+  ASSERT_TRUE(server_.Pause());  // SIGSTOP: the socket stays open, nothing answers
   Outcome o = Get(*conn, "user-a");
   EXPECT_FALSE(o.ok);
   EXPECT_NE(o.error.find("no reply within 1000 ms"), std::string::npos) << o.error;

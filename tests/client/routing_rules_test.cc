@@ -34,24 +34,38 @@ ClusterMap TwoReplicaMap() {
 TEST(DownNodesTest, AMarkLastsASecondAndDoublesWithFailuresInARowUpTo16s) {
   DownNodes down;
   const std::string a = "10.0.0.1:7700";
-  const Clock::time_point t0 = Clock::now();
+  Clock::time_point t = Clock::now();
   EXPECT_TRUE(down.empty());
-  EXPECT_FALSE(down.Down(a, t0));
-  down.Failed(a, t0);
-  EXPECT_TRUE(down.Down(a, t0 + 999ms));
-  EXPECT_FALSE(down.Down(a, t0 + 1s));
-  EXPECT_FALSE(down.Down("10.0.0.2:7700", t0));
-  down.Failed(a, t0);  // the second failure in a row: 2 s
-  EXPECT_TRUE(down.Down(a, t0 + 1999ms));
-  EXPECT_FALSE(down.Down(a, t0 + 2s));
-  for (int i = 0; i < 10; ++i) down.Failed(a, t0);
-  EXPECT_TRUE(down.Down(a, t0 + 15s));
-  EXPECT_FALSE(down.Down(a, t0 + 16s));  // at most 16 s
+  EXPECT_FALSE(down.Down(a, t));
+  down.Failed(a, t);
+  EXPECT_TRUE(down.Down(a, t + 999ms));
+  EXPECT_FALSE(down.Down(a, t + 1s));
+  EXPECT_FALSE(down.Down("10.0.0.2:7700", t));
+  // Failures while marked (requests that were in flight) count as one.
+  down.Failed(a, t + 10ms);
+  down.Failed(a, t + 500ms);
+  EXPECT_FALSE(down.Down(a, t + 1s));
+  // Tried again after the mark and failed: the second in a row, 2 s.
+  t += 1s;
+  down.Failed(a, t);
+  EXPECT_TRUE(down.Down(a, t + 1999ms));
+  EXPECT_FALSE(down.Down(a, t + 2s));
+  for (int i = 0; i < 10; ++i) {
+    t += 20s;
+    down.Failed(a, t);
+  }
+  EXPECT_TRUE(down.Down(a, t + 15s));
+  EXPECT_FALSE(down.Down(a, t + 16s));  // at most 16 s
   // An answer clears it, and the count: the next failure marks a second.
   down.Answered(a);
   EXPECT_TRUE(down.empty());
-  down.Failed(a, t0);
-  EXPECT_FALSE(down.Down(a, t0 + 1s));
+  down.Failed(a, t);
+  EXPECT_FALSE(down.Down(a, t + 1s));
+  // Another first mark.
+  DownNodes longer(5s);
+  longer.Failed(a, t);
+  EXPECT_TRUE(longer.Down(a, t + 4s));
+  EXPECT_FALSE(longer.Down(a, t + 5s));
 }
 
 TEST(DownNodesTest, RequestsPassOverANodeMarkedDownUnlessEveryReplicaIs) {

@@ -128,7 +128,7 @@ TEST_F(EtcdTest, ACallToAStalledMemberTimesOutAndTheClientRecovers) {
   auto c = EtcdClient::Create(o);
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Put("/s/k", "v").ok());
-  etcd_.Pause(0);
+  ASSERT_TRUE(etcd_.Pause(0));
   const auto start = std::chrono::steady_clock::now();
   Result<RangeResult> r = (*c)->Range("/s/k");
   const auto took = std::chrono::steady_clock::now() - start;

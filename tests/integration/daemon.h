@@ -128,7 +128,9 @@ class Daemon {
   }
   // SIGSTOP, returning once every thread has stopped (stop_process.h).
   void Pause() {
-    if (pid_ > 0) segstore::testing::StopProcess(pid_);
+    if (pid_ > 0) {
+      EXPECT_TRUE(segstore::testing::StopProcess(pid_)) << "not every thread stopped";
+    }
   }
 
  private:

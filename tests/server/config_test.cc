@@ -571,6 +571,9 @@ TEST(ConfigTest, ClusterLogSettingsAreChecked) {
       Rejected("[cluster_log.properties]\n\"no.such.property\" = \"1\"\n", "no.such.property"));
   EXPECT_TRUE(Rejected("[cluster_log]\nsurprise = 1\n", "cluster_log.surprise"));
   EXPECT_TRUE(Rejected("[cluster_log]\npassive = \"yes\"\n", "passive"));
+  s = loaded(cluster + "[cluster_log]\npassive = true\n", &c);
+  EXPECT_NE(s.message().find("cluster_log.passive needs the log"), std::string_view::npos)
+      << s.ToString();
   // A passive node: it applies the log and writes nothing; the stats say so.
   ASSERT_TRUE(loaded(cluster + log + "passive = true\n", &c).ok());
   EXPECT_TRUE(c.replica.passive);

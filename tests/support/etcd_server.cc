@@ -233,8 +233,8 @@ bool EtcdCluster::Restart(int i, std::string* why) {
   return false;
 }
 
-void EtcdCluster::Pause(int i) {
-  if (Valid(i) && members_[i].pid > 0) StopProcess(members_[i].pid);
+bool EtcdCluster::Pause(int i) {
+  return Valid(i) && members_[i].pid > 0 && StopProcess(members_[i].pid);
 }
 
 void EtcdCluster::Resume(int i) {

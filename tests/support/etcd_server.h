@@ -55,7 +55,9 @@ class EtcdCluster {
   // and waits until it is healthy (which needs a quorum of running members).
   bool Restart(int i, std::string* why);
   // SIGSTOP / SIGCONT member i.
-  void Pause(int i);
+  // Pause returns once every thread of the member stopped (false if that
+  // did not happen within 10 s: stop_process.h).
+  [[nodiscard]] bool Pause(int i);
   void Resume(int i);
 
   // Member i's PID, -1 when it is not running.

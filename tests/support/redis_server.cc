@@ -109,7 +109,7 @@ bool RedisServer::Start(std::string* why) {
   return false;
 }
 
-void RedisServer::Pause() { StopProcess(pid_); }
+bool RedisServer::Pause() { return StopProcess(pid_); }
 void RedisServer::Resume() { ::kill(pid_, SIGCONT); }
 
 bool RedisServer::Spawn() {

@@ -61,7 +61,7 @@ class RedisServer {
   void Stop() { End(SIGTERM); }
   // SIGKILL: the server disappears at once, sockets and all.
   void Kill() { End(SIGKILL); }
-  void Pause();
+  [[nodiscard]] bool Pause();  // false if not every thread stopped within 10 s
   void Resume();
 
   uint16_t port() const { return port_; }
