@@ -38,40 +38,12 @@ script=bootstrap_rate.sh
 # shellcheck source=bench/cluster/common.sh
 source "$root/bench/cluster/common.sh"
 
-start_node() {  # start_node N
-  cat > "node$1.toml" <<TOML
-[server]
-listen = "127.0.0.1:0"
-[admin]
-listen = "off"
-[storage]
-path = "$data/node$1.dat"
-file_size = "2GiB"
-[cluster]
-etcd_endpoints = ["http://127.0.0.1:$etcd_client"]
-etcd_prefix = "/segbench"
-node_id = "node-$1"
-rack = "rack-$1"
-initial_nodes = 2
-replication = 2
-[cluster_log]
-brokers = "$brokers"
-partitions = 64
-TOML
-  "$segstored" --config "node$1.toml" > "node$1.log" 2>&1 &
-  pids+=($!)
-}
-port_of() { sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$1" | head -1; }
-wait_caught_up() {  # wait_caught_up N
-  for _ in $(seq 1200); do grep -q "caught up with the log" "node$1.log" && return 0; sleep 0.1; done
-  echo "bootstrap_rate.sh: node $1 did not catch up (see $data/node$1.log)" >&2; exit 1
-}
 stat_of() {  # stat_of PORT NAME
   "$segctl" --server "127.0.0.1:$1" stats --json | python3 -c "import json,sys; print(json.load(sys.stdin).get('$2', 0))"
 }
 
-start_node 1
-start_node 2
+start_node 1 2 2
+start_node 2 2 2
 wait_caught_up 1
 wait_caught_up 2
 port1=$(port_of node1.log)
@@ -82,7 +54,7 @@ exec > >(tee results.txt) 2>&1
 echo "=== loading $users users through the cluster (2 nodes, replication 2)"
 "$segbench" --segstore "127.0.0.1:$port1" --users "$users" load
 started=$(date +%s.%N)
-start_node 3
+start_node 3 2 2
 wait_caught_up 3
 port3=$(port_of node3.log)
 for _ in $(seq 6000); do

@@ -111,7 +111,7 @@ Summary Summarize(const std::vector<Event>& events, Clock::time_point kill, Cloc
     }
     if (e.code != Status::Code::kOk) {
       ++s.failed_after;
-      ++s.failures[std::string(Status::FromCode(static_cast<uint8_t>(e.code), "").ToString())];
+      ++s.failures[std::string(Status::CodeName(e.code))];
       continue;
     }
     ok_ends.push_back(e.end);

@@ -45,38 +45,7 @@ script=failover.sh
 # shellcheck source=bench/cluster/common.sh
 source "$root/bench/cluster/common.sh"
 
-declare -A node_pid
-start_node() {  # start_node N
-  cat > "node$1.toml" <<TOML
-[server]
-listen = "127.0.0.1:0"
-[admin]
-listen = "off"
-[storage]
-path = "$data/node$1.dat"
-file_size = "1GiB"
-[cluster]
-etcd_endpoints = ["http://127.0.0.1:$etcd_client"]
-etcd_prefix = "/segbench"
-node_id = "node-$1"
-rack = "rack-$1"
-initial_nodes = 3
-replication = 2
-[cluster_log]
-brokers = "$brokers"
-partitions = 64
-TOML
-  "$segstored" --config "node$1.toml" > "node$1.log" 2>&1 &
-  pids+=($!)
-  node_pid[$1]=$!
-}
-port_of() { sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$1" | head -1; }
-wait_caught_up() {  # wait_caught_up N
-  for _ in $(seq 1200); do grep -q "caught up with the log" "node$1.log" && return 0; sleep 0.1; done
-  echo "failover.sh: node $1 did not catch up (see $data/node$1.log)" >&2; exit 1
-}
-
-for n in 1 2 3; do start_node $n; done
+for n in 1 2 3; do start_node $n 3 2; done
 for n in 1 2 3; do wait_caught_up $n; done
 port1=$(port_of node1.log)
 port3=$(port_of node3.log)

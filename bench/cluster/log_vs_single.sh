@@ -67,53 +67,23 @@ listen = "off"
 path = "$data/single.dat"
 file_size = "2GiB"
 TOML
-cluster_pids=()
-for n in $(seq "$nodes"); do
-  cat > "cluster$n.toml" <<TOML
-[server]
-listen = "127.0.0.1:0"
-[admin]
-listen = "off"
-[storage]
-path = "$data/cluster$n.dat"
-file_size = "2GiB"
-[cluster]
-etcd_endpoints = ["http://127.0.0.1:$etcd_client"]
-etcd_prefix = "/segbench"
-node_id = "bench-$n"
-rack = "rack-$n"
-initial_nodes = $nodes
-replication = $replication
-[cluster_log]
-brokers = "$brokers"
-partitions = 64
-TOML
-  "$segstored" --config "cluster$n.toml" > "cluster$n.log" 2>&1 &
-  cluster_pids+=($!)
-  pids+=($!)
-done
+for n in $(seq "$nodes"); do start_node "$n" "$nodes" "$replication"; done
 "$segstored" --config single.toml > single.log 2>&1 &
 single_pid=$!
 pids+=($single_pid)
-port_of() { sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$1" | head -1; }
-caught_up() {
-  for n in $(seq "$nodes"); do grep -q "caught up with the log" "cluster$n.log" || return 1; done
-}
-for _ in $(seq 600); do
-  [ -n "$(port_of single.log)" ] && caught_up && break
-  sleep 0.1
-done
+for n in $(seq "$nodes"); do wait_caught_up "$n"; done
+for _ in $(seq 600); do [ -n "$(port_of single.log)" ] && break; sleep 0.1; done
 single_port=$(port_of single.log)
-cluster_port=$(port_of cluster1.log)
+cluster_port=$(port_of node1.log)
 [ -n "$single_port" ] && [ -n "$cluster_port" ] || {
   echo "log_vs_single.sh: a segstored did not start (see $data/*.log)" >&2; exit 1; }
 
 {
   cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
   sleep 2
-  a=$(cpu $single_pid); b=$(cpu "${cluster_pids[0]}")
+  a=$(cpu $single_pid); b=$(cpu "${node_pid[1]}")
   sleep 10
-  echo "idle 10 s, CPU (s): single $(( ($(cpu $single_pid) - a) )) / 100, a cluster node $(( ($(cpu "${cluster_pids[0]}") - b) )) / 100"
+  echo "idle 10 s, CPU (s): single $(( ($(cpu $single_pid) - a) )) / 100, a cluster node $(( ($(cpu "${node_pid[1]}") - b) )) / 100"
   "$segbench" --segstore "127.0.0.1:$single_port" limits
   for round in $(seq "$rounds"); do
     for port in "$single_port" "$cluster_port"; do

@@ -174,14 +174,8 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   const std::string& AddressFor(std::string_view user, int attempt) const {
     return AddressOf(map_, seed_, user, attempt, down);
   }
-  // Notes how `address` answered: not at all (marked down), or it did.
-  void Heard(const std::string& address, const Status& s) {
-    if (IsLost(s)) {
-      if (map_.cluster) down.Failed(address);
-    } else {
-      down.Answered(address);
-    }
-  }
+  // DownNodes::Heard, under the map in use.
+  void Heard(const std::string& address, const Status& s) { down.Heard(address, s, map_.cluster); }
 
  private:
   // The connections to one node.

@@ -47,14 +47,11 @@ struct ClusterClient::Impl {
     return internal::AddressOf(map, seed, user, attempt, down);
   }
 
-  // Notes how `address` answered: not at all (marked down), or it did.
+  // Notes how `address` answered (DownNodes::Heard); a connection that
+  // broke is dropped.
   void Heard(const std::string& address, const Status& s) {
-    if (IsLost(s)) {
-      clients.erase(address);
-      if (map.cluster) down.Failed(address);
-    } else {
-      down.Answered(address);
-    }
+    if (IsLost(s)) clients.erase(address);
+    down.Heard(address, s, map.cluster);
   }
 
   // Asks `address` for its map and keeps it when newer.

@@ -69,6 +69,15 @@ class DownNodes {
   void Answered(const std::string& address) {
     if (!marks_.empty()) marks_.erase(address);
   }
+  // What an attempt at `address` ended with, in a cluster or not (a single
+  // server is never marked): Failed when nothing came back, else Answered.
+  void Heard(const std::string& address, const Status& s, bool cluster) {
+    if (!IsLost(s)) {
+      Answered(address);
+    } else if (cluster) {
+      Failed(address);
+    }
+  }
   bool Down(const std::string& address, Clock::time_point now) const;
   bool empty() const { return marks_.empty(); }
 

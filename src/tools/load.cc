@@ -389,17 +389,17 @@ class Loader {
         if (one.ok()) {
           ++upserts_;
           segments_written_ += item.segments.size();
-        } else if (Transient(one.status())) {
-          Batch& to = batch->attempt < o_.retries ? *again : gave_up;
-          if (&to == &gave_up) gave_up_on = one.status();
+        } else if (const bool read_only = one.status().code() == Status::Code::kReadOnly;
+                   read_only || Transient(one.status())) {
+          // Sent again, or out of attempts; ReadOnly (a passive cluster takes
+          // no writes at all) never is, and is what FailBatch gets: it stops
+          // the load.
+          Batch& to = !read_only && batch->attempt < o_.retries ? *again : gave_up;
+          if (&to == &gave_up && gave_up_on.code() != Status::Code::kReadOnly) {
+            gave_up_on = one.status();
+          }
           to.segments += item.segments.size();
           to.items.push_back(std::move(item));
-        } else if (one.status().code() == Status::Code::kReadOnly) {
-          // The cluster takes no writes (a passive one): nothing will be
-          // written, so the load stops (FailBatch, which this status decides).
-          gave_up_on = one.status();
-          gave_up.segments += item.segments.size();
-          gave_up.items.push_back(std::move(item));
         } else {
           ++failed_users_;
           if (Report()) {

@@ -363,6 +363,17 @@ class FollowTest : public ::testing::Test {
     ASSERT_TRUE(WaitFor([&] { return a.replicator().caught_up() && b.replicator().caught_up(); }));
   }
 
+  // OpenPair, then five writes of U(1) through `a` (a set, then four adds:
+  // offsets 0 to 4 of l_), passed by `b`.
+  void OpenPairWithFiveWrites(Node& a, Node& b) {
+    ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
+    ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 3600)}).status.ok());
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 10)}, UpsertMode::kAdd).status.ok());
+    }
+    ASSERT_TRUE(Passed(b));
+  }
+
   // Waits until `n` has applied (or passed) every entry of log partition l_.
   bool Passed(Node& n) {
     return WaitFor([&] { return n.applier().AppliedNext(l_) == log_->End(l_); }, 20s);
@@ -558,12 +569,7 @@ TEST_F(FollowTest, ACopyBehindTheNodeIsCaughtUpByReadingItsLogPartitionAgain) {
 TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFound) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
-  ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 3600)}).status.ok());
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 10)}, UpsertMode::kAdd).status.ok());
-  }
-  ASSERT_TRUE(Passed(b));
+  ASSERT_NO_FATAL_FAILURE(OpenPairWithFiveWrites(a, b));
   log_->DropBefore(l_, 3);  // retention passed offsets 0 to 2
   FollowDone done;
   b.applier().Follow(p_, 1, done.Callback());
@@ -584,12 +590,7 @@ TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFound) {
 TEST_F(FollowTest, AFollowFromAnOffsetTheLogNoLongerHoldsAnswersNotFoundOnAQuietLogPartition) {
   Node a(dir_.File("a"), log_, kStart);
   Node b(dir_.File("b"), log_, kStart);
-  ASSERT_NO_FATAL_FAILURE(OpenPair(a, b));
-  ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 3600)}).status.ok());
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(a.Upsert(U(1), {Ttl(1, 10)}, UpsertMode::kAdd).status.ok());
-  }
-  ASSERT_TRUE(Passed(b));
+  ASSERT_NO_FATAL_FAILURE(OpenPairWithFiveWrites(a, b));
   log_->DropBefore(l_, log_->End(l_));  // retention passed every entry
   FollowDone done;
   b.applier().Follow(p_, 1, done.Callback());
