@@ -16,11 +16,12 @@
 #include <string_view>
 #include <vector>
 
+#include "proto/input_buffer.h"
 #include "proto/protocol.h"
 
 namespace segstore::proto {
 
-class FrameBuffer {
+class FrameBuffer final : public InputBuffer {
  public:
   // `read_size`: the free space each read is offered (more when a frame
   // already begun needs more, up to a body of `max_body` bytes: a header
@@ -28,16 +29,12 @@ class FrameBuffer {
   // larger than `keep_bytes` is given back to the allocator by Shrink().
   FrameBuffer(size_t read_size, size_t keep_bytes, uint32_t max_body);
 
-  struct Span {
-    char* data;
-    size_t size;
-  };
   // Free space for the next read: at least read_size bytes, and room for the
   // rest of the frame at the front when its header has come. Moves unread
   // bytes to the front or grows as needed (invalidating bodies handed out).
-  Span Space();
+  Span Space() override;
   // `n` bytes were read into the last Space().
-  void Commit(size_t n) { end_ += n; }
+  void Commit(size_t n) override { end_ += n; }
 
   enum class Next : uint8_t {
     kNeedMore,  // not all of the front frame has come (or nothing has)
@@ -53,16 +50,16 @@ class FrameBuffer {
 
   // The bytes read and not yet taken.
   std::string_view unread() const { return {buf_.data() + start_, end_ - start_}; }
-  bool empty() const { return start_ == end_; }
+  bool empty() const override { return start_ == end_; }
   // Take() would not say kNeedMore (with no limit on the body).
-  bool Ready() const;
+  bool Ready() const override;
   // Bytes taken since this buffer was made: a change tells that a new frame
   // is now at the front.
-  uint64_t taken() const { return taken_; }
+  uint64_t taken() const override { return taken_; }
   // Drops every byte not yet taken.
-  void Clear() { start_ = end_ = 0; }
+  void Clear() override { start_ = end_ = 0; }
   // When empty, gives back memory over keep_bytes.
-  void Shrink();
+  void Shrink() override;
 
  private:
   // Bytes the front frame needs in all: its header's promise (at most

@@ -294,6 +294,12 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
               return ParseAdminListen(v, &c->admin);
             })},
        }},
+      {"resp",
+       {
+           {"listen", TextSetter([](Config* c, const std::string& v) {
+              return ParseRespListen(v, &c->server);
+            })},
+       }},
       {"storage",
        {
            {"path", TextSetter([](Config* c, const std::string& v) {
@@ -468,6 +474,14 @@ Status ParseListen(std::string_view text, ServerOptions* server) {
   return ParseListen(text, &server->host, &server->port);
 }
 
+Status ParseRespListen(std::string_view text, ServerOptions* server) {
+  if (text == "off" || text.empty()) {
+    server->resp_host.clear();
+    return Status::OK();
+  }
+  return ParseListen(text, &server->resp_host, &server->resp_port);
+}
+
 Status ParseAdminListen(std::string_view text, AdminOptions* admin) {
   if (text == "off") {
     admin->enabled = false;
@@ -632,6 +646,16 @@ Status Validate(const Config& c) {
     return Status::InvalidArgument("admin.listen must use another port than server.listen (" +
                                    std::to_string(c.server.port) + ")");
   }
+  if (!c.server.resp_host.empty() && c.server.resp_port != 0) {
+    if (c.server.resp_port == c.server.port) {
+      return Status::InvalidArgument("resp.listen must use another port than server.listen (" +
+                                     std::to_string(c.server.port) + ")");
+    }
+    if (c.admin.enabled && c.server.resp_port == c.admin.port) {
+      return Status::InvalidArgument("resp.listen must use another port than admin.listen (" +
+                                     std::to_string(c.admin.port) + ")");
+    }
+  }
   return Status::OK();
 }
 
@@ -704,6 +728,9 @@ std::vector<StatEntry> Describe(const Config& c) {
   }
   add("admin.listen",
       c.admin.enabled ? c.admin.host + ":" + std::to_string(c.admin.port) : std::string("off"));
+  add("resp.listen", c.server.resp_host.empty()
+                         ? std::string("off")
+                         : c.server.resp_host + ":" + std::to_string(c.server.resp_port));
   add("storage.path", c.storage.path);
   add("storage.file_size", c.storage.file_size);
   add("storage.write_block_size", c.storage.write_block_size);

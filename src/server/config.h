@@ -63,6 +63,8 @@ Status LoadConfigText(std::string_view text, std::string_view origin, Config* co
 // "host:port", "[v6]:port" or ":port" (host stays as it was).
 Status ParseListen(std::string_view text, std::string* host, uint16_t* port);
 Status ParseListen(std::string_view text, ServerOptions* server);
+// [resp] listen: "HOST:PORT" turns the RESP port on; "off" (or empty) leaves it off.
+Status ParseRespListen(std::string_view text, ServerOptions* server);
 // The same, or "off" (no admin endpoint).
 Status ParseAdminListen(std::string_view text, AdminOptions* admin);
 // "commit" or "buffered".

@@ -25,19 +25,18 @@ constexpr auto kRecheck = std::chrono::milliseconds(100);
 // How long an error frame before a close may wait for a client that does
 // not read it.
 constexpr auto kCloseGrace = std::chrono::milliseconds(2000);
-}
+}  // namespace
 
 Connection::Connection(Loop* loop, asio::ip::tcp::socket socket, const ServerOptions& options,
                        std::shared_ptr<const Credentials> credentials)
     : loop_(loop),
-      socket_(std::move(socket)),
       credentials_(std::move(credentials)),
-      timer_(loop->io),
       options_(options),
-      in_(kReadChunk, 4 * kReadChunk, options.max_frame_bytes) {
+      socket_(std::move(socket)),
+      timer_(loop->io) {
   if (credentials_->tls() != nullptr) {
-    tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_,
-                                                                        *credentials_->tls());
+    tls_ =
+        std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_, *credentials_->tls());
     state_ = State::kHandshake;
   }
   authenticated_ = !credentials_->auth_required();
@@ -50,10 +49,9 @@ void Connection::Start() {
   accepted_ = last_activity_;
   ArmTimer();
   if (state_ == State::kHandshake) {
-    tls_->async_handshake(asio::ssl::stream_base::server,
-                          [self = shared_from_this()](const error_code& e) {
-                            self->OnHandshake(e);
-                          });
+    tls_->async_handshake(
+        asio::ssl::stream_base::server,
+        [self = shared_from_this()](const error_code& e) { self->OnHandshake(e); });
     return;
   }
   Pump();
@@ -62,12 +60,12 @@ void Connection::Start() {
 void Connection::Pump() {
   if (pumping_ || state_ == State::kClosed) return;
   pumping_ = true;
-  while (!Paused() && ServeFrame()) {
+  while (!Paused() && ServeNext()) {
   }
   StartWrite();
   StartRead();
   pumping_ = false;
-  if (Finishing() && in_flight_ == 0 && out_.empty() && writing_.empty() && !in_.Ready()) {
+  if (Finishing() && in_flight_ == 0 && out_.empty() && writing_.empty() && !input().Ready()) {
     Close();
   }
 }
@@ -110,16 +108,16 @@ void Connection::OnRead(const error_code& ec, size_t n) {
     Close();
     return;
   }
-  const bool at_frame_start = in_.empty();
-  const uint64_t taken_before = in_.taken();
-  in_.Commit(n);
+  const bool at_frame_start = input().empty();
+  const uint64_t taken_before = input().taken();
+  input().Commit(n);
   LoopCounters::Add(loop_->counters.bytes_in, n);
   Touch();
   Pump();
-  // A frame begun in this read: its clock starts now.
-  if (at_frame_start || in_.taken() != taken_before) frame_begun_ = last_activity_;
-  // The timer looks at most every frame_timeout for a frame left partial.
-  if (frame_begun_ + options_.frame_timeout < timer_at_ && PartialFrame()) ArmTimer();
+  // A request begun in this read: its clock starts now.
+  if (at_frame_start || input().taken() != taken_before) frame_begun_ = last_activity_;
+  // The timer looks at most every frame_timeout for a request left partial.
+  if (frame_begun_ + options_.frame_timeout < timer_at_ && PartialRequest()) ArmTimer();
 }
 
 void Connection::OnWritten(const error_code& ec, size_t n) {
@@ -135,25 +133,21 @@ void Connection::OnWritten(const error_code& ec, size_t n) {
   Pump();
 }
 
-namespace {
-
-// A handler bug, never a client's doing: a second answer would leave the
-// connection's count of requests in flight wrong for good.
-[[noreturn]] void AnsweredTwice() {
+// A second answer would leave the connection's count of requests in flight
+// wrong for good.
+void Connection::AnsweredTwice() {
   std::fputs("segstored: a request was answered twice\n", stderr);
   std::abort();
 }
 
-}  // namespace
-
 void Responder::Send(std::string frame) {
   std::shared_ptr<Connection> c = std::move(connection_);
-  if (c == nullptr) AnsweredTwice();
+  if (c == nullptr) Connection::AnsweredTwice();
   if (flags_ != 0 && frame.size() >= proto::kHeaderSize) frame[5] = static_cast<char>(flags_);
   c->OnReply(std::move(frame), started_);
 }
 
-void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
+void FrameConnection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
   if (in_flight_ == 0) AnsweredTwice();  // through a copy of its Responder
   --in_flight_;
   if (frame.size() >= proto::kHeaderSize) {
@@ -164,7 +158,7 @@ void Connection::OnReply(std::string frame, std::chrono::steady_clock::time_poin
         static_cast<uint64_t>(std::max<int64_t>(us, 0)));
   }
   if (state_ == State::kClosed) return;
-  Queue(std::move(frame));
+  QueueFrame(std::move(frame));
   Pump();
 }
 
@@ -172,7 +166,7 @@ void Connection::Drain() {
   // A failing connection is already finishing, on a shorter deadline.
   if (state_ == State::kClosed || state_ == State::kFailing) return;
   state_ = State::kDraining;
-  in_.Clear();  // frames read but not taken are dropped: nothing was acknowledged
+  input().Clear();  // requests read but not taken are dropped: nothing was acknowledged
   error_code ec;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
   Pump();
@@ -180,7 +174,7 @@ void Connection::Drain() {
 
 // ---- the steps Pump takes ----
 
-bool Connection::ServeFrame() {
+bool FrameConnection::ServeNext() {
   proto::FrameHeader h;
   std::string_view body;
   const uint32_t max_body = authenticated_
@@ -191,15 +185,19 @@ bool Connection::ServeFrame() {
       return false;
     case proto::FrameBuffer::Next::kBadMagic:
       LoopCounters::Add(loop_->counters.broken_frames, 1);
-      Fail(0, 0, Status::InvalidArgument("bad frame magic: not a segstore frame"));
+      Fail(Status::InvalidArgument("bad frame magic: not a segstore frame"));
       return false;
-    case proto::FrameBuffer::Next::kTooLarge:
+    case proto::FrameBuffer::Next::kTooLarge: {
       LoopCounters::Add(loop_->counters.broken_frames, 1);
-      Fail(h.op, h.request_id,
-           Status::LimitExceeded("frame body of " + std::to_string(h.body_length) +
-                                 " bytes is over the limit of " + std::to_string(max_body) +
-                                 (authenticated_ ? "" : " before authentication")));
+      const Status s = Status::LimitExceeded(
+          "frame body of " + std::to_string(h.body_length) + " bytes is over the limit of " +
+          std::to_string(max_body) + (authenticated_ ? "" : " before authentication"));
+      std::string frame;
+      proto::AppendErrorFrame(&frame, h.op, h.request_id, s);
+      CountFrame(frame);
+      FailWith(s, std::move(frame));
       return false;
+    }
     case proto::FrameBuffer::Next::kFrame:
       break;
   }
@@ -219,7 +217,7 @@ bool Connection::ServeFrame() {
   if (!refuse.ok()) {
     std::string out;
     proto::AppendErrorFrame(&out, h.op, h.request_id, refuse);
-    Queue(std::move(out));
+    QueueFrame(std::move(out));
     return true;
   }
   if (!authenticated_ && !Authenticate(h, body)) return state_ != State::kFailing;
@@ -230,7 +228,7 @@ bool Connection::ServeFrame() {
   return true;
 }
 
-bool Connection::Authenticate(const proto::FrameHeader& h, std::string_view body) {
+bool FrameConnection::Authenticate(const proto::FrameHeader& h, std::string_view body) {
   Status refuse;
   proto::HelloRequest hello;
   if (h.op != static_cast<uint8_t>(proto::Op::kHello)) {
@@ -242,7 +240,11 @@ bool Connection::Authenticate(const proto::FrameHeader& h, std::string_view body
     refuse = Status::Unauthenticated("hello: this server requires the shared secret (auth)");
   } else if (!credentials_->Authenticate(hello.auth)) {
     LoopCounters::Add(loop_->counters.auth_failures, 1);
-    Fail(h.op, h.request_id, Status::Unauthenticated("hello: wrong shared secret"));
+    const Status wrong = Status::Unauthenticated("hello: wrong shared secret");
+    std::string frame;
+    proto::AppendErrorFrame(&frame, h.op, h.request_id, wrong);
+    CountFrame(frame);
+    FailWith(wrong, std::move(frame));
     return false;
   } else {
     authenticated_ = true;
@@ -250,7 +252,7 @@ bool Connection::Authenticate(const proto::FrameHeader& h, std::string_view body
   }
   std::string out;
   proto::AppendErrorFrame(&out, h.op, h.request_id, refuse);
-  Queue(std::move(out));
+  QueueFrame(std::move(out));
   return false;
 }
 
@@ -281,8 +283,8 @@ void Connection::StartRead() {
     return;
   }
   was_paused_ = false;
-  in_.Shrink();  // a large buffer left by a large frame goes back to the allocator
-  const auto space = in_.Space();
+  input().Shrink();  // a large buffer left by a large request goes back to the allocator
+  const auto space = input().Space();
   reading_ = true;
   auto on_read = [self = shared_from_this()](const error_code& ec, size_t n) {
     self->OnRead(ec, n);
@@ -307,33 +309,57 @@ void Connection::StartWrite() {
   }
 }
 
-void Connection::Queue(std::string frame) {
+void Connection::Queue(std::string bytes) {
   if (state_ == State::kClosed) return;
-  // Every frame sent is one response: count it by operation and status.
-  if (frame.size() >= proto::kHeaderSize) {
-    const auto status = static_cast<uint8_t>(frame[4]);
-    LoopCounters::Add(loop_->counters.responses[proto::OpSlot(static_cast<uint8_t>(frame[3]))]
-                                               [std::min<size_t>(status, kStatusCodes - 1)],
-                      1);
-    if (status != 0) LoopCounters::Add(loop_->counters.error_responses, 1);
-  }
-  // Usually nothing is queued: the frame becomes the output without a copy.
+  // Usually nothing is queued: the answer becomes the output without a copy.
   if (out_.empty()) {
-    out_.swap(frame);
+    out_.swap(bytes);
   } else {
-    out_.append(frame);
+    out_.append(bytes);
   }
 }
 
-void Connection::Fail(uint8_t op, uint32_t request_id, const Status& status) {
+void Connection::Fail(const Status& status) {
+  std::string bytes;
+  AppendFailure(status, &bytes);
+  FailWith(status, std::move(bytes));
+}
+
+void Connection::FailWith(const Status& status, std::string bytes) {
   spdlog::warn("closing connection from {}: {}", Peer(), status.ToString());
-  std::string out;
-  proto::AppendErrorFrame(&out, op, request_id, status);
-  Queue(std::move(out));
+  Queue(std::move(bytes));
   state_ = State::kFailing;
-  in_.Clear();
-  ArmTimer();  // a client that does not read its error frame is not waited for
+  input().Clear();
+  ArmTimer();  // a client that does not read its error is not waited for
   Pump();
+}
+
+// ---- the binary protocol ----
+
+FrameConnection::FrameConnection(Loop* loop, asio::ip::tcp::socket socket,
+                                 const ServerOptions& options,
+                                 std::shared_ptr<const Credentials> credentials)
+    : Connection(loop, std::move(socket), options, std::move(credentials)),
+      in_(kReadChunk, 4 * kReadChunk, options.max_frame_bytes) {}
+
+void FrameConnection::CountFrame(const std::string& frame) {
+  // Every frame sent is one response: count it by operation and status.
+  if (frame.size() < proto::kHeaderSize) return;
+  const auto status = static_cast<uint8_t>(frame[4]);
+  LoopCounters::Add(loop_->counters.responses[proto::OpSlot(static_cast<uint8_t>(frame[3]))]
+                                             [std::min<size_t>(status, kStatusCodes - 1)],
+                    1);
+  if (status != 0) LoopCounters::Add(loop_->counters.error_responses, 1);
+}
+
+void FrameConnection::QueueFrame(std::string frame) {
+  CountFrame(frame);
+  Queue(std::move(frame));
+}
+
+void FrameConnection::AppendFailure(const Status& status, std::string* out) {
+  proto::AppendErrorFrame(out, 0, 0, status);
+  CountFrame(*out);
 }
 
 // ---- deadlines ----
@@ -344,9 +370,9 @@ void Connection::ArmTimer() {
   const auto now = std::chrono::steady_clock::now();
   const auto from = in_flight_ > 0 ? std::max(last_activity_, now) : last_activity_;
   auto at = from + options_.idle_timeout;
-  // A frame trickling in: look when its time is up (again a little later if
-  // the check finds a whole frame waiting on backpressure instead).
-  if (PartialFrame()) {
+  // A request trickling in: look when its time is up (again a little later
+  // if the check finds a whole one waiting on backpressure instead).
+  if (PartialRequest()) {
     at = std::min(at, std::max(frame_begun_ + options_.frame_timeout, now + kRecheck));
   }
   // Not yet through the handshake and hello: that has its own deadline.
@@ -374,14 +400,12 @@ void Connection::OnTimer(const error_code& ec) {
       Close();  // nothing can be said outside TLS
       return;
     }
-    Fail(0, 0,
-         Status::Unauthenticated("not authenticated within " + std::to_string(ms.count()) + " ms"));
+    Fail(Status::Unauthenticated("not authenticated within " + std::to_string(ms.count()) + " ms"));
     return;
   }
-  if (PartialFrame() && !Paused() && now - frame_begun_ >= options_.frame_timeout) {
+  if (PartialRequest() && !Paused() && now - frame_begun_ >= options_.frame_timeout) {
     LoopCounters::Add(loop_->counters.slow_closed, 1);
-    Fail(0, 0,
-         Status::LimitExceeded("a request frame did not arrive whole within " +
+    Fail(Status::LimitExceeded("a request did not arrive whole within " +
                                std::to_string(ms.count()) + " ms"));
     return;
   }

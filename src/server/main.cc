@@ -32,6 +32,7 @@ struct Overrides {
   std::string config;
   std::string listen;
   std::string admin_listen;
+  std::string resp_listen;
   std::string data;
   std::string file_size;
   std::string durability;
@@ -56,6 +57,10 @@ Status BuildConfig(const Overrides& o, server::Config* c) {
   if (!o.admin_listen.empty()) {
     Status s = server::ParseAdminListen(o.admin_listen, &c->admin);
     if (!s.ok()) return s.WithContext("--admin-listen");
+  }
+  if (!o.resp_listen.empty()) {
+    Status s = server::ParseRespListen(o.resp_listen, &c->server);
+    if (!s.ok()) return s.WithContext("--resp-listen");
   }
   if (!o.data.empty()) c->storage.path = o.data;
   if (!o.file_size.empty()) {
@@ -356,8 +361,14 @@ int Serve(const server::Config& config) {
       "{} blocks in {:.2f} s ({} damaged regions); config: {}",
       kVersion, front.endpoint(), front.security(), front.threads(), st.io_backend, r.live_records,
       r.blocks_in_use, r.seconds, r.damaged_regions, server::DescribeLine(config));
+  std::string resp_endpoint;
+  if (front.resp_port() != 0) {
+    resp_endpoint = config.server.resp_host + ":" + std::to_string(front.resp_port());
+    spdlog::info("RESP (Redis protocol) on {}", resp_endpoint);
+  }
   server::Notify("READY=1\nSTATUS=serving on " + front.endpoint() +
-                 (admin ? ", admin on http://" + admin->endpoint() : std::string()));
+                 (admin ? ", admin on http://" + admin->endpoint() : std::string()) +
+                 (resp_endpoint.empty() ? std::string() : ", resp on " + resp_endpoint));
 
   const auto watchdog = server::WatchdogInterval();
   const auto tick = watchdog ? std::chrono::duration_cast<std::chrono::milliseconds>(*watchdog / 2)
@@ -429,6 +440,9 @@ int main(int argc, char** argv) {
   app.add_option("--admin-listen", o.admin_listen,
                  "host:port of the HTTP metrics and health endpoint, or off "
                  "(default 127.0.0.1:7701)");
+  app.add_option("--resp-listen", o.resp_listen,
+                 "host:port of the Redis-protocol (RESP) port, or off (default off; "
+                 "proto/RESP.md)");
   app.add_option("--data", o.data,
                  "data file or block device (default segstore-data/segstore.dat)");
   app.add_option("--file-size", o.file_size, "size of a new data file, e.g. 4GiB");

@@ -11,6 +11,7 @@
 
 #include "proto/protocol.h"
 #include "server/metrics.h"
+#include "server/resp_commands.h"
 
 namespace segstore::server {
 
@@ -131,6 +132,27 @@ void DurationByOp(const MetricsSnapshot& m, Series* out) {
   const ServerCounters& c = *m.server;
   for (size_t slot = 0; slot < proto::kOpCount; ++slot) {
     out->push_back({{OpLabel(slot)}, HistogramValue{&c.latency_us[slot], c.latency_sum_us[slot]}});
+  }
+}
+
+// RESP commands: a series for each command the port has answered.
+template <auto kCounts>
+void RespByCommand(const MetricsSnapshot& m, Series* out) {
+  if (!m.server) return;
+  const ServerCounters& c = *m.server;
+  for (size_t slot = 0; slot < kRespCommandSlots; ++slot) {
+    if (c.resp_commands[slot] == 0) continue;
+    out->push_back({{RespCommandLabel(slot)}, (c.*kCounts)[slot]});
+  }
+}
+
+void RespDurationByCommand(const MetricsSnapshot& m, Series* out) {
+  if (!m.server) return;
+  const ServerCounters& c = *m.server;
+  for (size_t slot = 0; slot < kRespCommandSlots; ++slot) {
+    if (c.resp_commands[slot] == 0) continue;
+    out->push_back({{RespCommandLabel(slot)},
+                    HistogramValue{&c.resp_latency_us[slot], c.resp_latency_sum_us[slot]}});
   }
 }
 
@@ -258,6 +280,21 @@ constexpr MetricDef kMetrics[] = {
      "Service time by operation: from the request's whole frame being read to its answer "
      "being ready. A value up to 3% below a bucket bound may count in the next bucket.",
      DurationByOp, {"op"}},
+
+    // The RESP port (proto/RESP.md): its commands, counted apart from the
+    // binary protocol's requests (the requests a command makes of the
+    // service are not counted there).
+    {kServer, kCounter, "resp_commands_total", kNone,
+     "RESP commands answered, by command (a series once the command was answered).",
+     RespByCommand<&ServerCounters::resp_commands>, {"command"}},
+    {kServer, kCounter, "resp_error_replies_total", kNone,
+     "RESP commands answered with an error, by command (a series once the command was "
+     "answered).",
+     RespByCommand<&ServerCounters::resp_errors>, {"command"}},
+    {kServer, kHistogram, "resp_command_duration_seconds", kSeconds,
+     "RESP service time by command: from the command being read whole to its reply being "
+     "ready (a series once the command was answered).",
+     RespDurationByCommand, {"command"}},
 
     // The store (src/storage): space, index and work done.
     {kStorage, kGauge, "device_bytes", kBytes, "Size of the data file or device.",
@@ -485,6 +522,9 @@ std::span<const MetricDef> MetricTable() { return kMetrics; }
 std::vector<MetricLabelDef> MetricLabels() {
   std::vector<std::string> ops;
   for (size_t slot = 0; slot <= proto::kOpCount; ++slot) ops.push_back(OpLabel(slot));
+  std::vector<std::string> commands;
+  for (size_t slot = 0; slot < kRespCommandSlots; ++slot)
+    commands.push_back(RespCommandLabel(slot));
   std::vector<std::string> statuses;
   for (size_t code = 0; code < kStatusCodes; ++code) {
     statuses.push_back(StatusLabel(static_cast<Status::Code>(code)));
@@ -494,6 +534,10 @@ std::vector<MetricLabelDef> MetricLabels() {
        std::move(ops)},
       {"status", "ok, or the error's status code (proto/PROTOCOL.md) in snake case",
        std::move(statuses)},
+      {"command",
+       "a RESP command, lower case with \"_\" for \".\" (seg_get); unknown: a name the server "
+       "does not answer",
+       std::move(commands)},
       {"mode", "CPU time spent in user space or in the kernel", {"user", "system"}},
       {"version", "the server's name and version: \"segstored 0.1.0\"", {}},
       {"io_backend", "how the store reaches the device: io_uring, or sync (pread/pwrite)", {}},
@@ -582,6 +626,12 @@ std::vector<std::string> StatsNamePatterns(const MetricDef& def) {
       break;
   }
   return {stem + labels};
+}
+
+std::string RespCommandLabel(size_t slot) {
+  std::string name(RespSlotName(slot));
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
 }
 
 std::string OpLabel(size_t slot) {

@@ -122,6 +122,8 @@ std::vector<std::string> StatsNamePatterns(const MetricDef& def);
 // outside the table), and a status in snake case ("ok", "not_found",
 // "io_error").
 std::string OpLabel(size_t slot);
+// A RESP command slot's label (resp_commands.h): "seg_get", "unknown".
+std::string RespCommandLabel(size_t slot);
 std::string StatusLabel(Status::Code code);
 
 }  // namespace segstore::server

@@ -9,6 +9,7 @@
 #include "proto/wire.h"
 #include "server/connection.h"
 #include "server/listen.h"
+#include "server/resp_connection.h"
 #include "server/security.h"
 
 namespace segstore::server {
@@ -61,8 +62,12 @@ class Server::Impl {
   ServerOptions options_;
   Service* service_;
   std::vector<std::unique_ptr<Loop>> loops_;
+  // The binary port's acceptor and the RESP port's (null when off).
   std::unique_ptr<tcp::acceptor> acceptor_;
+  std::unique_ptr<tcp::acceptor> resp_acceptor_;
+  // Each acceptor's: a failed accept is tried again 100 ms later.
   std::unique_ptr<asio::steady_timer> accept_retry_;
+  std::unique_ptr<asio::steady_timer> resp_accept_retry_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> accepted_{0};  // handed to a loop (counted by the acceptor)
   unsigned next_loop_ = 0;
@@ -70,13 +75,16 @@ class Server::Impl {
   mutable std::mutex credentials_mu_;
   std::shared_ptr<const Credentials> credentials_;
   uint16_t port_ = 0;
+  uint16_t resp_port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
 
  private:
   void RunLoop(Loop* loop, std::promise<Status>* ready);
   void ArmHandlerEvent(Loop* loop);
-  void Accept();
+  // Accepts the next connection on `acceptor` (acceptor_ or
+  // resp_acceptor_), the binary protocol's or RESP's.
+  void Accept(tcp::acceptor* acceptor);
   uint64_t OpenConnections() const;
 };
 
@@ -93,13 +101,22 @@ Status Server::Impl::Start() {
   }
   acceptor_ = std::make_unique<tcp::acceptor>(loops_[0]->io);
   accept_retry_ = std::make_unique<asio::steady_timer>(loops_[0]->io);
-  if (Status s = Listen(acceptor_.get(), options_.host, options_.port, "listen"); !s.ok()) {
+  resp_accept_retry_ = std::make_unique<asio::steady_timer>(loops_[0]->io);
+  Status listening = Listen(acceptor_.get(), options_.host, options_.port, "listen");
+  if (listening.ok() && !options_.resp_host.empty()) {
+    resp_acceptor_ = std::make_unique<tcp::acceptor>(loops_[0]->io);
+    listening = Listen(resp_acceptor_.get(), options_.resp_host, options_.resp_port, "resp.listen");
+  }
+  if (!listening.ok()) {
     acceptor_.reset();
+    resp_acceptor_.reset();
     accept_retry_.reset();  // its io_context goes with the loops
+    resp_accept_retry_.reset();
     loops_.clear();
-    return s;
+    return listening;
   }
   port_ = acceptor_->local_endpoint().port();
+  if (resp_acceptor_) resp_port_ = resp_acceptor_->local_endpoint().port();
 
   std::vector<std::promise<Status>> ready(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -117,7 +134,10 @@ Status Server::Impl::Start() {
     Stop();
     return first;
   }
-  asio::post(loops_[0]->io, [this] { Accept(); });
+  asio::post(loops_[0]->io, [this] {
+    Accept(acceptor_.get());
+    if (resp_acceptor_) Accept(resp_acceptor_.get());
+  });
   return Status::OK();
 }
 
@@ -166,18 +186,21 @@ uint64_t Server::Impl::OpenConnections() const {
   return accepted - std::min(accepted, closed);
 }
 
-void Server::Impl::Accept() {
-  if (!acceptor_ || !acceptor_->is_open()) return;
+void Server::Impl::Accept(tcp::acceptor* acceptor) {
+  if (acceptor == nullptr || !acceptor->is_open()) return;
+  const bool resp = acceptor == resp_acceptor_.get();
   Loop* target = loops_[next_loop_].get();
   next_loop_ = (next_loop_ + 1) % loops_.size();
-  acceptor_->async_accept(target->io, [this, target](const error_code& ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
+  acceptor->async_accept(target->io, [this, acceptor, resp, target](const error_code& ec,
+                                                                    tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
     if (ec) {
       // Out of descriptors, say: log, wait a little, try again.
       spdlog::error("accept failed: {}", ec.message());
-      accept_retry_->expires_after(std::chrono::milliseconds(100));
-      accept_retry_->async_wait([this](const error_code& e) {
-        if (!e) Accept();
+      asio::steady_timer& retry = resp ? *resp_accept_retry_ : *accept_retry_;
+      retry.expires_after(std::chrono::milliseconds(100));
+      retry.async_wait([this, acceptor](const error_code& e) {
+        if (!e) Accept(acceptor);
       });
       return;
     }
@@ -185,11 +208,14 @@ void Server::Impl::Accept() {
     // connections cannot pass the limit before their loops register them.
     if (OpenConnections() >= options_.max_connections) {
       refused_.fetch_add(1, std::memory_order_relaxed);
+      const std::string why =
+          "too many connections (limit " + std::to_string(options_.max_connections) + ")";
       std::string frame;
-      proto::AppendErrorFrame(
-          &frame, 0, 0,
-          Status::Busy("too many connections (limit " +
-                       std::to_string(options_.max_connections) + ")"));
+      if (resp) {
+        frame = "-ERR max number of clients reached: " + why + "\r\n";
+      } else {
+        proto::AppendErrorFrame(&frame, 0, 0, Status::Busy(why));
+      }
       error_code ignored;
       socket.non_blocking(true, ignored);
       socket.write_some(asio::buffer(frame), ignored);
@@ -201,18 +227,24 @@ void Server::Impl::Accept() {
         socket.set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer),
                           ignored);
       }
-      asio::post(target->io, [this, target, s = std::make_shared<tcp::socket>(std::move(socket)),
+      asio::post(target->io, [this, target, resp,
+                              s = std::make_shared<tcp::socket>(std::move(socket)),
                               credentials = credentials()] {
         if (target->draining) {
           LoopCounters::Add(target->counters.closed, 1);
           return;
         }
-        auto conn = std::make_shared<Connection>(target, std::move(*s), options_, credentials);
+        std::shared_ptr<Connection> conn;
+        if (resp) {
+          conn = std::make_shared<RespConnection>(target, std::move(*s), options_, credentials);
+        } else {
+          conn = std::make_shared<FrameConnection>(target, std::move(*s), options_, credentials);
+        }
         target->connections.insert(conn);
         conn->Start();
       });
     }
-    Accept();
+    Accept(acceptor);
   });
 }
 
@@ -222,7 +254,9 @@ void Server::Impl::Stop() {
   asio::post(loops_[0]->io, [this] {
     error_code ec;
     if (acceptor_) acceptor_->close(ec);
+    if (resp_acceptor_) resp_acceptor_->close(ec);
     accept_retry_->cancel();
+    resp_accept_retry_->cancel();
   });
   for (auto& l : loops_) {
     Loop* loop = l.get();
@@ -237,8 +271,8 @@ void Server::Impl::Stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (OpenConnections() > 0) {
-    spdlog::warn("shutdown: {} connections still busy after {} ms; closing them",
-                 OpenConnections(), options_.shutdown_timeout.count());
+    spdlog::warn("shutdown: {} connections still busy after {} ms; closing them", OpenConnections(),
+                 options_.shutdown_timeout.count());
   }
   for (auto& l : loops_) {
     Loop* loop = l.get();
@@ -255,7 +289,9 @@ void Server::Impl::Stop() {
     if (l->thread.joinable()) l->thread.join();
   }
   acceptor_.reset();
+  resp_acceptor_.reset();
   accept_retry_.reset();
+  resp_accept_retry_.reset();
 }
 
 Status Server::Impl::ReloadCredentials() {
@@ -282,6 +318,12 @@ void Server::Impl::Counters(ServerCounters* out) const {
     c.bytes_in += get(lc.bytes_in);
     c.bytes_out += get(lc.bytes_out);
     for (int op = 0; op < 256; ++op) c.requests_by_op[op] += get(lc.by_op[op]);
+    for (size_t slot = 0; slot < kRespCommandSlots; ++slot) {
+      c.resp_commands[slot] += get(lc.resp_commands[slot]);
+      c.resp_errors[slot] += get(lc.resp_errors[slot]);
+      c.resp_latency_sum_us[slot] +=
+          lc.resp_latency_us[slot].SnapshotInto(&c.resp_latency_us[slot]);
+    }
     for (size_t slot = 0; slot < kOpSlots; ++slot) {
       for (size_t code = 0; code < kStatusCodes; ++code) {
         c.responses[slot][code] += get(lc.responses[slot][code]);
@@ -329,6 +371,7 @@ std::string Server::security() const {
   return creds ? creds->Describe() : std::string("not started");
 }
 uint16_t Server::port() const { return impl_->port_; }
+uint16_t Server::resp_port() const { return impl_->resp_port_; }
 std::string Server::endpoint() const {
   return impl_->options_.host + ":" + std::to_string(impl_->port_);
 }

@@ -16,6 +16,7 @@
 #include "common/histogram.h"
 #include "proto/protocol.h"
 #include "segstore/status.h"
+#include "server/resp_commands.h"
 #include "server/service.h"
 
 namespace segstore::server {
@@ -23,9 +24,9 @@ namespace segstore::server {
 // TLS on the client port (security.h loads it). With a certificate the port
 // speaks TLS only.
 struct TlsOptions {
-  std::string cert_file;       // PEM: the server's certificate, then any intermediates
-  std::string key_file;        // PEM: its private key (unencrypted)
-  std::string client_ca_file;  // PEM CAs; set: clients must present a certificate they signed
+  std::string cert_file;            // PEM: the server's certificate, then any intermediates
+  std::string key_file;             // PEM: its private key (unencrypted)
+  std::string client_ca_file;       // PEM CAs; set: clients must present a certificate they signed
   std::string min_version = "1.2";  // "1.2" or "1.3"
   bool enabled() const { return !cert_file.empty(); }
 };
@@ -33,6 +34,11 @@ struct TlsOptions {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7700;  // 0: an ephemeral port (see Server::port())
+  // The RESP port (proto/RESP.md): off unless resp_host is set; port 0 is
+  // ephemeral (Server::resp_port()). It shares every other option: the
+  // loops, TLS, the shared secret, the limits and the timeouts.
+  std::string resp_host;
+  uint16_t resp_port = 6379;
   unsigned threads = 0;  // event loops; 0: one per core
   // Connections beyond this are answered Busy and closed.
   uint32_t max_connections = 4096;
@@ -76,7 +82,7 @@ struct ServerCounters {
   uint64_t connections_idle_closed = 0;
   uint64_t connections_slow_closed = 0;  // a frame (or TLS handshake and hello) not in time
   uint64_t tls_handshake_failures = 0;
-  uint64_t auth_failures = 0;            // hellos with a wrong secret (connection closed)
+  uint64_t auth_failures = 0;  // hellos with a wrong secret (connection closed)
   // The server certificate's notAfter (Unix seconds); 0 without TLS.
   int64_t tls_certificate_not_after = 0;
   uint64_t broken_frames = 0;  // bad magic or impossible length: connection closed
@@ -86,6 +92,12 @@ struct ServerCounters {
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t requests_by_op[256] = {};
+  // The RESP port's commands by slot (resp_commands.h), their error
+  // replies, and their service times (read to reply complete).
+  uint64_t resp_commands[kRespCommandSlots] = {};
+  uint64_t resp_errors[kRespCommandSlots] = {};
+  Histogram resp_latency_us[kRespCommandSlots];
+  uint64_t resp_latency_sum_us[kRespCommandSlots] = {};
   // Responses sent by operation slot and status code (0: OK).
   uint64_t responses[kOpSlots][kStatusCodes] = {};
   // Service time in microseconds by operation slot: from the request's whole
@@ -120,8 +132,9 @@ class Server {
   // destroys the handlers on their threads and joins them. Idempotent.
   void Stop();
 
-  uint16_t port() const;          // the bound port, once started
-  std::string endpoint() const;   // "host:port"
+  uint16_t port() const;         // the bound port, once started
+  uint16_t resp_port() const;    // the RESP port's, once started; 0 when it is off
+  std::string endpoint() const;  // "host:port"
   unsigned threads() const;
   ServerCounters counters() const;
   // The same into *c, a fresh ServerCounters (it is large: no copy).

@@ -1,0 +1,513 @@
+#include "server/resp_commands.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+
+namespace segstore::server {
+
+namespace {
+
+using K = RespKeys;
+
+constexpr RespCommandDef kTable[] = {
+    {RespCmd::kPing, "ping", -1, "fast", K::kNone, "connection",
+     "The server answers PONG, or the message given.", "[message]"},
+    {RespCmd::kEcho, "echo", 2, "fast", K::kNone, "connection", "Returns the message given.",
+     "message"},
+    {RespCmd::kHello, "hello", -1, "noauth fast", K::kNone, "connection",
+     "Chooses RESP2 or RESP3, authenticates, names the connection; returns what the server is.",
+     "[protover [AUTH username password] [SETNAME clientname]]"},
+    {RespCmd::kAuth, "auth", -2, "noauth fast", K::kNone, "connection",
+     "Gives the shared secret (the username, if given, must be \"default\").",
+     "[username] password"},
+    {RespCmd::kSelect, "select", 2, "fast", K::kNone, "connection",
+     "Database 0 is the only one; any other index is an error.", "index"},
+    {RespCmd::kClient, "client", -2, "", K::kNone, "connection",
+     "SETNAME, GETNAME, ID, INFO, SETINFO and NO-EVICT/NO-TOUCH of this connection.",
+     "subcommand [arguments]"},
+    {RespCmd::kCommand, "command", -1, "", K::kNone, "server",
+     "The commands this server answers: COMMAND, COUNT, LIST, INFO, DOCS, GETKEYS.",
+     "[subcommand [arguments]]"},
+    {RespCmd::kInfo, "info", -1, "", K::kNone, "server",
+     "The server's figures, in sections: server, clients, stats, keyspace.", "[section ...]"},
+    {RespCmd::kQuit, "quit", -1, "noauth fast", K::kNone, "connection",
+     "Answers OK and closes the connection.", ""},
+    {RespCmd::kReset, "reset", 1, "noauth fast", K::kNone, "connection",
+     "Back to a new connection's state: RESP2, no name, not authenticated when a secret is "
+     "required.",
+     ""},
+    {RespCmd::kDbsize, "dbsize", 1, "readonly fast", K::kNone, "server",
+     "The number of profiles stored (records, as the storage engine counts them).", ""},
+    {RespCmd::kType, "type", 2, "readonly fast", K::kFirst, "generic",
+     "\"hash\" when the user has a profile with a live segment, else \"none\".", "key"},
+    {RespCmd::kSegGet, "seg.get", -2, "readonly", K::kFirst, "segstore",
+     "A user's live segments, selected and projected as the binary protocol's get.",
+     "user [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] [LIMIT n] [IDSONLY]"},
+    {RespCmd::kSegMget, "seg.mget", -3, "readonly movablekeys", K::kCounted, "segstore",
+     "Many users' segments at once, as the binary protocol's batch_get.",
+     "numusers user [user ...] [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] "
+     "[LIMIT n] [IDSONLY]"},
+    {RespCmd::kSegCount, "seg.count", -2, "readonly fast", K::kFirst, "segstore",
+     "How many live segments a user has (in an ID range).", "user [IDS lo hi]"},
+    {RespCmd::kSegUpsert, "seg.upsert", -4, "write", K::kFirst, "segstore",
+     "Inserts or updates segments with their expiries and attributes.",
+     "user [SET | EXTEND | ADD] [TTL] [WRITEID id] id value [ATTR1 n] [ATTR2 n] "
+     "[id value [ATTR1 n] [ATTR2 n] ...]"},
+    {RespCmd::kSegRemove, "seg.remove", -3, "write fast", K::kFirst, "segstore",
+     "Removes segments by ID.", "user [WRITEID id] id [id ...]"},
+    {RespCmd::kSegTrim, "seg.trim", -2, "write fast", K::kFirst, "segstore",
+     "Removes segments that expired before a time (now by default).",
+     "user [BEFORE unix-seconds] [WRITEID id]"},
+    {RespCmd::kSegDel, "seg.del", -2, "write fast", K::kFirst, "segstore",
+     "Deletes a user's whole profile.", "user [WRITEID id]"},
+    {RespCmd::kDel, "del", -2, "write", K::kAll, "generic",
+     "Deletes profiles; returns how many existed.", "key [key ...]"},
+    {RespCmd::kUnlink, "unlink", -2, "write fast", K::kAll, "generic",
+     "As DEL (every delete is already cheap).", "key [key ...]"},
+    {RespCmd::kExists, "exists", -2, "readonly fast", K::kAll, "generic",
+     "How many of the keys have a profile with a live segment (a key named twice counts twice).",
+     "key [key ...]"},
+};
+static_assert(std::size(kTable) == kRespCommands, "one table entry per RespCmd");
+
+constexpr bool TableInOrder() {
+  for (size_t i = 0; i < std::size(kTable); ++i) {
+    if (static_cast<size_t>(kTable[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(TableInOrder(), "kTable is in RespCmd order");
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// "SEG.GET: " before an argument's error.
+Status ArgError(RespArgs args, std::string_view message) {
+  return Status::InvalidArgument(Upper(args[0]) + ": " + std::string(message));
+}
+
+Status ParseU32(RespArgs args, size_t i, std::string_view what, uint32_t* v) {
+  uint64_t n = 0;
+  if (i >= args.size()) return ArgError(args, std::string(what) + " is missing");
+  Status s = ParseRespNumber(args[i], what, UINT32_MAX, &n);
+  if (!s.ok()) return ArgError(args, s.message());
+  *v = static_cast<uint32_t>(n);
+  return Status::OK();
+}
+
+Status ParseU64(RespArgs args, size_t i, std::string_view what, uint64_t* v) {
+  if (i >= args.size()) return ArgError(args, std::string(what) + " is missing");
+  Status s = ParseRespNumber(args[i], what, UINT64_MAX, v);
+  if (!s.ok()) return ArgError(args, s.message());
+  return Status::OK();
+}
+
+bool IsNumber(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::span<const RespCommandDef> RespCommandTable() { return kTable; }
+
+const RespCommandDef& RespCommandOf(RespCmd id) { return kTable[static_cast<size_t>(id)]; }
+
+const RespCommandDef* FindRespCommand(std::string_view name) {
+  for (const RespCommandDef& def : kTable) {
+    if (EqualsNoCase(def.name, name)) return &def;
+  }
+  return nullptr;
+}
+
+std::string_view RespSlotName(size_t slot) {
+  return slot < kRespCommands ? kTable[slot].name : std::string_view("unknown");
+}
+
+Status RespKeyPositions(const RespCommandDef& def, RespArgs args, std::vector<size_t>* positions) {
+  positions->clear();
+  switch (def.keys) {
+    case RespKeys::kNone:
+      return Status::OK();
+    case RespKeys::kFirst:
+      if (args.size() > 1) positions->push_back(1);
+      return Status::OK();
+    case RespKeys::kAll:
+      for (size_t i = 1; i < args.size(); ++i) positions->push_back(i);
+      return Status::OK();
+    case RespKeys::kCounted: {
+      uint64_t n = 0;
+      if (args.size() < 2) return ArgError(args, "numusers is missing");
+      if (Status s = ParseRespNumber(args[1], "numusers", args.size() - 2, &n); !s.ok()) {
+        return ArgError(args, s.message());
+      }
+      if (n == 0) return ArgError(args, "numusers must be at least 1");
+      for (size_t i = 0; i < n; ++i) positions->push_back(2 + i);
+      return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+std::string_view RespErrorPrefix(Status::Code code) {
+  using C = Status::Code;
+  switch (code) {
+    case C::kOk:
+      return "OK";
+    case C::kNotFound:
+      return "NOTFOUND";
+    case C::kInvalidArgument:
+    case C::kUnsupported:
+      return "ERR";
+    case C::kCorruption:
+      return "CORRUPTION";
+    case C::kIOError:
+      return "IOERR";
+    case C::kDeviceFull:
+      return "DEVICEFULL";
+    case C::kConflict:
+      return "CONFLICT";
+    case C::kLimitExceeded:
+      return "LIMIT";
+    case C::kBusy:
+      return "BUSY";
+    case C::kUnavailable:
+      return "UNAVAILABLE";
+    case C::kInternal:
+      return "INTERNAL";
+    case C::kTimeout:
+      return "TIMEOUT";
+    case C::kUnauthenticated:
+      return "NOAUTH";
+    case C::kWrongNode:
+      return "WRONGNODE";
+    case C::kLogUnavailable:
+      return "TRYAGAIN";
+    case C::kInDoubt:
+      return "INDOUBT";
+    case C::kReadOnly:
+      return "READONLY";
+  }
+  return "ERR";
+}
+
+// ---- arguments ----
+
+Status ParseRespNumber(std::string_view text, std::string_view what, uint64_t max, uint64_t* v) {
+  const auto bad = [&] {
+    return Status::InvalidArgument(fmt::format(
+        "{} must be a whole number from 0 to {} written without sign or leading zeros, not '{}'",
+        what, max, text.substr(0, 64)));
+  };
+  if (!IsNumber(text) || (text.size() > 1 && text[0] == '0')) return bad();
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *v);
+  if (ec != std::errc() || end != text.data() + text.size() || *v > max) return bad();
+  return Status::OK();
+}
+
+Status ParseWriteId(std::string_view text, WriteId* id) {
+  if (text.size() != 32) {
+    return Status::InvalidArgument("WRITEID must be 32 hexadecimal digits");
+  }
+  uint64_t parts[2] = {0, 0};
+  for (size_t i = 0; i < 32; ++i) {
+    const char c = text[i];
+    int d = -1;
+    if (c >= '0' && c <= '9') d = c - '0';
+    if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    if (d < 0) return Status::InvalidArgument("WRITEID must be 32 hexadecimal digits");
+    parts[i / 16] = (parts[i / 16] << 4) | static_cast<uint64_t>(d);
+  }
+  id->hi = parts[0];
+  id->lo = parts[1];
+  if (id->empty()) return Status::InvalidArgument("WRITEID must not be all zeros");
+  return Status::OK();
+}
+
+Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o) {
+  bool window = false;
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (EqualsNoCase(a, "WINDOW") || EqualsNoCase(a, "NOTEXPIRING")) {
+      if (window) return ArgError(args, "give WINDOW or NOTEXPIRING once");
+      window = true;
+      o->outside_expiry_window = EqualsNoCase(a, "NOTEXPIRING");
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, Upper(a) + " from", &o->expiry_from));
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 2, Upper(a) + " to", &o->expiry_to));
+      i += 2;
+    } else if (EqualsNoCase(a, "IDS")) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU64(args, i + 1, "IDS lo", &o->id_from));
+      SEGSTORE_RETURN_IF_ERROR(ParseU64(args, i + 2, "IDS hi", &o->id_to));
+      i += 2;
+    } else if (EqualsNoCase(a, "LIMIT")) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, "LIMIT", &o->limit));
+      i += 1;
+    } else if (EqualsNoCase(a, "COUNT")) {
+      o->count_only = true;
+    } else if (EqualsNoCase(a, "IDSONLY")) {
+      o->ids_only = true;
+    } else {
+      return ArgError(args, fmt::format("unknown option '{}' (WINDOW, NOTEXPIRING, IDS, COUNT, "
+                                        "LIMIT, IDSONLY)",
+                                        a.substr(0, 64)));
+    }
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// [WRITEID id] at args[*i]: read and stepped over when there.
+Status MaybeWriteId(RespArgs args, size_t* i, WriteId* id) {
+  if (*i >= args.size() || !EqualsNoCase(args[*i], "WRITEID")) return Status::OK();
+  if (*i + 1 >= args.size()) return ArgError(args, "WRITEID is missing its id");
+  if (Status s = ParseWriteId(args[*i + 1], id); !s.ok()) return ArgError(args, s.message());
+  *i += 2;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ParseUpsert(RespArgs args, proto::UpsertRequest* req) {
+  req->user = std::string(args[1]);
+  size_t i = 2;
+  bool ttl = false;
+  bool mode = false;
+  for (; i < args.size() && !IsNumber(args[i]); ++i) {
+    const std::string_view a = args[i];
+    if (EqualsNoCase(a, "SET") || EqualsNoCase(a, "EXTEND") || EqualsNoCase(a, "ADD")) {
+      if (mode) return ArgError(args, "give one mode: SET, EXTEND or ADD");
+      mode = true;
+      req->mode = EqualsNoCase(a, "SET")      ? UpsertMode::kSet
+                  : EqualsNoCase(a, "EXTEND") ? UpsertMode::kExtend
+                                              : UpsertMode::kAdd;
+    } else if (EqualsNoCase(a, "TTL")) {
+      ttl = true;
+    } else if (EqualsNoCase(a, "WRITEID")) {
+      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+      --i;
+    } else {
+      return ArgError(args, fmt::format("unknown option '{}' (SET, EXTEND, ADD, TTL, WRITEID) "
+                                        "before the first segment",
+                                        a.substr(0, 64)));
+    }
+  }
+  if (i >= args.size()) return ArgError(args, "no segment given: id value [ATTR1 n] [ATTR2 n] ...");
+  while (i < args.size()) {
+    SegmentUpdate u;
+    u.ttl = ttl;
+    SEGSTORE_RETURN_IF_ERROR(ParseU64(args, i, "segment id", &u.id));
+    if (i + 1 >= args.size()) {
+      return ArgError(args, fmt::format("segment {} has no value", u.id));
+    }
+    SEGSTORE_RETURN_IF_ERROR(
+        ParseU32(args, i + 1, fmt::format("value of segment {}", u.id), &u.value));
+    i += 2;
+    while (i < args.size() && (EqualsNoCase(args[i], "ATTR1") || EqualsNoCase(args[i], "ATTR2"))) {
+      const bool one = EqualsNoCase(args[i], "ATTR1");
+      std::optional<uint32_t>& attr = one ? u.attr1 : u.attr2;
+      if (attr)
+        return ArgError(args, fmt::format("segment {}: {} given twice", u.id, Upper(args[i])));
+      uint32_t v = 0;
+      SEGSTORE_RETURN_IF_ERROR(
+          ParseU32(args, i + 1, fmt::format("{} of segment {}", Upper(args[i]), u.id), &v));
+      attr = v;
+      i += 2;
+    }
+    req->segments.push_back(u);
+  }
+  return Status::OK();
+}
+
+Status ParseRemove(RespArgs args, proto::RemoveRequest* req) {
+  req->user = std::string(args[1]);
+  size_t i = 2;
+  SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+  if (i >= args.size()) return ArgError(args, "no segment id given");
+  for (; i < args.size(); ++i) {
+    uint64_t id = 0;
+    SEGSTORE_RETURN_IF_ERROR(ParseU64(args, i, "segment id", &id));
+    req->ids.push_back(id);
+  }
+  return Status::OK();
+}
+
+Status ParseTrim(RespArgs args, proto::TrimRequest* req) {
+  req->user = std::string(args[1]);
+  for (size_t i = 2; i < args.size();) {
+    if (EqualsNoCase(args[i], "BEFORE")) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, "BEFORE", &req->before));
+      i += 2;
+    } else if (EqualsNoCase(args[i], "WRITEID")) {
+      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+    } else {
+      return ArgError(args,
+                      fmt::format("unknown option '{}' (BEFORE, WRITEID)", args[i].substr(0, 64)));
+    }
+  }
+  return Status::OK();
+}
+
+Status ParseDelete(RespArgs args, proto::DeleteRequest* req) {
+  req->user = std::string(args[1]);
+  size_t i = 2;
+  SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+  if (i < args.size()) {
+    return ArgError(args, fmt::format("unknown option '{}' (WRITEID)", args[i].substr(0, 64)));
+  }
+  return Status::OK();
+}
+
+Status ParseCount(RespArgs args, proto::CountRequest* req) {
+  req->user = std::string(args[1]);
+  if (args.size() == 2) return Status::OK();
+  if (args.size() != 5 || !EqualsNoCase(args[2], "IDS")) {
+    return ArgError(args, "the only option is IDS lo hi");
+  }
+  SEGSTORE_RETURN_IF_ERROR(ParseU64(args, 3, "IDS lo", &req->id_from));
+  return ParseU64(args, 4, "IDS hi", &req->id_to);
+}
+
+// ---- replies ----
+
+void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::RespWriter* w) {
+  w->Map(3);
+  w->Bulk("count");
+  w->Integer(r.count);
+  w->Bulk("stale");
+  w->Boolean(stale);
+  w->Bulk("segments");
+  w->Array(r.size());
+  if (o.ids_only || r.expires.empty()) {
+    for (uint64_t id : r.ids) w->BulkNumber(id);
+    return;
+  }
+  for (size_t i = 0; i < r.size(); ++i) {
+    w->Array(4);
+    w->BulkNumber(r.ids[i]);
+    w->Integer(r.expires[i]);
+    const auto attr = [&](const std::vector<std::optional<uint32_t>>& column) {
+      if (column.empty() || !column[i]) {
+        w->Null();
+      } else {
+        w->Integer(*column[i]);
+      }
+    };
+    attr(r.attr1);
+    attr(r.attr2);
+  }
+}
+
+void WriteUpsertReply(const UpsertResult& r, proto::RespWriter* w) {
+  w->Map(5);
+  w->Bulk("inserted");
+  w->Integer(r.inserted);
+  w->Bulk("updated");
+  w->Integer(r.updated);
+  w->Bulk("trimmed");
+  w->Integer(r.trimmed);
+  w->Bulk("count");
+  w->Integer(r.count);
+  w->Bulk("duplicate");
+  w->Boolean(r.duplicate);
+}
+
+void WriteTrimReply(const TrimResult& r, proto::RespWriter* w) {
+  w->Map(3);
+  w->Bulk("trimmed");
+  w->Integer(r.trimmed);
+  w->Bulk("remaining");
+  w->Integer(r.remaining);
+  w->Bulk("duplicate");
+  w->Boolean(r.duplicate);
+}
+
+namespace {
+
+size_t CountWords(std::string_view s) {
+  size_t n = 0;
+  bool in = false;
+  for (char c : s) {
+    if (c == ' ') {
+      in = false;
+    } else if (!in) {
+      in = true;
+      ++n;
+    }
+  }
+  return n;
+}
+
+template <typename F>
+void ForEachWord(std::string_view s, F f) {
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && s[i] == ' ') ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ') ++j;
+    if (j > i) f(s.substr(i, j - i));
+    i = j;
+  }
+}
+
+}  // namespace
+
+void WriteCommandInfo(const RespCommandDef& def, proto::RespWriter* w) {
+  // Redis 7's ten fields: name, arity, flags, first key, last key, step, ACL
+  // categories, tips, key specifications, subcommands.
+  w->Array(10);
+  w->Bulk(def.name);
+  w->Integer(def.arity);
+  w->Set(CountWords(def.flags));
+  ForEachWord(def.flags, [&](std::string_view f) { w->Simple(f); });
+  switch (def.keys) {
+    case RespKeys::kNone:
+    case RespKeys::kCounted:  // movablekeys: COMMAND GETKEYS says
+      w->Integer(0);
+      w->Integer(0);
+      w->Integer(0);
+      break;
+    case RespKeys::kFirst:
+      w->Integer(1);
+      w->Integer(1);
+      w->Integer(1);
+      break;
+    case RespKeys::kAll:
+      w->Integer(1);
+      w->Integer(-1);
+      w->Integer(1);
+      break;
+  }
+  w->Set(0);
+  w->Set(0);
+  w->Array(0);
+  w->Array(0);
+}
+
+void WriteCommandDocs(const RespCommandDef& def, proto::RespWriter* w) {
+  w->Map(4);
+  w->Bulk("summary");
+  w->Bulk(def.summary);
+  w->Bulk("since");
+  w->Bulk("0.1.0");
+  w->Bulk("group");
+  w->Bulk(def.group);
+  w->Bulk("syntax");  // not Redis's: its "arguments" tree, flattened to RESP.md's line
+  w->Bulk(def.syntax);
+}
+
+}  // namespace segstore::server

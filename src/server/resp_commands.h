@@ -1,0 +1,133 @@
+// The commands the RESP front end answers (proto/RESP.md), in one table read
+// by the dispatcher, COMMAND / COMMAND DOCS / COMMAND GETKEYS, and the
+// metrics by command; and the I/O-free pieces of the translation: reading
+// a command's arguments into a request of the binary protocol, and writing
+// an answer as the command's reply. The connection (resp_connection.cc)
+// joins them.
+//
+// Immutable table; the functions are pure. Any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/resp.h"
+#include "proto/wire.h"
+#include "segstore/status.h"
+
+namespace segstore::server {
+
+using RespArgs = std::span<const std::string_view>;
+
+enum class RespCmd : uint8_t {
+  // the connection and the server
+  kPing,
+  kEcho,
+  kHello,
+  kAuth,
+  kSelect,
+  kClient,
+  kCommand,
+  kInfo,
+  kQuit,
+  kReset,
+  kDbsize,
+  kType,
+  // segstore's own
+  kSegGet,
+  kSegMget,
+  kSegCount,
+  kSegUpsert,
+  kSegRemove,
+  kSegTrim,
+  kSegDel,
+  // keys
+  kDel,
+  kUnlink,
+  kExists,
+  kCount,  // not a command: the number of commands
+};
+inline constexpr size_t kRespCommands = static_cast<size_t>(RespCmd::kCount);
+// Metrics by command: one slot per command and the last for unknown names.
+inline constexpr size_t kRespCommandSlots = kRespCommands + 1;
+
+// How a command's keys (users) are found among its arguments.
+enum class RespKeys : uint8_t {
+  kNone,
+  kFirst,   // argument 1 only
+  kAll,     // arguments 1 to the last
+  kCounted  // argument 1 is how many keys follow (SEG.MGET)
+};
+
+struct RespCommandDef {
+  RespCmd id;
+  std::string_view name;  // lower case, as COMMAND reports it
+  // Redis's arity: n, exactly n arguments (the name included); -n, at least n.
+  int arity;
+  std::string_view flags;  // COMMAND's flags, space separated ("write", "readonly", "fast", ...)
+  RespKeys keys;
+  std::string_view group;    // COMMAND DOCS's group: "connection", "server", "generic", "segstore"
+  std::string_view summary;  // one line, COMMAND DOCS
+  std::string_view syntax;   // the arguments after the name, as RESP.md writes them
+};
+
+std::span<const RespCommandDef> RespCommandTable();
+const RespCommandDef& RespCommandOf(RespCmd id);
+// A command by name, whatever its case; null when unknown.
+const RespCommandDef* FindRespCommand(std::string_view name);
+// The metrics slot of a command (kRespCommands: unknown).
+inline size_t RespSlot(const RespCommandDef* def) {
+  return def == nullptr ? kRespCommands : static_cast<size_t>(def->id);
+}
+// "seg.get", or "unknown" for the last slot: the metrics' label.
+std::string_view RespSlotName(size_t slot);
+
+// The positions of a command's keys among `args` (args[0] the name);
+// InvalidArgument when the arguments cannot say (a bad count).
+Status RespKeyPositions(const RespCommandDef& def, RespArgs args, std::vector<size_t>* positions);
+
+// "ERR", "NOTFOUND", "BUSY", ...: the error prefix of a status (RESP.md's
+// table). WrongNode's is "MOVED" only with a slot and an address, which the
+// caller writes itself; without, "WRONGNODE".
+std::string_view RespErrorPrefix(Status::Code code);
+
+// ---- arguments ----
+// Each fails with InvalidArgument naming the argument.
+
+// A decimal number without sign or leading zeros, in [0, max].
+Status ParseRespNumber(std::string_view text, std::string_view what, uint64_t max, uint64_t* v);
+// A write ID: 32 hexadecimal digits, not all zero.
+Status ParseWriteId(std::string_view text, WriteId* id);
+
+// SEG.GET user [options], from args[first] on (the options): WINDOW from to,
+// NOTEXPIRING from to, IDS lo hi, COUNT, LIMIT n, IDSONLY.
+Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o);
+// SEG.UPSERT user [SET|EXTEND|ADD] [TTL] [WRITEID id] id value [ATTR1 n]
+// [ATTR2 n] [id value ...].
+Status ParseUpsert(RespArgs args, proto::UpsertRequest* req);
+// SEG.REMOVE user [WRITEID id] id [id ...].
+Status ParseRemove(RespArgs args, proto::RemoveRequest* req);
+// SEG.TRIM user [BEFORE unix-seconds] [WRITEID id].
+Status ParseTrim(RespArgs args, proto::TrimRequest* req);
+// SEG.DEL user [WRITEID id].
+Status ParseDelete(RespArgs args, proto::DeleteRequest* req);
+// SEG.COUNT user [IDS lo hi].
+Status ParseCount(RespArgs args, proto::CountRequest* req);
+
+// ---- replies ----
+
+// A get's result as SEG.GET answers it: a map of count, stale and segments
+// (ids, or [id, expires_at, attr1, attr2] rows); the count alone for COUNT.
+void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::RespWriter* w);
+void WriteUpsertReply(const UpsertResult& r, proto::RespWriter* w);
+void WriteTrimReply(const TrimResult& r, proto::RespWriter* w);
+
+// COMMAND's entry for one command, and COMMAND DOCS's.
+void WriteCommandInfo(const RespCommandDef& def, proto::RespWriter* w);
+void WriteCommandDocs(const RespCommandDef& def, proto::RespWriter* w);
+
+}  // namespace segstore::server

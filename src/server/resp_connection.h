@@ -1,0 +1,128 @@
+// A connection speaking RESP, the Redis protocol (proto/RESP.md): segstore's
+// second front end, on a port of its own ([resp] listen). Internal to the
+// front end (server.cc).
+//
+// It is a translator over the same Service as the binary port: a command
+// becomes one or more requests of the binary protocol (the body a client of
+// PROTOCOL.md would send), handed to the loop's Handler; their answers are
+// turned into the command's reply. So every operation, its checks and its
+// errors are the binary protocol's, and the handler cannot tell the two
+// ports apart. Commands about the connection itself (PING, HELLO, AUTH,
+// CLIENT, COMMAND, ...) are answered here.
+//
+// Replies go out in the order commands came, as RESP requires: each command
+// read gets a place in a queue, which is written from the front as the
+// places fill. Everything else (TLS, the shared secret's deadline,
+// backpressure, timeouts, draining) is the base Connection's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/resp.h"
+#include "server/connection.h"
+#include "server/resp_commands.h"
+
+namespace segstore::server {
+
+class RespConnection final : public Connection {
+ public:
+  RespConnection(Loop* loop, boost::asio::ip::tcp::socket socket, const ServerOptions& options,
+                 std::shared_ptr<const Credentials> credentials);
+
+  // One command's place in the reply queue.
+  struct Pending;
+  // What a command does with each answer of a request it sent (Ask): `h`
+  // is the answer's header (its status, its flags), `body` its body.
+  using OnAnswer =
+      std::function<void(Pending& p, const proto::FrameHeader& h, std::string_view body)>;
+  struct Pending {
+    std::string reply;      // the command's reply, complete once nothing is awaited
+    uint32_t sequence = 0;  // the request ID of the requests it sends
+    uint32_t awaiting = 0;  // requests sent to the handler and not yet answered
+    bool serving = true;    // its command is still being read (more requests may follow)
+    bool error = false;     // the reply is an error (counted)
+    bool quit = false;      // close once this reply is written (QUIT)
+    uint16_t command = 0;   // its slot in the command table
+    int64_t sum = 0;        // what a command sending many requests adds up
+    std::chrono::steady_clock::time_point started;
+    OnAnswer on_answer;
+  };
+
+  // ---- for the commands (resp_commands.cc) ----
+  proto::RespWriter Writer(Pending& p) { return proto::RespWriter(&p.reply, resp3_); }
+  // Sets the reply to an error.
+  void ReplyError(Pending& p, std::string_view prefix, std::string_view message);
+  // The reply for a request's error answer (its status and message).
+  void ReplyStatus(Pending& p, const proto::FrameHeader& h, std::string_view body);
+  // Sends one request to the handler: `op` with `body`; `on_answer` gets
+  // its answer (possibly before Ask returns).
+  void Ask(Pending& p, proto::Op op, std::string_view body, OnAnswer on_answer);
+  // The body scratch the commands encode requests into (reused).
+  std::string& scratch() {
+    scratch_.clear();
+    return scratch_;
+  }
+  bool resp3() const { return resp3_; }
+
+ private:
+  proto::InputBuffer& input() override { return in_; }
+  bool ServeNext() override;
+  void OnReply(std::string frame, std::chrono::steady_clock::time_point started) override;
+  void AppendFailure(const Status& status, std::string* out) override;
+
+  // Runs one command into `p`: checks its arity and the connection's
+  // authentication, then dispatches.
+  void Serve(const RespCommandDef* def, RespArgs args, Pending& p);
+  // Writes the complete replies at the front of the queue.
+  void Flush();
+  // Stops reading: the commands taken are answered, then the connection
+  // closes (QUIT, a wrong secret).
+  void CloseAfterReplies();
+
+  // The connection's own commands.
+  void Hello(RespArgs args, Pending& p);
+  void Auth(RespArgs args, Pending& p);
+  // Checks a secret given by AUTH or HELLO; false when wrong (the reply is
+  // then the error and the connection closes after it).
+  bool CheckSecret(std::string_view user, std::string_view secret, Pending& p);
+  void Client(RespArgs args, Pending& p);
+  void Command(RespArgs args, Pending& p);
+  void Info(RespArgs args, Pending& p);
+  void Reset(Pending& p);
+  // A command answered from the server's statistics (INFO, DBSIZE).
+  void AskStats(Pending& p, std::function<void(Pending& p, const Stats& stats)> then);
+
+  // The data commands: each one request of the binary protocol, or one per key.
+  void SegGet(RespArgs args, Pending& p);
+  void SegMget(RespArgs args, Pending& p);
+  void SegCount(RespArgs args, Pending& p);
+  void SegUpsert(RespArgs args, Pending& p);
+  void SegRemove(RespArgs args, Pending& p);
+  void SegTrim(RespArgs args, Pending& p);
+  void SegDel(RespArgs args, Pending& p);
+  void Type(RespArgs args, Pending& p);
+  void Del(RespArgs args, Pending& p);
+  void Exists(RespArgs args, Pending& p);
+
+  proto::RespReader in_;
+  std::vector<std::string_view> args_;  // the command being served
+  std::deque<Pending> pending_;         // replies in the order of their commands
+  std::string scratch_;
+  uint32_t next_sequence_ = 0;
+  bool resp3_ = false;      // HELLO 3
+  bool closing_ = false;    // QUIT or a wrong secret: nothing more is taken
+  std::string name_;        // CLIENT SETNAME
+  std::string library_[2];  // CLIENT SETINFO LIB-NAME, LIB-VER
+  uint64_t id_ = 0;         // CLIENT ID
+  std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace segstore::server
