@@ -1,0 +1,391 @@
+"""The values the client takes and returns: request options and typed results.
+
+Times are Unix seconds (``int``); an expiry of ``0`` means *never*. A user
+ID is a ``str`` (sent as UTF-8, a MessagePack str) or ``bytes`` (sent as a
+MessagePack bin, for IDs that are not UTF-8); the server sees only the bytes,
+so ``"alice"`` and ``b"alice"`` name the same user.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple, Union
+
+from .errors import InvalidArgument
+
+UserId = Union[str, bytes]
+
+MAX_U32 = 2**32 - 1
+MAX_U64 = 2**64 - 1
+
+
+class Mode(str, enum.Enum):
+    """How an upsert sets each segment's expiry (PROTOCOL.md, "upsert")."""
+
+    SET = "set"
+    """The expiry becomes the segment's value (a TTL or an absolute time)."""
+    EXTEND = "extend"
+    """As SET, but a segment keeps its current expiry when that is later."""
+    ADD = "add"
+    """``value`` seconds are added to the current expiry (new segments: now + value)."""
+
+
+class Projection(str, enum.Enum):
+    """What a get lists for each segment."""
+
+    FULL = "full"
+    """IDs, expiries and attributes."""
+    IDS = "ids"
+    """Segment IDs only: the smallest answer."""
+
+
+def _check_uint(name: str, value: int, top: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        raise InvalidArgument(f"{name}: {value!r} is not an integer in [0, {top}]")
+
+
+def _unix_seconds(name: str, when: Union[int, _dt.datetime]) -> int:
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            raise InvalidArgument(f"{name}: a datetime needs a time zone (e.g. timezone.utc)")
+        when = int(when.timestamp())
+    _check_uint(name, when, MAX_U32)
+    return when
+
+
+@dataclass(frozen=True)
+class GetOptions:
+    """Which segments a get, batch_get (or count) reports; every field optional.
+
+    Attributes:
+        projection: ``"full"`` (IDs, expiries, attributes) or ``"ids"``.
+        id_from, id_to: only segment IDs in ``[id_from, id_to]``.
+        expiry_from, expiry_to: only segments expiring in that window, both
+            ends included; a never-expiring segment counts as expiring at
+            +infinity, so only the default ``expiry_to`` (2^32-1) includes it.
+        outside_expiry: invert the expiry window.
+        count_only: count the matches, list none.
+        limit: list at most this many, lowest IDs first (0: all).
+    """
+
+    projection: Union[Projection, str] = Projection.FULL
+    id_from: int = 0
+    id_to: int = MAX_U64
+    expiry_from: int = 0
+    expiry_to: int = MAX_U32
+    outside_expiry: bool = False
+    count_only: bool = False
+    limit: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "projection", Projection(self.projection))
+        except ValueError:
+            raise InvalidArgument(
+                f"projection: {self.projection!r} is not one of 'full', 'ids'"
+            ) from None
+        _check_uint("id_from", self.id_from, MAX_U64)
+        _check_uint("id_to", self.id_to, MAX_U64)
+        _check_uint("expiry_from", self.expiry_from, MAX_U32)
+        _check_uint("expiry_to", self.expiry_to, MAX_U32)
+        _check_uint("limit", self.limit, MAX_U32)
+
+
+@dataclass(frozen=True)
+class SegmentUpdate:
+    """One segment of an upsert: ``[id, value, ttl, attr1, attr2]`` on the wire.
+
+    In modes ``set`` and ``extend``, ``value`` is a TTL in seconds when
+    ``ttl`` is true (at least 1), otherwise an absolute Unix time (``0``:
+    never expires). In mode ``add`` it is the seconds to add (``ttl`` is
+    ignored). ``attr1``/``attr2`` are set when given; ``None`` keeps the
+    segment's current value.
+
+    The class methods say which one is meant::
+
+        SegmentUpdate.expiring_in(5484, 5 * 3600)       # a TTL
+        SegmentUpdate.expiring_at(8000, 1767225600, attr1=7)
+        SegmentUpdate.forever(8500)
+    """
+
+    id: int
+    value: int
+    ttl: bool = False
+    attr1: Optional[int] = None
+    attr2: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _check_uint("segment id", self.id, MAX_U64)
+        _check_uint(f"segment {self.id}: value", self.value, MAX_U32)
+        if self.attr1 is not None:
+            _check_uint(f"segment {self.id}: attr1", self.attr1, MAX_U32)
+        if self.attr2 is not None:
+            _check_uint(f"segment {self.id}: attr2", self.attr2, MAX_U32)
+
+    @classmethod
+    def expiring_in(
+        cls, id: int, seconds: int, attr1: Optional[int] = None, attr2: Optional[int] = None
+    ) -> "SegmentUpdate":
+        """A segment that expires ``seconds`` after the server writes it."""
+        return cls(id, seconds, True, attr1, attr2)
+
+    @classmethod
+    def expiring_at(
+        cls,
+        id: int,
+        when: Union[int, _dt.datetime],
+        attr1: Optional[int] = None,
+        attr2: Optional[int] = None,
+    ) -> "SegmentUpdate":
+        """A segment that expires at ``when`` (Unix seconds or an aware datetime)."""
+        return cls(id, _unix_seconds(f"segment {id}: expiry", when), False, attr1, attr2)
+
+    @classmethod
+    def forever(
+        cls, id: int, attr1: Optional[int] = None, attr2: Optional[int] = None
+    ) -> "SegmentUpdate":
+        """A segment that never expires."""
+        return cls(id, 0, False, attr1, attr2)
+
+    def to_wire(self) -> list:
+        """The segment's array, as short as its fields allow (as the C++ client sends it)."""
+        if self.attr2 is not None:
+            return [self.id, self.value, self.ttl, self.attr1, self.attr2]
+        if self.attr1 is not None:
+            return [self.id, self.value, self.ttl, self.attr1]
+        if self.ttl:
+            return [self.id, self.value, True]
+        return [self.id, self.value]
+
+
+SegmentLike = Union[SegmentUpdate, Tuple[int, ...], Sequence[int]]
+
+
+def as_segment(s: SegmentLike) -> SegmentUpdate:
+    """A SegmentUpdate from itself or a tuple ``(id, value[, ttl[, attr1[, attr2]]])``."""
+    if isinstance(s, SegmentUpdate):
+        return s
+    try:
+        return SegmentUpdate(*s)
+    except TypeError as e:
+        raise InvalidArgument(f"segment {s!r}: {e}") from None
+
+
+def new_write_id() -> bytes:
+    """16 random bytes (never all zero): a fresh ``write_id`` for one write.
+
+    Keep it with the write and send the same one when sending that write
+    again (a cluster with a log then applies it at most once). A single
+    server ignores it.
+    """
+    while True:
+        b = os.urandom(16)
+        if any(b):
+            return b
+
+
+def check_write_id(write_id: Optional[bytes]) -> Optional[bytes]:
+    """``write_id`` if it is None or 16 bytes not all zero; else InvalidArgument."""
+    if write_id is None:
+        return None
+    if not isinstance(write_id, (bytes, bytearray)) or len(write_id) != 16 or not any(write_id):
+        raise InvalidArgument("write_id: must be 16 bytes, not all zero (see new_write_id())")
+    return bytes(write_id)
+
+
+@dataclass(frozen=True)
+class UpsertItem:
+    """One item of a batch_upsert: an upsert of one user.
+
+    ``mode`` None takes the batch's mode; ``write_id`` is the item's own.
+    """
+
+    user: UserId
+    segments: Sequence[SegmentLike]
+    mode: Union[Mode, str, None] = None
+    write_id: Optional[bytes] = None
+
+
+# ---- results ----
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The hello answer: who the server is and the limits it enforces."""
+
+    protocol: int
+    server: str
+    max_frame_bytes: int
+    max_batch: int
+    max_key_bytes: int
+    max_segments: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One live segment of a profile.
+
+    ``expires_at`` is Unix seconds, ``0`` when it never expires, and ``None``
+    when the get asked for IDs only.
+    """
+
+    id: int
+    expires_at: Optional[int] = None
+    attr1: Optional[int] = None
+    attr2: Optional[int] = None
+
+    @property
+    def never_expires(self) -> bool:
+        return self.expires_at == 0
+
+    def expires_datetime(self) -> Optional[_dt.datetime]:
+        """The expiry as an aware UTC datetime (None: never, or not asked for)."""
+        if not self.expires_at:
+            return None
+        return _dt.datetime.fromtimestamp(self.expires_at, _dt.timezone.utc)
+
+
+@dataclass
+class GetResult:
+    """A profile's live segments matching the get's options, as columns.
+
+    Attributes:
+        count: live segments matching the options (all of them, whatever limit).
+        ids: the listed segment IDs, ascending (empty with ``count_only``).
+        expires: their expiries (0: never), or None with projection "ids".
+        attr1, attr2: their attributes (None where a segment has none), or
+            None when no listed segment has one.
+        stale: the server flagged the answer stale (a cluster replica that
+            may be behind its log; never from a single server).
+    """
+
+    count: int
+    ids: List[int] = field(default_factory=list)
+    expires: Optional[List[int]] = None
+    attr1: Optional[List[Optional[int]]] = None
+    attr2: Optional[List[Optional[int]]] = None
+    stale: bool = False
+
+    @property
+    def segments(self) -> List[Segment]:
+        """The rows as :class:`Segment` objects."""
+        n = len(self.ids)
+        expires = self.expires if self.expires is not None else [None] * n
+        attr1 = self.attr1 if self.attr1 is not None else [None] * n
+        attr2 = self.attr2 if self.attr2 is not None else [None] * n
+        return [Segment(*row) for row in zip(self.ids, expires, attr1, attr2)]
+
+
+@dataclass(frozen=True)
+class CountResult:
+    """Live segments with IDs in the range; ``stale`` as in :class:`GetResult`."""
+
+    count: int
+    stale: bool = False
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What an upsert did.
+
+    Attributes:
+        inserted: segments that were not live before.
+        updated: live segments the request named (changed or not).
+        trimmed: expired segments removed by this write.
+        count: live segments after the write.
+        duplicate: a cluster had made this write before under its write_id.
+    """
+
+    inserted: int
+    updated: int
+    trimmed: int
+    count: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class RemoveResult:
+    """How many of the IDs the profile held live."""
+
+    removed: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class TrimResult:
+    """Segments trimmed and segments remaining."""
+
+    trimmed: int
+    remaining: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """Whether there was a profile (a live segment) to delete."""
+
+    deleted: bool
+    duplicate: bool = False
+
+    def __bool__(self) -> bool:
+        return self.deleted
+
+
+@dataclass(frozen=True)
+class Node:
+    """A cluster node in a partition map."""
+
+    id: str
+    address: str
+    rack: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterMap:
+    """The partition map (PROTOCOL.md, "cluster_map").
+
+    A single server answers ``cluster=False`` with every other field empty.
+    ``partitions[p]`` lists the indices into ``nodes`` of partition p's
+    replicas; ``incoming`` lists ``(partition, node index)`` moves in progress.
+    """
+
+    cluster: bool
+    revision: int = 0
+    self_id: str = ""
+    replication: int = 0
+    nodes: List[Node] = field(default_factory=list)
+    partitions: List[List[int]] = field(default_factory=list)
+    incoming: List[Tuple[int, int]] = field(default_factory=list)
+    log: bool = False
+    passive: bool = False
+
+
+@dataclass(frozen=True)
+class CopiedRecord:
+    """One stored record of a copy_partition page (node to node)."""
+
+    key: bytes
+    body: bytes
+    sweep_at: int
+    void_at: int
+
+
+COPY_FINISHED = 2**32
+"""A copy_partition cursor past the end: the partition is finished."""
+
+
+@dataclass(frozen=True)
+class CopyPartitionResult:
+    """One page of a partition's records (node to node; clients have no need of it)."""
+
+    next: int
+    cursor: int
+    records: List[CopiedRecord] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.cursor == COPY_FINISHED

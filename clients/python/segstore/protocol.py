@@ -1,0 +1,710 @@
+"""The segstore wire protocol, version 1 (proto/PROTOCOL.md), without I/O.
+
+Frames, request bodies and response bodies: both clients (``segstore.Client``
+and ``segstore.aio.AsyncClient``) build every request here and decode every
+answer here, so this module is the whole of the protocol on the Python side
+and can be tested without a socket.
+
+A frame is a 16-byte big-endian header (magic ``SG``, version, op, status,
+flags, reserved, request_id, body_length) and a MessagePack body.
+:class:`Request` is one request ready to be framed: its op, its encoded body,
+whether it may be sent again after a lost connection (a read) and how its
+answer is decoded. :class:`FrameReader` cuts a byte stream into frames.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import msgpack
+
+from .errors import (
+    InvalidArgument,
+    ProtocolError,
+    SegstoreError,
+    Status,
+    error_from_status,
+)
+from .models import (
+    MAX_U32,
+    MAX_U64,
+    ClusterMap,
+    CopiedRecord,
+    CopyPartitionResult,
+    CountResult,
+    DeleteResult,
+    GetOptions,
+    GetResult,
+    Mode,
+    Node,
+    Projection,
+    RemoveResult,
+    SegmentLike,
+    ServerInfo,
+    TrimResult,
+    UpsertItem,
+    UpsertResult,
+    UserId,
+    _check_uint,
+    as_segment,
+    check_write_id,
+)
+
+VERSION = 1
+HEADER_SIZE = 16
+MAGIC = b"SG"
+FLAG_STALE = 0x01
+"""Response flag: a cluster node answered a read from a copy that may be behind."""
+
+DEFAULT_MAX_FRAME_BYTES = 4 << 20
+DEFAULT_MAX_BATCH = 1000
+DEFAULT_MAX_KEY_BYTES = 256
+DEFAULT_MAX_IN_FLIGHT = 256
+MAX_RESPONSE_BYTES = 64 << 20
+"""No response body is larger; a header announcing more is a broken stream."""
+
+
+class Op(enum.IntEnum):
+    """Operation codes (PROTOCOL.md, "Operations")."""
+
+    HELLO = 0x01
+    PING = 0x02
+    STATS = 0x03
+    CLUSTER_MAP = 0x04
+    GET = 0x10
+    BATCH_GET = 0x11
+    COUNT = 0x12
+    UPSERT = 0x20
+    BATCH_UPSERT = 0x21
+    REMOVE = 0x22
+    TRIM = 0x23
+    DELETE = 0x24
+    COPY_PARTITION = 0x30
+
+    @property
+    def wire_name(self) -> str:
+        """The protocol's name: ``"batch_get"``, ``"cluster_map"``..."""
+        return self.name.lower()
+
+
+def op_name(op: int) -> str:
+    """``"get"`` for 0x10; ``"op 0x7f"`` for a code this client does not know."""
+    try:
+        return Op(op).wire_name
+    except ValueError:
+        return f"op 0x{op:02x}"
+
+
+# ---- frames ----
+
+_HEADER = struct.Struct(">2sBBBBHII")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: its header fields and its body bytes (not yet decoded)."""
+
+    op: int
+    status: int
+    flags: int
+    request_id: int
+    body: bytes = b""
+    version: int = VERSION
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.flags & FLAG_STALE)
+
+    def encode(self) -> bytes:
+        return (
+            _HEADER.pack(
+                MAGIC,
+                self.version,
+                self.op,
+                self.status,
+                self.flags,
+                0,
+                self.request_id,
+                len(self.body),
+            )
+            + self.body
+        )
+
+
+def encode_frame(op: int, request_id: int, body: bytes = b"") -> bytes:
+    """A request frame: header (status, flags and reserved 0) and body."""
+    return _HEADER.pack(MAGIC, VERSION, op, 0, 0, 0, request_id, len(body)) + body
+
+
+class FrameReader:
+    """Cuts a byte stream into frames; I/O-free, used by both clients.
+
+    ``feed`` takes whatever bytes arrived and returns the frames they
+    completed. A bad magic or a body over ``max_body`` raises ProtocolError:
+    the stream cannot be trusted after either, so close the connection.
+    """
+
+    def __init__(self, max_body: int = MAX_RESPONSE_BYTES) -> None:
+        self._buf = bytearray()
+        self._max_body = max_body
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not make a whole frame yet."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> List[Frame]:
+        buf = self._buf
+        buf += data
+        frames: List[Frame] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= HEADER_SIZE:
+            magic, version, op, status, flags, _, request_id, length = _HEADER.unpack_from(
+                buf, pos
+            )
+            if magic != MAGIC:
+                raise ProtocolError(f"bad frame magic {bytes(magic)!r}: not a segstore stream")
+            if length > self._max_body:
+                raise ProtocolError(
+                    f"a frame announces a body of {length} bytes, over {self._max_body}"
+                )
+            if end - pos - HEADER_SIZE < length:
+                break
+            start = pos + HEADER_SIZE
+            frames.append(
+                Frame(op, status, flags, request_id, bytes(buf[start : start + length]), version)
+            )
+            pos = start + length
+        if pos:
+            del buf[:pos]
+        return frames
+
+
+def decode_frame(data: bytes) -> Frame:
+    """Exactly one whole frame from ``data``; ProtocolError otherwise."""
+    frames = FrameReader().feed(data)
+    if len(frames) != 1 or len(frames[0].body) + HEADER_SIZE != len(data):
+        raise ProtocolError(f"{len(data)} bytes are not exactly one frame")
+    return frames[0]
+
+
+# ---- bodies ----
+
+
+def pack(value: Any) -> bytes:
+    """MessagePack of ``value``: str as str, bytes as bin, shortest integers."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack_body(frame: Frame) -> Any:
+    """The frame's body as a Python value (``{}`` for an empty body)."""
+    if not frame.body:
+        return {}
+    try:
+        return msgpack.unpackb(frame.body, raw=False, use_list=True)
+    except Exception as e:  # msgpack raises several types; all mean a bad body
+        raise ProtocolError(
+            f"{op_name(frame.op)} answer: the body is not valid MessagePack: {e}"
+        ) from None
+
+
+def _field(body: Mapping[str, Any], key: str, types: Any, what: str, op: str) -> Any:
+    try:
+        v = body[key]
+    except KeyError:
+        raise ProtocolError(f"{op} answer: no {key!r}") from None
+    if not isinstance(v, types) or isinstance(v, bool) and types is int:
+        raise ProtocolError(f"{op} answer: {key!r} is not {what}: {v!r}")
+    return v
+
+
+def _map(value: Any, op: str, where: str = "the body") -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{op} answer: {where} is not a map")
+    return value
+
+
+def error_of(frame: Frame, address: Optional[str] = None) -> SegstoreError:
+    """The exception a frame with a non-zero status stands for.
+
+    Its message is the body's ``message`` (a WrongNode's ``revision`` too);
+    a body that cannot be read still gives the status, with a note.
+    """
+    name = op_name(frame.op) if frame.op else None
+    message = ""
+    revision = None
+    try:
+        body = unpack_body(frame)
+        if isinstance(body, dict):
+            message = body.get("message", "")
+            rev = body.get("revision")
+            if isinstance(rev, int) and not isinstance(rev, bool):
+                revision = rev
+        if not isinstance(message, str):
+            message = repr(message)
+    except ProtocolError as e:
+        message = f"(unreadable error body: {e.message})"
+    return error_from_status(frame.status, message, op=name, address=address, revision=revision)
+
+
+# ---- requests ----
+
+Parse = Callable[[Any, Frame], Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request, ready to frame.
+
+    Attributes:
+        op: the operation code.
+        body: the encoded body (``b""`` for none).
+        idempotent: safe to send again when the connection broke before the
+            answer (reads); writes are never sent again by the client.
+        parse: turns the decoded body of an OK answer (and its frame) into
+            the operation's result.
+        batch: entries of a batch (users or items), for the max_batch check.
+    """
+
+    op: int
+    body: bytes
+    idempotent: bool
+    parse: Parse
+    batch: int = 0
+
+    @property
+    def name(self) -> str:
+        return op_name(self.op)
+
+    def frame(self, request_id: int) -> bytes:
+        return encode_frame(self.op, request_id, self.body)
+
+
+def decode_response(request: Request, frame: Frame, address: Optional[str] = None) -> Any:
+    """The result of ``request`` from its answer ``frame``, or raises its error."""
+    if frame.status != 0:
+        raise error_of(frame, address)
+    if frame.op != request.op:
+        raise ProtocolError(
+            f"the answer to {request.name} (request {frame.request_id}) came as "
+            f"{op_name(frame.op)}"
+        )
+    return request.parse(unpack_body(frame), frame)
+
+
+def _user(user: UserId, name: str = "user") -> UserId:
+    if isinstance(user, (str, bytes)):
+        return user
+    if isinstance(user, bytearray):
+        return bytes(user)
+    raise InvalidArgument(f"{name}: a user ID is a str or bytes, not {type(user).__name__}")
+
+
+def _mode(mode: Union[Mode, str]) -> str:
+    try:
+        return Mode(mode).value
+    except ValueError:
+        raise InvalidArgument(f"mode: {mode!r} is not one of 'set', 'extend', 'add'") from None
+
+
+def _write_id_into(d: Dict[str, Any], write_id: Optional[bytes]) -> Dict[str, Any]:
+    wid = check_write_id(write_id)
+    if wid is not None:
+        d["write_id"] = wid
+    return d
+
+
+def _option_fields(o: GetOptions, d: Dict[str, Any]) -> Dict[str, Any]:
+    # The defaults are left out, in the order the C++ client writes the rest.
+    if o.projection is Projection.IDS:
+        d["projection"] = "ids"
+    if o.expiry_from != 0:
+        d["expiry_from"] = o.expiry_from
+    if o.expiry_to != MAX_U32:
+        d["expiry_to"] = o.expiry_to
+    if o.outside_expiry:
+        d["outside_expiry"] = True
+    if o.id_from != 0:
+        d["id_from"] = o.id_from
+    if o.id_to != MAX_U64:
+        d["id_to"] = o.id_to
+    if o.count_only:
+        d["count_only"] = True
+    if o.limit != 0:
+        d["limit"] = o.limit
+    return d
+
+
+def _segments(segments: Iterable[SegmentLike]) -> List[list]:
+    if isinstance(segments, (str, bytes)) or not isinstance(segments, Iterable):
+        raise InvalidArgument("segments: expected a list of SegmentUpdate or tuples")
+    return [as_segment(s).to_wire() for s in segments]
+
+
+DEFAULT_GET_OPTIONS = GetOptions()
+
+
+# hello
+
+
+def _parse_hello(body: Any, frame: Frame) -> ServerInfo:
+    b = _map(body, "hello")
+    return ServerInfo(
+        protocol=_field(b, "protocol", int, "an integer", "hello"),
+        server=_field(b, "server", str, "a string", "hello"),
+        max_frame_bytes=_field(b, "max_frame_bytes", int, "an integer", "hello"),
+        max_batch=_field(b, "max_batch", int, "an integer", "hello"),
+        max_key_bytes=_field(b, "max_key_bytes", int, "an integer", "hello"),
+        max_segments=_field(b, "max_segments", int, "an integer", "hello"),
+        max_in_flight=_field(b, "max_in_flight", int, "an integer", "hello"),
+    )
+
+
+def hello_request(client: str, auth: Union[str, bytes, None] = None) -> Request:
+    """hello: introduce the client (``client``, for the server's log), with the secret."""
+    d: Dict[str, Any] = {"client": client}
+    if auth:
+        d["auth"] = auth
+    return Request(Op.HELLO, pack(d), True, _parse_hello)
+
+
+def ping_request() -> Request:
+    return Request(Op.PING, b"", True, lambda body, frame: None)
+
+
+def _parse_stats(body: Any, frame: Frame) -> Dict[str, Union[int, float, str]]:
+    return dict(_map(body, "stats"))
+
+
+def stats_request() -> Request:
+    return Request(Op.STATS, b"", True, _parse_stats)
+
+
+def _parse_cluster_map(body: Any, frame: Frame) -> ClusterMap:
+    op = "cluster_map"
+    b = _map(body, op)
+    nodes = []
+    for n in b.get("nodes") or []:
+        n = _map(n, op, "a node")
+        nodes.append(
+            Node(
+                id=_field(n, "id", str, "a string", op),
+                address=_field(n, "address", str, "a string", op),
+                rack=n.get("rack", "") or "",
+            )
+        )
+    return ClusterMap(
+        cluster=bool(_field(b, "cluster", bool, "a bool", op)),
+        revision=b.get("revision", 0) or 0,
+        self_id=b.get("self", "") or "",
+        replication=b.get("replication", 0) or 0,
+        nodes=nodes,
+        partitions=[list(p) for p in b.get("partitions") or []],
+        incoming=[(int(p), int(n)) for p, n in b.get("incoming") or []],
+        log=bool(b.get("log", False)),
+        passive=bool(b.get("passive", False)),
+    )
+
+
+def cluster_map_request() -> Request:
+    return Request(Op.CLUSTER_MAP, b"", True, _parse_cluster_map)
+
+
+# reads
+
+
+def _get_result(b: Mapping[str, Any], stale: bool, op: str) -> GetResult:
+    count = _field(b, "count", int, "an integer", op)
+    ids = b.get("ids")
+    if ids is None:
+        ids = []
+    elif not isinstance(ids, list):
+        raise ProtocolError(f"{op} answer: 'ids' is not a list")
+    columns = []
+    for key in ("expires", "attr1", "attr2"):
+        col = b.get(key)
+        if col is not None and (not isinstance(col, list) or len(col) != len(ids)):
+            raise ProtocolError(f"{op} answer: {key!r} is not a list as long as 'ids'")
+        columns.append(col)
+    return GetResult(count, ids, columns[0], columns[1], columns[2], stale)
+
+
+def _parse_get(body: Any, frame: Frame) -> GetResult:
+    return _get_result(_map(body, "get"), frame.stale, "get")
+
+
+def get_request(user: UserId, options: GetOptions = DEFAULT_GET_OPTIONS) -> Request:
+    """get: one user's live segments matching ``options``."""
+    return Request(Op.GET, pack(_option_fields(options, {"user": _user(user)})), True, _parse_get)
+
+
+def _entry_error(e: Mapping[str, Any], op: str, user: Optional[UserId]) -> SegstoreError:
+    message = e.get("message", "")
+    return error_from_status(
+        _field(e, "status", int, "an integer", op),
+        message if isinstance(message, str) else repr(message),
+        op=op,
+        user=user,
+        revision=e.get("revision"),
+    )
+
+
+def _results(body: Any, op: str, users: Sequence[Optional[UserId]], ok: Callable) -> list:
+    b = _map(body, op)
+    results = _field(b, "results", list, "a list", op)
+    if len(results) != len(users):
+        raise ProtocolError(f"{op} answer: {len(results)} results for {len(users)} entries")
+    out: list = []
+    for i, (entry, user) in enumerate(zip(results, users)):
+        e = _map(entry, op, f"results[{i}]")
+        if e.get("status", 0) != 0:
+            out.append(_entry_error(e, op, user))
+        else:
+            out.append(ok(e))
+    return out
+
+
+def batch_get_request(
+    users: Sequence[UserId], options: GetOptions = DEFAULT_GET_OPTIONS
+) -> Request:
+    """batch_get: ``options`` applied to every user; one result per user, in order.
+
+    Each result is a GetResult, or the SegstoreError of that user alone
+    (NotFound for a user without a profile), in its place.
+    """
+    if isinstance(users, (str, bytes)):
+        raise InvalidArgument("users: expected a list of user IDs, not one")
+    users = [_user(u, f"users[{i}]") for i, u in enumerate(users)]
+
+    def parse(body: Any, frame: Frame) -> List[Union[GetResult, SegstoreError]]:
+        stale = frame.stale
+        return _results(body, "batch_get", users, lambda e: _get_result(e, stale, "batch_get"))
+
+    return Request(
+        Op.BATCH_GET, pack(_option_fields(options, {"users": users})), True, parse, len(users)
+    )
+
+
+def _parse_count(body: Any, frame: Frame) -> CountResult:
+    count = _field(_map(body, "count"), "count", int, "an integer", "count")
+    return CountResult(count, frame.stale)
+
+
+def count_request(user: UserId, id_from: int = 0, id_to: int = MAX_U64) -> Request:
+    """count: live segments of ``user`` with IDs in ``[id_from, id_to]``."""
+    _check_uint("id_from", id_from, MAX_U64)
+    _check_uint("id_to", id_to, MAX_U64)
+    d = {"user": _user(user), "id_from": id_from, "id_to": id_to}
+    return Request(Op.COUNT, pack(d), True, _parse_count)
+
+
+# writes
+
+
+def _upsert_result(b: Mapping[str, Any], op: str) -> UpsertResult:
+    return UpsertResult(
+        inserted=_field(b, "inserted", int, "an integer", op),
+        updated=_field(b, "updated", int, "an integer", op),
+        trimmed=_field(b, "trimmed", int, "an integer", op),
+        count=_field(b, "count", int, "an integer", op),
+        duplicate=b.get("duplicate") is True,
+    )
+
+
+def _upsert_body(
+    user: UserId,
+    segments: Iterable[SegmentLike],
+    mode: Union[Mode, str],
+    write_id: Optional[bytes],
+) -> Dict[str, Any]:
+    d = {"user": _user(user), "mode": _mode(mode), "segments": _segments(segments)}
+    return _write_id_into(d, write_id)
+
+
+def upsert_request(
+    user: UserId,
+    segments: Iterable[SegmentLike],
+    mode: Union[Mode, str] = Mode.SET,
+    write_id: Optional[bytes] = None,
+) -> Request:
+    """upsert: add or update segments of one user."""
+    body = pack(_upsert_body(user, segments, mode, write_id))
+    return Request(
+        Op.UPSERT, body, False, lambda b, frame: _upsert_result(_map(b, "upsert"), "upsert")
+    )
+
+
+def batch_upsert_request(
+    items: Iterable[Union[UpsertItem, Mapping[str, Any]]], mode: Union[Mode, str] = Mode.SET
+) -> Request:
+    """batch_upsert: one upsert per item, each failing alone.
+
+    Every item's mode is sent with it (its own, else ``mode``).
+    """
+    default_mode = _mode(mode)
+    bodies = []
+    users: List[Optional[UserId]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping):
+            item = UpsertItem(**item)
+        if not isinstance(item, UpsertItem):
+            raise InvalidArgument(f"items[{i}]: expected an UpsertItem")
+        bodies.append(
+            _upsert_body(
+                item.user,
+                item.segments,
+                item.mode if item.mode is not None else default_mode,
+                item.write_id,
+            )
+        )
+        users.append(item.user)
+
+    def parse(body: Any, frame: Frame) -> List[Union[UpsertResult, SegstoreError]]:
+        return _results(
+            body, "batch_upsert", users, lambda e: _upsert_result(e, "batch_upsert")
+        )
+
+    return Request(Op.BATCH_UPSERT, pack({"items": bodies}), False, parse, len(bodies))
+
+
+def remove_request(user: UserId, ids: Iterable[int], write_id: Optional[bytes] = None) -> Request:
+    """remove: drop these segment IDs of one user."""
+    ids = list(ids)
+    for i in ids:
+        _check_uint("ids", i, MAX_U64)
+    body = pack(_write_id_into({"user": _user(user), "ids": ids}, write_id))
+
+    def parse(b: Any, frame: Frame) -> RemoveResult:
+        b = _map(b, "remove")
+        return RemoveResult(
+            _field(b, "removed", int, "an integer", "remove"), b.get("duplicate") is True
+        )
+
+    return Request(Op.REMOVE, body, False, parse)
+
+
+def trim_request(user: UserId, before: int = 0, write_id: Optional[bytes] = None) -> Request:
+    """trim: drop every segment not live at ``before`` (0: now)."""
+    _check_uint("before", before, MAX_U32)
+    d: Dict[str, Any] = {"user": _user(user)}
+    if before:
+        d["before"] = before
+    body = pack(_write_id_into(d, write_id))
+
+    def parse(b: Any, frame: Frame) -> TrimResult:
+        b = _map(b, "trim")
+        return TrimResult(
+            _field(b, "trimmed", int, "an integer", "trim"),
+            _field(b, "remaining", int, "an integer", "trim"),
+            b.get("duplicate") is True,
+        )
+
+    return Request(Op.TRIM, body, False, parse)
+
+
+def delete_request(user: UserId, write_id: Optional[bytes] = None) -> Request:
+    """delete: the whole profile, durably."""
+    body = pack(_write_id_into({"user": _user(user)}, write_id))
+
+    def parse(b: Any, frame: Frame) -> DeleteResult:
+        b = _map(b, "delete")
+        return DeleteResult(
+            _field(b, "deleted", bool, "a bool", "delete"), b.get("duplicate") is True
+        )
+
+    return Request(Op.DELETE, body, False, parse)
+
+
+# node to node
+
+
+def _parse_copy(body: Any, frame: Frame) -> CopyPartitionResult:
+    op = "copy_partition"
+    b = _map(body, op)
+    records = []
+    for r in _field(b, "records", list, "a list", op):
+        if not isinstance(r, list) or len(r) != 4:
+            raise ProtocolError(f"{op} answer: a record is not [key, body, sweep_at, void_at]")
+        records.append(CopiedRecord(bytes(r[0]), bytes(r[1]), int(r[2]), int(r[3])))
+    return CopyPartitionResult(
+        next=_field(b, "next", int, "an integer", op),
+        cursor=_field(b, "cursor", int, "an integer", op),
+        records=records,
+    )
+
+
+def copy_partition_request(
+    partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0
+) -> Request:
+    """copy_partition: one page of a partition's records (node to node)."""
+    _check_uint("partition", partition, MAX_U32)
+    _check_uint("cursor", cursor, MAX_U64)
+    _check_uint("min_next", min_next, MAX_U64)
+    _check_uint("max_bytes", max_bytes, MAX_U32)
+    d: Dict[str, Any] = {"partition": partition, "cursor": cursor}
+    if min_next:
+        d["min_next"] = min_next
+    if max_bytes:
+        d["max_bytes"] = max_bytes
+    return Request(Op.COPY_PARTITION, pack(d), True, _parse_copy)
+
+
+# anything
+
+
+def raw_request(
+    op: int, body: Union[bytes, Mapping[str, Any], None] = None, *, idempotent: bool = False
+) -> Request:
+    """Any operation: ``body`` a mapping (packed here) or bytes sent as they are.
+
+    The result is the answer's decoded body (``{}`` for none). For operations
+    newer than this client, and for tests.
+    """
+    _check_uint("op", op, 0xFF)
+    if body is None:
+        data = b""
+    elif isinstance(body, (bytes, bytearray)):
+        data = bytes(body)
+    else:
+        data = pack(dict(body))
+    return Request(op, data, idempotent, lambda b, frame: b)
+
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FLAG_STALE",
+    "Frame",
+    "FrameReader",
+    "HEADER_SIZE",
+    "MAGIC",
+    "MAX_RESPONSE_BYTES",
+    "Op",
+    "Request",
+    "Status",
+    "VERSION",
+    "batch_get_request",
+    "batch_upsert_request",
+    "cluster_map_request",
+    "copy_partition_request",
+    "count_request",
+    "decode_frame",
+    "decode_response",
+    "delete_request",
+    "encode_frame",
+    "error_of",
+    "get_request",
+    "hello_request",
+    "op_name",
+    "pack",
+    "ping_request",
+    "raw_request",
+    "remove_request",
+    "stats_request",
+    "trim_request",
+    "unpack_body",
+    "upsert_request",
+]
