@@ -1,0 +1,409 @@
+"""Every operation and option of the sync client against a real segstored."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import segstore
+from segstore import (
+    MAX_U32,
+    CountResult,
+    DeleteResult,
+    GetOptions,
+    GetResult,
+    InvalidArgument,
+    LimitExceeded,
+    Mode,
+    NotFound,
+    Op,
+    RemoveResult,
+    Segment,
+    SegmentUpdate as S,
+    TrimResult,
+    UpsertItem,
+    UpsertResult,
+    new_write_id,
+)
+
+HOUR = 3600
+DAY = 86400
+
+
+@pytest.fixture
+def profile(client, user):
+    """``user`` with four segments; returns (now before writing, now after)."""
+    before = int(time.time())
+    client.upsert(
+        user,
+        [
+            S.expiring_in(10, HOUR, attr1=1),
+            S.expiring_at(20, before + 2 * HOUR, attr2=2),
+            S.forever(30, attr1=3, attr2=4),
+            S.expiring_in(40, DAY),
+        ],
+    )
+    return before, int(time.time()) + 1
+
+
+def test_hello_reports_the_servers_limits(client):
+    info = client.hello()
+    assert info.protocol == 1
+    assert info.server.startswith("segstored ")
+    assert (info.max_batch, info.max_frame_bytes, info.max_key_bytes, info.max_segments) == (
+        20,
+        65536,
+        64,
+        50,
+    )
+    assert info.max_in_flight == 256
+    assert client.server_info == info
+
+
+def test_connect_says_hello_unless_told_not_to(server):
+    with server.client() as c:
+        assert c.server_info is not None and c.server_info.max_batch == 20
+    with server.client(hello=False) as c:
+        assert c.server_info is None
+        c.ping()
+        assert c.server_info is None
+
+
+def test_ping_stats_and_cluster_map(client):
+    assert client.ping() is None
+    stats = client.stats()
+    assert str(stats["server.version"]).startswith("segstored ")
+    assert stats.get("config.server.max_batch") == 20
+    m = client.cluster_map()
+    assert m.cluster is False and m.nodes == [] and m.partitions == [] and m.revision == 0
+
+
+def test_upsert_then_get_full(client, user, profile):
+    before, after = profile
+    r = client.get(user)
+    assert r.count == 4 and r.ids == [10, 20, 30, 40] and not r.stale
+    assert before + HOUR <= r.expires[0] <= after + HOUR
+    assert r.expires[1] == before + 2 * HOUR
+    assert r.expires[2] == 0
+    assert before + DAY <= r.expires[3] <= after + DAY
+    assert r.attr1 == [1, None, 3, None]
+    assert r.attr2 == [None, 2, 4, None]
+    assert r.segments[2] == Segment(30, 0, 3, 4) and r.segments[2].never_expires
+    assert r.segments[1].expires_datetime().timestamp() == before + 2 * HOUR
+
+
+def test_get_ids_only(client, user, profile):
+    r = client.get(user, projection="ids")
+    assert r == GetResult(4, [10, 20, 30, 40])
+    assert r.segments[0] == Segment(10) and r.segments[0].expires_at is None
+    assert client.get(user, GetOptions(projection=segstore.Projection.IDS)) == r
+
+
+def test_get_id_range_limit_and_count_only(client, user, profile):
+    assert client.get(user, id_from=15, id_to=35, projection="ids") == GetResult(2, [20, 30])
+    assert client.get(user, limit=2, projection="ids") == GetResult(4, [10, 20])
+    assert client.get(user, count_only=True) == GetResult(4, [])
+    assert client.get(user, id_from=41).count == 0  # live segments, none matching: not NotFound
+    opts = GetOptions(id_from=15, projection="ids")
+    assert client.get(user, opts, limit=1) == GetResult(3, [20])  # keywords override options
+
+
+def test_get_expiry_window(client, user, profile):
+    before, after = profile
+    # [now + 5000 s, now + 10000 s] holds segment 20 alone.
+    window = dict(expiry_from=after + 5000, expiry_to=before + 10000, projection="ids")
+    assert client.get(user, **window).ids == [20]
+    # The default expiry_to has no upper bound: the never-expiring segment counts.
+    assert client.get(user, expiry_from=after + 5000, projection="ids").ids == [20, 30, 40]
+    assert client.get(user, expiry_from=after + 5000, expiry_to=MAX_U32 - 1).ids == [20, 40]
+    # Outside [now, now + 5000 s]: "will not expire soon", never-expiring included.
+    outside = dict(expiry_from=before, expiry_to=after + 5000, outside_expiry=True)
+    assert client.get(user, projection="ids", **outside).ids == [20, 30, 40]
+
+
+def test_get_of_a_user_without_a_profile_is_not_found(client, user):
+    with pytest.raises(NotFound) as e:
+        client.get(user)
+    assert e.value.status is segstore.Status.NotFound and e.value.code == 1
+    assert e.value.message and e.value.op == "get" and e.value.address == client.address
+    assert str(e.value) == f"NotFound: get to {client.address}: {e.value.message}"
+
+
+def test_user_ids_are_bytes_str_or_bin(client, user):
+    raw = b"\xff\xfe" + user.encode()  # not UTF-8: sent as bin
+    client.upsert(raw, [S.forever(1)])
+    assert client.get(raw).ids == [1]
+    client.upsert(user.encode(), [S.forever(2)])  # the same bytes as the str
+    assert client.get(user).ids == [2]
+    with pytest.raises(InvalidArgument):
+        client.get(42)  # type: ignore[arg-type]
+
+
+def test_count(client, user, profile):
+    assert client.count(user) == CountResult(4)
+    assert client.count(user, id_from=20, id_to=30).count == 2
+    assert client.count(user, id_from=1000).count == 0
+    with pytest.raises(NotFound):
+        client.count(user + "-none")
+
+
+def test_upsert_counts_and_attributes(client, user):
+    r = client.upsert(user, [S.forever(1, attr1=5), S.forever(2)])
+    assert r == UpsertResult(inserted=2, updated=0, trimmed=0, count=2)
+    # attr None keeps the current value; named segments count as updated.
+    r = client.upsert(user, [S.forever(1), S.forever(3, attr2=9)])
+    assert r == UpsertResult(inserted=1, updated=1, trimmed=0, count=3)
+    g = client.get(user)
+    assert g.attr1 == [5, None, None] and g.attr2 == [None, None, 9]
+    # Tuples work as SegmentUpdates.
+    assert client.upsert(user, [(4, 0), (5, HOUR, True, 1, 2)]).inserted == 2
+    # An empty list writes nothing and creates no profile.
+    assert client.upsert(user + "-empty", []) == UpsertResult(0, 0, 0, 0)
+    with pytest.raises(NotFound):
+        client.get(user + "-empty")
+
+
+def test_upsert_modes(client, user):
+    now = int(time.time())
+    client.upsert(user, [S.expiring_at(1, now + DAY), S.expiring_at(2, now + HOUR), S.forever(3)])
+    # extend: a later expiry wins, an earlier one is ignored, never stays never.
+    client.upsert(
+        user,
+        [S.expiring_at(1, now + HOUR), S.expiring_at(2, now + DAY), S.expiring_at(3, now + HOUR)],
+        Mode.EXTEND,
+    )
+    assert client.get(user).expires == [now + DAY, now + DAY, 0]
+    # extend with 0 makes a finite segment never expire.
+    client.upsert(user, [S.forever(1)], "extend")
+    assert client.get(user).expires[0] == 0
+    # add: seconds onto the current expiry; a new segment gets now + value.
+    r = client.upsert(user, [S(2, HOUR), S(4, HOUR), S(3, HOUR)], mode="add")
+    assert r.inserted == 1 and r.updated == 2
+    g = client.get(user)
+    assert g.expires[1] == now + DAY + HOUR
+    assert g.expires[2] == 0
+    assert now + HOUR <= g.expires[3] <= int(time.time()) + HOUR + 1
+    # set: replaces whatever was there, earlier or not.
+    client.upsert(user, [S.expiring_at(2, now + HOUR)], Mode.SET)
+    assert client.get(user).expires[1] == now + HOUR
+    with pytest.raises(InvalidArgument):
+        client.upsert(user, [S.forever(1)], mode="replace")
+
+
+def test_upsert_errors_carry_the_servers_message(client, user):
+    with pytest.raises(InvalidArgument) as e:
+        client.upsert(user, [S.expiring_at(1, 1000000000)])
+    assert "not in the future" in e.value.message
+    with pytest.raises(InvalidArgument) as e:
+        client.upsert(user, [S.expiring_in(1, 0)])  # a TTL of 0
+    assert e.value.message
+    with pytest.raises(InvalidArgument) as e:
+        client.upsert(user, [S.forever(7), S.forever(7)])
+    assert "twice" in e.value.message
+    with pytest.raises(LimitExceeded) as e:
+        client.upsert(user, [S.forever(i) for i in range(51)])  # max_segments is 50
+    assert e.value.message and e.value.op == "upsert"
+    with pytest.raises(NotFound):
+        client.get(user)  # none of them wrote anything
+
+
+def test_write_id_is_accepted_and_checked(client, user):
+    r = client.upsert(user, [S.forever(1)], write_id=new_write_id())
+    assert r.inserted == 1 and r.duplicate is False
+    assert client.remove(user, [9], write_id=new_write_id()) == RemoveResult(0)
+    assert client.trim(user, write_id=new_write_id()) == TrimResult(0, 1)
+    assert client.delete(user, write_id=new_write_id()) == DeleteResult(True)
+    for bad in (b"short", bytes(16), "0123456789abcdef"):
+        with pytest.raises(InvalidArgument):
+            client.delete(user, write_id=bad)  # type: ignore[arg-type]
+
+
+def test_remove(client, user, profile):
+    r = client.remove(user, [10, 10, 999])  # listed twice counts once; absent not at all
+    assert r == RemoveResult(removed=1)
+    assert client.get(user, projection="ids").ids == [20, 30, 40]
+    assert client.remove(user, []) == RemoveResult(0)
+    assert client.remove(user, [20, 30, 40]).removed == 3
+    with pytest.raises(NotFound):
+        client.get(user)  # the last segment took the profile with it
+    with pytest.raises(NotFound):
+        client.remove(user, [1])
+
+
+def test_trim(client, user, profile):
+    before, after = profile
+    assert client.trim(user) == TrimResult(trimmed=0, remaining=4)  # nothing has expired
+    # Everything not live two hours from now goes, live or not; never stays.
+    r = client.trim(user, before=after + 2 * HOUR)
+    assert r == TrimResult(trimmed=2, remaining=2)
+    assert client.get(user, projection="ids").ids == [30, 40]
+    assert client.trim(user, before=MAX_U32) == TrimResult(1, 1)
+    with pytest.raises(NotFound):
+        client.trim(user + "-none")
+
+
+def test_delete(client, user, profile):
+    assert client.delete(user) == DeleteResult(deleted=True)
+    assert bool(client.delete(user)) is False  # already gone: not NotFound
+    with pytest.raises(NotFound):
+        client.get(user)
+
+
+def test_batch_get_results_and_errors_in_place(client, user, profile):
+    other = user + "-2"
+    client.upsert(other, [S.forever(7)])
+    long_user = "x" * 65  # max_key_bytes is 64
+    results = client.batch_get([user, "", other, user + "-none", long_user, user], projection="ids")
+    assert len(results) == 6
+    assert results[0] == GetResult(4, [10, 20, 30, 40])
+    assert isinstance(results[1], InvalidArgument) and "users[1]" in results[1].message
+    assert results[2] == GetResult(1, [7])
+    assert isinstance(results[3], NotFound) and results[3].user == user + "-none"
+    assert isinstance(results[4], InvalidArgument) and results[4].message
+    assert results[5] == results[0]  # the same user twice: a result each time
+    # The options apply to every user.
+    r = client.batch_get([user, other], id_from=20, count_only=True)
+    assert [x.count for x in r] == [3, 0]
+    assert client.batch_get([]) == []
+
+
+def test_batch_upsert_items_fail_alone(client, user):
+    now = int(time.time())
+    items = [
+        UpsertItem(user + "-a", [S.expiring_in(1, HOUR)]),
+        UpsertItem(user + "-b", [S.expiring_at(5, 1000000000)]),  # in the past
+        UpsertItem(user + "-c", [S.forever(7), S.forever(7)]),  # an ID twice
+        UpsertItem(user + "-d", [S.forever(i) for i in range(51)]),  # over max_segments
+        UpsertItem(user + "-a", [S.expiring_at(1, now + DAY)], mode="extend"),  # its own mode
+        {"user": user + "-e", "segments": [(1, 0)], "write_id": new_write_id()},  # a mapping
+        UpsertItem("", [S.forever(1)]),  # a bad user ID
+    ]
+    results = client.batch_upsert(items)
+    assert results[0] == UpsertResult(1, 0, 0, 1)
+    assert isinstance(results[1], InvalidArgument) and "not in the future" in results[1].message
+    assert isinstance(results[2], InvalidArgument) and results[2].user == user + "-c"
+    assert isinstance(results[3], LimitExceeded) and results[3].message
+    assert results[4] == UpsertResult(0, 1, 0, 1)
+    assert results[5] == UpsertResult(1, 0, 0, 1)
+    assert isinstance(results[6], InvalidArgument)
+    assert client.get(user + "-a").expires == [now + DAY]
+    for missing in ("-b", "-c", "-d"):
+        with pytest.raises(NotFound):
+            client.get(user + missing)
+    # The batch's mode applies to items without their own.
+    r = client.batch_upsert([UpsertItem(user + "-a", [S(1, HOUR)])], mode=Mode.ADD)
+    assert r == [UpsertResult(0, 1, 0, 1)]
+    assert client.get(user + "-a").expires == [now + DAY + HOUR]
+    assert client.batch_upsert([]) == []
+
+
+def test_client_refuses_what_the_server_would_and_stays_usable(client, user):
+    with pytest.raises(LimitExceeded) as e:
+        client.batch_get([user] * 21)  # max_batch is 20
+    assert "max_batch" in e.value.message and "not sent" in e.value.message
+    with pytest.raises(LimitExceeded) as e:
+        client.batch_upsert([UpsertItem(user, [S.forever(1)])] * 21)
+    with pytest.raises(LimitExceeded) as e:
+        client.upsert(user, [S.forever(i, i, i) for i in range(8000)])  # a 100 KB body
+    assert "max_frame_bytes of 65536" in e.value.message
+    assert client.batch_get([user] * 20)[0].__class__ is NotFound
+
+
+def test_server_limits_without_hello(server, user):
+    """Without hello the client does not know the limits: the server's own answers come."""
+    with server.client(hello=False) as c:
+        with pytest.raises(LimitExceeded) as e:
+            c.batch_get([user] * 21)
+        assert e.value.message and "not sent" not in e.value.message
+        # A frame over max_frame_bytes: the server answers it, then closes the connection.
+        with pytest.raises(LimitExceeded) as e:
+            c.call(Op.PING, {"pad": b"x" * 70000})
+        assert e.value.message
+        # The next call opens a new connection.
+        c.ping()
+
+
+def test_long_user_id_is_invalid(client):
+    with pytest.raises(InvalidArgument) as e:
+        client.get("x" * 65)
+    assert e.value.message
+    with pytest.raises(InvalidArgument):
+        client.get("")
+
+
+def test_copy_partition_needs_a_cluster(client):
+    with pytest.raises(InvalidArgument) as e:
+        client.copy_partition(0)
+    assert e.value.message == "copy_partition needs a cluster node that writes through a log"
+
+
+def test_unknown_operation_is_unsupported(client):
+    with pytest.raises(segstore.Unsupported) as e:
+        client.call(0x7F, {})
+    assert e.value.status.name == "Unsupported" and e.value.message
+    client.ping()  # the connection stays usable
+
+
+def test_raw_call_returns_the_body(client, user):
+    client.upsert(user, [S.forever(3)])
+    assert client.call(Op.GET, {"user": user, "projection": "ids"}, idempotent=True) == {
+        "count": 1,
+        "ids": [3],
+    }
+    with pytest.raises(InvalidArgument) as e:
+        client.call(Op.GET, {"user": user, "limit": "50"})
+    assert "limit" in e.value.message
+
+
+def test_pipeline(client, user, profile):
+    pipe = client.pipeline()
+    pipe.get(user, projection="ids").count(user).ping().upsert(user, [S.forever(50)])
+    pipe.get(user + "-none").remove(user, [50]).trim(user).batch_get([user], limit=1)
+    pipe.stats().delete(user + "-none").batch_upsert([UpsertItem(user + "-x", [(1, 0)])])
+    assert len(pipe) == 11
+    results = pipe.execute(raise_on_error=False)
+    assert results[0] == GetResult(4, [10, 20, 30, 40])
+    assert results[1] == CountResult(4)
+    assert results[2] is None
+    assert results[3].inserted == 1
+    assert isinstance(results[4], NotFound)
+    assert results[5] == RemoveResult(1)
+    assert results[6] == TrimResult(0, 4)
+    assert results[7][0].ids == [10]
+    assert "server.version" in results[8]
+    assert results[9] == DeleteResult(False)
+    assert results[10] == [UpsertResult(1, 0, 0, 1)]
+    assert len(pipe) == 0
+    with pytest.raises(NotFound):
+        client.pipeline().ping().get(user + "-none").execute()
+
+
+def test_long_pipeline_goes_in_windows(client, user):
+    """More requests than max_in_flight: sent a window at a time, all answered in order."""
+    users = [f"{user}-{i}" for i in range(40)]
+    client.batch_upsert([UpsertItem(u, [S.forever(i)]) for i, u in enumerate(users[:20])])
+    client.batch_upsert([UpsertItem(u, [S.forever(i + 20)]) for i, u in enumerate(users[20:])])
+    pipe = client.pipeline()
+    for n in range(1000):
+        pipe.get(users[n % 40], projection="ids")
+    results = pipe.execute()
+    assert [r.ids for r in results] == [[n % 40] for n in range(1000)]
+
+
+def test_closed_client_reconnects_on_the_next_call(server):
+    c = server.client()
+    with c:
+        c.ping()
+    assert not c.connected
+    c.ping()
+    assert c.connected
+    c.close()
+
+
+def test_from_address_and_repr(server):
+    c = segstore.Client.from_address(server.address, timeout=30)
+    assert c.address == server.address and "not connected" in repr(c)
+    with c:
+        assert "connected" in repr(c)
+        c.ping()
