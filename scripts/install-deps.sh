@@ -22,6 +22,12 @@ packages=(
   etcd-server         # etcd 3.4: the cluster tests start real members (operators run their own)
   librdkafka-dev      # Kafka client (librdkafka 2.0): the replicated log; its mock cluster runs the log tests
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The Python client (clients/python) and its tests, with Debian's own python3:
+  python3-msgpack     # its one dependency: the wire bodies
+  python3-pytest      # its test suite (tests/python/run.sh)
+  python3-venv        # the suite's virtual environment (--system-site-packages)
+  python3-pip         # installs the client into it, offline (--no-index)
+  python3-setuptools python3-wheel  # the build backend pip uses without build isolation
   # scripts/fuzz.sh only: clang 14, its runtimes (libFuzzer, ASan, UBSan: only
   # recommended by clang, so named here) and llvm-symbolizer (readable stacks)
   clang libclang-rt-14-dev llvm
