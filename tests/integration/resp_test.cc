@@ -1,0 +1,402 @@
+// The RESP port (proto/RESP.md) of a whole server in this process: replies
+// held to their exact bytes in RESP2 and RESP3 through a raw socket, and
+// the server driven by Debian's redis-cli and python3-redis, as the tools
+// and libraries bidders use would drive it.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "integration/in_process.h"
+#include "segstore/client.h"
+#include "storage/test_util.h"
+#include "support/resp_conn.h"
+#include "support/test_pki.h"
+
+namespace segstore::server {
+namespace {
+
+using segstore::testing::RespConn;
+using std::chrono::milliseconds;
+
+constexpr UnixSeconds kStart = 1'790'000'000;
+const std::string kSecret = "the RESP port secret, 32 bytes..";
+
+// Runs `command` through the shell; its exit status and what it printed
+// (stdout and stderr).
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
+  if (f == nullptr) return {-1, "popen failed"};
+  std::array<char, 4096> buf;
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class RespTest : public ::testing::Test {
+ protected:
+  void TearDown() override { served_.Stop(); }
+
+  void Start(ServerOptions options = {}) {
+    storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    ProfileServiceOptions so;
+    options.threads = 2;
+    options.resp_host = "127.0.0.1";
+    options.resp_port = 0;
+    served_.Start(o, nullptr, p, so, options);
+  }
+
+  void StartWithSecret(ServerOptions options = {}) {
+    const std::string path = dir_.File("secrets");
+    std::ofstream(path) << kSecret << "\n";
+    ::chmod(path.c_str(), 0600);
+    options.auth_secret_file = path;
+    Start(std::move(options));
+  }
+
+  uint16_t port() const { return served_.server->resp_port(); }
+
+  std::unique_ptr<RespConn> Connect() {
+    auto c = std::make_unique<RespConn>();
+    EXPECT_TRUE(c->Connect(port()));
+    return c;
+  }
+
+  std::string Cli(const std::string& args) {
+    auto [status, out] = Shell("redis-cli -p " + std::to_string(port()) + " " + args);
+    EXPECT_EQ(status, 0) << args << ": " << out;
+    return out;
+  }
+
+  storage::testing::TempDir dir_;
+  ManualClock clock_{kStart};
+  testing::InProcessServer served_;
+};
+
+// The replies of SEG.UPSERT and SEG.GET below, in RESP2 and RESP3.
+const std::string kUpserted2 =
+    "*10\r\n$8\r\ninserted\r\n:2\r\n$7\r\nupdated\r\n:0\r\n$7\r\ntrimmed\r\n:0\r\n"
+    "$5\r\ncount\r\n:2\r\n$9\r\nduplicate\r\n:0\r\n";
+const std::string kGot2 =
+    "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*2\r\n"
+    "*4\r\n$3\r\n100\r\n:1790003600\r\n$-1\r\n$-1\r\n"
+    "*4\r\n$3\r\n200\r\n:1790007200\r\n:5\r\n$-1\r\n";
+const std::string kGot3 =
+    "%3\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#f\r\n$8\r\nsegments\r\n*2\r\n"
+    "*4\r\n$3\r\n100\r\n:1790003600\r\n_\r\n_\r\n"
+    "*4\r\n$3\r\n200\r\n:1790007200\r\n:5\r\n_\r\n";
+
+TEST_F(RespTest, SegmentCommandsAnswerInRespTwoByteForByte) {
+  Start();
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u1", "TTL", "100", "3600", "200", "7200", "ATTR1", "5"}),
+            kUpserted2);
+  EXPECT_EQ(c->Call({"seg.get", "u1"}), kGot2);
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "IDSONLY"}),
+            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*2\r\n"
+            "$3\r\n100\r\n$3\r\n200\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "COUNT"}),
+            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*0\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "IDS", "150", "300", "LIMIT", "1"}),
+            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
+            "*4\r\n$3\r\n200\r\n:1790007200\r\n:5\r\n$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "WINDOW", "0", "1790005000"}),
+            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
+            "*4\r\n$3\r\n100\r\n:1790003600\r\n$-1\r\n$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "NOTEXPIRING", "0", "1790005000", "IDSONLY"}),
+            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
+            "$3\r\n200\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "nobody"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.COUNT", "u1"}), ":2\r\n");
+  EXPECT_EQ(c->Call({"SEG.COUNT", "u1", "IDS", "0", "150"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.COUNT", "nobody"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.MGET", "2", "nobody", "u1", "IDSONLY"}),
+            "*2\r\n$-1\r\n*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n"
+            "*2\r\n$3\r\n100\r\n$3\r\n200\r\n");
+  EXPECT_EQ(c->Call({"EXISTS", "u1", "nobody", "u1"}), ":2\r\n");
+  EXPECT_EQ(c->Call({"TYPE", "u1"}), "+hash\r\n");
+  EXPECT_EQ(c->Call({"TYPE", "nobody"}), "+none\r\n");
+  EXPECT_EQ(c->Call({"SEG.REMOVE", "u1", "100", "999"}),
+            "*4\r\n$7\r\nremoved\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u1", "EXTEND", "200", "0"}),
+            "*10\r\n$8\r\ninserted\r\n:0\r\n$7\r\nupdated\r\n:1\r\n$7\r\ntrimmed\r\n:0\r\n"
+            "$5\r\ncount\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}),
+            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
+            "*4\r\n$3\r\n200\r\n:0\r\n:5\r\n$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u2", "300", "1790000100", "301", "0"}).substr(0, 5), "*10\r\n");
+  clock_.Advance(200);
+  EXPECT_EQ(c->Call({"SEG.TRIM", "u2"}),
+            "*6\r\n$7\r\ntrimmed\r\n:1\r\n$9\r\nremaining\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  // A profile whose every segment expired is no profile.
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u3", "300", "1790000300"}).substr(0, 5), "*10\r\n");
+  clock_.Advance(200);
+  EXPECT_EQ(c->Call({"SEG.GET", "u3"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"EXISTS", "u3"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.DEL", "u1"}), "*4\r\n$7\r\ndeleted\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"DEL", "u1", "u2", "nobody"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}), "$-1\r\n");
+}
+
+TEST_F(RespTest, HelloThreeSwitchesToRespThree) {
+  Start();
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"SEG.UPSERT", "u1", "TTL", "100", "3600", "200", "7200", "ATTR1", "5"}),
+            kUpserted2);
+  const std::string hello = c->Call({"HELLO", "3", "SETNAME", "bidder-7"});
+  ASSERT_EQ(hello.substr(0, 4), "%8\r\n") << hello;
+  EXPECT_NE(hello.find("$5\r\nproto\r\n:3\r\n"), std::string::npos) << hello;
+  EXPECT_NE(hello.find("$7\r\nversion\r\n$5\r\n7.4.0\r\n"), std::string::npos) << hello;
+  EXPECT_NE(hello.find("$8\r\nsegstore\r\n$"), std::string::npos) << hello;
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}), kGot3);
+  EXPECT_EQ(c->Call({"SEG.GET", "nobody"}), "_\r\n");
+  EXPECT_EQ(c->Call({"CLIENT", "GETNAME"}), "$8\r\nbidder-7\r\n");
+  const std::string info = c->Call({"INFO", "keyspace"});
+  EXPECT_EQ(info.substr(0, 1), "=") << info;
+  EXPECT_NE(info.find("txt:# Keyspace\r\ndb0:keys=1,"), std::string::npos) << info;
+  // Back to RESP2.
+  EXPECT_EQ(c->Call({"HELLO", "2"}).substr(0, 5), "*16\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}), kGot2);
+  EXPECT_EQ(c->Call({"HELLO", "4"}), "-NOPROTO unsupported protocol version\r\n");
+  EXPECT_EQ(c->Call({"RESET"}), "+RESET\r\n");
+  EXPECT_EQ(c->Call({"CLIENT", "GETNAME"}), "$-1\r\n");
+}
+
+TEST_F(RespTest, RepliesComeInCommandOrderHoweverTheyComplete) {
+  Start();
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"SEG.UPSERT", "u1", "TTL", "100", "3600", "200", "7200", "ATTR1", "5"}),
+            kUpserted2);
+  // Local answers (ECHO), device reads (SEG.GET), errors found before the
+  // service (a bad option) and by it (a user ID over the limit) in one write.
+  std::string burst;
+  std::vector<std::string> want;
+  for (int i = 0; i < 300; ++i) {
+    switch (i % 4) {
+      case 0:
+        burst += RespConn::Command({"ECHO", "m" + std::to_string(i)});
+        want.push_back("$" + std::to_string(1 + std::to_string(i).size()) + "\r\nm" +
+                       std::to_string(i) + "\r\n");
+        break;
+      case 1:
+        burst += RespConn::Command({"SEG.GET", "u1"});
+        want.push_back(kGot2);
+        break;
+      case 2:
+        burst += RespConn::Command({"SEG.GET", "u1", "LIMIT", "x"});
+        want.push_back("");  // an ERR line
+        break;
+      case 3:
+        burst += RespConn::Command({"SEG.GET", std::string(300, 'k')});
+        want.push_back("");
+        break;
+    }
+  }
+  ASSERT_TRUE(c->Write(burst));
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto reply = c->Read();
+    ASSERT_TRUE(reply.has_value()) << "reply " << i;
+    if (want[i].empty()) {
+      EXPECT_EQ(reply->substr(0, 5), "-ERR ") << i << ": " << *reply;
+    } else {
+      EXPECT_EQ(*reply, want[i]) << i;
+    }
+  }
+}
+
+TEST_F(RespTest, InlineCommandsAndTheirQuotes) {
+  Start();
+  auto c = Connect();
+  ASSERT_TRUE(c->Write("PING\r\n\r\necho \"a b\\x41\\n\" 'c d'\r\nECHO x\n"));
+  EXPECT_EQ(c->Read().value_or(""), "+PONG\r\n");
+  EXPECT_EQ(c->Read().value_or(""), "-ERR wrong number of arguments for 'echo' command\r\n");
+  EXPECT_EQ(c->Read().value_or(""), "$1\r\nx\r\n");
+  ASSERT_TRUE(c->Write("ECHO \"a b\\x41\\n\"\r\n"));
+  EXPECT_EQ(c->Read().value_or(""), "$5\r\na bA\n\r\n");
+}
+
+TEST_F(RespTest, ErrorsNameTheCommandAndWhatIsWrong) {
+  Start();
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"HINCRBY", "u1", "5", "1"}),
+            "-ERR unknown command 'HINCRBY', with args beginning with: 'u1' '5' '1' (segstore "
+            "answers the commands COMMAND lists; proto/RESP.md)\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET"}), "-ERR wrong number of arguments for 'seg.get' command\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "LIMIT", "-1"}),
+            "-ERR SEG.GET: LIMIT must be a whole number from 0 to 4294967295 written without "
+            "sign or leading zeros, not '-1'\r\n");
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u1", "SET"}),
+            "-ERR wrong number of arguments for 'seg.upsert' command\r\n");
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u1", "SET", "7"}),
+            "-ERR SEG.UPSERT: segment 7 has no value\r\n");
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u1", "7", "10", "ATTR1"}),
+            "-ERR SEG.UPSERT: ATTR1 of segment 7 is missing\r\n");
+  EXPECT_EQ(c->Call({"SEG.UPSERT", "u1", "WRITEID", "00", "7", "10"}),
+            "-ERR SEG.UPSERT: WRITEID must be 32 hexadecimal digits\r\n");
+  // The service's own checks come back as they are (the user ID's limit).
+  const std::string big = c->Call({"SEG.GET", std::string(300, 'k')});
+  EXPECT_EQ(big.substr(0, 5), "-ERR ") << big;
+  EXPECT_NE(big.find("user"), std::string::npos) << big;
+  EXPECT_EQ(c->Call({"SELECT", "1"}), "-ERR DB index is out of range\r\n");
+  EXPECT_EQ(c->Call({"SELECT", "0"}), "+OK\r\n");
+  // Nothing stored was touched by any of it.
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":0\r\n");
+}
+
+TEST_F(RespTest, BrokenBytesGetAProtocolErrorAfterEarlierRepliesThenTheConnectionCloses) {
+  Start();
+  auto c = Connect();
+  ASSERT_TRUE(c->Write("*1\r\n$4\r\nPING\r\n*1\r\nX\r\n*1\r\n$4\r\nPING\r\n"));
+  EXPECT_EQ(c->Read().value_or(""), "+PONG\r\n");
+  EXPECT_EQ(c->Read().value_or(""), "-ERR Protocol error: expected '$', got 'X'\r\n");
+  EXPECT_FALSE(c->Read().has_value());
+  EXPECT_TRUE(c->closed());
+  // A command over max_frame_bytes is refused before its bytes come.
+  c = Connect();
+  ASSERT_TRUE(c->Write("*2\r\n$4\r\nECHO\r\n$999999999\r\n"));
+  const std::string over = c->Read().value_or("");
+  EXPECT_EQ(over.substr(0, 43), "-ERR Protocol error: command of more than 4") << over;
+  EXPECT_FALSE(c->Read().has_value());
+  EXPECT_TRUE(c->closed());
+  EXPECT_GE(served_.server->counters().broken_frames, 2u);
+}
+
+TEST_F(RespTest, QuitAnswersWhatCameBeforeAndNothingAfter) {
+  Start();
+  auto c = Connect();
+  ASSERT_TRUE(c->Write(RespConn::Command({"SEG.UPSERT", "u1", "100", "0"}) +
+                       RespConn::Command({"QUIT"}) +
+                       RespConn::Command({"SEG.UPSERT", "u2", "100", "0"})));
+  EXPECT_EQ(c->Read().value_or("").substr(0, 5), "*10\r\n");
+  EXPECT_EQ(c->Read().value_or(""), "+OK\r\n");
+  EXPECT_FALSE(c->Read().has_value());
+  EXPECT_TRUE(c->closed());
+  auto d = Connect();
+  EXPECT_EQ(d->Call({"EXISTS", "u1", "u2"}), ":1\r\n");
+}
+
+TEST_F(RespTest, TheSharedSecretComesFirst) {
+  StartWithSecret();
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"PING"}), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(c->Call({"HELLO", "3"}).substr(0, 8), "-NOAUTH ");
+  EXPECT_EQ(c->Call({"AUTH", kSecret}), "+OK\r\n");
+  EXPECT_EQ(c->Call({"PING"}), "+PONG\r\n");
+  EXPECT_EQ(c->Call({"RESET"}), "+RESET\r\n");
+  EXPECT_EQ(c->Call({"PING"}), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(c->Call({"HELLO", "3", "AUTH", "default", kSecret}).substr(0, 4), "%8\r\n");
+  EXPECT_EQ(c->Call({"PING"}), "+PONG\r\n");
+
+  // A wrong secret is answered and the connection closed, as on the binary port.
+  auto d = Connect();
+  EXPECT_EQ(d->Call({"AUTH", "default", "wrong"}),
+            "-WRONGPASS invalid username-password pair or user is disabled (the connection "
+            "closes)\r\n");
+  EXPECT_FALSE(d->Read().has_value());
+  EXPECT_TRUE(d->closed());
+  EXPECT_EQ(served_.server->counters().auth_failures, 1u);
+  // Another user name is never right.
+  auto e = Connect();
+  EXPECT_EQ(e->Call({"AUTH", "admin", kSecret}).substr(0, 11), "-WRONGPASS ");
+
+  // redis-cli with -a, and without.
+  EXPECT_EQ(Cli("--no-auth-warning -a '" + kSecret + "' SEG.UPSERT u1 100 0 | head -2"),
+            "inserted\n1\n");
+  EXPECT_EQ(Cli("SEG.GET u1").substr(0, 32), "NOAUTH Authentication required.\n");
+}
+
+TEST_F(RespTest, WithoutASecretAuthIsAnError) {
+  Start();
+  auto c = Connect();
+  EXPECT_EQ(c->Call({"AUTH", "x"}).substr(0, 41), "-ERR AUTH called without any password con");
+  // HELLO's AUTH takes any password, as Redis's default user without one.
+  EXPECT_EQ(c->Call({"HELLO", "2", "AUTH", "default", "x"}).substr(0, 5), "*16\r\n");
+}
+
+TEST_F(RespTest, TlsWithRedisCli) {
+  auto pki = segstore::testing::MakeTestPki(dir_.File("pki"));
+  ASSERT_TRUE(pki.ok()) << pki.status().ToString();
+  ServerOptions o;
+  o.tls.cert_file = pki->server_cert;
+  o.tls.key_file = pki->server_key;
+  Start(o);
+  const std::string tls = "--tls --cacert " + pki->ca_cert + " ";
+  EXPECT_EQ(Cli(tls + "SEG.UPSERT u1 TTL 5 60 | head -2"), "inserted\n1\n");
+  EXPECT_EQ(Cli(tls + "--no-raw SEG.GET u1 IDSONLY"),
+            "1) \"count\"\n2) (integer) 1\n3) \"stale\"\n4) (integer) 0\n5) \"segments\"\n"
+            "6) 1) \"5\"\n");
+  // Plain TCP to a TLS port gets nothing and is closed.
+  auto [status, out] = Shell("redis-cli -p " + std::to_string(port()) + " PING");
+  EXPECT_NE(out.find("PONG"), 0u) << out;
+}
+
+TEST_F(RespTest, RedisCliDrivesEveryCommandGroup) {
+  Start();
+  EXPECT_EQ(Cli("PING"), "PONG\n");
+  EXPECT_EQ(Cli("SEG.UPSERT u1 TTL 100 3600 200 7200 ATTR1 5 ATTR2 6 | sed -n 2p"), "2\n");
+  EXPECT_EQ(Cli("--no-raw SEG.GET u1 IDS 200 200"),
+            "1) \"count\"\n2) (integer) 1\n3) \"stale\"\n4) (integer) 0\n5) \"segments\"\n"
+            "6) 1) 1) \"200\"\n      2) (integer) 1790007200\n      3) (integer) 5\n"
+            "      4) (integer) 6\n");
+  EXPECT_EQ(Cli("-3 --no-raw SEG.GET u1 IDS 200 200"),
+            "1# \"count\" => (integer) 1\n2# \"stale\" => (false)\n3# \"segments\" => \n"
+            "   1) 1) \"200\"\n      2) (integer) 1790007200\n      3) (integer) 5\n"
+            "      4) (integer) 6\n");
+  EXPECT_EQ(Cli("--no-raw SEG.GET nobody"), "(nil)\n");
+  EXPECT_EQ(Cli("SEG.COUNT u1"), "2\n");
+  EXPECT_EQ(Cli("EXISTS u1 u9"), "1\n");
+  EXPECT_EQ(Cli("CLIENT ID").empty(), false);
+  EXPECT_EQ(Cli("COMMAND COUNT"), std::to_string(RespCommandTable().size()) + "\n");
+  const std::string info = Cli("INFO");
+  EXPECT_NE(info.find("redis_version:7.4.0"), std::string::npos) << info;
+  EXPECT_NE(info.find("db0:keys=1,"), std::string::npos) << info;
+  // Many commands through one connection, as a loader would send them.
+  std::string script;
+  for (int i = 0; i < 500; ++i) {
+    script += "SEG.UPSERT bulk" + std::to_string(i) + " TTL " + std::to_string(i) + " 600\n";
+  }
+  std::ofstream(dir_.File("script")) << script;
+  auto [status, out] = Shell("redis-cli -p " + std::to_string(port()) + " < " +
+                             dir_.File("script") + " | grep -c inserted");
+  EXPECT_EQ(out, "500\n");
+  EXPECT_EQ(Cli("DBSIZE"), "501\n");
+}
+
+TEST_F(RespTest, PythonRedisClient) {
+  Start();
+  auto [status, out] =
+      Shell("/usr/bin/python3 " SEGSTORE_SOURCE_DIR "/tests/integration/resp_redis_py.py " +
+            std::to_string(port()));
+  EXPECT_EQ(status, 0) << out;
+}
+
+TEST_F(RespTest, MetricsCountCommandsAndErrors) {
+  Start();
+  auto c = Connect();
+  c->Call({"SEG.GET", "u1"});
+  c->Call({"SEG.GET", "u1", "LIMIT", "x"});
+  c->Call({"NOSUCH"});
+  const ServerCounters counters = served_.server->counters();
+  const size_t get = static_cast<size_t>(RespCmd::kSegGet);
+  EXPECT_EQ(counters.resp_commands[get], 2u);
+  EXPECT_EQ(counters.resp_errors[get], 1u);
+  EXPECT_EQ(counters.resp_commands[kRespCommands], 1u);
+  EXPECT_EQ(counters.resp_errors[kRespCommands], 1u);
+  EXPECT_EQ(counters.resp_latency_us[get].count(), 2u);
+}
+
+}  // namespace
+}  // namespace segstore::server
