@@ -273,6 +273,13 @@ MetricsSnapshot Full() {
     c.latency_us[slot].Record(40 + slot);
     c.latency_sum_us[slot] += 40 + slot;
   }
+  // The RESP port answered SEG.GET twice, once with an error.
+  const size_t seg_get = static_cast<size_t>(RespCmd::kSegGet);
+  c.resp_commands[seg_get] = 2;
+  c.resp_errors[seg_get] = 1;
+  c.resp_latency_us[seg_get].Record(70);
+  c.resp_latency_us[seg_get].Record(90);
+  c.resp_latency_sum_us[seg_get] = 160;
   storage::StoreStats& s = m.storage;
   s.device_bytes = ++v;
   s.block_size = 1u << 20;
