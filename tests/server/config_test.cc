@@ -339,6 +339,30 @@ TEST(ConfigTest, AdminListenTakesAnAddressOrOff) {
   EXPECT_EQ(c.admin.port, 9100);  // unchanged by the refused value
 }
 
+TEST(ConfigTest, RespListenTakesAnAddressOrOff) {
+  Config c = DefaultConfig();
+  EXPECT_TRUE(c.server.resp_host.empty());  // off unless configured
+  ASSERT_TRUE(LoadConfigText("[resp]\nlisten = \"127.0.0.1:6380\"\n", "t", &c).ok());
+  EXPECT_EQ(c.server.resp_host, "127.0.0.1");
+  EXPECT_EQ(c.server.resp_port, 6380);
+  EXPECT_TRUE(Validate(c).ok());
+  Status s = LoadConfigText("[resp]\nlisten = \"6380\"\n", "t", &c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("resp.listen"), std::string::npos) << s.ToString();
+  EXPECT_EQ(c.server.resp_port, 6380);  // unchanged by the refused value
+  c.server.resp_port = c.server.port;
+  s = Validate(c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("resp.listen must use another port than server.listen"),
+            std::string::npos)
+      << s.ToString();
+  c.server.resp_port = c.admin.port;
+  EXPECT_NE(Validate(c).message().find("admin.listen"), std::string::npos);
+  ASSERT_TRUE(LoadConfigText("[resp]\nlisten = \"off\"\n", "t", &c).ok());
+  EXPECT_TRUE(c.server.resp_host.empty());
+  EXPECT_TRUE(Validate(c).ok());
+}
+
 TEST(ConfigTest, ValidateRejectsTheAdminEndpointOnTheClientPort) {
   Config c = DefaultConfig();
   c.admin.port = c.server.port;
