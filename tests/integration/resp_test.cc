@@ -383,6 +383,39 @@ TEST_F(RespTest, PythonRedisClient) {
   EXPECT_EQ(status, 0) << out;
 }
 
+TEST_F(RespTest, DeadlinesCloseSlowAndUnauthenticatedConnections) {
+  ServerOptions o;
+  o.frame_timeout = milliseconds(300);
+  StartWithSecret(o);
+  // No secret in time.
+  auto c = Connect();
+  EXPECT_EQ(c->Read(milliseconds(10000)).value_or(""),
+            "-NOAUTH not authenticated within 300 ms\r\n");
+  EXPECT_FALSE(c->Read().has_value());
+  EXPECT_TRUE(c->closed());
+  // A command begun and never finished.
+  auto d = Connect();
+  ASSERT_EQ(d->Call({"AUTH", kSecret}), "+OK\r\n");
+  ASSERT_TRUE(d->Write("*2\r\n$4\r\nECHO\r\n$10\r\nabc"));
+  EXPECT_EQ(d->Read(milliseconds(10000)).value_or(""),
+            "-LIMIT a request did not arrive whole within 300 ms\r\n");
+  EXPECT_FALSE(d->Read().has_value());
+  EXPECT_TRUE(d->closed());
+}
+
+TEST_F(RespTest, TooManyConnectionsIsSaidInRedisWords) {
+  ServerOptions o;
+  o.max_connections = 1;
+  Start(o);
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"PING"}), "+PONG\r\n");
+  auto d = Connect();
+  EXPECT_EQ(d->Read().value_or(""),
+            "-ERR max number of clients reached: too many connections (limit 1)\r\n");
+  EXPECT_FALSE(d->Read().has_value());
+  EXPECT_EQ(c->Call({"PING"}), "+PONG\r\n");
+}
+
 TEST_F(RespTest, MetricsCountCommandsAndErrors) {
   Start();
   auto c = Connect();
