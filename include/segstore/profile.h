@@ -28,6 +28,10 @@
 
 namespace segstore::profile {
 
+using segstore::ExpireCondition;
+using segstore::ExpireOutcome;
+using segstore::ExpireResult;
+using segstore::ExpireSpec;
 using segstore::GetOptions;
 using segstore::GetResult;
 using segstore::kNever;
@@ -36,6 +40,7 @@ using segstore::SegmentUpdate;
 using segstore::TrimResult;
 using segstore::UnixSeconds;
 using segstore::UpsertMode;
+using segstore::UpsertOptions;
 using segstore::UpsertResult;
 
 struct ProfileOptions {
@@ -111,8 +116,12 @@ class ProfileSession {
   // InvalidArgument: a duplicate id, or an expiry that is not in the future.
   // LimitExceeded: more than max_segments would result. Nothing is written then.
   virtual void Upsert(const WriteContext& w, std::string_view user,
-                      std::span<const SegmentUpdate> updates, UpsertMode mode,
+                      std::span<const SegmentUpdate> updates, const UpsertOptions& how,
                       Callback<UpsertResult> done) = 0;
+  void Upsert(const WriteContext& w, std::string_view user, std::span<const SegmentUpdate> updates,
+              UpsertMode mode, Callback<UpsertResult> done) {
+    Upsert(w, user, updates, UpsertOptions{mode}, std::move(done));
+  }
   // Removes these segment IDs (an ID listed twice counts once); returns how
   // many of them were live. NotFound, writing nothing, when the user has no
   // live segment.
@@ -127,10 +136,25 @@ class ProfileSession {
   // Deletes the whole profile, durably (always committed): it never comes
   // back. Returns whether there was one.
   virtual void Delete(const WriteContext& w, std::string_view user, Callback<bool> done) = 0;
+  // Sets the expiry of these segment IDs to `spec`'s where its condition
+  // holds, each judged against the profile as it was (an ID listed twice
+  // gets the same outcome twice): one ExpireOutcome per listed ID, in order,
+  // and the live segments after. A new expiry not in the future (a past
+  // time, or a TTL of 0) removes the segment; attributes are kept. Expired
+  // segments are removed in the same write; nothing is written when no
+  // outcome is set or removed and nothing had expired. NotFound, writing
+  // nothing, when the user has no live segment; InvalidArgument when a TTL
+  // runs past 2^32-1; LimitExceeded for more than max_segments IDs.
+  virtual void Expire(const WriteContext& w, std::string_view user, std::span<const uint64_t> ids,
+                      const ExpireSpec& spec, Callback<ExpireResult> done) = 0;
 
   void Upsert(std::string_view user, std::span<const SegmentUpdate> updates, UpsertMode mode,
               Callback<UpsertResult> done) {
-    Upsert(WriteContext{}, user, updates, mode, std::move(done));
+    Upsert(WriteContext{}, user, updates, UpsertOptions{mode}, std::move(done));
+  }
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> updates,
+              const UpsertOptions& how, Callback<UpsertResult> done) {
+    Upsert(WriteContext{}, user, updates, how, std::move(done));
   }
   void Remove(std::string_view user, std::span<const uint64_t> ids, Callback<uint32_t> done) {
     Remove(WriteContext{}, user, ids, std::move(done));
@@ -140,6 +164,10 @@ class ProfileSession {
   }
   void Delete(std::string_view user, Callback<bool> done) {
     Delete(WriteContext{}, user, std::move(done));
+  }
+  void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& spec,
+              Callback<ExpireResult> done) {
+    Expire(WriteContext{}, user, ids, spec, std::move(done));
   }
 
   // Live segments with IDs in [id_from, id_to]. NotFound when the user has
@@ -158,11 +186,15 @@ class ProfileSession {
                                                       const GetOptions& options = {});
   Result<UpsertResult> UpsertSync(std::string_view user, std::span<const SegmentUpdate> updates,
                                   UpsertMode mode = UpsertMode::kSet);
+  Result<UpsertResult> UpsertSync(std::string_view user, std::span<const SegmentUpdate> updates,
+                                  const UpsertOptions& how);
   Result<uint32_t> RemoveSync(std::string_view user, std::span<const uint64_t> ids);
   Result<TrimResult> TrimSync(std::string_view user, UnixSeconds before = 0);
   Result<uint32_t> CountSync(std::string_view user, uint64_t id_from = 0,
                              uint64_t id_to = UINT64_MAX);
   Result<bool> DeleteSync(std::string_view user);
+  Result<ExpireResult> ExpireSync(std::string_view user, std::span<const uint64_t> ids,
+                                  const ExpireSpec& spec);
 };
 
 // Checks an upsert request as ProfileSession::Upsert does before it reads
@@ -170,6 +202,8 @@ class ProfileSession {
 // InvalidArgument naming the first offending segment. A cluster node runs it
 // before a write goes to the cluster's log.
 Status CheckUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now);
+// The same for expire: InvalidArgument when a TTL at `now` runs past 2^32-1.
+Status CheckExpire(const ExpireSpec& spec, UnixSeconds now);
 
 // Opens profile sessions on a storage engine and runs the expiry sweeper.
 // Thread-safe. The storage::Store must outlive it; destroy every session first.

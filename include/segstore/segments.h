@@ -91,6 +91,50 @@ struct SegmentUpdate {
   std::optional<uint32_t> attr2;
 };
 
+// How an upsert treats the segments it names.
+struct UpsertOptions {
+  UpsertMode mode = UpsertMode::kSet;
+  // False: a segment's attributes are set where given and kept (or absent,
+  // for a new segment) where not. True: each named segment's attributes
+  // become exactly the given ones; one not given is cleared.
+  bool replace_attrs = false;
+};
+
+// When expire changes a segment's expiry, judged against its current one.
+// "Never" counts as +infinity on both sides.
+enum class ExpireCondition : uint8_t {
+  kNone,  // always
+  kNx,    // only if the segment never expires
+  kXx,    // only if it has an expiry
+  kGt,    // only if the new expiry is later than the current one
+  kLt,    // only if the new expiry is earlier than the current one
+};
+
+// What expire sets: the new expiry and the condition for setting it.
+struct ExpireSpec {
+  // With `ttl`, expires at now + value seconds (0: now, so the segment is
+  // removed); without, at `value` (Unix seconds; kNever: never expires).
+  uint32_t value = 0;
+  bool ttl = false;
+  ExpireCondition condition = ExpireCondition::kNone;
+};
+
+// What expire did to one listed segment ID (the wire carries the number).
+enum class ExpireOutcome : uint8_t {
+  kMissing = 0,    // the profile holds no live segment with this ID
+  kSet = 1,        // the segment's expiry is now the new one
+  kRemoved = 2,    // the new expiry was not in the future: the segment is gone
+  kUnchanged = 3,  // the condition did not hold: nothing changed
+};
+
+struct ExpireResult {
+  std::vector<ExpireOutcome> results;  // one per listed ID, in the order listed
+  uint32_t count = 0;                  // live segments after the write
+  // As UpsertResult's. A duplicate whose first answer the node no longer
+  // knows has no results and a count of 0.
+  bool duplicate = false;
+};
+
 // Names one write so that a cluster applies it at most once, however often
 // it is sent (proto/PROTOCOL.md, "Writes in a cluster"): 16 bytes, unique
 // per write (random, or a random client ID and a counter). All zeros: none.

@@ -27,8 +27,8 @@ Status ProfileSessionImpl::DecodeForWrite(const WriteContext& w, const storage::
   if (cur == nullptr) return Status::OK();
   SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
   if (w.log_position != 0 && scratch_.log_position >= w.log_position) {
-    return Status::Conflict(fmt::format("already applied: the record holds log position {}",
-                                        scratch_.log_position));
+    return Status::Conflict(
+        fmt::format("already applied: the record holds log position {}", scratch_.log_position));
   }
   *columns = &scratch_;
   return Status::OK();
@@ -120,10 +120,10 @@ void ProfileSessionImpl::BatchGet(std::span<const std::string> users, const GetO
 }
 
 void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
-                                std::span<const SegmentUpdate> updates, UpsertMode mode,
+                                std::span<const SegmentUpdate> updates, const UpsertOptions& how,
                                 Callback<UpsertResult> done) {
   const UnixSeconds now = Now(w);
-  if (Status s = ValidateUpsert(updates, mode, now); !s.ok()) {
+  if (Status s = ValidateUpsert(updates, how.mode, now); !s.ok()) {
     FailSoon(std::move(s), std::move(done));
     return;
   }
@@ -135,10 +135,10 @@ void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
   state->updates.assign(updates.begin(), updates.end());
   Write(
       w, user,
-      [this, state, mode, w, now](const storage::Record* cur) -> Result<storage::Mutation> {
+      [this, state, how, w, now](const storage::Record* cur) -> Result<storage::Mutation> {
         const Columns* columns = nullptr;
         SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
-        state->result = Merge(columns, state->updates, mode, now, &merged_);
+        state->result = Merge(columns, state->updates, how, now, &merged_);
         // An empty upsert of a profile with nothing expired changes nothing.
         if (state->updates.empty() && state->result.trimmed == 0) return storage::Mutation::Keep();
         if (merged_.size() > options_.max_segments) {
@@ -197,7 +197,8 @@ void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, Unix
         SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
         if (columns == nullptr) return Status::NotFound("no live segments");
         const UnixSeconds now = Now(w);
-        if (LiveCount(scratch_, now) == 0) return Status::NotFound("no live segments");  // as Remove
+        if (LiveCount(scratch_, now) == 0)
+          return Status::NotFound("no live segments");  // as Remove
         *result = TrimBefore(scratch_, std::max(before, now), &merged_);
         if (result->trimmed == 0) return storage::Mutation::Keep();
         return Store(merged_, w);
@@ -207,6 +208,55 @@ void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, Unix
           done(r.status());
         } else {
           done(*result);
+        }
+      });
+}
+
+void ProfileSessionImpl::Expire(const WriteContext& w, std::string_view user,
+                                std::span<const uint64_t> ids, const ExpireSpec& spec,
+                                Callback<ExpireResult> done) {
+  // One reading of the clock, as Upsert: what the TTL was checked against
+  // is what it is applied at (a log entry's time is fixed anyway).
+  const UnixSeconds now = Now(w);
+  if (ids.size() > options_.max_segments) {
+    FailSoon(Status::LimitExceeded(
+                 fmt::format("{} segment IDs; the limit is {}", ids.size(), options_.max_segments)),
+             std::move(done));
+    return;
+  }
+  if (Status s = ValidateExpire(spec, now); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
+    return;
+  }
+  struct State {
+    std::vector<uint64_t> ids;
+    ExpireResult result;
+  };
+  auto state = std::make_shared<State>();
+  state->ids.assign(ids.begin(), ids.end());
+  Write(
+      w, user,
+      [this, state, spec, w, now](const storage::Record* cur) -> Result<storage::Mutation> {
+        state->result = ExpireResult{};
+        const Columns* columns = nullptr;
+        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        // `now` is no later than the engine's liveness check: a record it
+        // found alive has a live segment at `now`, unless it is an empty one
+        // keeping a log position.
+        if (columns == nullptr || LiveCount(scratch_, now) == 0) {
+          return Status::NotFound("no live segments");
+        }
+        uint32_t trimmed = 0;
+        const bool changed =
+            ApplyExpire(scratch_, state->ids, spec, now, &state->result, &merged_, &trimmed);
+        if (!changed && trimmed == 0) return storage::Mutation::Keep();
+        return Store(merged_, w);
+      },
+      [state, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) {
+          done(r.status());
+        } else {
+          done(std::move(state->result));
         }
       });
 }
@@ -226,8 +276,7 @@ void ProfileSessionImpl::Count(std::string_view user, uint64_t id_from, uint64_t
   });
 }
 
-void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user,
-                                Callback<bool> done) {
+void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user, Callback<bool> done) {
   if (w.log_position != 0) {
     // From the log: a record at or past the entry's position was written by
     // a later entry (the delete was applied before a restart, then the user
@@ -276,8 +325,9 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         // Only expired segments go, so nothing live changes: the record keeps
         // its log position. Nothing left: deleted (its last segment expired
         // log_grace_seconds ago or more; no entry still to be applied needs it).
-        storage::Mutation m = merged_.empty() ? storage::Mutation::Delete()
-                                              : Store(merged_, WriteContext{0, scratch_.log_position});
+        storage::Mutation m = merged_.empty()
+                                  ? storage::Mutation::Delete()
+                                  : Store(merged_, WriteContext{0, scratch_.log_position});
         swept->segments_removed = t.trimmed;
         swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
         swept->rewritten = !swept->deleted;
@@ -297,6 +347,8 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
 Status CheckUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now) {
   return ValidateUpsert(updates, mode, now);
 }
+
+Status CheckExpire(const ExpireSpec& spec, UnixSeconds now) { return ValidateExpire(spec, now); }
 
 // ---- Blocking helpers of the public ProfileSession.
 
@@ -324,6 +376,12 @@ Result<UpsertResult> ProfileSession::UpsertSync(std::string_view user,
   return RunSync<UpsertResult>(this,
                                [&](Callback<UpsertResult> cb) { Upsert(user, updates, mode, cb); });
 }
+Result<UpsertResult> ProfileSession::UpsertSync(std::string_view user,
+                                                std::span<const SegmentUpdate> updates,
+                                                const UpsertOptions& how) {
+  return RunSync<UpsertResult>(this,
+                               [&](Callback<UpsertResult> cb) { Upsert(user, updates, how, cb); });
+}
 Result<uint32_t> ProfileSession::RemoveSync(std::string_view user, std::span<const uint64_t> ids) {
   return RunSync<uint32_t>(this, [&](Callback<uint32_t> cb) { Remove(user, ids, cb); });
 }
@@ -336,6 +394,12 @@ Result<uint32_t> ProfileSession::CountSync(std::string_view user, uint64_t id_fr
 }
 Result<bool> ProfileSession::DeleteSync(std::string_view user) {
   return RunSync<bool>(this, [&](Callback<bool> cb) { Delete(user, cb); });
+}
+Result<ExpireResult> ProfileSession::ExpireSync(std::string_view user,
+                                                std::span<const uint64_t> ids,
+                                                const ExpireSpec& spec) {
+  return RunSync<ExpireResult>(this,
+                               [&](Callback<ExpireResult> cb) { Expire(user, ids, spec, cb); });
 }
 
 }  // namespace segstore::profile

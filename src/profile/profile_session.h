@@ -22,11 +22,12 @@ class ProfileSessionImpl final : public ProfileSession {
   void BatchGet(std::span<const std::string> users, const GetOptions& options,
                 Callback<std::vector<Result<GetResult>>> done) override;
   using ProfileSession::Delete;
+  using ProfileSession::Expire;
   using ProfileSession::Remove;
   using ProfileSession::Trim;
   using ProfileSession::Upsert;
   void Upsert(const WriteContext& w, std::string_view user, std::span<const SegmentUpdate> updates,
-              UpsertMode mode, Callback<UpsertResult> done) override;
+              const UpsertOptions& how, Callback<UpsertResult> done) override;
   void Remove(const WriteContext& w, std::string_view user, std::span<const uint64_t> ids,
               Callback<uint32_t> done) override;
   void Trim(const WriteContext& w, std::string_view user, UnixSeconds before,
@@ -34,6 +35,8 @@ class ProfileSessionImpl final : public ProfileSession {
   void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
              Callback<uint32_t> done) override;
   void Delete(const WriteContext& w, std::string_view user, Callback<bool> done) override;
+  void Expire(const WriteContext& w, std::string_view user, std::span<const uint64_t> ids,
+              const ExpireSpec& spec, Callback<ExpireResult> done) override;
   storage::Worker& worker() override { return *worker_; }
 
   // What a sweep of one record did.
@@ -66,8 +69,7 @@ class ProfileSessionImpl final : public ProfileSession {
   // Decodes `cur` (null: no record) into scratch_ for a write made as `w`:
   // Conflict when the record already holds w's log position or a later one.
   // Sets *columns to scratch_, or null when there is no record.
-  Status DecodeForWrite(const WriteContext& w, const storage::Record* cur,
-                        const Columns** columns);
+  Status DecodeForWrite(const WriteContext& w, const storage::Record* cur, const Columns** columns);
   template <typename T>
   void FailSoon(Status s, Callback<T> done);
 

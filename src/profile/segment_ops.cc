@@ -100,8 +100,9 @@ Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, U
   return Status::OK();
 }
 
-UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, UpsertMode mode,
-                   UnixSeconds now, std::vector<Segment>* out) {
+UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates,
+                   const UpsertOptions& how, UnixSeconds now, std::vector<Segment>* out) {
+  const UpsertMode mode = how.mode;
   std::vector<const SegmentUpdate*> sorted;
   sorted.reserve(updates.size());
   for (const SegmentUpdate& u : updates) sorted.push_back(&u);
@@ -157,8 +158,13 @@ UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, Ups
                                              uint64_t{old} + u.value, UINT32_MAX));
           break;
       }
-      s.attr1 = u.attr1 ? u.attr1 : AttrOf(*c, i, 1);
-      s.attr2 = u.attr2 ? u.attr2 : AttrOf(*c, i, 2);
+      if (how.replace_attrs) {
+        s.attr1 = u.attr1;
+        s.attr2 = u.attr2;
+      } else {
+        s.attr1 = u.attr1 ? u.attr1 : AttrOf(*c, i, 1);
+        s.attr2 = u.attr2 ? u.attr2 : AttrOf(*c, i, 2);
+      }
       ++r.updated;
     } else {
       if (both) ++r.trimmed;  // it had expired: a new segment now
@@ -195,6 +201,74 @@ uint32_t RemoveIds(const Columns& c, std::span<const uint64_t> ids, UnixSeconds 
     c.CopyTo(i, &out->emplace_back());
   }
   return removed;
+}
+
+Status ValidateExpire(const ExpireSpec& spec, UnixSeconds now) {
+  if (spec.ttl && uint64_t{now} + spec.value > UINT32_MAX) {
+    return Status::InvalidArgument(
+        fmt::format("a TTL of {} seconds runs past 2106 (now is {})", spec.value, now));
+  }
+  return Status::OK();
+}
+
+bool ExpireHolds(ExpireCondition condition, UnixSeconds current, UnixSeconds target) {
+  switch (condition) {
+    case ExpireCondition::kNone:
+      return true;
+    case ExpireCondition::kNx:
+      return current == kNever;
+    case ExpireCondition::kXx:
+      return current != kNever;
+    case ExpireCondition::kGt:  // nothing is later than never
+      return current != kNever && (target == kNever || target > current);
+    case ExpireCondition::kLt:  // never is earlier than nothing
+      return target != kNever && (current == kNever || target < current);
+  }
+  return false;
+}
+
+bool ApplyExpire(const Columns& c, std::span<const uint64_t> ids, const ExpireSpec& spec,
+                 UnixSeconds now, ExpireResult* result, std::vector<Segment>* out,
+                 uint32_t* trimmed) {
+  // A TTL was validated to fit (saturated all the same); an absolute 0 is never.
+  const UnixSeconds target =
+      spec.ttl
+          ? static_cast<UnixSeconds>(std::min<uint64_t>(uint64_t{now} + spec.value, UINT32_MAX))
+          : spec.value;
+  const bool in_future = target == kNever || target > now;
+  const ExpireOutcome applies = in_future ? ExpireOutcome::kSet : ExpireOutcome::kRemoved;
+  // What happens to each stored segment: kMissing (untouched), kSet, kRemoved.
+  std::vector<ExpireOutcome> action(c.size(), ExpireOutcome::kMissing);
+  result->results.clear();
+  result->results.reserve(ids.size());
+  bool changed = false;
+  for (const uint64_t id : ids) {
+    const auto it = std::lower_bound(c.ids.begin(), c.ids.end(), id);
+    const size_t i = static_cast<size_t>(it - c.ids.begin());
+    ExpireOutcome o = ExpireOutcome::kMissing;
+    if (it != c.ids.end() && *it == id && Alive(c.expires[i], now)) {
+      o = ExpireHolds(spec.condition, c.expires[i], target) ? applies : ExpireOutcome::kUnchanged;
+      if (o == applies) {
+        action[i] = o;
+        changed = true;
+      }
+    }
+    result->results.push_back(o);
+  }
+  out->clear();
+  *trimmed = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!Alive(c.expires[i], now)) {
+      ++*trimmed;
+      continue;
+    }
+    if (action[i] == ExpireOutcome::kRemoved) continue;
+    Segment& s = out->emplace_back();
+    c.CopyTo(i, &s);
+    if (action[i] == ExpireOutcome::kSet) s.expires_at = target;
+  }
+  result->count = static_cast<uint32_t>(out->size());
+  return changed;
 }
 
 TrimResult TrimBefore(const Columns& c, UnixSeconds before, std::vector<Segment>* out) {

@@ -36,8 +36,28 @@ Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, U
 
 // Applies `updates` (validated) to the current segments `c` (null: none) at
 // `now`, dropping expired ones: the new profile into `out`, sorted by id.
-UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, UpsertMode mode,
-                   UnixSeconds now, std::vector<Segment>* out);
+UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates,
+                   const UpsertOptions& how, UnixSeconds now, std::vector<Segment>* out);
+inline UpsertResult Merge(const Columns* c, std::span<const SegmentUpdate> updates, UpsertMode mode,
+                          UnixSeconds now, std::vector<Segment>* out) {
+  return Merge(c, updates, UpsertOptions{mode}, now, out);
+}
+
+// Checks an expire request before anything is read: a TTL must not run past
+// 2^32-1 at `now` (InvalidArgument).
+Status ValidateExpire(const ExpireSpec& spec, UnixSeconds now);
+
+// Whether expire's `condition` holds for a segment expiring at `current`
+// given the new expiry `target` (kNever counts as +infinity on both sides).
+bool ExpireHolds(ExpireCondition condition, UnixSeconds current, UnixSeconds target);
+
+// Applies expire (validated) to `c` at `now`: each of `ids` judged against
+// `c` as it is, one outcome per ID in *result (count included); the new
+// profile into `out`, without the expired segments (how many: *trimmed).
+// Returns whether any outcome is set or removed.
+bool ApplyExpire(const Columns& c, std::span<const uint64_t> ids, const ExpireSpec& spec,
+                 UnixSeconds now, ExpireResult* result, std::vector<Segment>* out,
+                 uint32_t* trimmed);
 
 // Keeps the live segments of `c` whose ids are not in `ids`; returns how many
 // live ones were removed, and in *trimmed how many had expired.

@@ -134,9 +134,9 @@ class TickingClock final : public Clock {
 };
 
 // The engine found the record alive; by the profile layer's read of the
-// clock its last segment had expired. Remove and trim must still answer
+// clock its last segment had expired. Remove, trim and expire must still answer
 // NotFound and write nothing, as for any user without a profile.
-TEST_F(ProfileStoreTest, RemoveAndTrimAtTheSecondTheProfileExpiresAreNotFound) {
+TEST_F(ProfileStoreTest, RemoveTrimAndExpireAtTheSecondTheProfileExpiresAreNotFound) {
   TickingClock clock(kStart);
   storage::StoreOptions o;
   o.path = dir_.File("ticking");
@@ -166,6 +166,14 @@ TEST_F(ProfileStoreTest, RemoveAndTrimAtTheSecondTheProfileExpiresAreNotFound) {
   auto trimmed = (*session)->TrimSync("v");
   EXPECT_TRUE(trimmed.status().IsNotFound()) << trimmed.status().ToString();
   EXPECT_EQ((*engine)->stats().writes, writes2);
+
+  std::vector<SegmentUpdate> third = {{1, 1, true, {}, {}}};  // expires at kStart + 3
+  ASSERT_TRUE((*session)->UpsertSync("w", third).ok());
+  const uint64_t writes3 = (*engine)->stats().writes;
+  clock.Arm();
+  auto expired = (*session)->ExpireSync("w", std::vector<uint64_t>{1}, ExpireSpec{60, true});
+  EXPECT_TRUE(expired.status().IsNotFound()) << expired.status().ToString();
+  EXPECT_EQ((*engine)->stats().writes, writes3);
   session->reset();
   profiles->reset();
   engine->reset();
@@ -439,6 +447,162 @@ TEST_F(ProfileStoreTest, RandomOperationsMatchTheModelAcrossTimeAndRestarts) {
       EXPECT_EQ(got->ToSegments(), ModelGet(m, clock_.Now(), {}).segments);
     }
   }
+}
+
+TEST_F(ProfileStoreTest, ExpireSetsRemovesOrKeepsEachListedSegment) {
+  using EO = ExpireOutcome;
+  Open();
+  ProfileSession& s = *session_;
+  // 1 expires in an hour, 2 never, 3 in a day with attributes, 4 in 10 s.
+  std::vector<SegmentUpdate> up = {{1, 3600, true, {}, {}},
+                                   {2, kNever, false, {}, {}},
+                                   {3, 86400, true, 7u, 8u},
+                                   {4, 10, true, {}, {}}};
+  ASSERT_TRUE(s.UpsertSync("alice", up).ok());
+  // "HEXPIRE alice 600 FIELDS 1 2 3 9 1": every live one set, 9 missing.
+  auto r = s.ExpireSync("alice", std::vector<uint64_t>{1, 2, 3, 9, 1}, ExpireSpec{600, true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kSet, EO::kSet, EO::kSet, EO::kMissing, EO::kSet}));
+  EXPECT_EQ(r->count, 4u);
+  EXPECT_FALSE(r->duplicate);
+  auto got = s.GetSync("alice");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->ToSegments(), (std::vector<Segment>{{1, kStart + 600, {}, {}},
+                                                     {2, kStart + 600, {}, {}},
+                                                     {3, kStart + 600, 7u, 8u},
+                                                     {4, kStart + 10, {}, {}}}));
+  // gt: only where later; lt: only where earlier.
+  r = s.ExpireSync("alice", std::vector<uint64_t>{1, 4},
+                   ExpireSpec{kStart + 300, false, ExpireCondition::kGt});
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kUnchanged, EO::kSet}));
+  r = s.ExpireSync("alice", std::vector<uint64_t>{1, 4},
+                   ExpireSpec{kStart + 400, false, ExpireCondition::kLt});
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kSet, EO::kUnchanged}));
+  // HPERSIST: xx with an absolute 0; a second time it no longer holds.
+  r = s.ExpireSync("alice", std::vector<uint64_t>{3},
+                   ExpireSpec{kNever, false, ExpireCondition::kXx});
+  EXPECT_EQ(r->results, std::vector<EO>{EO::kSet});
+  r = s.ExpireSync("alice", std::vector<uint64_t>{3},
+                   ExpireSpec{kNever, false, ExpireCondition::kXx});
+  EXPECT_EQ(r->results, std::vector<EO>{EO::kUnchanged});
+  // nx: only a segment that never expires.
+  r = s.ExpireSync("alice", std::vector<uint64_t>{3, 1},
+                   ExpireSpec{60, true, ExpireCondition::kNx});
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kSet, EO::kUnchanged}));
+  got = s.GetSync("alice");
+  EXPECT_EQ(got->ToSegments(), (std::vector<Segment>{{1, kStart + 400, {}, {}},
+                                                     {2, kStart + 600, {}, {}},
+                                                     {3, kStart + 60, 7u, 8u},
+                                                     {4, kStart + 300, {}, {}}}));
+  // A past time removes: the segment is gone for every read.
+  r = s.ExpireSync("alice", std::vector<uint64_t>{2}, ExpireSpec{kStart - 1, false});
+  EXPECT_EQ(r->results, std::vector<EO>{EO::kRemoved});
+  EXPECT_EQ(r->count, 3u);
+  EXPECT_EQ(s.GetSync("alice")->ids, (std::vector<uint64_t>{1, 3, 4}));
+  // Survives a reopen.
+  Reopen();
+  EXPECT_EQ(session_->GetSync("alice")->ToSegments(),
+            (std::vector<Segment>{
+                {1, kStart + 400, {}, {}}, {3, kStart + 60, 7u, 8u}, {4, kStart + 300, {}, {}}}));
+}
+
+TEST_F(ProfileStoreTest, ExpireWritesOnlyWhatChangedAndTrimsTheExpired) {
+  using EO = ExpireOutcome;
+  Open();
+  std::vector<SegmentUpdate> up = {{1, 3600, true, {}, {}}, {2, 10, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", up).ok());
+  // Nothing holds and nothing expired: nothing is written.
+  uint64_t writes = engine_->stats().writes;
+  auto r = session_->ExpireSync("u", std::vector<uint64_t>{1, 5},
+                                ExpireSpec{0, false, ExpireCondition::kNx});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kUnchanged, EO::kMissing}));
+  EXPECT_EQ(engine_->stats().writes, writes);
+  r = session_->ExpireSync("u", std::vector<uint64_t>{}, ExpireSpec{60, true});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->results.empty());
+  EXPECT_EQ(r->count, 2u);
+  EXPECT_EQ(engine_->stats().writes, writes);
+  // Segment 2 expires: the same request now writes, without it; the
+  // expired one listed is missing.
+  clock_.Advance(10);
+  r = session_->ExpireSync("u", std::vector<uint64_t>{1, 2},
+                           ExpireSpec{0, false, ExpireCondition::kNx});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kUnchanged, EO::kMissing}));
+  EXPECT_EQ(r->count, 1u);
+  EXPECT_EQ(engine_->stats().writes, writes + 1);
+}
+
+TEST_F(ProfileStoreTest, ExpireOfTheLastSegmentRemovesTheProfile) {
+  using EO = ExpireOutcome;
+  Open();
+  std::vector<SegmentUpdate> up = {{1, 3600, true, {}, {}}, {2, kNever, false, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", up).ok());
+  auto r = session_->ExpireSync("u", std::vector<uint64_t>{2, 1, 2}, ExpireSpec{0, true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kRemoved, EO::kRemoved, EO::kRemoved}));
+  EXPECT_EQ(r->count, 0u);
+  EXPECT_TRUE(session_->GetSync("u").status().IsNotFound());
+  Reopen();
+  EXPECT_TRUE(session_->GetSync("u").status().IsNotFound());
+}
+
+TEST_F(ProfileStoreTest, ExpireRefusalsWriteNothing) {
+  ProfileOptions o;
+  o.max_segments = 3;
+  Open(o);
+  std::vector<SegmentUpdate> up = {{1, 3600, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", up).ok());
+  // A user without a profile: never written, or every segment expired.
+  EXPECT_TRUE(session_->ExpireSync("nobody", std::vector<uint64_t>{1}, ExpireSpec{60, true})
+                  .status()
+                  .IsNotFound());
+  std::vector<SegmentUpdate> brief = {{1, 5, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("gone", brief).ok());
+  const uint64_t writes_gone = engine_->stats().writes;
+  clock_.Advance(5);
+  EXPECT_TRUE(session_->ExpireSync("gone", std::vector<uint64_t>{1}, ExpireSpec{60, true})
+                  .status()
+                  .IsNotFound());
+  EXPECT_EQ(engine_->stats().writes, writes_gone);
+  const uint64_t writes = engine_->stats().writes;
+  // More IDs than a profile may hold (an ID twice counts twice).
+  auto many = session_->ExpireSync("u", std::vector<uint64_t>{1, 1, 2, 3}, ExpireSpec{60, true});
+  EXPECT_EQ(many.status().code(), Status::Code::kLimitExceeded) << many.status().ToString();
+  // A TTL past 2^32-1.
+  const uint32_t too_far = UINT32_MAX - clock_.Now() + 1;
+  EXPECT_EQ(session_->ExpireSync("u", std::vector<uint64_t>{1}, ExpireSpec{too_far, true})
+                .status()
+                .code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(engine_->stats().writes, writes);
+  EXPECT_EQ(session_->GetSync("u")->At(0).expires_at, kStart + 3600);
+  // At the limit, and a TTL that reaches exactly 2^32-1: fine.
+  EXPECT_TRUE(session_->ExpireSync("u", std::vector<uint64_t>{1, 1, 2}, ExpireSpec{60, true}).ok());
+  EXPECT_TRUE(
+      session_->ExpireSync("u", std::vector<uint64_t>{1}, ExpireSpec{too_far - 1, true}).ok());
+  EXPECT_EQ(session_->GetSync("u")->At(0).expires_at, UINT32_MAX);
+}
+
+TEST_F(ProfileStoreTest, UpsertReplacingAttributesClearsTheOnesNotGiven) {
+  Open();
+  std::vector<SegmentUpdate> up = {{1, 3600, true, 7u, 8u}, {2, 3600, true, 5u, 6u}};
+  ASSERT_TRUE(session_->UpsertSync("u", up).ok());
+  std::vector<SegmentUpdate> replace = {{1, 3600, true, {}, 9u}};
+  auto r = session_->UpsertSync("u", replace, UpsertOptions{UpsertMode::kSet, true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->updated, 1u);
+  auto got = session_->GetSync("u");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->At(0), (Segment{1, kStart + 3600, {}, 9u}));
+  EXPECT_EQ(got->At(1), (Segment{2, kStart + 3600, 5u, 6u}));  // not named: kept
+  // Neither given: both cleared (HSET of a field to an empty value).
+  std::vector<SegmentUpdate> clear = {{2, 60, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", clear, UpsertOptions{UpsertMode::kExtend, true}).ok());
+  got = session_->GetSync("u");
+  EXPECT_EQ(got->At(1), (Segment{2, kStart + 3600, {}, {}}));
+  EXPECT_TRUE(got->attr1.empty());
 }
 
 TEST_F(ProfileStoreTest, ExpiriesAtTheEndOfTimeStayReadable) {

@@ -222,6 +222,151 @@ TEST(MergeTest, AgreesWithAPlainModelOnRandomProfiles) {
   }
 }
 
+TEST(MergeTest, ReplaceAttrsMakesANamedSegmentsAttributesExactlyTheGivenOnes) {
+  Columns c = Make({{1, kNow + 100, 7u, 8u}, {2, kNow + 100, 5u, {}}, {3, kNever, 6u, 9u}});
+  std::vector<Segment> out;
+  // 1: one given, the other cleared; 2: none given, both cleared; 3 is not
+  // named and keeps its own; 4 is new and gets what is given.
+  const std::vector<SegmentUpdate> u = {
+      {1, 50, true, {}, 4u}, {2, 50, true, {}, {}}, {4, 50, true, 1u, {}}};
+  UpsertResult r = Merge(&c, u, UpsertOptions{UpsertMode::kSet, true}, kNow, &out);
+  EXPECT_EQ(r.updated, 2u);
+  EXPECT_EQ(r.inserted, 1u);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0], (Segment{1, kNow + 50, {}, 4u}));
+  EXPECT_EQ(out[1], (Segment{2, kNow + 50, {}, {}}));
+  EXPECT_EQ(out[2], (Segment{3, kNever, 6u, 9u}));
+  EXPECT_EQ(out[3], (Segment{4, kNow + 50, 1u, {}}));
+  // Every mode replaces alike; the expiry follows the mode as usual.
+  r = Merge(&c, std::vector<SegmentUpdate>{{1, 10, true, 2u, {}}},
+            UpsertOptions{UpsertMode::kExtend, true}, kNow, &out);
+  EXPECT_EQ(out[0], (Segment{1, kNow + 100, 2u, {}}));
+  r = Merge(&c, std::vector<SegmentUpdate>{{3, 10, false, {}, {}}},
+            UpsertOptions{UpsertMode::kAdd, true}, kNow, &out);
+  EXPECT_EQ(out[2], (Segment{3, kNever, {}, {}}));
+  // Without it, absent keeps the current value.
+  Merge(&c, std::vector<SegmentUpdate>{{1, 50, true, {}, 4u}}, UpsertMode::kSet, kNow, &out);
+  EXPECT_EQ(out[0], (Segment{1, kNow + 50, 7u, 4u}));
+}
+
+TEST(ExpireTest, ConditionsCountNeverAsInfinityOnBothSides) {
+  using EC = ExpireCondition;
+  const UnixSeconds t = kNow + 100;
+  struct Case {
+    EC condition;
+    UnixSeconds current, target;
+    bool holds;
+  };
+  const Case cases[] = {
+      {EC::kNone, t, t, true},
+      {EC::kNone, kNever, kNever, true},
+      {EC::kNx, kNever, t, true},
+      {EC::kNx, t, t + 1, false},
+      {EC::kXx, t, t + 1, true},
+      {EC::kXx, kNever, t, false},
+      {EC::kGt, t, t + 1, true},
+      {EC::kGt, t, t, false},
+      {EC::kGt, t, t - 1, false},
+      {EC::kGt, t, kNever, true},  // never is later
+      {EC::kGt, kNever, t, false},
+      {EC::kGt, kNever, kNever, false},
+      {EC::kLt, t, t - 1, true},
+      {EC::kLt, t, t, false},
+      {EC::kLt, t, t + 1, false},
+      {EC::kLt, t, kNever, false},
+      {EC::kLt, kNever, t, true},
+      {EC::kLt, kNever, kNever, false},
+      {EC::kLt, kNever, kNow - 50, true},  // a past time is earlier than never
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ExpireHolds(c.condition, c.current, c.target), c.holds)
+        << static_cast<int>(c.condition) << " " << c.current << " " << c.target;
+  }
+}
+
+TEST(ExpireTest, EachListedIdGetsItsOutcomeAgainstTheProfileAsItWas) {
+  using EO = ExpireOutcome;
+  // 1 finite, 2 never, 3 expired, 4 finite with attributes.
+  Columns c = Make({{1, kNow + 100, {}, {}},
+                    {2, kNever, {}, {}},
+                    {3, kNow - 5, {}, {}},
+                    {4, kNow + 1000, 7u, 8u}});
+  std::vector<Segment> out;
+  ExpireResult r;
+  uint32_t trimmed = 0;
+  // Set: every live listed segment; 3 has expired and 99 was never there;
+  // 1 listed twice gets its outcome twice.
+  EXPECT_TRUE(ApplyExpire(c, std::vector<uint64_t>{1, 2, 3, 99, 4, 1}, ExpireSpec{50, true}, kNow,
+                          &r, &out, &trimmed));
+  EXPECT_EQ(r.results,
+            (std::vector<EO>{EO::kSet, EO::kSet, EO::kMissing, EO::kMissing, EO::kSet, EO::kSet}));
+  EXPECT_EQ(r.count, 3u);
+  EXPECT_EQ(trimmed, 1u);
+  EXPECT_EQ(out, (std::vector<Segment>{
+                     {1, kNow + 50, {}, {}}, {2, kNow + 50, {}, {}}, {4, kNow + 50, 7u, 8u}}));
+  // gt: judged against each segment's own expiry, before the request.
+  EXPECT_TRUE(ApplyExpire(c, std::vector<uint64_t>{4, 1, 2},
+                          ExpireSpec{kNow + 500, false, ExpireCondition::kGt}, kNow, &r, &out,
+                          &trimmed));
+  EXPECT_EQ(r.results, (std::vector<EO>{EO::kUnchanged, EO::kSet, EO::kUnchanged}));
+  EXPECT_EQ(out, (std::vector<Segment>{
+                     {1, kNow + 500, {}, {}}, {2, kNever, {}, {}}, {4, kNow + 1000, 7u, 8u}}));
+  // Nothing holds: no change, only the expired one trimmed.
+  EXPECT_FALSE(ApplyExpire(c, std::vector<uint64_t>{1, 4, 7},
+                           ExpireSpec{0, false, ExpireCondition::kNx}, kNow, &r, &out, &trimmed));
+  EXPECT_EQ(r.results, (std::vector<EO>{EO::kUnchanged, EO::kUnchanged, EO::kMissing}));
+  EXPECT_EQ(trimmed, 1u);
+  EXPECT_EQ(r.count, 3u);
+  // No IDs: nothing to do.
+  EXPECT_FALSE(ApplyExpire(c, {}, ExpireSpec{50, true}, kNow, &r, &out, &trimmed));
+  EXPECT_TRUE(r.results.empty());
+  EXPECT_EQ(r.count, 3u);
+}
+
+TEST(ExpireTest, AnExpiryNotInTheFutureRemovesAndNeverPersists) {
+  using EO = ExpireOutcome;
+  Columns c = Make({{1, kNow + 100, {}, {}}, {2, kNever, {}, {}}, {3, kNow + 200, 5u, {}}});
+  std::vector<Segment> out;
+  ExpireResult r;
+  uint32_t trimmed = 0;
+  // Now itself, the past, and a TTL of 0 are not in the future: removed.
+  for (const ExpireSpec& past :
+       {ExpireSpec{kNow, false}, ExpireSpec{1, false}, ExpireSpec{0, true}}) {
+    EXPECT_TRUE(ApplyExpire(c, std::vector<uint64_t>{1, 2}, past, kNow, &r, &out, &trimmed));
+    EXPECT_EQ(r.results, (std::vector<EO>{EO::kRemoved, EO::kRemoved}));
+    EXPECT_EQ(out, (std::vector<Segment>{{3, kNow + 200, 5u, {}}}));
+    EXPECT_EQ(r.count, 1u);
+  }
+  // Conditions come first: gt never holds for a past time against a later
+  // expiry; lt always does (and for a never-expiring segment).
+  ApplyExpire(c, std::vector<uint64_t>{1, 2}, ExpireSpec{kNow - 10, false, ExpireCondition::kGt},
+              kNow, &r, &out, &trimmed);
+  EXPECT_EQ(r.results, (std::vector<EO>{EO::kUnchanged, EO::kUnchanged}));
+  ApplyExpire(c, std::vector<uint64_t>{1, 2}, ExpireSpec{kNow - 10, false, ExpireCondition::kLt},
+              kNow, &r, &out, &trimmed);
+  EXPECT_EQ(r.results, (std::vector<EO>{EO::kRemoved, EO::kRemoved}));
+  // An absolute 0 is never: HPERSIST is xx with 0. The attributes stay.
+  EXPECT_TRUE(ApplyExpire(c, std::vector<uint64_t>{1, 2, 3},
+                          ExpireSpec{kNever, false, ExpireCondition::kXx}, kNow, &r, &out,
+                          &trimmed));
+  EXPECT_EQ(r.results, (std::vector<EO>{EO::kSet, EO::kUnchanged, EO::kSet}));
+  EXPECT_EQ(out,
+            (std::vector<Segment>{{1, kNever, {}, {}}, {2, kNever, {}, {}}, {3, kNever, 5u, {}}}));
+  // Removing every segment leaves none.
+  EXPECT_TRUE(ApplyExpire(c, std::vector<uint64_t>{3, 2, 1}, ExpireSpec{0, true}, kNow, &r, &out,
+                          &trimmed));
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(r.count, 0u);
+}
+
+TEST(ExpireTest, ATtlPastTheEndOfTimeIsRefused) {
+  EXPECT_TRUE(ValidateExpire(ExpireSpec{UINT32_MAX - kNow, true}, kNow).ok());
+  EXPECT_EQ(ValidateExpire(ExpireSpec{UINT32_MAX - kNow + 1, true}, kNow).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_TRUE(ValidateExpire(ExpireSpec{UINT32_MAX, false}, kNow).ok());  // absolute: any time
+  EXPECT_TRUE(ValidateExpire(ExpireSpec{0, true}, kNow).ok());            // removes
+}
+
 TEST(RemoveAndTrimTest, ReportWhatTheyDid) {
   Columns c = Make({{1, kNow + 10, {}, {}}, {2, kNow - 5, {}, {}}, {3, kNow + 5000, {}, {}}});
   std::vector<Segment> out;
