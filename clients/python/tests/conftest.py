@@ -32,6 +32,8 @@ REPO = HERE.parent.parent.parent
 # Readiness is awaited, never guessed; a sanitizer build on a busy machine starts slowly.
 READY_TIMEOUT = 120.0
 
+PDEATHSIG = shutil.which("setpriv")  # util-linux
+
 # Limits low enough to reach in a test; hello reports them.
 TEST_CONFIG = """\
 [server]
@@ -101,6 +103,12 @@ class Segstored:
         ]  # fmt: skip
         if "--file-size" not in self.args:
             argv += ["--file-size", "16MiB"]  # the smallest: the file is allocated
+        if PDEATHSIG:
+            # Killed when the thread that started it ends, should pytest itself
+            # be killed (ctest's timeout) before it could stop the daemon. So
+            # start a daemon from a thread that outlives its use (an asyncio
+            # executor's threads last until its asyncio.run returns).
+            argv = [PDEATHSIG, "--pdeathsig", "KILL", "--", *argv]
         try:
             with open(self.log, "ab") as log:
                 self.process = subprocess.Popen(

@@ -34,6 +34,15 @@ def run(coro):
     return asyncio.run(coro)
 
 
+async def until_in_flight(c: segstore.AsyncClient, task: asyncio.Future) -> None:
+    """Waits until ``c`` has a request in flight (``task`` must not end first)."""
+    deadline = time.monotonic() + 30
+    while c.in_flight == 0:
+        assert not task.done(), task.exception()
+        assert time.monotonic() < deadline, "the request was never sent"
+        await asyncio.sleep(0.001)
+
+
 def test_every_operation(server, user):
     async def body():
         async with server.async_client() as c:
@@ -180,8 +189,7 @@ def test_a_cancelled_request_leaves_the_connection_usable(fake_server):
     async def body():
         async with segstore.AsyncClient("127.0.0.1", server.port, hello=False, timeout=30) as c:
             first = asyncio.ensure_future(c.get("a"))
-            while c.in_flight == 0:
-                await asyncio.sleep(0)
+            await until_in_flight(c, first)
             first.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await first
@@ -201,8 +209,7 @@ def test_close_fails_the_requests_in_flight(fake_server):
     async def body():
         c = segstore.AsyncClient("127.0.0.1", server.port, hello=False, timeout=30)
         pending = asyncio.ensure_future(c.get("a"))
-        while c.in_flight == 0:
-            await asyncio.sleep(0)
+        await until_in_flight(c, pending)
         await c.close()
         with pytest.raises(ConnectionLost) as e:
             await pending

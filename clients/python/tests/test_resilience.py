@@ -285,7 +285,9 @@ def test_unsupported_protocol_version(server):
         reader = p.FrameReader()
         frames = []
         while not frames:
-            frames = reader.feed(s.recv(4096))
+            data = s.recv(4096)
+            assert data, "the server closed the connection without an answer"
+            frames = reader.feed(data)
     err = p.error_of(frames[0])
     assert isinstance(err, segstore.Unsupported) and err.message
     assert (frames[0].op, frames[0].request_id) == (p.Op.PING, 77)
