@@ -71,6 +71,31 @@ constexpr RespCommandDef kTable[] = {
     {RespCmd::kExists, "exists", -2, "readonly fast", K::kAll, "generic",
      "How many of the keys have a profile with a live segment (a key named twice counts twice).",
      "key [key ...]"},
+    {RespCmd::kHget, "hget", 3, "readonly fast", K::kFirst, "hash",
+     "A field's value: the segment's attributes.", "key field"},
+    {RespCmd::kHmget, "hmget", -3, "readonly fast", K::kFirst, "hash",
+     "Several fields' values, null for each one absent.", "key field [field ...]"},
+    {RespCmd::kHgetall, "hgetall", 2, "readonly", K::kFirst, "hash",
+     "Every live field and its value.", "key"},
+    {RespCmd::kHkeys, "hkeys", 2, "readonly", K::kFirst, "hash", "Every live field.", "key"},
+    {RespCmd::kHvals, "hvals", 2, "readonly", K::kFirst, "hash", "Every live field's value.",
+     "key"},
+    {RespCmd::kHlen, "hlen", 2, "readonly fast", K::kFirst, "hash", "How many live fields.", "key"},
+    {RespCmd::kHexists, "hexists", 3, "readonly fast", K::kFirst, "hash",
+     "1 when the field is live, else 0.", "key field"},
+    {RespCmd::kHdel, "hdel", -3, "write fast", K::kFirst, "hash",
+     "Removes fields; returns how many were live.", "key field [field ...]"},
+    {RespCmd::kHttl, "httl", -5, "readonly fast", K::kFirst, "hash",
+     "Each field's time to live in seconds: -1 without one, -2 when absent.",
+     "key FIELDS numfields field [field ...]"},
+    {RespCmd::kHpttl, "hpttl", -5, "readonly fast", K::kFirst, "hash",
+     "As HTTL, in milliseconds (whole seconds: segstore keeps expiries to the second).",
+     "key FIELDS numfields field [field ...]"},
+    {RespCmd::kHexpiretime, "hexpiretime", -5, "readonly fast", K::kFirst, "hash",
+     "Each field's expiry in Unix seconds: -1 without one, -2 when absent.",
+     "key FIELDS numfields field [field ...]"},
+    {RespCmd::kHpexpiretime, "hpexpiretime", -5, "readonly fast", K::kFirst, "hash",
+     "As HEXPIRETIME, in Unix milliseconds.", "key FIELDS numfields field [field ...]"},
 };
 static_assert(std::size(kTable) == kRespCommands, "one table entry per RespCmd");
 
@@ -380,6 +405,62 @@ Status ParseCount(RespArgs args, proto::CountRequest* req) {
   }
   SEGSTORE_RETURN_IF_ERROR(ParseU64(args, 3, "IDS lo", &req->id_from));
   return ParseU64(args, 4, "IDS hi", &req->id_to);
+}
+
+// ---- hashes ----
+
+Status ParseField(RespArgs args, size_t at, uint64_t* id) {
+  if (ParseRespNumber(args[at], "field", UINT64_MAX, id).ok()) return Status::OK();
+  return ArgError(args, fmt::format("field '{}' is not a segment ID: a hash field here is a "
+                                    "decimal number from 0 to 18446744073709551615 written "
+                                    "without sign or leading zeros (proto/RESP.md, \"Hashes\")",
+                                    args[at].substr(0, 64)));
+}
+
+Status ParseFieldsClause(RespArgs args, size_t at, std::vector<uint64_t>* ids) {
+  if (at >= args.size() || !EqualsNoCase(args[at], "FIELDS")) {
+    return ArgError(args, "mandatory argument FIELDS is missing or not at the right position");
+  }
+  uint64_t n = 0;
+  if (at + 1 >= args.size() || !ParseRespNumber(args[at + 1], "numfields", UINT32_MAX, &n).ok() ||
+      n == 0) {
+    return ArgError(args, "numfields must be a whole number greater than 0");
+  }
+  if (n != args.size() - at - 2) {
+    return ArgError(args, "the numfields parameter must match the number of arguments");
+  }
+  ids->clear();
+  for (size_t i = at + 2; i < args.size(); ++i) {
+    uint64_t id = 0;
+    SEGSTORE_RETURN_IF_ERROR(ParseField(args, i, &id));
+    ids->push_back(id);
+  }
+  return Status::OK();
+}
+
+bool ParseFieldValue(std::string_view text, std::optional<uint32_t>* attr1,
+                     std::optional<uint32_t>* attr2) {
+  attr1->reset();
+  attr2->reset();
+  const auto number = [](std::string_view t, std::optional<uint32_t>* out) {
+    uint64_t v = 0;
+    if (!ParseRespNumber(t, "value", UINT32_MAX, &v).ok()) return false;
+    *out = static_cast<uint32_t>(v);
+    return true;
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return text.empty() || number(text, attr1);
+  const std::string_view first = text.substr(0, colon);
+  return (first.empty() || number(first, attr1)) && number(text.substr(colon + 1), attr2);
+}
+
+void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> attr2,
+                      std::string* out) {
+  if (attr1) out->append(std::to_string(*attr1));
+  if (attr2) {
+    out->push_back(':');
+    out->append(std::to_string(*attr2));
+  }
 }
 
 // ---- replies ----

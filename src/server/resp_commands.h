@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,6 +50,19 @@ enum class RespCmd : uint8_t {
   kDel,
   kUnlink,
   kExists,
+  // hashes: a key is a user, a field a segment ID, a value its attributes
+  kHget,
+  kHmget,
+  kHgetall,
+  kHkeys,
+  kHvals,
+  kHlen,
+  kHexists,
+  kHdel,
+  kHttl,
+  kHpttl,
+  kHexpiretime,
+  kHpexpiretime,
   kCount,  // not a command: the number of commands
 };
 inline constexpr size_t kRespCommands = static_cast<size_t>(RespCmd::kCount);
@@ -117,6 +131,23 @@ Status ParseTrim(RespArgs args, proto::TrimRequest* req);
 Status ParseDelete(RespArgs args, proto::DeleteRequest* req);
 // SEG.COUNT user [IDS lo hi].
 Status ParseCount(RespArgs args, proto::CountRequest* req);
+
+// ---- hashes ----
+// A hash's field is a segment ID (ParseRespNumber's form, any u64); its
+// value is the segment's attributes as text: "" (none), "7" (attr1), "7:9"
+// (both) or ":9" (attr2 only), numbers written as ParseRespNumber reads.
+
+// args[at] as a field of command args[0].
+Status ParseField(RespArgs args, size_t at, uint64_t* id);
+// "FIELDS numfields field [field ...]" from args[at] to the end.
+Status ParseFieldsClause(RespArgs args, size_t at, std::vector<uint64_t>* ids);
+// A field's value as the attributes it stands for; false when it is not
+// of the form above.
+bool ParseFieldValue(std::string_view text, std::optional<uint32_t>* attr1,
+                     std::optional<uint32_t>* attr2);
+// Appends the value of a segment with these attributes to *out.
+void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> attr2,
+                      std::string* out);
 
 // ---- replies ----
 

@@ -72,7 +72,8 @@ RespConnection::RespConnection(Loop* loop, asio::ip::tcp::socket socket,
                                std::shared_ptr<const Credentials> credentials)
     : Connection(loop, std::move(socket), options, std::move(credentials)),
       in_(kReadChunk, 4 * kReadChunk, options.max_frame_bytes),
-      id_(next_client_id.fetch_add(1, std::memory_order_relaxed)) {
+      id_(next_client_id.fetch_add(1, std::memory_order_relaxed)),
+      clock_(options.clock != nullptr ? options.clock : Clock::System()) {
   if (!authenticated_) {
     in_.set_max_command_bytes(std::min(options.max_frame_bytes, kMaxUnauthenticatedCommand));
   }
@@ -257,6 +258,22 @@ void RespConnection::Serve(const RespCommandDef* def, RespArgs args, Pending& p)
       return Del(args, p);
     case RespCmd::kExists:
       return Exists(args, p);
+    case RespCmd::kHget:
+    case RespCmd::kHmget:
+    case RespCmd::kHgetall:
+    case RespCmd::kHkeys:
+    case RespCmd::kHvals:
+    case RespCmd::kHttl:
+    case RespCmd::kHpttl:
+    case RespCmd::kHexpiretime:
+    case RespCmd::kHpexpiretime:
+      return HashRead(def->id, args, p);
+    case RespCmd::kHlen:
+      return Hlen(args, p);
+    case RespCmd::kHexists:
+      return Hexists(args, p);
+    case RespCmd::kHdel:
+      return Hdel(args, p);
     case RespCmd::kCount:
       break;
   }

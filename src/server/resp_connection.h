@@ -112,6 +112,17 @@ class RespConnection final : public Connection {
   void Del(RespArgs args, Pending& p);
   void Exists(RespArgs args, Pending& p);
 
+  // The hash commands (resp_hash.cc): a hash is a user's profile, a field a
+  // segment ID, a value the segment's attributes.
+  void HashRead(RespCmd cmd, RespArgs args, Pending& p);  // every read of fields
+  void Hlen(RespArgs args, Pending& p);
+  void Hexists(RespArgs args, Pending& p);
+  void Hdel(RespArgs args, Pending& p);
+  // Asks for `user`'s segments under `o`; `then` gets them, or null when
+  // the user has no profile (an error is the reply without calling it).
+  void AskGet(Pending& p, std::string_view user, const GetOptions& o,
+              std::function<void(Pending& q, const GetResult* r)> then);
+
   proto::RespReader in_;
   std::vector<std::string_view> args_;  // the command being served
   std::deque<Pending> pending_;         // replies in the order of their commands
@@ -122,6 +133,7 @@ class RespConnection final : public Connection {
   std::string name_;        // CLIENT SETNAME
   std::string library_[2];  // CLIENT SETINFO LIB-NAME, LIB-VER
   uint64_t id_ = 0;         // CLIENT ID
+  const Clock* clock_;      // what TTL replies count from
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };
 

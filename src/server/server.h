@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/histogram.h"
 #include "proto/protocol.h"
 #include "segstore/status.h"
@@ -61,6 +62,9 @@ struct ServerOptions {
   // A file of shared secrets, one per line; set: a connection is served only
   // after a hello carrying one of them (security.h). Empty: no authentication.
   std::string auth_secret_file;
+  // The clock the RESP port's TTL replies (HTTL, HEXPIRETIME, ...) count
+  // from: the store's. Null: the system clock.
+  const Clock* clock = nullptr;
   // Test hook, not a configuration key: SO_SNDBUF for each accepted socket
   // (the kernel doubles it). 0 keeps the kernel's own buffer, which grows up
   // to net.ipv4.tcp_wmem's maximum, so how much a client that does not read

@@ -54,6 +54,7 @@ struct InProcessServer {
     service = std::make_unique<ProfileService>(store.get(), profiles.get(), service_options);
     server_options.host = "127.0.0.1";
     server_options.port = 0;
+    if (server_options.clock == nullptr) server_options.clock = store_options.clock;
     server = std::make_unique<Server>(server_options, service.get());
     service->set_server_counters([s = server.get()](ServerCounters* c) { s->CountersInto(c); });
     Status s = server->Start();

@@ -150,6 +150,68 @@ TEST_F(RespTest, SegmentCommandsAnswerInRespTwoByteForByte) {
   EXPECT_EQ(c->Call({"SEG.GET", "u1"}), "$-1\r\n");
 }
 
+TEST_F(RespTest, HashReadsSeeSegmentsAsFieldsAndAttributesAsValues) {
+  Start();
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"SEG.UPSERT", "u", "5", "1790000100", "7", "1790000200", "ATTR1", "3", "ATTR2",
+                     "4", "9", "0", "ATTR2", "8"})
+                .substr(0, 5),
+            "*10\r\n");
+  EXPECT_EQ(c->Call({"HGETALL", "u"}),
+            "*6\r\n$1\r\n5\r\n$0\r\n\r\n$1\r\n7\r\n$3\r\n3:4\r\n$1\r\n9\r\n$2\r\n:8\r\n");
+  EXPECT_EQ(c->Call({"HGET", "u", "7"}), "$3\r\n3:4\r\n");
+  EXPECT_EQ(c->Call({"HGET", "u", "6"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"HGET", "nobody", "6"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"HMGET", "u", "9", "6", "5"}), "*3\r\n$2\r\n:8\r\n$-1\r\n$0\r\n\r\n");
+  EXPECT_EQ(c->Call({"HMGET", "nobody", "9"}), "*1\r\n$-1\r\n");
+  EXPECT_EQ(c->Call({"HKEYS", "u"}), "*3\r\n$1\r\n5\r\n$1\r\n7\r\n$1\r\n9\r\n");
+  EXPECT_EQ(c->Call({"HVALS", "u"}), "*3\r\n$0\r\n\r\n$3\r\n3:4\r\n$2\r\n:8\r\n");
+  EXPECT_EQ(c->Call({"HLEN", "u"}), ":3\r\n");
+  EXPECT_EQ(c->Call({"HLEN", "nobody"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"HEXISTS", "u", "9"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"HEXISTS", "u", "8"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "4", "5", "9", "11", "7"}),
+            "*4\r\n:100\r\n:-1\r\n:-2\r\n:200\r\n");
+  EXPECT_EQ(c->Call({"HPTTL", "u", "FIELDS", "1", "5"}), "*1\r\n:100000\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRETIME", "u", "fields", "2", "5", "9"}), "*2\r\n:1790000100\r\n:-1\r\n");
+  EXPECT_EQ(c->Call({"HPEXPIRETIME", "u", "FIELDS", "1", "7"}), "*1\r\n:1790000200000\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "nobody", "FIELDS", "2", "5", "9"}), "*2\r\n:-2\r\n:-2\r\n");
+  // An expired field is gone for every read.
+  clock_.Advance(150);
+  EXPECT_EQ(c->Call({"HGET", "u", "5"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "2", "5", "7"}), "*2\r\n:-2\r\n:50\r\n");
+  EXPECT_EQ(c->Call({"HLEN", "u"}), ":2\r\n");
+  EXPECT_EQ(c->Call({"HDEL", "u", "7", "5", "6"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"HDEL", "nobody", "7"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"HDEL", "u", "9"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"HGETALL", "u"}), "*0\r\n");
+  EXPECT_EQ(c->Call({"EXISTS", "u"}), ":0\r\n");
+  // RESP3: a map, empty for a missing key.
+  ASSERT_EQ(c->Call({"HELLO", "3"}).substr(0, 4), "%8\r\n");
+  EXPECT_EQ(c->Call({"HGETALL", "u"}), "%0\r\n");
+  ASSERT_EQ(c->Call({"SEG.UPSERT", "u", "5", "0", "ATTR1", "1"}).substr(0, 4), "%5\r\n");
+  EXPECT_EQ(c->Call({"HGETALL", "u"}), "%1\r\n$1\r\n5\r\n$1\r\n1\r\n");
+  EXPECT_EQ(c->Call({"HGET", "u", "6"}), "_\r\n");
+}
+
+TEST_F(RespTest, HashFieldsMustBeSegmentIds) {
+  Start();
+  auto c = Connect();
+  for (const char* field : {"abc", "007", "-1", "+1", "18446744073709551616", ""}) {
+    const std::string got = c->Call({"HGET", "u", field});
+    EXPECT_EQ(got.substr(0, 16), "-ERR HGET: field") << field << ": " << got;
+    EXPECT_NE(got.find("is not a segment ID"), std::string::npos) << got;
+  }
+  EXPECT_EQ(c->Call({"HGET", "u", "18446744073709551615"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "5", "1", "5"}),
+            "-ERR HTTL: mandatory argument FIELDS is missing or not at the right position\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "2", "5"}),
+            "-ERR HTTL: the numfields parameter must match the number of arguments\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "0", "5"}),
+            "-ERR HTTL: numfields must be a whole number greater than 0\r\n");
+  EXPECT_EQ(c->Call({"HDEL", "u", "5", "x"}).substr(0, 23), "-ERR HDEL: field 'x' is");
+}
+
 TEST_F(RespTest, HelloThreeSwitchesToRespThree) {
   Start();
   auto c = Connect();

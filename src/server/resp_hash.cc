@@ -1,0 +1,215 @@
+// The RESP port's hash commands (proto/RESP.md, "Hashes"), members of
+// RespConnection: Redis 7.4's hash with per-field expiry, mapped onto a
+// profile. Each is one request of the binary protocol; the reply is made
+// from its answer.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "proto/wire.h"
+#include "server/resp_connection.h"
+
+namespace segstore::server {
+
+namespace {
+
+proto::DecodeLimits AnswerLimits() {
+  proto::DecodeLimits l;
+  l.max_key_bytes = UINT32_MAX;
+  l.max_batch = UINT32_MAX;
+  l.max_list = UINT32_MAX;
+  return l;
+}
+
+constexpr uint8_t kNotFound = static_cast<uint8_t>(Status::Code::kNotFound);
+
+// The row of segment `id` in `r` (ascending IDs), or r.size().
+size_t RowOf(const GetResult& r, uint64_t id) {
+  const auto it = std::lower_bound(r.ids.begin(), r.ids.end(), id);
+  return it != r.ids.end() && *it == id ? static_cast<size_t>(it - r.ids.begin()) : r.size();
+}
+
+std::string ValueOf(const GetResult& r, size_t row) {
+  std::string v;
+  AppendFieldValue(r.attr1.empty() ? std::nullopt : r.attr1[row],
+                   r.attr2.empty() ? std::nullopt : r.attr2[row], &v);
+  return v;
+}
+
+}  // namespace
+
+void RespConnection::AskGet(Pending& p, std::string_view user, const GetOptions& o,
+                            std::function<void(Pending&, const GetResult*)> then) {
+  proto::GetRequest req;
+  req.user = std::string(user);
+  req.options = o;
+  std::string& body = scratch();
+  proto::Encode(req, &body);
+  Ask(p, proto::Op::kGet, body,
+      [this, then = std::move(then)](Pending& q, const proto::FrameHeader& h,
+                                     std::string_view answer) {
+        if (h.status == kNotFound) return then(q, nullptr);
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        GetResult r;
+        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        then(q, &r);
+      });
+}
+
+void RespConnection::HashRead(RespCmd cmd, RespArgs args, Pending& p) {
+  std::vector<uint64_t> ids;
+  Status parsed;
+  switch (cmd) {
+    case RespCmd::kHget:
+      ids.resize(1);
+      parsed = ParseField(args, 2, &ids[0]);
+      break;
+    case RespCmd::kHmget:
+      ids.resize(args.size() - 2);
+      for (size_t i = 2; i < args.size() && parsed.ok(); ++i)
+        parsed = ParseField(args, i, &ids[i - 2]);
+      break;
+    case RespCmd::kHttl:
+    case RespCmd::kHpttl:
+    case RespCmd::kHexpiretime:
+    case RespCmd::kHpexpiretime:
+      parsed = ParseFieldsClause(args, 2, &ids);
+      break;
+    default:  // the whole hash
+      break;
+  }
+  if (!parsed.ok()) return ReplyError(p, "ERR", parsed.message());
+  GetOptions o;
+  if (!ids.empty()) {
+    const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+    o.id_from = *lo;
+    o.id_to = *hi;
+  }
+  o.ids_only = cmd == RespCmd::kHkeys;
+  AskGet(p, args[1], o, [this, cmd, ids = std::move(ids)](Pending& q, const GetResult* r) {
+    proto::RespWriter w = Writer(q);
+    const size_t n = r == nullptr ? 0 : r->size();
+    switch (cmd) {
+      case RespCmd::kHget: {
+        const size_t row = r == nullptr ? 0 : RowOf(*r, ids[0]);
+        if (row >= n) return w.Null();
+        return w.Bulk(ValueOf(*r, row));
+      }
+      case RespCmd::kHmget:
+        w.Array(ids.size());
+        for (uint64_t id : ids) {
+          const size_t row = r == nullptr ? 0 : RowOf(*r, id);
+          if (row >= n) {
+            w.Null();
+          } else {
+            w.Bulk(ValueOf(*r, row));
+          }
+        }
+        return;
+      case RespCmd::kHgetall:
+        w.Map(n);
+        for (size_t i = 0; i < n; ++i) {
+          w.BulkNumber(r->ids[i]);
+          w.Bulk(ValueOf(*r, i));
+        }
+        return;
+      case RespCmd::kHkeys:
+        w.Array(n);
+        for (size_t i = 0; i < n; ++i) w.BulkNumber(r->ids[i]);
+        return;
+      case RespCmd::kHvals:
+        w.Array(n);
+        for (size_t i = 0; i < n; ++i) w.Bulk(ValueOf(*r, i));
+        return;
+      default:
+        break;
+    }
+    // HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME: -2 absent, -1 never.
+    const int64_t now = clock_->Now();
+    w.Array(ids.size());
+    for (uint64_t id : ids) {
+      const size_t row = r == nullptr ? 0 : RowOf(*r, id);
+      if (row >= n) {
+        w.Integer(-2);
+        continue;
+      }
+      const int64_t at = r->expires[row];
+      if (at == kNever) {
+        w.Integer(-1);
+      } else if (cmd == RespCmd::kHttl) {
+        w.Integer(std::max<int64_t>(at - now, 0));
+      } else if (cmd == RespCmd::kHpttl) {
+        w.Integer(std::max<int64_t>(at - now, 0) * 1000);
+      } else if (cmd == RespCmd::kHexpiretime) {
+        w.Integer(at);
+      } else {
+        w.Integer(at * 1000);
+      }
+    }
+  });
+}
+
+void RespConnection::Hlen(RespArgs args, Pending& p) {
+  proto::CountRequest req;
+  req.user = std::string(args[1]);
+  std::string& body = scratch();
+  proto::Encode(req, &body);
+  Ask(p, proto::Op::kCount, body,
+      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
+        if (h.status == kNotFound) return Writer(q).Integer(0);
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        proto::CountResponse r;
+        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        Writer(q).Integer(r.count);
+      });
+}
+
+void RespConnection::Hexists(RespArgs args, Pending& p) {
+  proto::CountRequest req;
+  if (Status s = ParseField(args, 2, &req.id_from); !s.ok()) {
+    return ReplyError(p, "ERR", s.message());
+  }
+  req.id_to = req.id_from;
+  req.user = std::string(args[1]);
+  std::string& body = scratch();
+  proto::Encode(req, &body);
+  Ask(p, proto::Op::kCount, body,
+      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
+        if (h.status == kNotFound) return Writer(q).Integer(0);
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        proto::CountResponse r;
+        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        Writer(q).Integer(r.count > 0 ? 1 : 0);
+      });
+}
+
+void RespConnection::Hdel(RespArgs args, Pending& p) {
+  proto::RemoveRequest req;
+  req.user = std::string(args[1]);
+  req.ids.resize(args.size() - 2);
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (Status s = ParseField(args, i, &req.ids[i - 2]); !s.ok()) {
+      return ReplyError(p, "ERR", s.message());
+    }
+  }
+  std::string& body = scratch();
+  proto::Encode(req, &body);
+  Ask(p, proto::Op::kRemove, body,
+      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
+        if (h.status == kNotFound) return Writer(q).Integer(0);
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        proto::RemoveResponse r;
+        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        Writer(q).Integer(r.removed);
+      });
+}
+
+}  // namespace segstore::server
