@@ -249,7 +249,7 @@ class Segment:
         return _dt.datetime.fromtimestamp(self.expires_at, _dt.timezone.utc)
 
 
-@dataclass
+@dataclass(frozen=True)
 class GetResult:
     """A profile's live segments matching the get's options, as columns.
 
