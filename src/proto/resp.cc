@@ -85,8 +85,12 @@ RespReader::Parse RespReader::AdvanceInline() const {
   const char* b = buf_.data() + start_;
   const size_t have = end_ - start_;
   const size_t limit = std::min<size_t>(kRespMaxInline, max_command_bytes_);
-  const void* nl = std::memchr(b, '\n', std::min(have, limit));
+  // Bytes [0, scanned_) were looked at before: the line, or bytes without LF.
+  if (scanned_ > 0 && b[scanned_ - 1] == '\n') return Parse::kWhole;
+  const size_t look = std::min(have, limit);
+  const void* nl = scanned_ < look ? std::memchr(b + scanned_, '\n', look - scanned_) : nullptr;
   if (nl == nullptr) {
+    scanned_ = look;
     if (have < limit) return Parse::kNeedMore;
     error_ = "Protocol error: too big inline request";
     return Parse::kBroken;
@@ -182,7 +186,10 @@ bool RespReader::SplitInline(size_t len, std::vector<std::string_view>* args, st
     if (p == end) return true;
     char* const begin = p;  // the argument is rewritten in place: never longer than its source
     char* out = p;
-    if (*p == '"') {
+    // Bare bytes; then, as in Redis's sdssplitargs, a quote opens a quoted
+    // part anywhere in the word (a"b c" is `ab c`).
+    while (p < end && !IsSpace(*p) && *p != '"' && *p != '\'') *out++ = *p++;
+    if (p < end && *p == '"') {
       ++p;
       while (true) {
         if (p == end) {
@@ -227,7 +234,7 @@ bool RespReader::SplitInline(size_t len, std::vector<std::string_view>* args, st
         }
         *out++ = *p++;
       }
-    } else if (*p == '\'') {
+    } else if (p < end && *p == '\'') {
       ++p;
       while (true) {
         if (p == end) {
@@ -241,8 +248,6 @@ bool RespReader::SplitInline(size_t len, std::vector<std::string_view>* args, st
         if (*p == '\\' && p + 1 < end && p[1] == '\'') ++p;
         *out++ = *p++;
       }
-    } else {
-      while (p < end && !IsSpace(*p)) *out++ = *p++;
     }
     // A closing quote must end the word.
     if (p < end && !IsSpace(*p)) {
