@@ -23,7 +23,7 @@ build=${SEGSTORE_FUZZ_BUILD_DIR:-build-fuzz}
 started=$(date +%s)
 
 all_targets=(frame hello get batch_get count upsert batch_upsert remove trim delete
-             copy_partition get_reader record_codec log_entry recovery)
+             copy_partition get_reader resp record_codec log_entry recovery)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # fuzz_recovery needs the storage engine, the slowest part to build; the

@@ -12,7 +12,10 @@
 // - copy_partition: the bodies of its example requests (behind a 0 byte) and
 //   of its OK answers (behind a 1 byte), and both selectors alone;
 // - record_codec: the codec's encodings of a few profiles of every shape;
-// - log_entry: log entries of every write, and checkpoint records.
+// - log_entry: log entries of every write, and checkpoint records;
+// - resp: RESP streams behind fuzz_resp's two header bytes (limit and read
+//   size, cut points): multibulk and inline commands, quoting, pipelining,
+//   empty commands, every SEG.* command with its options, and a few errors.
 //
 // scripts/fuzz.sh runs it before the fuzzers; seeds are never committed.
 #include <cstdint>
@@ -194,6 +197,48 @@ void CodecSeeds() {
   Write("record_codec", "profile-many-position", body);
 }
 
+// A multibulk of `args`.
+std::string Multibulk(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const std::string& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+void RespSeeds() {
+  const std::string id = "0123456789abcdef0123456789abcdef";
+  const std::vector<std::vector<std::string>> commands = {
+      {"PING"},
+      {"SEG.GET", "user-1", "WINDOW", "100", "200", "IDS", "1", "99", "LIMIT", "10", "IDSONLY"},
+      {"seg.get", "u", "NOTEXPIRING", "0", "4294967295", "COUNT"},
+      {"SEG.MGET", "2", "a", "b", "IDS", "5", "18446744073709551615"},
+      {"SEG.COUNT", "u", "IDS", "1", "2"},
+      {"SEG.UPSERT", "u", "ADD", "TTL", "WRITEID", id, "5", "3600", "ATTR1", "7", "ATTR2", "9", "6",
+       "0"},
+      {"SEG.REMOVE", "u", "WRITEID", id, "1", "2", "3"},
+      {"SEG.TRIM", "u", "BEFORE", "1800000000", "WRITEID", id},
+      {"SEG.DEL", "u", "WRITEID", id},
+      {"DEL", "a", "b"},
+      {"ECHO", std::string("bin\r\n\0ary", 9)},
+  };
+  // Byte 0: limit 4096 (index 4 of 6) and reads of 16 (index 2 of 4): 4 + 6 * 2;
+  // byte 1: the cut points.
+  const std::string header = "\x10\x01";
+  std::string all;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const std::string bytes = Multibulk(commands[i]);
+    Write("resp", "command-" + std::to_string(i), header + bytes);
+    all += bytes;
+  }
+  Write("resp", "pipelined", header + all + "*0\r\n*-1\r\n\r\n" + all);
+  Write("resp", "inline",
+        header + "PING\r\nSEG.GET u IDS 1 2\n  ECHO \"a\\x41\\n\\\"b\" 'c\\'d' e\"f g\"\r\n\r\n");
+  Write("resp", "unbalanced", header + "ECHO \"abc\r\n");
+  // The smallest limit (16 bytes), one byte a read: the size refusals.
+  Write("resp", "over-limit", std::string("\x00\x02", 2) + Multibulk({"ECHO", "0123456789"}));
+  Write("resp", "bad-length", header + "*1\r\n$-5\r\n");
+  Write("resp", "bad-count", header + "*x\r\n");
+}
+
 }  // namespace
 }  // namespace segstore::fuzz
 
@@ -206,6 +251,7 @@ int main(int argc, char** argv) {
   segstore::fuzz::ProtoSeeds(argv[1]);
   segstore::fuzz::CodecSeeds();
   segstore::fuzz::LogEntrySeeds();
+  segstore::fuzz::RespSeeds();
   std::printf("fuzz_seeds: wrote %d seeds under %s\n", segstore::fuzz::g_written, argv[2]);
   return 0;
 }
