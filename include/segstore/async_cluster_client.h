@@ -111,6 +111,8 @@ class AsyncClusterClient {
   void Count(std::string_view user, uint64_t id_from, uint64_t id_to, Callback<uint32_t> done);
   void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
               Callback<UpsertResult> done);
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+              const UpsertOptions& how, Callback<UpsertResult> done);
   // Items without a write_id get one (in a cluster with a log).
   void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done);
   void Remove(std::string_view user, std::span<const uint64_t> ids, Callback<uint32_t> done);

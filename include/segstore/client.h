@@ -61,6 +61,7 @@ using segstore::TrimResult;
 using segstore::UnixSeconds;
 using segstore::UpsertItem;
 using segstore::UpsertMode;
+using segstore::UpsertOptions;
 using segstore::UpsertResult;
 using segstore::WriteId;
 
@@ -148,8 +149,11 @@ class AsyncClient {
   // The writes. `write_id` (empty: none) names the write so that a cluster
   // applies it at most once, however often it is sent (proto/PROTOCOL.md,
   // "Writes in a cluster"); send the same one when sending it again.
+  // `how`: the mode, and whether each named segment's attributes become
+  // exactly the given ones (replace_attrs) instead of absent keeping them.
   virtual void Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
-                      UpsertMode mode, const WriteId& write_id, Callback<UpsertResult> done) = 0;
+                      const UpsertOptions& how, const WriteId& write_id,
+                      Callback<UpsertResult> done) = 0;
   // Each item carries its own write_id.
   virtual void BatchUpsert(std::span<const UpsertItem> items, Callback<BatchUpsertResult> done) = 0;
   // Gives how many of `ids` the profile held live (an ID listed twice counts
@@ -173,10 +177,14 @@ class AsyncClient {
   virtual void CopyPartition(const CopyPartitionRequest& request,
                              Callback<CopyPartitionResponse> done) = 0;
 
-  // The same without a write ID.
+  // The same with a mode alone, and without a write ID.
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
+              const WriteId& write_id, Callback<UpsertResult> done) {
+    Upsert(user, segments, UpsertOptions{mode}, write_id, std::move(done));
+  }
   void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
               Callback<UpsertResult> done) {
-    Upsert(user, segments, mode, WriteId{}, std::move(done));
+    Upsert(user, segments, UpsertOptions{mode}, WriteId{}, std::move(done));
   }
   void Remove(std::string_view user, std::span<const uint64_t> ids, Callback<uint32_t> done) {
     Remove(user, ids, WriteId{}, std::move(done));
@@ -222,6 +230,8 @@ class Client {
   Result<uint32_t> Count(std::string_view user, uint64_t id_from = 0, uint64_t id_to = UINT64_MAX);
   Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
                               UpsertMode mode = UpsertMode::kSet, const WriteId& write_id = {});
+  Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                              const UpsertOptions& how, const WriteId& write_id = {});
   Result<BatchUpsertResult> BatchUpsert(std::span<const UpsertItem> items);
   Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids,
                           const WriteId& write_id = {});

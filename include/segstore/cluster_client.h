@@ -95,6 +95,8 @@ class ClusterClient {
   Result<uint32_t> Count(std::string_view user, uint64_t id_from = 0, uint64_t id_to = UINT64_MAX);
   Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
                               UpsertMode mode = UpsertMode::kSet);
+  Result<UpsertResult> Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                              const UpsertOptions& how);
   Result<BatchUpsertResult> BatchUpsert(std::span<const UpsertItem> items);
   Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids);
   Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0);

@@ -43,6 +43,11 @@ struct UpsertItem {
   std::vector<SegmentUpdate> segments;
   UpsertMode mode = UpsertMode::kSet;
   WriteId write_id = {};  // empty: none (a cluster then makes one up)
+  // Each named segment's attributes become exactly the given ones (absent:
+  // cleared) instead of absent keeping the current value (UpsertOptions).
+  bool replace_attrs = false;
+
+  UpsertOptions options() const { return UpsertOptions{mode, replace_attrs}; }
 };
 
 // Per-user outcomes of a batch, in the order asked.

@@ -903,19 +903,24 @@ void AsyncClusterClient::Count(std::string_view user, uint64_t id_from, uint64_t
 
 void AsyncClusterClient::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
                                 UpsertMode mode, Callback<UpsertResult> done) {
+  Upsert(user, segments, UpsertOptions{mode}, std::move(done));
+}
+
+void AsyncClusterClient::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                                const UpsertOptions& how, Callback<UpsertResult> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
   if (!r.map().cluster) {
     if (AsyncClient* c = r.Direct(r.seed())) {
-      return c->Upsert(user, segments, mode, WriteId{}, r.Counted(std::move(done)));
+      return c->Upsert(user, segments, how, WriteId{}, r.Counted(std::move(done)));
     }
   }
   const WriteId id = NewWriteId();
   std::make_shared<RoutedOp<UpsertResult>>(
       router_, std::string(user), internal::WriteKind(id),
-      [segs = std::vector<SegmentUpdate>(segments.begin(), segments.end()), mode, id](
+      [segs = std::vector<SegmentUpdate>(segments.begin(), segments.end()), how, id](
           AsyncClient& c, const std::string& u, Callback<UpsertResult> cb) {
-        c.Upsert(u, segs, mode, id, std::move(cb));
+        c.Upsert(u, segs, how, id, std::move(cb));
       },
       std::move(done))
       ->Start();

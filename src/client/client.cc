@@ -133,11 +133,12 @@ class AsyncClientImpl final : public AsyncClient {
                                         [](proto::CountResponse r) { return r.count; }));
   }
 
-  void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,
-              const WriteId& write_id, Callback<UpsertResult> done) override {
+  void Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+              const UpsertOptions& how, const WriteId& write_id,
+              Callback<UpsertResult> done) override {
     proto::UpsertRequest req{std::string(user),
-                             std::vector<SegmentUpdate>(segments.begin(), segments.end()), mode,
-                             write_id};
+                             std::vector<SegmentUpdate>(segments.begin(), segments.end()), how.mode,
+                             write_id, how.replace_attrs};
     Send(Op::kUpsert, req,
          Decoding<UpsertResult>(Op::kUpsert, std::move(done), Identity<UpsertResult>()));
   }
@@ -353,8 +354,13 @@ Result<uint32_t> Client::Count(std::string_view user, uint64_t id_from, uint64_t
 
 Result<UpsertResult> Client::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
                                     UpsertMode mode, const WriteId& write_id) {
+  return Upsert(user, segments, UpsertOptions{mode}, write_id);
+}
+
+Result<UpsertResult> Client::Upsert(std::string_view user, std::span<const SegmentUpdate> segments,
+                                    const UpsertOptions& how, const WriteId& write_id) {
   return impl_->Wait<UpsertResult>(
-      [&](Callback<UpsertResult> cb) { impl_->async->Upsert(user, segments, mode, write_id, cb); });
+      [&](Callback<UpsertResult> cb) { impl_->async->Upsert(user, segments, how, write_id, cb); });
 }
 
 Result<BatchUpsertResult> Client::BatchUpsert(std::span<const UpsertItem> items) {

@@ -257,9 +257,15 @@ Result<uint32_t> ClusterClient::Count(std::string_view user, uint64_t id_from, u
 Result<UpsertResult> ClusterClient::Upsert(std::string_view user,
                                            std::span<const SegmentUpdate> segments,
                                            UpsertMode mode) {
+  return Upsert(user, segments, UpsertOptions{mode});
+}
+
+Result<UpsertResult> ClusterClient::Upsert(std::string_view user,
+                                           std::span<const SegmentUpdate> segments,
+                                           const UpsertOptions& how) {
   const WriteId id = impl_->NewWriteId();
   return impl_->Routed<UpsertResult>(user, internal::WriteKind(id),
-                                     [&](Client& c) { return c.Upsert(user, segments, mode, id); });
+                                     [&](Client& c) { return c.Upsert(user, segments, how, id); });
 }
 
 Result<BatchUpsertResult> ClusterClient::BatchUpsert(std::span<const UpsertItem> items) {

@@ -720,6 +720,7 @@ Status ReadUpsertItem(const Fields& f, const DecodeLimits& lim, UpsertRequest* m
   SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
   SEGSTORE_RETURN_IF_ERROR(ReadMode(f, &m->mode));
   SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
+  SEGSTORE_RETURN_IF_ERROR(f.Flag("replace_attrs", &m->replace_attrs));
   return ReadSegments(f, lim, &m->segments);
 }
 
@@ -921,17 +922,25 @@ void Encode(const CountRequest& m, std::string* out) {
   });
 }
 
+// An upsert request's map, or a batch_upsert item's: "replace_attrs" only
+// when true.
+void UpsertItemMap(Packer& pk, const UpsertRequest& m) {
+  pk.pack_map(3 + (m.replace_attrs ? 1 : 0) + WriteIdFields(m.write_id));
+  Str(pk, "user");
+  Str(pk, m.user);
+  Str(pk, "mode");
+  Str(pk, ModeName(m.mode));
+  Str(pk, "segments");
+  SegmentList(pk, m.segments);
+  if (m.replace_attrs) {
+    Str(pk, "replace_attrs");
+    pk.pack_true();
+  }
+  WriteIdField(pk, m.write_id);
+}
+
 void Encode(const UpsertRequest& m, std::string* out) {
-  EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(3 + WriteIdFields(m.write_id));
-    Str(pk, "user");
-    Str(pk, m.user);
-    Str(pk, "mode");
-    Str(pk, ModeName(m.mode));
-    Str(pk, "segments");
-    SegmentList(pk, m.segments);
-    WriteIdField(pk, m.write_id);
-  });
+  EncodeWith(out, [&](Packer& pk) { UpsertItemMap(pk, m); });
 }
 
 void Encode(const BatchUpsertRequest& m, std::string* out) {
@@ -939,16 +948,7 @@ void Encode(const BatchUpsertRequest& m, std::string* out) {
     pk.pack_map(1);
     Str(pk, "items");
     pk.pack_array(static_cast<uint32_t>(m.items.size()));
-    for (const UpsertRequest& item : m.items) {
-      pk.pack_map(3 + WriteIdFields(item.write_id));
-      Str(pk, "user");
-      Str(pk, item.user);
-      Str(pk, "mode");
-      Str(pk, ModeName(item.mode));
-      Str(pk, "segments");
-      SegmentList(pk, item.segments);
-      WriteIdField(pk, item.write_id);
-    }
+    for (const UpsertRequest& item : m.items) UpsertItemMap(pk, item);
   });
 }
 

@@ -321,7 +321,7 @@ class Applier::Loop {
         [&](const auto& r) {
           using R = std::decay_t<decltype(r)>;
           if constexpr (std::is_same_v<R, proto::UpsertRequest>) {
-            session_->Upsert(w, r.user, r.segments, r.mode,
+            session_->Upsert(w, r.user, r.segments, r.options(),
                              finish([](WriteAnswer& a, const UpsertResult& v) { a.upsert = v; }));
           } else if constexpr (std::is_same_v<R, proto::RemoveRequest>) {
             session_->Remove(w, r.user, r.ids,

@@ -414,7 +414,8 @@ class ProfileHandler : public Handler {
             ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) { return x.upsert; });
           });
     }
-    session_->Upsert(req.user, req.segments, req.mode, AnswerAsIs<UpsertResult>(h, std::move(to)));
+    session_->Upsert(req.user, req.segments, req.options(),
+                     AnswerAsIs<UpsertResult>(h, std::move(to)));
   }
 
   // Every user's upsert is started at once (their reads go to the device
@@ -470,7 +471,7 @@ class ProfileHandler : public Handler {
     for (size_t i = 0; i < req.items.size(); ++i) {
       if (!req.rejected.empty() && !req.rejected[i].ok()) continue;
       const proto::UpsertRequest& item = req.items[i];
-      session_->Upsert(item.user, item.segments, item.mode, [join, i](Result<UpsertResult> r) {
+      session_->Upsert(item.user, item.segments, item.options(), [join, i](Result<UpsertResult> r) {
         join->results[i] = std::move(r);
         if (--join->remaining == 0) ReplyOk(join->header, join->results, join->to);
       });

@@ -447,6 +447,15 @@ TEST_F(EveryOpTest, Upsert) {
   auto req = Last<proto::UpsertRequest>(Op::kUpsert);
   EXPECT_EQ(req.user, "carol");
   EXPECT_EQ(req.mode, UpsertMode::kExtend);
+  EXPECT_FALSE(req.replace_attrs);
+  ExpectSameUpdates(req.segments, segs);
+  // With options: attributes replaced, and a write ID.
+  const WriteId id{3, 4};
+  ASSERT_TRUE(client_->Upsert("carol", segs, UpsertOptions{UpsertMode::kAdd, true}, id).ok());
+  req = Last<proto::UpsertRequest>(Op::kUpsert);
+  EXPECT_EQ(req.mode, UpsertMode::kAdd);
+  EXPECT_TRUE(req.replace_attrs);
+  EXPECT_EQ(req.write_id, id);
   ExpectSameUpdates(req.segments, segs);
 }
 
@@ -456,6 +465,7 @@ TEST_F(EveryOpTest, BatchUpsert) {
   items[0].segments = {{1, 60, true, std::nullopt, std::nullopt}};
   items[0].mode = UpsertMode::kAdd;
   items[1].user = "e";
+  items[1].replace_attrs = true;
   auto r = client_->BatchUpsert(items);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->size(), 2u);
@@ -469,6 +479,8 @@ TEST_F(EveryOpTest, BatchUpsert) {
   ExpectSameUpdates(req.items[0].segments, items[0].segments);
   EXPECT_EQ(req.items[1].user, "e");
   EXPECT_TRUE(req.items[1].segments.empty());
+  EXPECT_FALSE(req.items[0].replace_attrs);
+  EXPECT_TRUE(req.items[1].replace_attrs);
 }
 
 TEST_F(EveryOpTest, Remove) {

@@ -23,7 +23,8 @@ inline bool Same(const SegmentUpdate& a, const SegmentUpdate& b) {
 }
 
 inline bool Same(const UpsertItem& a, const UpsertItem& b) {
-  if (a.user != b.user || a.mode != b.mode || a.segments.size() != b.segments.size()) {
+  if (a.user != b.user || a.mode != b.mode || a.replace_attrs != b.replace_attrs ||
+      a.segments.size() != b.segments.size()) {
     return false;
   }
   for (size_t i = 0; i < a.segments.size(); ++i) {

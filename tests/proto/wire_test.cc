@@ -142,7 +142,8 @@ std::string Text(const WriteId& id) {
   return id.empty() ? "" : " write_id " + U(id.hi) + ":" + U(id.lo);
 }
 std::string Text(const UpsertRequest& m) {
-  return "upsert " + Q(m.user) + " mode " + ModeText(m.mode) + " " +
+  return "upsert " + Q(m.user) + " mode " + ModeText(m.mode) +
+         (m.replace_attrs ? " replace_attrs " : " ") +
          List(m.segments, [](const SegmentUpdate& u) { return Text(u); }) + Text(m.write_id);
 }
 std::string Text(const BatchUpsertRequest& m) {
@@ -756,6 +757,62 @@ TEST(WireTest, BatchUpsertRoundTripsItemsWithTheirOwnModes) {
   m.items.push_back({"b", {}, UpsertMode::kSet});
   m.items.push_back({"c", {examples::Seg(9, 9, true)}, UpsertMode::kExtend});
   ExpectRoundTrip(m);
+}
+
+TEST(WireTest, ReplaceAttrsRoundTripsAndIsSentOnlyWhenTrue) {
+  UpsertRequest m{"u", {examples::Seg(1, 60, true, std::nullopt, 4)}, UpsertMode::kExtend};
+  m.replace_attrs = true;
+  ExpectRoundTrip(m);
+  m.write_id = WriteId{1, 2};
+  ExpectRoundTrip(m);
+  // Sent after the segments, before the write ID; absent when false.
+  const std::string head = Mp().Map(4)
+                               .Str("user")
+                               .Str("u")
+                               .Str("mode")
+                               .Str("set")
+                               .Str("segments")
+                               .Arr(0)
+                               .Str("replace_attrs")
+                               .Bool(true)
+                               .str();
+  UpsertRequest empty{"u", {}, UpsertMode::kSet};
+  empty.replace_attrs = true;
+  EXPECT_EQ(EncodeToString(empty), head);
+  empty.replace_attrs = false;
+  EXPECT_EQ(EncodeToString(empty).find("replace_attrs"), std::string::npos);
+  // false and nil read as absent; anything else is refused, naming it.
+  for (bool nil : {false, true}) {
+    Mp body;
+    body.Map(3).Str("user").Str("u").Str("segments").Arr(0).Str("replace_attrs");
+    if (nil) {
+      body.Nil();
+    } else {
+      body.Bool(false);
+    }
+    UpsertRequest got;
+    ASSERT_TRUE(Decode(body.str(), {}, &got).ok());
+    EXPECT_FALSE(got.replace_attrs);
+  }
+  ExpectInvalid(
+      DecodeAs<UpsertRequest>(
+          Mp().Map(3).Str("user").Str("u").Str("segments").Arr(0).Str("replace_attrs").U(1)),
+      {"replace_attrs", "a boolean"});
+  // Per batch item: each its own; a bad one fails its item alone.
+  BatchUpsertRequest batch;
+  batch.items.push_back(m);
+  batch.items.push_back(UpsertRequest{"b", {}, UpsertMode::kSet});
+  ExpectRoundTrip(batch);
+  Mp bad;
+  bad.Map(1).Str("items").Arr(2);
+  bad.Map(3).Str("user").Str("a").Str("segments").Arr(0).Str("replace_attrs").Bool(true);
+  bad.Map(3).Str("user").Str("b").Str("segments").Arr(0).Str("replace_attrs").Str("yes");
+  BatchUpsertRequest b;
+  ASSERT_TRUE(Decode(bad.str(), {}, &b).ok());
+  ASSERT_EQ(b.rejected.size(), 2u);
+  EXPECT_TRUE(b.rejected[0].ok());
+  EXPECT_TRUE(b.items[0].replace_attrs);
+  ExpectInvalid(b.rejected[1], {"items[1].replace_attrs", "a boolean"});
 }
 
 TEST(WireTest, BatchUpsertTopLevelModeAppliesToItemsWithout) {

@@ -42,6 +42,7 @@ TEST(EntryTest, RoundTripsEveryWrite) {
   u.user = "alice";
   u.mode = UpsertMode::kAdd;
   u.segments = {Ttl(5, 60), SegmentUpdate{9, kStart + 100, false, 3, {}}};
+  u.replace_attrs = true;
   e.request = u;
   std::string bytes;
   EncodeEntry(e, &bytes);
@@ -53,6 +54,7 @@ TEST(EntryTest, RoundTripsEveryWrite) {
   const auto& bu = std::get<proto::UpsertRequest>(back.request);
   EXPECT_EQ(bu.user, "alice");
   EXPECT_EQ(bu.mode, UpsertMode::kAdd);
+  EXPECT_TRUE(bu.replace_attrs);
   ASSERT_EQ(bu.segments.size(), 2u);
   EXPECT_EQ(bu.segments[1].attr1, 3u);
 
@@ -332,6 +334,28 @@ TEST_F(ReplicatorTest, AReplicaApplyingLateStillSeesWhatWasAliveWhenTheWriteWasM
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->expires, std::vector<UnixSeconds>{kStart + 110});
   EXPECT_EQ(got->attr1, std::vector<std::optional<uint32_t>>{77});
+}
+
+TEST_F(ReplicatorTest, AnUpsertReplacingAttributesReplacesThemOnEveryReplica) {
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart);
+  a.Open();
+  b.Open();
+  ASSERT_TRUE(a.Upsert("rita", {SegmentUpdate{1, 3600, true, 7, 8}}).status.ok());
+  proto::UpsertRequest replace;
+  replace.user = "rita";
+  replace.segments = {SegmentUpdate{1, 3600, true, {}, 9}};
+  replace.replace_attrs = true;
+  WriteAnswer a1 = a.Write(replace);
+  ASSERT_TRUE(a1.status.ok()) << a1.status.ToString();
+  EXPECT_EQ(a1.upsert.updated, 1u);
+  ASSERT_TRUE(b.WaitApplied(2));
+  for (Node* n : {&a, &b}) {
+    Result<GetResult> got = n->Get("rita");
+    ASSERT_TRUE(got.ok());
+    EXPECT_TRUE(got->attr1.empty());  // cleared: not given
+    EXPECT_EQ(got->attr2, std::vector<std::optional<uint32_t>>{9});
+  }
 }
 
 TEST_F(ReplicatorTest, AProfileALogEntryEmptiedKeepsItsPositionAcrossAReplay) {

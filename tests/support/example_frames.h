@@ -416,6 +416,31 @@ inline std::vector<Example> All() {
        ok,
        UpsertResult{.inserted = 0, .updated = 1, .trimmed = 0, .count = 6, .duplicate = true}});
 
+  UpsertRequest upsert_replace{
+      .user = "user-42",
+      .segments = {Seg(70000, 2592000, true, std::nullopt, 5), Seg(101, 86400, true)},
+      .mode = UpsertMode::kSet,
+      .write_id = {},
+      .replace_attrs = true};
+  v.push_back({"upsert_replace_attrs.request.hex",
+               "upsert request with \"replace_attrs\": attributes become exactly the given ones",
+               {"With \"replace_attrs\": true each named segment's attr1 and attr2 become",
+                "exactly those given, nil or absent clearing one, instead of absent keeping the",
+                "current value. Here 70000 keeps no attr1 (it had 7) and gets attr2 5; 101",
+                "loses both. Segments not named are untouched. Sent only when true (default",
+                "false); also per batch_upsert item."},
+               Op::kUpsert,
+               27,
+               ok,
+               upsert_replace});
+  v.push_back({"upsert_replace_attrs.response.hex",
+               "upsert response to the replace_attrs upsert",
+               {},
+               Op::kUpsert,
+               27,
+               ok,
+               UpsertResult{.inserted = 0, .updated = 2, .trimmed = 0, .count = 6}});
+
   // ---- batch_upsert ----
   BatchUpsertRequest batch_upsert;
   batch_upsert.items.push_back(
