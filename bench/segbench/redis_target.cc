@@ -1,4 +1,6 @@
-// Implements redis_target.h: a pipelined hiredis client on an Asio io_context.
+// Implements redis_target.h: a pipelined hiredis client on an Asio io_context,
+// speaking to Redis (hashes and Lua scripts) or to segstored's RESP port
+// (SEG.* commands), as RedisOptions::dialect says.
 //
 // Each Connection is a thin handle on a Link: one redisAsyncContext, the
 // stream_descriptor that watches its socket for hiredis (an event adapter,
@@ -14,8 +16,10 @@
 // (its sequence number travels as the callback's privdata, as a check). A
 // request made of several commands (BatchGet, Replace) completes on its last
 // reply. Replies are not built as redisReply trees: a custom reader keeps
-// only what the outcome needs (type, element count, integer, error text),
-// so a 1,000-segment HGETALL costs no allocation on the client.
+// only what the outcome needs (type, element count, integer, error text;
+// for segstore's replies, RESP2 maps of key, value, ..., a few integers
+// found by their place under the root), so a 1,000-segment HGETALL or
+// SEG.GET costs no allocation on the client.
 //
 // hiredis (0.14 and later) calls a reply callback exactly once per command:
 // with the reply, or with NULL when the context is freed (by us, or by
@@ -58,8 +62,8 @@ using std::chrono::milliseconds;
 
 // Connect timeout when RedisOptions::timeout is 0 (none for requests).
 constexpr milliseconds kDefaultConnectTimeout{10000};
-// Users per Replace when loading: 20 pipelined DEL + HSET of 1,000 pairs,
-// about 600 KB a batch.
+// Users per Replace when loading: 20 pipelined DEL + HSET (or SEG.DEL +
+// SEG.UPSERT) of 1,000 pairs, about 600 KB a batch.
 constexpr size_t kLoadBatch = 20;
 
 // The Lua scripts. Two things make them several times faster than the
@@ -147,10 +151,13 @@ end
 // What every connection of one target shares; immutable.
 struct Config {
   RedisOptions options;
-  std::string address;  // "host:port"
-  std::string label;    // "redis at host:port", the prefix of every error message
+  bool segstore = false;  // options.dialect == kSegstore
+  std::string address;    // "host:port"
+  // "redis at host:port" or "segstore resp at host:port", the prefix of
+  // every error message
+  std::string label;
   milliseconds connect_timeout{};
-  std::string get_live_sha;  // SHA1s from SCRIPT LOAD
+  std::string get_live_sha;  // kRedis: SHA1s from SCRIPT LOAD
   std::string upsert_sha;
   std::string trim_sha;
 };
@@ -180,54 +187,106 @@ void IgnoreSigpipe() {
 // Replies without allocation.
 
 // The one reply a reader is building at a time (hiredis's reader emits a
-// reply before it starts the next). Only the top-level object is kept; it
-// is a real redisReply because hiredis itself peeks at `type` and `str` of
-// an unexpected reply. Elements of arrays are not kept: they return a
-// placeholder, which hiredis only checks for NULL.
+// reply before it starts the next, and creates an array before its
+// elements). Only the top-level object is kept; it is a real redisReply
+// because hiredis itself peeks at `type` and `str` of an unexpected reply.
+// Elements of arrays are not kept: they return a placeholder, which hiredis
+// only checks for NULL. What segstore's replies need from below the root
+// is gathered on the way (a task's `idx` is its place in its parent,
+// `parent` null at the root):
+//   SEG.GET, SEG.UPSERT, SEG.TRIM: a map, [key, value, ...]: the integers
+//     at its indices (count at 1; trimmed at 5 or 1);
+//   SEG.MGET: an array of maps, nulls and errors: the integer at index 1 of
+//     each map (its count), the nulls, and the first error.
 struct ReplySink {
+  static constexpr int kRootInts = 8;
+
   redisReply root{};
   std::string text;  // root.str points here (error, status or string replies)
+  // The root's element i when it is an integer (bit i of root_int_seen).
+  long long root_int[kRootInts] = {};  // NOLINT: hiredis's type
+  uint32_t root_int_seen = 0;
+  // The integers at index 1 of the root's elements that are arrays, summed.
+  long long child_int1_sum = 0;  // NOLINT: hiredis's type
+  uint32_t child_arrays = 0;     // elements of the root that are arrays,
+  uint32_t child_nils = 0;       // nulls,
+  uint32_t child_errors = 0;     // and errors
+  std::string child_error;       // the first error element's text
+
+  // A new reply begins: `task` is its root.
+  redisReply* Begin(const redisReadTask* task) {
+    root = redisReply{};
+    root.type = task->type;
+    root_int_seen = 0;
+    child_int1_sum = 0;
+    child_arrays = child_nils = child_errors = 0;
+    child_error.clear();
+    return &root;
+  }
 };
 
 char child_placeholder;
 
 ReplySink* SinkOf(const redisReadTask* task) { return static_cast<ReplySink*>(task->privdata); }
 
+// An element of the root array (`task->parent` is the root).
+bool UnderRoot(const redisReadTask* task) { return task->parent->parent == nullptr; }
+
 void* CreateString(const redisReadTask* task, char* str, size_t len) {
-  if (task->parent != nullptr) return &child_placeholder;
   ReplySink* sink = SinkOf(task);
+  if (task->parent != nullptr) {
+    if (task->type == REDIS_REPLY_ERROR && UnderRoot(task) && sink->child_errors++ == 0) {
+      sink->child_error.assign(str, len);
+    }
+    return &child_placeholder;
+  }
   sink->text.assign(str, len);
-  sink->root = redisReply{};
-  sink->root.type = task->type;
-  sink->root.str = sink->text.data();
-  sink->root.len = len;
-  return &sink->root;
+  redisReply* root = sink->Begin(task);
+  root->str = sink->text.data();
+  root->len = len;
+  return root;
 }
 
 void* CreateArray(const redisReadTask* task, int elements) {
-  if (task->parent != nullptr) return &child_placeholder;
   ReplySink* sink = SinkOf(task);
-  sink->root = redisReply{};
-  sink->root.type = REDIS_REPLY_ARRAY;
-  sink->root.elements = static_cast<size_t>(std::max(elements, 0));
-  return &sink->root;
+  if (task->parent != nullptr) {
+    if (UnderRoot(task)) ++sink->child_arrays;
+    return &child_placeholder;
+  }
+  redisReply* root = sink->Begin(task);
+  root->type = REDIS_REPLY_ARRAY;
+  root->elements = static_cast<size_t>(std::max(elements, 0));
+  return root;
 }
 
 void* CreateInteger(const redisReadTask* task, long long value) {  // NOLINT: hiredis's type
-  if (task->parent != nullptr) return &child_placeholder;
   ReplySink* sink = SinkOf(task);
-  sink->root = redisReply{};
-  sink->root.type = REDIS_REPLY_INTEGER;
-  sink->root.integer = value;
-  return &sink->root;
+  if (task->parent != nullptr) {
+    if (UnderRoot(task)) {
+      if (task->idx >= 0 && task->idx < ReplySink::kRootInts) {
+        sink->root_int[task->idx] = value;
+        sink->root_int_seen |= 1u << task->idx;
+      }
+    } else if (task->parent->parent->parent == nullptr && task->idx == 1) {
+      sink->child_int1_sum += value;  // the root's element is an array; this is its index 1
+    }
+    return &child_placeholder;
+  }
+  redisReply* root = sink->Begin(task);
+  root->type = REDIS_REPLY_INTEGER;
+  root->integer = value;
+  return root;
 }
 
 void* CreateNil(const redisReadTask* task) {
-  if (task->parent != nullptr) return &child_placeholder;
   ReplySink* sink = SinkOf(task);
-  sink->root = redisReply{};
-  sink->root.type = REDIS_REPLY_NIL;
-  return &sink->root;
+  if (task->parent != nullptr) {
+    if (UnderRoot(task)) ++sink->child_nils;
+    return &child_placeholder;
+  }
+  redisReply* root = sink->Begin(task);
+  root->type = REDIS_REPLY_NIL;
+  return root;
 }
 
 void FreeReply(void*) {}  // the sink is reused; placeholders are static
@@ -324,12 +383,17 @@ void Fail(Outcome& o, std::string_view why) {
   o.error.assign(why);
 }
 
-// How to read a command's reply into an Outcome.
+// How to read a command's reply into an Outcome. The kSeg* kinds come last
+// (OnReply hands them to ReadSegstoreReply).
 enum class ReplyKind : uint8_t {
-  kHash,      // HGETALL: an array of field, value; empty when the key does not exist
-  kLiveHash,  // the live-get script: the same, or nil when the key does not exist
-  kCount,     // an integer: segments removed (upsert, trim)
-  kWrite,     // DEL, HSET: only errors matter
+  kHash,       // HGETALL: an array of field, value; empty when the key does not exist
+  kLiveHash,   // the live-get script: the same, or nil when the key does not exist
+  kCount,      // an integer: segments removed (upsert, trim)
+  kWrite,      // DEL, HSET, SEG.DEL, SEG.UPSERT when loading: only errors matter
+  kSegGet,     // SEG.GET: its map (count at index 1), or nil: no profile
+  kSegMget,    // SEG.MGET: SEG.GET's map, nil or an error for each user
+  kSegUpsert,  // SEG.UPSERT: its map (trimmed at index 5)
+  kSegTrim,    // SEG.TRIM: its map (trimmed at index 1), or nil: no profile
 };
 
 // One Connection-level operation: one or more commands sent back to back.
@@ -412,9 +476,14 @@ class Link : public std::enable_shared_from_this<Link> {
   // refused it (the context is going away).
   bool Send(uint64_t seq);
   bool SendRead(std::string_view user, uint64_t seq);
+  // Puts SEG.UPSERT user id expiry ... in `cmd_` (mode SET, absolute expiries).
+  void BeginSegUpsert(std::string_view user, std::span<const Assignment> segments);
   ReplyKind ReadKind() const {
+    if (config_->segstore) return ReplyKind::kSegGet;
     return config_->options.whole_profiles ? ReplyKind::kHash : ReplyKind::kLiveHash;
   }
+  // Reads the reply to a SEG.* command (any kSeg* kind) into `r`'s outcome.
+  void ReadSegstoreReply(const redisReply* reply, Request& r);
   // Queues a request whose `sent` commands went out (all of `wanted` if
   // sent == wanted); fails it from a posted handler if none did.
   void Track(Done done, uint64_t seq, uint32_t sent, uint32_t wanted, ReplyKind kind);
@@ -718,7 +787,13 @@ bool Link::Send(uint64_t seq) {
 }
 
 bool Link::SendRead(std::string_view user, uint64_t seq) {
-  if (config_->options.whole_profiles) {
+  if (config_->segstore) {
+    const bool ids_only = config_->options.ids_only;
+    cmd_.Begin(ids_only ? 3 : 2);
+    cmd_.Arg("SEG.GET");
+    cmd_.Arg(user);
+    if (ids_only) cmd_.Arg("IDSONLY");
+  } else if (config_->options.whole_profiles) {
     cmd_.Begin(2);
     cmd_.Arg("HGETALL");
     cmd_.Arg(user);
@@ -767,6 +842,16 @@ void Link::BatchGet(std::span<const std::string> users, Done done) {
   if (state_ != State::kOpen) return Defer(std::move(done), Unusable());
   if (users.empty()) return Defer(std::move(done), Outcome{});
   const uint64_t seq = next_seq_++;
+  if (config_->segstore) {  // one command: SEG.MGET numusers user... [IDSONLY]
+    const bool ids_only = config_->options.ids_only;
+    cmd_.Begin(2 + users.size() + (ids_only ? 1 : 0));
+    cmd_.Arg("SEG.MGET");
+    cmd_.Arg(uint64_t{users.size()});
+    for (const std::string& user : users) cmd_.Arg(user);
+    if (ids_only) cmd_.Arg("IDSONLY");
+    Track(std::move(done), seq, Send(seq) ? 1 : 0, 1, ReplyKind::kSegMget);
+    return;
+  }
   uint32_t sent = 0;
   for (const std::string& user : users) {
     if (!SendRead(user, seq)) break;
@@ -778,6 +863,11 @@ void Link::BatchGet(std::span<const std::string> users, Done done) {
 void Link::Upsert(const std::string& user, std::span<const Assignment> segments, Done done) {
   if (state_ != State::kOpen) return Defer(std::move(done), Unusable());
   const uint64_t seq = next_seq_++;
+  if (config_->segstore) {  // mode SET (the default), absolute expiries
+    BeginSegUpsert(user, segments);
+    Track(std::move(done), seq, Send(seq) ? 1 : 0, 1, ReplyKind::kSegUpsert);
+    return;
+  }
   cmd_.Begin(5 + 2 * segments.size());
   cmd_.Arg("EVALSHA");
   cmd_.Arg(config_->upsert_sha);
@@ -791,9 +881,26 @@ void Link::Upsert(const std::string& user, std::span<const Assignment> segments,
   Track(std::move(done), seq, Send(seq) ? 1 : 0, 1, ReplyKind::kCount);
 }
 
+void Link::BeginSegUpsert(std::string_view user, std::span<const Assignment> segments) {
+  cmd_.Begin(2 + 2 * segments.size());
+  cmd_.Arg("SEG.UPSERT");
+  cmd_.Arg(user);
+  for (const Assignment& a : segments) {
+    cmd_.Arg(a.id);
+    cmd_.Arg(uint64_t{a.expires});
+  }
+}
+
 void Link::Trim(const std::string& user, Done done) {
   if (state_ != State::kOpen) return Defer(std::move(done), Unusable());
   const uint64_t seq = next_seq_++;
+  if (config_->segstore) {
+    cmd_.Begin(2);
+    cmd_.Arg("SEG.TRIM");
+    cmd_.Arg(user);
+    Track(std::move(done), seq, Send(seq) ? 1 : 0, 1, ReplyKind::kSegTrim);
+    return;
+  }
   cmd_.Begin(5);
   cmd_.Arg("EVALSHA");
   cmd_.Arg(config_->trim_sha);
@@ -819,17 +926,21 @@ void Link::Replace(std::span<const std::string> users,
   for (size_t i = 0; i < users.size(); ++i) {
     const std::vector<Assignment>& profile = profiles[i];
     cmd_.Begin(2);
-    cmd_.Arg("DEL");
+    cmd_.Arg(config_->segstore ? "SEG.DEL" : "DEL");
     cmd_.Arg(users[i]);
     if (!Send(seq)) break;
     ++sent;
     if (profile.empty()) continue;
-    cmd_.Begin(2 + 2 * profile.size());
-    cmd_.Arg("HSET");
-    cmd_.Arg(users[i]);
-    for (const Assignment& a : profile) {
-      cmd_.Arg(a.id);
-      cmd_.Arg(uint64_t{a.expires});
+    if (config_->segstore) {
+      BeginSegUpsert(users[i], profile);
+    } else {
+      cmd_.Begin(2 + 2 * profile.size());
+      cmd_.Arg("HSET");
+      cmd_.Arg(users[i]);
+      for (const Assignment& a : profile) {
+        cmd_.Arg(a.id);
+        cmd_.Arg(uint64_t{a.expires});
+      }
     }
     if (!Send(seq)) break;
     ++sent;
@@ -854,39 +965,87 @@ void Link::OnReply(const redisReply* reply, uint64_t seq) {
   }
   Request& r = pending_.front();
   Outcome& o = r.outcome;
-  switch (reply->type) {
-    case REDIS_REPLY_ERROR:
-      Fail(o, std::string_view(reply->str, reply->len));
-      break;
-    case REDIS_REPLY_ARRAY:
-      if (r.kind == ReplyKind::kHash || r.kind == ReplyKind::kLiveHash) {
-        o.segments += static_cast<uint32_t>(reply->elements / 2);
-        if (reply->elements == 0 && r.kind == ReplyKind::kHash) ++o.missing;
-      } else if (r.kind != ReplyKind::kWrite) {
-        Fail(o, config_->label + ": unexpected array reply");
-      }
-      break;
-    case REDIS_REPLY_NIL:
-      if (r.kind == ReplyKind::kLiveHash) {
-        ++o.missing;
-      } else if (r.kind != ReplyKind::kWrite) {
-        Fail(o, config_->label + ": unexpected nil reply");
-      }
-      break;
-    case REDIS_REPLY_INTEGER:
-      if (r.kind == ReplyKind::kCount) {
-        o.segments += static_cast<uint32_t>(std::max<long long>(reply->integer, 0));  // NOLINT
-      } else if (r.kind != ReplyKind::kWrite) {
-        Fail(o, config_->label + ": unexpected integer reply");
-      }
-      break;
-    default:
-      if (r.kind != ReplyKind::kWrite) Fail(o, config_->label + ": unexpected reply");
-      break;
+  if (r.kind >= ReplyKind::kSegGet) {
+    ReadSegstoreReply(reply, r);
+  } else {
+    switch (reply->type) {
+      case REDIS_REPLY_ERROR:
+        Fail(o, std::string_view(reply->str, reply->len));
+        break;
+      case REDIS_REPLY_ARRAY:
+        if (r.kind == ReplyKind::kHash || r.kind == ReplyKind::kLiveHash) {
+          o.segments += static_cast<uint32_t>(reply->elements / 2);
+          if (reply->elements == 0 && r.kind == ReplyKind::kHash) ++o.missing;
+        } else if (r.kind != ReplyKind::kWrite) {
+          Fail(o, config_->label + ": unexpected array reply");
+        }
+        break;
+      case REDIS_REPLY_NIL:
+        if (r.kind == ReplyKind::kLiveHash) {
+          ++o.missing;
+        } else if (r.kind != ReplyKind::kWrite) {
+          Fail(o, config_->label + ": unexpected nil reply");
+        }
+        break;
+      case REDIS_REPLY_INTEGER:
+        if (r.kind == ReplyKind::kCount) {
+          o.segments += static_cast<uint32_t>(std::max<long long>(reply->integer, 0));  // NOLINT
+        } else if (r.kind != ReplyKind::kWrite) {
+          Fail(o, config_->label + ": unexpected integer reply");
+        }
+        break;
+      default:
+        if (r.kind != ReplyKind::kWrite) Fail(o, config_->label + ": unexpected reply");
+        break;
+    }
   }
   if (--r.replies_left > 0) return;
   Request finished = pending_.pop_front();
   finished.done(std::move(finished.outcome));  // may send more, or destroy the Connection
+}
+
+void Link::ReadSegstoreReply(const redisReply* reply, Request& r) {
+  Outcome& o = r.outcome;
+  if (reply->type == REDIS_REPLY_ERROR) return Fail(o, std::string_view(reply->str, reply->len));
+  const ReplySink& sink = sink_;
+  const bool nil = reply->type == REDIS_REPLY_NIL;
+  const bool array = reply->type == REDIS_REPLY_ARRAY;
+  // Adds the integer at index `i` of the root map, which must have `elements`.
+  auto count_at = [&](size_t elements, int i, const char* command) {
+    if (reply->elements != elements || (sink.root_int_seen & (1u << i)) == 0) {
+      return Fail(o, config_->label + ": unexpected reply to " + command + ": an array of " +
+                         std::to_string(reply->elements));
+    }
+    o.segments += static_cast<uint32_t>(std::max<long long>(sink.root_int[i], 0));  // NOLINT
+  };
+  switch (r.kind) {
+    case ReplyKind::kSegGet:  // [count, n, stale, 0/1, segments, [...]], or nil: no profile
+      if (nil) {
+        ++o.missing;
+        return;
+      }
+      if (array) return count_at(6, 1, "SEG.GET");
+      break;
+    case ReplyKind::kSegMget:  // per user: SEG.GET's map, nil or an error
+      if (!array) break;
+      if (sink.child_arrays + sink.child_nils + sink.child_errors != reply->elements) {
+        return Fail(o, config_->label + ": unexpected element in a reply to SEG.MGET");
+      }
+      if (sink.child_errors > 0) return Fail(o, sink.child_error);  // fails the whole request
+      o.segments += static_cast<uint32_t>(std::max<long long>(sink.child_int1_sum, 0));  // NOLINT
+      o.missing += sink.child_nils;
+      return;
+    case ReplyKind::kSegUpsert:  // [inserted, n, updated, n, trimmed, n, count, n, duplicate, 0/1]
+      if (array) return count_at(10, 5, "SEG.UPSERT");
+      break;
+    case ReplyKind::kSegTrim:  // [trimmed, n, remaining, n, duplicate, 0/1], or nil: no profile
+      if (nil) return;         // nothing to trim (the other targets' answer too)
+      if (array) return count_at(6, 1, "SEG.TRIM");
+      break;
+    default:
+      break;
+  }
+  Fail(o, config_->label + ": unexpected reply (type " + std::to_string(reply->type) + ")");
 }
 
 // --- Failure ---------------------------------------------------------------------
@@ -995,9 +1154,10 @@ Result<ReplyPtr> Command(redisContext* c, const Config& config,
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  // The command's name for messages: "INFO", "SCRIPT LOAD", "CONFIG GET".
+  // The command's name for messages: "INFO", "SCRIPT LOAD", "CONFIG GET",
+  // "INFO segstore".
   std::string name(*args.begin());
-  if (args.size() > 1 && (name == "SCRIPT" || name == "CONFIG")) {
+  if (args.size() > 1 && (name == "SCRIPT" || name == "CONFIG" || name == "INFO")) {
     name += ' ';
     name += *(args.begin() + 1);
   }
@@ -1051,11 +1211,41 @@ Result<std::string> ConfigValue(redisContext* c, const Config& config, std::stri
   return std::string(r->element[1]->str, r->element[1]->len);
 }
 
+// INFO's text (a bulk string in RESP2, verbatim text in RESP3).
+Result<std::string> InfoText(redisContext* c, const Config& config,
+                             std::initializer_list<std::string_view> args) {
+  auto info = Command(c, config, args);
+  if (!info.ok()) return info.status();
+  const redisReply* r = info->get();
+  if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) {
+    return Status::Unavailable(config.label + ": INFO: unexpected reply");
+  }
+  return std::string(r->str, r->len);
+}
+
+// segstored's figures from `INFO segstore` (its stats, "name:value"): the
+// same statistics as the segstore target's sample (segstore_target.cc).
+ServerSample SegstoreSampleOf(std::string_view info) {
+  auto number = [&](std::string_view name) { return LeadingNumber(InfoValue(info, name)); };
+  ServerSample s;
+  s.pid = static_cast<int64_t>(number("process.pid"));
+  s.memory_bytes = number("process.resident_memory_bytes");
+  s.device_bytes_used = (number("storage.write_blocks") - number("storage.write_blocks_free")) *
+                        number("storage.write_block_bytes");
+  s.records = number("storage.index_entries");
+  s.sweeper_segments_removed = number("sweeper.segments_removed");
+  s.sweeper_records_rewritten = number("sweeper.records_rewritten");
+  s.defrag_blocks = number("storage.defrag_blocks");
+  s.durability = std::string(InfoValue(info, "config.storage.durability"));
+  s.device = std::string(InfoValue(info, "config.storage.path"));
+  return s;
+}
+
 class RedisTarget final : public Target {
  public:
   explicit RedisTarget(std::shared_ptr<const Config> config) : config_(std::move(config)) {}
 
-  std::string name() const override { return "redis"; }
+  std::string name() const override { return config_->segstore ? "segstore resp" : "redis"; }
   std::string address() const override { return config_->address; }
 
   void Open(boost::asio::io_context& io,
@@ -1067,12 +1257,14 @@ class RedisTarget final : public Target {
     auto c = ConnectSync(*config_);
     if (!c.ok()) return c.status();
     redisContext* ctx = c->get();
-    auto info = Command(ctx, *config_, {"INFO"});
-    if (!info.ok()) return info.status();
-    if ((*info)->type != REDIS_REPLY_STRING && (*info)->type != REDIS_REPLY_STATUS) {
-      return Status::Unavailable(config_->label + ": INFO: unexpected reply");
+    if (config_->segstore) {
+      auto info = InfoText(ctx, *config_, {"INFO", "segstore"});
+      if (!info.ok()) return info.status();
+      return SegstoreSampleOf(*info);
     }
-    const std::string_view text((*info)->str, (*info)->len);
+    auto info = InfoText(ctx, *config_, {"INFO"});
+    if (!info.ok()) return info.status();
+    const std::string_view text = *info;
     ServerSample s;
     s.pid = static_cast<int64_t>(LeadingNumber(InfoValue(text, "process_id")));
     s.memory_bytes = LeadingNumber(InfoValue(text, "used_memory"));
@@ -1096,20 +1288,40 @@ class RedisTarget final : public Target {
 }  // namespace
 
 Result<std::unique_ptr<Target>> NewRedisTarget(const RedisOptions& options) {
-  if (options.host.empty()) return Status::InvalidArgument("redis target: empty host");
-  if (options.port == 0) return Status::InvalidArgument("redis target: port 0");
+  const bool segstore = options.dialect == RedisOptions::Dialect::kSegstore;
+  const std::string kind = segstore ? "segstore resp" : "redis";
+  if (options.host.empty()) return Status::InvalidArgument(kind + " target: empty host");
+  if (options.port == 0) return Status::InvalidArgument(kind + " target: port 0");
   if (options.timeout.count() < 0) {
-    return Status::InvalidArgument("redis target: negative timeout");
+    return Status::InvalidArgument(kind + " target: negative timeout");
+  }
+  if (segstore && options.whole_profiles) {
+    return Status::InvalidArgument("segstore resp target: whole_profiles is Redis's (HGETALL)");
+  }
+  if (!segstore && options.ids_only) {
+    return Status::InvalidArgument("redis target: ids_only is segstore's (IDSONLY)");
   }
   IgnoreSigpipe();
   auto config = std::make_shared<Config>();
   config->options = options;
+  config->segstore = segstore;
   config->address = options.host + ":" + std::to_string(options.port);
-  config->label = "redis at " + config->address;
+  config->label = kind + " at " + config->address;
   config->connect_timeout = options.timeout.count() > 0 ? options.timeout : kDefaultConnectTimeout;
 
   auto c = ConnectSync(*config);
   if (!c.ok()) return c.status();
+  if (segstore) {
+    // A segstored's INFO has a segstore section naming its process; a
+    // Redis answers INFO segstore with nothing.
+    auto info = InfoText(c->get(), *config, {"INFO", "segstore"});
+    if (!info.ok()) return info.status();
+    if (InfoValue(*info, "process.pid").empty()) {
+      return Status::Unavailable(config->label +
+                                 ": INFO segstore has no process.pid: not segstored's RESP port");
+    }
+    return std::unique_ptr<Target>(std::make_unique<RedisTarget>(std::move(config)));
+  }
   const struct {
     std::string script;
     std::string* sha;

@@ -37,8 +37,8 @@ struct Assignment {
 
 // What one operation did.
 struct Outcome {
-  bool ok = true;       // false: the store answered with an error, or none came
-  std::string error;    // why, when !ok
+  bool ok = true;         // false: the store answered with an error, or none came
+  std::string error;      // why, when !ok
   uint32_t segments = 0;  // segments returned (reads), removed as expired (upsert, trim)
   uint32_t missing = 0;   // users that had no profile (reads)
 };
@@ -59,8 +59,7 @@ class Connection {
   // Sets these segments' expiries in `user`'s profile, creating it if need
   // be, and drops the profile's expired segments on the way. `segments`:
   // how many expired segments it dropped.
-  virtual void Upsert(const std::string& user, std::span<const Assignment> segments,
-                      Done done) = 0;
+  virtual void Upsert(const std::string& user, std::span<const Assignment> segments, Done done) = 0;
   // Drops `user`'s expired segments. `segments`: how many.
   virtual void Trim(const std::string& user, Done done) = 0;
   // Replaces each user's profile with exactly `profiles[i]` (users[i] gets
@@ -82,14 +81,14 @@ struct ServerSample {
   uint64_t sweeper_segments_removed = 0;
   uint64_t sweeper_records_rewritten = 0;
   uint64_t defrag_blocks = 0;
-  std::string durability;          // segstore: its durability mode; Redis: its persistence
-  std::string device;              // what the data lives on: "/var/lib/segstore/data (ext4)" or "memory"
+  std::string durability;  // segstore: its durability mode; Redis: its persistence
+  std::string device;      // what the data lives on: "/var/lib/segstore/data (ext4)" or "memory"
 };
 
 class Target {
  public:
   virtual ~Target() = default;
-  // "segstore" or "redis".
+  // "segstore", "segstore resp" (segstored's RESP port) or "redis".
   virtual std::string name() const = 0;
   // "host:port" (of the node asked, for a cluster).
   virtual std::string address() const = 0;
