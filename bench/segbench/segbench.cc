@@ -3,12 +3,18 @@
 //
 //   segbench --segstore 127.0.0.1:7700 --users 100000 load get get-zipf
 //   segbench --segstore 127.0.0.1:7700 --redis 127.0.0.1:6379 all
+//   segbench --segstore 127.0.0.1:7700 --resp 127.0.0.1:6380 load get batch-get
 //   segbench --segstore 127.0.0.1:7700 --rate 20000 get      (open loop)
 //   segbench --segstore 127.0.0.1:7700 --json limits get
 //
 // Workloads run in the order given; with both --segstore and --redis each
 // runs on segstore, then on Redis, interleaved, and the report prints both
-// rows and their ratio:
+// rows and their ratio. --resp names segstored's RESP port (proto/RESP.md;
+// `--resp-listen`): the same workloads through SEG.* commands, as the
+// subject "segstore resp", run after segstore and compared with it, so the
+// RESP front end's cost is a figure. When it is the same segstored as
+// --segstore (same process and data file), `load` loads it once, through
+// the binary protocol. The workloads:
 //   load        every user's reference profile (1,000 segments, whole-hour
 //               expiries); memory per user is the server's growth over it
 //   get         one random user's live segments (Redis: HGETALL, and a Lua
@@ -35,12 +41,11 @@
 // each with one connection to every node), and says "cluster of N nodes,
 // replication R" beside the address.
 // --tls, --tls-ca, ... and --auth-secret-file (src/tools/client_flags.h) reach
-// a segstored that serves TLS or requires a secret; they never apply to Redis.
+// a segstored that serves TLS or requires a secret; they never apply to Redis,
+// and --resp refuses them (its client speaks neither).
 // A table for people on stdout, or --json for scripts (--json-file: both).
 // Progress on stderr. Exits 1 when a run saw errors.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -48,6 +53,7 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +72,7 @@ using nlohmann::json;
 struct Options {
   std::string segstore;
   tools::ClientFlags security;  // segstore's --tls*, --auth-secret-file
+  std::string resp;             // segstored's RESP port
   std::string redis;
   RunSpec spec;
   double zipf = 0.99;
@@ -82,11 +89,13 @@ struct Options {
 
 // One store under test, as a report row names it.
 struct Subject {
-  std::string label;               // "segstore", "redis HGETALL", "redis Lua"
+  std::string label;  // "segstore", "segstore resp", "redis HGETALL", "redis Lua"
   std::unique_ptr<Target> target;
-  bool segstore = false;
-  bool whole = false;              // Redis's plain HGETALL reads
-  ServerSample first;              // when segbench started
+  bool segstore = false;  // segstored through the binary protocol
+  bool resp = false;      // segstored through its RESP port
+  bool whole = false;     // Redis's plain HGETALL reads
+  std::string loaded_by;  // resp: the subject whose load filled the same server
+  ServerSample first;     // when segbench started
   std::optional<LoadResult> load;
   std::optional<double> get_rate;  // the latest closed-loop get rate
 };
@@ -96,7 +105,7 @@ struct Row {
   std::string subject;
   std::string workload;
   RunResult run;
-  double target_rate = 0;           // open loop: the rate asked for
+  double target_rate = 0;  // open loop: the rate asked for
   std::optional<ExpireResult> expired;
   double expire_share = 0;
 };
@@ -128,7 +137,7 @@ std::string Now() {
 
 void Progress(const Row& row) {
   const RunResult& r = row.run;
-  std::fprintf(stderr, "segbench: %-14s %-11s %9s/s p50 %s us p99 %s us, %llu errors%s%s\n",
+  std::fprintf(stderr, "segbench: %-17s %-11s %9s/s p50 %s us p99 %s us, %llu errors%s%s\n",
                row.subject.c_str(), row.workload.c_str(), Thousands(r.ops_per_second()).c_str(),
                Thousands(Us(r.all.latency.Percentile(0.50))).c_str(),
                Thousands(Us(r.all.latency.Percentile(0.99))).c_str(),
@@ -185,11 +194,10 @@ json RowJson(const Row& row) {
   for (size_t k = 0; k < r.by_kind.size(); ++k) {
     const KindFigures& f = r.by_kind[k];
     if (f.ops == 0) continue;
-    kinds[OpKindName(static_cast<OpKind>(k))] = {
-        {"ops", f.ops},
-        {"latency", HistogramJson(f.latency)},
-        {"errors", f.errors},
-        {"segments_per_op", f.segments_per_request()}};
+    kinds[OpKindName(static_cast<OpKind>(k))] = {{"ops", f.ops},
+                                                 {"latency", HistogramJson(f.latency)},
+                                                 {"errors", f.errors},
+                                                 {"segments_per_op", f.segments_per_request()}};
   }
   j["by_kind"] = kinds;
   if (row.expired) {
@@ -202,8 +210,10 @@ json RowJson(const Row& row) {
     j["sweeper_segments_removed_per_second"] =
         static_cast<double>(r.after.sweeper_segments_removed - r.before.sweeper_segments_removed) /
         r.seconds;
-    j["sweeper_records_rewritten"] = r.after.sweeper_records_rewritten - r.before.sweeper_records_rewritten;
-    j["sweeper_segments_removed"] = r.after.sweeper_segments_removed - r.before.sweeper_segments_removed;
+    j["sweeper_records_rewritten"] =
+        r.after.sweeper_records_rewritten - r.before.sweeper_records_rewritten;
+    j["sweeper_segments_removed"] =
+        r.after.sweeper_segments_removed - r.before.sweeper_segments_removed;
     j["defrag_blocks"] = r.after.defrag_blocks - r.before.defrag_blocks;
   }
   return j;
@@ -280,7 +290,8 @@ class Bench {
     }
     if (!o_.json_file.empty()) {
       std::FILE* f = std::fopen(o_.json_file.c_str(), "w");
-      if (f == nullptr || std::fprintf(f, "%s\n", Json().dump(2).c_str()) < 0 || std::fclose(f) != 0) {
+      if (f == nullptr || std::fprintf(f, "%s\n", Json().dump(2).c_str()) < 0 ||
+          std::fclose(f) != 0) {
         return Fail(Status::IOError("cannot write " + o_.json_file));
       }
     }
@@ -293,7 +304,9 @@ class Bench {
   }
 
   Status Connect() {
-    if (o_.segstore.empty() && o_.redis.empty()) o_.segstore = "127.0.0.1:7700";
+    if (o_.segstore.empty() && o_.resp.empty() && o_.redis.empty()) {
+      o_.segstore = "127.0.0.1:7700";
+    }
     if (!o_.segstore.empty()) {
       SegstoreOptions so;
       if (Status s = client::ParseServerAddress(o_.segstore, &so.client); !s.ok()) return s;
@@ -305,6 +318,25 @@ class Bench {
       auto t = NewSegstoreTarget(so);
       if (!t.ok()) return t.status().WithContext("segstore at " + o_.segstore);
       Add(o_.ids_only ? "segstore ids" : "segstore", std::move(*t), true, false);
+    }
+    if (!o_.resp.empty()) {
+      client::ClientOptions parsed;
+      if (Status s = client::ParseServerAddress(o_.resp, &parsed); !s.ok()) return s;
+      if (Status s = ApplySecurity(&parsed); !s.ok()) return s;
+      if (parsed.tls.enabled || !parsed.auth_secret.empty()) {
+        return Status::InvalidArgument(
+            "--resp speaks neither TLS nor the shared secret (--tls*, --auth-secret-file, "
+            "SEGSTORE_AUTH_SECRET_FILE); measure a RESP port served in plain TCP without one");
+      }
+      RedisOptions ro;
+      ro.host = parsed.host;
+      ro.port = parsed.port;
+      ro.dialect = RedisOptions::Dialect::kSegstore;
+      ro.ids_only = o_.ids_only;
+      auto t = NewRedisTarget(ro);
+      if (!t.ok()) return t.status();  // its messages name "segstore resp at host:port"
+      Add(o_.ids_only ? "segstore resp ids" : "segstore resp", std::move(*t), false, false);
+      subjects_.back().resp = true;
     }
     if (!o_.redis.empty()) {
       client::ClientOptions parsed;
@@ -346,7 +378,7 @@ class Bench {
 
   std::string DataPath() const {
     for (const Subject& s : subjects_) {
-      if (s.segstore && !s.first.device.empty()) return s.first.device;
+      if ((s.segstore || s.resp) && !s.first.device.empty()) return s.first.device;
     }
     return "";
   }
@@ -361,10 +393,28 @@ class Bench {
     return out;
   }
 
+  // For a RESP subject: the binary subject that has loaded the same
+  // segstored (same process, same data file), if any.
+  const Subject* LoadedSameServer(const Subject& s) const {
+    if (!s.resp || s.first.pid == 0) return nullptr;
+    for (const Subject& t : subjects_) {
+      if (t.segstore && t.load && t.first.pid == s.first.pid && t.first.device == s.first.device) {
+        return &t;
+      }
+    }
+    return nullptr;
+  }
+
   Status Workload(const std::string& w) {
     if (w == "limits") return Limits();
     if (w == "load") {
       for (Subject* s : SubjectsFor(false)) {
+        if (const Subject* same = LoadedSameServer(*s)) {
+          std::fprintf(stderr, "segbench: %s is the segstored %s loaded (pid %lld): loaded once\n",
+                       s->label.c_str(), same->label.c_str(), static_cast<long long>(s->first.pid));
+          s->loaded_by = same->label;
+          continue;
+        }
         std::fprintf(stderr, "segbench: loading %s users into %s\n",
                      Thousands(static_cast<double>(o_.spec.users)).c_str(), s->label.c_str());
         auto l = Load(*s->target, o_.spec.users, o_.load_connections);
@@ -483,8 +533,8 @@ class Bench {
                   "%s users of 1,000 segments (the reference workload%s), %u connections x depth "
                   "%u, %u client thread%s, %g s measured after %g s warm-up",
                   Thousands(static_cast<double>(s.users)).c_str(),
-                  s.users < 500000 ? "; its full size is 500,000 users" : "", s.connections, s.depth,
-                  s.threads, s.threads == 1 ? "" : "s", s.seconds, s.warmup_seconds);
+                  s.users < 500000 ? "; its full size is 500,000 users" : "", s.connections,
+                  s.depth, s.threads, s.threads == 1 ? "" : "s", s.seconds, s.warmup_seconds);
     return buf;
   }
 
@@ -511,6 +561,7 @@ class Bench {
                   {"durability", s.first.durability},
                   {"data", s.first.device}};
       if (const std::string t = s.target->topology(); !t.empty()) one["topology"] = t;
+      if (!s.loaded_by.empty()) one["loaded_by"] = s.loaded_by;
       const PerUser p = PerUserOf(s);
       if (s.load) {
         one["load"] = {{"users", s.load->users},
@@ -569,20 +620,18 @@ class Bench {
       }
     }
     if (!rows_.empty()) {
-      std::printf("\n%-14s %-13s %10s %8s %8s %8s %8s %9s %8s %6s\n", "target", "workload", "ops/s",
+      std::printf("\n%-17s %-13s %10s %8s %8s %8s %8s %9s %8s %6s\n", "target", "workload", "ops/s",
                   "p50 us", "p99 us", "p99.9 us", "max us", "CPU us/op", "segs/op", "errors");
       for (const Row& row : rows_) {
         const RunResult& r = row.run;
         const auto cpu = CpuUsPerOp(r);
-        std::printf("%-14s %-13s %10s %8s %8s %8s %8s %9s %8.1f %6llu\n", row.subject.c_str(),
+        std::printf("%-17s %-13s %10s %8s %8s %8s %8s %9s %8.1f %6llu\n", row.subject.c_str(),
                     row.workload.c_str(), Thousands(r.ops_per_second()).c_str(),
                     Thousands(Us(r.all.latency.Percentile(0.50))).c_str(),
                     Thousands(Us(r.all.latency.Percentile(0.99))).c_str(),
                     Thousands(Us(r.all.latency.Percentile(0.999))).c_str(),
-                    Thousands(Us(r.all.latency.max())).c_str(),
-                    cpu ? Thousands(*cpu).c_str() : "?",
-                    r.all.segments_per_request(),
-                    static_cast<unsigned long long>(r.all.errors));
+                    Thousands(Us(r.all.latency.max())).c_str(), cpu ? Thousands(*cpu).c_str() : "?",
+                    r.all.segments_per_request(), static_cast<unsigned long long>(r.all.errors));
       }
       std::printf(
           "ops/s: requests answered a second in the window (batch-get: requests of %u users); "
@@ -592,6 +641,7 @@ class Bench {
           "removed as expired (upsert, trim)\n",
           o_.spec.batch);
       PrintNotes();
+      PrintRespRatios();
       PrintRatios();
     }
     PrintPerUser();
@@ -616,7 +666,8 @@ class Bench {
           const KindFigures& f = r.by_kind[k];
           if (f.ops == 0) continue;
           std::printf("%s mixed, %s: %s ops, p50 %s us, p99 %s us\n", row.subject.c_str(),
-                      OpKindName(static_cast<OpKind>(k)), Thousands(static_cast<double>(f.ops)).c_str(),
+                      OpKindName(static_cast<OpKind>(k)),
+                      Thousands(static_cast<double>(f.ops)).c_str(),
                       Thousands(Us(f.latency.Percentile(0.5))).c_str(),
                       Thousands(Us(f.latency.Percentile(0.99))).c_str());
         }
@@ -649,7 +700,7 @@ class Bench {
     if (seg == nullptr) return;
     bool header = false;
     for (const Row& row : rows_) {
-      if (row.subject == seg->label) continue;
+      if (row.subject == seg->label || IsResp(row.subject)) continue;
       const Row* ours = Find(seg->label, row.workload);
       if (ours == nullptr || row.run.ops_per_second() <= 0) continue;
       if (!header) {
@@ -657,8 +708,8 @@ class Bench {
         header = true;
       }
       const auto c1 = CpuUsPerOp(ours->run), c2 = CpuUsPerOp(row.run);
-      std::printf("%-13s vs %-14s %6.1fx the requests/s", row.workload.c_str(),
-                  row.subject.c_str(), ours->run.ops_per_second() / row.run.ops_per_second());
+      std::printf("%-13s vs %-14s %6.1fx the requests/s", row.workload.c_str(), row.subject.c_str(),
+                  ours->run.ops_per_second() / row.run.ops_per_second());
       if (c1 && c2 && *c1 > 0) std::printf(", %6.1fx less server CPU per request", *c2 / *c1);
       std::printf(", p99 %s us against %s us\n",
                   Thousands(Us(ours->run.all.latency.Percentile(0.99))).c_str(),
@@ -666,25 +717,69 @@ class Bench {
     }
   }
 
+  bool IsResp(const std::string& label) const {
+    for (const Subject& s : subjects_) {
+      if (s.resp && s.label == label) return true;
+    }
+    return false;
+  }
+
+  // Each RESP row beside the binary protocol's row of the same workload.
+  void PrintRespRatios() const {
+    const Subject* seg = nullptr;
+    const Subject* resp = nullptr;
+    for (const Subject& s : subjects_) {
+      if (s.segstore) seg = &s;
+      if (s.resp) resp = &s;
+    }
+    if (seg == nullptr || resp == nullptr) return;
+    bool header = false;
+    for (const Row& row : rows_) {
+      if (row.subject != resp->label) continue;
+      const Row* binary = Find(seg->label, row.workload);
+      if (binary == nullptr || binary->run.ops_per_second() <= 0) continue;
+      if (!header) {
+        std::printf("\n%s against %s (the binary protocol), same run\n", resp->label.c_str(),
+                    seg->label.c_str());
+        header = true;
+      }
+      const auto c_resp = CpuUsPerOp(row.run), c_binary = CpuUsPerOp(binary->run);
+      std::printf("%-13s %5.1f %% of the requests/s", row.workload.c_str(),
+                  100 * row.run.ops_per_second() / binary->run.ops_per_second());
+      if (c_resp && c_binary && *c_binary > 0) {
+        std::printf(", %5.2fx the server CPU per request (%s us against %s us)",
+                    *c_resp / *c_binary, Thousands(*c_resp).c_str(), Thousands(*c_binary).c_str());
+      }
+      std::printf(", p99 %s us against %s us\n",
+                  Thousands(Us(row.run.all.latency.Percentile(0.99))).c_str(),
+                  Thousands(Us(binary->run.all.latency.Percentile(0.99))).c_str());
+    }
+  }
+
   void PrintPerUser() const {
     std::optional<double> seg_total, redis_memory;
     bool header = false;
     for (const Subject& s : subjects_) {
-      if (s.whole || !s.load) continue;
+      if (s.whole || (!s.load && s.loaded_by.empty())) continue;
       if (!header) {
         std::printf("\nper user, after the load\n");
         header = true;
       }
+      if (!s.load) {
+        std::printf("%-17s the same segstored as %s: loaded once, through it\n", s.label.c_str(),
+                    s.loaded_by.c_str());
+        continue;
+      }
       const PerUser p = PerUserOf(s);
-      std::printf("%-14s loaded %s users/s; memory %s B/user%s", s.label.c_str(),
+      std::printf("%-17s loaded %s users/s; memory %s B/user%s", s.label.c_str(),
                   Thousands(static_cast<double>(s.load->users) / s.load->seconds).c_str(),
                   p.memory ? Thousands(*p.memory).c_str() : "?",
-                  s.segstore ? " (resident set growth)" : " (used_memory growth)");
+                  s.segstore || s.resp ? " (resident set growth)" : " (used_memory growth)");
       if (p.disk) std::printf(", disk %s B/user (write blocks in use)", Thousands(*p.disk).c_str());
       if (!p.note.empty()) std::printf(" [%s]", p.note.c_str());
       std::printf("\n");
       if (s.segstore && p.memory && p.disk) seg_total = *p.memory + *p.disk;
-      if (!s.segstore && p.memory) redis_memory = *p.memory;
+      if (!s.segstore && !s.resp && p.memory) redis_memory = *p.memory;
     }
     if (seg_total && redis_memory && *seg_total > 0) {
       std::printf("Redis memory per user / segstore memory + disk per user: %.1fx\n",
@@ -706,10 +801,11 @@ class Bench {
           Thousands(static_cast<double>(device_->file_bytes >> 20)).c_str());
     }
     if (ping_) {
-      std::printf("ping: round trip p50 %s us (%s/s on one connection); %s pings/s on %u connections\n",
-                  Thousands(Us(ping_->round_trip.Percentile(0.5))).c_str(),
-                  Thousands(ping_->round_trips_per_second).c_str(),
-                  Thousands(ping_->pings_per_second).c_str(), ping_->connections);
+      std::printf(
+          "ping: round trip p50 %s us (%s/s on one connection); %s pings/s on %u connections\n",
+          Thousands(Us(ping_->round_trip.Percentile(0.5))).c_str(),
+          Thousands(ping_->round_trips_per_second).c_str(),
+          Thousands(ping_->pings_per_second).c_str(), ping_->connections);
     }
     for (const Row& row : rows_) {
       if (row.subject.rfind("segstore", 0) != 0) continue;
@@ -717,11 +813,13 @@ class Bench {
         continue;
       }
       const double users_per_s =
-          row.run.ops_per_second() * (row.run.spec.workload == Workload::kBatchGet ? row.run.spec.batch : 1);
+          row.run.ops_per_second() *
+          (row.run.spec.workload == Workload::kBatchGet ? row.run.spec.batch : 1);
       std::printf("%s %s: %s users/s", row.subject.c_str(), row.workload.c_str(),
                   Thousands(users_per_s).c_str());
       if (device_ && device_->reads_per_second > 0) {
-        std::printf(" = %.0f %% of the device's QD32 reads", 100 * users_per_s / device_->reads_per_second);
+        std::printf(" = %.0f %% of the device's QD32 reads",
+                    100 * users_per_s / device_->reads_per_second);
       }
       if (ping_ && ping_->pings_per_second > 0) {
         std::printf(", requests at %.0f %% of the ping rate",
@@ -753,32 +851,42 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--segstore", o.segstore, "host:port of segstored (default 127.0.0.1:7700)");
   segstore::tools::AddClientFlags(&app, &o.security);
+  app.add_option("--resp", o.resp,
+                 "host:port of segstored's RESP port (--resp-listen) to run the same workloads "
+                 "on, through SEG.* commands");
   app.add_option("--redis", o.redis, "host:port of a Redis to run the same workloads on");
-  app.add_option("--users", o.spec.users, "users in the data set (default 100000; full size 500000)")
+  app.add_option("--users", o.spec.users,
+                 "users in the data set (default 100000; full size 500000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_option("--connections", o.spec.connections, "connections (default 32)")
       ->check(CLI::Range(1u, 4096u));
   app.add_option("--depth", o.spec.depth, "requests in flight per connection (default 1)")
       ->check(CLI::Range(1u, 1024u));
-  app.add_option("--threads", o.spec.threads, "client threads (default 1)")->check(CLI::Range(1u, 64u));
+  app.add_option("--threads", o.spec.threads, "client threads (default 1)")
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--seconds", o.spec.seconds, "measured seconds per run (default 20)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o.spec.warmup_seconds, "unmeasured seconds before each run (default 3)")
+  app.add_option("--warmup", o.spec.warmup_seconds,
+                 "unmeasured seconds before each run (default 3)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--rate", o.spec.rate,
                  "open loop: requests a second over all connections (default: closed loop; get-70 "
                  "and get-80 use it instead of their share of get)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch", o.spec.batch, "users per batch get (default 20)")->check(CLI::Range(1u, 1000u));
-  app.add_option("--zipf", o.zipf, "get-zipf's exponent (default 0.99)")->check(CLI::Range(0.01, 10.0));
-  app.add_option("--trim-expire", o.trim_expire, "share of segments made to expire before trim (0.10)")
+  app.add_option("--batch", o.spec.batch, "users per batch get (default 20)")
+      ->check(CLI::Range(1u, 1000u));
+  app.add_option("--zipf", o.zipf, "get-zipf's exponent (default 0.99)")
+      ->check(CLI::Range(0.01, 10.0));
+  app.add_option("--trim-expire", o.trim_expire,
+                 "share of segments made to expire before trim (0.10)")
       ->check(CLI::Range(0.001, 1.0));
   app.add_option("--busy-expire", o.busy_expire,
                  "share of segments made to expire before mixed-busy (0.50)")
       ->check(CLI::Range(0.001, 1.0));
   app.add_option("--load-connections", o.load_connections, "connections for load (default 4)")
       ->check(CLI::Range(1u, 256u));
-  app.add_flag("--ids-only", o.ids_only, "segstore gets ask for segment IDs only");
+  app.add_flag("--ids-only", o.ids_only,
+               "segstore gets ask for segment IDs only (binary protocol and RESP)");
   app.add_option("--limits-dir", o.limits_dir,
                  "where limits writes its scratch file (default: the data file's directory)");
   app.add_option("--limits-file-mib", o.limits_file_mib, "the scratch file's size (default 1024)")
