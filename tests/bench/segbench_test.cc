@@ -1,8 +1,13 @@
 // segbench's pieces: the user picker, the run loop against a fake store (open
 // loop must not hide a stall), and the whole tool against an in-process
 // server: the driver's load, gets, expiry and trims, then the segbench
-// binary's JSON report.
+// binary's JSON report. Last, segstored's RESP port as a subject: the RESP
+// target's replies, and segbench through it, against a segstored process.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
@@ -13,14 +18,18 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "bench/segbench/driver.h"
 #include "bench/segbench/limits.h"
 #include "bench/segbench/picker.h"
+#include "bench/segbench/redis_target.h"
 #include "bench/segbench/segstore_target.h"
 #include "bench/workload.h"
 #include "segstore/profile.h"
@@ -52,7 +61,8 @@ TEST(UserPicker, ZipfDrawsTheHottestUserAsOften_AsTheLawSays) {
   UserPicker p(kUsers, kExponent);
   ASSERT_TRUE(p.zipf());
   double harmonic = 0;
-  for (uint64_t k = 1; k <= kUsers; ++k) harmonic += 1.0 / std::pow(static_cast<double>(k), kExponent);
+  for (uint64_t k = 1; k <= kUsers; ++k)
+    harmonic += 1.0 / std::pow(static_cast<double>(k), kExponent);
   std::mt19937_64 rng(7);
   std::map<uint64_t, uint64_t> counts;
   constexpr int kDraws = 400000;
@@ -184,8 +194,8 @@ TEST(Run, OpenLoopCountsTheWaitOfRequestsAStallHeldBack) {
   auto r = bench::Run(target, spec);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_GT(r->backlog_max, 10u);
-  EXPECT_GE(r->all.latency.count(), 80u);   // ~100 due in the window
-  EXPECT_LE(r->all.ops, 25u);               // ~20 answered inside it
+  EXPECT_GE(r->all.latency.count(), 80u);  // ~100 due in the window
+  EXPECT_LE(r->all.ops, 25u);              // ~20 answered inside it
   EXPECT_GT(r->all.latency.Percentile(0.5), 1'000'000'000u);
   EXPECT_GT(r->all.latency.max(), 3'000'000'000u);
 }
@@ -258,7 +268,8 @@ class SegbenchServerTest : public ::testing::Test {
     ASSERT_TRUE(profiles.ok());
     profiles_ = std::move(profiles).value();
     server::ProfileServiceOptions so;
-    so.config = {{"config.storage.path", o.path}, {"config.storage.durability", std::string("commit")}};
+    so.config = {{"config.storage.path", o.path},
+                 {"config.storage.durability", std::string("commit")}};
     service_ = std::make_unique<server::ProfileService>(store_.get(), profiles_.get(), so);
     server::ServerOptions opts;
     opts.port = 0;
@@ -466,10 +477,11 @@ TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
 
 // A workload that fails part way still leaves the runs before it reported.
 TEST_F(SegbenchServerTest, ToolReportsWhatItMeasuredBeforeAFailure) {
-  const std::string cmd =
-      std::string(SEGBENCH_PATH) + " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
-      " --users 10 --connections 2 --seconds 0.2 --warmup 0 --json"
-      " --limits-dir " + dir_.File("no-such-dir") + " get limits 2>&1 >" + dir_.File("out.json");
+  const std::string cmd = std::string(SEGBENCH_PATH) +
+                          " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
+                          " --users 10 --connections 2 --seconds 0.2 --warmup 0 --json"
+                          " --limits-dir " +
+                          dir_.File("no-such-dir") + " get limits 2>&1 >" + dir_.File("out.json");
   std::FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string err;
@@ -485,8 +497,8 @@ TEST_F(SegbenchServerTest, ToolReportsWhatItMeasuredBeforeAFailure) {
 
 TEST_F(SegbenchServerTest, ToolRefusesAnUnknownWorkloadAndAnAbsentServer) {
   const std::string base = std::string(SEGBENCH_PATH) + " --users 10 --seconds 0.1 ";
-  std::string cmd = base + "--segstore 127.0.0.1:" + std::to_string(server_->port()) +
-                    " frobnicate 2>&1";
+  std::string cmd =
+      base + "--segstore 127.0.0.1:" + std::to_string(server_->port()) + " frobnicate 2>&1";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -502,6 +514,266 @@ TEST_F(SegbenchServerTest, ToolRefusesAnUnknownWorkloadAndAnAbsentServer) {
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
   EXPECT_NE(out.find("segstore at 127.0.0.1:1"), std::string::npos) << out;
+}
+
+// --- segstored's RESP port ------------------------------------------------------
+
+// Runs `cmd` through the shell; its exit code and standard output.
+std::pair<int, std::string> RunTool(const std::string& cmd) {
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "cannot run " + cmd};
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+// A segstored process serving both protocols on ephemeral loopback ports,
+// with its data file, config and log in `dir`; the sweeper off, so expired
+// segments wait for upserts and trims to remove them. Stopped (SIGTERM,
+// then SIGKILL after 10 s) by its PID.
+class SegstoredProcess {
+ public:
+  explicit SegstoredProcess(const std::string& dir)
+      : data_(dir + "/d.dat"), log_(dir + "/segstored.log") {
+    std::filesystem::create_directories(dir);
+    const std::string config = dir + "/segstored.toml";
+    std::ofstream(config) << "[profile]\nsweeper = false\n";
+    std::vector<std::string> args = {SEGSTORED_PATH, "--config",       config,  "--data",
+                                     data_,          "--file-size",    "64MiB", "--listen",
+                                     "127.0.0.1:0",  "--admin-listen", "off",   "--resp-listen",
+                                     "127.0.0.1:0"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) pid_ = -1;
+  }
+  ~SegstoredProcess() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 1000; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+  // Waits (20 s at most) for the log to name both ports; false if it does
+  // not, or the process ended.
+  bool WaitReady() {
+    for (int i = 0; i < 2000 && pid_ > 0; ++i) {
+      const std::string log = Log();
+      port_ = PortAfter(log, "serving on 127.0.0.1:");
+      resp_port_ = PortAfter(log, "RESP (Redis protocol) on 127.0.0.1:");
+      if (port_ != 0 && resp_port_ != 0) return true;
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  const std::string& data() const { return data_; }
+  uint16_t port() const { return port_; }
+  uint16_t resp_port() const { return resp_port_; }
+
+ private:
+  static uint16_t PortAfter(const std::string& log, const std::string& key) {
+    const size_t at = log.find(key);
+    if (at == std::string::npos) return 0;
+    return static_cast<uint16_t>(std::atoi(log.c_str() + at + key.size()));
+  }
+
+  std::string data_;
+  std::string log_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  uint16_t resp_port_ = 0;
+};
+
+class SegbenchRespTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.WaitReady()) << server_.Log(); }
+
+  std::string Address(uint16_t port) const { return "127.0.0.1:" + std::to_string(port); }
+
+  storage::testing::TempDir dir_;
+  SegstoredProcess server_{dir_.File("segstored")};
+};
+
+// The RESP target's reading of SEG.* replies, operation by operation: counts
+// from their place in the maps, nulls as missing users, and an error element
+// of SEG.MGET failing its request.
+TEST_F(SegbenchRespTest, TargetReadsSegstoresReplies) {
+  RedisOptions o;
+  o.port = server_.resp_port();
+  o.dialect = RedisOptions::Dialect::kSegstore;
+  auto target = NewRedisTarget(o);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  EXPECT_EQ((*target)->name(), "segstore resp");
+  auto first = (*target)->Sample();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_GT(first->pid, 0);
+  EXPECT_GT(first->memory_bytes, 0u);
+  EXPECT_EQ(first->records, 0u);
+  EXPECT_EQ(first->durability, "commit");
+  EXPECT_EQ(first->device, server_.data());
+
+  boost::asio::io_context io;
+  std::unique_ptr<Connection> conn;
+  bool opened = false;
+  (*target)->Open(io, [&](Result<std::unique_ptr<Connection>> r) {
+    opened = true;
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    conn = std::move(*r);
+  });
+  while (!opened && io.run_one_for(std::chrono::seconds(10)) > 0) {
+  }
+  ASSERT_NE(conn, nullptr);
+  auto call = [&](const std::function<void(Done)>& start) {
+    std::optional<Outcome> got;
+    start([&](Outcome out) { got = std::move(out); });
+    io.restart();
+    while (!got && io.run_one_for(std::chrono::seconds(10)) > 0) {
+    }
+    EXPECT_TRUE(got.has_value()) << "no answer";
+    return got.value_or(Outcome{false, "no answer", 0, 0});
+  };
+
+  const uint32_t now = static_cast<uint32_t>(std::time(nullptr));
+  const std::vector<std::string> users = {"u1", "u2"};
+  const std::vector<std::vector<Assignment>> profiles = {
+      {{100, now + 3600}, {200, now + 7200}, {300, now + 2}}, {{7, now + 3600}, {8, now + 2}}};
+  Outcome o1 = call([&](Done d) { conn->Replace(users, profiles, std::move(d)); });
+  ASSERT_TRUE(o1.ok) << o1.error;
+  o1 = call([&](Done d) { conn->Get("u1", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 3u);
+  EXPECT_EQ(o1.missing, 0u);
+  o1 = call([&](Done d) { conn->Get("nobody", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 0u);
+  EXPECT_EQ(o1.missing, 1u);
+  const std::vector<std::string> batch = {"u1", "nobody", "u2"};
+  o1 = call([&](Done d) { conn->BatchGet(batch, std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 5u);
+  EXPECT_EQ(o1.missing, 1u);
+  const std::vector<std::string> bad = {"u1", std::string(300, 'x')};  // over max_key_bytes
+  o1 = call([&](Done d) { conn->BatchGet(bad, std::move(d)); });
+  EXPECT_FALSE(o1.ok);
+  EXPECT_NE(o1.error.find("users[1]"), std::string::npos) << o1.error;
+  // The connection answers on after an error reply.
+  o1 = call([&](Done d) { conn->Trim("nobody", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 0u);
+
+  // Segments 300 and 8 expire; an upsert and a trim count what they removed.
+  while (static_cast<uint32_t>(std::time(nullptr)) <= now + 2) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  const std::vector<Assignment> more = {{400, now + 3600}};
+  o1 = call([&](Done d) { conn->Upsert("u1", more, std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 1u);  // segment 300, trimmed on the way
+  o1 = call([&](Done d) { conn->Trim("u1", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 0u);
+  o1 = call([&](Done d) { conn->Trim("u2", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 1u);  // segment 8
+  o1 = call([&](Done d) { conn->Get("u1", std::move(d)); });
+  EXPECT_EQ(o1.segments, 3u);                              // 100, 200, 400
+  const std::vector<Assignment> past = {{500, now - 10}};  // refused: not in the future
+  o1 = call([&](Done d) { conn->Upsert("u1", past, std::move(d)); });
+  EXPECT_FALSE(o1.ok);
+  conn.reset();
+
+  auto later = (*target)->Sample();
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_EQ(later->pid, first->pid);
+  EXPECT_EQ(later->records, 2u);
+  EXPECT_GT(later->device_bytes_used, 0u);
+
+  RedisOptions wrong = o;
+  wrong.port = server_.port();  // the binary protocol's port: not RESP
+  wrong.timeout = milliseconds(500);
+  EXPECT_EQ(NewRedisTarget(wrong).status().code(), Status::Code::kUnavailable);
+  wrong = o;
+  wrong.whole_profiles = true;
+  EXPECT_EQ(NewRedisTarget(wrong).status().code(), Status::Code::kInvalidArgument);
+}
+
+// segbench through the RESP port alone (load, get, batch-get, upsert,
+// trim), then beside the binary protocol on the same server (gets of users
+// half of whom were never loaded).
+TEST_F(SegbenchRespTest, ToolMeasuresTheRespPort) {
+  const std::string common = std::string(SEGBENCH_PATH) +
+                             " --connections 2 --seconds 0.25 --warmup 0.05 --batch 4 --json ";
+  auto [rc, out] = RunTool(common + "--resp " + Address(server_.resp_port()) +
+                           " --users 30 load get batch-get upsert trim 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["servers"].size(), 1u);
+  EXPECT_EQ(j["servers"][0]["name"], "segstore resp");
+  EXPECT_EQ(j["servers"][0]["durability"], "commit");
+  EXPECT_EQ(j["servers"][0]["load"]["after"]["records"], 30);
+  EXPECT_GT(j["servers"][0]["disk_bytes_per_user"].get<double>(), 1000.0);
+  std::set<std::string> workloads;
+  for (const auto& run : j["runs"]) {
+    const std::string w = run["workload"];
+    workloads.insert(w);
+    EXPECT_EQ(run["target"], "segstore resp");
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_EQ(run["missing"], 0) << run.dump();
+    EXPECT_GT(run["ops"].get<uint64_t>(), 0u) << run.dump();
+    // A segstored process: its CPU time is read from /proc by the pid INFO gave.
+    EXPECT_FALSE(run["server_cpu_us_per_op"].is_null()) << run.dump();
+    if (w == "get") {
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 1000.0);
+    }
+    if (w == "batch-get") {
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 4000.0);
+    }
+    // (Which trims remove segments depends on the warm-up, which trims all
+    // 30 users: TargetReadsSegstoresReplies counts them.)
+    if (w == "trim") {
+      EXPECT_GT(run["expired_segments"].get<uint64_t>(), 0u);
+    }
+  }
+  EXPECT_EQ(workloads, (std::set<std::string>{"get", "batch-get", "upsert", "trim"}));
+
+  std::tie(rc, out) =
+      RunTool(common + "--segstore " + Address(server_.port()) + " --resp " +
+              Address(server_.resp_port()) + " --users 60 get batch-get 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["servers"].size(), 2u);
+  std::map<std::string, double> missing_share;
+  for (const auto& run : j["runs"]) {
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    const double users = run["workload"] == "batch-get" ? 4.0 : 1.0;
+    missing_share[run["target"].get<std::string>() + " " + run["workload"].get<std::string>()] =
+        run["missing"].get<double>() / (users * run["requests_measured"].get<double>());
+  }
+  ASSERT_EQ(missing_share.size(), 4u);
+  for (const auto& [row, share] : missing_share) EXPECT_NEAR(share, 0.5, 0.15) << row;
 }
 
 }  // namespace
