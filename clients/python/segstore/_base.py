@@ -5,6 +5,7 @@ their connections raise."""
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from typing import Any, Dict, Optional
 
 from .errors import ConnectionLost, InvalidArgument, LimitExceeded, SegstoreError
@@ -32,6 +33,17 @@ class Closed(Lost):
 
 class TimedOut(Exception):
     """No answer within the timeout."""
+
+
+def reason(e: BaseException) -> str:
+    """A short account of why a socket or TLS operation failed."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS: the server's certificate was not accepted: {e.verify_message}"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS: {e.reason or e}"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
 
 
 def get_options(options: Optional[GetOptions], fields: Dict[str, Any]) -> GetOptions:

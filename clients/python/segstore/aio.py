@@ -26,15 +26,16 @@ import ssl
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import protocol as p
-from ._base import ClientBase, Closed, Lost, NotSent, TimedOut, get_options
-from .client import _reason
+from ._base import ClientBase, Closed, Lost, NotSent, TimedOut, get_options, reason
 from .errors import ProtocolError, SegstoreError, Timeout, Unavailable
 from .models import (
     MAX_U64,
     ClusterMap,
+    Condition,
     CopyPartitionResult,
     CountResult,
     DeleteResult,
+    ExpireResult,
     GetOptions,
     GetResult,
     Mode,
@@ -92,9 +93,9 @@ class _Connection(asyncio.Protocol):
         return False  # close our side too
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
-        reason = _reason(exc) if exc is not None else "the server closed it"
-        self.lost_reason = reason
-        self._fail(Lost(reason, self.close_reason))
+        why = reason(exc) if exc is not None else "the server closed it"
+        self.lost_reason = why
+        self._fail(Lost(why, self.close_reason))
         if not self._lost.done():
             self._lost.set_result(None)
 
@@ -299,7 +300,7 @@ class AsyncClient(ClientBase):
         except asyncio.TimeoutError:
             raise Timeout(f"no connection within {o.connect_timeout} s", **where) from None
         except OSError as e:
-            raise Unavailable(f"cannot connect: {_reason(e)}", **where) from None
+            raise Unavailable(f"cannot connect: {reason(e)}", **where) from None
         if not o.says_hello:
             return conn
         req = p.hello_request(o.client_name, o.auth_secret)
@@ -424,9 +425,13 @@ class AsyncClient(ClientBase):
         segments: Iterable[SegmentLike],
         mode: Union[Mode, str] = Mode.SET,
         write_id: Optional[bytes] = None,
+        *,
+        replace_attrs: bool = False,
     ) -> UpsertResult:
         """Adds or updates segments of one user (see :meth:`segstore.Client.upsert`)."""
-        return await self._execute(p.upsert_request(user, segments, mode, write_id))
+        return await self._execute(
+            p.upsert_request(user, segments, mode, write_id, replace_attrs)
+        )
 
     async def batch_upsert(
         self,
@@ -452,6 +457,19 @@ class AsyncClient(ClientBase):
     async def delete(self, user: UserId, write_id: Optional[bytes] = None) -> DeleteResult:
         """Deletes the whole profile, durably."""
         return await self._execute(p.delete_request(user, write_id))
+
+    async def expire(
+        self,
+        user: UserId,
+        ids: Iterable[int],
+        value: int,
+        ttl: bool = False,
+        condition: Union[Condition, str, None] = None,
+        write_id: Optional[bytes] = None,
+    ) -> ExpireResult:
+        """Sets these segments' expiry where ``condition`` holds (see
+        :meth:`segstore.Client.expire`); NotFound without a profile."""
+        return await self._execute(p.expire_request(user, ids, value, ttl, condition, write_id))
 
     async def copy_partition(
         self, partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0

@@ -21,14 +21,16 @@ from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import protocol as p
-from ._base import ClientBase, Lost, NotSent, TimedOut, get_options
+from ._base import ClientBase, Lost, NotSent, TimedOut, get_options, reason
 from .errors import ProtocolError, SegstoreError, Timeout, Unavailable
 from .models import (
     MAX_U64,
     ClusterMap,
+    Condition,
     CopyPartitionResult,
     CountResult,
     DeleteResult,
+    ExpireResult,
     GetOptions,
     GetResult,
     Mode,
@@ -48,16 +50,6 @@ _PIPELINE_BYTES = 1 << 20  # request bytes a pipeline keeps unanswered at most
 
 def _deadline(timeout: Optional[float]) -> Optional[float]:
     return None if timeout is None else time.monotonic() + timeout
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, ssl.SSLCertVerificationError):
-        return f"TLS: the server's certificate was not accepted: {e.verify_message}"
-    if isinstance(e, ssl.SSLError):
-        return f"TLS: {e.reason or e}"
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e) or type(e).__name__
 
 
 class _Connection:
@@ -118,7 +110,7 @@ class _Connection:
             raise TimedOut() from None
         except OSError as e:
             self.close()
-            raise NotSent(_reason(e)) from None
+            raise NotSent(reason(e)) from None
 
     def read_frame(self, deadline: Optional[float]) -> p.Frame:
         """The next frame; TimedOut (the connection stays), Lost or ProtocolError."""
@@ -132,7 +124,7 @@ class _Connection:
                 raise TimedOut() from None
             except OSError as e:
                 self.close()
-                raise Lost(_reason(e), self.close_reason) from None
+                raise Lost(reason(e), self.close_reason) from None
             if not data:
                 self.close()
                 raise Lost("the server closed it", self.close_reason)
@@ -282,7 +274,7 @@ class Client(ClientBase):
         except TimeoutError:
             raise Timeout(f"no connection within {o.connect_timeout} s", **where) from None
         except OSError as e:
-            raise Unavailable(f"cannot connect: {_reason(e)}", **where) from None
+            raise Unavailable(f"cannot connect: {reason(e)}", **where) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
@@ -292,7 +284,7 @@ class Client(ClientBase):
             raise Timeout(f"no TLS handshake within {o.connect_timeout} s", **where) from None
         except OSError as e:
             sock.close()
-            raise Unavailable(_reason(e), **where) from None
+            raise Unavailable(reason(e), **where) from None
         conn = _Connection(sock, o.address)
         if not o.says_hello:
             return conn
@@ -489,6 +481,8 @@ class Client(ClientBase):
         segments: Iterable[SegmentLike],
         mode: Union[Mode, str] = Mode.SET,
         write_id: Optional[bytes] = None,
+        *,
+        replace_attrs: bool = False,
     ) -> UpsertResult:
         """Adds or updates segments of one user; expired ones go in the same write.
 
@@ -496,6 +490,8 @@ class Client(ClientBase):
         ``(id, value[, ttl[, attr1[, attr2]]])``). ``mode`` is ``"set"``,
         ``"extend"`` or ``"add"`` (:class:`Mode`). ``write_id`` (16 bytes,
         :func:`new_write_id`) names the write for a cluster's at-most-once.
+        With ``replace_attrs`` each named segment's attributes become exactly
+        those given (None clears one) rather than None keeping the current one.
 
         Raises:
             InvalidArgument: an expiry not in the future, a TTL of 0, an ID twice...
@@ -503,7 +499,7 @@ class Client(ClientBase):
             ConnectionLost: the connection broke before the answer; the write
                 may or may not have been made (``maybe_applied``).
         """
-        return self._execute(p.upsert_request(user, segments, mode, write_id))
+        return self._execute(p.upsert_request(user, segments, mode, write_id, replace_attrs))
 
     def batch_upsert(
         self,
@@ -542,6 +538,29 @@ class Client(ClientBase):
     def delete(self, user: UserId, write_id: Optional[bytes] = None) -> DeleteResult:
         """Deletes the whole profile, durably; ``deleted`` says whether there was one."""
         return self._execute(p.delete_request(user, write_id))
+
+    def expire(
+        self,
+        user: UserId,
+        ids: Iterable[int],
+        value: int,
+        ttl: bool = False,
+        condition: Union[Condition, str, None] = None,
+        write_id: Optional[bytes] = None,
+    ) -> ExpireResult:
+        """Sets the expiry of these segments where ``condition`` holds.
+
+        ``value`` is Unix seconds (0: never expires), or with ``ttl`` seconds
+        from the server's now. ``condition``: ``"nx"`` only segments that
+        never expire, ``"xx"`` only those that do, ``"gt"``/``"lt"`` only
+        where the new expiry is later/earlier (:class:`Condition`). A new
+        expiry not in the future removes the segment. Returns an
+        :class:`ExpireOutcome` per ID, in order, and the live count.
+
+        Raises:
+            NotFound: the user has no profile (nothing written).
+        """
+        return self._execute(p.expire_request(user, ids, value, ttl, condition, write_id))
 
     def copy_partition(
         self, partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0
@@ -631,8 +650,10 @@ class Pipeline:
         segments: Iterable[SegmentLike],
         mode: Union[Mode, str] = Mode.SET,
         write_id: Optional[bytes] = None,
+        *,
+        replace_attrs: bool = False,
     ) -> "Pipeline":
-        return self._add(p.upsert_request(user, segments, mode, write_id))
+        return self._add(p.upsert_request(user, segments, mode, write_id, replace_attrs))
 
     def batch_upsert(
         self,
@@ -651,3 +672,14 @@ class Pipeline:
 
     def delete(self, user: UserId, write_id: Optional[bytes] = None) -> "Pipeline":
         return self._add(p.delete_request(user, write_id))
+
+    def expire(
+        self,
+        user: UserId,
+        ids: Iterable[int],
+        value: int,
+        ttl: bool = False,
+        condition: Union[Condition, str, None] = None,
+        write_id: Optional[bytes] = None,
+    ) -> "Pipeline":
+        return self._add(p.expire_request(user, ids, value, ttl, condition, write_id))

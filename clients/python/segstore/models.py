@@ -33,6 +33,32 @@ class Mode(str, enum.Enum):
     """``value`` seconds are added to the current expiry (new segments: now + value)."""
 
 
+class Condition(str, enum.Enum):
+    """When an expire changes a segment (PROTOCOL.md, "expire"); never counts as +infinity."""
+
+    NX = "nx"
+    """Only segments that never expire."""
+    XX = "xx"
+    """Only segments that expire."""
+    GT = "gt"
+    """Only where the new expiry is later than the current one."""
+    LT = "lt"
+    """Only where the new expiry is earlier."""
+
+
+class ExpireOutcome(enum.IntEnum):
+    """What an expire did to one listed segment ID."""
+
+    MISSING = 0
+    """The profile holds no live segment with this ID."""
+    SET = 1
+    """The segment's expiry became the new one (its attributes kept)."""
+    REMOVED = 2
+    """The new expiry was not in the future: the segment was removed."""
+    UNCHANGED = 3
+    """The condition did not hold."""
+
+
 class Projection(str, enum.Enum):
     """What a get lists for each segment."""
 
@@ -102,7 +128,7 @@ class SegmentUpdate:
     ``ttl`` is true (at least 1), otherwise an absolute Unix time (``0``:
     never expires). In mode ``add`` it is the seconds to add (``ttl`` is
     ignored). ``attr1``/``attr2`` are set when given; ``None`` keeps the
-    segment's current value.
+    segment's current value (or clears it, in an upsert with ``replace_attrs``).
 
     The class methods say which one is meant::
 
@@ -200,13 +226,15 @@ def check_write_id(write_id: Optional[bytes]) -> Optional[bytes]:
 class UpsertItem:
     """One item of a batch_upsert: an upsert of one user.
 
-    ``mode`` None takes the batch's mode; ``write_id`` is the item's own.
+    ``mode`` None takes the batch's mode; ``write_id`` and ``replace_attrs``
+    are the item's own.
     """
 
     user: UserId
     segments: Sequence[SegmentLike]
     mode: Union[Mode, str, None] = None
     write_id: Optional[bytes] = None
+    replace_attrs: bool = False
 
 
 # ---- results ----
@@ -336,12 +364,26 @@ class DeleteResult:
 
 
 @dataclass(frozen=True)
+class ExpireResult:
+    """One outcome per listed ID, in the order listed, and the live segments after.
+
+    ``results`` is empty (and ``count`` 0) for a duplicate whose first answer
+    the cluster node no longer knows.
+    """
+
+    results: List[ExpireOutcome]
+    count: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
 class Node:
-    """A cluster node in a partition map."""
+    """A cluster node in a partition map (``resp``: its RESP port, when it has one)."""
 
     id: str
     address: str
     rack: str = ""
+    resp: str = ""
 
 
 @dataclass(frozen=True)

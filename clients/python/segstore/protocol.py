@@ -32,10 +32,13 @@ from .models import (
     MAX_U32,
     MAX_U64,
     ClusterMap,
+    Condition,
     CopiedRecord,
     CopyPartitionResult,
     CountResult,
     DeleteResult,
+    ExpireOutcome,
+    ExpireResult,
     GetOptions,
     GetResult,
     Mode,
@@ -82,6 +85,7 @@ class Op(enum.IntEnum):
     REMOVE = 0x22
     TRIM = 0x23
     DELETE = 0x24
+    EXPIRE = 0x25
     COPY_PARTITION = 0x30
 
     @property
@@ -395,6 +399,7 @@ def _parse_cluster_map(body: Any, frame: Frame) -> ClusterMap:
                 id=_field(n, "id", str, "a string", op),
                 address=_field(n, "address", str, "a string", op),
                 rack=n.get("rack", "") or "",
+                resp=n.get("resp", "") or "",
             )
         )
     return ClusterMap(
@@ -520,8 +525,11 @@ def _upsert_body(
     segments: Iterable[SegmentLike],
     mode: Union[Mode, str],
     write_id: Optional[bytes],
+    replace_attrs: bool,
 ) -> Dict[str, Any]:
     d = {"user": _user(user), "mode": _mode(mode), "segments": _segments(segments)}
+    if replace_attrs:
+        d["replace_attrs"] = True
     return _write_id_into(d, write_id)
 
 
@@ -530,9 +538,14 @@ def upsert_request(
     segments: Iterable[SegmentLike],
     mode: Union[Mode, str] = Mode.SET,
     write_id: Optional[bytes] = None,
+    replace_attrs: bool = False,
 ) -> Request:
-    """upsert: add or update segments of one user."""
-    body = pack(_upsert_body(user, segments, mode, write_id))
+    """upsert: add or update segments of one user.
+
+    With ``replace_attrs`` each named segment's attributes become exactly
+    those given (None clears one) instead of None keeping the current value.
+    """
+    body = pack(_upsert_body(user, segments, mode, write_id, replace_attrs))
     return Request(
         Op.UPSERT, body, False, lambda b, frame: _upsert_result(_map(b, "upsert"), "upsert")
     )
@@ -559,6 +572,7 @@ def batch_upsert_request(
                 item.segments,
                 item.mode if item.mode is not None else default_mode,
                 item.write_id,
+                item.replace_attrs,
             )
         )
         users.append(item.user)
@@ -617,6 +631,60 @@ def delete_request(user: UserId, write_id: Optional[bytes] = None) -> Request:
         )
 
     return Request(Op.DELETE, body, False, parse)
+
+
+def _condition(condition: Union[Condition, str, None]) -> Optional[str]:
+    if condition is None:
+        return None
+    try:
+        return Condition(condition).value
+    except ValueError:
+        raise InvalidArgument(
+            f"condition: {condition!r} is not one of 'nx', 'xx', 'gt', 'lt' (or None)"
+        ) from None
+
+
+def _outcome(code: Any) -> Union[ExpireOutcome, int]:
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise ProtocolError(f"expire answer: an outcome is not an integer: {code!r}")
+    try:
+        return ExpireOutcome(code)
+    except ValueError:
+        return code  # an outcome newer than this client
+
+
+def expire_request(
+    user: UserId,
+    ids: Iterable[int],
+    value: int,
+    ttl: bool = False,
+    condition: Union[Condition, str, None] = None,
+    write_id: Optional[bytes] = None,
+) -> Request:
+    """expire: set these segments' expiry (``value``: Unix seconds, 0 never;
+    with ``ttl`` seconds from now) where ``condition`` holds."""
+    ids = list(ids)
+    for i in ids:
+        _check_uint("ids", i, MAX_U64)
+    _check_uint("value", value, MAX_U32)
+    d: Dict[str, Any] = {"user": _user(user), "ids": ids, "value": value}
+    if ttl:
+        d["ttl"] = True
+    cond = _condition(condition)
+    if cond is not None:
+        d["condition"] = cond
+    body = pack(_write_id_into(d, write_id))
+
+    def parse(b: Any, frame: Frame) -> ExpireResult:
+        b = _map(b, "expire")
+        results = _field(b, "results", list, "a list", "expire")
+        return ExpireResult(
+            [_outcome(r) for r in results],
+            _field(b, "count", int, "an integer", "expire"),
+            b.get("duplicate") is True,
+        )
+
+    return Request(Op.EXPIRE, body, False, parse)
 
 
 # node to node
@@ -696,6 +764,7 @@ __all__ = [
     "delete_request",
     "encode_frame",
     "error_of",
+    "expire_request",
     "get_request",
     "hello_request",
     "op_name",

@@ -71,6 +71,11 @@ def test_every_operation(server, user):
             assert (await c.get(user)).expires[1] == 0  # never, plus 10 s, is never
             assert await c.remove(user, [3, 3, 99]) == RemoveResult(1)
             assert await c.trim(user, before=now + 7200) == TrimResult(1, 1)
+            try:  # segment 2 never expires: nx holds
+                r = await c.expire(user, [2], now + 60, condition="nx")
+                assert r.results == [segstore.ExpireOutcome.SET] and r.count == 1
+            except segstore.Unsupported:
+                pass  # a segstored without expire (0x25) yet
             assert await c.delete(user) == DeleteResult(True)
             assert await c.delete(user) == DeleteResult(False)
             with pytest.raises(NotFound) as e:

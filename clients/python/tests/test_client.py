@@ -407,3 +407,40 @@ def test_from_address_and_repr(server):
     with c:
         assert "connected" in repr(c)
         c.ping()
+
+
+def test_upsert_replace_attrs(client, user):
+    client.upsert(user, [S.forever(1, attr1=5, attr2=6), S.forever(2, attr1=7)])
+    # Named segments get exactly the attributes given; segment 2 is not named.
+    r = client.upsert(user, [S.forever(1, attr2=9)], replace_attrs=True)
+    assert r == UpsertResult(0, 1, 0, 2)
+    g = client.get(user)
+    assert g.attr1 == [None, 7] and g.attr2 == [9, None]
+    items = [UpsertItem(user, [S.forever(2)], replace_attrs=True)]
+    assert client.batch_upsert(items) == [UpsertResult(0, 1, 0, 2)]
+    assert client.get(user).attr1 is None
+
+
+def test_expire(client, user):
+    from segstore import Condition, ExpireOutcome as O
+
+    now = int(time.time())
+    client.upsert(user, [S.expiring_at(1, now + HOUR), S.forever(2), S.expiring_at(3, now + DAY)])
+    try:
+        r = client.expire(user, [1, 2, 3, 4], now + 2 * HOUR, condition=Condition.GT)
+    except segstore.Unsupported:
+        pytest.skip("this segstored has no expire (0x25) yet")
+    # gt: later than an hour, not than a day; never is later than anything.
+    assert r.results == [O.SET, O.UNCHANGED, O.UNCHANGED, O.MISSING] and r.count == 3
+    assert client.get(user).expires == [now + 2 * HOUR, 0, now + DAY]
+    # HPERSIST: never expire, only for segments that expire.
+    r = client.expire(user, [1, 2], 0, condition="xx")
+    assert r.results == [O.SET, O.UNCHANGED]
+    # A TTL of 0 removes; the answer counts what is left.
+    r = client.expire(user, [3], 0, ttl=True)
+    assert r.results == [O.REMOVED] and r.count == 2
+    assert client.get(user, projection="ids").ids == [1, 2]
+    with pytest.raises(NotFound):
+        client.expire(user + "-none", [1], 0)
+    with pytest.raises(InvalidArgument):
+        client.expire(user, [1], 0, condition="sometimes")

@@ -22,6 +22,8 @@ from segstore import (
     CopyPartitionResult,
     CountResult,
     DeleteResult,
+    ExpireOutcome,
+    ExpireResult,
     GetOptions,
     GetResult,
     InDoubt,
@@ -117,6 +119,18 @@ CALLS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
     "upsert_write_id": (
         lambda c: c.upsert("user-42", [S(300, 600)], "add", write_id=WRITE_ID),
         UpsertResult(0, 1, 0, 6, duplicate=True),
+    ),
+    "upsert_replace_attrs": (
+        lambda c: c.upsert(
+            "user-42",
+            [S.expiring_in(70000, 2592000, attr2=5), S.expiring_in(101, 86400)],
+            replace_attrs=True,
+        ),
+        UpsertResult(0, 2, 0, 6),
+    ),
+    "expire": (
+        lambda c: c.expire("user-42", [101, 205, 9000000000], 3600, ttl=True, condition="gt"),
+        ExpireResult([ExpireOutcome.SET, ExpireOutcome.UNCHANGED, ExpireOutcome.MISSING], 5),
     ),
     "batch_upsert": (
         lambda c: c.batch_upsert(
@@ -237,10 +251,20 @@ def example_names(direction: str):
 
 
 def test_every_example_is_covered():
+    """A new example fails here until the client (and this table) speak it.
+
+    The tables may run ahead of the examples: an entry whose file is not
+    there yet is not tested.
+    """
     requests, responses = set(example_names("request")), set(example_names("response"))
     assert requests, f"no examples under {examples_dir()}"
-    assert requests == set(CALLS), "request examples and CALLS differ"
-    assert responses == set(CALLS) | set(ANSWERS) | set(CONNECTION_ERRORS)
+    missing = requests - set(CALLS)
+    assert not missing, f"request examples this client does not make: {missing}"
+    assert responses <= set(CALLS) | set(ANSWERS) | set(CONNECTION_ERRORS), (
+        f"response examples this client does not decode: "
+        f"{responses - set(CALLS) - set(ANSWERS) - set(CONNECTION_ERRORS)}"
+    )
+    assert requests <= responses
 
 
 def check(outcome: Any, expected: Any) -> None:
@@ -265,7 +289,7 @@ def outcome_of(call: Callable[[], Any]) -> Any:
         return e
 
 
-@pytest.mark.parametrize("name", sorted(CALLS))
+@pytest.mark.parametrize("name", sorted(set(CALLS) & set(example_names("request"))))
 def test_request_example_is_what_the_call_sends(name, fake_server):
     """The client's bytes equal the request example; its result is the response's."""
     request = read_example(f"{name}.request")
@@ -285,7 +309,9 @@ def test_request_example_is_what_the_call_sends(name, fake_server):
     check(outcome, expected)
 
 
-@pytest.mark.parametrize("name", sorted(CALLS) + sorted(ANSWERS))
+@pytest.mark.parametrize(
+    "name", sorted((set(CALLS) | set(ANSWERS)) & set(example_names("response")))
+)
 def test_response_example_decodes(name):
     """Decoding alone, from the frame: the header's fields and the result."""
     data = read_example(f"{name}.response")
