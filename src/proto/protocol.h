@@ -45,16 +45,17 @@ enum class Op : uint8_t {
   kRemove = 0x22,
   kTrim = 0x23,
   kDelete = 0x24,
+  kExpire = 0x25,
   // Node to node (a cluster's own traffic; clients have no need of these).
   kCopyPartition = 0x30,
 };
 
 // Every operation in a fixed order. An operation's place in it (OpSlot)
 // numbers per-operation counters; codes outside the table get kOpCount.
-inline constexpr Op kOps[] = {Op::kHello,        Op::kPing,     Op::kStats, Op::kClusterMap,
-                              Op::kGet,          Op::kBatchGet, Op::kCount, Op::kUpsert,
-                              Op::kBatchUpsert,  Op::kRemove,   Op::kTrim,  Op::kDelete,
-                              Op::kCopyPartition};
+inline constexpr Op kOps[] = {Op::kHello,       Op::kPing,         Op::kStats, Op::kClusterMap,
+                              Op::kGet,         Op::kBatchGet,     Op::kCount, Op::kUpsert,
+                              Op::kBatchUpsert, Op::kRemove,       Op::kTrim,  Op::kDelete,
+                              Op::kExpire,      Op::kCopyPartition};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

@@ -38,6 +38,8 @@ std::string_view OpName(uint8_t op) {
       return "trim";
     case Op::kDelete:
       return "delete";
+    case Op::kExpire:
+      return "expire";
     case Op::kCopyPartition:
       return "copy_partition";
   }
@@ -116,6 +118,22 @@ std::string_view ModeName(UpsertMode m) {
       return "add";
   }
   return "set";
+}
+
+std::string_view ConditionName(ExpireCondition c) {
+  switch (c) {
+    case ExpireCondition::kNone:
+      return "";
+    case ExpireCondition::kNx:
+      return "nx";
+    case ExpireCondition::kXx:
+      return "xx";
+    case ExpireCondition::kGt:
+      return "gt";
+    case ExpireCondition::kLt:
+      return "lt";
+  }
+  return "";
 }
 
 // The get options as map entries; returns how many it wrote when `pk` is
@@ -649,6 +667,40 @@ Status ReadMode(const Fields& f, UpsertMode* mode) {
   return Status::OK();
 }
 
+// "condition" of expire: absent or nil for none, else one of its names.
+Status ReadCondition(const Fields& f, ExpireCondition* condition) {
+  *condition = ExpireCondition::kNone;
+  const object* o = f.Find("condition");
+  if (o == nullptr || o->type == mt::NIL) return Status::OK();
+  if (o->type != mt::STR) return WrongType(f.Name("condition"), "a string", *o);
+  const std::string_view name(o->via.str.ptr, o->via.str.size);
+  for (ExpireCondition c :
+       {ExpireCondition::kNx, ExpireCondition::kXx, ExpireCondition::kGt, ExpireCondition::kLt}) {
+    if (name == ConditionName(c)) {
+      *condition = c;
+      return Status::OK();
+    }
+  }
+  return Bad(f.Name("condition"), "\"" + Printable(name) + "\" is not one of nx, xx, gt, lt");
+}
+
+// A list of segment IDs: "ids" of remove and expire.
+Status ReadIds(const Fields& f, const DecodeLimits& lim, std::vector<uint64_t>* ids) {
+  const object* arr = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f.Array("ids", lim.max_list, &arr, true));
+  ids->clear();
+  ids->reserve(arr->via.array.size);
+  for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+    uint64_t id = 0;
+    if (!FastUint(arr->via.array.ptr[i], UINT64_MAX, &id)) {
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(
+          arr->via.array.ptr[i], f.Name("ids") + "[" + std::to_string(i) + "]", UINT64_MAX, &id));
+    }
+    ids->push_back(id);
+  }
+  return Status::OK();
+}
+
 Status ReadOptions(const Fields& f, GetOptions* o) {
   std::string projection;
   SEGSTORE_RETURN_IF_ERROR(f.Text("projection", &projection));
@@ -986,6 +1038,29 @@ void Encode(const DeleteRequest& m, std::string* out) {
   });
 }
 
+void Encode(const ExpireRequest& m, std::string* out) {
+  const std::string_view condition = ConditionName(m.condition);
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3 + (m.ttl ? 1 : 0) + (condition.empty() ? 0 : 1) + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "ids");
+    pk.pack_array(static_cast<uint32_t>(m.ids.size()));
+    for (uint64_t id : m.ids) pk.pack_uint64(id);
+    Str(pk, "value");
+    pk.pack_uint32(m.value);
+    if (m.ttl) {
+      Str(pk, "ttl");
+      pk.pack_true();
+    }
+    if (!condition.empty()) {
+      Str(pk, "condition");
+      Str(pk, condition);
+    }
+    WriteIdField(pk, m.write_id);
+  });
+}
+
 void Encode(const CopyPartitionRequest& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
     pk.pack_map(2 + (m.min_next != 0 ? 1 : 0) + (m.max_bytes != 0 ? 1 : 0));
@@ -1090,19 +1165,19 @@ Status Decode(std::string_view body, const DecodeLimits& lim, RemoveRequest* m) 
   return DecodeMap(body, [&](const Fields& f) {
     SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
     SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
-    const object* arr = nullptr;
-    SEGSTORE_RETURN_IF_ERROR(f.Array("ids", lim.max_list, &arr, true));
-    m->ids.clear();
-    m->ids.reserve(arr->via.array.size);
-    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
-      uint64_t id = 0;
-      if (!FastUint(arr->via.array.ptr[i], UINT64_MAX, &id)) {
-        SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(
-            arr->via.array.ptr[i], "ids[" + std::to_string(i) + "]", UINT64_MAX, &id));
-      }
-      m->ids.push_back(id);
-    }
-    return Status::OK();
+    return ReadIds(f, lim, &m->ids);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, ExpireRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
+    SEGSTORE_RETURN_IF_ERROR(ReadIds(f, lim, &m->ids));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("value", &m->value, /*required=*/true));
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("ttl", &m->ttl));
+    return ReadCondition(f, &m->condition);
   });
 }
 
@@ -1237,6 +1312,18 @@ void Encode(const DeleteResponse& m, std::string* out) {
     pk.pack_map(m.duplicate ? 2 : 1);
     Str(pk, "deleted");
     Bool(pk, m.deleted);
+    DuplicateField(pk, m.duplicate);
+  });
+}
+
+void Encode(const ExpireResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(m.duplicate ? 3 : 2);
+    Str(pk, "results");
+    pk.pack_array(static_cast<uint32_t>(m.results.size()));
+    for (ExpireOutcome o : m.results) pk.pack_uint8(static_cast<uint8_t>(o));
+    Str(pk, "count");
+    pk.pack_uint32(m.count);
     DuplicateField(pk, m.duplicate);
   });
 }
@@ -1529,6 +1616,27 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, DeleteResponse
     if (f.Find("deleted") == nullptr) return Bad("deleted", "missing");
     SEGSTORE_RETURN_IF_ERROR(f.Flag("duplicate", &m->duplicate));
     return f.Flag("deleted", &m->deleted);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ExpireResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("results", UINT32_MAX, &arr, true));
+    m->results.reserve(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      uint64_t o = 0;
+      if (!FastUint(arr->via.array.ptr[i], 3, &o)) {
+        SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(
+            arr->via.array.ptr[i], "results[" + std::to_string(i) + "]", UINT64_MAX, &o));
+        return Bad("results[" + std::to_string(i) + "]",
+                   std::to_string(o) + " is not an outcome (0 to 3)");
+      }
+      m->results.push_back(static_cast<ExpireOutcome>(o));
+    }
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("duplicate", &m->duplicate));
+    return f.UintAs("count", &m->count, true);
   });
 }
 

@@ -77,6 +77,18 @@ struct DeleteRequest {
   std::string user;
   WriteId write_id = {};
 };
+// expire: the expiry of each listed segment ID becomes `value` (absolute;
+// with `ttl`, seconds from the server's now) where `condition` holds.
+struct ExpireRequest {
+  std::string user;
+  std::vector<uint64_t> ids;  // 0 to max_segments (DecodeLimits::max_list)
+  uint32_t value = 0;         // absolute Unix seconds (0: never), or with ttl seconds
+  bool ttl = false;
+  ExpireCondition condition = ExpireCondition::kNone;
+  WriteId write_id = {};
+
+  ExpireSpec spec() const { return ExpireSpec{value, ttl, condition}; }
+};
 // copy_partition, node to node (include/segstore/messages.h).
 using CopyPartitionRequest = segstore::CopyPartitionRequest;
 
@@ -94,6 +106,9 @@ struct DeleteResponse {
   bool deleted = false;
   bool duplicate = false;  // as UpsertResult's
 };
+// {"results": [u8...], "count": u32, "duplicate"?}; Decode refuses an
+// outcome outside 0..3.
+using ExpireResponse = ExpireResult;
 using StatsResponse = Stats;
 using BatchGetResponse = BatchGetResult;
 using BatchUpsertResponse = BatchUpsertResult;
@@ -128,6 +143,7 @@ void Encode(const BatchUpsertRequest& m, std::string* out);
 void Encode(const RemoveRequest& m, std::string* out);
 void Encode(const TrimRequest& m, std::string* out);
 void Encode(const DeleteRequest& m, std::string* out);
+void Encode(const ExpireRequest& m, std::string* out);
 void Encode(const CopyPartitionRequest& m, std::string* out);
 
 Status Decode(std::string_view body, const DecodeLimits& limits, EmptyRequest* m);
@@ -140,6 +156,9 @@ Status Decode(std::string_view body, const DecodeLimits& limits, BatchUpsertRequ
 Status Decode(std::string_view body, const DecodeLimits& limits, RemoveRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, TrimRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, DeleteRequest* m);
+// Requires "value"; "condition" is one of "nx", "xx", "gt", "lt" (absent or
+// nil: none).
+Status Decode(std::string_view body, const DecodeLimits& limits, ExpireRequest* m);
 // Refuses a partition of 4096 or more and a cursor past kCopyFinished.
 Status Decode(std::string_view body, const DecodeLimits& limits, CopyPartitionRequest* m);
 
@@ -152,6 +171,7 @@ void Encode(const RemoveResponse& m, std::string* out);
 void Encode(const TrimResult& m, std::string* out);
 void Encode(const CountResponse& m, std::string* out);
 void Encode(const DeleteResponse& m, std::string* out);
+void Encode(const ExpireResponse& m, std::string* out);
 void Encode(const StatsResponse& m, std::string* out);
 
 Status Decode(std::string_view body, const DecodeLimits& limits, HelloResponse* m);
@@ -163,6 +183,7 @@ Status Decode(std::string_view body, const DecodeLimits& limits, RemoveResponse*
 Status Decode(std::string_view body, const DecodeLimits& limits, TrimResult* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, CountResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, DeleteResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, ExpireResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, StatsResponse* m);
 // cluster_map's answer. Decode also checks the map (ClusterMap::Check); what
 // is wrong with `incoming` alone is named "incoming".

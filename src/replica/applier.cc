@@ -329,7 +329,12 @@ class Applier::Loop {
           } else if constexpr (std::is_same_v<R, proto::TrimRequest>) {
             session_->Trim(w, r.user, r.before,
                            finish([](WriteAnswer& a, const TrimResult& v) { a.trim = v; }));
+          } else if constexpr (std::is_same_v<R, proto::ExpireRequest>) {
+            session_->Expire(
+                w, r.user, r.ids, r.spec(),
+                finish([](WriteAnswer& a, ExpireResult& v) { a.expire = std::move(v); }));
           } else {
+            static_assert(std::is_same_v<R, proto::DeleteRequest>);
             session_->Delete(w, r.user, finish([](WriteAnswer& a, bool v) { a.deleted = v; }));
           }
         },

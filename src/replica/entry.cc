@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
+
 #include "common/coding.h"
 
 namespace segstore::replica {
@@ -40,16 +42,23 @@ Status DecodeBody(std::string_view body, const proto::DecodeLimits& limits, Writ
 }  // namespace
 
 proto::Op WriteEntry::op() const {
-  switch (request.index()) {
-    case 0:
-      return proto::Op::kUpsert;
-    case 1:
-      return proto::Op::kRemove;
-    case 2:
-      return proto::Op::kTrim;
-    default:
-      return proto::Op::kDelete;
-  }
+  return std::visit(
+      [](const auto& r) {
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<R, proto::UpsertRequest>) {
+          return proto::Op::kUpsert;
+        } else if constexpr (std::is_same_v<R, proto::RemoveRequest>) {
+          return proto::Op::kRemove;
+        } else if constexpr (std::is_same_v<R, proto::TrimRequest>) {
+          return proto::Op::kTrim;
+        } else if constexpr (std::is_same_v<R, proto::DeleteRequest>) {
+          return proto::Op::kDelete;
+        } else {
+          static_assert(std::is_same_v<R, proto::ExpireRequest>);
+          return proto::Op::kExpire;
+        }
+      },
+      request);
 }
 
 const std::string& WriteEntry::user() const {
@@ -103,6 +112,9 @@ Status DecodeEntry(std::string_view bytes, const proto::DecodeLimits& limits, Wr
       break;
     case proto::Op::kDelete:
       s = DecodeBody<proto::DeleteRequest>(body, limits, entry);
+      break;
+    case proto::Op::kExpire:
+      s = DecodeBody<proto::ExpireRequest>(body, limits, entry);
       break;
     default:
       return Status::InvalidArgument(

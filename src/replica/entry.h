@@ -6,7 +6,8 @@
 //
 //   offset size  field
 //   0      1     format (kEntryFormat, 1)
-//   1      1     op: the proto::Op of the write (upsert, remove, trim, delete)
+//   1      1     op: the proto::Op of the write (upsert, remove, trim, delete,
+//                expire)
 //   2      2     reserved, 0
 //   4      4     now: Unix seconds; the time every replica applies it at
 //   8      16    write ID: hi then lo, big-endian (as on the wire)
@@ -45,7 +46,8 @@ struct WriteEntry {
   uint64_t ticket = 0;
   // Which write. Leave its own write_id empty: the header carries the
   // entry's (a decoded entry has it in both).
-  std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest, proto::DeleteRequest>
+  std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest, proto::DeleteRequest,
+               proto::ExpireRequest>
       request;
 
   proto::Op op() const;

@@ -1,6 +1,7 @@
 #include "replica/write_ids.h"
 
 #include <string>
+#include <vector>
 
 namespace segstore::replica {
 namespace {
@@ -37,6 +38,17 @@ bool WriteIdWindow::Admit(const WriteId& id, std::string_view user, UnixSeconds 
     answer->removed = k.v[0];
     answer->trim = TrimResult{k.v[0], k.v[1], true};
     answer->deleted = k.v[0] != 0;
+    if (k.op == proto::Op::kExpire) {
+      answer->expire.count = k.v[0];
+      answer->expire.duplicate = true;
+      if (k.outcomes != nullptr) {
+        answer->expire.results.reserve(k.v[1]);
+        for (uint32_t i = 0; i < k.v[1]; ++i) {
+          answer->expire.results.push_back(
+              static_cast<ExpireOutcome>((k.outcomes[i / 4] >> (2 * (i % 4))) & 3));
+        }
+      }
+    }
     return true;
   }
   // A new write (or one seen longer ago than the window): recorded afresh.
@@ -80,6 +92,18 @@ void WriteIdWindow::Answered(const WriteAnswer& answer) {
       k.v[0] = answer.trim.trimmed;
       k.v[1] = answer.trim.remaining;
       break;
+    case proto::Op::kExpire: {
+      const std::vector<ExpireOutcome>& results = answer.expire.results;
+      k.v[0] = answer.expire.count;
+      if (results.size() > kKeptOutcomes) break;
+      k.v[1] = static_cast<uint32_t>(results.size());
+      k.outcomes = std::make_shared<uint8_t[]>((results.size() + 3) / 4);  // zeroed
+      for (size_t i = 0; i < results.size(); ++i) {
+        k.outcomes[i / 4] |=
+            static_cast<uint8_t>(static_cast<uint8_t>(results[i]) << (2 * (i % 4)));
+      }
+      break;
+    }
     default:
       k.v[0] = answer.deleted ? 1 : 0;
       break;

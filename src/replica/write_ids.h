@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 
@@ -30,6 +31,7 @@ struct WriteAnswer {
   uint32_t removed = 0;    // remove
   TrimResult trim;         // trim
   bool deleted = false;    // delete
+  ExpireResult expire;     // expire
   bool duplicate = false;  // applied before: not again
 };
 
@@ -52,6 +54,10 @@ class WriteIdWindow {
   size_t size() const { return order_.size(); }
   size_t max_entries() const { return max_entries_; }
 
+  // The most outcomes of one expire kept for its duplicates: bounds what a
+  // window holds (64 bytes an entry) whatever the writes list.
+  static constexpr size_t kKeptOutcomes = 256;
+
  private:
   struct Key {
     WriteId id;
@@ -71,6 +77,11 @@ class WriteIdWindow {
     uint32_t v[4] = {};      // the op's counts, in its result's field order
     UnixSeconds latest = 0;  // the latest entry time seen for the key
     uint32_t entries = 0;    // of the window's entries with this key
+    // expire: v[0] is the count, v[1] how many outcomes are kept here, two
+    // bits each, four to a byte (none when the write listed more than
+    // kKeptOutcomes IDs: a duplicate's results are then not known). Never
+    // changed once made: copies of a window may share it.
+    std::shared_ptr<uint8_t[]> outcomes;
   };
 
   const uint32_t seconds_;

@@ -121,6 +121,8 @@ class ProfileHandler : public Handler {
         return Trim(h, body, std::move(to));
       case Op::kDelete:
         return Delete(h, body, std::move(to));
+      case Op::kExpire:
+        return Expire(h, body, std::move(to));
       case Op::kCopyPartition:
         return CopyPartition(h, body, std::move(to));
     }
@@ -526,6 +528,28 @@ class ProfileHandler : public Handler {
     session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
                        return proto::DeleteResponse{existed};
                      }));
+  }
+
+  void Expire(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::ExpireRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (RefusedAsPassive(h, to)) return;
+    if (!Serves(h, req.user, to)) return;
+    if (replicator_ != nullptr) {
+      // As Upsert: the TTL is checked at the time every replica applies it at.
+      const UnixSeconds now = service_->store_->clock().Now();
+      Status s = profile::CheckExpire(req.spec(), now);
+      if (!s.ok()) return ReplyError(h, s, to);
+      return Submit(now, std::move(req),
+                    [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+                      ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) {
+                        ExpireResult r = x.expire;
+                        r.duplicate = x.duplicate;
+                        return r;
+                      });
+                    });
+    }
+    session_->Expire(req.user, req.ids, req.spec(), AnswerAsIs<ExpireResult>(h, std::move(to)));
   }
 
   ProfileService* service_;

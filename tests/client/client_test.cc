@@ -112,6 +112,11 @@ void Standard(FakeConn& c, const Frame& f) {
     case Op::kDelete:
       c.Reply(f, proto::DeleteResponse{true});
       return;
+    case Op::kExpire:
+      c.Reply(f, ExpireResult{{ExpireOutcome::kSet, ExpireOutcome::kRemoved,
+                               ExpireOutcome::kUnchanged, ExpireOutcome::kMissing},
+                              9});
+      return;
     case Op::kCopyPartition:
       c.Reply(f, FakePage());
       return;

@@ -102,6 +102,8 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::TrimRequest>(h, body, l);
     case Op::kDelete:
       return ServeRequest<proto::DeleteRequest>(h, body, l);
+    case Op::kExpire:
+      return ServeRequest<proto::ExpireRequest>(h, body, l);
     case Op::kCopyPartition:
       return ServeRequest<proto::CopyPartitionRequest>(h, body, l);
   }
@@ -148,6 +150,8 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<TrimResult>(body, l);
     case Op::kDelete:
       return ReadAnswer<proto::DeleteResponse>(body, l);
+    case Op::kExpire:
+      return ReadAnswer<proto::ExpireResponse>(body, l);
     case Op::kCopyPartition:
       return ReadAnswer<proto::CopyPartitionResponse>(body, l);
   }

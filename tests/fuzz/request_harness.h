@@ -108,6 +108,13 @@ inline void CheckDecoded(const proto::TrimRequest& m, const proto::DecodeLimits&
 inline void CheckDecoded(const proto::DeleteRequest& m, const proto::DecodeLimits& l) {
   CheckUser(m.user, l);
 }
+inline void CheckDecoded(const proto::ExpireRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  FUZZ_CHECK(m.ids.size() <= l.max_list);
+  FUZZ_CHECK(m.condition == ExpireCondition::kNone || m.condition == ExpireCondition::kNx ||
+             m.condition == ExpireCondition::kXx || m.condition == ExpireCondition::kGt ||
+             m.condition == ExpireCondition::kLt);
+}
 inline void CheckDecoded(const proto::CopyPartitionRequest& m, const proto::DecodeLimits&) {
   FUZZ_CHECK(m.partition < kPartitions);
   FUZZ_CHECK(m.cursor <= kCopyFinished);

@@ -6,7 +6,7 @@
 //
 // - frame: every example frame of proto/examples (*.hex to bytes), and two
 //   requests pipelined in one input;
-// - hello, get, ..., delete: the bodies of that operation's example requests,
+// - hello, get, ..., delete, expire: the bodies of that operation's example requests,
 //   and an empty body;
 // - get_reader: the bodies of the get and batch_get example answers;
 // - copy_partition: the bodies of its example requests (behind a 0 byte) and
@@ -70,8 +70,8 @@ std::string ReadHexFrame(const fs::path& path) {
 }
 
 void ProtoSeeds(const fs::path& examples) {
-  const char* kBodyTargets[] = {"hello",        "get",    "batch_get", "count", "upsert",
-                                "batch_upsert", "remove", "trim",      "delete"};
+  const char* kBodyTargets[] = {"hello",        "get",    "batch_get", "count",  "upsert",
+                                "batch_upsert", "remove", "trim",      "delete", "expire"};
   for (const char* t : kBodyTargets) Write(t, "empty", "");
   Write("copy_partition", "empty-request", std::string(1, '\0'));
   Write("copy_partition", "empty-response", "\x01");
@@ -129,6 +129,8 @@ void LogEntrySeeds() {
   requests.push_back(u);
   requests.push_back(proto::RemoveRequest{"user-43", {1, 2, UINT64_MAX}, {}});
   requests.push_back(proto::TrimRequest{"user-44", 1'900'000'000, {}});
+  requests.push_back(
+      proto::ExpireRequest{"user-45", {7, 7, UINT64_MAX}, 3600, true, ExpireCondition::kGt, {}});
   requests.push_back(proto::DeleteRequest{std::string("\xff\x80"
                                                       "bin",
                                                       5),

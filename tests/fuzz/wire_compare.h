@@ -61,6 +61,10 @@ inline bool Same(const proto::TrimRequest& a, const proto::TrimRequest& b) {
 inline bool Same(const proto::DeleteRequest& a, const proto::DeleteRequest& b) {
   return a.user == b.user;
 }
+inline bool Same(const proto::ExpireRequest& a, const proto::ExpireRequest& b) {
+  return a.user == b.user && a.ids == b.ids && a.value == b.value && a.ttl == b.ttl &&
+         a.condition == b.condition && a.write_id == b.write_id;
+}
 inline bool Same(const proto::CopyPartitionRequest& a, const proto::CopyPartitionRequest& b) {
   return a.partition == b.partition && a.cursor == b.cursor && a.min_next == b.min_next &&
          a.max_bytes == b.max_bytes;

@@ -156,6 +156,16 @@ std::string Text(const TrimRequest& m) {
   return "trim " + Q(m.user) + " " + U(m.before) + Text(m.write_id);
 }
 std::string Text(const DeleteRequest& m) { return "delete " + Q(m.user) + Text(m.write_id); }
+std::string Text(const ExpireRequest& m) {
+  return "expire " + Q(m.user) + " " + List(m.ids, U) + " value " + U(m.value) +
+         (m.ttl ? " ttl" : " abs") + " condition " + U(static_cast<uint64_t>(m.condition)) +
+         Text(m.write_id);
+}
+std::string Text(const ExpireResponse& m) {
+  return "expire_result " +
+         List(m.results, [](ExpireOutcome o) { return U(static_cast<uint64_t>(o)); }) + " count " +
+         U(m.count) + (m.duplicate ? " duplicate" : "");
+}
 std::string Text(const HelloResponse& m) {
   std::ostringstream s;
   s << "server_info " << m.protocol << " " << Q(m.server) << " " << m.max_frame_bytes << " "
@@ -330,6 +340,7 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<RemoveRequest>("RemoveRequest", lim),
       DecoderOf<TrimRequest>("TrimRequest", lim),
       DecoderOf<DeleteRequest>("DeleteRequest", lim),
+      DecoderOf<ExpireRequest>("ExpireRequest", lim),
       DecoderOf<HelloResponse>("HelloResponse", lim),
       DecoderOf<GetResult>("GetResult", lim),
       DecoderOf<BatchGetResponse>("BatchGetResponse", lim),
@@ -339,6 +350,7 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<TrimResult>("TrimResult", lim),
       DecoderOf<CountResponse>("CountResponse", lim),
       DecoderOf<DeleteResponse>("DeleteResponse", lim),
+      DecoderOf<ExpireResponse>("ExpireResponse", lim),
       DecoderOf<StatsResponse>("StatsResponse", lim),
       DecoderOf<ClusterMap>("ClusterMap", lim),
       DecoderOf<CopyPartitionRequest>("CopyPartitionRequest", lim),
@@ -852,12 +864,140 @@ TEST(WireTest, RemoveTrimDeleteRequestsRoundTrip) {
   ExpectRoundTrip(DeleteRequest{std::string(kDefaultMaxKeyBytes, '\xff')});
 }
 
+TEST(WireTest, ExpireRequestRoundTripsEveryConditionAndLeavesOutItsDefaults) {
+  ExpectRoundTrip(ExpireRequest{"u", {}, 0});  // no IDs, persist
+  ExpectRoundTrip(ExpireRequest{"u", {0, 1, UINT64_MAX, 1ull << 40}, UINT32_MAX});
+  for (ExpireCondition c : {ExpireCondition::kNone, ExpireCondition::kNx, ExpireCondition::kXx,
+                            ExpireCondition::kGt, ExpireCondition::kLt}) {
+    ExpectRoundTrip(ExpireRequest{"u", {5}, 3600, true, c});
+    ExpectRoundTrip(ExpireRequest{"u", {5}, 1893456000, false, c, WriteId{1, 2}});
+  }
+  // ttl only when true, condition only when one is set; value always.
+  EXPECT_EQ(EncodeToString(ExpireRequest{"u", {7}, 0}),
+            Mp().Map(3).Str("user").Str("u").Str("ids").Arr(1).U(7).Str("value").U(0).str());
+  EXPECT_EQ(EncodeToString(ExpireRequest{"u", {}, 60, true, ExpireCondition::kGt}),
+            Mp().Map(5)
+                .Str("user")
+                .Str("u")
+                .Str("ids")
+                .Arr(0)
+                .Str("value")
+                .U(60)
+                .Str("ttl")
+                .Bool(true)
+                .Str("condition")
+                .Str("gt")
+                .str());
+  // nil reads as absent.
+  ExpireRequest got;
+  ASSERT_TRUE(Decode(Mp().Map(5)
+                         .Str("user")
+                         .Str("u")
+                         .Str("ids")
+                         .Arr(0)
+                         .Str("value")
+                         .U(1)
+                         .Str("ttl")
+                         .Nil()
+                         .Str("condition")
+                         .Nil()
+                         .str(),
+                     {}, &got)
+                  .ok());
+  EXPECT_FALSE(got.ttl);
+  EXPECT_EQ(got.condition, ExpireCondition::kNone);
+}
+
+TEST(WireTest, ExpireRequestRefusalsNameTheField) {
+  auto body = [](auto add) {
+    Mp m;
+    m.Map(3).Str("user").Str("u").Str("ids").Arr(1).U(1);
+    add(m);
+    return m.str();
+  };
+  ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(2).Str("user").Str("u").Str("ids").Arr(0)),
+                {"value", "missing"});
+  ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(2).Str("user").Str("u").Str("value").U(1)),
+                {"ids", "missing"});
+  ExpectInvalid(DecodeAs<ExpireRequest>(body([](Mp& m) { m.Str("value").U(1ull << 32); })),
+                {"value", "out of range"});
+  ExpectInvalid(DecodeAs<ExpireRequest>(body([](Mp& m) { m.Str("value").I(-1); })),
+                {"value", "negative"});
+  ExpectInvalid(DecodeAs<ExpireRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("ids").Arr(1).Str("x").Str("value").U(1)),
+                {"ids[0]", "a string"});
+  for (const char* bad : {"NX", "", "gte", "none"}) {
+    ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(4)
+                                              .Str("user")
+                                              .Str("u")
+                                              .Str("ids")
+                                              .Arr(0)
+                                              .Str("value")
+                                              .U(1)
+                                              .Str("condition")
+                                              .Str(bad)
+                                              .str()),
+                  {"condition", "is not one of nx, xx, gt, lt"});
+  }
+  ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(4)
+                                            .Str("user")
+                                            .Str("u")
+                                            .Str("ids")
+                                            .Arr(0)
+                                            .Str("value")
+                                            .U(1)
+                                            .Str("ttl")
+                                            .U(1)
+                                            .str()),
+                {"ttl", "a boolean"});
+  ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(4)
+                                            .Str("user")
+                                            .Str("u")
+                                            .Str("ids")
+                                            .Arr(0)
+                                            .Str("value")
+                                            .U(1)
+                                            .Str("condition")
+                                            .U(1)
+                                            .str()),
+                {"condition", "a string"});
+  // More IDs than max_list (the server's max_segments): LimitExceeded.
+  DecodeLimits small;
+  small.max_list = 2;
+  Mp three;
+  three.Map(3).Str("user").Str("u").Str("ids").Arr(3).U(1).U(2).U(3).Str("value").U(1);
+  ExpectError(DecodeAs<ExpireRequest>(three.str(), small), Status::Code::kLimitExceeded, {"ids"});
+}
+
+TEST(WireTest, ExpireResponseRoundTripsAndRefusesAnUnknownOutcome) {
+  using EO = ExpireOutcome;
+  ExpectRoundTrip(ExpireResponse{});
+  ExpectRoundTrip(
+      ExpireResponse{{EO::kMissing, EO::kSet, EO::kRemoved, EO::kUnchanged, EO::kSet}, 4});
+  ExpectRoundTrip(ExpireResponse{{EO::kSet}, 1, true});
+  EXPECT_EQ(EncodeToString(ExpireResponse{{EO::kSet, EO::kUnchanged}, 7}),
+            Mp().Map(2).Str("results").Arr(2).U(1).U(3).Str("count").U(7).str());
+  EXPECT_EQ(EncodeToString(ExpireResponse{{}, 0, true}),
+            Mp().Map(3).Str("results").Arr(0).Str("count").U(0).Str("duplicate").Bool(true).str());
+  ExpectInvalid(
+      DecodeAs<ExpireResponse>(Mp().Map(2).Str("results").Arr(2).U(1).U(4).Str("count").U(1).str()),
+      {"results[1]", "4 is not an outcome"});
+  ExpectInvalid(DecodeAs<ExpireResponse>(
+                    Mp().Map(2).Str("results").Arr(1).Str("set").Str("count").U(1).str()),
+                {"results[0]", "a string"});
+  ExpectInvalid(DecodeAs<ExpireResponse>(Mp().Map(1).Str("results").Arr(0).str()),
+                {"count", "missing"});
+  ExpectInvalid(DecodeAs<ExpireResponse>(Mp().Map(1).Str("count").U(0).str()),
+                {"results", "missing"});
+}
+
 TEST(WireTest, WriteIdsRoundTripOnEveryWrite) {
   const WriteId id{0x0102030405060708ull, 0x1112131415161718ull};
   ExpectRoundTrip(UpsertRequest{"u", {}, UpsertMode::kAdd, id});
   ExpectRoundTrip(RemoveRequest{"u", {1, 2}, id});
   ExpectRoundTrip(TrimRequest{"u", 5, id});
   ExpectRoundTrip(DeleteRequest{"u", id});
+  ExpectRoundTrip(ExpireRequest{"u", {1}, 60, true, ExpireCondition::kNone, id});
   BatchUpsertRequest batch;
   batch.items.push_back(UpsertRequest{"a", {}, UpsertMode::kSet, id});
   batch.items.push_back(UpsertRequest{"b", {}, UpsertMode::kSet, {}});
@@ -2459,6 +2599,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
       {Op::kRemove, "remove"},
       {Op::kTrim, "trim"},
       {Op::kDelete, "delete"},
+      {Op::kExpire, "expire"},
       {Op::kCopyPartition, "copy_partition"},
   };
   int known = 0;
@@ -2468,7 +2609,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x05, 0x13, 0x25, 0x31, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x13, 0x26, 0x31, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }

@@ -61,13 +61,15 @@ TEST(EntryTest, RoundTripsEveryWrite) {
   proto::RemoveRequest r{"bob", {1, 2, 3}, {}};
   proto::TrimRequest t{"carol", kStart + 5, {}};
   proto::DeleteRequest d{"dave", {}};
-  for (auto req : std::vector<decltype(e.request)>{r, t, d}) {
+  proto::ExpireRequest x{"erin", {4, 2, 4}, 600, true, ExpireCondition::kLt, {}};
+  for (auto req : std::vector<decltype(e.request)>{r, t, d, x}) {
     e.request = req;
     bytes.clear();
     EncodeEntry(e, &bytes);
     ASSERT_TRUE(DecodeEntry(bytes, lim, &back).ok());
     EXPECT_EQ(back.op(), e.op());
     EXPECT_EQ(back.user(), e.user());
+    EXPECT_EQ(static_cast<uint8_t>(bytes[1]), static_cast<uint8_t>(e.op()));
     Result<EntryHeader> h = DecodeEntryHeader(bytes);
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(h->op, e.op());
@@ -75,6 +77,13 @@ TEST(EntryTest, RoundTripsEveryWrite) {
     EXPECT_EQ(h->origin, 0x1234u);
     EXPECT_EQ(h->ticket, 99u);
   }
+  EXPECT_EQ(back.op(), proto::Op::kExpire);
+  const auto& bx = std::get<proto::ExpireRequest>(back.request);
+  EXPECT_EQ(bx.ids, x.ids);
+  EXPECT_EQ(bx.value, 600u);
+  EXPECT_TRUE(bx.ttl);
+  EXPECT_EQ(bx.condition, ExpireCondition::kLt);
+  EXPECT_EQ(bx.write_id, Id(7));  // the header's
 }
 
 TEST(EntryTest, RefusesWhatIsNotAnEntry) {
@@ -147,6 +156,53 @@ TEST(WriteIdWindowTest, ARetryWithinTheWindowGetsTheFirstAnswer) {
   EXPECT_FALSE(w.Admit(Id(1), "v", kStart + 31, proto::Op::kUpsert, &got));
   // Longer than the window after the latest time the ID was seen: a new write.
   EXPECT_FALSE(w.Admit(Id(2), "u", kStart + 92, proto::Op::kTrim, &got));
+}
+
+TEST(WriteIdWindowTest, AnExpireRetryGetsTheFirstOutcomesWhenThereWereNotTooMany) {
+  using EO = ExpireOutcome;
+  WriteIdWindow w(60, 1000);
+  WriteAnswer got;
+  ASSERT_FALSE(w.Admit(Id(1), "u", kStart, proto::Op::kExpire, &got));
+  WriteAnswer first;
+  first.expire.results = {EO::kSet, EO::kMissing, EO::kRemoved, EO::kUnchanged, EO::kSet};
+  first.expire.count = 4;
+  w.Answered(first);
+  // As many as are kept, and one more.
+  for (size_t n : {WriteIdWindow::kKeptOutcomes, WriteIdWindow::kKeptOutcomes + 1}) {
+    ASSERT_FALSE(w.Admit(Id(n), "u", kStart, proto::Op::kExpire, &got));
+    WriteAnswer many;
+    for (size_t i = 0; i < n; ++i) many.expire.results.push_back(static_cast<EO>(i % 4));
+    many.expire.count = 9;
+    w.Answered(many);
+  }
+  ASSERT_FALSE(w.Admit(Id(2), "u", kStart, proto::Op::kExpire, &got));  // answer unknown
+
+  ASSERT_TRUE(w.Admit(Id(1), "u", kStart + 1, proto::Op::kExpire, &got));
+  EXPECT_TRUE(got.duplicate);
+  EXPECT_TRUE(got.expire.duplicate);
+  EXPECT_EQ(got.expire.results, first.expire.results);
+  EXPECT_EQ(got.expire.count, 4u);
+  ASSERT_TRUE(w.Admit(Id(WriteIdWindow::kKeptOutcomes), "u", kStart + 1, proto::Op::kExpire, &got));
+  ASSERT_EQ(got.expire.results.size(), WriteIdWindow::kKeptOutcomes);
+  for (size_t i = 0; i < got.expire.results.size(); ++i) {
+    EXPECT_EQ(got.expire.results[i], static_cast<EO>(i % 4)) << i;
+  }
+  // Too many to keep: the count, but no results.
+  ASSERT_TRUE(
+      w.Admit(Id(WriteIdWindow::kKeptOutcomes + 1), "u", kStart + 1, proto::Op::kExpire, &got));
+  EXPECT_TRUE(got.expire.results.empty());
+  EXPECT_EQ(got.expire.count, 9u);
+  ASSERT_TRUE(w.Admit(Id(2), "u", kStart + 1, proto::Op::kExpire, &got));
+  EXPECT_TRUE(got.expire.duplicate);
+  EXPECT_TRUE(got.expire.results.empty());
+  EXPECT_EQ(got.expire.count, 0u);
+  // A failed expire's retry gets its code.
+  ASSERT_FALSE(w.Admit(Id(3), "u", kStart + 2, proto::Op::kExpire, &got));
+  WriteAnswer missing;
+  missing.status = Status::NotFound("no live segments");
+  w.Answered(missing);
+  ASSERT_TRUE(w.Admit(Id(3), "u", kStart + 2, proto::Op::kExpire, &got));
+  EXPECT_TRUE(got.status.IsNotFound());
 }
 
 TEST(WriteIdWindowTest, RemembersTheLastEntriesOfItsLogPartitionOnly) {
@@ -356,6 +412,58 @@ TEST_F(ReplicatorTest, AnUpsertReplacingAttributesReplacesThemOnEveryReplica) {
     EXPECT_TRUE(got->attr1.empty());  // cleared: not given
     EXPECT_EQ(got->attr2, std::vector<std::optional<uint32_t>>{9});
   }
+}
+
+TEST_F(ReplicatorTest, AnExpireIsAppliedOnceAndAlikeOnEveryReplica) {
+  using EO = ExpireOutcome;
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart + 3600);  // its clock an hour ahead: the entry's time counts
+  a.Open();
+  b.Open();
+  ASSERT_TRUE(a.Upsert("sam", {Ttl(1, 600), Ttl(2, 7200), SegmentUpdate{3, kNever, false, 4, {}}})
+                  .status.ok());
+  // "in 1800 s if that is later": 1 set, 2 unchanged, 3 unchanged (never is
+  // later than anything), 9 missing.
+  proto::ExpireRequest gt{"sam", {1, 2, 3, 9}, 1800, true, ExpireCondition::kGt, {}};
+  WriteAnswer first = a.Write(gt, Id(21));
+  ASSERT_TRUE(first.status.ok()) << first.status.ToString();
+  EXPECT_EQ(first.expire.results,
+            (std::vector<EO>{EO::kSet, EO::kUnchanged, EO::kUnchanged, EO::kMissing}));
+  EXPECT_EQ(first.expire.count, 3u);
+  EXPECT_FALSE(first.duplicate);
+  // Sent again with its write ID: the first answer, not applied again.
+  a.clock().Advance(10);
+  WriteAnswer again = a.Write(gt, Id(21));
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.expire.results, first.expire.results);
+  EXPECT_EQ(again.expire.count, 3u);
+  // HPERSIST of 2, and a past time removing 3 (its attribute with it).
+  WriteAnswer persist =
+      a.Write(proto::ExpireRequest{"sam", {2}, 0, false, ExpireCondition::kXx, {}});
+  EXPECT_EQ(persist.expire.results, std::vector<EO>{EO::kSet});
+  WriteAnswer removed = a.Write(proto::ExpireRequest{"sam", {3}, kStart - 1, false, {}, {}});
+  EXPECT_EQ(removed.expire.results, std::vector<EO>{EO::kRemoved});
+  EXPECT_EQ(removed.expire.count, 2u);
+  ASSERT_TRUE(b.WaitApplied(4));
+  Result<storage::Record> ra = a.Raw("sam");
+  Result<storage::Record> rb = b.Raw("sam");
+  ASSERT_TRUE(ra.ok());
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(ra->body(), rb->body());  // byte for byte, log position included
+  Result<GetResult> got = a.Get("sam");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->ids, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(got->expires, (std::vector<UnixSeconds>{kStart + 1800, kNever}));
+  // The write's own errors come back as they are.
+  EXPECT_EQ(a.Write(proto::ExpireRequest{"nobody", {1}, 60, true, {}, {}}).status.code(),
+            Status::Code::kNotFound);
+  // Emptying the profile removes it everywhere.
+  WriteAnswer all = a.Write(proto::ExpireRequest{"sam", {1, 2}, 0, true, {}, {}});
+  EXPECT_EQ(all.expire.count, 0u);
+  EXPECT_TRUE(a.Get("sam").status().IsNotFound());
+  ASSERT_TRUE(b.WaitApplied(6));
+  EXPECT_TRUE(b.Get("sam").status().IsNotFound());
 }
 
 TEST_F(ReplicatorTest, AProfileALogEntryEmptiedKeepsItsPositionAcrossAReplay) {

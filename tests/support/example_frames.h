@@ -45,9 +45,9 @@ struct RawBody {
 using Body =
     std::variant<EmptyBody, ErrorBody, WrongNodeBody, HelloRequest, GetRequest, BatchGetRequest,
                  CountRequest, UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest,
-                 DeleteRequest, HelloResponse, GetResult, BatchGetResponse, UpsertResult,
-                 BatchUpsertResponse, RemoveResponse, TrimResult, CountResponse, DeleteResponse,
-                 StatsResponse, ClusterMap, RawBody>;
+                 DeleteRequest, ExpireRequest, HelloResponse, GetResult, BatchGetResponse,
+                 UpsertResult, BatchUpsertResponse, RemoveResponse, TrimResult, CountResponse,
+                 DeleteResponse, ExpireResponse, StatsResponse, ClusterMap, RawBody>;
 
 // One example file: a frame, described. `BodyOf` is the variant of the
 // bodies its table uses (this table's Body; node_example_frames.h has its own).
@@ -332,8 +332,8 @@ inline std::vector<Example> All() {
                CountRequest{.user = "nobody", .id_from = 0, .id_to = UINT64_MAX}});
   v.push_back({"count_missing.response.hex",
                "count response for a user who has no profile: status 1 (NotFound)",
-               {"get, count, remove and trim all answer so, and write nothing; delete",
-                "answers {\"deleted\": false} instead; batch_get gives it per user."},
+               {"get, count, remove, trim and expire all answer so, and write nothing;",
+                "delete answers {\"deleted\": false} instead; batch_get gives it per user."},
                Op::kCount,
                15,
                Status::Code::kNotFound,
@@ -400,7 +400,7 @@ inline std::vector<Example> All() {
                 "0123456789abcdef and a counter, 42). A cluster with a log applies a write_id",
                 "at most once: send the same write again with the same write_id when its answer",
                 "was lost or InDoubt (status 16). A single server ignores it. Every write may",
-                "carry one: upsert, each batch_upsert item, remove, trim, delete."},
+                "carry one: upsert, each batch_upsert item, remove, trim, delete, expire."},
                Op::kUpsert,
                21,
                ok,
@@ -551,6 +551,36 @@ inline std::vector<Example> All() {
                13,
                ok,
                DeleteResponse{true}});
+
+  // ---- expire ----
+  v.push_back({"expire.request.hex",
+               "expire request: \"these segments expire in an hour, if that is later\"",
+               {"\"value\" is the new expiry: absolute Unix seconds (0: never expires), or with",
+                "\"ttl\": true seconds from the server's now. \"condition\" (optional): \"nx\"",
+                "only segments that never expire, \"xx\" only those that do, \"gt\" only where",
+                "the new expiry is later, \"lt\" only where earlier (never counts as +infinity).",
+                "A new expiry not in the future (a past time, or a TTL of 0) removes the",
+                "segment. Redis's HPERSIST is {\"value\": 0, \"condition\": \"xx\"}."},
+               Op::kExpire,
+               28,
+               ok,
+               ExpireRequest{.user = "user-42",
+                             .ids = {101, 205, 9000000000},
+                             .value = 3600,
+                             .ttl = true,
+                             .condition = ExpireCondition::kGt}});
+  v.push_back({"expire.response.hex",
+               "expire response: one outcome per listed ID, in order, and the count",
+               {"Outcomes: 0 missing (no live segment with that ID), 1 set, 2 removed (the",
+                "new expiry was not in the future), 3 unchanged (the condition did not hold).",
+                "Here 101's expiry moved an hour on; 205 already expired later; the profile",
+                "holds no 9000000000. \"count\": live segments afterwards."},
+               Op::kExpire,
+               28,
+               ok,
+               ExpireResponse{.results = {ExpireOutcome::kSet, ExpireOutcome::kUnchanged,
+                                          ExpireOutcome::kMissing},
+                              .count = 5}});
 
   // ---- errors ----
   v.push_back({"error.response.hex",
