@@ -118,6 +118,8 @@ class AsyncClusterClient {
   void Remove(std::string_view user, std::span<const uint64_t> ids, Callback<uint32_t> done);
   void Trim(std::string_view user, UnixSeconds before, Callback<TrimResult> done);
   void Delete(std::string_view user, Callback<bool> done);
+  void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& expiry,
+              Callback<ExpireResult> done);
 
   // Fails everything in flight with Unavailable (callbacks run inside Close),
   // closes every connection; later calls fail with Unavailable. Idempotent.

@@ -53,6 +53,10 @@ using segstore::BatchUpsertResult;
 using segstore::CopiedRecord;
 using segstore::CopyPartitionRequest;
 using segstore::CopyPartitionResponse;
+using segstore::ExpireCondition;
+using segstore::ExpireOutcome;
+using segstore::ExpireResult;
+using segstore::ExpireSpec;
 using segstore::GetOptions;
 using segstore::GetResult;
 using segstore::SegmentUpdate;
@@ -167,6 +171,16 @@ class AsyncClient {
                     Callback<TrimResult> done) = 0;
   // Gives whether there was a profile to delete.
   virtual void Delete(std::string_view user, const WriteId& write_id, Callback<bool> done) = 0;
+  // Sets the expiry of these segments to `expiry`'s (value, ttl) where its
+  // condition holds, each judged against the profile as it was: one
+  // outcome per listed ID, in order (missing, set, removed: the new expiry
+  // was not in the future, unchanged: the condition did not hold), and the
+  // live segments after. NotFound, writing nothing, when the user has no
+  // profile; LimitExceeded for more than the server's max_segments IDs;
+  // InvalidArgument for a TTL past 2^32-1 (proto/PROTOCOL.md, "expire").
+  virtual void Expire(std::string_view user, std::span<const uint64_t> ids,
+                      const ExpireSpec& expiry, const WriteId& write_id,
+                      Callback<ExpireResult> done) = 0;
   // Node to node: one page of a routing partition's records, from a cluster
   // node that serves the partition, for a node copying it to itself
   // (proto/PROTOCOL.md, "copy_partition"; clients have no need of it).
@@ -194,6 +208,10 @@ class AsyncClient {
   }
   void Delete(std::string_view user, Callback<bool> done) {
     Delete(user, WriteId{}, std::move(done));
+  }
+  void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& expiry,
+              Callback<ExpireResult> done) {
+    Expire(user, ids, expiry, WriteId{}, std::move(done));
   }
 
   // Fails the requests in flight with Unavailable (their callbacks run inside
@@ -238,6 +256,9 @@ class Client {
   Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0,
                           const WriteId& write_id = {});
   Result<bool> Delete(std::string_view user, const WriteId& write_id = {});
+  // As AsyncClient::Expire.
+  Result<ExpireResult> Expire(std::string_view user, std::span<const uint64_t> ids,
+                              const ExpireSpec& expiry, const WriteId& write_id = {});
   // As AsyncClient::CopyPartition.
   Result<CopyPartitionResponse> CopyPartition(const CopyPartitionRequest& request);
 

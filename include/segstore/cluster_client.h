@@ -101,6 +101,8 @@ class ClusterClient {
   Result<uint32_t> Remove(std::string_view user, std::span<const uint64_t> ids);
   Result<TrimResult> Trim(std::string_view user, UnixSeconds before = 0);
   Result<bool> Delete(std::string_view user);
+  Result<ExpireResult> Expire(std::string_view user, std::span<const uint64_t> ids,
+                              const ExpireSpec& expiry);
 
   // The client of the node at `address` ("host:port"), connected if needed.
   Result<Client*> NodeClient(const std::string& address);

@@ -994,6 +994,26 @@ void AsyncClusterClient::Trim(std::string_view user, UnixSeconds before,
       ->Start();
 }
 
+void AsyncClusterClient::Expire(std::string_view user, std::span<const uint64_t> ids,
+                                const ExpireSpec& expiry, Callback<ExpireResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->Expire(user, ids, expiry, WriteId{}, r.Counted(std::move(done)));
+    }
+  }
+  const WriteId id = NewWriteId();
+  std::make_shared<RoutedOp<ExpireResult>>(
+      router_, std::string(user), internal::WriteKind(id),
+      [list = std::vector<uint64_t>(ids.begin(), ids.end()), expiry, id](
+          AsyncClient& c, const std::string& u, Callback<ExpireResult> cb) {
+        c.Expire(u, list, expiry, id, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
 void AsyncClusterClient::Delete(std::string_view user, Callback<bool> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());

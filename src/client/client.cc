@@ -172,6 +172,15 @@ class AsyncClientImpl final : public AsyncClient {
                                          [](proto::DeleteResponse r) { return r.deleted; }));
   }
 
+  void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& expiry,
+              const WriteId& write_id, Callback<ExpireResult> done) override {
+    proto::ExpireRequest req{std::string(user), std::vector<uint64_t>(ids.begin(), ids.end()),
+                             expiry.value,      expiry.ttl,
+                             expiry.condition,  write_id};
+    Send(Op::kExpire, req,
+         Decoding<proto::ExpireResponse>(Op::kExpire, std::move(done), Identity<ExpireResult>()));
+  }
+
   void CopyPartition(const CopyPartitionRequest& request,
                      Callback<CopyPartitionResponse> done) override {
     Send(Op::kCopyPartition, request,
@@ -382,6 +391,12 @@ Result<TrimResult> Client::Trim(std::string_view user, UnixSeconds before,
 
 Result<bool> Client::Delete(std::string_view user, const WriteId& write_id) {
   return impl_->Wait<bool>([&](Callback<bool> cb) { impl_->async->Delete(user, write_id, cb); });
+}
+
+Result<ExpireResult> Client::Expire(std::string_view user, std::span<const uint64_t> ids,
+                                    const ExpireSpec& expiry, const WriteId& write_id) {
+  return impl_->Wait<ExpireResult>(
+      [&](Callback<ExpireResult> cb) { impl_->async->Expire(user, ids, expiry, write_id, cb); });
 }
 
 Result<CopyPartitionResponse> Client::CopyPartition(const CopyPartitionRequest& request) {

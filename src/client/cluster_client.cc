@@ -293,6 +293,13 @@ Result<TrimResult> ClusterClient::Trim(std::string_view user, UnixSeconds before
                                    [&](Client& c) { return c.Trim(user, before, id); });
 }
 
+Result<ExpireResult> ClusterClient::Expire(std::string_view user, std::span<const uint64_t> ids,
+                                           const ExpireSpec& expiry) {
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<ExpireResult>(user, internal::WriteKind(id),
+                                     [&](Client& c) { return c.Expire(user, ids, expiry, id); });
+}
+
 Result<bool> ClusterClient::Delete(std::string_view user) {
   const WriteId id = impl_->NewWriteId();
   return impl_->Routed<bool>(user, internal::WriteKind(id),

@@ -265,6 +265,16 @@ void AnswerAsHolder(FakeCluster& cluster, int node, FakeConn& c, const Frame& f)
     case Op::kDelete:
       c.Reply(f, proto::DeleteResponse{true});
       return;
+    case Op::kExpire: {
+      proto::ExpireRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      ExpireResult r;
+      r.results.assign(req.ids.size(), ExpireOutcome::kSet);
+      r.count = static_cast<uint32_t>(node);
+      c.Reply(f, r);
+      return;
+    }
     default:
       c.ReplyError(f, Status::Unsupported("not scripted"));
   }
@@ -287,6 +297,11 @@ std::pair<std::string, WriteId> UserAndId(const Frame& f) {
       proto::GetRequest r;
       EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
       return {r.user, {}};
+    }
+    case Op::kExpire: {
+      proto::ExpireRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
     }
     default:
       ADD_FAILURE() << "op " << int{f.op()};
@@ -370,6 +385,12 @@ TEST_F(AsyncClusterClientTest, ASingleServerGetsEverythingAndNothingIsRetried) {
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(Wait<uint32_t>([&](auto cb) { client->Count("alice", 0, 9, cb); }).value(), 0u);
   EXPECT_TRUE(Wait<bool>([&](auto cb) { client->Delete("alice", cb); }).value());
+  const std::vector<uint64_t> ids = {1};
+  Result<ExpireResult> e = Wait<ExpireResult>([&](auto cb) {
+    client->Expire("alice", ids, ExpireSpec{60, true}, cb);
+  });
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->results, std::vector<ExpireOutcome>{ExpireOutcome::kSet});
 
   EXPECT_EQ(client->retries(), 0u);
   EXPECT_EQ(client->in_flight(), 0u);
@@ -647,6 +668,46 @@ TEST_F(AsyncClusterClientTest, InALogClusterAWriteIsResentWithItsIdWhenItsOutcom
   }
   EXPECT_EQ(ids.size(), 4u);
   EXPECT_EQ(client->retries(), 6u);  // 3, the batch's 2, and "lost"
+}
+
+TEST_F(AsyncClusterClientTest, ExpireGoesToTheHolderAndIsResentWithItsIdWhenInDoubt) {
+  // Node 0, first replica of everything, answers an expire of "doubt" InDoubt.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node == 0 && f.op() == static_cast<uint8_t>(Op::kExpire) && UserAndId(f).first == "doubt") {
+      return c.ReplyError(f, Status::InDoubt("apply timed out"));
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint64_t> ids = {5, 3, 5};
+  const ExpireSpec gt{3600, true, ExpireCondition::kGt};
+  Result<ExpireResult> r =
+      Wait<ExpireResult>([&](auto cb) { client->Expire("alice", ids, gt, cb); });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->count, 0u);  // node 0's answer
+  EXPECT_EQ(r->results, std::vector<ExpireOutcome>(3, ExpireOutcome::kSet));
+  r = Wait<ExpireResult>([&](auto cb) { client->Expire("doubt", ids, gt, cb); });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->count, 1u);  // node 1's
+  EXPECT_EQ(client->retries(), 1u);
+  // The request as sent, and the one write ID on both nodes.
+  const std::vector<Frame> first = cluster.Received(0, Op::kExpire);
+  const std::vector<Frame> second = cluster.Received(1, Op::kExpire);
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(second.size(), 1u);
+  proto::ExpireRequest a, b;
+  ASSERT_TRUE(proto::Decode(first[1].body, kLimits, &a).ok());
+  ASSERT_TRUE(proto::Decode(second[0].body, kLimits, &b).ok());
+  EXPECT_EQ(a.user, "doubt");
+  EXPECT_EQ(a.ids, ids);
+  EXPECT_EQ(a.value, 3600u);
+  EXPECT_TRUE(a.ttl);
+  EXPECT_EQ(a.condition, ExpireCondition::kGt);
+  EXPECT_FALSE(a.write_id.empty());
+  EXPECT_EQ(b.write_id, a.write_id);
+  EXPECT_NE(UserAndId(first[0]).second, a.write_id);  // every write its own
 }
 
 TEST_F(AsyncClusterClientTest, ANodeThatCannotBeReachedIsPassedOverUntilItsMarkEnds) {

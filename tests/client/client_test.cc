@@ -516,6 +516,31 @@ TEST_F(EveryOpTest, Delete) {
   EXPECT_EQ(req.user, "h");
 }
 
+TEST_F(EveryOpTest, Expire) {
+  using EO = ExpireOutcome;
+  std::vector<uint64_t> ids = {3, 1, 4, 1};
+  auto r = client_->Expire("i", ids, ExpireSpec{3600, true, ExpireCondition::kLt});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kSet, EO::kRemoved, EO::kUnchanged, EO::kMissing}));
+  EXPECT_EQ(r->count, 9u);
+  EXPECT_FALSE(r->duplicate);
+  auto req = Last<proto::ExpireRequest>(Op::kExpire);
+  EXPECT_EQ(req.user, "i");
+  EXPECT_EQ(req.ids, ids);
+  EXPECT_EQ(req.value, 3600u);
+  EXPECT_TRUE(req.ttl);
+  EXPECT_EQ(req.condition, ExpireCondition::kLt);
+  EXPECT_TRUE(req.write_id.empty());
+  // HPERSIST: an absolute 0 under xx, with a write ID.
+  const WriteId id{5, 6};
+  ASSERT_TRUE(client_->Expire("i", ids, ExpireSpec{0, false, ExpireCondition::kXx}, id).ok());
+  req = Last<proto::ExpireRequest>(Op::kExpire);
+  EXPECT_EQ(req.value, 0u);
+  EXPECT_FALSE(req.ttl);
+  EXPECT_EQ(req.condition, ExpireCondition::kXx);
+  EXPECT_EQ(req.write_id, id);
+}
+
 TEST_F(EveryOpTest, CopyPartition) {
   auto r = client_->CopyPartition(
       CopyPartitionRequest{.partition = 3045, .cursor = 0, .min_next = 0, .max_bytes = 65536});

@@ -156,6 +156,8 @@ TEST_F(SecondDatacenterTest, APassiveClusterAppliesTheFirstsLogConvergesAndRefus
               Status::Code::kReadOnly);
     EXPECT_EQ(c.Remove(user, std::vector<uint64_t>{1}).status().code(), Status::Code::kReadOnly);
     EXPECT_EQ(c.Trim(user, kFar).status().code(), Status::Code::kReadOnly);
+    EXPECT_EQ(c.Expire(user, std::vector<uint64_t>{1}, ExpireSpec{60, true}).status().code(),
+              Status::Code::kReadOnly);
     Result<bool> del = c.Delete(user);
     EXPECT_EQ(del.status().code(), Status::Code::kReadOnly);
     EXPECT_TRUE(testing::Has(del.status().ToString(), "passive cluster"))

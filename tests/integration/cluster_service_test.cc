@@ -13,10 +13,10 @@
 #include "common/clock.h"
 #include "integration/in_process.h"
 #include "proto/wire.h"
+#include "replica/replicator.h"
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "segstore/routing.h"
-#include "replica/replicator.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
 #include "support/memory_log.h"
@@ -132,6 +132,7 @@ TEST_F(ClusterServiceTest, UsersOfOtherNodesGetWrongNodeWithTheRevision) {
   EXPECT_TRUE(wrong(c->Remove(theirs, ids).status()));
   EXPECT_TRUE(wrong(c->Trim(theirs).status()));
   EXPECT_TRUE(wrong(c->Delete(theirs).status()));
+  EXPECT_TRUE(wrong(c->Expire(theirs, ids, ExpireSpec{60, true}).status()));
   EXPECT_NE(c->Get(theirs).status().message().find(
                 "partition " + std::to_string(PartitionOf(theirs)) + " is not held"),
             std::string::npos);
@@ -375,6 +376,40 @@ TEST_F(ReplicatedServiceTest, AWriteIdIsAppliedOnceAndItsRetryIsMarkedDuplicate)
   Result<bool> del_again = c->Delete(user, del);
   ASSERT_TRUE(del_again.ok());
   EXPECT_TRUE(*del_again);  // the first answer's
+}
+
+TEST_F(ReplicatedServiceTest, AnExpireGoesThroughTheLogOnceAndItsRetryGetsTheFirstOutcomes) {
+  using EO = ExpireOutcome;
+  auto c = served_.Connect();
+  const std::string user = UserIn(true, 6);
+  ASSERT_TRUE(c->Upsert(user, Add(600), UpsertMode::kAdd).ok());
+  size_t entries = 0;
+  for (uint32_t l = 0; l < 8; ++l) entries += static_cast<size_t>(log_->End(l));
+  const std::vector<uint64_t> ids = {7, 8};
+  const WriteId id{78, 1};
+  Result<ExpireResult> first = c->Expire(user, ids, ExpireSpec{3600, true}, id);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->results, (std::vector<EO>{EO::kSet, EO::kMissing}));
+  EXPECT_EQ(first->count, 1u);
+  EXPECT_FALSE(first->duplicate);
+  clock_.Advance(5);
+  Result<ExpireResult> again = c->Expire(user, ids, ExpireSpec{3600, true}, id);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->results, first->results);
+  EXPECT_EQ(again->count, 1u);
+  EXPECT_EQ(c->Get(user)->expires, std::vector<UnixSeconds>{kStart + 3600});  // applied once
+  // A bad request is answered at once and never reaches the log.
+  size_t after = 0;
+  for (uint32_t l = 0; l < 8; ++l) after += static_cast<size_t>(log_->End(l));
+  EXPECT_EQ(after, entries + 2);
+  EXPECT_EQ(c->Expire(user, ids, ExpireSpec{UINT32_MAX, true}).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(c->Expire(UserIn(true, 99), ids, ExpireSpec{60, true}).status().code(),
+            Status::Code::kNotFound);
+  size_t last = 0;
+  for (uint32_t l = 0; l < 8; ++l) last += static_cast<size_t>(log_->End(l));
+  EXPECT_EQ(last, after + 1);  // NotFound is the applier's answer: logged
 }
 
 TEST_F(ReplicatedServiceTest, ALogThatRefusesWritesIsSaidAndReadsAreMarkedStale) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -338,6 +339,97 @@ TEST_F(ProtocolTest, RemoveCountsEachLiveIdOnce) {
   EXPECT_EQ(client_->Remove("w", many).status().code(), Status::Code::kLimitExceeded);
 }
 
+// ---- expire ----
+
+TEST_F(ProtocolTest, ExpireGivesEachListedIdItsOutcome) {
+  using EO = ExpireOutcome;
+  Upsert("u", {At(1, kStart + 100), At(2, kNever), At(3, kStart + 10), At(4, kStart + 5000)});
+  clock_.Set(kStart + 10);  // 3 has expired: missing, and trimmed by the write
+  const uint64_t writes = Writes();
+  const std::vector<uint64_t> ids = {1, 2, 3, 9, 4, 1};
+  auto r = client_->Expire("u", ids, ExpireSpec{1000, true, ExpireCondition::kGt});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kSet, EO::kUnchanged, EO::kMissing, EO::kMissing,
+                                         EO::kUnchanged, EO::kSet}));
+  EXPECT_EQ(r->count, 3u);
+  EXPECT_FALSE(r->duplicate);
+  EXPECT_EQ(Writes(), writes + 1);
+  auto got = client_->Get("u");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->ids, (std::vector<uint64_t>{1, 2, 4}));
+  EXPECT_EQ(got->expires, (std::vector<UnixSeconds>{kStart + 1010, kNever, kStart + 5000}));
+  // Nothing holds (nothing is later than never) and nothing expired: nothing written.
+  r = client_->Expire("u", ids, ExpireSpec{kStart + 20, false, ExpireCondition::kGt});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kUnchanged, EO::kUnchanged, EO::kMissing, EO::kMissing,
+                                         EO::kUnchanged, EO::kUnchanged}));
+  EXPECT_EQ(Writes(), writes + 1);
+  // A past time removes; removing the last segments removes the profile.
+  r = client_->Expire("u", std::vector<uint64_t>{4}, ExpireSpec{kStart, false});
+  EXPECT_EQ(r->results, std::vector<EO>{EO::kRemoved});
+  EXPECT_EQ(r->count, 2u);
+  r = client_->Expire("u", std::vector<uint64_t>{1, 2}, ExpireSpec{0, true});
+  EXPECT_EQ(r->results, (std::vector<EO>{EO::kRemoved, EO::kRemoved}));
+  EXPECT_EQ(r->count, 0u);
+  EXPECT_TRUE(client_->Get("u").status().IsNotFound());
+}
+
+TEST_F(ProtocolTest, ExpireRefusalsWriteNothing) {
+  Upsert("u", {At(1, kNever)});
+  const uint64_t writes = Writes();
+  // No profile.
+  auto r = client_->Expire("nobody", std::vector<uint64_t>{1}, ExpireSpec{60, true});
+  EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
+  Frame f =
+      Call(Op::kExpire, Mp().Map(3).Str("user").Str("nobody").Str("ids").Arr(0).Str("value").U(60),
+           Status::Code::kNotFound);
+  EXPECT_EQ(proto::DecodeError(f.body), "the user has no profile");
+  // More IDs than max_segments.
+  std::vector<uint64_t> many(kMaxSegments + 1, 1);
+  EXPECT_EQ(client_->Expire("u", many, ExpireSpec{60, true}).status().code(),
+            Status::Code::kLimitExceeded);
+  // A TTL past 2^32-1, a malformed body naming the field.
+  r = client_->Expire("u", std::vector<uint64_t>{1}, ExpireSpec{kMaxTime - kStart + 1, true});
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << r.status().ToString();
+  f = Call(Op::kExpire,
+           Mp().Map(4)
+               .Str("user")
+               .Str("u")
+               .Str("ids")
+               .Arr(0)
+               .Str("value")
+               .U(60)
+               .Str("condition")
+               .Str("sometimes"),
+           Status::Code::kInvalidArgument);
+  EXPECT_EQ(proto::DecodeError(f.body).rfind("expire: condition: ", 0), 0u)
+      << proto::DecodeError(f.body);
+  f = Call(Op::kExpire, Mp().Map(2).Str("user").Str("u").Str("ids").Arr(0),
+           Status::Code::kInvalidArgument);
+  EXPECT_EQ(proto::DecodeError(f.body), "expire: value: missing");
+  EXPECT_EQ(Writes(), writes);
+  EXPECT_EQ(client_->Get("u")->expires, std::vector<UnixSeconds>{kNever});
+}
+
+TEST_F(ProtocolTest, UpsertReplacingAttributesClearsTheOnesNotGiven) {
+  Upsert("u", {{1, kNever, false, 7u, 8u}, {2, kNever, false, 5u, {}}});
+  const std::vector<SegmentUpdate> replace = {{1, kNever, false, {}, 9u}};
+  auto r = client_->Upsert("u", replace, UpsertOptions{UpsertMode::kSet, true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto got = client_->Get("u");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->attr1, (std::vector<std::optional<uint32_t>>{std::nullopt, 5u}));
+  EXPECT_EQ(got->attr2, (std::vector<std::optional<uint32_t>>{9u, std::nullopt}));
+  // In a batch, per item.
+  std::vector<UpsertItem> items(2);
+  items[0] = UpsertItem{"u", {{2, kNever, false, {}, {}}}, UpsertMode::kSet, {}, true};
+  items[1] = UpsertItem{"v", {{2, kNever, false, 3u, {}}}, UpsertMode::kSet, {}, true};
+  ASSERT_TRUE(client_->BatchUpsert(items).ok());
+  got = client_->Get("u");
+  EXPECT_EQ(got->attr1, (std::vector<std::optional<uint32_t>>{}));  // none left
+  EXPECT_EQ(client_->Get("v")->attr1, (std::vector<std::optional<uint32_t>>{3u}));
+}
+
 // ---- Frames: bodies ----
 
 // ping and stats take no fields, but their body is held to the rule of every
@@ -464,9 +556,15 @@ TEST_F(ProtocolTest, EndOfStreamWithMoreRequestsThanServedAtOnce) {
   const uint32_t n = ServerOptions{}.max_in_flight + 44;
   std::string burst;
   for (uint32_t i = 1; i <= n; ++i) {
-    burst += MakeFrame(
-        static_cast<uint8_t>(Op::kUpsert), i,
-        Mp().Map(2).Str("user").Str("u" + std::to_string(i)).Str("segments").Arr(1).Arr(2).U(1).U(0));
+    burst += MakeFrame(static_cast<uint8_t>(Op::kUpsert), i,
+                       Mp().Map(2)
+                           .Str("user")
+                           .Str("u" + std::to_string(i))
+                           .Str("segments")
+                           .Arr(1)
+                           .Arr(2)
+                           .U(1)
+                           .U(0));
   }
   ASSERT_TRUE(raw_.Write(burst));
   raw_.ShutdownWrite();
