@@ -158,6 +158,47 @@ Status ParseSegment(std::string_view text, segstore::SegmentUpdate* u) {
   return Status::OK();
 }
 
+// expire's WHEN: +DURATION (a TTL: seconds from the server's now), a time,
+// or "never"; and its --condition.
+Status ParseExpiry(std::string_view when, std::string_view condition, segstore::ExpireSpec* spec) {
+  if (!when.empty() && when.front() == '+') {
+    spec->ttl = true;
+    SEGSTORE_RETURN_IF_ERROR(ParseDuration(when.substr(1), &spec->value));
+  } else {
+    spec->ttl = false;
+    SEGSTORE_RETURN_IF_ERROR(ParseTime(when, &spec->value));
+  }
+  using C = segstore::ExpireCondition;
+  if (condition.empty()) {
+    spec->condition = C::kNone;
+  } else if (condition == "nx") {
+    spec->condition = C::kNx;
+  } else if (condition == "xx") {
+    spec->condition = C::kXx;
+  } else if (condition == "gt") {
+    spec->condition = C::kGt;
+  } else if (condition == "lt") {
+    spec->condition = C::kLt;
+  } else {
+    return Status::InvalidArgument("--condition must be nx, xx, gt or lt");
+  }
+  return Status::OK();
+}
+
+const char* OutcomeName(segstore::ExpireOutcome o) {
+  switch (o) {
+    case segstore::ExpireOutcome::kMissing:
+      return "missing";
+    case segstore::ExpireOutcome::kSet:
+      return "set";
+    case segstore::ExpireOutcome::kRemoved:
+      return "removed";
+    case segstore::ExpireOutcome::kUnchanged:
+      return "unchanged";
+  }
+  return "unknown";
+}
+
 json StatusJson(const Status& s) {
   return json{
       {"error",
@@ -219,6 +260,8 @@ struct Args {
   bool outside = false;
   uint32_t limit = 0;
   std::string mode = "set";
+  std::string when;                // expire: the new expiry
+  std::string condition;           // expire: nx, xx, gt or lt
   std::vector<std::string> items;  // segments or IDs
   // load
   std::vector<std::string> files;
@@ -479,7 +522,7 @@ int RunNodeCommand(const std::string& command, const Args& a, client::Client& c,
   return fail(Status::InvalidArgument("unknown command " + command));
 }
 
-// Exit status of get, count, remove and trim for a user with no live segment.
+// Exit status of get, count, remove, trim and expire for a user with no live segment.
 constexpr int kExitNoProfile = 3;
 
 // Runs `command`; returns the exit code.
@@ -496,7 +539,7 @@ int Run(const std::string& command, const Args& a) {
     }
     return 1;
   };
-  // get, count, remove and trim of a user with no live segment: not a
+  // get, count, remove, trim and expire of a user with no live segment: not a
   // failure of the tool, but a different answer (exit status 3).
   auto fail_or_absent = [&](const Status& s) {
     if (!s.IsNotFound()) return fail(s);
@@ -539,6 +582,10 @@ int Run(const std::string& command, const Args& a) {
   uint32_t before = 0;
   if (!a.before.empty()) {
     if (Status s = ParseTime(a.before, &before); !s.ok()) return fail(s);
+  }
+  segstore::ExpireSpec expiry;
+  if (command == "expire") {
+    if (Status s = ParseExpiry(a.when, a.condition, &expiry); !s.ok()) return fail(s);
   }
   segstore::UpsertMode mode = segstore::UpsertMode::kSet;
   if (a.mode == "extend") {
@@ -621,6 +668,26 @@ int Run(const std::string& command, const Args& a) {
     }
     return 0;
   }
+  if (command == "expire") {
+    auto r = c.Expire(a.user, ids, expiry);
+    if (!r.ok()) return fail_or_absent(r.status());
+    if (r->results.size() != ids.size()) {
+      return fail(Status::Corruption("expire: " + std::to_string(r->results.size()) +
+                                     " outcomes for " + std::to_string(ids.size()) + " IDs"));
+    }
+    if (a.json) {
+      json results = json::array();
+      for (segstore::ExpireOutcome o : r->results) results.push_back(OutcomeName(o));
+      std::cout << json{{"ids", ids}, {"results", results}, {"count", r->count}}.dump() << "\n";
+    } else {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        std::printf("%llu %s\n", static_cast<unsigned long long>(ids[i]),
+                    OutcomeName(r->results[i]));
+      }
+      std::printf("%u live segments now\n", r->count);
+    }
+    return 0;
+  }
   if (command == "count") {
     auto r = c.Count(a.user, id_from, id_to);
     if (!r.ok()) return fail_or_absent(r.status());
@@ -651,8 +718,8 @@ int main(int argc, char** argv) {
   CLI::App app{"segctl: talk to a segstore server"};
   app.footer(
       "Exit status: 0 success; 1 an error (bad arguments, the server unreachable or answering\n"
-      "an error); 3 get, count, remove or trim of a user who has no profile (no live\n"
-      "segment). segctl load has its own (segctl load --help).");
+      "an error); 3 get, count, remove, trim or expire of a user who has no profile (no\n"
+      "live segment). segctl load has its own (segctl load --help).");
   app.require_subcommand(1);
   app.fallthrough();  // --server, --json, --timeout may come after the command too
   Args a;
@@ -698,6 +765,17 @@ int main(int argc, char** argv) {
   trim->add_option("--before", a.before,
                    "remove every segment not live at this time, live ones included: those "
                    "expiring at or before it (default and any earlier time: now)");
+  CLI::App* expire = app.add_subcommand(
+      "expire",
+      "set segments' expiry: WHEN = +DURATION (90s, 15m, 5h, 30d; +0 removes), Unix seconds, "
+      "YYYY-MM-DDTHH:MM:SSZ (a past time removes) or never; prints each ID's outcome (set, "
+      "removed, unchanged: the condition did not hold, missing)");
+  user(expire);
+  expire->add_option("when", a.when, "the new expiry")->required();
+  expire->add_option("ids", a.items, "segment IDs")->required();
+  expire->add_option("--condition", a.condition,
+                     "only where it holds: nx (the segment never expires), xx (it does), gt (the "
+                     "new expiry is later), lt (earlier); never counts as the latest");
   CLI::App* count = app.add_subcommand("count", "count live segments with IDs in a range");
   user(count);
   id_range(count);

@@ -22,15 +22,15 @@
 #include <utility>
 
 #include "common/clock.h"
-#include "support/example_frames.h"
-#include "proto/wire.h"
-#include "segstore/client.h"
 #include "integration/daemon.h"
 #include "integration/in_process.h"
+#include "proto/wire.h"
+#include "segstore/client.h"
 #include "server/profile_service.h"
 #include "server/raw_conn.h"
 #include "server/server.h"
 #include "storage/test_util.h"
+#include "support/example_frames.h"
 
 namespace segstore::server {
 namespace {
@@ -38,9 +38,9 @@ namespace {
 using client::Client;
 using client::ClientOptions;
 using testing::Frame;
+using testing::Has;
 using testing::MakeFrame;
 using testing::RawConn;
-using testing::Has;
 using testing::Segctl;
 
 constexpr UnixSeconds kStart = 1'790'000'000;
@@ -438,7 +438,8 @@ TEST_F(ServerTest, StopAnswersRequestsInFlightFirst) {
   for (uint32_t i = 1; i <= 100; ++i) burst += MakeFrame(0x10, i, body);
   ASSERT_TRUE(conn.Write(burst));
   // Wait until the server has read them all, then stop it.
-  ASSERT_TRUE(testing::WaitFor([&] { return served_.server->counters().requests_by_op[0x10] >= 100; }));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return served_.server->counters().requests_by_op[0x10] >= 100; }));
   std::thread stopper([&] { served_.server->Stop(); });
   std::set<uint32_t> seen;
   Frame f;
@@ -505,6 +506,41 @@ TEST_F(ServerTest, SegctlDrivesEveryOperation) {
   std::tie(rc, out) = Segctl(port, "delete alice");
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(Has(out, "alice had no profile")) << out;
+}
+
+TEST_F(ServerTest, SegctlExpireSetsPersistsAndRemoves) {
+  const uint16_t port = served_.server->port();
+  auto [rc, out] = Segctl(port, "upsert bob 1@+1h 2@never 3@+2h");
+  ASSERT_EQ(rc, 0) << out;
+  // TTLs count from the server's clock; each ID's outcome, in order.
+  std::tie(rc, out) = Segctl(port, "expire bob +3h 1 2 9 --condition gt");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "1 set\n2 unchanged\n9 missing\n3 live segments now")) << out;
+  {
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->Get("bob")->expires,
+              (std::vector<UnixSeconds>{kStart + 3 * 3600, kNever, kStart + 2 * 3600}));
+  }
+  std::tie(rc, out) = Segctl(port, "--json expire bob never 1 2 --condition xx");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "{\"ids\":[1,2],\"results\":[\"set\",\"unchanged\"],\"count\":3}")) << out;
+  std::tie(rc, out) = Segctl(port, "expire bob 2020-01-01T00:00:00Z 3");
+  EXPECT_TRUE(Has(out, "3 removed\n2 live segments now")) << out;
+  std::tie(rc, out) = Segctl(port, "expire bob +0 1 2");
+  EXPECT_TRUE(Has(out, "1 removed\n2 removed\n0 live segments now")) << out;
+  // No profile any more: exit status 3.
+  std::tie(rc, out) = Segctl(port, "expire bob +1h 1");
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_TRUE(Has(out, "bob has no profile")) << out;
+  // Bad input never reaches the server.
+  const uint64_t before = served_.server->counters().requests;
+  for (const char* bad : {"expire bob +1h 1 --condition sometimes", "expire bob soon 1",
+                          "expire bob +1h x", "expire bob +1h"}) {
+    std::tie(rc, out) = Segctl(port, bad);
+    EXPECT_EQ(rc, 1) << bad << ": " << out;
+  }
+  EXPECT_EQ(served_.server->counters().requests, before);
 }
 
 TEST_F(ServerTest, SegctlRefusesBadInputBeforeSendingIt) {
@@ -627,8 +663,8 @@ TEST_F(ServerTest, LoadReadsEveryFormatGzipAndStdin) {
     gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
     gzclose(f);
   }
-  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress --default-ttl 1h " + rows + " " +
-                                               tabs + " " + grouped + " " + gz);
+  auto [rc, out] = Segctl(served_.server->port(), "load --no-progress --default-ttl 1h " + rows +
+                                                      " " + tabs + " " + grouped + " " + gz);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "8 rows, 5 users")) << out;
   EXPECT_TRUE(Has(out, rows + ":1: skipped as a header line\n")) << out;
