@@ -35,14 +35,11 @@
 #include <sys/time.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -52,6 +49,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace segstore::bench {
@@ -1011,20 +1009,25 @@ void Link::ReadSegstoreReply(const redisReply* reply, Request& r) {
   const bool nil = reply->type == REDIS_REPLY_NIL;
   const bool array = reply->type == REDIS_REPLY_ARRAY;
   // Adds the integer at index `i` of the root map, which must have `elements`.
+  // `elements` 0: an even number from 6 to 12 (SEG.GET's map: count, stale,
+  // ids, then expires, attr1 and attr2 when there are any).
   auto count_at = [&](size_t elements, int i, const char* command) {
-    if (reply->elements != elements || (sink.root_int_seen & (1u << i)) == 0) {
+    const bool size_ok =
+        elements != 0 ? reply->elements == elements
+                      : reply->elements >= 6 && reply->elements <= 12 && reply->elements % 2 == 0;
+    if (!size_ok || (sink.root_int_seen & (1u << i)) == 0) {
       return Fail(o, config_->label + ": unexpected reply to " + command + ": an array of " +
                          std::to_string(reply->elements));
     }
     o.segments += static_cast<uint32_t>(std::max<long long>(sink.root_int[i], 0));  // NOLINT
   };
   switch (r.kind) {
-    case ReplyKind::kSegGet:  // [count, n, stale, 0/1, segments, [...]], or nil: no profile
+    case ReplyKind::kSegGet:  // [count, n, stale, 0/1, ids, [...], ...], or nil: no profile
       if (nil) {
         ++o.missing;
         return;
       }
-      if (array) return count_at(6, 1, "SEG.GET");
+      if (array) return count_at(0, 1, "SEG.GET");
       break;
     case ReplyKind::kSegMget:  // per user: SEG.GET's map, nil or an error
       if (!array) break;

@@ -18,6 +18,8 @@ struct ClusterNode {
   std::string id;       // unique in the cluster, stable across restarts
   std::string address;  // "host:port" of its client port
   std::string rack;     // failure domain; empty when not labelled
+  // "host:port" of its RESP port (proto/RESP.md); empty when it has none.
+  std::string resp = {};
   bool operator==(const ClusterNode&) const = default;
 };
 

@@ -376,16 +376,19 @@ void ClusterAgent::Control() {
     guard.push_back(Compare{map_key, Compare::Target::kCreate, 0});
   } else if (!options_.moves) {
     // Without a log there is nothing to copy a partition from: the map's
-    // nodes stay; only a registered node's new address or rack changes it.
+    // nodes stay; only a registered node's new address, rack or RESP
+    // address changes it.
     next = map_;
     bool changed = false;
     for (ClusterNode& n : next.nodes) {
       auto it = live.find(n.id);
-      if (it != live.end() && (it->second.address != n.address || it->second.rack != n.rack)) {
-        spdlog::info("cluster: node {} now at {} (rack '{}')", n.id, it->second.address,
-                     it->second.rack);
+      if (it != live.end() && (it->second.address != n.address || it->second.rack != n.rack ||
+                               it->second.resp != n.resp)) {
+        spdlog::info("cluster: node {} now at {} (rack '{}', RESP '{}')", n.id, it->second.address,
+                     it->second.rack, it->second.resp);
         n.address = it->second.address;
         n.rack = it->second.rack;
+        n.resp = it->second.resp;
         changed = true;
       }
     }

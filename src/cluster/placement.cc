@@ -87,7 +87,9 @@ std::string MapToJson(const ClusterMap& map) {
   j["replication"] = map.replication;
   j["nodes"] = Json::array();
   for (const ClusterNode& n : map.nodes) {
-    j["nodes"].push_back(Json{{"id", n.id}, {"address", n.address}, {"rack", n.rack}});
+    Json node{{"id", n.id}, {"address", n.address}, {"rack", n.rack}};
+    if (!n.resp.empty()) node["resp"] = n.resp;
+    j["nodes"].push_back(std::move(node));
   }
   Json parts = Json::array();
   for (uint32_t p = 0; p < kPartitions && map.replication > 0; ++p) {
@@ -130,9 +132,9 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
     }
     map.replication = static_cast<uint32_t>(Unsigned(j.at("replication"), 65535, "replication"));
     for (const Json& n : j.at("nodes")) {
-      map.nodes.push_back(ClusterNode{n.at("id").get<std::string>(),
-                                      n.at("address").get<std::string>(),
-                                      n.value("rack", std::string())});
+      map.nodes.push_back(
+          ClusterNode{n.at("id").get<std::string>(), n.at("address").get<std::string>(),
+                      n.value("rack", std::string()), n.value("resp", std::string())});
     }
     const Json& parts = j.at("partitions");
     if (!parts.is_array() || parts.size() != kPartitions) {
@@ -176,6 +178,7 @@ Result<ClusterNode> NodeFromJson(std::string_view json) {
 
 std::string RegistrationToJson(const Registration& r) {
   Json j{{"id", r.node.id}, {"address", r.node.address}, {"rack", r.node.rack}};
+  if (!r.node.resp.empty()) j["resp"] = r.node.resp;
   if (!r.ready.empty()) {
     j["ready"] = r.ready;
     j["ready_revision"] = r.ready_revision;
@@ -191,7 +194,7 @@ Result<Registration> RegistrationFromJson(std::string_view text) {
   try {
     Registration r;
     r.node = ClusterNode{j.at("id").get<std::string>(), j.at("address").get<std::string>(),
-                         j.value("rack", std::string())};
+                         j.value("rack", std::string()), j.value("resp", std::string())};
     if (r.node.id.empty()) return Status::InvalidArgument("node registration: empty id");
     if (j.contains("ready")) {
       for (const Json& p : j.at("ready")) {

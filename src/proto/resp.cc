@@ -342,9 +342,83 @@ void RespWriter::Bulk(std::string_view s) {
 }
 
 void RespWriter::BulkNumber(uint64_t v) {
+  // "$<len>\r\n<digits>\r\n" in one append: the hot path of every reply
+  // listing segment IDs.
   char digits[20];
   auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  Bulk(std::string_view(digits, static_cast<size_t>(end - digits)));
+  const auto n = static_cast<size_t>(end - digits);
+  char buf[32];
+  size_t at = 0;
+  buf[at++] = '$';
+  if (n >= 10) buf[at++] = static_cast<char>('0' + n / 10);  // n is 1 to 20
+  buf[at++] = static_cast<char>('0' + n % 10);
+  buf[at++] = '\r';
+  buf[at++] = '\n';
+  std::memcpy(buf + at, digits, n);
+  at += n;
+  buf[at++] = '\r';
+  buf[at++] = '\n';
+  out_->append(buf, at);
+}
+
+namespace {
+
+// Appends to a string through a stack buffer, one append per 8 KiB.
+class Chunked {
+ public:
+  explicit Chunked(std::string* out) : out_(out) {}
+  ~Chunked() { Flush(); }
+  // Room for `n` (at most 64) more bytes.
+  char* Room(size_t n) {
+    if (at_ + n > sizeof buf_) Flush();
+    return buf_ + at_;
+  }
+  void Used(size_t n) { at_ += n; }
+  void Flush() {
+    out_->append(buf_, at_);
+    at_ = 0;
+  }
+
+ private:
+  std::string* out_;
+  size_t at_ = 0;
+  char buf_[8192];
+};
+
+}  // namespace
+
+void RespWriter::BulkNumbers(std::span<const uint64_t> values) {
+  Chunked c(out_);
+  for (uint64_t v : values) {
+    char* p = c.Room(32);
+    char digits[20];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+    const auto n = static_cast<size_t>(end - digits);
+    char* q = p;
+    *q++ = '$';
+    if (n >= 10) *q++ = static_cast<char>('0' + n / 10);
+    *q++ = static_cast<char>('0' + n % 10);
+    *q++ = '\r';
+    *q++ = '\n';
+    std::memcpy(q, digits, n);
+    q += n;
+    *q++ = '\r';
+    *q++ = '\n';
+    c.Used(static_cast<size_t>(q - p));
+  }
+}
+
+void RespWriter::Integers(std::span<const uint32_t> values) {
+  Chunked c(out_);
+  for (uint32_t v : values) {
+    char* p = c.Room(16);
+    char* q = p;
+    *q++ = ':';
+    q = std::to_chars(q, q + 10, v).ptr;
+    *q++ = '\r';
+    *q++ = '\n';
+    c.Used(static_cast<size_t>(q - p));
+  }
 }
 
 void RespWriter::Null() { out_->append(resp3_ ? "_\r\n" : "$-1\r\n"); }

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,14 +100,20 @@ class RespWriter {
   void Integer(int64_t v);
   void Bulk(std::string_view s);
   void BulkNumber(uint64_t v);  // a number as a bulk string (a hash field or value)
-  void Null();                  // RESP2: the null bulk string
-  void NullArray();             // RESP2: the null array
+  // Many elements at once, as BulkNumber and Integer write each, through a
+  // stack buffer (one append per few hundred elements: a reply's columns).
+  void BulkNumbers(std::span<const uint64_t> values);
+  void Integers(std::span<const uint32_t> values);
+  void Null();       // RESP2: the null bulk string
+  void NullArray();  // RESP2: the null array
   void Array(size_t n);
   void Map(size_t n);  // n pairs follow
   void Set(size_t n);
   void Boolean(bool b);
   void Double(double d);
   void Verbatim(std::string_view text);  // "txt" text (INFO)
+  // Room for `n` more bytes, so a large reply grows its string once.
+  void Reserve(size_t n) { out_->reserve(out_->size() + n); }
 
  private:
   void Header(char type, uint64_t n);

@@ -1377,13 +1377,17 @@ void Encode(const ClusterMap& m, std::string* out) {
     Str(pk, "nodes");
     pk.pack_array(static_cast<uint32_t>(m.nodes.size()));
     for (const ClusterNode& n : m.nodes) {
-      pk.pack_map(3);
+      pk.pack_map(n.resp.empty() ? 3 : 4);
       Str(pk, "id");
       Str(pk, n.id);
       Str(pk, "address");
       Str(pk, n.address);
       Str(pk, "rack");
       Str(pk, n.rack);
+      if (!n.resp.empty()) {
+        Str(pk, "resp");
+        Str(pk, n.resp);
+      }
     }
     Str(pk, "partitions");
     const bool placed =
@@ -1424,6 +1428,7 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m)
         SEGSTORE_RETURN_IF_ERROR(nf->Text("id", &n.id, true));
         SEGSTORE_RETURN_IF_ERROR(nf->Text("address", &n.address, true));
         SEGSTORE_RETURN_IF_ERROR(nf->Text("rack", &n.rack));
+        SEGSTORE_RETURN_IF_ERROR(nf->Text("resp", &n.resp));
         m->nodes.push_back(std::move(n));
       }
     }

@@ -299,6 +299,16 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"listen", TextSetter([](Config* c, const std::string& v) {
               return ParseRespListen(v, &c->server);
             })},
+           {"advertise", TextSetter([](Config* c, const std::string& v) {
+              std::string host;
+              uint16_t port = 0;
+              SEGSTORE_RETURN_IF_ERROR(ParseListen(v, &host, &port));
+              if (host.empty() || port == 0) {
+                return Status::InvalidArgument("advertise \"" + v + "\": expected host:port");
+              }
+              c->cluster.self.resp = v;
+              return Status::OK();
+            })},
        }},
       {"storage",
        {
@@ -570,6 +580,11 @@ Status FinishClusterConfig(Config* c) {
   if (!c->cluster_enabled) {
     if (any)
       return Status::InvalidArgument("cluster: node_id, advertise and rack need etcd_endpoints");
+    if (!o.self.resp.empty()) {
+      return Status::InvalidArgument(
+          "resp.advertise is the RESP address a cluster node gives its peers: it needs a "
+          "[cluster] section (etcd_endpoints)");
+    }
     if (c->cluster_log_enabled) {
       return Status::InvalidArgument("cluster_log needs a [cluster] section (etcd_endpoints)");
     }
@@ -619,6 +634,12 @@ Status FinishClusterConfig(Config* c) {
     }
     // Left empty: segstored advertises the address it listens on once
     // bound (server.listen's port may be 0).
+  }
+  const std::string& resp_host = c->server.resp_host;
+  if (!resp_host.empty() && o.self.resp.empty() && (resp_host == "0.0.0.0" || resp_host == "::")) {
+    return Status::InvalidArgument(
+        "resp.advertise is required when resp.listen names no single address (" + resp_host +
+        "): the address Redis clients reach this node's RESP port at (MOVED, CLUSTER SLOTS)");
   }
   return Status::OK();
 }
@@ -707,6 +728,7 @@ std::vector<StatEntry> Describe(const Config& c) {
     add("cluster.map_poll_ms", c.cluster.poll_interval.count());
     add("cluster.failure_grace_seconds",
         std::chrono::duration_cast<seconds>(c.cluster.failure_grace).count());
+    add("resp.advertise", c.cluster.self.resp);
   }
   if (c.cluster_log_enabled) {
     const replica::ReplicaOptions& r = c.replica;

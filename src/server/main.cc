@@ -285,7 +285,9 @@ int Serve(const server::Config& config) {
       return b != nullptr ? b->stats() : segstore::replica::BootstrapStats{};
     });
   }
-  server::Server front(config.server, &service);
+  server::ServerOptions front_options = config.server;
+  front_options.cluster = config.cluster_enabled;
+  server::Server front(front_options, &service);
   service.set_server_counters([&front](server::ServerCounters* c) { front.CountersInto(c); });
   if (Status s = front.Start(); !s.ok()) {
     spdlog::critical("cannot start serving: {}", s.ToString());
@@ -302,6 +304,13 @@ int Serve(const server::Config& config) {
       const std::string& host = config.server.host;
       const std::string port = std::to_string(front.port());
       agent_options.self.address =
+          host.find(':') != std::string::npos ? "[" + host + "]:" + port : host + ":" + port;
+    }
+    if (agent_options.self.resp.empty() && front.resp_port() != 0) {
+      // The RESP port's address, as MOVED and CLUSTER SLOTS give it.
+      const std::string& host = config.server.resp_host;
+      const std::string port = std::to_string(front.resp_port());
+      agent_options.self.resp =
           host.find(':') != std::string::npos ? "[" + host + "]:" + port : host + ":" + port;
     }
     auto started = segstore::cluster::ClusterAgent::Start(agent_options, &cluster_board);

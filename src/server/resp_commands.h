@@ -38,6 +38,10 @@ enum class RespCmd : uint8_t {
   kReset,
   kDbsize,
   kType,
+  kCluster,
+  kReadonly,
+  kReadwrite,
+  kAsking,
   // segstore's own
   kSegGet,
   kSegMget,
@@ -59,6 +63,15 @@ enum class RespCmd : uint8_t {
   kHlen,
   kHexists,
   kHdel,
+  kHset,
+  kHmset,
+  kHsetex,
+  kHexpire,
+  kHpexpire,
+  kHexpireat,
+  kHpexpireat,
+  kHpersist,
+  kHgetex,
   kHttl,
   kHpttl,
   kHexpiretime,
@@ -145,6 +158,23 @@ Status ParseFieldsClause(RespArgs args, size_t at, std::vector<uint64_t>* ids);
 // of the form above.
 bool ParseFieldValue(std::string_view text, std::optional<uint32_t>* attr1,
                      std::optional<uint32_t>* attr2);
+// HSET/HMSET key field value [field value ...] (from args[2]) and HSETEX
+// key [EX s | PX ms | EXAT t | PXAT ms] FIELDS n field value ...: an upsert
+// in mode set, with replace_attrs, of each field (a field named twice: its
+// last value) expiring never (HSET) or as HSETEX says; PX and PXAT are
+// rounded up to whole seconds. `now` is the clock PXAT/EXAT are checked
+// against (a time not in the future is refused, as Redis refuses it).
+Status ParseHashSet(RespArgs args, UnixSeconds now, proto::UpsertRequest* req);
+// HEXPIRE/HPEXPIRE/HEXPIREAT/HPEXPIREAT key time [NX | XX | GT | LT] FIELDS
+// numfields field ... and HPERSIST key FIELDS numfields field ...: one
+// expire. Milliseconds are rounded up to whole seconds; an absolute time of
+// 0 is the past (the fields go), as Redis reads it.
+Status ParseHashExpire(RespArgs args, proto::ExpireRequest* req);
+// HGETEX key [EX s | PX ms | EXAT t | PXAT ms | PERSIST] FIELDS numfields
+// field ...: the fields, and the expire to make after reading them (false
+// in *expire without an option).
+Status ParseHashGetEx(RespArgs args, std::vector<uint64_t>* ids, bool* expire,
+                      proto::ExpireRequest* req);
 // Appends the value of a segment with these attributes to *out.
 void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> attr2,
                       std::string* out);

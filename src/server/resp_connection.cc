@@ -117,6 +117,8 @@ bool RespConnection::ServeNext() {
 }
 
 void RespConnection::Flush() {
+  // A command answering (OnReply) may be asking again: its place stays.
+  if (answering_ > 0) return;
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     if (p.serving || p.awaiting > 0) break;
@@ -151,7 +153,9 @@ void RespConnection::OnReply(std::string frame, std::chrono::steady_clock::time_
   if (index >= pending_.size() || pending_[index].awaiting == 0) AnsweredTwice();
   Pending& p = pending_[index];
   --p.awaiting;
+  ++answering_;
   p.on_answer(p, h, std::string_view(frame).substr(proto::kHeaderSize, h.body_length));
+  --answering_;
   Flush();
   Pump();
 }
@@ -161,6 +165,17 @@ void RespConnection::AppendFailure(const Status& status, std::string* out) {
   w.Error(RespErrorPrefix(status.code()), status.message());
 }
 
+bool RespConnection::MovedEntry(Pending& p, const BatchGetResult& all) {
+  if (!options_.cluster || p.slot < 0) return false;
+  for (const Result<GetResult>& r : all) {
+    if (!r.ok() && r.status().code() == Status::Code::kWrongNode) {
+      ReplyMoved(p, std::string(r.status().message()));
+      return true;
+    }
+  }
+  return false;
+}
+
 void RespConnection::ReplyError(Pending& p, std::string_view prefix, std::string_view message) {
   p.reply.clear();
   p.error = true;
@@ -168,8 +183,14 @@ void RespConnection::ReplyError(Pending& p, std::string_view prefix, std::string
 }
 
 void RespConnection::ReplyStatus(Pending& p, const proto::FrameHeader& h, std::string_view body) {
-  const std::string message = proto::DecodeError(body);
-  ReplyError(p, RespErrorPrefix(Status::FromCode(h.status, message).code()), message);
+  std::string message = proto::DecodeError(body);
+  const Status::Code code = Status::FromCode(h.status, message).code();
+  if (options_.cluster && code == Status::Code::kWrongNode && p.slot >= 0) {
+    return ReplyMoved(p, std::move(message));
+  }
+  // A cluster node serving nothing yet: Redis Cluster clients retry TRYAGAIN.
+  if (options_.cluster && code == Status::Code::kBusy) return ReplyError(p, "TRYAGAIN", message);
+  ReplyError(p, RespErrorPrefix(code), message);
 }
 
 void RespConnection::Ask(Pending& p, proto::Op op, std::string_view body, OnAnswer on_answer) {
@@ -205,6 +226,7 @@ void RespConnection::Serve(const RespCommandDef* def, RespArgs args, Pending& p)
     return ReplyError(p, "ERR",
                       fmt::format("wrong number of arguments for '{}' command", def->name));
   }
+  if (options_.cluster && def->keys != RespKeys::kNone && !OneSlot(*def, args, p)) return;
   switch (def->id) {
     case RespCmd::kPing:
       if (args.size() > 2) {
@@ -239,6 +261,15 @@ void RespConnection::Serve(const RespCommandDef* def, RespArgs args, Pending& p)
       });
     case RespCmd::kType:
       return Type(args, p);
+    case RespCmd::kCluster:
+      return Cluster(args, p);
+    case RespCmd::kReadonly:
+    case RespCmd::kReadwrite:
+    case RespCmd::kAsking:
+      if (!options_.cluster) {
+        return ReplyError(p, "ERR", "This instance has cluster support disabled");
+      }
+      return Writer(p).Simple("OK");
     case RespCmd::kSegGet:
       return SegGet(args, p);
     case RespCmd::kSegMget:
@@ -274,6 +305,18 @@ void RespConnection::Serve(const RespCommandDef* def, RespArgs args, Pending& p)
       return Hexists(args, p);
     case RespCmd::kHdel:
       return Hdel(args, p);
+    case RespCmd::kHset:
+    case RespCmd::kHmset:
+    case RespCmd::kHsetex:
+      return Hset(def->id, args, p);
+    case RespCmd::kHexpire:
+    case RespCmd::kHpexpire:
+    case RespCmd::kHexpireat:
+    case RespCmd::kHpexpireat:
+    case RespCmd::kHpersist:
+      return HashExpire(def->id, args, p);
+    case RespCmd::kHgetex:
+      return Hgetex(args, p);
     case RespCmd::kCount:
       break;
   }
@@ -378,7 +421,7 @@ void RespConnection::Hello(RespArgs args, Pending& p) {
         w.Bulk("id");
         w.Integer(static_cast<int64_t>(id_));
         w.Bulk("mode");
-        w.Bulk("standalone");
+        w.Bulk(options_.cluster ? "cluster" : "standalone");
         w.Bulk("role");
         w.Bulk("master");
         w.Bulk("modules");
@@ -562,7 +605,7 @@ void RespConnection::Info(RespArgs args, Pending& p) {
       text += "# Server\r\n";
       line("redis_version", std::string(kRedisVersion));
       line("segstore_version", StatText(stats, "server.version"));
-      line("redis_mode", "standalone");
+      line("redis_mode", options_.cluster ? "cluster" : "standalone");
       line("process_id", StatText(stats, "process.pid"));
       line("uptime_in_seconds",
            fmt::format("{:.0f}", std::stod(StatText(stats, "server.uptime_seconds"))));
@@ -583,6 +626,11 @@ void RespConnection::Info(RespArgs args, Pending& p) {
       line("total_net_input_bytes", StatText(stats, "server.received_bytes"));
       line("total_net_output_bytes", StatText(stats, "server.sent_bytes"));
       line("rejected_connections", StatText(stats, "server.connections_refused"));
+      text += "\r\n";
+    }
+    if (sections[0]) {
+      text += "# Cluster\r\n";
+      line("cluster_enabled", options_.cluster ? "1" : "0");
       text += "\r\n";
     }
     if (sections[3]) {
@@ -655,6 +703,7 @@ void RespConnection::SegMget(RespArgs args, Pending& p) {
         if (Status s = proto::Decode(answer, AnswerLimits(), &all); !s.ok()) {
           return ReplyError(q, "ERR", s.message());
         }
+        if (MovedEntry(q, all)) return;
         const bool stale = (h.flags & proto::kFlagStale) != 0;
         proto::RespWriter w = Writer(q);
         w.Array(all.size());
@@ -825,6 +874,7 @@ void RespConnection::Exists(RespArgs args, Pending& p) {
         if (Status s = proto::Decode(answer, AnswerLimits(), &all); !s.ok()) {
           return ReplyError(q, "ERR", s.message());
         }
+        if (MovedEntry(q, all)) return;
         int64_t n = 0;
         for (const Result<GetResult>& r : all) {
           if (r.ok()) {

@@ -52,6 +52,8 @@ class RespConnection final : public Connection {
     bool quit = false;      // close once this reply is written (QUIT)
     uint16_t command = 0;   // its slot in the command table
     int64_t sum = 0;        // what a command sending many requests adds up
+    int32_t slot = -1;      // in a cluster: the slot of its keys (-1: none)
+    bool moving = false;    // a WrongNode answer came: the map was asked for MOVED
     std::chrono::steady_clock::time_point started;
     OnAnswer on_answer;
   };
@@ -87,6 +89,17 @@ class RespConnection final : public Connection {
   // closes (QUIT, a wrong secret).
   void CloseAfterReplies();
 
+  // The cluster commands (resp_cluster.cc).
+  void Cluster(RespArgs args, Pending& p);
+  // In a cluster, a command's keys must share one slot; false when they do
+  // not (the reply is then CROSSSLOT). Sets p.slot.
+  bool OneSlot(const RespCommandDef& def, RespArgs args, Pending& p);
+  // A WrongNode answer in a cluster: asks for the map, then replies MOVED.
+  void ReplyMoved(Pending& p, std::string message);
+  // A batch answer with a WrongNode entry, in a cluster (its keys share one
+  // slot, so all of them moved): ReplyMoved, and true.
+  bool MovedEntry(Pending& p, const BatchGetResult& all);
+
   // The connection's own commands.
   void Hello(RespArgs args, Pending& p);
   void Auth(RespArgs args, Pending& p);
@@ -118,6 +131,9 @@ class RespConnection final : public Connection {
   void Hlen(RespArgs args, Pending& p);
   void Hexists(RespArgs args, Pending& p);
   void Hdel(RespArgs args, Pending& p);
+  void Hset(RespCmd cmd, RespArgs args, Pending& p);        // HSET, HMSET, HSETEX
+  void HashExpire(RespCmd cmd, RespArgs args, Pending& p);  // HEXPIRE..., HPERSIST
+  void Hgetex(RespArgs args, Pending& p);
   // Asks for `user`'s segments under `o`; `then` gets them, or null when
   // the user has no profile (an error is the reply without calling it).
   void AskGet(Pending& p, std::string_view user, const GetOptions& o,
@@ -130,6 +146,7 @@ class RespConnection final : public Connection {
   uint32_t next_sequence_ = 0;
   bool resp3_ = false;      // HELLO 3
   bool closing_ = false;    // QUIT or a wrong secret: nothing more is taken
+  int answering_ = 0;       // OnReply calls on the stack: no reply leaves the queue meanwhile
   std::string name_;        // CLIENT SETNAME
   std::string library_[2];  // CLIENT SETINFO LIB-NAME, LIB-VER
   uint64_t id_ = 0;         // CLIENT ID

@@ -212,4 +212,109 @@ void RespConnection::Hdel(RespArgs args, Pending& p) {
       });
 }
 
+void RespConnection::Hset(RespCmd cmd, RespArgs args, Pending& p) {
+  proto::UpsertRequest req;
+  if (Status s = ParseHashSet(args, clock_->Now(), &req); !s.ok()) {
+    return ReplyError(p, "ERR", s.message());
+  }
+  std::string& body = scratch();
+  proto::Encode(req, &body);
+  Ask(p, proto::Op::kUpsert, body,
+      [this, cmd](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        UpsertResult r;
+        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        if (cmd == RespCmd::kHmset) return Writer(q).Simple("OK");
+        if (cmd == RespCmd::kHsetex) return Writer(q).Integer(1);
+        Writer(q).Integer(r.inserted);
+      });
+}
+
+namespace {
+
+// An expire outcome as HEXPIRE answers it (HPERSIST: `persist`).
+int64_t ExpireCode(ExpireOutcome o, bool persist) {
+  switch (o) {
+    case ExpireOutcome::kMissing:
+      return -2;
+    case ExpireOutcome::kUnchanged:
+      return persist ? -1 : 0;
+    case ExpireOutcome::kSet:
+      return 1;
+    case ExpireOutcome::kRemoved:
+      return 2;
+  }
+  return -2;
+}
+
+}  // namespace
+
+void RespConnection::HashExpire(RespCmd cmd, RespArgs args, Pending& p) {
+  proto::ExpireRequest req;
+  if (Status s = ParseHashExpire(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  std::string& body = scratch();
+  proto::Encode(req, &body);
+  const bool persist = cmd == RespCmd::kHpersist;
+  Ask(p, proto::Op::kExpire, body,
+      [this, persist, fields = req.ids.size()](Pending& q, const proto::FrameHeader& h,
+                                               std::string_view answer) {
+        proto::RespWriter w = Writer(q);
+        if (h.status == kNotFound) {  // no profile: no field
+          w.Array(fields);
+          for (size_t i = 0; i < fields; ++i) w.Integer(-2);
+          return;
+        }
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        ExpireResult r;
+        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        if (r.results.size() != fields) {  // a duplicate whose first answer is forgotten
+          return ReplyError(q, "INDOUBT",
+                            "the cluster applied this write before and no longer knows its "
+                            "outcome per field");
+        }
+        w.Array(r.results.size());
+        for (ExpireOutcome o : r.results) w.Integer(ExpireCode(o, persist));
+      });
+}
+
+void RespConnection::Hgetex(RespArgs args, Pending& p) {
+  std::vector<uint64_t> ids;
+  bool expire = false;
+  proto::ExpireRequest req;
+  if (Status s = ParseHashGetEx(args, &ids, &expire, &req); !s.ok()) {
+    return ReplyError(p, "ERR", s.message());
+  }
+  GetOptions o;
+  const auto [lo, hi] = std::minmax_element(ids.begin(), ids.end());
+  o.id_from = *lo;
+  o.id_to = *hi;
+  // The values first, then (with an option) the expiry: two writes apart.
+  AskGet(
+      p, args[1], o,
+      [this, ids = std::move(ids), expire, req = std::move(req)](Pending& q, const GetResult* r) {
+        proto::RespWriter w = Writer(q);
+        w.Array(ids.size());
+        const size_t n = r == nullptr ? 0 : r->size();
+        for (uint64_t id : ids) {
+          const size_t row = r == nullptr ? 0 : RowOf(*r, id);
+          if (row >= n) {
+            w.Null();
+          } else {
+            w.Bulk(ValueOf(*r, row));
+          }
+        }
+        if (!expire || n == 0) return;
+        std::string body;  // not scratch(): a request may be being read from it
+        proto::Encode(req, &body);
+        Ask(q, proto::Op::kExpire, body,
+            [this](Pending& e, const proto::FrameHeader& h, std::string_view answer) {
+              if (h.status != 0 && h.status != kNotFound) ReplyStatus(e, h, answer);
+            });
+      });
+}
+
 }  // namespace segstore::server

@@ -62,6 +62,9 @@ struct ServerOptions {
   // A file of shared secrets, one per line; set: a connection is served only
   // after a hello carrying one of them (security.h). Empty: no authentication.
   std::string auth_secret_file;
+  // A cluster node: the RESP port answers CLUSTER SLOTS and SHARDS, refuses
+  // multi-key commands across slots (CROSSSLOT) and redirects with MOVED.
+  bool cluster = false;
   // The clock the RESP port's TTL replies (HTTL, HEXPIRETIME, ...) count
   // from: the store's. Null: the system clock.
   const Clock* clock = nullptr;

@@ -106,6 +106,9 @@ struct SegstoredClusterOptions {
   std::chrono::milliseconds ready_timeout{30000};
   // How often the harness's own waits (WaitServing, AgreedMap) poll.
   std::chrono::milliseconds poll{20};
+  // Each node also serves RESP (proto/RESP.md) on an ephemeral port
+  // (resp_port(i)).
+  bool resp = false;
   // Whether StartNode connects a direct Client to the node (direct(i)).
   // Without, AgreedMap connects afresh each time it asks.
   bool direct_clients = true;
@@ -120,7 +123,8 @@ class SegstoredCluster {
         notify_(static_cast<size_t>(options_.nodes)),
         daemons_(static_cast<size_t>(options_.nodes)),
         direct_(static_cast<size_t>(options_.nodes)),
-        ports_(static_cast<size_t>(options_.nodes), 0) {}
+        ports_(static_cast<size_t>(options_.nodes), 0),
+        resp_ports_(static_cast<size_t>(options_.nodes), 0) {}
   // Kills (SIGKILL) and reaps the nodes still running, then ends the log and
   // etcd and removes the directory.
   ~SegstoredCluster() = default;
@@ -155,6 +159,7 @@ class SegstoredCluster {
       std::ofstream f(config);
       f << "[server]\nlisten = \"127.0.0.1:0\"\n";
       if (options_.threads > 0) f << "threads = " << options_.threads << "\n";
+      if (options_.resp) f << "[resp]\nlisten = \"127.0.0.1:0\"\n";
       f << "[storage]\npath = \"" << NodeDir(i) << "/data\"\nfile_size = \"" << options_.file_size
         << "\"\nwrite_block_size = \"" << options_.write_block_size << "\"\n"
         << "[cluster]\netcd_endpoints = [\"" << etcd().endpoint(0) << "\"]\n"
@@ -193,6 +198,12 @@ class SegstoredCluster {
     ASSERT_FALSE(ready.empty()) << ReadFile(NodeLog(i));
     ports_[n] = PortOf(ready);
     ASSERT_NE(ports_[n], 0) << ready;
+    if (options_.resp) {
+      const std::string key = "resp on 127.0.0.1:";
+      const size_t at = ready.find(key);
+      ASSERT_NE(at, std::string::npos) << ready;
+      resp_ports_[n] = static_cast<uint16_t>(std::stoi(ready.substr(at + key.size())));
+    }
     if (options_.direct_clients) {
       direct_[n] = Connect(ports_[n]);
       ASSERT_NE(direct_[n], nullptr);
@@ -304,6 +315,7 @@ class SegstoredCluster {
   }
   const SegstoredClusterOptions& options() const { return options_; }
   uint16_t port(int i) const { return ports_[Index(i)]; }
+  uint16_t resp_port(int i) const { return resp_ports_[Index(i)]; }
   // Node i's direct client (options().direct_clients), connected as it started.
   client::Client& direct(int i) const { return *direct_[Index(i)]; }
   // Node i's process; null once StopNode saw it exit.
@@ -334,6 +346,7 @@ class SegstoredCluster {
   std::vector<std::unique_ptr<Daemon>> daemons_;
   std::vector<std::unique_ptr<client::Client>> direct_;
   std::vector<uint16_t> ports_;
+  std::vector<uint16_t> resp_ports_;
   int runs_ = 0;
   std::set<int> paused_;  // nodes started, for a fresh notify socket each start
 };

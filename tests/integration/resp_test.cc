@@ -90,13 +90,15 @@ const std::string kUpserted2 =
     "*10\r\n$8\r\ninserted\r\n:2\r\n$7\r\nupdated\r\n:0\r\n$7\r\ntrimmed\r\n:0\r\n"
     "$5\r\ncount\r\n:2\r\n$9\r\nduplicate\r\n:0\r\n";
 const std::string kGot2 =
-    "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*2\r\n"
-    "*4\r\n$3\r\n100\r\n:1790003600\r\n$-1\r\n$-1\r\n"
-    "*4\r\n$3\r\n200\r\n:1790007200\r\n:5\r\n$-1\r\n";
+    "*10\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n"
+    "$3\r\nids\r\n*2\r\n$3\r\n100\r\n$3\r\n200\r\n"
+    "$7\r\nexpires\r\n*2\r\n:1790003600\r\n:1790007200\r\n"
+    "$5\r\nattr1\r\n*2\r\n$-1\r\n:5\r\n";
 const std::string kGot3 =
-    "%3\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#f\r\n$8\r\nsegments\r\n*2\r\n"
-    "*4\r\n$3\r\n100\r\n:1790003600\r\n_\r\n_\r\n"
-    "*4\r\n$3\r\n200\r\n:1790007200\r\n:5\r\n_\r\n";
+    "%5\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#f\r\n"
+    "$3\r\nids\r\n*2\r\n$3\r\n100\r\n$3\r\n200\r\n"
+    "$7\r\nexpires\r\n*2\r\n:1790003600\r\n:1790007200\r\n"
+    "$5\r\nattr1\r\n*2\r\n_\r\n:5\r\n";
 
 TEST_F(RespTest, SegmentCommandsAnswerInRespTwoByteForByte) {
   Start();
@@ -105,25 +107,25 @@ TEST_F(RespTest, SegmentCommandsAnswerInRespTwoByteForByte) {
             kUpserted2);
   EXPECT_EQ(c->Call({"seg.get", "u1"}), kGot2);
   EXPECT_EQ(c->Call({"SEG.GET", "u1", "IDSONLY"}),
-            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*2\r\n"
+            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*2\r\n"
             "$3\r\n100\r\n$3\r\n200\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "u1", "COUNT"}),
-            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*0\r\n");
+            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "u1", "IDS", "150", "300", "LIMIT", "1"}),
-            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
-            "*4\r\n$3\r\n200\r\n:1790007200\r\n:5\r\n$-1\r\n");
+            "*10\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n"
+            "$3\r\n200\r\n$7\r\nexpires\r\n*1\r\n:1790007200\r\n$5\r\nattr1\r\n*1\r\n:5\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "u1", "WINDOW", "0", "1790005000"}),
-            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
-            "*4\r\n$3\r\n100\r\n:1790003600\r\n$-1\r\n$-1\r\n");
+            "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n"
+            "$3\r\n100\r\n$7\r\nexpires\r\n*1\r\n:1790003600\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "u1", "NOTEXPIRING", "0", "1790005000", "IDSONLY"}),
-            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
+            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n"
             "$3\r\n200\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "nobody"}), "$-1\r\n");
   EXPECT_EQ(c->Call({"SEG.COUNT", "u1"}), ":2\r\n");
   EXPECT_EQ(c->Call({"SEG.COUNT", "u1", "IDS", "0", "150"}), ":1\r\n");
   EXPECT_EQ(c->Call({"SEG.COUNT", "nobody"}), "$-1\r\n");
   EXPECT_EQ(c->Call({"SEG.MGET", "2", "nobody", "u1", "IDSONLY"}),
-            "*2\r\n$-1\r\n*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n"
+            "*2\r\n$-1\r\n*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n"
             "*2\r\n$3\r\n100\r\n$3\r\n200\r\n");
   EXPECT_EQ(c->Call({"EXISTS", "u1", "nobody", "u1"}), ":2\r\n");
   EXPECT_EQ(c->Call({"TYPE", "u1"}), "+hash\r\n");
@@ -134,8 +136,8 @@ TEST_F(RespTest, SegmentCommandsAnswerInRespTwoByteForByte) {
             "*10\r\n$8\r\ninserted\r\n:0\r\n$7\r\nupdated\r\n:1\r\n$7\r\ntrimmed\r\n:0\r\n"
             "$5\r\ncount\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "u1"}),
-            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*1\r\n"
-            "*4\r\n$3\r\n200\r\n:0\r\n:5\r\n$-1\r\n");
+            "*10\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n"
+            "$3\r\n200\r\n$7\r\nexpires\r\n*1\r\n:0\r\n$5\r\nattr1\r\n*1\r\n:5\r\n");
   EXPECT_EQ(c->Call({"SEG.UPSERT", "u2", "300", "1790000100", "301", "0"}).substr(0, 5), "*10\r\n");
   clock_.Advance(200);
   EXPECT_EQ(c->Call({"SEG.TRIM", "u2"}),
@@ -192,6 +194,69 @@ TEST_F(RespTest, HashReadsSeeSegmentsAsFieldsAndAttributesAsValues) {
   ASSERT_EQ(c->Call({"SEG.UPSERT", "u", "5", "0", "ATTR1", "1"}).substr(0, 4), "%5\r\n");
   EXPECT_EQ(c->Call({"HGETALL", "u"}), "%1\r\n$1\r\n5\r\n$1\r\n1\r\n");
   EXPECT_EQ(c->Call({"HGET", "u", "6"}), "_\r\n");
+}
+
+TEST_F(RespTest, HashWritesAndFieldExpiryAsRedisSevenFour) {
+  Start();
+  auto c = Connect();
+  // HSET: values are attributes; a field set again loses its expiry and
+  // takes exactly the new value.
+  EXPECT_EQ(c->Call({"HSET", "u", "5", "", "7", "3:4", "9", ":8", "7", "1"}), ":3\r\n");
+  EXPECT_EQ(c->Call({"HGET", "u", "7"}), "$1\r\n1\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "100", "FIELDS", "3", "5", "7", "11"}),
+            "*3\r\n:1\r\n:1\r\n:-2\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "3", "5", "7", "9"}), "*3\r\n:100\r\n:100\r\n:-1\r\n");
+  EXPECT_EQ(c->Call({"HSET", "u", "7", ""}), ":0\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "1", "7"}), "*1\r\n:-1\r\n");
+  EXPECT_EQ(c->Call({"HGET", "u", "7"}), "$0\r\n\r\n");
+  // Conditions: NX only without an expiry, XX only with one, GT/LT against
+  // the current (never counts as +infinity).
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "50", "NX", "FIELDS", "2", "5", "7"}), "*2\r\n:0\r\n:1\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "500", "XX", "FIELDS", "2", "5", "9"}), "*2\r\n:1\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "400", "GT", "FIELDS", "3", "5", "7", "9"}),
+            "*3\r\n:0\r\n:1\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "300", "LT", "FIELDS", "3", "5", "7", "9"}),
+            "*3\r\n:1\r\n:1\r\n:1\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "3", "5", "7", "9"}), "*3\r\n:300\r\n:300\r\n:300\r\n");
+  // Milliseconds round up to whole seconds; absolute times.
+  EXPECT_EQ(c->Call({"HPEXPIRE", "u", "1500", "FIELDS", "1", "5"}), "*1\r\n:1\r\n");
+  EXPECT_EQ(c->Call({"HPTTL", "u", "FIELDS", "1", "5"}), "*1\r\n:2000\r\n");
+  EXPECT_EQ(c->Call({"HEXPIREAT", "u", "1790001000", "FIELDS", "1", "7"}), "*1\r\n:1\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRETIME", "u", "FIELDS", "1", "7"}), "*1\r\n:1790001000\r\n");
+  EXPECT_EQ(c->Call({"HPEXPIREAT", "u", "1790002000001", "FIELDS", "1", "7"}), "*1\r\n:1\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRETIME", "u", "FIELDS", "1", "7"}), "*1\r\n:1790002001\r\n");
+  // HPERSIST: -1 without an expiry.
+  EXPECT_EQ(c->Call({"HPERSIST", "u", "FIELDS", "3", "7", "9", "11"}), "*3\r\n:1\r\n:1\r\n:-2\r\n");
+  EXPECT_EQ(c->Call({"HPERSIST", "u", "FIELDS", "1", "7"}), "*1\r\n:-1\r\n");
+  // A time of 0, or one in the past, removes the field (2).
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "0", "FIELDS", "1", "5"}), "*1\r\n:2\r\n");
+  EXPECT_EQ(c->Call({"HEXPIREAT", "u", "1700000000", "FIELDS", "1", "9"}), "*1\r\n:2\r\n");
+  EXPECT_EQ(c->Call({"HKEYS", "u"}), "*1\r\n$1\r\n7\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRE", "nobody", "10", "FIELDS", "2", "1", "2"}), "*2\r\n:-2\r\n:-2\r\n");
+  // HSETEX and HGETEX (Redis 8).
+  EXPECT_EQ(c->Call({"HSETEX", "u", "EX", "60", "FIELDS", "2", "20", "1", "21", "2"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "2", "20", "21"}), "*2\r\n:60\r\n:60\r\n");
+  EXPECT_EQ(c->Call({"HSETEX", "u", "PXAT", "1790000500000", "FIELDS", "1", "22", "3"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"HEXPIRETIME", "u", "FIELDS", "1", "22"}), "*1\r\n:1790000500\r\n");
+  EXPECT_EQ(c->Call({"HSETEX", "u", "FNX", "FIELDS", "1", "20", "1"}).substr(0, 26),
+            "-ERR HSETEX: FNX is not su");
+  EXPECT_EQ(c->Call({"HGETEX", "u", "EX", "30", "FIELDS", "3", "20", "21", "99"}),
+            "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "2", "20", "21"}), "*2\r\n:30\r\n:30\r\n");
+  EXPECT_EQ(c->Call({"HGETEX", "u", "PERSIST", "FIELDS", "1", "20"}), "*1\r\n$1\r\n1\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "1", "20"}), "*1\r\n:-1\r\n");
+  EXPECT_EQ(c->Call({"HGETEX", "u", "FIELDS", "1", "21"}), "*1\r\n$1\r\n2\r\n");
+  // Fields expire on the store's clock.
+  clock_.Advance(31);
+  EXPECT_EQ(c->Call({"HMGET", "u", "20", "21"}), "*2\r\n$1\r\n1\r\n$-1\r\n");
+  // Errors name what is wrong and write nothing.
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "-1", "FIELDS", "1", "20"}).substr(0, 36),
+            "-ERR HEXPIRE: invalid expire time '-");
+  EXPECT_EQ(c->Call({"HEXPIRE", "u", "10", "XY", "FIELDS", "1", "20"}),
+            "-ERR HEXPIRE: mandatory argument FIELDS is missing or not at the right position\r\n");
+  EXPECT_EQ(c->Call({"HSET", "u", "20", "x"}).substr(0, 37),
+            "-ERR HSET: the value of field 20 must");
+  EXPECT_EQ(c->Call({"HTTL", "u", "FIELDS", "1", "20"}), "*1\r\n:-1\r\n");
 }
 
 TEST_F(RespTest, HashFieldsMustBeSegmentIds) {
@@ -398,7 +463,7 @@ TEST_F(RespTest, TlsWithRedisCli) {
   const std::string tls = "--tls --cacert " + pki->ca_cert + " ";
   EXPECT_EQ(Cli(tls + "SEG.UPSERT u1 TTL 5 60 | head -2"), "inserted\n1\n");
   EXPECT_EQ(Cli(tls + "--no-raw SEG.GET u1 IDSONLY"),
-            "1) \"count\"\n2) (integer) 1\n3) \"stale\"\n4) (integer) 0\n5) \"segments\"\n"
+            "1) \"count\"\n2) (integer) 1\n3) \"stale\"\n4) (integer) 0\n5) \"ids\"\n"
             "6) 1) \"5\"\n");
   // Plain TCP to a TLS port gets nothing and is closed.
   auto [status, out] = Shell("redis-cli -p " + std::to_string(port()) + " PING");
@@ -410,13 +475,13 @@ TEST_F(RespTest, RedisCliDrivesEveryCommandGroup) {
   EXPECT_EQ(Cli("PING"), "PONG\n");
   EXPECT_EQ(Cli("SEG.UPSERT u1 TTL 100 3600 200 7200 ATTR1 5 ATTR2 6 | sed -n 2p"), "2\n");
   EXPECT_EQ(Cli("--no-raw SEG.GET u1 IDS 200 200"),
-            "1) \"count\"\n2) (integer) 1\n3) \"stale\"\n4) (integer) 0\n5) \"segments\"\n"
-            "6) 1) 1) \"200\"\n      2) (integer) 1790007200\n      3) (integer) 5\n"
-            "      4) (integer) 6\n");
+            " 1) \"count\"\n 2) (integer) 1\n 3) \"stale\"\n 4) (integer) 0\n 5) \"ids\"\n"
+            " 6) 1) \"200\"\n 7) \"expires\"\n 8) 1) (integer) 1790007200\n 9) \"attr1\"\n"
+            "10) 1) (integer) 5\n11) \"attr2\"\n12) 1) (integer) 6\n");
   EXPECT_EQ(Cli("-3 --no-raw SEG.GET u1 IDS 200 200"),
-            "1# \"count\" => (integer) 1\n2# \"stale\" => (false)\n3# \"segments\" => \n"
-            "   1) 1) \"200\"\n      2) (integer) 1790007200\n      3) (integer) 5\n"
-            "      4) (integer) 6\n");
+            "1# \"count\" => (integer) 1\n2# \"stale\" => (false)\n3# \"ids\" => 1) \"200\"\n"
+            "4# \"expires\" => 1) (integer) 1790007200\n5# \"attr1\" => 1) (integer) 5\n"
+            "6# \"attr2\" => 1) (integer) 6\n");
   EXPECT_EQ(Cli("--no-raw SEG.GET nobody"), "(nil)\n");
   EXPECT_EQ(Cli("SEG.COUNT u1"), "2\n");
   EXPECT_EQ(Cli("EXISTS u1 u9"), "1\n");

@@ -59,8 +59,9 @@ TEST(RespCommandTableTest, NamesAreLowerCaseUniqueAndInIdOrder) {
 TEST(RespCommandTableTest, FlagsAndGroupsAreFromTheKnownWords) {
   const std::set<std::string_view> flags = {"write", "readonly", "fast", "noauth", "movablekeys"};
   // Redis's groups, and segstore's own.
-  const std::set<std::string_view> groups = {
-      "connection", "server", "generic", "string", "hash", "list", "set", "sorted-set", "segstore"};
+  const std::set<std::string_view> groups = {"connection", "server",  "generic", "cluster",
+                                             "string",     "hash",    "list",    "set",
+                                             "sorted-set", "segstore"};
   for (const RespCommandDef& def : RespCommandTable()) {
     SCOPED_TRACE(def.name);
     std::set<std::string_view> words;
@@ -635,13 +636,13 @@ TEST(RespRepliesTest, GetWithExpiriesAndAttributes) {
   r.count = 9;
   const auto write = [&](proto::RespWriter* w) { WriteGetReply(r, GetOptions{}, false, w); };
   EXPECT_EQ(Reply(false, write),
-            "*6\r\n$5\r\ncount\r\n:9\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*2\r\n"
-            "*4\r\n$1\r\n5\r\n:100\r\n:3\r\n$-1\r\n"
-            "*4\r\n$20\r\n18446744073709551615\r\n:0\r\n$-1\r\n$-1\r\n");
+            "*10\r\n$5\r\ncount\r\n:9\r\n$5\r\nstale\r\n:0\r\n"
+            "$3\r\nids\r\n*2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n"
+            "$7\r\nexpires\r\n*2\r\n:100\r\n:0\r\n$5\r\nattr1\r\n*2\r\n:3\r\n$-1\r\n");
   EXPECT_EQ(Reply(true, write),
-            "%3\r\n$5\r\ncount\r\n:9\r\n$5\r\nstale\r\n#f\r\n$8\r\nsegments\r\n*2\r\n"
-            "*4\r\n$1\r\n5\r\n:100\r\n:3\r\n_\r\n"
-            "*4\r\n$20\r\n18446744073709551615\r\n:0\r\n_\r\n_\r\n");
+            "%5\r\n$5\r\ncount\r\n:9\r\n$5\r\nstale\r\n#f\r\n"
+            "$3\r\nids\r\n*2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n"
+            "$7\r\nexpires\r\n*2\r\n:100\r\n:0\r\n$5\r\nattr1\r\n*2\r\n:3\r\n_\r\n");
 }
 
 TEST(RespRepliesTest, GetIdsOnlyCountOnlyAndStale) {
@@ -652,15 +653,15 @@ TEST(RespRepliesTest, GetIdsOnlyCountOnlyAndStale) {
   ids_only.ids_only = true;
   const auto write_ids = [&](proto::RespWriter* w) { WriteGetReply(ids, ids_only, true, w); };
   EXPECT_EQ(Reply(false, write_ids),
-            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:1\r\n$8\r\nsegments\r\n*2\r\n"
+            "*6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:1\r\n$3\r\nids\r\n*2\r\n"
             "$1\r\n1\r\n$2\r\n22\r\n");
   EXPECT_EQ(Reply(true, write_ids),
-            "%3\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#t\r\n$8\r\nsegments\r\n*2\r\n"
+            "%3\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#t\r\n$3\r\nids\r\n*2\r\n"
             "$1\r\n1\r\n$2\r\n22\r\n");
   // ids_only asked, expiries present all the same: ids only.
   ids.expires = {7, 8};
   EXPECT_EQ(Reply(true, write_ids),
-            "%3\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#t\r\n$8\r\nsegments\r\n*2\r\n"
+            "%3\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#t\r\n$3\r\nids\r\n*2\r\n"
             "$1\r\n1\r\n$2\r\n22\r\n");
 
   GetResult count;
@@ -671,9 +672,9 @@ TEST(RespRepliesTest, GetIdsOnlyCountOnlyAndStale) {
     WriteGetReply(count, count_only, false, w);
   };
   EXPECT_EQ(Reply(false, write_count),
-            "*6\r\n$5\r\ncount\r\n:4294967295\r\n$5\r\nstale\r\n:0\r\n$8\r\nsegments\r\n*0\r\n");
+            "*6\r\n$5\r\ncount\r\n:4294967295\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n");
   EXPECT_EQ(Reply(true, write_count),
-            "%3\r\n$5\r\ncount\r\n:4294967295\r\n$5\r\nstale\r\n#f\r\n$8\r\nsegments\r\n*0\r\n");
+            "%3\r\n$5\r\ncount\r\n:4294967295\r\n$5\r\nstale\r\n#f\r\n$3\r\nids\r\n*0\r\n");
 }
 
 TEST(RespRepliesTest, Upsert) {

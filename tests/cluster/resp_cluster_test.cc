@@ -1,0 +1,135 @@
+// The RESP port of a three-node cluster (proto/RESP.md, "Clusters"): the
+// partition map as Redis Cluster's CLUSTER SLOTS and SHARDS, MOVED for a key
+// another node holds, CROSSSLOT for keys of several slots, and Debian's
+// python3-redis RedisCluster and redis-cli -c routing themselves by it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cluster/segstored_cluster.h"
+#include "segstore/routing.h"
+#include "support/resp_conn.h"
+
+namespace segstore::server {
+namespace {
+
+using namespace std::chrono_literals;
+using segstore::testing::RespConn;
+
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
+  if (f == nullptr) return {-1, "popen failed"};
+  std::array<char, 4096> buf;
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class RespClusterTest : public ::testing::Test {
+ protected:
+  static testing::SegstoredClusterOptions Options() {
+    testing::SegstoredClusterOptions o;
+    o.nodes = 3;
+    o.file_size = "64MiB";
+    o.etcd_prefix = "/test-resp-cluster";
+    o.poll = 50ms;
+    o.direct_clients = false;
+    o.resp = true;
+    return o;
+  }
+
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(cluster_.Start());
+    ASSERT_TRUE(cluster_.AgreedMap(&map_));
+    // Every node's RESP address is in the map the nodes agree on.
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          if (!cluster_.AgreedMap(&map_)) return false;
+          return std::all_of(map_.nodes.begin(), map_.nodes.end(),
+                             [](const ClusterNode& n) { return !n.resp.empty(); });
+        },
+        60s, 50ms));
+  }
+
+  // The node (index into the harness) whose RESP port is `address`.
+  int NodeOf(const std::string& address) const {
+    for (int i = 0; i < 3; ++i) {
+      if (address == "127.0.0.1:" + std::to_string(cluster_.resp_port(i))) return i;
+    }
+    return -1;
+  }
+
+  // The node holding `key`'s partition first.
+  std::string OwnerOf(const std::string& key) const {
+    return map_.nodes[map_.ReplicasOf(PartitionOf(key))[0]].resp;
+  }
+
+  testing::SegstoredCluster cluster_{Options()};
+  ClusterMap map_;
+};
+
+TEST_F(RespClusterTest, SlotsShardsAndMovedFollowThePartitionMap) {
+  RespConn c;
+  ASSERT_TRUE(c.Connect(cluster_.resp_port(0)));
+  // Keys on each node: node 0 answers its own and redirects the others.
+  int moved = 0;
+  int served = 0;
+  for (int i = 0; i < 60; ++i) {
+    const std::string key = "user-" + std::to_string(i);
+    const std::string owner = OwnerOf(key);
+    const std::string reply = c.Call({"HSET", key, std::to_string(i), "7"});
+    if (NodeOf(owner) == 0) {
+      EXPECT_EQ(reply, ":1\r\n") << key;
+      ++served;
+    } else {
+      EXPECT_EQ(reply, "-MOVED " + std::to_string(SlotOf(key)) + " " + owner + "\r\n") << key;
+      ++moved;
+    }
+  }
+  EXPECT_GT(moved, 0);
+  EXPECT_GT(served, 0);
+  // Keys of two slots in one command; a hash tag keeps them together.
+  EXPECT_EQ(c.Call({"DEL", "a", "b"}),
+            "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+  const std::string tagged = c.Call({"EXISTS", "{u7}a", "{u7}b"});
+  EXPECT_TRUE(tagged == ":0\r\n" || tagged.substr(0, 7) == "-MOVED ") << tagged;
+  EXPECT_EQ(c.Call({"CLUSTER", "KEYSLOT", "{u7}a"}), ":" + std::to_string(SlotOf("u7")) + "\r\n");
+
+  // CLUSTER SLOTS covers every slot once, each range on its partition's node.
+  const std::string slots = c.Call({"CLUSTER", "SLOTS"});
+  ASSERT_EQ(slots[0], '*') << slots;
+  const std::string info = c.Call({"CLUSTER", "INFO"});
+  EXPECT_NE(info.find("cluster_state:ok"), std::string::npos) << info;
+  EXPECT_NE(info.find("cluster_slots_assigned:16384"), std::string::npos) << info;
+  EXPECT_NE(info.find("cluster_known_nodes:3"), std::string::npos) << info;
+  EXPECT_EQ(c.Call({"CLUSTER", "MYID"}), "$6\r\nnode-0\r\n");
+  const std::string hello = c.Call({"HELLO", "3"});
+  EXPECT_NE(hello.find("$4\r\nmode\r\n$7\r\ncluster\r\n"), std::string::npos) << hello;
+  const std::string shards = c.Call({"CLUSTER", "SHARDS"});
+  EXPECT_NE(shards.find("$5\r\nslots\r\n"), std::string::npos) << shards.substr(0, 200);
+  EXPECT_EQ(c.Call({"READONLY"}), "+OK\r\n");
+  EXPECT_EQ(c.Call({"CLUSTER", "NODES"}).substr(0, 31), "-ERR unknown subcommand or wron");
+}
+
+TEST_F(RespClusterTest, RedisClusterClientsRouteThemselves) {
+  const std::string port = std::to_string(cluster_.resp_port(1));
+  auto [status, out] =
+      Shell("/usr/bin/python3 " SEGSTORE_SOURCE_DIR "/tests/cluster/resp_redis_cluster.py " + port);
+  EXPECT_EQ(status, 0) << out;
+  // redis-cli -c follows MOVED from whichever node it asked.
+  for (int i = 0; i < 3; ++i) {
+    auto [s, got] =
+        Shell("redis-cli -c -p " + std::to_string(cluster_.resp_port(i)) + " HGET py-7 7");
+    EXPECT_EQ(got, "1:2\n") << "from node " << i;
+  }
+}
+
+}  // namespace
+}  // namespace segstore::server
