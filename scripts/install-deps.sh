@@ -28,6 +28,7 @@ packages=(
   python3-venv        # the suite's virtual environment (--system-site-packages)
   python3-pip         # installs the client into it, offline (--no-index)
   python3-setuptools python3-wheel  # the build backend pip uses without build isolation
+  python3-redis       # redis-py 4.3: the RESP port's tests drive it as bidders' code would (RedisCluster too)
   # scripts/fuzz.sh only: clang 14, its runtimes (libFuzzer, ASan, UBSan: only
   # recommended by clang, so named here) and llvm-symbolizer (readable stacks)
   clang libclang-rt-14-dev llvm
