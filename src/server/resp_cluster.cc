@@ -20,21 +20,6 @@ namespace segstore::server {
 
 namespace {
 
-proto::DecodeLimits AnswerLimits() {
-  proto::DecodeLimits l;
-  l.max_key_bytes = UINT32_MAX;
-  l.max_batch = UINT32_MAX;
-  l.max_list = UINT32_MAX;
-  return l;
-}
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // "host:port" or "[v6]:port" split; false when it is neither.
 bool SplitAddress(const std::string& address, std::string* host, int64_t* port) {
   const size_t colon = address.rfind(':');
@@ -110,7 +95,8 @@ void RespConnection::ReplyMoved(Pending& p, std::string message) {
           return;
         }
         ClusterMap map;
-        if (h.status != 0 || !proto::Decode(body, AnswerLimits(), &map).ok() || !map.has_map()) {
+        if (h.status != 0 || !proto::Decode(body, RespAnswerLimits(), &map).ok() ||
+            !map.has_map()) {
           return;
         }
         const std::vector<uint16_t> replicas =
@@ -123,17 +109,17 @@ void RespConnection::ReplyMoved(Pending& p, std::string message) {
 void RespConnection::Cluster(RespArgs args, Pending& p) {
   if (!options_.cluster) return ReplyError(p, "ERR", "This instance has cluster support disabled");
   const std::string_view sub = args[1];
-  if (EqualsNoCase(sub, "KEYSLOT") && args.size() == 3) {
+  if (RespEqualsNoCase(sub, "KEYSLOT") && args.size() == 3) {
     return Writer(p).Integer(SlotOf(args[2]));
   }
   enum class What { kSlots, kShards, kInfo, kMyId } what;
-  if (EqualsNoCase(sub, "SLOTS") && args.size() == 2) {
+  if (RespEqualsNoCase(sub, "SLOTS") && args.size() == 2) {
     what = What::kSlots;
-  } else if (EqualsNoCase(sub, "SHARDS") && args.size() == 2) {
+  } else if (RespEqualsNoCase(sub, "SHARDS") && args.size() == 2) {
     what = What::kShards;
-  } else if (EqualsNoCase(sub, "INFO") && args.size() == 2) {
+  } else if (RespEqualsNoCase(sub, "INFO") && args.size() == 2) {
     what = What::kInfo;
-  } else if (EqualsNoCase(sub, "MYID") && args.size() == 2) {
+  } else if (RespEqualsNoCase(sub, "MYID") && args.size() == 2) {
     what = What::kMyId;
   } else {
     return ReplyError(
@@ -146,7 +132,7 @@ void RespConnection::Cluster(RespArgs args, Pending& p) {
       [this, what](Pending& q, const proto::FrameHeader& h, std::string_view body) {
         if (h.status != 0) return ReplyStatus(q, h, body);
         ClusterMap map;
-        if (Status s = proto::Decode(body, AnswerLimits(), &map); !s.ok()) {
+        if (Status s = proto::Decode(body, RespAnswerLimits(), &map); !s.ok()) {
           return ReplyError(q, "ERR", s.message());
         }
         proto::RespWriter w = Writer(q);

@@ -145,12 +145,7 @@ constexpr bool TableInOrder() {
 }
 static_assert(TableInOrder(), "kTable is in RespCmd order");
 
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
+bool EqualsNoCase(std::string_view a, std::string_view b) { return RespEqualsNoCase(a, b); }
 
 std::string Upper(std::string_view s) {
   std::string out(s);
@@ -190,6 +185,21 @@ bool IsNumber(std::string_view s) {
 }
 
 }  // namespace
+
+bool RespEqualsNoCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+proto::DecodeLimits RespAnswerLimits() {
+  proto::DecodeLimits l;
+  l.max_key_bytes = UINT32_MAX;
+  l.max_batch = UINT32_MAX;
+  l.max_list = UINT32_MAX;
+  return l;
+}
 
 std::span<const RespCommandDef> RespCommandTable() { return kTable; }
 

@@ -113,6 +113,12 @@ inline size_t RespSlot(const RespCommandDef* def) {
 // "seg.get", or "unknown" for the last slot: the metrics' label.
 std::string_view RespSlotName(size_t slot);
 
+// Command names and keywords are matched without regard to case.
+bool RespEqualsNoCase(std::string_view a, std::string_view b);
+// What the RESP port decodes the binary answers it asked for with: no
+// request limit (a batch answer has as many entries as its request).
+proto::DecodeLimits RespAnswerLimits();
+
 // The positions of a command's keys among `args` (args[0] the name);
 // InvalidArgument when the arguments cannot say (a bad count).
 Status RespKeyPositions(const RespCommandDef& def, RespArgs args, std::vector<size_t>* positions);

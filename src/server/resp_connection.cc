@@ -24,24 +24,7 @@ constexpr uint32_t kMaxUnauthenticatedCommand = 64 * 1024;
 // (HEXPIRE came in 7.4). segstore's own version is beside it.
 constexpr std::string_view kRedisVersion = "7.4.0";
 
-// Answers are read without the server's request limits: a batch answer has
-// as many entries as its request had, whatever max_batch.
-proto::DecodeLimits AnswerLimits() {
-  proto::DecodeLimits l;
-  l.max_key_bytes = UINT32_MAX;
-  l.max_batch = UINT32_MAX;
-  l.max_list = UINT32_MAX;
-  return l;
-}
-
 std::atomic<uint64_t> next_client_id{1};
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 bool HasFlag(const RespCommandDef& def, std::string_view flag) {
   size_t at = def.flags.find(flag);
@@ -368,12 +351,12 @@ void RespConnection::Hello(RespArgs args, Pending& p) {
   bool auth = false;
   bool setname = false;
   for (; i < args.size(); ++i) {
-    if (EqualsNoCase(args[i], "AUTH") && i + 2 < args.size()) {
+    if (RespEqualsNoCase(args[i], "AUTH") && i + 2 < args.size()) {
       auth = true;
       user = args[i + 1];
       secret = args[i + 2];
       i += 2;
-    } else if (EqualsNoCase(args[i], "SETNAME") && i + 1 < args.size()) {
+    } else if (RespEqualsNoCase(args[i], "SETNAME") && i + 1 < args.size()) {
       setname = true;
       name = args[i + 1];
       i += 1;
@@ -407,7 +390,7 @@ void RespConnection::Hello(RespArgs args, Pending& p) {
       [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
         ServerInfo info;
         if (h.status != 0) return ReplyStatus(q, h, answer);
-        if (Status s = proto::Decode(answer, AnswerLimits(), &info); !s.ok()) {
+        if (Status s = proto::Decode(answer, RespAnswerLimits(), &info); !s.ok()) {
           return ReplyError(q, "ERR", s.message());
         }
         proto::RespWriter w = Writer(q);
@@ -445,7 +428,7 @@ void RespConnection::Reset(Pending& p) {
 
 void RespConnection::Client(RespArgs args, Pending& p) {
   const std::string_view sub = args[1];
-  if (EqualsNoCase(sub, "SETNAME") && args.size() == 3) {
+  if (RespEqualsNoCase(sub, "SETNAME") && args.size() == 3) {
     if (std::any_of(args[2].begin(), args[2].end(), [](char c) { return c <= ' ' || c > '~'; })) {
       return ReplyError(p, "ERR",
                         "Client names cannot contain spaces, newlines or special characters.");
@@ -453,25 +436,26 @@ void RespConnection::Client(RespArgs args, Pending& p) {
     name_ = std::string(args[2]);
     return Writer(p).Simple("OK");
   }
-  if (EqualsNoCase(sub, "GETNAME") && args.size() == 2) {
+  if (RespEqualsNoCase(sub, "GETNAME") && args.size() == 2) {
     if (name_.empty()) return Writer(p).Null();
     return Writer(p).Bulk(name_);
   }
-  if (EqualsNoCase(sub, "ID") && args.size() == 2) {
+  if (RespEqualsNoCase(sub, "ID") && args.size() == 2) {
     return Writer(p).Integer(static_cast<int64_t>(id_));
   }
-  if (EqualsNoCase(sub, "SETINFO") && args.size() == 4) {
-    const bool lib_name = EqualsNoCase(args[2], "LIB-NAME");
-    if (!lib_name && !EqualsNoCase(args[2], "LIB-VER")) {
+  if (RespEqualsNoCase(sub, "SETINFO") && args.size() == 4) {
+    const bool lib_name = RespEqualsNoCase(args[2], "LIB-NAME");
+    if (!lib_name && !RespEqualsNoCase(args[2], "LIB-VER")) {
       return ReplyError(p, "ERR", fmt::format("Unrecognized option '{}'", args[2].substr(0, 64)));
     }
     library_[lib_name ? 0 : 1] = std::string(args[3].substr(0, 128));
     return Writer(p).Simple("OK");
   }
-  if ((EqualsNoCase(sub, "NO-EVICT") || EqualsNoCase(sub, "NO-TOUCH")) && args.size() == 3) {
+  if ((RespEqualsNoCase(sub, "NO-EVICT") || RespEqualsNoCase(sub, "NO-TOUCH")) &&
+      args.size() == 3) {
     return Writer(p).Simple("OK");  // nothing is evicted, nothing tracks access
   }
-  if (EqualsNoCase(sub, "INFO") && args.size() == 2) {
+  if (RespEqualsNoCase(sub, "INFO") && args.size() == 2) {
     const auto now = std::chrono::steady_clock::now();
     const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - opened_).count();
     return Writer(p).Verbatim(fmt::format(
@@ -493,15 +477,15 @@ void RespConnection::Command(RespArgs args, Pending& p) {
     return;
   }
   const std::string_view sub = args[1];
-  if (EqualsNoCase(sub, "COUNT") && args.size() == 2) {
+  if (RespEqualsNoCase(sub, "COUNT") && args.size() == 2) {
     return w.Integer(static_cast<int64_t>(table.size()));
   }
-  if (EqualsNoCase(sub, "LIST") && args.size() == 2) {
+  if (RespEqualsNoCase(sub, "LIST") && args.size() == 2) {
     w.Array(table.size());
     for (const RespCommandDef& def : table) w.Bulk(def.name);
     return;
   }
-  if (EqualsNoCase(sub, "INFO")) {
+  if (RespEqualsNoCase(sub, "INFO")) {
     if (args.size() == 2) {
       w.Array(table.size());
       for (const RespCommandDef& def : table) WriteCommandInfo(def, &w);
@@ -517,7 +501,7 @@ void RespConnection::Command(RespArgs args, Pending& p) {
     }
     return;
   }
-  if (EqualsNoCase(sub, "DOCS")) {
+  if (RespEqualsNoCase(sub, "DOCS")) {
     std::vector<const RespCommandDef*> defs;
     if (args.size() == 2) {
       for (const RespCommandDef& def : table) defs.push_back(&def);
@@ -533,7 +517,7 @@ void RespConnection::Command(RespArgs args, Pending& p) {
     }
     return;
   }
-  if (EqualsNoCase(sub, "GETKEYS") && args.size() >= 3) {
+  if (RespEqualsNoCase(sub, "GETKEYS") && args.size() >= 3) {
     const RespArgs command = args.subspan(2);
     const RespCommandDef* def = FindRespCommand(command[0]);
     if (def == nullptr) return ReplyError(p, "ERR", "Invalid command specified");
@@ -568,7 +552,7 @@ void RespConnection::AskStats(Pending& p, std::function<void(Pending&, const Sta
           return;
         }
         Stats stats;
-        if (Status s = proto::Decode(body, AnswerLimits(), &stats); !s.ok()) {
+        if (Status s = proto::Decode(body, RespAnswerLimits(), &stats); !s.ok()) {
           q.reply.clear();
           q.error = true;
           proto::RespWriter(&q.reply, false).Error("ERR", s.message());
@@ -585,13 +569,13 @@ void RespConnection::Info(RespArgs args, Pending& p) {
                                                    "segstore"};
   if (args.size() == 1) std::fill(want, want + 4, true);
   for (size_t i = 1; i < args.size(); ++i) {
-    if (EqualsNoCase(args[i], "all") || EqualsNoCase(args[i], "everything")) {
+    if (RespEqualsNoCase(args[i], "all") || RespEqualsNoCase(args[i], "everything")) {
       std::fill(want, want + 5, true);
-    } else if (EqualsNoCase(args[i], "default")) {
+    } else if (RespEqualsNoCase(args[i], "default")) {
       std::fill(want, want + 4, true);
     }
     for (size_t s = 0; s < 5; ++s) {
-      if (EqualsNoCase(args[i], kSections[s])) want[s] = true;
+      if (RespEqualsNoCase(args[i], kSections[s])) want[s] = true;
     }
   }
   std::array<bool, 5> sections;
@@ -651,37 +635,19 @@ void RespConnection::Info(RespArgs args, Pending& p) {
 
 // ---- the data commands ----
 
-namespace {
-
-// The answer of a request that failed as the reply; true when it did.
-bool Failed(RespConnection& c, RespConnection::Pending& p, const proto::FrameHeader& h,
-            std::string_view body) {
-  if (h.status == 0) return false;
-  c.ReplyStatus(p, h, body);
-  return true;
-}
-
-}  // namespace
-
 void RespConnection::SegGet(RespArgs args, Pending& p) {
   proto::GetRequest req;
   if (Status s = ParseGetOptions(args, 2, &req.options); !s.ok()) {
     return ReplyError(p, "ERR", s.message());
   }
   req.user = std::string(args[1]);
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kGet, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound)) return Writer(q).Null();
-        if (Failed(*this, q, h, answer)) return;
-        GetResult r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<GetResult>(
+      p, proto::Op::kGet, req,
+      [this](Pending& q, const GetResult& r, const proto::FrameHeader& h) {
         proto::RespWriter w = Writer(q);
         WriteGetReply(r, GetOptions{}, (h.flags & proto::kFlagStale) != 0, &w);
-      });
+      },
+      NullReply());
 }
 
 void RespConnection::SegMget(RespArgs args, Pending& p) {
@@ -694,117 +660,79 @@ void RespConnection::SegMget(RespArgs args, Pending& p) {
     return ReplyError(p, "ERR", s.message());
   }
   for (size_t at : keys) req.users.emplace_back(args[at]);
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kBatchGet, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (Failed(*this, q, h, answer)) return;
-        BatchGetResult all;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &all); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
-        if (MovedEntry(q, all)) return;
-        const bool stale = (h.flags & proto::kFlagStale) != 0;
-        proto::RespWriter w = Writer(q);
-        w.Array(all.size());
-        for (const Result<GetResult>& r : all) {
-          if (r.ok()) {
-            WriteGetReply(*r, GetOptions{}, stale, &w);
-          } else if (r.status().IsNotFound()) {
-            w.Null();
-          } else {
-            w.Error(RespErrorPrefix(r.status().code()), r.status().message());
-          }
-        }
-      });
+  Call<BatchGetResult>(p, proto::Op::kBatchGet, req,
+                       [this](Pending& q, const BatchGetResult& all, const proto::FrameHeader& h) {
+                         if (MovedEntry(q, all)) return;
+                         const bool stale = (h.flags & proto::kFlagStale) != 0;
+                         proto::RespWriter w = Writer(q);
+                         w.Array(all.size());
+                         for (const Result<GetResult>& r : all) {
+                           if (r.ok()) {
+                             WriteGetReply(*r, GetOptions{}, stale, &w);
+                           } else if (r.status().IsNotFound()) {
+                             w.Null();
+                           } else {
+                             w.Error(RespErrorPrefix(r.status().code()), r.status().message());
+                           }
+                         }
+                       });
 }
 
 void RespConnection::SegCount(RespArgs args, Pending& p) {
   proto::CountRequest req;
   if (Status s = ParseCount(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kCount, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound)) return Writer(q).Null();
-        if (Failed(*this, q, h, answer)) return;
-        proto::CountResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::CountResponse>(
+      p, proto::Op::kCount, req,
+      [this](Pending& q, const proto::CountResponse& r, const proto::FrameHeader&) {
         Writer(q).Integer(r.count);
-      });
+      },
+      NullReply());
 }
 
 void RespConnection::SegUpsert(RespArgs args, Pending& p) {
   proto::UpsertRequest req;
   if (Status s = ParseUpsert(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kUpsert, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (Failed(*this, q, h, answer)) return;
-        UpsertResult r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
-        proto::RespWriter w = Writer(q);
-        WriteUpsertReply(r, &w);
-      });
+  Call<UpsertResult>(p, proto::Op::kUpsert, req,
+                     [this](Pending& q, const UpsertResult& r, const proto::FrameHeader&) {
+                       proto::RespWriter w = Writer(q);
+                       WriteUpsertReply(r, &w);
+                     });
 }
 
 void RespConnection::SegRemove(RespArgs args, Pending& p) {
   proto::RemoveRequest req;
   if (Status s = ParseRemove(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kRemove, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound)) return Writer(q).Null();
-        if (Failed(*this, q, h, answer)) return;
-        proto::RemoveResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::RemoveResponse>(
+      p, proto::Op::kRemove, req,
+      [this](Pending& q, const proto::RemoveResponse& r, const proto::FrameHeader&) {
         proto::RespWriter w = Writer(q);
         w.Map(2);
         w.Bulk("removed");
         w.Integer(r.removed);
         w.Bulk("duplicate");
         w.Boolean(r.duplicate);
-      });
+      },
+      NullReply());
 }
 
 void RespConnection::SegTrim(RespArgs args, Pending& p) {
   proto::TrimRequest req;
   if (Status s = ParseTrim(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kTrim, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound)) return Writer(q).Null();
-        if (Failed(*this, q, h, answer)) return;
-        TrimResult r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<TrimResult>(
+      p, proto::Op::kTrim, req,
+      [this](Pending& q, const TrimResult& r, const proto::FrameHeader&) {
         proto::RespWriter w = Writer(q);
         WriteTrimReply(r, &w);
-      });
+      },
+      NullReply());
 }
 
 void RespConnection::SegDel(RespArgs args, Pending& p) {
   proto::DeleteRequest req;
   if (Status s = ParseDelete(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kDelete, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (Failed(*this, q, h, answer)) return;
-        proto::DeleteResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::DeleteResponse>(
+      p, proto::Op::kDelete, req,
+      [this](Pending& q, const proto::DeleteResponse& r, const proto::FrameHeader&) {
         proto::RespWriter w = Writer(q);
         w.Map(2);
         w.Bulk("deleted");
@@ -817,20 +745,12 @@ void RespConnection::SegDel(RespArgs args, Pending& p) {
 void RespConnection::Type(RespArgs args, Pending& p) {
   proto::CountRequest req;
   req.user = std::string(args[1]);
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kCount, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound)) {
-          return Writer(q).Simple("none");
-        }
-        if (Failed(*this, q, h, answer)) return;
-        proto::CountResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::CountResponse>(
+      p, proto::Op::kCount, req,
+      [this](Pending& q, const proto::CountResponse& r, const proto::FrameHeader&) {
         Writer(q).Simple(r.count > 0 ? "hash" : "none");
-      });
+      },
+      [this](Pending& q) { Writer(q).Simple("none"); });
 }
 
 void RespConnection::Del(RespArgs args, Pending& p) {
@@ -841,7 +761,7 @@ void RespConnection::Del(RespArgs args, Pending& p) {
       ReplyStatus(q, h, answer);
     } else if (h.status == 0) {
       proto::DeleteResponse r;
-      if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
+      if (Status s = proto::Decode(answer, RespAnswerLimits(), &r); !s.ok()) {
         if (!q.error) ReplyError(q, "ERR", s.message());
       } else if (r.deleted) {
         ++q.sum;
@@ -865,26 +785,20 @@ void RespConnection::Exists(RespArgs args, Pending& p) {
   proto::BatchGetRequest req;
   req.options.count_only = true;
   for (size_t i = 1; i < args.size(); ++i) req.users.emplace_back(args[i]);
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kBatchGet, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (Failed(*this, q, h, answer)) return;
-        BatchGetResult all;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &all); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
-        if (MovedEntry(q, all)) return;
-        int64_t n = 0;
-        for (const Result<GetResult>& r : all) {
-          if (r.ok()) {
-            n += r->count > 0 ? 1 : 0;
-          } else if (!r.status().IsNotFound()) {
-            return ReplyError(q, RespErrorPrefix(r.status().code()), r.status().message());
-          }
-        }
-        Writer(q).Integer(n);
-      });
+  Call<BatchGetResult>(p, proto::Op::kBatchGet, req,
+                       [this](Pending& q, const BatchGetResult& all, const proto::FrameHeader&) {
+                         if (MovedEntry(q, all)) return;
+                         int64_t n = 0;
+                         for (const Result<GetResult>& r : all) {
+                           if (r.ok()) {
+                             n += r->count > 0 ? 1 : 0;
+                           } else if (!r.status().IsNotFound()) {
+                             return ReplyError(q, RespErrorPrefix(r.status().code()),
+                                               r.status().message());
+                           }
+                         }
+                         Writer(q).Integer(n);
+                       });
 }
 
 }  // namespace segstore::server

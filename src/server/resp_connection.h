@@ -60,6 +60,10 @@ class RespConnection final : public Connection {
 
   // ---- for the commands (resp_commands.cc) ----
   proto::RespWriter Writer(Pending& p) { return proto::RespWriter(&p.reply, resp3_); }
+  // What Call answers a user without a profile with: null.
+  std::function<void(Pending&)> NullReply() {
+    return [this](Pending& q) { Writer(q).Null(); };
+  }
   // Sets the reply to an error.
   void ReplyError(Pending& p, std::string_view prefix, std::string_view message);
   // The reply for a request's error answer (its status and message).
@@ -67,6 +71,12 @@ class RespConnection final : public Connection {
   // Sends one request to the handler: `op` with `body`; `on_answer` gets
   // its answer (possibly before Ask returns).
   void Ask(Pending& p, proto::Op op, std::string_view body, OnAnswer on_answer);
+  // Sends `request` as the binary protocol's `op`; `then(q, answer, header)`
+  // gets its decoded answer (the header for its flags). A NotFound answer
+  // is `missing(q)` when that is given; any other error is the reply.
+  template <typename Answer, typename Request, typename Then>
+  void Call(Pending& p, proto::Op op, const Request& request, Then then,
+            std::function<void(Pending&)> missing = nullptr);
   // The body scratch the commands encode requests into (reused).
   std::string& scratch() {
     scratch_.clear();
@@ -153,5 +163,25 @@ class RespConnection final : public Connection {
   const Clock* clock_;      // what TTL replies count from
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };
+
+template <typename Answer, typename Request, typename Then>
+void RespConnection::Call(Pending& p, proto::Op op, const Request& request, Then then,
+                          std::function<void(Pending&)> missing) {
+  std::string& body = scratch();
+  proto::Encode(request, &body);
+  Ask(p, op, body,
+      [this, then = std::move(then), missing = std::move(missing)](
+          Pending& q, const proto::FrameHeader& h, std::string_view answer) {
+        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound) && missing) {
+          return missing(q);
+        }
+        if (h.status != 0) return ReplyStatus(q, h, answer);
+        Answer a;
+        if (Status s = proto::Decode(answer, RespAnswerLimits(), &a); !s.ok()) {
+          return ReplyError(q, "ERR", s.message());
+        }
+        then(q, a, h);
+      });
+}
 
 }  // namespace segstore::server

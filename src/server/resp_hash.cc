@@ -13,14 +13,6 @@ namespace segstore::server {
 
 namespace {
 
-proto::DecodeLimits AnswerLimits() {
-  proto::DecodeLimits l;
-  l.max_key_bytes = UINT32_MAX;
-  l.max_batch = UINT32_MAX;
-  l.max_list = UINT32_MAX;
-  return l;
-}
-
 constexpr uint8_t kNotFound = static_cast<uint8_t>(Status::Code::kNotFound);
 
 // The row of segment `id` in `r` (ascending IDs), or r.size().
@@ -43,19 +35,10 @@ void RespConnection::AskGet(Pending& p, std::string_view user, const GetOptions&
   proto::GetRequest req;
   req.user = std::string(user);
   req.options = o;
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kGet, body,
-      [this, then = std::move(then)](Pending& q, const proto::FrameHeader& h,
-                                     std::string_view answer) {
-        if (h.status == kNotFound) return then(q, nullptr);
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        GetResult r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
-        then(q, &r);
-      });
+  Call<GetResult>(
+      p, proto::Op::kGet, req,
+      [then](Pending& q, const GetResult& r, const proto::FrameHeader&) { then(q, &r); },
+      [then](Pending& q) { then(q, nullptr); });
 }
 
 void RespConnection::HashRead(RespCmd cmd, RespArgs args, Pending& p) {
@@ -154,18 +137,12 @@ void RespConnection::HashRead(RespCmd cmd, RespArgs args, Pending& p) {
 void RespConnection::Hlen(RespArgs args, Pending& p) {
   proto::CountRequest req;
   req.user = std::string(args[1]);
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kCount, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == kNotFound) return Writer(q).Integer(0);
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        proto::CountResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::CountResponse>(
+      p, proto::Op::kCount, req,
+      [this](Pending& q, const proto::CountResponse& r, const proto::FrameHeader&) {
         Writer(q).Integer(r.count);
-      });
+      },
+      [this](Pending& q) { Writer(q).Integer(0); });
 }
 
 void RespConnection::Hexists(RespArgs args, Pending& p) {
@@ -175,18 +152,12 @@ void RespConnection::Hexists(RespArgs args, Pending& p) {
   }
   req.id_to = req.id_from;
   req.user = std::string(args[1]);
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kCount, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == kNotFound) return Writer(q).Integer(0);
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        proto::CountResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::CountResponse>(
+      p, proto::Op::kCount, req,
+      [this](Pending& q, const proto::CountResponse& r, const proto::FrameHeader&) {
         Writer(q).Integer(r.count > 0 ? 1 : 0);
-      });
+      },
+      [this](Pending& q) { Writer(q).Integer(0); });
 }
 
 void RespConnection::Hdel(RespArgs args, Pending& p) {
@@ -198,18 +169,12 @@ void RespConnection::Hdel(RespArgs args, Pending& p) {
       return ReplyError(p, "ERR", s.message());
     }
   }
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kRemove, body,
-      [this](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == kNotFound) return Writer(q).Integer(0);
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        proto::RemoveResponse r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  Call<proto::RemoveResponse>(
+      p, proto::Op::kRemove, req,
+      [this](Pending& q, const proto::RemoveResponse& r, const proto::FrameHeader&) {
         Writer(q).Integer(r.removed);
-      });
+      },
+      [this](Pending& q) { Writer(q).Integer(0); });
 }
 
 void RespConnection::Hset(RespCmd cmd, RespArgs args, Pending& p) {
@@ -217,19 +182,12 @@ void RespConnection::Hset(RespCmd cmd, RespArgs args, Pending& p) {
   if (Status s = ParseHashSet(args, clock_->Now(), &req); !s.ok()) {
     return ReplyError(p, "ERR", s.message());
   }
-  std::string& body = scratch();
-  proto::Encode(req, &body);
-  Ask(p, proto::Op::kUpsert, body,
-      [this, cmd](Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        UpsertResult r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
-        if (cmd == RespCmd::kHmset) return Writer(q).Simple("OK");
-        if (cmd == RespCmd::kHsetex) return Writer(q).Integer(1);
-        Writer(q).Integer(r.inserted);
-      });
+  Call<UpsertResult>(p, proto::Op::kUpsert, req,
+                     [this, cmd](Pending& q, const UpsertResult& r, const proto::FrameHeader&) {
+                       if (cmd == RespCmd::kHmset) return Writer(q).Simple("OK");
+                       if (cmd == RespCmd::kHsetex) return Writer(q).Integer(1);
+                       Writer(q).Integer(r.inserted);
+                     });
 }
 
 namespace {
@@ -254,30 +212,24 @@ int64_t ExpireCode(ExpireOutcome o, bool persist) {
 void RespConnection::HashExpire(RespCmd cmd, RespArgs args, Pending& p) {
   proto::ExpireRequest req;
   if (Status s = ParseHashExpire(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
-  std::string& body = scratch();
-  proto::Encode(req, &body);
   const bool persist = cmd == RespCmd::kHpersist;
-  Ask(p, proto::Op::kExpire, body,
-      [this, persist, fields = req.ids.size()](Pending& q, const proto::FrameHeader& h,
-                                               std::string_view answer) {
-        proto::RespWriter w = Writer(q);
-        if (h.status == kNotFound) {  // no profile: no field
-          w.Array(fields);
-          for (size_t i = 0; i < fields; ++i) w.Integer(-2);
-          return;
-        }
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        ExpireResult r;
-        if (Status s = proto::Decode(answer, AnswerLimits(), &r); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
+  const size_t fields = req.ids.size();
+  Call<ExpireResult>(
+      p, proto::Op::kExpire, req,
+      [this, persist, fields](Pending& q, const ExpireResult& r, const proto::FrameHeader&) {
         if (r.results.size() != fields) {  // a duplicate whose first answer is forgotten
           return ReplyError(q, "INDOUBT",
                             "the cluster applied this write before and no longer knows its "
                             "outcome per field");
         }
+        proto::RespWriter w = Writer(q);
         w.Array(r.results.size());
         for (ExpireOutcome o : r.results) w.Integer(ExpireCode(o, persist));
+      },
+      [this, fields](Pending& q) {  // no profile: no field
+        proto::RespWriter w = Writer(q);
+        w.Array(fields);
+        for (size_t i = 0; i < fields; ++i) w.Integer(-2);
       });
 }
 
