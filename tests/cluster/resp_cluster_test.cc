@@ -14,23 +14,14 @@
 #include "cluster/segstored_cluster.h"
 #include "segstore/routing.h"
 #include "support/resp_conn.h"
+#include "support/shell.h"
 
 namespace segstore::server {
 namespace {
 
 using namespace std::chrono_literals;
 using segstore::testing::RespConn;
-
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, "popen failed"};
-  std::array<char, 4096> buf;
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using segstore::testing::Shell;
 
 class RespClusterTest : public ::testing::Test {
  protected:

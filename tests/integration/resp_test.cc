@@ -19,29 +19,18 @@
 #include "segstore/client.h"
 #include "storage/test_util.h"
 #include "support/resp_conn.h"
+#include "support/shell.h"
 #include "support/test_pki.h"
 
 namespace segstore::server {
 namespace {
 
 using segstore::testing::RespConn;
+using segstore::testing::Shell;
 using std::chrono::milliseconds;
 
 constexpr UnixSeconds kStart = 1'790'000'000;
 const std::string kSecret = "the RESP port secret, 32 bytes..";
-
-// Runs `command` through the shell; its exit status and what it printed
-// (stdout and stderr).
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, "popen failed"};
-  std::array<char, 4096> buf;
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 class RespTest : public ::testing::Test {
  protected:
