@@ -509,6 +509,7 @@ bool ParseFieldValue(std::string_view text, std::optional<uint32_t>* attr1,
 }
 
 Status ParseHashSet(RespArgs args, UnixSeconds now, proto::UpsertRequest* req) {
+  if (args.size() < 4) return ArgError(args, "wrong number of arguments");
   req->user = std::string(args[1]);
   req->mode = UpsertMode::kSet;
   req->replace_attrs = true;
@@ -614,6 +615,7 @@ Status SetExpiryTime(RespArgs args, uint64_t n, bool millis, bool absolute,
 }  // namespace
 
 Status ParseHashExpire(RespArgs args, proto::ExpireRequest* req) {
+  if (args.size() < 5) return ArgError(args, "wrong number of arguments");
   req->user = std::string(args[1]);
   size_t at = 2;
   if (EqualsNoCase(args[0], "HPERSIST")) {
@@ -644,6 +646,7 @@ Status ParseHashExpire(RespArgs args, proto::ExpireRequest* req) {
 
 Status ParseHashGetEx(RespArgs args, std::vector<uint64_t>* ids, bool* expire,
                       proto::ExpireRequest* req) {
+  if (args.size() < 5) return ArgError(args, "wrong number of arguments");
   req->user = std::string(args[1]);
   *expire = false;
   size_t at = 2;

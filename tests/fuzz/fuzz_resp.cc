@@ -66,7 +66,9 @@ std::string Upper(std::string_view s) {
 void CheckRefusal(const Status& s, RespArgs args) {
   if (s.ok()) return;
   FUZZ_CHECK(s.code() == Status::Code::kInvalidArgument);
-  FUZZ_CHECK(s.message().starts_with(Upper(args[0]) + ": "));
+  // Named by the command, or Redis's own words for a wrong count (HSET).
+  FUZZ_CHECK(s.message().starts_with(Upper(args[0]) + ": ") ||
+             s.message().starts_with("wrong number of arguments for '"));
 }
 
 bool IsDecimal(std::string_view s) {
@@ -195,6 +197,32 @@ void ParseCommand(RespArgs args) {
       FUZZ_CHECK(r.user == args[1]);
       FUZZ_CHECK(args.size() == (r.write_id.empty() ? 2u : 4u));
     }
+  }
+  {
+    proto::UpsertRequest r;
+    const Status s = server::ParseHashSet(args, 1'790'000'000, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) {
+      FUZZ_CHECK(r.user == args[1] && r.replace_attrs && !r.segments.empty());
+      for (const SegmentUpdate& u : r.segments) {
+        FUZZ_CHECK(std::count_if(r.segments.begin(), r.segments.end(),
+                                 [&](const SegmentUpdate& v) { return v.id == u.id; }) == 1);
+      }
+    }
+  }
+  {
+    proto::ExpireRequest r;
+    const Status s = server::ParseHashExpire(args, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) FUZZ_CHECK(r.user == args[1] && !r.ids.empty());
+  }
+  {
+    proto::ExpireRequest r;
+    std::vector<uint64_t> ids;
+    bool expire = false;
+    const Status s = server::ParseHashGetEx(args, &ids, &expire, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) FUZZ_CHECK(r.user == args[1] && !ids.empty() && r.ids == ids);
   }
   {
     proto::CountRequest r;
