@@ -67,30 +67,23 @@ RespConnection::RespConnection(Loop* loop, asio::ip::tcp::socket socket,
 bool RespConnection::ServeNext() {
   if (closing_) return false;
   std::string error;
-  switch (in_.Take(&args_, &error)) {
-    case proto::RespReader::Next::kNeedMore:
-      return false;
-    case proto::RespReader::Next::kBroken:
-      LoopCounters::Add(loop_->counters.broken_frames, 1);
-      // Replies to the commands before it go first.
-      pending_.emplace_back();
-      pending_.back().sequence = next_sequence_++;
-      pending_.back().started = std::chrono::steady_clock::now();
-      pending_.back().command = kRespCommands;
-      ++in_flight_;
-      ReplyError(pending_.back(), "ERR", error);
-      pending_.back().serving = false;
-      spdlog::warn("closing RESP connection from {}: {}", Peer(), error);
-      CloseAfterReplies();
-      Flush();
-      return false;
-    case proto::RespReader::Next::kCommand:
-      break;
-  }
+  const proto::RespReader::Next next = in_.Take(&args_, &error);
+  if (next == proto::RespReader::Next::kNeedMore) return false;
+  // A place in the reply queue, behind the replies to the commands before.
   Pending& p = pending_.emplace_back();
   p.sequence = next_sequence_++;
   p.started = std::chrono::steady_clock::now();
   ++in_flight_;
+  if (next == proto::RespReader::Next::kBroken) {
+    LoopCounters::Add(loop_->counters.broken_frames, 1);
+    p.command = kRespCommands;
+    ReplyError(p, "ERR", error);
+    p.serving = false;
+    spdlog::warn("closing RESP connection from {}: {}", Peer(), error);
+    CloseAfterReplies();
+    Flush();
+    return false;
+  }
   const RespCommandDef* def = FindRespCommand(args_[0]);
   p.command = static_cast<uint16_t>(RespSlot(def));
   Serve(def, args_, p);
