@@ -230,15 +230,21 @@ PerUser PerUserOf(const Subject& s) {
   PerUser p;
   if (!s.load) return p;
   const LoadResult& l = *s.load;
+  const auto add_note = [&p](const std::string& n) { p.note += (p.note.empty() ? "" : "; ") + n; };
   if (!s.target->topology().empty()) {
-    p.note = "summed over the cluster's nodes: each user is on every replica of its partition";
+    add_note("summed over the cluster's nodes: each user is on every replica of its partition");
   }
   if (l.before.records > 0) {
-    p.note = "the server held " + std::to_string(l.before.records) +
-             " records before the load: memory growth not per user";
+    add_note("the server held " + std::to_string(l.before.records) +
+             " records before the load: memory growth not per user");
   } else if (l.after.memory_bytes >= l.before.memory_bytes) {
     p.memory = static_cast<double>(l.after.memory_bytes - l.before.memory_bytes) /
                static_cast<double>(l.users);
+  } else {
+    // The allocator gave back more than the load took (a small load, or pages
+    // freed by what ran before it): no growth to divide.
+    add_note("the server's memory shrank over the load (" + std::to_string(l.before.memory_bytes) +
+             " to " + std::to_string(l.after.memory_bytes) + " bytes): memory growth not per user");
   }
   if (l.after.device_bytes_used > 0 && l.after.records > 0) {
     p.disk = static_cast<double>(l.after.device_bytes_used) / static_cast<double>(l.after.records);

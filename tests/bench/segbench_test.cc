@@ -11,10 +11,7 @@
 #include <unistd.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
 #include <boost/asio.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -25,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "bench/segbench/driver.h"
 #include "bench/segbench/limits.h"
@@ -436,7 +434,15 @@ TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
   ASSERT_EQ(j["servers"].size(), 1u);
   EXPECT_EQ(j["servers"][0]["name"], "segstore");
   EXPECT_GT(j["servers"][0]["disk_bytes_per_user"].get<double>(), 1000.0);
-  EXPECT_FALSE(j["servers"][0]["memory_bytes_per_user"].is_null());
+  // 40 users are within the resident set's noise: the growth may be negative,
+  // and then the figure is absent and a note says why.
+  const auto& mem = j["servers"][0]["memory_bytes_per_user"];
+  if (mem.is_null()) {
+    EXPECT_NE(j["servers"][0].value("note", "").find("memory shrank"), std::string::npos)
+        << j["servers"][0].dump();
+  } else {
+    EXPECT_GE(mem.get<double>(), 0.0);
+  }
   std::set<std::string> workloads;
   for (const auto& run : j["runs"]) {
     workloads.insert(run["workload"].get<std::string>());
