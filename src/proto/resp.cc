@@ -387,21 +387,61 @@ class Chunked {
 
 }  // namespace
 
+namespace {
+
+constexpr char kDigitPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+template <typename U>
+unsigned DecimalLength(U v) {
+  unsigned n = 1;
+  for (;;) {
+    if (v < 10) return n;
+    if (v < 100) return n + 1;
+    if (v < 1000) return n + 2;
+    if (v < 10000) return n + 3;
+    v /= 10000;
+    n += 4;
+  }
+}
+
+// Writes v's `len` (DecimalLength) digits at p, two at a time from the last:
+// no scratch buffer and no copy of a length known only at run time.
+template <typename U>
+char* PutDecimal(char* p, U v, unsigned len) {
+  char* q = p + len;
+  while (v >= 100) {
+    const auto r = static_cast<unsigned>(v % 100);
+    v /= 100;
+    q -= 2;
+    q[0] = kDigitPairs[2 * r];
+    q[1] = kDigitPairs[2 * r + 1];
+  }
+  if (v >= 10) {
+    q[-2] = kDigitPairs[2 * v];
+    q[-1] = kDigitPairs[2 * v + 1];
+  } else {
+    q[-1] = static_cast<char>('0' + v);
+  }
+  return p + len;
+}
+
+}  // namespace
+
 void RespWriter::BulkNumbers(std::span<const uint64_t> values) {
   Chunked c(out_);
   for (uint64_t v : values) {
     char* p = c.Room(32);
-    char digits[20];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-    const auto n = static_cast<size_t>(end - digits);
+    const unsigned n = DecimalLength(v);  // 1 to 20
     char* q = p;
     *q++ = '$';
     if (n >= 10) *q++ = static_cast<char>('0' + n / 10);
     *q++ = static_cast<char>('0' + n % 10);
     *q++ = '\r';
     *q++ = '\n';
-    std::memcpy(q, digits, n);
-    q += n;
+    q = PutDecimal(q, v, n);
     *q++ = '\r';
     *q++ = '\n';
     c.Used(static_cast<size_t>(q - p));
@@ -414,7 +454,7 @@ void RespWriter::Integers(std::span<const uint32_t> values) {
     char* p = c.Room(16);
     char* q = p;
     *q++ = ':';
-    q = std::to_chars(q, q + 10, v).ptr;
+    q = PutDecimal(q, v, DecimalLength(v));
     *q++ = '\r';
     *q++ = '\n';
     c.Used(static_cast<size_t>(q - p));

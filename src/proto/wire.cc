@@ -612,6 +612,15 @@ class Fields {
     return Status::OK();
   }
 
+  static Status CheckUser(std::string_view user, std::string_view name, const DecodeLimits& lim) {
+    if (user.empty()) return Bad(name, "empty user ID");
+    if (user.size() > lim.max_key_bytes) {
+      return Bad(name, "user ID of " + std::to_string(user.size()) + " bytes, the limit is " +
+                           std::to_string(lim.max_key_bytes));
+    }
+    return Status::OK();
+  }
+
   static Status ReadUser(const object& o, const std::string& name, const DecodeLimits& lim,
                          std::string* v) {
     const char* p = nullptr;
@@ -625,11 +634,7 @@ class Fields {
     } else {
       return WrongType(name, "a string or binary user ID", o);
     }
-    if (n == 0) return Bad(name, "empty user ID");
-    if (n > lim.max_key_bytes) {
-      return Bad(name, "user ID of " + std::to_string(n) + " bytes, the limit is " +
-                           std::to_string(lim.max_key_bytes));
-    }
+    SEGSTORE_RETURN_IF_ERROR(CheckUser(std::string_view(p, n), name, lim));
     v->assign(p, n);
     return Status::OK();
   }
@@ -1120,6 +1125,24 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m
     }
     return Status::OK();
   });
+}
+
+Status Check(const DecodeLimits& lim, const GetRequest& m) {
+  return Fields::CheckUser(m.user, "user", lim);
+}
+
+Status Check(const DecodeLimits& lim, BatchGetRequest* m) {
+  const size_t n = m->users.size();
+  if (n > lim.max_batch) {
+    return Status::LimitExceeded("users: " + std::to_string(n) + " elements, the limit is " +
+                                 std::to_string(lim.max_batch));
+  }
+  m->rejected.clear();
+  for (size_t i = 0; i < n; ++i) {
+    Status s = Fields::CheckUser(m->users[i], "users[" + std::to_string(i) + "]", lim);
+    if (!s.ok()) Reject(&m->rejected, n, i, std::move(s));
+  }
+  return Status::OK();
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, CountRequest* m) {

@@ -146,6 +146,13 @@ void Encode(const DeleteRequest& m, std::string* out);
 void Encode(const ExpireRequest& m, std::string* out);
 void Encode(const CopyPartitionRequest& m, std::string* out);
 
+// The checks Decode makes of a read's request, for one that arrives as a
+// value instead (the RESP port's, Handler::HandleGet): its users' IDs and
+// the batch's size against `limits`, with the same errors. A batch's users
+// that fail alone are marked in `rejected`, as Decode marks them.
+Status Check(const DecodeLimits& limits, const GetRequest& m);
+Status Check(const DecodeLimits& limits, BatchGetRequest* m);
+
 Status Decode(std::string_view body, const DecodeLimits& limits, EmptyRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, HelloRequest* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, GetRequest* m);

@@ -147,6 +147,18 @@ void Responder::Send(std::string frame) {
   c->OnReply(std::move(frame), started_);
 }
 
+void Responder::SendValue(uint32_t request_id, ReadValue value) {
+  std::shared_ptr<Connection> c = std::move(connection_);
+  if (c == nullptr) Connection::AnsweredTwice();
+  c->OnValue(request_id, flags_, std::move(value));
+}
+
+void Connection::OnValue(uint32_t, uint8_t, ReadValue) {
+  // Only a connection whose responders take_values() gets one: a bug.
+  std::fputs("segstored: a read's value was sent to a connection that takes frames\n", stderr);
+  std::abort();
+}
+
 void FrameConnection::OnReply(std::string frame, std::chrono::steady_clock::time_point started) {
   if (in_flight_ == 0) AnsweredTwice();  // through a copy of its Responder
   --in_flight_;

@@ -122,6 +122,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The answer to a request handed to the handler (Responder::Send), on the
   // loop's thread. The connection may be closed by then.
   virtual void OnReply(std::string frame, std::chrono::steady_clock::time_point started) = 0;
+  // A read's outcome as a value (Responder::SendValue), for a connection that
+  // makes its responders take_values(); the others never get one.
+  virtual void OnValue(uint32_t request_id, uint8_t flags, ReadValue value);
   // Appends the error that ends the connection (Fail) in the protocol's form.
   virtual void AppendFailure(const Status& status, std::string* out) = 0;
 

@@ -78,6 +78,25 @@ auto AnswerAsIs(const FrameHeader& h, Responder to) {
   return Answer<T>(h, std::move(to), [](T v) { return v; });
 }
 
+// A read's outcome: as a value to a responder that takes one (the RESP
+// port), else encoded as AnswerAsIs does.
+template <typename T>
+void ReplyRead(const FrameHeader& h, Result<T> r, Responder& to) {
+  if (to.takes_values()) {
+    if (!r.ok()) r = Result<T>(ClientError(r.status()));
+    to.SendValue(h.request_id, std::move(r));
+  } else if (!r.ok()) {
+    ReplyError(h, ClientError(r.status()), to);
+  } else {
+    ReplyOk(h, *r, to);
+  }
+}
+
+template <typename T>
+auto AnswerRead(const FrameHeader& h, Responder to) {
+  return [h, to = std::move(to)](Result<T> r) mutable { ReplyRead(h, std::move(r), to); };
+}
+
 }  // namespace
 
 class ProfileHandler : public Handler {
@@ -105,10 +124,16 @@ class ProfileHandler : public Handler {
         return ReplyStats(h, body, std::move(to));
       case Op::kClusterMap:
         return ReplyClusterMap(h, body, std::move(to));
-      case Op::kGet:
-        return Get(h, body, std::move(to));
-      case Op::kBatchGet:
-        return BatchGet(h, body, std::move(to));
+      case Op::kGet: {
+        proto::GetRequest req;
+        if (!Read(h, body, &req, to)) return;
+        return Get(h, req, std::move(to));
+      }
+      case Op::kBatchGet: {
+        proto::BatchGetRequest req;
+        if (!Read(h, body, &req, to)) return;
+        return BatchGet(h, std::move(req), std::move(to));
+      }
       case Op::kCount:
         return Count(h, body, std::move(to));
       case Op::kUpsert:
@@ -129,11 +154,24 @@ class ProfileHandler : public Handler {
     ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), to);
   }
 
+  void HandleGet(const FrameHeader& h, proto::GetRequest req, Responder to) override {
+    if (!Checked(h, proto::Check(limits_, req), to)) return;
+    Get(h, req, std::move(to));
+  }
+
+  void HandleBatchGet(const FrameHeader& h, proto::BatchGetRequest req, Responder to) override {
+    if (!Checked(h, proto::Check(limits_, &req), to)) return;
+    BatchGet(h, std::move(req), std::move(to));
+  }
+
  private:
   // Decodes `body` into *m, or answers the error and returns false.
   template <typename Message>
   bool Read(const FrameHeader& h, std::string_view body, Message* m, Responder& to) {
-    Status s = proto::Decode(body, limits_, m);
+    return Checked(h, proto::Decode(body, limits_, m), to);
+  }
+  // True when `s` is OK; else answers it and returns false.
+  bool Checked(const FrameHeader& h, const Status& s, Responder& to) {
     if (s.ok()) return true;
     ReplyError(h, s.WithContext(proto::OpName(h.op)), to);
     return false;
@@ -346,18 +384,16 @@ class ProfileHandler : public Handler {
     });
   }
 
-  void Get(const FrameHeader& h, std::string_view body, Responder to) {
-    proto::GetRequest req;
-    if (!Read(h, body, &req, to)) return;
+  // A get, its request checked.
+  void Get(const FrameHeader& h, const proto::GetRequest& req, Responder to) {
     if (!Serves(h, req.user, to)) return;
     const bool stale = LeaseLate() || Stale(req.user);
-    session_->Get(req.user, req.options, AnswerAsIs<GetResult>(h, MarkStale(std::move(to), stale)));
+    session_->Get(req.user, req.options, AnswerRead<GetResult>(h, MarkStale(std::move(to), stale)));
   }
 
-  // Users whose ID was rejected get their error in place; the rest are read.
-  void BatchGet(const FrameHeader& h, std::string_view body, Responder to) {
-    proto::BatchGetRequest req;
-    if (!Read(h, body, &req, to)) return;
+  // A batch get, its request checked. Users whose ID was rejected get their
+  // error in place; the rest are read.
+  void BatchGet(const FrameHeader& h, proto::BatchGetRequest req, Responder to) {
     if (!SplitByPlacement(
             h, req.users.size(), [&](size_t i) -> std::string_view { return req.users[i]; },
             &req.rejected, to)) {
@@ -369,7 +405,7 @@ class ProfileHandler : public Handler {
     }
     to = MarkStale(std::move(to), stale);
     if (req.rejected.empty()) {
-      session_->BatchGet(req.users, req.options, AnswerAsIs<BatchGetResult>(h, std::move(to)));
+      session_->BatchGet(req.users, req.options, AnswerRead<BatchGetResult>(h, std::move(to)));
       return;
     }
     std::vector<std::string> valid;
@@ -379,14 +415,14 @@ class ProfileHandler : public Handler {
     session_->BatchGet(valid, req.options,
                        [h, to = std::move(to),
                         rejected = std::move(req.rejected)](Result<BatchGetResult> r) mutable {
-                         if (!r.ok()) return ReplyError(h, r.status(), to);
+                         if (!r.ok()) return ReplyRead(h, std::move(r), to);
                          BatchGetResult all;
                          all.reserve(rejected.size());
                          size_t next = 0;
                          for (const Status& s : rejected) {
                            all.push_back(s.ok() ? std::move((*r)[next++]) : Result<GetResult>(s));
                          }
-                         ReplyOk(h, all, to);
+                         ReplyRead(h, Result<BatchGetResult>(std::move(all)), to);
                        });
   }
 

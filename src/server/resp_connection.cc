@@ -117,6 +117,24 @@ void RespConnection::CloseAfterReplies() {
   if (state_ == State::kOpen) state_ = State::kInputEnded;
 }
 
+RespConnection::Pending& RespConnection::AwaitingAnswer(uint32_t request_id) {
+  if (pending_.empty()) AnsweredTwice();
+  const uint32_t index = request_id - pending_.front().sequence;
+  if (index >= pending_.size() || pending_[index].awaiting == 0) AnsweredTwice();
+  Pending& p = pending_[index];
+  --p.awaiting;
+  return p;
+}
+
+template <typename Run>
+void RespConnection::Answered(Run answer) {
+  ++answering_;
+  answer();
+  --answering_;
+  Flush();
+  Pump();
+}
+
 void RespConnection::OnReply(std::string frame, std::chrono::steady_clock::time_point) {
   proto::FrameHeader h;
   if (frame.size() < proto::kHeaderSize ||
@@ -124,16 +142,63 @@ void RespConnection::OnReply(std::string frame, std::chrono::steady_clock::time_
           proto::HeaderCheck::kOk) {
     AnsweredTwice();  // the handler writes whole frames: anything else is a bug
   }
-  if (pending_.empty()) AnsweredTwice();
-  const uint32_t index = h.request_id - pending_.front().sequence;
-  if (index >= pending_.size() || pending_[index].awaiting == 0) AnsweredTwice();
-  Pending& p = pending_[index];
-  --p.awaiting;
-  ++answering_;
-  p.on_answer(p, h, std::string_view(frame).substr(proto::kHeaderSize, h.body_length));
-  --answering_;
-  Flush();
-  Pump();
+  Pending& p = AwaitingAnswer(h.request_id);
+  Answered([&] {
+    p.on_answer(p, h, std::string_view(frame).substr(proto::kHeaderSize, h.body_length));
+  });
+}
+
+void RespConnection::OnValue(uint32_t request_id, uint8_t flags, ReadValue value) {
+  Pending& p = AwaitingAnswer(request_id);
+  Answered([&] { p.on_value(p, flags, value); });
+}
+
+template <typename Answer>
+void RespConnection::ReadFrame(Pending& p, const proto::FrameHeader& h, std::string_view body) {
+  if (h.status != 0) {
+    ReadValue value(Result<Answer>(Status::FromCode(h.status, proto::DecodeError(body))));
+    return p.on_value(p, h.flags, value);
+  }
+  // From a handler that answers reads as frames (Handler's default).
+  Answer a;
+  if (Status s = proto::Decode(body, RespAnswerLimits(), &a); !s.ok()) {
+    return ReplyError(p, "ERR", s.message());
+  }
+  ReadValue value(Result<Answer>(std::move(a)));
+  p.on_value(p, h.flags, value);
+}
+
+void RespConnection::AskRead(Pending& p, proto::GetRequest request) {
+  p.on_answer = [this](Pending& q, const proto::FrameHeader& h, std::string_view body) {
+    ReadFrame<GetResult>(q, h, body);
+  };
+  ++p.awaiting;
+  proto::FrameHeader h;
+  h.op = static_cast<uint8_t>(proto::Op::kGet);
+  h.request_id = p.sequence;
+  JoinBurst();
+  loop_->handler->HandleGet(h, std::move(request), Responder(shared_from_this(), p.started, true));
+}
+
+void RespConnection::AskRead(Pending& p, proto::BatchGetRequest request) {
+  p.on_answer = [this](Pending& q, const proto::FrameHeader& h, std::string_view body) {
+    ReadFrame<BatchGetResult>(q, h, body);
+  };
+  ++p.awaiting;
+  proto::FrameHeader h;
+  h.op = static_cast<uint8_t>(proto::Op::kBatchGet);
+  h.request_id = p.sequence;
+  JoinBurst();
+  loop_->handler->HandleBatchGet(h, std::move(request),
+                                 Responder(shared_from_this(), p.started, true));
+}
+
+void RespConnection::BoundReply(Pending& p) {
+  if (p.reply.size() <= options_.resp_max_reply_bytes) return;
+  ReplyError(p, "LIMIT",
+             "the reply would be over " + std::to_string(options_.resp_max_reply_bytes) +
+                 " bytes: ask for fewer users, a LIMIT or IDSONLY");
+  p.reply.shrink_to_fit();
 }
 
 void RespConnection::AppendFailure(const Status& status, std::string* out) {
@@ -160,13 +225,19 @@ void RespConnection::ReplyError(Pending& p, std::string_view prefix, std::string
 
 void RespConnection::ReplyStatus(Pending& p, const proto::FrameHeader& h, std::string_view body) {
   std::string message = proto::DecodeError(body);
-  const Status::Code code = Status::FromCode(h.status, message).code();
+  ReplyStatus(p, Status::FromCode(h.status, std::move(message)));
+}
+
+void RespConnection::ReplyStatus(Pending& p, const Status& status) {
+  const Status::Code code = status.code();
   if (options_.cluster && code == Status::Code::kWrongNode && p.slot >= 0) {
-    return ReplyMoved(p, std::move(message));
+    return ReplyMoved(p, std::string(status.message()));
   }
   // A cluster node serving nothing yet: Redis Cluster clients retry TRYAGAIN.
-  if (options_.cluster && code == Status::Code::kBusy) return ReplyError(p, "TRYAGAIN", message);
-  ReplyError(p, RespErrorPrefix(code), message);
+  if (options_.cluster && code == Status::Code::kBusy) {
+    return ReplyError(p, "TRYAGAIN", status.message());
+  }
+  ReplyError(p, RespErrorPrefix(code), status.message());
 }
 
 void RespConnection::Ask(Pending& p, proto::Op op, std::string_view body, OnAnswer on_answer) {
@@ -635,7 +706,7 @@ void RespConnection::SegGet(RespArgs args, Pending& p) {
   }
   req.user = std::string(args[1]);
   Call<GetResult>(
-      p, proto::Op::kGet, req,
+      p, proto::Op::kGet, std::move(req),
       [this](Pending& q, const GetResult& r, const proto::FrameHeader& h) {
         proto::RespWriter w = Writer(q);
         WriteGetReply(r, GetOptions{}, (h.flags & proto::kFlagStale) != 0, &w);
@@ -653,7 +724,7 @@ void RespConnection::SegMget(RespArgs args, Pending& p) {
     return ReplyError(p, "ERR", s.message());
   }
   for (size_t at : keys) req.users.emplace_back(args[at]);
-  Call<BatchGetResult>(p, proto::Op::kBatchGet, req,
+  Call<BatchGetResult>(p, proto::Op::kBatchGet, std::move(req),
                        [this](Pending& q, const BatchGetResult& all, const proto::FrameHeader& h) {
                          if (MovedEntry(q, all)) return;
                          const bool stale = (h.flags & proto::kFlagStale) != 0;
@@ -778,7 +849,7 @@ void RespConnection::Exists(RespArgs args, Pending& p) {
   proto::BatchGetRequest req;
   req.options.count_only = true;
   for (size_t i = 1; i < args.size(); ++i) req.users.emplace_back(args[i]);
-  Call<BatchGetResult>(p, proto::Op::kBatchGet, req,
+  Call<BatchGetResult>(p, proto::Op::kBatchGet, std::move(req),
                        [this](Pending& q, const BatchGetResult& all, const proto::FrameHeader&) {
                          if (MovedEntry(q, all)) return;
                          int64_t n = 0;

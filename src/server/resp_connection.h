@@ -5,9 +5,10 @@
 // It is a translator over the same Service as the binary port: a command
 // becomes one or more requests of the binary protocol (the body a client of
 // PROTOCOL.md would send), handed to the loop's Handler; their answers are
-// turned into the command's reply. So every operation, its checks and its
-// errors are the binary protocol's, and the handler cannot tell the two
-// ports apart. Commands about the connection itself (PING, HELLO, AUTH,
+// turned into the command's reply. Reads (get, batch get) go as values
+// both ways (Handler::HandleGet, Responder::SendValue): a 1,000-segment
+// profile is not encoded in MessagePack only to be decoded here. So every
+// operation, its checks and its errors are the binary protocol's. Commands about the connection itself (PING, HELLO, AUTH,
 // CLIENT, COMMAND, ...) are answered here.
 //
 // Replies go out in the order commands came, as RESP requires: each command
@@ -24,6 +25,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "proto/resp.h"
@@ -43,6 +47,9 @@ class RespConnection final : public Connection {
   // is the answer's header (its status, its flags), `body` its body.
   using OnAnswer =
       std::function<void(Pending& p, const proto::FrameHeader& h, std::string_view body)>;
+  // What a command does with the outcome of a read it sent (Call with a get
+  // or batch get): `flags` are the answer's (kFlagStale).
+  using OnReadValue = std::function<void(Pending& p, uint8_t flags, ReadValue& value)>;
   struct Pending {
     std::string reply;      // the command's reply, complete once nothing is awaited
     uint32_t sequence = 0;  // the request ID of the requests it sends
@@ -56,6 +63,7 @@ class RespConnection final : public Connection {
     bool moving = false;    // a WrongNode answer came: the map was asked for MOVED
     std::chrono::steady_clock::time_point started;
     OnAnswer on_answer;
+    OnReadValue on_value;
   };
 
   // ---- for the commands (resp_commands.cc) ----
@@ -68,14 +76,17 @@ class RespConnection final : public Connection {
   void ReplyError(Pending& p, std::string_view prefix, std::string_view message);
   // The reply for a request's error answer (its status and message).
   void ReplyStatus(Pending& p, const proto::FrameHeader& h, std::string_view body);
+  void ReplyStatus(Pending& p, const Status& status);
   // Sends one request to the handler: `op` with `body`; `on_answer` gets
   // its answer (possibly before Ask returns).
   void Ask(Pending& p, proto::Op op, std::string_view body, OnAnswer on_answer);
   // Sends `request` as the binary protocol's `op`; `then(q, answer, header)`
   // gets its decoded answer (the header for its flags). A NotFound answer
-  // is `missing(q)` when that is given; any other error is the reply.
+  // is `missing(q)` when that is given; any other error is the reply. A get
+  // or batch get goes to the handler as a value and its answer comes back as
+  // one (Handler::HandleGet): no encoding either way.
   template <typename Answer, typename Request, typename Then>
-  void Call(Pending& p, proto::Op op, const Request& request, Then then,
+  void Call(Pending& p, proto::Op op, Request request, Then then,
             std::function<void(Pending&)> missing = nullptr);
   // The body scratch the commands encode requests into (reused).
   std::string& scratch() {
@@ -88,6 +99,22 @@ class RespConnection final : public Connection {
   proto::InputBuffer& input() override { return in_; }
   bool ServeNext() override;
   void OnReply(std::string frame, std::chrono::steady_clock::time_point started) override;
+  void OnValue(uint32_t request_id, uint8_t flags, ReadValue value) override;
+  // The command awaiting the answer to request `request_id`.
+  Pending& AwaitingAnswer(uint32_t request_id);
+  // Runs `answer` for a command that got an answer, then writes what is complete.
+  template <typename Run>
+  void Answered(Run answer);
+  // Sends a read to the handler as a value (Call): its outcome comes to
+  // p.on_value, as a value or (an error found before the read) a frame.
+  void AskRead(Pending& p, proto::GetRequest request);
+  void AskRead(Pending& p, proto::BatchGetRequest request);
+  // The frame answering a read (AskRead), made the value on_value takes.
+  template <typename Answer>
+  void ReadFrame(Pending& p, const proto::FrameHeader& h, std::string_view body);
+  // A reply over resp_max_reply_bytes (the binary protocol's largest answer)
+  // becomes the error the binary protocol answers then (LimitExceeded).
+  void BoundReply(Pending& p);
   void AppendFailure(const Status& status, std::string* out) override;
 
   // Runs one command into `p`: checks its arity and the connection's
@@ -165,23 +192,39 @@ class RespConnection final : public Connection {
 };
 
 template <typename Answer, typename Request, typename Then>
-void RespConnection::Call(Pending& p, proto::Op op, const Request& request, Then then,
+void RespConnection::Call(Pending& p, [[maybe_unused]] proto::Op op, Request request, Then then,
                           std::function<void(Pending&)> missing) {
-  std::string& body = scratch();
-  proto::Encode(request, &body);
-  Ask(p, op, body,
-      [this, then = std::move(then), missing = std::move(missing)](
-          Pending& q, const proto::FrameHeader& h, std::string_view answer) {
-        if (h.status == static_cast<uint8_t>(Status::Code::kNotFound) && missing) {
-          return missing(q);
-        }
-        if (h.status != 0) return ReplyStatus(q, h, answer);
-        Answer a;
-        if (Status s = proto::Decode(answer, RespAnswerLimits(), &a); !s.ok()) {
-          return ReplyError(q, "ERR", s.message());
-        }
-        then(q, a, h);
-      });
+  if constexpr (std::is_same_v<Answer, GetResult> || std::is_same_v<Answer, BatchGetResult>) {
+    p.on_value = [this, then = std::move(then), missing = std::move(missing)](
+                     Pending& q, uint8_t flags, ReadValue& value) {
+      Result<Answer>& r = std::get<Result<Answer>>(value);
+      if (!r.ok()) {
+        if (r.status().IsNotFound() && missing) return missing(q);
+        return ReplyStatus(q, r.status());
+      }
+      proto::FrameHeader h;
+      h.flags = flags;
+      then(q, *r, h);
+      BoundReply(q);
+    };
+    AskRead(p, std::move(request));
+  } else {
+    std::string& body = scratch();
+    proto::Encode(request, &body);
+    Ask(p, op, body,
+        [this, then = std::move(then), missing = std::move(missing)](
+            Pending& q, const proto::FrameHeader& h, std::string_view answer) {
+          if (h.status == static_cast<uint8_t>(Status::Code::kNotFound) && missing) {
+            return missing(q);
+          }
+          if (h.status != 0) return ReplyStatus(q, h, answer);
+          Answer a;
+          if (Status s = proto::Decode(answer, RespAnswerLimits(), &a); !s.ok()) {
+            return ReplyError(q, "ERR", s.message());
+          }
+          then(q, a, h);
+        });
+  }
 }
 
 }  // namespace segstore::server

@@ -36,7 +36,7 @@ void RespConnection::AskGet(Pending& p, std::string_view user, const GetOptions&
   req.user = std::string(user);
   req.options = o;
   Call<GetResult>(
-      p, proto::Op::kGet, req,
+      p, proto::Op::kGet, std::move(req),
       [then](Pending& q, const GetResult& r, const proto::FrameHeader&) { then(q, &r); },
       [then](Pending& q) { then(q, nullptr); });
 }

@@ -40,6 +40,9 @@ struct ServerOptions {
   // loops, TLS, the shared secret, the limits and the timeouts.
   std::string resp_host;
   uint16_t resp_port = 6379;
+  // A RESP read whose reply would be larger is answered LIMIT (the binary
+  // protocol's largest response; tests lower it).
+  uint32_t resp_max_reply_bytes = proto::kMaxResponseBytes;
   unsigned threads = 0;  // event loops; 0: one per core
   // Connections beyond this are answered Busy and closed.
   uint32_t max_connections = 4096;

@@ -141,6 +141,33 @@ TEST_F(RespTest, SegmentCommandsAnswerInRespTwoByteForByte) {
   EXPECT_EQ(c->Call({"SEG.GET", "u1"}), "$-1\r\n");
 }
 
+// A read's reply over the largest reply is refused LIMIT, as the binary
+// protocol refuses a response over 64 MiB, and the connection goes on.
+TEST_F(RespTest, AReplyOverTheLargestIsRefusedAndTheConnectionGoesOn) {
+  ServerOptions o;
+  o.resp_max_reply_bytes = 2000;
+  Start(o);
+  auto c = Connect();
+  std::vector<std::string> upsert = {"SEG.UPSERT", "u1", "TTL"};
+  for (int i = 0; i < 200; ++i) {
+    upsert.push_back(std::to_string(1'000'000 + i));
+    upsert.push_back("3600");
+  }
+  EXPECT_EQ(c->Call(upsert).substr(0, 5), "*10\r\n");
+  const std::string refused =
+      "-LIMIT the reply would be over 2000 bytes: ask for fewer users, a LIMIT or IDSONLY\r\n";
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}), refused);
+  EXPECT_EQ(c->Call({"HGETALL", "u1"}), refused);
+  EXPECT_EQ(c->Call({"SEG.MGET", "2", "u1", "u1", "LIMIT", "40"}), refused);
+  // What fits is answered, on the same connection.
+  const std::string some = c->Call({"SEG.GET", "u1", "LIMIT", "2"});
+  EXPECT_EQ(some.substr(0, 32), "*8\r\n$5\r\ncount\r\n:200\r\n$5\r\nstale\r\n");
+  EXPECT_NE(some.find("$7\r\n1000001\r\n"), std::string::npos) << some;
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "COUNT"}),
+            "*6\r\n$5\r\ncount\r\n:200\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n");
+  EXPECT_EQ(c->Call({"HLEN", "u1"}), ":200\r\n");
+}
+
 TEST_F(RespTest, HashReadsSeeSegmentsAsFieldsAndAttributesAsValues) {
   Start();
   auto c = Connect();

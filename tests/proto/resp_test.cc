@@ -585,6 +585,35 @@ TEST(RespWriterTest, BulkStrings) {
   EXPECT_EQ(out, "$100000\r\n" + big + "\r\n");
 }
 
+// The column writers (a reply's IDs and expiries) write what the one-value
+// writers write, at every length of number and across their buffer's chunks.
+TEST(RespWriterTest, ColumnsMatchOneAtATime) {
+  std::vector<uint64_t> ids;
+  std::vector<uint32_t> times;
+  for (uint64_t p = 1; p != 0 && p <= UINT64_MAX / 10; p *= 10) {
+    for (uint64_t v : {p - 1, p, p + 1, p * 9 + (p - 1), p * 5 + 7}) ids.push_back(v);
+  }
+  ids.push_back(UINT64_MAX);
+  ids.push_back(UINT64_MAX - 1);
+  for (uint64_t v : ids) {
+    if (v <= UINT32_MAX) times.push_back(static_cast<uint32_t>(v));
+  }
+  times.push_back(UINT32_MAX);
+  for (uint32_t i = 0; i < 3000; ++i) ids.push_back(i * 2654435761u);  // past one 8 KiB chunk
+  for (uint32_t i = 0; i < 3000; ++i) times.push_back(1'790'000'000u + i * 977u);
+
+  std::string column, single;
+  RespWriter(&column, false).BulkNumbers(ids);
+  RespWriter(&column, false).Integers(times);
+  RespWriter one(&single, false);
+  for (uint64_t v : ids) one.BulkNumber(v);
+  for (uint32_t v : times) one.Integer(v);
+  EXPECT_EQ(column, single);
+  EXPECT_NE(column.find("$20\r\n18446744073709551615\r\n"), std::string::npos);
+  EXPECT_NE(column.find(":4294967295\r\n"), std::string::npos);
+  EXPECT_NE(column.find("$1\r\n0\r\n"), std::string::npos);
+}
+
 TEST(RespWriterTest, Nulls) {
   ExpectBytes([](RespWriter* w) { w->Null(); }, "$-1\r\n", "_\r\n");
   ExpectBytes([](RespWriter* w) { w->NullArray(); }, "*-1\r\n", "_\r\n");

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "proto/protocol.h"
+#include "proto/wire.h"
 #include "server/raw_conn.h"
 #include "server/server.h"
 #include "server/stub_service.h"
+#include "support/resp_conn.h"
 
 namespace segstore::server {
 namespace {
@@ -274,7 +276,7 @@ TEST_F(FrontendTest, FrameTricklingInPastTheFrameTimeoutClosesTheConnection) {
   RawConn::ReadResult r = RawConn::ReadResult::kTimeout;
   while (sent < frame.size() && r == RawConn::ReadResult::kTimeout) {
     ASSERT_TRUE(slow.Write(frame.substr(sent++, 1)));
-    r = slow.ReadFrame(&f, milliseconds(60));  // one byte every 60 ms
+    r = slow.ReadFrame(&f, milliseconds(60));               // one byte every 60 ms
     ASSERT_TRUE(Ping(other, static_cast<uint32_t>(sent)));  // others are served meanwhile
   }
   ASSERT_EQ(r, RawConn::ReadResult::kFrame) << "sent all " << sent << " bytes unanswered";
@@ -634,6 +636,82 @@ class TwiceService : public Service {
     return std::unique_ptr<Handler>(new Twice);
   }
 };
+
+// A Service whose handler answers reads as frames only (Handler's default
+// HandleGet and HandleBatchGet encode the request and call Handle): the RESP
+// port decodes those frames into the same replies as the values a
+// ProfileService hands it (tests/integration/resp_test.cc).
+class FramesOnlyService : public Service {
+ public:
+  Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/,
+                                              std::shared_ptr<LoopPoster> /*poster*/) override {
+    struct FramesOnly : Handler {
+      static GetResult Profile() {
+        GetResult r;
+        r.ids = {100, 200};
+        r.expires = {1'790'003'600, 0};
+        r.count = 2;
+        return r;
+      }
+      void Handle(const proto::FrameHeader& h, std::string_view body, Responder to) override {
+        std::string frame;
+        const proto::DecodeLimits limits;
+        if (h.op == static_cast<uint8_t>(proto::Op::kGet)) {
+          proto::GetRequest req;
+          EXPECT_TRUE(proto::Decode(body, limits, &req).ok());
+          if (req.user == "u1") {
+            proto::AppendFrame(&frame, h.op, h.request_id, 0, proto::kMaxResponseBytes,
+                               [](std::string* out) { proto::Encode(Profile(), out); });
+            to.set_flags(proto::kFlagStale);
+          } else {
+            proto::AppendErrorFrame(&frame, h.op, h.request_id,
+                                    Status::NotFound("the user has no profile"));
+          }
+        } else if (h.op == static_cast<uint8_t>(proto::Op::kBatchGet)) {
+          proto::BatchGetRequest req;
+          EXPECT_TRUE(proto::Decode(body, limits, &req).ok());
+          BatchGetResult all;
+          for (const std::string& user : req.users) {
+            all.push_back(user == "u1" ? Result<GetResult>(Profile())
+                                       : Result<GetResult>(Status::NotFound("no profile")));
+          }
+          proto::AppendFrame(&frame, h.op, h.request_id, 0, proto::kMaxResponseBytes,
+                             [&](std::string* out) { proto::Encode(all, out); });
+        } else {
+          proto::AppendErrorFrame(&frame, h.op, h.request_id, Status::Unavailable("not here"));
+        }
+        to.Send(std::move(frame));
+      }
+    };
+    return std::unique_ptr<Handler>(new FramesOnly);
+  }
+};
+
+TEST(FrontendRespTest, ReadsAnsweredAsFramesMakeTheSameReplies) {
+  FramesOnlyService service;
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.resp_host = "127.0.0.1";
+  o.resp_port = 0;
+  o.threads = 1;
+  Server server(o, &service);
+  ASSERT_TRUE(server.Start().ok());
+  segstore::testing::RespConn c;
+  ASSERT_TRUE(c.Connect(server.resp_port()));
+  const std::string u1 =
+      "*8\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:1\r\n$3\r\nids\r\n*2\r\n"
+      "$3\r\n100\r\n$3\r\n200\r\n$7\r\nexpires\r\n*2\r\n:1790003600\r\n:0\r\n";
+  EXPECT_EQ(c.Call({"SEG.GET", "u1"}), u1);
+  EXPECT_EQ(c.Call({"SEG.GET", "nobody"}), "$-1\r\n");
+  EXPECT_EQ(c.Call({"HGET", "u1", "200"}), "$0\r\n\r\n");
+  EXPECT_EQ(c.Call({"HGETALL", "u1"}), "*4\r\n$3\r\n100\r\n$0\r\n\r\n$3\r\n200\r\n$0\r\n\r\n");
+  EXPECT_EQ(c.Call({"SEG.MGET", "2", "nobody", "u1"}),
+            "*2\r\n$-1\r\n" + std::string(u1).replace(u1.find(":1\r\n"), 4, ":0\r\n"));
+  EXPECT_EQ(c.Call({"EXISTS", "u1", "nobody"}), ":1\r\n");
+  EXPECT_EQ(c.Call({"SEG.COUNT", "u1"}), "-UNAVAILABLE not here\r\n");
+  server.Stop();
+}
 
 TEST(ResponderDeathTest, ASecondAnswerToOneRequestAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
