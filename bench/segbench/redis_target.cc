@@ -477,8 +477,8 @@ class Link : public std::enable_shared_from_this<Link> {
   // Puts SEG.UPSERT user id expiry ... in `cmd_` (mode SET, absolute expiries).
   void BeginSegUpsert(std::string_view user, std::span<const Assignment> segments);
   ReplyKind ReadKind() const {
-    if (config_->segstore) return ReplyKind::kSegGet;
-    return config_->options.whole_profiles ? ReplyKind::kHash : ReplyKind::kLiveHash;
+    if (config_->options.whole_profiles) return ReplyKind::kHash;
+    return config_->segstore ? ReplyKind::kSegGet : ReplyKind::kLiveHash;
   }
   // Reads the reply to a SEG.* command (any kSeg* kind) into `r`'s outcome.
   void ReadSegstoreReply(const redisReply* reply, Request& r);
@@ -785,7 +785,7 @@ bool Link::Send(uint64_t seq) {
 }
 
 bool Link::SendRead(std::string_view user, uint64_t seq) {
-  if (config_->segstore) {
+  if (config_->segstore && !config_->options.whole_profiles) {
     const bool ids_only = config_->options.ids_only;
     cmd_.Begin(ids_only ? 3 : 2);
     cmd_.Arg("SEG.GET");
@@ -840,7 +840,8 @@ void Link::BatchGet(std::span<const std::string> users, Done done) {
   if (state_ != State::kOpen) return Defer(std::move(done), Unusable());
   if (users.empty()) return Defer(std::move(done), Outcome{});
   const uint64_t seq = next_seq_++;
-  if (config_->segstore) {  // one command: SEG.MGET numusers user... [IDSONLY]
+  if (config_->segstore && !config_->options.whole_profiles) {
+    // One command: SEG.MGET numusers user... [IDSONLY].
     const bool ids_only = config_->options.ids_only;
     cmd_.Begin(2 + users.size() + (ids_only ? 1 : 0));
     cmd_.Arg("SEG.MGET");
@@ -1298,8 +1299,9 @@ Result<std::unique_ptr<Target>> NewRedisTarget(const RedisOptions& options) {
   if (options.timeout.count() < 0) {
     return Status::InvalidArgument(kind + " target: negative timeout");
   }
-  if (segstore && options.whole_profiles) {
-    return Status::InvalidArgument("segstore resp target: whole_profiles is Redis's (HGETALL)");
+  if (segstore && options.whole_profiles && options.ids_only) {
+    return Status::InvalidArgument(
+        "segstore resp target: whole_profiles (HGETALL) and ids_only (IDSONLY) together");
   }
   if (!segstore && options.ids_only) {
     return Status::InvalidArgument("redis target: ids_only is segstore's (IDSONLY)");

@@ -37,6 +37,9 @@
 //              0/1]; `segments` = trimmed.
 //   Trim       SEG.TRIM user: [trimmed, n, remaining, n, duplicate, 0/1];
 //              `segments` = trimmed; null (no profile) is 0 trimmed.
+//   whole_profiles: Get and BatchGet as kRedis's, HGETALL user (pipelined
+//              for a batch): the hash view of a profile (live segments as
+//              fields, their attributes as values), against Redis's own.
 //   Replace    for each user, pipelined: SEG.DEL user, SEG.UPSERT user
 //              <all pairs>.
 // Sample reads `INFO segstore` (every statistic of the binary stats
@@ -73,9 +76,10 @@ struct RedisOptions {
   std::string host = "127.0.0.1";  // an IPv4/IPv6 address or a host name
   uint16_t port = 6379;
   Dialect dialect = Dialect::kRedis;
-  // kRedis only. Get/BatchGet: a plain HGETALL (true: expired segments
-  // included, as a client filtering on its side would see them) or the
-  // live-only Lua script (false: what segstore's get returns).
+  // Get/BatchGet as a plain HGETALL. kRedis: true gets every field, expired
+  // segments included, as a client filtering on its side would see them;
+  // false runs the live-only Lua script (what segstore's get returns).
+  // kSegstore: true sends HGETALL (live segments only), false SEG.GET.
   bool whole_profiles = false;
   // kSegstore only: gets ask for segment IDs only (IDSONLY, the smallest
   // answer), as SegstoreOptions::ids_only.
@@ -91,8 +95,7 @@ struct RedisOptions {
 // load the Lua scripts (SCRIPT LOAD) or (kSegstore) to check it is a
 // segstored (INFO segstore names its process), then returns a Target for
 // `options`. InvalidArgument for an empty host, port 0, a negative timeout,
-// or an option of the other dialect (whole_profiles with kSegstore,
-// ids_only with kRedis); Unavailable, naming host:port, when the server
+// ids_only with kRedis or with whole_profiles; Unavailable, naming host:port, when the server
 // cannot be reached, does not answer in time, refuses a command (for
 // example NOAUTH), or (kSegstore) is not a segstored.
 // Side effect: sets SIGPIPE to ignored for the process if it was at its

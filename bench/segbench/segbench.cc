@@ -80,6 +80,7 @@ struct Options {
   double busy_expire = 0.50;
   unsigned load_connections = 4;
   bool ids_only = false;
+  bool resp_hgetall = false;  // reads also through HGETALL on --resp
   std::string limits_dir;
   uint64_t limits_file_mib = 1024;
   bool json = false;
@@ -343,6 +344,16 @@ class Bench {
       if (!t.ok()) return t.status();  // its messages name "segstore resp at host:port"
       Add(o_.ids_only ? "segstore resp ids" : "segstore resp", std::move(*t), false, false);
       subjects_.back().resp = true;
+      if (o_.resp_hgetall) {
+        ro.ids_only = false;
+        ro.whole_profiles = true;
+        auto h = NewRedisTarget(ro);
+        if (!h.ok()) return h.status();
+        Add("segstore HGETALL", std::move(*h), false, true);
+        subjects_.back().resp = true;
+      }
+    } else if (o_.resp_hgetall) {
+      return Status::InvalidArgument("--resp-hgetall reads through --resp: give it");
     }
     if (!o_.redis.empty()) {
       client::ClientOptions parsed;
@@ -648,6 +659,7 @@ class Bench {
           o_.spec.batch);
       PrintNotes();
       PrintRespRatios();
+      PrintHgetallRatios();
       PrintRatios();
     }
     PrintPerUser();
@@ -736,7 +748,7 @@ class Bench {
     const Subject* resp = nullptr;
     for (const Subject& s : subjects_) {
       if (s.segstore) seg = &s;
-      if (s.resp) resp = &s;
+      if (s.resp && !s.whole && resp == nullptr) resp = &s;
     }
     if (seg == nullptr || resp == nullptr) return;
     bool header = false;
@@ -759,6 +771,30 @@ class Bench {
       std::printf(", p99 %s us against %s us\n",
                   Thousands(Us(row.run.all.latency.Percentile(0.99))).c_str(),
                   Thousands(Us(binary->run.all.latency.Percentile(0.99))).c_str());
+    }
+  }
+
+  // segstore's HGETALL (--resp-hgetall) beside Redis's, workload by workload.
+  void PrintHgetallRatios() const {
+    bool header = false;
+    for (const Row& row : rows_) {
+      if (row.subject != "segstore HGETALL") continue;
+      const Row* redis = Find("redis HGETALL", row.workload);
+      if (redis == nullptr || redis->run.ops_per_second() <= 0) continue;
+      if (!header) {
+        std::printf("\nsegstore HGETALL (its RESP port) against redis HGETALL, same run\n");
+        header = true;
+      }
+      const auto c_ours = CpuUsPerOp(row.run), c_redis = CpuUsPerOp(redis->run);
+      std::printf("%-13s %6.2fx the requests/s", row.workload.c_str(),
+                  row.run.ops_per_second() / redis->run.ops_per_second());
+      if (c_ours && c_redis && *c_ours > 0) {
+        std::printf(", %5.2fx less server CPU per request (%s us against %s us)",
+                    *c_redis / *c_ours, Thousands(*c_ours).c_str(), Thousands(*c_redis).c_str());
+      }
+      std::printf(", p99 %s us against %s us\n",
+                  Thousands(Us(row.run.all.latency.Percentile(0.99))).c_str(),
+                  Thousands(Us(redis->run.all.latency.Percentile(0.99))).c_str());
     }
   }
 
@@ -861,6 +897,9 @@ int main(int argc, char** argv) {
                  "host:port of segstored's RESP port (--resp-listen) to run the same workloads "
                  "on, through SEG.* commands");
   app.add_option("--redis", o.redis, "host:port of a Redis to run the same workloads on");
+  app.add_flag("--resp-hgetall", o.resp_hgetall,
+               "reads also through HGETALL on --resp (\"segstore HGETALL\"), beside "
+               "Redis's plain HGETALL when --redis is given");
   app.add_option("--users", o.spec.users,
                  "users in the data set (default 100000; full size 500000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));

@@ -711,6 +711,33 @@ TEST_F(SegbenchRespTest, TargetReadsSegstoresReplies) {
   EXPECT_FALSE(o1.ok);
   conn.reset();
 
+  // whole_profiles: the same reads as HGETALL, the hash view of a profile.
+  RedisOptions hash = o;
+  hash.whole_profiles = true;
+  auto hash_target = NewRedisTarget(hash);
+  ASSERT_TRUE(hash_target.ok()) << hash_target.status().ToString();
+  opened = false;
+  (*hash_target)->Open(io, [&](Result<std::unique_ptr<Connection>> r) {
+    opened = true;
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    conn = std::move(*r);
+  });
+  io.restart();
+  while (!opened && io.run_one_for(std::chrono::seconds(10)) > 0) {
+  }
+  ASSERT_NE(conn, nullptr);
+  o1 = call([&](Done d) { conn->Get("u1", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 3u);
+  o1 = call([&](Done d) { conn->Get("nobody", std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.missing, 1u);
+  o1 = call([&](Done d) { conn->BatchGet(batch, std::move(d)); });
+  EXPECT_TRUE(o1.ok) << o1.error;
+  EXPECT_EQ(o1.segments, 4u);  // u1's 100, 200, 400 and u2's 7
+  EXPECT_EQ(o1.missing, 1u);
+  conn.reset();
+
   auto later = (*target)->Sample();
   ASSERT_TRUE(later.ok()) << later.status().ToString();
   EXPECT_EQ(later->pid, first->pid);
@@ -723,6 +750,7 @@ TEST_F(SegbenchRespTest, TargetReadsSegstoresReplies) {
   EXPECT_EQ(NewRedisTarget(wrong).status().code(), Status::Code::kUnavailable);
   wrong = o;
   wrong.whole_profiles = true;
+  wrong.ids_only = true;
   EXPECT_EQ(NewRedisTarget(wrong).status().code(), Status::Code::kInvalidArgument);
 }
 
@@ -780,6 +808,27 @@ TEST_F(SegbenchRespTest, ToolMeasuresTheRespPort) {
   }
   ASSERT_EQ(missing_share.size(), 4u);
   for (const auto& [row, share] : missing_share) EXPECT_NEAR(share, 0.5, 0.15) << row;
+
+  // --resp-hgetall: the reads also as HGETALL, a subject of its own that
+  // loads nothing (the 30 users loaded first are all there is).
+  std::tie(rc, out) = RunTool(common + "--resp " + Address(server_.resp_port()) +
+                              " --resp-hgetall --users 30 get 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["servers"].size(), 1u);
+  std::set<std::string> targets;
+  for (const auto& run : j["runs"]) {
+    targets.insert(run["target"].get<std::string>());
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_EQ(run["missing"], 0) << run.dump();
+    // About 1,000: the upserts and trims above removed a few expired segments.
+    EXPECT_GT(run["segments_per_op"].get<double>(), 900.0) << run.dump();
+  }
+  EXPECT_EQ(targets, (std::set<std::string>{"segstore resp", "segstore HGETALL"}));
+  std::tie(rc, out) =
+      RunTool(common + "--segstore " + Address(server_.port()) + " --resp-hgetall get 2>&1");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("--resp-hgetall"), std::string::npos) << out;
 }
 
 }  // namespace
