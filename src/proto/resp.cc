@@ -430,10 +430,11 @@ char* PutDecimal(char* p, U v, unsigned len) {
 
 }  // namespace
 
-void RespWriter::BulkNumbers(std::span<const uint64_t> values) {
+void RespWriter::BulkNumbers(std::span<const uint64_t> values, std::string_view each) {
   Chunked c(out_);
+  const size_t extra = std::min<size_t>(each.size(), 32);
   for (uint64_t v : values) {
-    char* p = c.Room(32);
+    char* p = c.Room(32 + extra);
     const unsigned n = DecimalLength(v);  // 1 to 20
     char* q = p;
     *q++ = '$';
@@ -444,6 +445,10 @@ void RespWriter::BulkNumbers(std::span<const uint64_t> values) {
     q = PutDecimal(q, v, n);
     *q++ = '\r';
     *q++ = '\n';
+    if (extra > 0) {
+      std::memcpy(q, each.data(), extra);
+      q += extra;
+    }
     c.Used(static_cast<size_t>(q - p));
   }
 }

@@ -102,7 +102,10 @@ class RespWriter {
   void BulkNumber(uint64_t v);  // a number as a bulk string (a hash field or value)
   // Many elements at once, as BulkNumber and Integer write each, through a
   // stack buffer (one append per few hundred elements: a reply's columns).
-  void BulkNumbers(std::span<const uint64_t> values);
+  // `each`, when given, is written verbatim after every element: a reply
+  // element already in RESP (HGETALL's empty value, "$0\r\n\r\n"), at most
+  // 32 bytes.
+  void BulkNumbers(std::span<const uint64_t> values, std::string_view each = {});
   void Integers(std::span<const uint32_t> values);
   void Null();       // RESP2: the null bulk string
   void NullArray();  // RESP2: the null array

@@ -93,6 +93,12 @@ void RespConnection::HashRead(RespCmd cmd, RespArgs args, Pending& p) {
         return;
       case RespCmd::kHgetall:
         w.Map(n);
+        if (n > 0 && r->attr1.empty() && r->attr2.empty()) {
+          // No segment has attributes (the usual profile): every value is "".
+          w.Reserve(n * 32);
+          w.BulkNumbers(r->ids, "$0\r\n\r\n");
+          return;
+        }
         for (size_t i = 0; i < n; ++i) {
           w.BulkNumber(r->ids[i]);
           w.Bulk(ValueOf(*r, i));
@@ -100,7 +106,7 @@ void RespConnection::HashRead(RespCmd cmd, RespArgs args, Pending& p) {
         return;
       case RespCmd::kHkeys:
         w.Array(n);
-        for (size_t i = 0; i < n; ++i) w.BulkNumber(r->ids[i]);
+        if (n > 0) w.BulkNumbers(r->ids);
         return;
       case RespCmd::kHvals:
         w.Array(n);

@@ -612,6 +612,16 @@ TEST(RespWriterTest, ColumnsMatchOneAtATime) {
   EXPECT_NE(column.find("$20\r\n18446744073709551615\r\n"), std::string::npos);
   EXPECT_NE(column.find(":4294967295\r\n"), std::string::npos);
   EXPECT_NE(column.find("$1\r\n0\r\n"), std::string::npos);
+
+  // With an element after each (HGETALL's empty values).
+  std::string pairs, one_by_one;
+  RespWriter(&pairs, true).BulkNumbers(ids, "$0\r\n\r\n");
+  RespWriter both(&one_by_one, true);
+  for (uint64_t v : ids) {
+    both.BulkNumber(v);
+    both.Bulk("");
+  }
+  EXPECT_EQ(pairs, one_by_one);
 }
 
 TEST(RespWriterTest, Nulls) {
