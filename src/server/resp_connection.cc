@@ -168,27 +168,26 @@ void RespConnection::ReadFrame(Pending& p, const proto::FrameHeader& h, std::str
   p.on_value(p, h.flags, value);
 }
 
-void RespConnection::AskRead(Pending& p, proto::GetRequest request) {
+template <typename Answer>
+proto::FrameHeader RespConnection::BeginRead(Pending& p, proto::Op op) {
   p.on_answer = [this](Pending& q, const proto::FrameHeader& h, std::string_view body) {
-    ReadFrame<GetResult>(q, h, body);
+    ReadFrame<Answer>(q, h, body);
   };
   ++p.awaiting;
   proto::FrameHeader h;
-  h.op = static_cast<uint8_t>(proto::Op::kGet);
+  h.op = static_cast<uint8_t>(op);
   h.request_id = p.sequence;
   JoinBurst();
+  return h;
+}
+
+void RespConnection::AskRead(Pending& p, proto::GetRequest request) {
+  const proto::FrameHeader h = BeginRead<GetResult>(p, proto::Op::kGet);
   loop_->handler->HandleGet(h, std::move(request), Responder(shared_from_this(), p.started, true));
 }
 
 void RespConnection::AskRead(Pending& p, proto::BatchGetRequest request) {
-  p.on_answer = [this](Pending& q, const proto::FrameHeader& h, std::string_view body) {
-    ReadFrame<BatchGetResult>(q, h, body);
-  };
-  ++p.awaiting;
-  proto::FrameHeader h;
-  h.op = static_cast<uint8_t>(proto::Op::kBatchGet);
-  h.request_id = p.sequence;
-  JoinBurst();
+  const proto::FrameHeader h = BeginRead<BatchGetResult>(p, proto::Op::kBatchGet);
   loop_->handler->HandleBatchGet(h, std::move(request),
                                  Responder(shared_from_this(), p.started, true));
 }

@@ -8,8 +8,8 @@
 // turned into the command's reply. Reads (get, batch get) go as values
 // both ways (Handler::HandleGet, Responder::SendValue): a 1,000-segment
 // profile is not encoded in MessagePack only to be decoded here. So every
-// operation, its checks and its errors are the binary protocol's. Commands about the connection itself (PING, HELLO, AUTH,
-// CLIENT, COMMAND, ...) are answered here.
+// operation, its checks and its errors are the binary protocol's. Commands about the connection
+// itself (PING, HELLO, AUTH, CLIENT, COMMAND, ...) are answered here.
 //
 // Replies go out in the order commands came, as RESP requires: each command
 // read gets a place in a queue, which is written from the front as the
@@ -109,6 +109,10 @@ class RespConnection final : public Connection {
   // p.on_value, as a value or (an error found before the read) a frame.
   void AskRead(Pending& p, proto::GetRequest request);
   void AskRead(Pending& p, proto::BatchGetRequest request);
+  // What both AskReads do first: `op`'s header, its frame answer routed to
+  // ReadFrame<Answer>, one more answer awaited.
+  template <typename Answer>
+  proto::FrameHeader BeginRead(Pending& p, proto::Op op);
   // The frame answering a read (AskRead), made the value on_value takes.
   template <typename Answer>
   void ReadFrame(Pending& p, const proto::FrameHeader& h, std::string_view body);
