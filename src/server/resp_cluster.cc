@@ -65,6 +65,34 @@ std::vector<SlotRange> SlotRanges(const ClusterMap& map) {
   return ranges;
 }
 
+// CLUSTER NODES: a line per node with a RESP port, each a master of the
+// ranges whose first replica it is (where MOVED sends their keys). A node
+// is a replica of many masters here, which Redis's format cannot say, so
+// replicas are not listed: clients that read it (Lettuce, Redisson) route
+// to masters, as MOVED does.
+std::string NodesText(const ClusterMap& map, const std::vector<SlotRange>& ranges) {
+  std::map<uint16_t, std::string> slots;  // node -> " first-last" ...
+  for (const SlotRange& r : ranges) {
+    slots[r.replicas[0]] +=
+        r.first == r.last ? fmt::format(" {}", r.first) : fmt::format(" {}-{}", r.first, r.last);
+  }
+  // A node ID may hold blanks (config: any bytes but '/'); the line is split on them.
+  const auto word = [](std::string id) {
+    std::replace_if(
+        id.begin(), id.end(),
+        [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }, '_');
+    return id;
+  };
+  std::string text;
+  for (uint16_t i = 0; i < map.nodes.size(); ++i) {
+    const ClusterNode& n = map.nodes[i];
+    if (n.resp.empty()) continue;
+    text += fmt::format("{} {}@0 {}master - 0 0 {} connected{}\n", word(n.id), n.resp,
+                        n.id == map.self ? "myself," : "", map.revision, slots[i]);
+  }
+  return text;
+}
+
 }  // namespace
 
 bool RespConnection::OneSlot(const RespCommandDef& def, RespArgs args, Pending& p) {
@@ -112,9 +140,11 @@ void RespConnection::Cluster(RespArgs args, Pending& p) {
   if (RespEqualsNoCase(sub, "KEYSLOT") && args.size() == 3) {
     return Writer(p).Integer(SlotOf(args[2]));
   }
-  enum class What { kSlots, kShards, kInfo, kMyId } what;
+  enum class What { kSlots, kShards, kNodes, kInfo, kMyId } what;
   if (RespEqualsNoCase(sub, "SLOTS") && args.size() == 2) {
     what = What::kSlots;
+  } else if (RespEqualsNoCase(sub, "NODES") && args.size() == 2) {
+    what = What::kNodes;
   } else if (RespEqualsNoCase(sub, "SHARDS") && args.size() == 2) {
     what = What::kShards;
   } else if (RespEqualsNoCase(sub, "INFO") && args.size() == 2) {
@@ -125,7 +155,7 @@ void RespConnection::Cluster(RespArgs args, Pending& p) {
     return ReplyError(
         p, "ERR",
         fmt::format("unknown subcommand or wrong number of arguments for '{}'. segstore answers "
-                    "CLUSTER SLOTS, SHARDS, INFO, MYID, KEYSLOT (proto/RESP.md)",
+                    "CLUSTER SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT (proto/RESP.md)",
                     sub.substr(0, 64)));
   }
   Ask(p, proto::Op::kClusterMap, {},
@@ -163,6 +193,7 @@ void RespConnection::Cluster(RespArgs args, Pending& p) {
           SplitAddress(map.nodes[index].resp, &host, &port);
           return std::pair<std::string, int64_t>(host, port);
         };
+        if (what == What::kNodes) return w.Verbatim(NodesText(map, ranges));
         if (what == What::kSlots) {
           w.Array(ranges.size());
           for (const SlotRange& r : ranges) {

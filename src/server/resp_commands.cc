@@ -45,7 +45,7 @@ constexpr RespCommandDef kTable[] = {
     {RespCmd::kType, "type", 2, "readonly fast", K::kFirst, "generic",
      "\"hash\" when the user has a profile with a live segment, else \"none\".", "key"},
     {RespCmd::kCluster, "cluster", -2, "", K::kNone, "cluster",
-     "A cluster node's view: SLOTS, SHARDS, INFO, MYID, KEYSLOT (from the partition map).",
+     "A cluster node's view: SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT (from the partition map).",
      "subcommand [arguments]"},
     {RespCmd::kReadonly, "readonly", 1, "fast", K::kNone, "cluster",
      "OK: every replica serves reads (a read may be marked stale only through SEG.GET).", ""},

@@ -1,13 +1,16 @@
 // The RESP port of a three-node cluster (proto/RESP.md, "Clusters"): the
-// partition map as Redis Cluster's CLUSTER SLOTS and SHARDS, MOVED for a key
+// partition map as Redis Cluster's CLUSTER SLOTS, SHARDS and NODES, MOVED for a key
 // another node holds, CROSSSLOT for keys of several slots, and Debian's
 // python3-redis RedisCluster and redis-cli -c routing themselves by it.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <iterator>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -106,7 +109,46 @@ TEST_F(RespClusterTest, SlotsShardsAndMovedFollowThePartitionMap) {
   const std::string shards = c.Call({"CLUSTER", "SHARDS"});
   EXPECT_NE(shards.find("$5\r\nslots\r\n"), std::string::npos) << shards.substr(0, 200);
   EXPECT_EQ(c.Call({"READONLY"}), "+OK\r\n");
-  EXPECT_EQ(c.Call({"CLUSTER", "NODES"}).substr(0, 31), "-ERR unknown subcommand or wron");
+  EXPECT_EQ(c.Call({"CLUSTER", "RESET"}).substr(0, 31), "-ERR unknown subcommand or wron");
+
+  // CLUSTER NODES (RESP3 here: verbatim text): a line per node, each the
+  // master of the ranges it holds first; together they cover every slot once.
+  const std::string nodes = c.Call({"CLUSTER", "NODES"});
+  ASSERT_EQ(nodes[0], '=') << nodes;
+  const size_t text_at = nodes.find("txt:");
+  ASSERT_NE(text_at, std::string::npos) << nodes;
+  std::istringstream lines(nodes.substr(text_at + 4, nodes.size() - text_at - 6));
+  std::vector<int> covered(kSlots, 0);
+  std::set<std::string> ids;
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words),
+                               std::istream_iterator<std::string>()};
+    ASSERT_GE(w.size(), 8u) << line;
+    ids.insert(w[0]);
+    const auto node = std::find_if(map_.nodes.begin(), map_.nodes.end(),
+                                   [&](const ClusterNode& n) { return n.id == w[0]; });
+    ASSERT_NE(node, map_.nodes.end()) << line;
+    EXPECT_EQ(w[1], node->resp + "@0") << line;
+    EXPECT_EQ(w[2], w[0] == "node-0" ? "myself,master" : "master") << line;
+    EXPECT_EQ(w[3], "-") << line;
+    EXPECT_EQ(w[7], "connected") << line;
+    for (size_t i = 8; i < w.size(); ++i) {
+      const size_t dash = w[i].find('-');
+      const uint32_t first = std::stoul(w[i].substr(0, dash));
+      const uint32_t last = dash == std::string::npos ? first : std::stoul(w[i].substr(dash + 1));
+      ASSERT_LE(first, last) << line;
+      ASSERT_LT(last, kSlots) << line;
+      for (uint32_t slot = first; slot <= last; ++slot) {
+        ++covered[slot];
+        EXPECT_EQ(map_.nodes[map_.ReplicasOf(slot / kSlotsPerPartition)[0]].id, w[0])
+            << "slot " << slot;
+      }
+    }
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"node-0", "node-1", "node-2"}));
+  EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), static_cast<long>(kSlots));
 }
 
 TEST_F(RespClusterTest, RedisClusterClientsRouteThemselves) {
