@@ -368,7 +368,7 @@ class Chunked {
  public:
   explicit Chunked(std::string* out) : out_(out) {}
   ~Chunked() { Flush(); }
-  // Room for `n` (at most 64) more bytes.
+  // Room for `n` (at most 2 KiB) more bytes.
   char* Room(size_t n) {
     if (at_ + n > sizeof buf_) Flush();
     return buf_ + at_;
@@ -431,8 +431,15 @@ char* PutDecimal(char* p, U v, unsigned len) {
 }  // namespace
 
 void RespWriter::BulkNumbers(std::span<const uint64_t> values, std::string_view each) {
+  if (each.size() > 1024) {  // larger than the buffer is made for: one at a time
+    for (uint64_t v : values) {
+      BulkNumber(v);
+      out_->append(each);
+    }
+    return;
+  }
   Chunked c(out_);
-  const size_t extra = std::min<size_t>(each.size(), 32);
+  const size_t extra = each.size();
   for (uint64_t v : values) {
     char* p = c.Room(32 + extra);
     const unsigned n = DecimalLength(v);  // 1 to 20

@@ -103,8 +103,7 @@ class RespWriter {
   // Many elements at once, as BulkNumber and Integer write each, through a
   // stack buffer (one append per few hundred elements: a reply's columns).
   // `each`, when given, is written verbatim after every element: a reply
-  // element already in RESP (HGETALL's empty value, "$0\r\n\r\n"), at most
-  // 32 bytes.
+  // element already in RESP (HGETALL's empty value, "$0\r\n\r\n").
   void BulkNumbers(std::span<const uint64_t> values, std::string_view each = {});
   void Integers(std::span<const uint32_t> values);
   void Null();       // RESP2: the null bulk string

@@ -1140,7 +1140,10 @@ Status Check(const DecodeLimits& lim, BatchGetRequest* m) {
   m->rejected.clear();
   for (size_t i = 0; i < n; ++i) {
     Status s = Fields::CheckUser(m->users[i], "users[" + std::to_string(i) + "]", lim);
-    if (!s.ok()) Reject(&m->rejected, n, i, std::move(s));
+    if (!s.ok()) {
+      Reject(&m->rejected, n, i, std::move(s));
+      m->users[i].clear();  // as Decode leaves a rejected entry
+    }
   }
   return Status::OK();
 }

@@ -127,9 +127,10 @@ RespConnection::Pending& RespConnection::AwaitingAnswer(uint32_t request_id) {
 }
 
 template <typename Run>
-void RespConnection::Answered(Run answer) {
+void RespConnection::Answered(Pending& p, Run answer) {
   ++answering_;
   answer();
+  BoundReply(p);
   --answering_;
   Flush();
   Pump();
@@ -143,14 +144,14 @@ void RespConnection::OnReply(std::string frame, std::chrono::steady_clock::time_
     AnsweredTwice();  // the handler writes whole frames: anything else is a bug
   }
   Pending& p = AwaitingAnswer(h.request_id);
-  Answered([&] {
+  Answered(p, [&] {
     p.on_answer(p, h, std::string_view(frame).substr(proto::kHeaderSize, h.body_length));
   });
 }
 
 void RespConnection::OnValue(uint32_t request_id, uint8_t flags, ReadValue value) {
   Pending& p = AwaitingAnswer(request_id);
-  Answered([&] { p.on_value(p, flags, value); });
+  Answered(p, [&] { p.on_value(p, flags, value); });
 }
 
 template <typename Answer>
@@ -192,8 +193,28 @@ void RespConnection::AskRead(Pending& p, proto::BatchGetRequest request) {
                                  Responder(shared_from_this(), p.started, true));
 }
 
+// The smallest a listed segment can be in a reply: its ID ("$1\r\n0\r\n").
+constexpr size_t kLeastBytesPerSegment = 7;
+
+bool RespConnection::TooLarge(Pending& p, const GetResult& r) {
+  if (r.size() * kLeastBytesPerSegment <= options_.resp_max_reply_bytes) return false;
+  ReplyTooLarge(p);
+  return true;
+}
+
+bool RespConnection::TooLarge(Pending& p, const BatchGetResult& all) {
+  size_t segments = 0;
+  for (const Result<GetResult>& r : all) segments += r.ok() ? r->size() : 0;
+  if (segments * kLeastBytesPerSegment <= options_.resp_max_reply_bytes) return false;
+  ReplyTooLarge(p);
+  return true;
+}
+
 void RespConnection::BoundReply(Pending& p) {
-  if (p.reply.size() <= options_.resp_max_reply_bytes) return;
+  if (p.reply.size() > options_.resp_max_reply_bytes) ReplyTooLarge(p);
+}
+
+void RespConnection::ReplyTooLarge(Pending& p) {
   ReplyError(p, "LIMIT",
              "the reply would be over " + std::to_string(options_.resp_max_reply_bytes) +
                  " bytes: ask for fewer users, a LIMIT or IDSONLY");

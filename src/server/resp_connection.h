@@ -86,7 +86,7 @@ class RespConnection final : public Connection {
   // or batch get goes to the handler as a value and its answer comes back as
   // one (Handler::HandleGet): no encoding either way.
   template <typename Answer, typename Request, typename Then>
-  void Call(Pending& p, proto::Op op, Request request, Then then,
+  void Call(Pending& p, proto::Op op, Request&& request, Then then,
             std::function<void(Pending&)> missing = nullptr);
   // The body scratch the commands encode requests into (reused).
   std::string& scratch() {
@@ -102,9 +102,10 @@ class RespConnection final : public Connection {
   void OnValue(uint32_t request_id, uint8_t flags, ReadValue value) override;
   // The command awaiting the answer to request `request_id`.
   Pending& AwaitingAnswer(uint32_t request_id);
-  // Runs `answer` for a command that got an answer, then writes what is complete.
+  // Runs `answer` for `p`, which got an answer, bounds its reply
+  // (BoundReply), then writes what is complete.
   template <typename Run>
-  void Answered(Run answer);
+  void Answered(Pending& p, Run answer);
   // Sends a read to the handler as a value (Call): its outcome comes to
   // p.on_value, as a value or (an error found before the read) a frame.
   void AskRead(Pending& p, proto::GetRequest request);
@@ -118,7 +119,12 @@ class RespConnection final : public Connection {
   void ReadFrame(Pending& p, const proto::FrameHeader& h, std::string_view body);
   // A reply over resp_max_reply_bytes (the binary protocol's largest answer)
   // becomes the error the binary protocol answers then (LimitExceeded).
+  // Checked after every answer (Answered); a read whose segments alone
+  // would exceed it is refused before its reply is built (TooLarge).
   void BoundReply(Pending& p);
+  bool TooLarge(Pending& p, const GetResult& r);
+  bool TooLarge(Pending& p, const BatchGetResult& all);
+  void ReplyTooLarge(Pending& p);
   void AppendFailure(const Status& status, std::string* out) override;
 
   // Runs one command into `p`: checks its arity and the connection's
@@ -196,7 +202,7 @@ class RespConnection final : public Connection {
 };
 
 template <typename Answer, typename Request, typename Then>
-void RespConnection::Call(Pending& p, [[maybe_unused]] proto::Op op, Request request, Then then,
+void RespConnection::Call(Pending& p, [[maybe_unused]] proto::Op op, Request&& request, Then then,
                           std::function<void(Pending&)> missing) {
   if constexpr (std::is_same_v<Answer, GetResult> || std::is_same_v<Answer, BatchGetResult>) {
     p.on_value = [this, then = std::move(then), missing = std::move(missing)](
@@ -206,12 +212,12 @@ void RespConnection::Call(Pending& p, [[maybe_unused]] proto::Op op, Request req
         if (r.status().IsNotFound() && missing) return missing(q);
         return ReplyStatus(q, r.status());
       }
+      if (TooLarge(q, *r)) return;
       proto::FrameHeader h;
       h.flags = flags;
       then(q, *r, h);
-      BoundReply(q);
     };
-    AskRead(p, std::move(request));
+    AskRead(p, std::decay_t<Request>(std::forward<Request>(request)));
   } else {
     std::string& body = scratch();
     proto::Encode(request, &body);

@@ -156,6 +156,15 @@ TEST_F(RespClusterTest, RedisClusterClientsRouteThemselves) {
   auto [status, out] =
       Shell("/usr/bin/python3 " SEGSTORE_SOURCE_DIR "/tests/cluster/resp_redis_cluster.py " + port);
   EXPECT_EQ(status, 0) << out;
+  // CLUSTER NODES in RESP2: a bulk string, the asked node's line marked myself.
+  auto [nodes_status, nodes] =
+      Shell("redis-cli -p " + std::to_string(cluster_.resp_port(2)) + " CLUSTER NODES");
+  EXPECT_EQ(nodes_status, 0) << nodes;
+  EXPECT_NE(nodes.find("node-2 127.0.0.1:" + std::to_string(cluster_.resp_port(2)) +
+                       "@0 myself,master - 0 0 "),
+            std::string::npos)
+      << nodes;
+  EXPECT_NE(nodes.find(" master - 0 0 "), std::string::npos) << nodes;
   // redis-cli -c follows MOVED from whichever node it asked.
   for (int i = 0; i < 3; ++i) {
     auto [s, got] =

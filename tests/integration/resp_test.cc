@@ -159,6 +159,9 @@ TEST_F(RespTest, AReplyOverTheLargestIsRefusedAndTheConnectionGoesOn) {
   EXPECT_EQ(c->Call({"SEG.GET", "u1"}), refused);
   EXPECT_EQ(c->Call({"HGETALL", "u1"}), refused);
   EXPECT_EQ(c->Call({"SEG.MGET", "2", "u1", "u1", "LIMIT", "40"}), refused);
+  // 400 segments: their IDs alone would exceed the limit (refused before the
+  // reply is built).
+  EXPECT_EQ(c->Call({"SEG.MGET", "2", "u1", "u1", "IDSONLY"}), refused);
   // What fits is answered, on the same connection.
   const std::string some = c->Call({"SEG.GET", "u1", "LIMIT", "2"});
   EXPECT_EQ(some.substr(0, 32), "*8\r\n$5\r\ncount\r\n:200\r\n$5\r\nstale\r\n");
@@ -392,6 +395,10 @@ TEST_F(RespTest, ErrorsNameTheCommandAndWhatIsWrong) {
   const std::string big = c->Call({"SEG.GET", std::string(300, 'k')});
   EXPECT_EQ(big.substr(0, 5), "-ERR ") << big;
   EXPECT_NE(big.find("user"), std::string::npos) << big;
+  // In a batch, a bad user fails alone: an error element in its place.
+  EXPECT_EQ(c->Call({"SEG.MGET", "3", "nobody", std::string(300, 'k'), "", "IDSONLY"}),
+            "*3\r\n$-1\r\n-ERR users[1]: user ID of 300 bytes, the limit is 256\r\n"
+            "-ERR users[2]: empty user ID\r\n");
   EXPECT_EQ(c->Call({"SELECT", "1"}), "-ERR DB index is out of range\r\n");
   EXPECT_EQ(c->Call({"SELECT", "0"}), "+OK\r\n");
   // Nothing stored was touched by any of it.

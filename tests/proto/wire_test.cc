@@ -712,6 +712,47 @@ TEST(WireTest, BatchGetRequestRoundTripsUsersAndOptions) {
   ExpectRoundTrip(BatchGetRequest{std::vector<std::string>(kDefaultMaxBatch, "user"), o});
 }
 
+// Check (a read's request arriving as a value: the RESP port's) refuses and
+// marks exactly what Decode of the same request encoded would.
+TEST(WireTest, CheckOfAReadAgreesWithDecode) {
+  DecodeLimits lim;
+  lim.max_key_bytes = 8;
+  lim.max_batch = 3;
+  const auto same = [&](const Status& checked, const Status& decoded, const std::string& what) {
+    EXPECT_EQ(checked.code(), decoded.code()) << what;
+    EXPECT_EQ(checked.message(), decoded.message()) << what;
+  };
+  for (const std::string& user : {std::string("u"), std::string(), std::string(8, 'k'),
+                                  std::string(9, 'k'), std::string("a\0b", 3)}) {
+    const GetRequest m{user, {}};
+    std::string body;
+    Encode(m, &body);
+    GetRequest decoded;
+    same(Check(lim, m), Decode(body, lim, &decoded), "user of " + std::to_string(user.size()));
+  }
+  const std::vector<std::vector<std::string>> batches = {
+      {}, {"a", "b"}, {"a", "", "toolong-k", "b"}, {"", "toolong-k", "c"}, {"ok", "", "ok"}};
+  for (const auto& users : batches) {
+    BatchGetRequest m{users, {}};
+    std::string body;
+    Encode(m, &body);
+    BatchGetRequest decoded;
+    const Status d = Decode(body, lim, &decoded);
+    same(Check(lim, &m), d, std::to_string(users.size()) + " users");
+    if (!d.ok()) continue;
+    EXPECT_EQ(m.users, decoded.users);
+    ASSERT_EQ(m.rejected.size(), decoded.rejected.size());
+    for (size_t i = 0; i < m.rejected.size(); ++i)
+      same(m.rejected[i], decoded.rejected[i], "entry");
+  }
+  // A value checked twice is checked alike (the handler checks every request it is given).
+  BatchGetRequest twice{{"", "ok"}, {}};
+  ASSERT_TRUE(Check(lim, &twice).ok());
+  ASSERT_TRUE(Check(lim, &twice).ok());
+  EXPECT_FALSE(twice.rejected[0].ok());
+  EXPECT_TRUE(twice.rejected[1].ok());
+}
+
 TEST(WireTest, CountRequestRoundTripsTheWholeIdRange) {
   ExpectRoundTrip(CountRequest{"u", 0, UINT64_MAX});
   ExpectRoundTrip(CountRequest{"u", UINT64_MAX, UINT64_MAX});

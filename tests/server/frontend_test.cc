@@ -638,20 +638,41 @@ class TwiceService : public Service {
 };
 
 // A Service whose handler answers reads as frames only (Handler's default
-// HandleGet and HandleBatchGet encode the request and call Handle): the RESP
-// port decodes those frames into the same replies as the values a
-// ProfileService hands it (tests/integration/resp_test.cc).
-class FramesOnlyService : public Service {
+// HandleGet and HandleBatchGet encode the request and call Handle), or, with
+// `values`, as values (Responder::SendValue, as ProfileService does for the
+// RESP port): either way the RESP port makes the same replies, the stale
+// flag included.
+class ReadsService : public Service {
  public:
+  explicit ReadsService(bool values) : values_(values) {}
   Result<std::unique_ptr<Handler>> NewHandler(unsigned /*thread_index*/,
                                               std::shared_ptr<LoopPoster> /*poster*/) override {
-    struct FramesOnly : Handler {
-      static GetResult Profile() {
+    struct Reads : Handler {
+      explicit Reads(bool as_values) : values(as_values) {}
+      bool values;
+      static Result<GetResult> Of(const std::string& user) {
+        if (user != "u1") return Status::NotFound("the user has no profile");
         GetResult r;
         r.ids = {100, 200};
         r.expires = {1'790'003'600, 0};
         r.count = 2;
         return r;
+      }
+      static BatchGetResult AllOf(const std::vector<std::string>& users) {
+        BatchGetResult all;
+        for (const std::string& user : users) all.push_back(Of(user));
+        return all;
+      }
+      void HandleGet(const proto::FrameHeader& h, proto::GetRequest req, Responder to) override {
+        if (!values) return Handler::HandleGet(h, std::move(req), std::move(to));
+        EXPECT_TRUE(to.takes_values());
+        if (req.user == "u1") to.set_flags(proto::kFlagStale);
+        to.SendValue(h.request_id, Of(req.user));
+      }
+      void HandleBatchGet(const proto::FrameHeader& h, proto::BatchGetRequest req,
+                          Responder to) override {
+        if (!values) return Handler::HandleBatchGet(h, std::move(req), std::move(to));
+        to.SendValue(h.request_id, Result<BatchGetResult>(AllOf(req.users)));
       }
       void Handle(const proto::FrameHeader& h, std::string_view body, Responder to) override {
         std::string frame;
@@ -659,58 +680,59 @@ class FramesOnlyService : public Service {
         if (h.op == static_cast<uint8_t>(proto::Op::kGet)) {
           proto::GetRequest req;
           EXPECT_TRUE(proto::Decode(body, limits, &req).ok());
-          if (req.user == "u1") {
+          const Result<GetResult> r = Of(req.user);
+          if (r.ok()) {
             proto::AppendFrame(&frame, h.op, h.request_id, 0, proto::kMaxResponseBytes,
-                               [](std::string* out) { proto::Encode(Profile(), out); });
+                               [&](std::string* out) { proto::Encode(*r, out); });
             to.set_flags(proto::kFlagStale);
           } else {
-            proto::AppendErrorFrame(&frame, h.op, h.request_id,
-                                    Status::NotFound("the user has no profile"));
+            proto::AppendErrorFrame(&frame, h.op, h.request_id, r.status());
           }
         } else if (h.op == static_cast<uint8_t>(proto::Op::kBatchGet)) {
           proto::BatchGetRequest req;
           EXPECT_TRUE(proto::Decode(body, limits, &req).ok());
-          BatchGetResult all;
-          for (const std::string& user : req.users) {
-            all.push_back(user == "u1" ? Result<GetResult>(Profile())
-                                       : Result<GetResult>(Status::NotFound("no profile")));
-          }
           proto::AppendFrame(&frame, h.op, h.request_id, 0, proto::kMaxResponseBytes,
-                             [&](std::string* out) { proto::Encode(all, out); });
+                             [&](std::string* out) { proto::Encode(AllOf(req.users), out); });
         } else {
           proto::AppendErrorFrame(&frame, h.op, h.request_id, Status::Unavailable("not here"));
         }
         to.Send(std::move(frame));
       }
     };
-    return std::unique_ptr<Handler>(new FramesOnly);
+    return std::unique_ptr<Handler>(new Reads(values_));
   }
+
+ private:
+  bool values_;
 };
 
-TEST(FrontendRespTest, ReadsAnsweredAsFramesMakeTheSameReplies) {
-  FramesOnlyService service;
-  ServerOptions o;
-  o.host = "127.0.0.1";
-  o.port = 0;
-  o.resp_host = "127.0.0.1";
-  o.resp_port = 0;
-  o.threads = 1;
-  Server server(o, &service);
-  ASSERT_TRUE(server.Start().ok());
-  segstore::testing::RespConn c;
-  ASSERT_TRUE(c.Connect(server.resp_port()));
-  const std::string u1 =
-      "*8\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:1\r\n$3\r\nids\r\n*2\r\n"
-      "$3\r\n100\r\n$3\r\n200\r\n$7\r\nexpires\r\n*2\r\n:1790003600\r\n:0\r\n";
-  EXPECT_EQ(c.Call({"SEG.GET", "u1"}), u1);
-  EXPECT_EQ(c.Call({"SEG.GET", "nobody"}), "$-1\r\n");
-  EXPECT_EQ(c.Call({"HGET", "u1", "200"}), "$0\r\n\r\n");
-  EXPECT_EQ(c.Call({"HGETALL", "u1"}), "*4\r\n$3\r\n100\r\n$0\r\n\r\n$3\r\n200\r\n$0\r\n\r\n");
-  EXPECT_EQ(c.Call({"SEG.MGET", "2", "nobody", "u1"}),
-            "*2\r\n$-1\r\n" + std::string(u1).replace(u1.find(":1\r\n"), 4, ":0\r\n"));
-  EXPECT_EQ(c.Call({"EXISTS", "u1", "nobody"}), ":1\r\n");
-  EXPECT_EQ(c.Call({"SEG.COUNT", "u1"}), "-UNAVAILABLE not here\r\n");
-  server.Stop();
+TEST(FrontendRespTest, ReadsAnsweredAsFramesOrAsValuesMakeTheSameReplies) {
+  for (bool values : {false, true}) {
+    SCOPED_TRACE(values ? "values" : "frames");
+    ReadsService service(values);
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.resp_host = "127.0.0.1";
+    o.resp_port = 0;
+    o.threads = 1;
+    Server server(o, &service);
+    ASSERT_TRUE(server.Start().ok());
+    segstore::testing::RespConn c;
+    ASSERT_TRUE(c.Connect(server.resp_port()));
+    const std::string u1 =
+        "*8\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:1\r\n$3\r\nids\r\n*2\r\n"
+        "$3\r\n100\r\n$3\r\n200\r\n$7\r\nexpires\r\n*2\r\n:1790003600\r\n:0\r\n";
+    EXPECT_EQ(c.Call({"SEG.GET", "u1"}), u1);
+    EXPECT_EQ(c.Call({"SEG.GET", "nobody"}), "$-1\r\n");
+    EXPECT_EQ(c.Call({"HGET", "u1", "200"}), "$0\r\n\r\n");
+    EXPECT_EQ(c.Call({"HGETALL", "u1"}), "*4\r\n$3\r\n100\r\n$0\r\n\r\n$3\r\n200\r\n$0\r\n\r\n");
+    EXPECT_EQ(c.Call({"SEG.MGET", "2", "nobody", "u1"}),
+              "*2\r\n$-1\r\n" + std::string(u1).replace(u1.find(":1\r\n"), 4, ":0\r\n"));
+    EXPECT_EQ(c.Call({"EXISTS", "u1", "nobody"}), ":1\r\n");
+    EXPECT_EQ(c.Call({"SEG.COUNT", "u1"}), "-UNAVAILABLE not here\r\n");
+    server.Stop();
+  }
 }
 
 TEST(ResponderDeathTest, ASecondAnswerToOneRequestAborts) {
