@@ -106,6 +106,19 @@ Setter TextSetter(std::function<Status(Config*, const std::string&)> set) {
   };
 }
 
+// An address a node gives its peers (cluster.advertise, resp.advertise):
+// host:port with both, into *out.
+Status ParseAdvertise(const std::string& v, std::string* out) {
+  std::string host;
+  uint16_t port = 0;
+  SEGSTORE_RETURN_IF_ERROR(ParseListen(v, &host, &port));
+  if (host.empty() || port == 0) {
+    return Status::InvalidArgument("advertise \"" + v + "\": expected host:port");
+  }
+  *out = v;
+  return Status::OK();
+}
+
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -204,14 +217,7 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
               return Status::OK();
             })},
            {"advertise", TextSetter([](Config* c, const std::string& v) {
-              std::string host;
-              uint16_t port = 0;
-              SEGSTORE_RETURN_IF_ERROR(ParseListen(v, &host, &port));
-              if (host.empty() || port == 0) {
-                return Status::InvalidArgument("advertise \"" + v + "\": expected host:port");
-              }
-              c->cluster.self.address = v;
-              return Status::OK();
+              return ParseAdvertise(v, &c->cluster.self.address);
             })},
            {"rack", TextSetter([](Config* c, const std::string& v) {
               c->cluster.self.rack = v;
@@ -300,14 +306,7 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
               return ParseRespListen(v, &c->server);
             })},
            {"advertise", TextSetter([](Config* c, const std::string& v) {
-              std::string host;
-              uint16_t port = 0;
-              SEGSTORE_RETURN_IF_ERROR(ParseListen(v, &host, &port));
-              if (host.empty() || port == 0) {
-                return Status::InvalidArgument("advertise \"" + v + "\": expected host:port");
-              }
-              c->cluster.self.resp = v;
-              return Status::OK();
+              return ParseAdvertise(v, &c->cluster.self.resp);
             })},
        }},
       {"storage",

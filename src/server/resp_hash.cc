@@ -28,6 +28,21 @@ std::string ValueOf(const GetResult& r, size_t row) {
   return v;
 }
 
+// HMGET's reply: the value of each field of `ids` in `r` (null when the user
+// has no profile), null for a field it does not have.
+void WriteValues(const GetResult* r, std::span<const uint64_t> ids, proto::RespWriter* w) {
+  const size_t n = r == nullptr ? 0 : r->size();
+  w->Array(ids.size());
+  for (uint64_t id : ids) {
+    const size_t row = r == nullptr ? 0 : RowOf(*r, id);
+    if (row >= n) {
+      w->Null();
+    } else {
+      w->Bulk(ValueOf(*r, row));
+    }
+  }
+}
+
 }  // namespace
 
 void RespConnection::AskGet(Pending& p, std::string_view user, const GetOptions& o,
@@ -81,16 +96,7 @@ void RespConnection::HashRead(RespCmd cmd, RespArgs args, Pending& p) {
         return w.Bulk(ValueOf(*r, row));
       }
       case RespCmd::kHmget:
-        w.Array(ids.size());
-        for (uint64_t id : ids) {
-          const size_t row = r == nullptr ? 0 : RowOf(*r, id);
-          if (row >= n) {
-            w.Null();
-          } else {
-            w.Bulk(ValueOf(*r, row));
-          }
-        }
-        return;
+        return WriteValues(r, ids, &w);
       case RespCmd::kHgetall:
         w.Map(n);
         if (n > 0 && r->attr1.empty() && r->attr2.empty()) {
@@ -255,17 +261,8 @@ void RespConnection::Hgetex(RespArgs args, Pending& p) {
       p, args[1], o,
       [this, ids = std::move(ids), expire, req = std::move(req)](Pending& q, const GetResult* r) {
         proto::RespWriter w = Writer(q);
-        w.Array(ids.size());
-        const size_t n = r == nullptr ? 0 : r->size();
-        for (uint64_t id : ids) {
-          const size_t row = r == nullptr ? 0 : RowOf(*r, id);
-          if (row >= n) {
-            w.Null();
-          } else {
-            w.Bulk(ValueOf(*r, row));
-          }
-        }
-        if (!expire || n == 0) return;
+        WriteValues(r, ids, &w);
+        if (!expire || r == nullptr || r->size() == 0) return;
         std::string body;  // not scratch(): a request may be being read from it
         proto::Encode(req, &body);
         Ask(q, proto::Op::kExpire, body,

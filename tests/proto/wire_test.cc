@@ -956,6 +956,13 @@ TEST(WireTest, ExpireRequestRefusalsNameTheField) {
     add(m);
     return m.str();
   };
+  // user, no IDs, value 1, and one more field: `key` with what `add` writes.
+  auto with = [](const char* key, auto add) {
+    Mp m;
+    m.Map(4).Str("user").Str("u").Str("ids").Arr(0).Str("value").U(1).Str(key);
+    add(m);
+    return m.str();
+  };
   ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(2).Str("user").Str("u").Str("ids").Arr(0)),
                 {"value", "missing"});
   ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(2).Str("user").Str("u").Str("value").U(1)),
@@ -968,39 +975,11 @@ TEST(WireTest, ExpireRequestRefusalsNameTheField) {
                     Mp().Map(3).Str("user").Str("u").Str("ids").Arr(1).Str("x").Str("value").U(1)),
                 {"ids[0]", "a string"});
   for (const char* bad : {"NX", "", "gte", "none"}) {
-    ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(4)
-                                              .Str("user")
-                                              .Str("u")
-                                              .Str("ids")
-                                              .Arr(0)
-                                              .Str("value")
-                                              .U(1)
-                                              .Str("condition")
-                                              .Str(bad)
-                                              .str()),
+    ExpectInvalid(DecodeAs<ExpireRequest>(with("condition", [&](Mp& m) { m.Str(bad); })),
                   {"condition", "is not one of nx, xx, gt, lt"});
   }
-  ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(4)
-                                            .Str("user")
-                                            .Str("u")
-                                            .Str("ids")
-                                            .Arr(0)
-                                            .Str("value")
-                                            .U(1)
-                                            .Str("ttl")
-                                            .U(1)
-                                            .str()),
-                {"ttl", "a boolean"});
-  ExpectInvalid(DecodeAs<ExpireRequest>(Mp().Map(4)
-                                            .Str("user")
-                                            .Str("u")
-                                            .Str("ids")
-                                            .Arr(0)
-                                            .Str("value")
-                                            .U(1)
-                                            .Str("condition")
-                                            .U(1)
-                                            .str()),
+  ExpectInvalid(DecodeAs<ExpireRequest>(with("ttl", [](Mp& m) { m.U(1); })), {"ttl", "a boolean"});
+  ExpectInvalid(DecodeAs<ExpireRequest>(with("condition", [](Mp& m) { m.U(1); })),
                 {"condition", "a string"});
   // More IDs than max_list (the server's max_segments): LimitExceeded.
   DecodeLimits small;
