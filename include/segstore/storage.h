@@ -130,12 +130,15 @@ class Record {
   uint32_t last_update() const { return last_update_; }
   uint32_t sweep_at() const { return sweep_at_; }  // as given by the writer; 0 = none
   uint32_t void_at() const { return void_at_; }    // as given by the writer; 0 = never
+  // The key this version names (Mutation::reference); empty when none.
+  std::string_view reference() const { return reference_; }
 
  private:
   friend class RecordBuilder;
   std::unique_ptr<void, RecordBytesReleaser> storage_;
   std::string_view key_;
   std::string_view body_;
+  std::string_view reference_;
   uint32_t generation_ = 0;
   uint64_t version_ = 0;
   uint32_t last_update_ = 0;
@@ -154,12 +157,18 @@ struct Mutation {
   // without reading it.
   uint32_t sweep_at = 0;
   uint32_t void_at = 0;
+  // Another key this version names, for the layer above (a linked profile
+  // names its master): kept in the record and in DRAM beside the index
+  // entry, so Worker::GetWithReference reads both records in one round
+  // trip. nullopt keeps the current version's (none for a new key); empty
+  // names none. At most StoreOptions::max_key_size bytes.
+  std::optional<std::string> reference;
 
   static Mutation Keep() { return Mutation{}; }
   static Mutation Put(std::string body, uint32_t sweep_at = 0, uint32_t void_at = 0) {
-    return Mutation{Kind::kPut, std::move(body), sweep_at, void_at};
+    return Mutation{Kind::kPut, std::move(body), sweep_at, void_at, std::nullopt};
   }
-  static Mutation Delete() { return Mutation{Kind::kDelete, {}, 0, 0}; }
+  static Mutation Delete() { return Mutation{Kind::kDelete, {}, 0, 0, std::nullopt}; }
 };
 
 // Reads the current version (null when the key is absent, deleted or past its
@@ -186,6 +195,10 @@ struct RecordRef {
 };
 
 using GetCallback = std::function<void(Result<Record>)>;
+// `record`: as GetCallback's. `referenced`: the record of the key `record`
+// names (Get's answer for that key) when `record` is one and names one;
+// otherwise NotFound.
+using GetPairCallback = std::function<void(Result<Record> record, Result<Record> referenced)>;
 using WriteCallback = std::function<void(Result<WriteOutcome>)>;
 using FlushCallback = std::function<void(Status)>;
 
@@ -198,6 +211,11 @@ class Worker {
   // stats) when the device returned bytes that fail validation; IOError when
   // the device failed.
   virtual void Get(std::string_view key, GetCallback done) = 0;
+  // Get, and the record of the key it names (Record::reference) when it
+  // names one. The index knows which keys name one (a bit in the entry a
+  // get looks up anyway) and what they name, so both reads go to the device
+  // together: one round trip. A key that names none costs what Get costs.
+  virtual void GetWithReference(std::string_view key, GetPairCallback done) = 0;
   // Read-modify-write of `key`: see UpdateFn. Put and Delete are Updates.
   // Fails before anything is written with InvalidArgument (key or body too
   // large), DeviceFull (no free write block), Unavailable (the device failed
@@ -210,6 +228,7 @@ class Worker {
   // such records for it).
   virtual void UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn,
                           WriteCallback done) = 0;
+  // A whole new version, naming no key (whatever the current one named).
   virtual void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
                    WriteCallback done) = 0;
   // Always committed to the device before `done` runs, whatever the durability.
@@ -256,6 +275,8 @@ class Worker {
 
   // Blocking helpers: start the operation and Wait() until it completes.
   Result<Record> GetSync(std::string_view key);
+  // GetWithReference: the pair.
+  std::pair<Result<Record>, Result<Record>> GetWithReferenceSync(std::string_view key);
   Result<Record> GetAtSync(const RecordRef& ref);
   Result<WriteOutcome> UpdateAtSync(const RecordRef& ref, UpdateFn fn);
   Result<WriteOutcome> UpdateSync(std::string_view key, UpdateFn fn);
@@ -293,6 +314,10 @@ struct StoreStats {
   uint64_t index_entries = 0;
   uint64_t index_tombstones = 0;
   uint64_t index_bytes = 0;  // allocated: slack, empty slots and tombstones included
+  // Of the entries, those whose record names a reference (Mutation::reference),
+  // and the bytes of DRAM (of index_bytes) that keep the references.
+  uint64_t index_references = 0;
+  uint64_t index_reference_bytes = 0;
   // Bytes mapped for write block images: each worker's open block, blocks
   // being flushed (or pinned by a reader copying a record out), each worker's
   // spare (a finished image kept for its next block, unmapped once unused

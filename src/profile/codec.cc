@@ -18,8 +18,9 @@ namespace {
 // "Versions"). A new codec version comes with a new storage::kFormatVersion
 // (and its fixture under tests/data), and this build must still decode every
 // body of the format versions it reads: codec 1 (data file format 1, and 2
-// for bodies without a log position) and codec 2 (data file format 2).
-static_assert(kCodecVersion == 2 && storage::kFormatVersion == 2 &&
+// for bodies without a log position) and codec 2 (data file format 2 on;
+// format 3 adds a record kind, storage::RecordKind::kPutRef, not a codec).
+static_assert(kCodecVersion == 2 && storage::kFormatVersion == 3 &&
                   storage::kOldestFormatVersion == 1,
               "the profile codec is part of the data file format: changing it is a new data "
               "file format version (src/storage/FORMAT.md, Versions)");

@@ -145,16 +145,20 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
       return room.WithContext(fmt::format("defragmenting write block {}", block));
     }
     Index::Locked table = store_->index().Lock(partition);
-    IndexEntry* e = table->Find(tag, offset);
+    const IndexEntry* e = table->Find(tag, offset);
     if (e == nullptr) continue;  // superseded meanwhile
     const uint64_t stamp = store_->CurrentSeq();
     const IndexEntry old = *e;
     bool dead = old.tombstone() || (old.void_at() != 0 && old.void_at() <= now);
     IndexEntry moved;
+    std::string_view reference;
     if (!dead) {
       BlockWriter::Slot slot = w->writer().Append(v.footprint, stamp);
-      EncodeRecord(v.header, v.key, v.body, slot.block_salt, slot.dst);
-      moved = IndexEntry::Live(tag, slot.offset, v.footprint, old.sweep_at(), old.void_at());
+      EncodeRecord(v.header, v.key, v.reference, v.body, slot.block_salt, slot.dst);
+      // The reference from the record itself, which the entry's mirrors.
+      reference = v.reference;
+      moved = IndexEntry::Live(tag, slot.offset, v.footprint, old.sweep_at(), old.void_at(),
+                               !reference.empty());
       counters.Bump(counters.defrag_records_moved);
     } else if (v.header.version < watermark) {
       table->Erase(tag, offset);
@@ -173,7 +177,7 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
       EncodeRecord(h, v.key, std::string_view(), slot.block_salt, slot.dst);
       moved = IndexEntry::Tombstone(tag, slot.offset, footprint, h.version);
     }
-    table->Replace(tag, offset, moved);
+    table->Replace(tag, offset, moved, reference);
     blocks.AddLive(block, -int64_t{AccountedBytes(old)});
     blocks.AddLive(store_->BlockOf(moved.offset()), AccountedBytes(moved));
   }

@@ -133,8 +133,8 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src) {
   return h;
 }
 
-void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
-                  uint64_t block_salt, uint8_t* dst) {
+void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view reference,
+                  std::string_view body, uint64_t block_salt, uint8_t* dst) {
   dst[4] = static_cast<uint8_t>(h.kind);
   dst[5] = static_cast<uint8_t>(kFormatVersion);
   EncodeFixed16(dst + 6, h.key_len);
@@ -145,7 +145,13 @@ void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view 
   EncodeFixed32(dst + 28, h.sweep_at);
   EncodeFixed32(dst + 32, h.void_at);
   std::memcpy(dst + kRecordHeaderSize, key.data(), key.size());
-  if (!body.empty()) std::memcpy(dst + kRecordHeaderSize + key.size(), body.data(), body.size());
+  uint8_t* at = dst + kRecordHeaderSize + key.size();
+  if (h.kind == RecordKind::kPutRef) {
+    EncodeFixed16(at, static_cast<uint16_t>(reference.size()));
+    std::memcpy(at + 2, reference.data(), reference.size());
+    at += 2 + reference.size();
+  }
+  if (!body.empty()) std::memcpy(at, body.data(), body.size());
   uint32_t used = kRecordHeaderSize + h.key_len + h.body_len;
   uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   std::memset(dst + used, 0, footprint - used);
@@ -159,7 +165,8 @@ Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block
   RecordHeader& h = v.header;
   uint8_t kind = src[4];
   if (kind != static_cast<uint8_t>(RecordKind::kPut) &&
-      kind != static_cast<uint8_t>(RecordKind::kTombstone)) {
+      kind != static_cast<uint8_t>(RecordKind::kTombstone) &&
+      !(kind == static_cast<uint8_t>(RecordKind::kPutRef) && src[5] >= 3)) {
     return Status::Corruption("record kind");
   }
   if (src[5] < kOldestFormatVersion || src[5] > std::min(newest, kFormatVersion)) {
@@ -183,6 +190,12 @@ Result<RecordView> DecodeRecord(const uint8_t* src, size_t avail, uint64_t block
   const char* chars = reinterpret_cast<const char*>(src);
   v.key = std::string_view(chars + kRecordHeaderSize, h.key_len);
   v.body = std::string_view(chars + kRecordHeaderSize + h.key_len, h.body_len);
+  if (h.kind == RecordKind::kPutRef) {
+    const size_t ref = v.body.size() >= 2 ? DecodeFixed16(src + kRecordHeaderSize + h.key_len) : 0;
+    if (ref == 0 || 2 + ref > v.body.size()) return Status::Corruption("record reference");
+    v.reference = v.body.substr(2, ref);
+    v.body.remove_prefix(2 + ref);
+  }
   v.footprint = RecordFootprint(h.key_len, h.body_len);
   return v;
 }

@@ -22,8 +22,9 @@ namespace segstore::storage {
 // older or a newer version, the fixture every version gets): FORMAT.md,
 // "Versions". Version 2: the profile codec may write its version 2 (a log
 // position in the body, src/profile/codec.h); the layouts below are the
-// same in both.
-inline constexpr uint16_t kFormatVersion = 2;        // what this build writes
+// same in both. Version 3: records of kind kPutRef (a put naming another
+// key, its reference).
+inline constexpr uint16_t kFormatVersion = 3;        // what this build writes
 inline constexpr uint16_t kOldestFormatVersion = 1;  // the oldest it reads
 static_assert(kOldestFormatVersion >= 1 && kOldestFormatVersion <= kFormatVersion);
 
@@ -110,17 +111,24 @@ Result<BlockHeader> DecodeBlockHeader(const uint8_t* src /* kBlockHeaderSize */)
 
 // ---- Record: one version of one key, or a tombstone. Starts at a 16-byte
 // aligned offset inside its write block; padded with zeros to 16 bytes.
-enum class RecordKind : uint8_t { kPut = 1, kTombstone = 2 };
+// kPutRef (format version 3 on): a put that names another key, its
+// reference (a linked profile's master); its stored body starts with
+// `u16 ref_len (1..65535), ref bytes`, then the caller's body. The index
+// marks such records and keeps their references in DRAM (index.h), so a get
+// can read the referenced key's record in the same round trip.
+enum class RecordKind : uint8_t { kPut = 1, kTombstone = 2, kPutRef = 3 };
+constexpr bool IsPut(RecordKind k) { return k == RecordKind::kPut || k == RecordKind::kPutRef; }
 struct RecordHeader {
   //  0  u32 checksum     XXH3-64 (low 32 bits) of bytes [4, 36 + key_len + body_len),
   //                      seeded with the salt of the write block holding it, so a
   //                      stale record of an earlier incarnation never validates
-  //  4  u8  kind         RecordKind
+  //  4  u8  kind         RecordKind (kPutRef only in format version 3 on)
   //  5  u8  version      the format version it was written in: kFormatVersion when
   //                      written; kOldestFormatVersion..kFormatVersion when read
   //                      (format_version below)
   //  6  u16 key_len      1..65535
-  //  8  u32 body_len     0 for a tombstone
+  //  8  u32 body_len     0 for a tombstone; for kPutRef the reference's prefix
+  //                      included (StoredBodySize)
   // 12  u32 generation   1 for a new key; +1 per write of the same key
   // 16  u64 version      the global sequence when written; newest wins
   // 24  u32 last_update  Unix seconds
@@ -145,17 +153,31 @@ constexpr uint32_t RecordFootprint(uint32_t key_len, uint32_t body_len) {
   return (kRecordHeaderSize + key_len + body_len + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
 
-// Writes header, key and body at `dst` (RecordFootprint bytes, padding zeroed)
-// for a block of salt `block_salt`. `h.key_len` and `h.body_len` must match.
-// The record says kFormatVersion (h.format_version is not read).
-void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
-                  uint64_t block_salt, uint8_t* dst);
+// The body_len of a record whose caller's body is `body` bytes: with a
+// reference (kPutRef), its 2-byte length and its bytes come first.
+constexpr uint32_t StoredBodySize(size_t reference, size_t body) {
+  return static_cast<uint32_t>(reference == 0 ? body : 2 + reference + body);
+}
+inline constexpr size_t kMaxReferenceSize = 65535;
+
+// Writes header, key, reference (kPutRef only: non-empty, at most
+// kMaxReferenceSize bytes) and body at `dst` (RecordFootprint bytes, padding
+// zeroed) for a block of salt `block_salt`. `h.key_len` and `h.body_len`
+// (StoredBodySize) must match. The record says kFormatVersion
+// (h.format_version is not read).
+void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view reference,
+                  std::string_view body, uint64_t block_salt, uint8_t* dst);
+inline void EncodeRecord(const RecordHeader& h, std::string_view key, std::string_view body,
+                         uint64_t block_salt, uint8_t* dst) {
+  EncodeRecord(h, key, std::string_view(), body, block_salt, dst);
+}
 
 struct RecordView {
   RecordHeader header;
   std::string_view key;
-  std::string_view body;
-  uint32_t footprint = 0;  // bytes it occupies, padding included
+  std::string_view reference;  // kPutRef only; empty otherwise
+  std::string_view body;       // the caller's body (after the reference)
+  uint32_t footprint = 0;      // bytes it occupies, padding included
 };
 // Parses the record at `src`, with `avail` bytes readable there, in a block of
 // salt `block_salt`. Never reads past `avail`. Corruption when the bytes are

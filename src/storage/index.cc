@@ -35,8 +35,10 @@ IndexEntry::IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind k
 }
 
 IndexEntry IndexEntry::Live(uint32_t tag, uint64_t offset, uint32_t size, UnixSeconds sweep_at,
-                            UnixSeconds void_at) {
-  return IndexEntry(tag, offset, size, EntryKind::kLive, sweep_at, void_at);
+                            UnixSeconds void_at, bool linked) {
+  IndexEntry e(tag, offset, size, EntryKind::kLive, sweep_at, void_at);
+  if (linked) e.word2_ |= kLinkedBit;
+  return e;
 }
 
 IndexEntry IndexEntry::Tombstone(uint32_t tag, uint64_t offset, uint32_t size, uint64_t version) {
@@ -56,9 +58,15 @@ uint32_t PartitionTable::FindSlot(uint32_t tag, uint64_t offset) const {
   }
 }
 
-IndexEntry* PartitionTable::Find(uint32_t tag, uint64_t offset) {
+const IndexEntry* PartitionTable::Find(uint32_t tag, uint64_t offset) const {
   uint32_t slot = FindSlot(tag, offset);
   return slot == capacity_ ? nullptr : &slots_[slot];
+}
+
+void PartitionTable::DropReference(const IndexEntry& old) {
+  if (!old.linked()) return;
+  refs_->Erase(old.offset());
+  if (refs_->size() == 0) refs_.reset();
 }
 
 void PartitionTable::InsertNoGrow(IndexEntry e) {
@@ -79,10 +87,15 @@ void PartitionTable::InsertNoGrow(IndexEntry e) {
   }
 }
 
-void PartitionTable::Insert(const IndexEntry& e) {
+void PartitionTable::Insert(const IndexEntry& e, std::string_view reference) {
   assert(!e.empty());
+  assert(e.linked() == !reference.empty());
   if (count_ + 1 > static_cast<uint32_t>(capacity_ * kMaxLoad)) Resize(CapacityFor(count_ + 1));
   InsertNoGrow(e);
+  if (e.linked()) {
+    if (!refs_) refs_ = std::make_unique<ReferenceTable>();
+    refs_->Put(e.offset(), reference);
+  }
 }
 
 void PartitionTable::EraseSlot(uint32_t slot) {
@@ -100,15 +113,28 @@ void PartitionTable::EraseSlot(uint32_t slot) {
 bool PartitionTable::Erase(uint32_t tag, uint64_t offset) {
   uint32_t slot = FindSlot(tag, offset);
   if (slot == capacity_) return false;
+  DropReference(slots_[slot]);
   EraseSlot(slot);
   MaybeShrink();
   return true;
 }
 
-bool PartitionTable::Replace(uint32_t tag, uint64_t offset, const IndexEntry& e) {
+bool PartitionTable::Replace(uint32_t tag, uint64_t offset, const IndexEntry& e,
+                             std::string_view reference) {
   assert(e.tag() == tag);
+  assert(e.linked() == !reference.empty());
   uint32_t slot = FindSlot(tag, offset);
   if (slot == capacity_) return false;
+  if (e.linked()) {
+    // `reference` may point into the table's own arena (the old entry's,
+    // carried over), which dropping the old one may compact: copy it first.
+    std::string copy(reference);
+    DropReference(slots_[slot]);
+    if (!refs_) refs_ = std::make_unique<ReferenceTable>();
+    refs_->Put(e.offset(), copy);
+  } else {
+    DropReference(slots_[slot]);
+  }
   slots_[slot] = e;  // same tag, same home: the probe order is unchanged
   return true;
 }
@@ -191,7 +217,9 @@ Index::Usage Index::usage() {
   for (uint32_t p = 0; p < kPartitions; ++p) {
     Locked t = Lock(p);
     u.entries += t->size();
-    u.bytes_allocated += t->bytes_allocated();
+    u.bytes_allocated += t->bytes_allocated() + t->reference_bytes();
+    u.references += t->references();
+    u.reference_bytes += t->reference_bytes();
     t->ForEach([&](const IndexEntry& e) {
       if (e.tombstone()) ++u.tombstones;
     });

@@ -12,18 +12,29 @@
 // 256 KiB of partition headers (which dominate below ~100k records). A table
 // shrinks back to 0.72 when mass deletion takes its load below 0.35.
 //
+// A live entry of a kPutRef record (a linked profile: format.h) carries the
+// `linked` bit, and its partition's ReferenceTable holds the key the record
+// names, by the record's offset: a get sees the bit in the entry it looks
+// up anyway and reads the referenced key's record in the same round trip. A
+// record without one pays nothing but that bit's test. The table keeps
+// "every live linked entry has exactly one reference, at its offset" itself:
+// Insert and Replace take the new entry's reference, and Erase, Replace and
+// Sweep drop the old one's.
+//
 // Thread-safety: PartitionTable is not thread-safe; reach it through
 // Index::Lock(), which holds the partition's mutex.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <vector>
 
 #include "segstore/routing.h"
 #include "storage/format.h"
+#include "storage/reference_table.h"
 
 namespace segstore::storage {
 
@@ -37,9 +48,10 @@ class IndexEntry {
 
   IndexEntry() = default;
   // A live record. `offset` (device byte offset) and `size` (its footprint)
-  // must be multiples of kRecordAlign within the limits above.
+  // must be multiples of kRecordAlign within the limits above. `linked`: a
+  // kPutRef record, whose reference the partition's table keeps.
   static IndexEntry Live(uint32_t tag, uint64_t offset, uint32_t size, UnixSeconds sweep_at,
-                         UnixSeconds void_at);
+                         UnixSeconds void_at, bool linked = false);
   // A tombstone, or a record that has expired whole (void_at passed) and now
   // stands only to keep older versions of its key from coming back.
   // `version` bounds from above the version of the record at `offset`.
@@ -50,6 +62,8 @@ class IndexEntry {
   bool empty() const { return kind() == EntryKind::kEmpty; }
   bool live() const { return kind() == EntryKind::kLive; }
   bool tombstone() const { return kind() == EntryKind::kTombstone; }
+  // A live kPutRef record (never a tombstone).
+  bool linked() const { return (word2_ & kLinkedBit) != 0; }
   uint64_t offset() const { return ((uint64_t{word2_ & 0xFF} << 32) | loc_lo_) * kRecordAlign; }
   uint32_t size() const { return ((word2_ >> 8) & 0xFFFFF) * kRecordAlign; }
   // Live entries only.
@@ -59,11 +73,13 @@ class IndexEntry {
   uint64_t version() const { return (uint64_t{b_} << 32) | a_; }
 
  private:
+  static constexpr uint32_t kLinkedBit = uint32_t{1} << 30;
   IndexEntry(uint32_t tag, uint64_t offset, uint32_t size, EntryKind kind, uint32_t a, uint32_t b);
 
   uint32_t tag_ = 0;     // digest bits 0..31
   uint32_t loc_lo_ = 0;  // (offset / 16), low 32 bits
-  uint32_t word2_ = 0;   // bits 0-7: (offset / 16) >> 32; 8-27: size / 16; 28-29: kind
+  uint32_t word2_ = 0;   // bits 0-7: (offset / 16) >> 32; 8-27: size / 16; 28-29: kind;
+                         // 30: linked; 31: unused
   uint32_t a_ = 0;       // live: sweep_at; tombstone: version, low half
   uint32_t b_ = 0;       // live: void_at;  tombstone: version, high half
 };
@@ -80,12 +96,22 @@ class PartitionTable {
   template <typename F>
   void ForEachWithTag(uint32_t tag, F&& f) const;
   // The entry of this tag at this device offset, or null. Valid until the next change.
-  IndexEntry* Find(uint32_t tag, uint64_t offset);
-  void Insert(const IndexEntry& e);
+  // Change an entry only through Replace (or Sweep): the linked bit and
+  // the reference go together.
+  const IndexEntry* Find(uint32_t tag, uint64_t offset) const;
+  // `reference`: the record's, when e.linked() (non-empty then).
+  void Insert(const IndexEntry& e, std::string_view reference = {});
   // Removes the entry of this tag at this offset; false when absent.
   bool Erase(uint32_t tag, uint64_t offset);
-  // Replaces the entry of this tag at `offset` by `e` (same tag). False when absent.
-  bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e);
+  // Replaces the entry of this tag at `offset` by `e` (same tag), with
+  // `reference` when e.linked(). False when absent.
+  bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e,
+               std::string_view reference = {});
+  // The reference of the linked entry `e` (one of this table's); empty when
+  // `e` is not linked.
+  std::string_view Reference(const IndexEntry& e) const {
+    return e.linked() ? refs_->Find(e.offset()) : std::string_view();
+  }
   // Where CollectLiveFrom's pages end: past every tag.
   static constexpr uint64_t kTagEnd = uint64_t{1} << 32;
   // One page of the live entries in the order of their tags, for a caller
@@ -107,13 +133,19 @@ class PartitionTable {
     }
   }
   // Calls f(IndexEntry&) for every entry; f returns false to erase it. f may
-  // change an entry in place but not its tag.
+  // change an entry in place but not its tag, nor make it linked (it may
+  // make it a tombstone: its reference goes).
   template <typename F>
   void Sweep(F&& f);
 
   uint32_t size() const { return count_; }
   uint32_t capacity() const { return capacity_; }
+  // The entries' slots; the references' table apart.
   size_t bytes_allocated() const { return size_t{capacity_} * sizeof(IndexEntry); }
+  uint32_t references() const { return refs_ ? refs_->size() : 0; }
+  size_t reference_bytes() const {
+    return refs_ ? sizeof(ReferenceTable) + refs_->bytes_allocated() : 0;
+  }
 
  private:
   // Monotone in the tag. Robin Hood insertion puts an entry after those of
@@ -139,10 +171,12 @@ class PartitionTable {
   void InsertNoGrow(IndexEntry e);
   void Resize(uint32_t new_capacity);
   void MaybeShrink();
+  void DropReference(const IndexEntry& old);
 
   IndexEntry* slots_ = nullptr;
   uint32_t capacity_ = 0;
   uint32_t count_ = 0;
+  std::unique_ptr<ReferenceTable> refs_;  // allocated with the first reference
 };
 
 class Index {
@@ -173,7 +207,10 @@ class Index {
   struct Usage {
     uint64_t entries = 0;
     uint64_t tombstones = 0;
-    uint64_t bytes_allocated = 0;  // tables and partition headers: slack and tombstones included
+    // Tables, references and partition headers: slack and tombstones included.
+    uint64_t bytes_allocated = 0;
+    uint64_t references = 0;       // linked entries
+    uint64_t reference_bytes = 0;  // of bytes_allocated, the references' tables
   };
   // Locks each partition in turn; a consistent total only when writes are quiet.
   Usage usage();
@@ -183,6 +220,7 @@ class Index {
     std::mutex mu;
     PartitionTable table;
   };
+  static_assert(sizeof(Partition) == 64, "a partition header is one cache line");
   std::vector<Partition> partitions_;
 };
 
@@ -206,9 +244,12 @@ void PartitionTable::Sweep(F&& f) {
   bool erased = false;
   for (uint32_t i = 0; i < capacity_; ++i) {
     if (slots_[i].empty()) continue;
+    const IndexEntry before = slots_[i];
     if (f(slots_[i])) {
+      if (before.linked() && !slots_[i].linked()) DropReference(before);
       keep.push_back(slots_[i]);
     } else {
+      DropReference(before);
       erased = true;
     }
   }

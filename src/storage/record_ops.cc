@@ -25,6 +25,7 @@ class RecordBuilder {
         storage, RecordBytesReleaser{&ReleaseReadBuffer, size});
     r.key_ = v.key;
     r.body_ = v.body;
+    r.reference_ = v.reference;
     r.generation_ = v.header.generation;
     r.version_ = v.header.version;
     r.last_update_ = v.header.last_update;
@@ -114,6 +115,7 @@ void KeySearch::Lookup() {
   candidates_.clear();
   next_ = 0;
   damaged_ = 0;
+  reference_.clear();
   now_ = as_of_ != 0 ? as_of_ : store->clock().Now();
   Index::Locked table = store->index().Lock(partition_);
   auto add = [&](const IndexEntry& e) {
@@ -124,7 +126,10 @@ void KeySearch::Lookup() {
     return;
   }
   table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
-    if (e.live() && !Expired(e.void_at(), now_)) add(e);
+    if (!e.live() || Expired(e.void_at(), now_)) return;
+    add(e);
+    // The one test a key that is not linked pays.
+    if (e.linked() && reference_.empty()) reference_ = table->Reference(e);
   });
   live_candidates_ = candidates_.size();
   table->ForEachWithTag(tag_, [&](const IndexEntry& e) {
@@ -176,7 +181,7 @@ Status KeySearch::CountRestart() {
 }
 
 bool KeySearch::Alive(const RecordView& v) const {
-  return v.header.kind == RecordKind::kPut && current().entry.live() &&
+  return IsPut(v.header.kind) && current().entry.live() &&
          !Expired(v.header.void_at, now_);
 }
 
@@ -222,6 +227,7 @@ void GetOp::Start() {
   w_->counters().Bump(w_->counters().gets);
   Begin([this] {
     search_.Lookup();
+    if (on_reference_ && !search_.reference().empty()) on_reference_(search_.reference());
     ReadNext();
   });
 }
@@ -271,6 +277,64 @@ bool GetOp::Judge() {
   return false;
 }
 
+// ---------------------------------------------------------------- PairOp
+
+PairOp::PairOp(WorkerImpl* w, std::string_view key, GetPairCallback done)
+    : w_(w), key_(key), done_(std::move(done)) {}
+
+void PairOp::Start() {
+  auto* op = new GetOp(w_, key_, [this](Result<Record> r) { OnRecord(std::move(r)); });
+  op->OnReference([this](std::string_view reference) { Follow(reference); });
+  ++pending_;
+  starting_ = true;
+  op->Start();
+  starting_ = false;
+}
+
+void PairOp::Follow(std::string_view reference) {
+  followed_.assign(reference);
+  referenced_.reset();
+  ++pending_;
+  if (Status s = w_->CheckKey(reference); !s.ok()) {
+    // Written only through Update, which checks it: damage in memory at worst.
+    w_->OpStarted();
+    w_->Post([this, s = std::move(s)] {
+      OnReferenced(s.WithContext("the record's reference"));
+      w_->OpDone();
+    });
+    return;
+  }
+  (new GetOp(w_, followed_, [this](Result<Record> r) { OnReferenced(std::move(r)); }))->Start();
+  // Inside Start the key's own read is still to be queued: the caller submits both.
+  if (!starting_) w_->MaybeSubmit();
+}
+
+void PairOp::OnRecord(Result<Record> r) {
+  record_.emplace(std::move(r));
+  --pending_;
+  MaybeDone();
+}
+
+void PairOp::OnReferenced(Result<Record> r) {
+  referenced_.emplace(std::move(r));
+  --pending_;
+  MaybeDone();
+}
+
+void PairOp::MaybeDone() {
+  if (pending_ > 0) return;
+  const std::string_view wanted =
+      record_->ok() ? (*record_)->reference() : std::string_view();
+  if (!wanted.empty() && (!referenced_ || wanted != followed_)) {
+    Follow(wanted);
+    return;
+  }
+  Result<Record> referenced =
+      wanted.empty() ? Result<Record>(Status::NotFound("no reference")) : std::move(*referenced_);
+  done_(std::move(*record_), std::move(referenced));
+  delete this;
+}
+
 // ---------------------------------------------------------------- ReadAtOp
 
 ReadAtOp::ReadAtOp(WorkerImpl* w, const RecordRef& ref, Callback done)
@@ -292,7 +356,7 @@ void ReadAtOp::OnIoComplete(int32_t result) {
 
 void ReadAtOp::Judge() {
   Result<RecordView> v = DecodeRecord(read_.record(), ref_.size, ref_.block_salt);
-  if (v.ok() && v->footprint == ref_.size && v->header.kind == RecordKind::kPut) {
+  if (v.ok() && v->footprint == ref_.size && IsPut(v->header.kind)) {
     Finish(read_.Take(*v));
   } else {
     Finish(Status::NotFound("no record there any more"));
@@ -327,7 +391,7 @@ void UpdateOp::ReadAt() {
 void UpdateOp::KeyFromPlace() {
   reading_at_ = false;
   Result<RecordView> v = DecodeRecord(place_.record(), at_->size, at_->block_salt);
-  if (!v.ok() || v->footprint != at_->size || v->header.kind != RecordKind::kPut) {
+  if (!v.ok() || v->footprint != at_->size || !IsPut(v->header.kind)) {
     Finish(Status::NotFound("no record there any more"));
     return;
   }
@@ -418,9 +482,21 @@ void UpdateOp::Decide(const Record* current) {
     return;
   }
   Mutation& mut = *m;
-  if (mut.kind == Mutation::Kind::kPut && mut.body.size() > store_->max_body_size()) {
+  // The reference written: the mutation's, or the current version's kept.
+  const std::string_view reference =
+      mut.kind != Mutation::Kind::kPut ? std::string_view()
+      : mut.reference                  ? std::string_view(*mut.reference)
+      : current != nullptr             ? current->reference()
+                                       : std::string_view();
+  if (reference.size() > store_->max_key_size()) {
+    Finish(Status::InvalidArgument(fmt::format("reference of {} bytes is over the key limit of {}",
+                                               reference.size(), store_->max_key_size())));
+    return;
+  }
+  const uint32_t stored_body = StoredBodySize(reference.size(), mut.body.size());
+  if (mut.kind == Mutation::Kind::kPut && stored_body > store_->max_body_size()) {
     Finish(Status::InvalidArgument(fmt::format("body of {} bytes is over the limit of {}",
-                                               mut.body.size(), store_->max_body_size())));
+                                               stored_body, store_->max_body_size())));
     return;
   }
   const bool damaged = !matched_ && search_.damaged() > 0;
@@ -430,8 +506,8 @@ void UpdateOp::Decide(const Record* current) {
     Finish(outcome_);
     return;
   }
-  const uint32_t footprint = RecordFootprint(static_cast<uint32_t>(search_.key().size()),
-                                             static_cast<uint32_t>(mut.body.size()));
+  const uint32_t footprint =
+      RecordFootprint(static_cast<uint32_t>(search_.key().size()), stored_body);
   const BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete
                                           ? BlockTable::Purpose::kDelete
                                           : BlockTable::Purpose::kWrite;
@@ -440,7 +516,7 @@ void UpdateOp::Decide(const Record* current) {
     return;
   }
   BlockWriter::Slot slot;
-  if (!Apply(mut, current, &slot)) {
+  if (!Apply(mut, reference, current, &slot)) {
     // Another writer got in between: read again, decide again.
     w_->counters().Bump(w_->counters().update_retries);
     if (++outcome_.attempts > kMaxAttempts) {
@@ -466,16 +542,18 @@ void UpdateOp::Decide(const Record* current) {
   }
 }
 
-bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot* slot) {
+bool UpdateOp::Apply(const Mutation& m, std::string_view reference, const Record* current,
+                     BlockWriter::Slot* slot) {
   const uint32_t tag = search_.tag();
   Index::Locked table = store_->index().Lock(search_.partition());
   if (!SnapshotHolds(*table)) return false;
   BlockTable& blocks = store_->blocks();
   const bool is_delete = m.kind == Mutation::Kind::kDelete;
   RecordHeader h;
-  h.kind = is_delete ? RecordKind::kTombstone : RecordKind::kPut;
+  const bool linked = !is_delete && !reference.empty();
+  h.kind = is_delete ? RecordKind::kTombstone : linked ? RecordKind::kPutRef : RecordKind::kPut;
   h.key_len = static_cast<uint16_t>(search_.key().size());
-  h.body_len = is_delete ? 0 : static_cast<uint32_t>(m.body.size());
+  h.body_len = is_delete ? 0 : StoredBodySize(reference.size(), m.body.size());
   h.generation = current != nullptr ? current->generation() + 1 : 1;
   h.version = store_->NextSeq();
   h.last_update = search_.now();
@@ -483,19 +561,21 @@ bool UpdateOp::Apply(const Mutation& m, const Record* current, BlockWriter::Slot
   h.void_at = is_delete ? 0 : m.void_at;
   const uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
   *slot = w_->writer().Append(footprint, h.version);
-  EncodeRecord(h, search_.key(), is_delete ? std::string_view() : std::string_view(m.body),
-               slot->block_salt, slot->dst);
-  const IndexEntry e = is_delete
-                           ? IndexEntry::Tombstone(tag, slot->offset, footprint, h.version)
-                           : IndexEntry::Live(tag, slot->offset, footprint, h.sweep_at, h.void_at);
+  EncodeRecord(h, search_.key(), linked ? reference : std::string_view(),
+               is_delete ? std::string_view() : std::string_view(m.body), slot->block_salt,
+               slot->dst);
+  const IndexEntry e =
+      is_delete ? IndexEntry::Tombstone(tag, slot->offset, footprint, h.version)
+                : IndexEntry::Live(tag, slot->offset, footprint, h.sweep_at, h.void_at, linked);
+  const std::string_view indexed = linked ? reference : std::string_view();
   if (matched_) {
     // As it is now, not as read: the index sweep may have turned it into a
     // tombstone meanwhile (same place, so the snapshot still holds).
     const IndexEntry old = *table->Find(tag, matched_->entry.offset());
-    table->Replace(tag, old.offset(), e);
+    table->Replace(tag, old.offset(), e, indexed);
     blocks.AddLive(store_->BlockOf(old.offset()), -int64_t{AccountedBytes(old)});
   } else {
-    table->Insert(e);
+    table->Insert(e, indexed);
   }
   blocks.AddLive(store_->BlockOf(slot->offset), AccountedBytes(e));
   outcome_.applied = m.kind;

@@ -11,6 +11,9 @@
 //             Started from a place (UpdateAt) it first reads the record
 //             there to learn the key.
 //   ReadAtOp  the record at a known place, whatever its key (GetAt).
+//   PairOp    a key's GetOp and the GetOp of the key its record names
+//             (GetWithReference), started together when the index knows the
+//             reference.
 //
 // Two parts they share, as members:
 //   RecordRead  the bytes of one record at a known place: copied from its
@@ -120,6 +123,9 @@ class KeySearch {
   // past its void_at.
   bool Alive(const RecordView& v) const;
   std::string_view key() const { return {key_data_, key_size_}; }
+  // A get's lookup: the reference of the first live linked candidate
+  // (index.h); empty when none is linked, as for nearly every key.
+  std::string_view reference() const { return reference_; }
   uint32_t partition() const { return partition_; }
   uint32_t tag() const { return tag_; }
   UnixSeconds now() const { return now_; }
@@ -138,6 +144,7 @@ class KeySearch {
   uint32_t restarts_ = 0;
   UnixSeconds now_ = 0;
   UnixSeconds as_of_ = 0;  // 0: the store's clock
+  std::string reference_;
   // The key: inline when short (almost always), else on the heap.
   static constexpr size_t kInlineKey = 48;
   char key_inline_[kInlineKey];
@@ -177,6 +184,9 @@ class Op : public IoCompletion {
 class GetOp final : public Op<Record> {
  public:
   GetOp(WorkerImpl* w, std::string_view key, Callback done);
+  // Called inside Start, once the index is looked up and before anything is
+  // read, with the reference the index holds for the key (if it does).
+  void OnReference(std::function<void(std::string_view)> f) { on_reference_ = std::move(f); }
   void Start();
 
  private:
@@ -188,6 +198,33 @@ class GetOp final : public Op<Record> {
 
   KeySearch search_;
   RecordRead read_;
+  std::function<void(std::string_view)> on_reference_;
+};
+
+// Not an Op of its own: its two GetOps are, and it ends with the last of them.
+class PairOp {
+ public:
+  PairOp(WorkerImpl* w, std::string_view key, GetPairCallback done);
+  void Start();
+
+ private:
+  // Starts the read of `reference` (the key's record names it).
+  void Follow(std::string_view reference);
+  void OnRecord(Result<Record> r);
+  void OnReferenced(Result<Record> r);
+  // Both in: answers, or follows the record's own reference when the one
+  // followed was another (a tag shared with a linked key, or a write
+  // between the lookup and the read).
+  void MaybeDone();
+
+  WorkerImpl* const w_;
+  const std::string key_;
+  GetPairCallback done_;
+  std::optional<Result<Record>> record_;
+  std::optional<Result<Record>> referenced_;
+  std::string followed_;  // the key whose read was started last
+  int pending_ = 0;       // GetOps started and not yet answered
+  bool starting_ = false;
 };
 
 class ReadAtOp final : public Op<Record> {
@@ -229,7 +266,8 @@ class UpdateOp final : public Op<WriteOutcome> {
   void Decide(const Record* current);
   // 5. Writes `m` under the partition lock. False when the key's entries
   //    changed since they were read: back to 1.
-  bool Apply(const Mutation& m, const Record* current, BlockWriter::Slot* slot);
+  bool Apply(const Mutation& m, std::string_view reference, const Record* current,
+             BlockWriter::Slot* slot);
   bool SnapshotHolds(const PartitionTable& table) const;
 
   UpdateFn fn_;

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/aligned_buffer.h"
@@ -147,6 +149,10 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
 
   // 2. Read them whole; the newest version of each key wins.
   std::unordered_map<Digest, Newest, DigestHash> newest;
+  // The reference of each key whose newest version so far is a kPutRef
+  // record, by that record's offset (a newer version of another kind leaves
+  // it behind, unmatched): only linked keys pay for it.
+  std::unordered_map<Digest, std::pair<uint64_t, std::string>, DigestHash> references;
   std::unordered_map<uint32_t, const Valid*> header_of;
   std::vector<uint32_t> to_read;
   for (const Valid& v : valid) {
@@ -174,13 +180,18 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
                v.header.void_at,
                v.header.kind,
                static_cast<uint16_t>(Index::PartitionOf(v.key))};
-      auto [it, inserted] = newest.try_emplace(store->DigestOf(v.key), n);
+      const Digest digest = store->DigestOf(v.key);
+      auto [it, inserted] = newest.try_emplace(digest, n);
       if (!inserted) {
         Newest& cur = it->second;
         // Equal versions are one record and its copy by defragmentation: keep either.
         if (n.version > cur.version || (n.version == cur.version && n.block_seq > cur.block_seq)) {
           cur = n;
+          inserted = true;
         }
+      }
+      if (inserted && n.kind == RecordKind::kPutRef) {
+        references[digest] = {n.offset, std::string(v.reference)};
       }
     }
     if (scan.damaged() > 0) {
@@ -212,9 +223,16 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     bool dead = n.kind == RecordKind::kTombstone || (n.void_at != 0 && n.void_at <= now);
     if (dead && n.version < watermark) continue;  // nothing older can come back
     uint32_t tag = Index::TagOf(digest);
+    std::string_view reference;
+    if (!dead && n.kind == RecordKind::kPutRef) {
+      // The map holds this very record's: its entry was set when it became the newest.
+      auto ref = references.find(digest);
+      if (ref != references.end() && ref->second.first == n.offset) reference = ref->second.second;
+    }
     IndexEntry e = dead ? IndexEntry::Tombstone(tag, n.offset, n.size, n.version)
-                        : IndexEntry::Live(tag, n.offset, n.size, n.sweep_at, n.void_at);
-    index.Lock(n.partition)->Insert(e);
+                        : IndexEntry::Live(tag, n.offset, n.size, n.sweep_at, n.void_at,
+                                           !reference.empty());
+    index.Lock(n.partition)->Insert(e, reference);
     blocks.AddLive(store->BlockOf(n.offset), AccountedBytes(e));
     if (dead) {
       ++stats->tombstones;

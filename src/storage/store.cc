@@ -362,6 +362,8 @@ StoreStats StoreImpl::stats() {
   s.index_entries = u.entries;
   s.index_tombstones = u.tombstones;
   s.index_bytes = u.bytes_allocated;
+  s.index_references = u.references;
+  s.index_reference_bytes = u.reference_bytes;
   s.block_image_bytes = image_bytes_.load(std::memory_order_relaxed);
   if (writes_failed()) s.write_error = write_error().ToString();
   {

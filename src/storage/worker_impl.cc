@@ -81,6 +81,19 @@ void WorkerImpl::Get(std::string_view key, GetCallback done) {
   MaybeSubmit();
 }
 
+void WorkerImpl::GetWithReference(std::string_view key, GetPairCallback done) {
+  if (Status s = CheckKey(key); !s.ok()) {
+    OpStarted();
+    Post([this, s = std::move(s), done = std::move(done)] {
+      done(s, Status::NotFound("no reference"));
+      OpDone();
+    });
+    return;
+  }
+  (new PairOp(this, key, std::move(done)))->Start();
+  MaybeSubmit();
+}
+
 void WorkerImpl::Update(std::string_view key, UpdateFn fn, WriteCallback done) {
   if (Status s = CheckKey(key); !s.ok()) {
     FailSoon(std::move(s), std::move(done));
@@ -107,7 +120,9 @@ void WorkerImpl::Put(std::string_view key, std::string body, uint32_t sweep_at, 
   Update(
       key,
       [shared, sweep_at, void_at](const Record*) -> Result<Mutation> {
-        return Mutation::Put(*shared, sweep_at, void_at);
+        Mutation m = Mutation::Put(*shared, sweep_at, void_at);
+        m.reference.emplace();  // a whole new version: it names no key
+        return m;
       },
       std::move(done));
 }
@@ -216,6 +231,15 @@ Result<WriteOutcome> Worker::PutSync(std::string_view key, std::string body, uin
 
 Result<WriteOutcome> Worker::DeleteSync(std::string_view key) {
   return RunSync<Result<WriteOutcome>>(this, [&](WriteCallback cb) { Delete(key, std::move(cb)); });
+}
+
+std::pair<Result<Record>, Result<Record>> Worker::GetWithReferenceSync(std::string_view key) {
+  std::optional<std::pair<Result<Record>, Result<Record>>> out;
+  GetWithReference(key, [&out](Result<Record> record, Result<Record> referenced) {
+    out.emplace(std::move(record), std::move(referenced));
+  });
+  while (!out) Wait(std::chrono::milliseconds(100));
+  return std::move(*out);
 }
 
 Status Worker::FlushSync() {

@@ -22,6 +22,7 @@ class WorkerImpl final : public Worker {
   ~WorkerImpl() override;
 
   void Get(std::string_view key, GetCallback done) override;
+  void GetWithReference(std::string_view key, GetPairCallback done) override;
   void Update(std::string_view key, UpdateFn fn, WriteCallback done) override;
   void UpdateAsOf(std::string_view key, uint32_t as_of, UpdateFn fn, WriteCallback done) override;
   void Put(std::string_view key, std::string body, uint32_t sweep_at, uint32_t void_at,
@@ -53,6 +54,8 @@ class WorkerImpl final : public Worker {
   void MaybeSubmit();
   // Blocks until every operation, flush and timer of this worker is done.
   void Drain();
+  // OK, or InvalidArgument for an empty or too long key.
+  Status CheckKey(std::string_view key) const;
 
  protected:
   void BeginBatch() override { ++batch_depth_; }
@@ -62,8 +65,6 @@ class WorkerImpl final : public Worker {
 
  private:
   WorkerImpl(StoreImpl* store, Durability durability) : store_(store), durability_(durability) {}
-  // OK, or InvalidArgument for an empty or too long key.
-  Status CheckKey(std::string_view key) const;
   // Completes an operation that failed before it started: `done(s)`, posted.
   template <typename Callback>
   void FailSoon(Status s, Callback done);

@@ -218,7 +218,7 @@ TEST_F(FormatFixtureTest, V1FixtureIsTheFileItsReadmeDescribes) {
 // version; that is the only change (its version and checksum); the
 // version-1 records stay as they are and answer as stated after a reopen.
 TEST_F(FormatFixtureTest, V1IsUpgradedOnOpenAndOnlyItsSuperblockChanges) {
-  static_assert(storage::kFormatVersion == 2 && storage::kOldestFormatVersion == 1);
+  static_assert(storage::kFormatVersion == 3 && storage::kOldestFormatVersion == 1);
   const std::string v1 = storage::testing::FileBytes(data_);
   ASSERT_EQ(DecodeFixed16(v1.data() + 12), 1u);
   // Defragmentation off: on its own schedule it rewrites the fixture's
@@ -369,7 +369,8 @@ TEST_F(FormatFixtureTest, V1ServedByTheDaemonAnswersOverTheWire) {
   d.Signal(SIGTERM);
   EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
   // The daemon upgraded the file, and said so.
-  EXPECT_TRUE(Has(ReadFile(log), "data file " + data_ + ": format version 1 upgraded to 2"))
+  EXPECT_TRUE(Has(ReadFile(log), "data file " + data_ + ": format version 1 upgraded to " +
+                                    std::to_string(storage::kFormatVersion)))
       << ReadFile(log);
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 }
@@ -625,11 +626,12 @@ TEST_F(FormatFixtureV2Test, V2FixtureIsTheFileItsReadmeDescribes) {
   EXPECT_EQ(sb->version, 2u);
 }
 
-// (a0) Version 2 is this build's (v = W): it opens with no upgrade; an open
-// that writes nothing (the store alone, then reads through every layer with
-// the sweeper off) leaves the file as it was, byte for byte.
-TEST_F(FormatFixtureV2Test, V2OpensWithoutUpgradeAndReadsRewriteNothing) {
-  static_assert(storage::kFormatVersion == 2);
+// (a0) Version 2 is older than this build's (O <= v < W): opening it
+// upgrades the superblock and changes nothing else (its version and
+// checksum); reads through every layer with the sweeper off then leave the
+// file as the upgrade did, byte for byte.
+TEST_F(FormatFixtureV2Test, V2IsUpgradedOnOpenAndReadsRewriteNothing) {
+  static_assert(storage::kFormatVersion == 3);
   const std::string before = storage::testing::FileBytes(data_);
   // Defragmentation off: on its own schedule it rewrites the fixture's
   // superseded versions, which is not what this compares.
@@ -640,7 +642,16 @@ TEST_F(FormatFixtureV2Test, V2OpensWithoutUpgradeAndReadsRewriteNothing) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
   }  // closed without a worker
-  EXPECT_TRUE(storage::testing::FileBytes(data_) == before) << "opening the store changed the file";
+  const std::string upgraded = storage::testing::FileBytes(data_);
+  ASSERT_EQ(upgraded.size(), before.size());
+  size_t changed = 0;
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (before[i] == upgraded[i]) continue;
+    ++changed;
+    EXPECT_TRUE(i < 4 || i == 12 || i == 13) << "byte " << i << " changed";
+  }
+  EXPECT_GT(changed, 0u);
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
   {
     auto store = storage::Store::Open(quiet);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -656,8 +667,7 @@ TEST_F(FormatFixtureV2Test, V2OpensWithoutUpgradeAndReadsRewriteNothing) {
     profiles->reset();
     store->reset();
   }
-  EXPECT_TRUE(storage::testing::FileBytes(data_) == before) << "reading changed the file";
-  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 2u);
+  EXPECT_TRUE(storage::testing::FileBytes(data_) == upgraded) << "reading changed the file";
 }
 
 // (a) The storage and profile layers of this build, in process: every
@@ -733,7 +743,8 @@ TEST_F(FormatFixtureV2Test, V2ExpiredSegmentsAreInTheBodyAndHidden) {
 
 // (b) The daemon of this build on the fixture as a single server (no
 // cluster sections): every profile over the wire, one by one and in one
-// batch; no upgrade; and what it leaves still carries every log position.
+// batch; the upgrade logged; and what it leaves still carries every log
+// position.
 TEST_F(FormatFixtureV2Test, V2ServedByTheDaemonAnswersOverTheWire) {
   NotifySocket notify(dir_.File("notify.sock"));
   const std::string log = dir_.File("segstored.log");
@@ -770,8 +781,8 @@ TEST_F(FormatFixtureV2Test, V2ServedByTheDaemonAnswersOverTheWire) {
   c.reset();
   d.Signal(SIGTERM);
   EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
-  EXPECT_FALSE(Has(ReadFile(log), "upgraded")) << ReadFile(log);
-  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 2u);
+  EXPECT_TRUE(Has(ReadFile(log), "format version 2 upgraded to 3")) << ReadFile(log);
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 
   // What the single server left: the same answers, the same positions.
   auto store = storage::Store::Open(StoreOptionsFor(data_));

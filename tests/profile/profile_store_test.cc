@@ -736,6 +736,9 @@ class RendezvousStore final : public storage::Store {
     void Get(std::string_view key, storage::GetCallback done) override {
       inner_->Get(key, std::move(done));
     }
+    void GetWithReference(std::string_view key, storage::GetPairCallback done) override {
+      inner_->GetWithReference(key, std::move(done));
+    }
     void Update(std::string_view key, storage::UpdateFn fn, storage::WriteCallback done) override {
       if (!updated_) {
         updated_ = true;

@@ -286,13 +286,68 @@ TEST(FormatTest, EmptyKeyIsCorruptionEvenWithValidChecksum) {
 }
 
 TEST(FormatTest, UnknownKindIsCorruptionEvenWithValidChecksum) {
-  for (uint8_t kind : {uint8_t{0}, uint8_t{3}, uint8_t{0xFF}}) {
+  for (uint8_t kind : {uint8_t{0}, uint8_t{4}, uint8_t{0xFF}}) {
     RecordHeader h = MakeHeader(static_cast<RecordKind>(kind), "key", "body");
     std::vector<uint8_t> buf = Encode(h, "key", "body", kSeq);
     Result<RecordView> v = DecodeRecord(buf.data(), buf.size(), kSeq);
     ASSERT_FALSE(v.ok()) << int{kind};
     EXPECT_TRUE(v.status().IsCorruption());
   }
+}
+
+// kPutRef (version 3 on): the reference comes back apart from the body.
+TEST(FormatTest, PutWithAReferenceRoundTrips) {
+  RecordHeader h = MakeHeader(RecordKind::kPutRef, "member", "");
+  h.body_len = StoredBodySize(6, 4);
+  EXPECT_EQ(h.body_len, 12u);
+  std::vector<uint8_t> buf(RecordFootprint(h.key_len, h.body_len), 0xA5);
+  EncodeRecord(h, "member", "master", "body", kSeq, buf.data());
+  Result<RecordView> v = DecodeRecord(buf.data(), buf.size(), kSeq);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ExpectHeadersEqual(v->header, h);
+  EXPECT_EQ(v->key, "member");
+  EXPECT_EQ(v->reference, "master");
+  EXPECT_EQ(v->body, "body");
+  EXPECT_EQ(v->footprint, buf.size());
+  const uint32_t used = UsedBytes(h);
+  // In a record of version 2 (or on a device of version 2) kind 3 is damage:
+  // the kind is checked, not just the checksum.
+  std::vector<uint8_t> old = buf;
+  old[5] = 2;
+  Reseal(old.data(), used, kSeq);
+  EXPECT_EQ(DecodeRecord(old.data(), old.size(), kSeq).status().message(), "record kind");
+  EXPECT_TRUE(DecodeRecord(buf.data(), buf.size(), kSeq, 2).status().IsCorruption());
+
+  // An empty body is fine; the reference is not.
+  h.body_len = StoredBodySize(1, 0);
+  std::vector<uint8_t> small(RecordFootprint(h.key_len, h.body_len));
+  EncodeRecord(h, "member", "m", "", kSeq, small.data());
+  v = DecodeRecord(small.data(), small.size(), kSeq);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->reference, "m");
+  EXPECT_EQ(v->body, "");
+}
+
+TEST(FormatTest, AReferenceLengthOutsideItsBodyIsCorruption) {
+  RecordHeader h = MakeHeader(RecordKind::kPutRef, "member", "");
+  h.body_len = StoredBodySize(6, 4);
+  std::vector<uint8_t> buf(RecordFootprint(h.key_len, h.body_len));
+  EncodeRecord(h, "member", "master", "body", kSeq, buf.data());
+  for (uint16_t len : {uint16_t{0}, uint16_t{11}, uint16_t{0xFFFF}}) {
+    std::vector<uint8_t> bad = buf;
+    EncodeFixed16(bad.data() + kRecordHeaderSize + 6, len);
+    Reseal(bad.data(), UsedBytes(h), kSeq);
+    Result<RecordView> v = DecodeRecord(bad.data(), bad.size(), kSeq);
+    ASSERT_FALSE(v.ok()) << len;
+    EXPECT_TRUE(v.status().IsCorruption()) << len;
+  }
+  // 10 fits: the reference takes the whole body.
+  EncodeFixed16(buf.data() + kRecordHeaderSize + 6, 10);
+  Reseal(buf.data(), UsedBytes(h), kSeq);
+  Result<RecordView> v = DecodeRecord(buf.data(), buf.size(), kSeq);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->reference, "masterbody");
+  EXPECT_EQ(v->body, "");
 }
 
 TEST(FormatTest, WrongRecordVersionIsCorruptionEvenWithValidChecksum) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -156,7 +157,7 @@ TEST(PartitionTableTest, InsertFindEraseReplace) {
   t.Insert(IndexEntry::Tombstone(8, 320, 64, 99));
   EXPECT_EQ(t.size(), 2u);
 
-  IndexEntry* e = t.Find(7, 160);
+  const IndexEntry* e = t.Find(7, 160);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(Fields(*e), EntryFields(7, EntryKind::kLive, 160, 48, 10, 20));
   e = t.Find(8, 320);
@@ -190,12 +191,82 @@ TEST(PartitionTableTest, InsertFindEraseReplace) {
   EXPECT_EQ(t.Find(8, 320), nullptr);
 }
 
-TEST(PartitionTableTest, FindReturnsAMutableEntry) {
+TEST(PartitionTableTest, LinkedEntriesKeepTheirReferenceWhereverTheyGo) {
   PartitionTable t;
-  t.Insert(IndexEntry::Live(5, 16, 16, 1, 2));
-  *t.Find(5, 16) = IndexEntry::Live(5, 16, 16, 3, 4);
-  EXPECT_EQ(t.Find(5, 16)->sweep_at(), 3u);
-  EXPECT_EQ(t.Find(5, 16)->void_at(), 4u);
+  t.Insert(IndexEntry::Live(5, 16, 16, 1, 2, /*linked=*/true), "master-a");
+  t.Insert(IndexEntry::Live(5, 32, 16, 1, 2), {});
+  t.Insert(IndexEntry::Live(6, 48, 16, 1, 2, /*linked=*/true), "master-b");
+  EXPECT_EQ(t.references(), 2u);
+  EXPECT_GT(t.reference_bytes(), 0u);
+  EXPECT_TRUE(t.Find(5, 16)->linked());
+  EXPECT_FALSE(t.Find(5, 32)->linked());
+  EXPECT_EQ(t.Reference(*t.Find(5, 16)), "master-a");
+  EXPECT_EQ(t.Reference(*t.Find(5, 32)), "");
+  // A new version at a new offset: the reference follows (here carried over
+  // from the table's own bytes, as defragmentation may), the old one goes.
+  const std::string carried(t.Reference(*t.Find(5, 16)));
+  EXPECT_TRUE(t.Replace(5, 16, IndexEntry::Live(5, 4096, 16, 1, 2, true), t.Reference(*t.Find(5, 16))));
+  EXPECT_EQ(t.Reference(*t.Find(5, 4096)), carried);
+  EXPECT_EQ(t.references(), 2u);
+  // A version naming none, then a tombstone: nothing left for key 5.
+  EXPECT_TRUE(t.Replace(5, 4096, IndexEntry::Live(5, 8192, 16, 1, 2), {}));
+  EXPECT_EQ(t.references(), 1u);
+  // The sweep making a linked entry a tombstone drops its reference.
+  t.Sweep([](IndexEntry& e) {
+    if (e.linked()) e = IndexEntry::Tombstone(e.tag(), e.offset(), e.size(), 9);
+    return true;
+  });
+  EXPECT_EQ(t.references(), 0u);
+  EXPECT_EQ(t.reference_bytes(), 0u);  // the table goes with its last reference
+  t.Insert(IndexEntry::Live(7, 64, 16, 1, 2, true), "m");
+  EXPECT_TRUE(t.Erase(7, 64));
+  EXPECT_EQ(t.references(), 0u);
+  t.Insert(IndexEntry::Live(7, 80, 16, 1, 2, true), "m");
+  t.Sweep([](IndexEntry& e) { return !e.linked(); });
+  EXPECT_EQ(t.references(), 0u);
+  EXPECT_EQ(t.size(), 3u);
+}
+
+TEST(ReferenceTableTest, AgreesWithAMapThroughGrowthShrinkingAndCompaction) {
+  ReferenceTable refs;
+  std::map<uint64_t, std::string> model;
+  std::mt19937_64 rng(20261126);
+  for (int op = 0; op < 200000; ++op) {
+    // Offsets bunched as a block's records are, so homes collide.
+    const uint64_t offset = (rng() % 3000) * 16 + (op % 50000 < 25000 ? 0 : 1 << 20);
+    switch (rng() % 4) {
+      case 0:
+      case 1: {
+        std::string ref(1 + rng() % 40, static_cast<char>('a' + rng() % 26));
+        refs.Put(offset, ref);
+        model[offset] = ref;
+        break;
+      }
+      case 2:
+        ASSERT_EQ(refs.Erase(offset), model.erase(offset) == 1) << "op " << op;
+        break;
+      default: {
+        auto it = model.find(offset);
+        ASSERT_EQ(refs.Find(offset), it == model.end() ? "" : it->second) << "op " << op;
+      }
+    }
+    ASSERT_EQ(refs.size(), model.size());
+    if (op % 50000 == 49999) {
+      for (const auto& [o, r] : model) ASSERT_EQ(refs.Find(o), r);
+      // Empty it: nothing stays allocated.
+      if (op == 99999) {
+        for (const auto& [o, r] : model) ASSERT_TRUE(refs.Erase(o));
+        model.clear();
+        EXPECT_EQ(refs.bytes_allocated(), 0u);
+      }
+    }
+  }
+  // Bytes stay bounded by what is held: at most 8 slots of 16 bytes per
+  // reference (it shrinks below 1/8 full), and an arena at most half garbage
+  // (or 4 KiB of it), allocated with at most 2x slack.
+  size_t held = 0;
+  for (const auto& [o, r] : model) held += r.size();
+  EXPECT_LE(refs.bytes_allocated(), model.size() * 16 * 8 + 2 * (2 * held + 4096));
 }
 
 TEST(PartitionTableTest, EntriesSharingATagAreAllVisited) {
@@ -290,7 +361,7 @@ TEST(PartitionTableTest, SweepErasesAndEditsInPlace) {
   EXPECT_EQ(t.size(), 100u);
   EXPECT_LT(t.capacity(), big);
   for (uint32_t i = 0; i < 1000; ++i) {
-    IndexEntry* e = t.Find(i % 37, uint64_t{i} * 16);
+    const IndexEntry* e = t.Find(i % 37, uint64_t{i} * 16);
     if (i % 10 == 0) {
       ASSERT_NE(e, nullptr) << i;
       EXPECT_TRUE(e->tombstone());
@@ -425,7 +496,7 @@ TEST(PartitionTableTest, RandomizedAgainstMultimapModel) {
     } else {
       // Find hits.
       Key k = keys[rng() % keys.size()];
-      IndexEntry* e = t.Find(k.first, k.second);
+      const IndexEntry* e = t.Find(k.first, k.second);
       ASSERT_NE(e, nullptr) << "op " << op;
       ASSERT_EQ(Fields(*e), Fields(model.find(k)->second));
       checked_tag = k.first;
@@ -441,7 +512,7 @@ TEST(PartitionTableTest, RandomizedAgainstMultimapModel) {
       // Full comparison: every tag of the model, and every entry findable.
       for (uint32_t tag : hot) ASSERT_EQ(WithTag(t, tag), expected_with_tag(tag));
       for (const auto& [k, e] : model) {
-        IndexEntry* found = t.Find(k.first, k.second);
+        const IndexEntry* found = t.Find(k.first, k.second);
         ASSERT_NE(found, nullptr);
         ASSERT_EQ(Fields(*found), Fields(e));
       }
