@@ -35,6 +35,9 @@ using segstore::ExpireSpec;
 using segstore::GetOptions;
 using segstore::GetResult;
 using segstore::kNever;
+using segstore::LinkedUser;
+using segstore::LinkResult;
+using segstore::LinksPage;
 using segstore::Segment;
 using segstore::SegmentUpdate;
 using segstore::TrimResult;
@@ -46,6 +49,10 @@ using segstore::UpsertResult;
 struct ProfileOptions {
   // A write that would leave a profile with more segments is refused.
   uint32_t max_segments = 10000;
+  // Profile bridging: at most this many users linked to one master (a link
+  // beyond is refused with LimitExceeded), so a merged read reads at most
+  // this many profiles besides the master's.
+  uint32_t max_links = 64;
   // A record becomes worth rewriting (sweep_at) once this share of its
   // segments has expired.
   double sweep_share = 0.25;
@@ -170,6 +177,33 @@ class ProfileSession {
     Expire(WriteContext{}, user, ids, spec, std::move(done));
   }
 
+  // ---- Profile bridging: groups of linked users (a star: one master, its
+  // members). A get by any linked user answers the group's merged view.
+  //
+  // `user` joins the group of `master` (of master's own master when master
+  // is a member: no chains), its link expiring `ttl_seconds` after now (0:
+  // never). When `user` is a master itself, its whole group moves with it.
+  // Linking again refreshes the expiry. InvalidArgument: user == master (or
+  // master is a member of user's group: user is its master already... that
+  // succeeds as it is). LimitExceeded: the master would have more than
+  // max_links members (nothing is written). Busy: other links kept changing
+  // the group.
+  virtual void Link(const WriteContext& w, std::string_view user, std::string_view master,
+                    uint32_t ttl_seconds, Callback<LinkResult> done) = 0;
+  // `user` leaves its group: true when it was linked. A master's unlink
+  // dissolves its group (every member leaves). The user's own profile stays.
+  virtual void Unlink(const WriteContext& w, std::string_view user, Callback<bool> done) = 0;
+  // The master of `user`'s group (`user` itself for a master). NotFound when
+  // it is in no group.
+  virtual void MasterOf(std::string_view user, Callback<std::string> done) = 0;
+  // The users linked to the master of `user`'s group, sorted, after
+  // `cursor` (exclusive; empty: from the start), at most `max` (0: 100).
+  // NotFound when `user` is in no group.
+  virtual void Links(std::string_view user, std::string_view cursor, uint32_t max,
+                     Callback<LinksPage> done) = 0;
+  // Whether `a` and `b` are in the same group (or are the same user).
+  virtual void Connected(std::string_view a, std::string_view b, Callback<bool> done) = 0;
+
   // Live segments with IDs in [id_from, id_to]. NotFound when the user has
   // no live segment.
   virtual void Count(std::string_view user, uint64_t id_from, uint64_t id_to,
@@ -195,6 +229,13 @@ class ProfileSession {
   Result<bool> DeleteSync(std::string_view user);
   Result<ExpireResult> ExpireSync(std::string_view user, std::span<const uint64_t> ids,
                                   const ExpireSpec& spec);
+  Result<LinkResult> LinkSync(std::string_view user, std::string_view master,
+                              uint32_t ttl_seconds = 0);
+  Result<bool> UnlinkSync(std::string_view user);
+  Result<std::string> MasterOfSync(std::string_view user);
+  Result<LinksPage> LinksSync(std::string_view user, std::string_view cursor = {},
+                              uint32_t max = 0);
+  Result<bool> ConnectedSync(std::string_view a, std::string_view b);
 };
 
 // Checks an upsert request as ProfileSession::Upsert does before it reads

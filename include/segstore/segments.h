@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace segstore {
@@ -42,6 +43,9 @@ struct GetOptions {
   // Segment IDs only (what a bidder matching campaigns needs): no expiries
   // or attributes in the result.
   bool ids_only = false;
+  // A linked user (profile bridging): only its own profile, not the merged
+  // view of its group.
+  bool own_only = false;
 };
 
 // The matching live segments, column by column (the read path's own layout:
@@ -57,6 +61,11 @@ struct GetResult {
   // Set by the client library: the cluster node that answered read a copy
   // that may be behind the cluster's log (proto/PROTOCOL.md, "Stale reads").
   bool stale = false;
+  // A linked user's read (profile bridging): the master of the group whose
+  // merged view this is, and how many profiles it merged (the master's and
+  // its members'). Empty and 0 for a user in no group, or with own_only.
+  std::string master;
+  uint32_t profiles = 0;
 
   size_t size() const { return ids.size(); }
   // Row i as a Segment (expires_at is kNever when the result is ids_only).
@@ -71,6 +80,25 @@ struct GetResult {
     for (size_t i = 0; i < size(); ++i) out.push_back(At(i));
     return out;
   }
+};
+
+// Profile bridging (proto/PROTOCOL.md, "Linked profiles"): users linked to
+// a master share its group, and a get by any of them reads the group's
+// merged view.
+struct LinkedUser {
+  std::string user;
+  UnixSeconds expires_at = kNever;  // when the link expires (kNever: never)
+  bool operator==(const LinkedUser&) const = default;
+};
+struct LinkResult {
+  std::string master;    // the group's master after the link
+  uint32_t members = 0;  // users linked to it now (the master not counted)
+  uint32_t moved = 0;    // members of the user's own former group that moved with it
+};
+struct LinksPage {
+  std::string master;             // the group's
+  std::vector<LinkedUser> links;  // sorted by user, after the cursor asked
+  std::string next;               // the cursor for the next page; empty at the end
 };
 
 enum class UpsertMode : uint8_t {

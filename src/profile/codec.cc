@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -17,19 +19,30 @@ namespace {
 // A tripwire: the codec is part of the data file format (FORMAT.md,
 // "Versions"). A new codec version comes with a new storage::kFormatVersion
 // (and its fixture under tests/data), and this build must still decode every
-// body of the format versions it reads: codec 1 (data file format 1, and 2
-// for bodies without a log position) and codec 2 (data file format 2 on;
-// format 3 adds a record kind, storage::RecordKind::kPutRef, not a codec).
-static_assert(kCodecVersion == 2 && storage::kFormatVersion == 3 &&
+// body of the format versions it reads: codec 1 (data file format 1, and
+// later ones for bodies without a log position), codec 2 (data file format 2
+// on, for bodies with one) and codec 3 (data file format 3, which holds codec
+// 1, 2 and 3; codec 3 is written only for a profile in a group, beside the
+// record kind format 3 adds, storage::RecordKind::kPutRef).
+static_assert(kCodecVersion == 3 && storage::kFormatVersion == 3 &&
                   storage::kOldestFormatVersion == 1,
               "the profile codec is part of the data file format: changing it is a new data "
               "file format version (src/storage/FORMAT.md, Versions)");
 
 // The versions written: 1 without a log position (single servers' bodies,
-// unchanged from data file format 1 and not a byte longer), 2 with one.
+// unchanged from data file format 1 and not a byte longer), 2 with one, 3
+// for a profile in a group (with or without a position).
 constexpr uint8_t kCodecNoPosition = 1;
 constexpr uint8_t kCodecWithPosition = 2;
-static_assert(kCodecWithPosition == kCodecVersion);
+constexpr uint8_t kCodecWithGroup = 3;
+static_assert(kCodecWithGroup == kCodecVersion);
+
+// The group section (version 3).
+constexpr uint8_t kGroupFlagMember = 1 << 0;  // a link expiry follows
+constexpr uint64_t kMaxUserBytes = 65535;
+// A member takes at least its length (1 byte), one byte of user and its
+// expiry (1 byte): a count the body cannot hold is refused before allocating.
+constexpr uint64_t kMinMemberBytes = 3;
 
 constexpr unsigned kEscapeRun = 32;  // unary runs this long escape to a raw 64-bit gap
 constexpr uint32_t kUnits[4] = {1, 60, 3600, 86400};
@@ -142,15 +155,10 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out) {
   EncodeSegments(segments, 0, out);
 }
 
-void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, std::string* out) {
-  out->clear();
-  if (log_position == 0) {
-    out->push_back(static_cast<char>(kCodecNoPosition));
-  } else {
-    out->push_back(static_cast<char>(kCodecWithPosition));
-    PutVarint(out, log_position);
-  }
-  // From here on, both versions are the same bytes.
+namespace {
+
+// Appends the part of a body every version shares, from the segment count on.
+void EncodeSegmentColumns(std::span<const Segment> segments, std::string* out) {
   const size_t n = segments.size();
   PutVarint(out, n);
   if (n == 0) return;
@@ -247,6 +255,51 @@ void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, st
   bits.Finish();
 }
 
+// A group EncodeProfile must not write: a caller's bug, so the process stops.
+[[noreturn]] void BadGroup(std::string_view why, size_t i) {
+  fmt::print(stderr, "segstore: EncodeProfile: a group with {} (member {})\n", why, i);
+  std::abort();
+}
+
+}  // namespace
+
+void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, std::string* out) {
+  out->clear();
+  if (log_position == 0) {
+    out->push_back(static_cast<char>(kCodecNoPosition));
+  } else {
+    out->push_back(static_cast<char>(kCodecWithPosition));
+    PutVarint(out, log_position);
+  }
+  // From here on, every version is the same bytes.
+  EncodeSegmentColumns(segments, out);
+}
+
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::string* out) {
+  if (group.empty()) {
+    EncodeSegments(segments, log_position, out);
+    return;
+  }
+  out->clear();
+  out->push_back(static_cast<char>(kCodecWithGroup));
+  PutVarint(out, log_position);
+  out->push_back(static_cast<char>(group.member ? kGroupFlagMember : 0));
+  if (group.member) PutVarint(out, group.link_expires);
+  PutVarint(out, group.members.size());
+  for (size_t i = 0; i < group.members.size(); ++i) {
+    const GroupMember& m = group.members[i];
+    if (m.user.empty() || m.user.size() > kMaxUserBytes) BadGroup("a user of bad length", i);
+    if (i > 0 && !(std::string_view(group.members[i - 1].user) < std::string_view(m.user))) {
+      BadGroup("members out of order or twice", i);
+    }
+    PutVarint(out, m.user.size());
+    out->append(m.user);
+    PutVarint(out, m.expires_at);
+  }
+  EncodeSegmentColumns(segments, out);
+}
+
 namespace {
 
 // Where a body's expiries and attributes are, once its header is read and
@@ -264,20 +317,69 @@ struct Layout {
   uint64_t pos = 0;               // the first expiry's bit
 };
 
-// Reads the version byte and, in version 2, the log position: *p is left
-// on the segment count (the rest is the same in both versions).
-Status DecodeVersionHeader(const uint8_t*& p, const uint8_t* end, uint64_t* log_position) {
+// Reads a version-3 body's group section into *group; *p is left on the
+// segment count. Out of line: the get path of a version 1 or 2 body never
+// comes here.
+[[gnu::noinline]] Status DecodeGroup(const uint8_t*& p, const uint8_t* end, Group* group) {
+  group->clear();
+  if (p == end) return Corrupt("group flags");
+  const uint8_t flags = *p++;
+  if ((flags & ~kGroupFlagMember) != 0) return Corrupt(fmt::format("group flags {:#x}", flags));
+  if (flags & kGroupFlagMember) {
+    group->member = true;
+    uint64_t expires;
+    if (!GetVarint(p, end, &expires) || expires > UINT32_MAX) return Corrupt("link expiry");
+    group->link_expires = static_cast<UnixSeconds>(expires);
+  }
+  uint64_t m;
+  if (!GetVarint(p, end, &m)) return Corrupt("member count");
+  if (m > static_cast<uint64_t>(end - p) / kMinMemberBytes) return Corrupt("member count");
+  // Never written: a profile in no group is version 1 or 2.
+  if (m == 0 && !group->member) return Corrupt("an empty group in a version-3 body");
+  group->members.reserve(m);
+  for (uint64_t i = 0; i < m; ++i) {
+    uint64_t length, expires;
+    if (!GetVarint(p, end, &length) || length == 0 || length > kMaxUserBytes) {
+      return Corrupt("member user length");
+    }
+    if (length > static_cast<uint64_t>(end - p)) return Corrupt("truncated member");
+    const std::string_view user(reinterpret_cast<const char*>(p), length);
+    p += length;
+    if (!GetVarint(p, end, &expires) || expires > UINT32_MAX) return Corrupt("member expiry");
+    if (i > 0 && !(std::string_view(group->members.back().user) < user)) {
+      return Corrupt("members out of order or twice");
+    }
+    group->members.push_back(GroupMember{std::string(user), static_cast<UnixSeconds>(expires)});
+  }
+  return Status::OK();
+}
+
+// Reads the version byte, the log position (versions 2 and 3) and, when
+// `group` is given, the group section (version 3; `group` is emptied for
+// versions 1 and 2): *p is then left on the segment count (the rest is the
+// same in every version). Without `group`, a version-3 body's *p is left on
+// its group section, unread.
+Status DecodeVersionHeader(const uint8_t*& p, const uint8_t* end, uint64_t* log_position,
+                           Group* group) {
   if (p == end) return Corrupt("empty");
   const uint8_t version = *p++;
   if (version == kCodecNoPosition) {
     *log_position = 0;
+    if (group != nullptr && !group->empty()) group->clear();
     return Status::OK();
   }
-  if (version != kCodecWithPosition) return Corrupt(fmt::format("codec version {}", version));
+  if (version != kCodecWithPosition && version != kCodecWithGroup) {
+    return Corrupt(fmt::format("codec version {}", version));
+  }
   if (!GetVarint(p, end, log_position)) return Corrupt("log position");
-  // Never written: a body without a position is version 1.
-  if (*log_position == 0) return Corrupt("log position 0 in a version-2 body");
-  return Status::OK();
+  if (version == kCodecWithPosition) {
+    // Never written: a body without a position is version 1.
+    if (*log_position == 0) return Corrupt("log position 0 in a version-2 body");
+    if (group != nullptr && !group->empty()) group->clear();
+    return Status::OK();
+  }
+  if (group == nullptr) return Status::OK();
+  return DecodeGroup(p, end, group);
 }
 
 // Reads the header and decodes the ids into out->ids (sized n; out->expires
@@ -292,7 +394,7 @@ Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
   out->attr_present.clear();
   out->has_attr1 = out->has_attr2 = false;
   out->log_position = 0;
-  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, end, &out->log_position));
+  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, end, &out->log_position, &out->group));
   uint64_t n;
   if (!GetVarint(p, end, &n)) return Corrupt("segment count");
   if (n == 0) {
@@ -466,7 +568,7 @@ Status DecodeRest(const Layout& l, Columns* out) {
 Result<uint64_t> DecodeLogPosition(std::string_view body) {
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
   uint64_t position = 0;
-  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, p + body.size(), &position));
+  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, p + body.size(), &position, nullptr));
   return position;
 }
 

@@ -33,6 +33,24 @@
 // and a body without a position costs not one byte more. Version 2 is
 // written only with a position (cluster nodes). Both are read.
 //
+// Layout (version 3): the record also holds its group section, for a profile
+// linked to others (profile bridging). A member names its master, whose key
+// the storage layer keeps, not the body; its body keeps when its own link
+// expires. A master's body lists its members, each with its link's expiry:
+//
+//   u8      version (3)
+//   varint  log position (0 = none; unlike version 2, 0 is allowed here)
+//   u8      flags: bit 0 member (a link expiry follows); bits 1-7 are 0
+//   varint  link expiry, only when a member (0: never expires)
+//   varint  m: members (0 when not a master)
+//   m times: varint user length (1..65535), the user's bytes, varint
+//           expires_at (0: never); users strictly increasing in byte order
+//   ...     exactly the version-1 layout from `varint n` on
+//
+// Version 3 is written only for a profile in a group (never with an empty
+// group section: that body is version 1 or 2), so a profile outside every
+// group keeps the bytes and the size of versions 1 and 2. All three are read.
+//
 // The unit is the coarsest that loses nothing (all expiries whole hours:
 // hours), so expiries stay exact to the second. Decoding is safe on any bytes:
 // truncated or hostile input is Corruption, never an over-read. Thread-safe
@@ -40,9 +58,10 @@
 //
 // These bytes are part of the data file format (src/storage/FORMAT.md,
 // "Versions"): codec version 1 is what data file format version 1 holds;
-// data file format version 2 holds codec versions 1 and 2. A change here is
-// a new data file format version, with its fixture under tests/data; the
-// version byte only tells the decoder which it is reading.
+// data file format version 2 holds codec versions 1 and 2, and version 3
+// holds codec versions 1, 2 and 3. A change here is a new data file format
+// version, with its fixture under tests/data; the version byte only tells
+// the decoder which it is reading.
 #pragma once
 
 #include <cstdint>
@@ -56,9 +75,33 @@
 
 namespace segstore::profile {
 
-// The newest codec version this build writes (and reads): 2, written only
-// for a body with a log position; without one it writes version 1.
-inline constexpr uint8_t kCodecVersion = 2;
+// The newest codec version this build writes (and reads): 3, written only
+// for a profile in a group (a non-empty Group); outside every group it
+// writes version 2 for a body with a log position, version 1 without one.
+inline constexpr uint8_t kCodecVersion = 3;
+
+// One member of a master's group: its user ID and when its link expires.
+struct GroupMember {
+  std::string user;
+  UnixSeconds expires_at = kNever;  // kNever (0): the link never expires
+  bool operator==(const GroupMember&) const = default;
+};
+
+// A body's group section (codec version 3); empty for version 1 and 2 bodies.
+// A profile may be a member (of the master the storage layer names), a master
+// (of `members`), or, as far as the codec is concerned, both.
+struct Group {
+  bool member = false;                // this profile is linked to a master
+  UnixSeconds link_expires = kNever;  // when member: when its link expires (kNever: never)
+  std::vector<GroupMember> members;   // when a master: sorted by user, unique
+  bool empty() const { return !member && members.empty(); }
+  void clear() {
+    member = false;
+    link_expires = kNever;
+    members.clear();
+  }
+  bool operator==(const Group&) const = default;
+};
 
 // Replaces `out` with the encoding of `segments`, which must be sorted by id
 // with no id twice: version 1 (no log position), byte for byte what every
@@ -68,17 +111,31 @@ void EncodeSegments(std::span<const Segment> segments, std::string* out);
 // entry applied to the record: version 2 when log_position != 0, version 1
 // (exactly the overload above) when it is 0.
 void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, std::string* out);
+// Replaces `out` with the encoding of `segments` and `group`: version 3 when
+// !group.empty() (members must be sorted by user and unique, each user
+// 1..65535 bytes), otherwise exactly EncodeSegments(segments, log_position,
+// out) (version 1 or 2, byte for byte). group.link_expires is written only
+// when group.member. A group breaking these rules is a caller's bug: the
+// process aborts, naming it.
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::string* out);
 
-// The log position a body remembers, reading only its header: 0 for a
-// version-1 body. Corruption when the body is neither version (or its
-// position is missing, truncated or 0). The rest of the body is not
-// validated: a body this accepts may still fail DecodeColumns.
+// Whether `body` has a group section (is codec 3): its first byte only.
+inline bool HasGroupSection(std::string_view body) { return !body.empty() && body[0] == 3; }
+
+// The log position a body remembers, reading only its version byte and
+// position: 0 for a version-1 body, and for a version-3 one without a
+// position. Corruption when the body is none of versions 1-3 (or its
+// position is missing or truncated, or 0 in a version-2 body). The rest of
+// the body, the group section of version 3 included, is not read: a body this
+// accepts may still fail DecodeColumns.
 Result<uint64_t> DecodeLogPosition(std::string_view body);
 
 // A decoded body, column by column: what the read path filters. Reusing one
 // across calls keeps its capacity.
 struct Columns {
-  uint64_t log_position = 0;  // the body's (version 2); 0 when it has none (version 1)
+  uint64_t log_position = 0;  // the body's (versions 2, 3); 0 when it has none
+  Group group;                // the body's group section (version 3); empty for versions 1, 2
   std::vector<uint64_t> ids;
   std::vector<UnixSeconds> expires;
   bool has_attr1 = false;
@@ -107,10 +164,14 @@ struct Columns {
   }
 };
 
-// Decodes every segment of `body` (expired ones too), and its log position
-// into out->log_position (0 for a version-1 body). Corruption when the bytes
-// are not a valid encoding of version 1 or 2; `out` is then unspecified.
+// Decodes every segment of `body` (expired ones too), its log position
+// into out->log_position (0 when it has none) and its group section into
+// out->group (version 3; emptied for versions 1 and 2, at no cost when it
+// already is). Corruption when the bytes are not a valid encoding of version
+// 1, 2 or 3 (a version-3 body with an empty group section is not: it is never
+// written); `out` is then unspecified.
 Status DecodeColumns(std::string_view body, Columns* out);
+// The segments alone: the log position and the group section are dropped.
 Status DecodeSegments(std::string_view body, std::vector<Segment>* out);
 
 // The get path: decodes `body` and selects its live segments matching `o` at
@@ -118,7 +179,8 @@ Status DecodeSegments(std::string_view body, std::vector<Segment>* out);
 // into *out exactly what DecodeColumns and Select would give, and the same
 // count of live segments (0: the profile does not exist for readers).
 // `scratch` holds the decoded ids (and everything, for a body with
-// attributes) and the body's log_position. Corruption as DecodeColumns.
+// attributes), the body's log_position and its group section, as
+// DecodeColumns fills them. Corruption as DecodeColumns.
 Result<uint32_t> DecodeSelect(std::string_view body, UnixSeconds now, const GetOptions& o,
                               Columns* scratch, GetResult* out);
 

@@ -35,9 +35,14 @@ Status ProfileSessionImpl::DecodeForWrite(const WriteContext& w, const storage::
 }
 
 storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments,
-                                            const WriteContext& w) {
+                                            const WriteContext& w, const Columns* current) {
+  return Store(segments, w, current != nullptr ? current->group : Group());
+}
+
+storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments,
+                                            const WriteContext& w, const Group& group) {
   std::string body;
-  if (segments.empty()) {
+  if (segments.empty() && group.empty()) {
     if (w.log_position == 0) return storage::Mutation::Delete();
     // Emptied by a log entry: an empty record keeps the entry's position for
     // log_grace_seconds, so a replay after a restart still skips what came
@@ -45,12 +50,27 @@ storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments
     // the engine drops it once void.
     EncodeSegments(segments, w.log_position, &body);
     const uint64_t void_at = uint64_t{Now(w)} + options_.log_grace_seconds;
-    return storage::Mutation::Put(std::move(body), 0,
-                                  static_cast<uint32_t>(std::min<uint64_t>(void_at, UINT32_MAX)));
+    storage::Mutation m = storage::Mutation::Put(
+        std::move(body), 0, static_cast<uint32_t>(std::min<uint64_t>(void_at, UINT32_MAX)));
+    m.reference.emplace();
+    return m;
   }
-  EncodeSegments(segments, w.log_position, &body);
+  EncodeProfile(segments, w.log_position, group, &body);
   RecordTimes t = TimesFor(segments, options_.sweep_share);
-  return storage::Mutation::Put(std::move(body), t.sweep_at, t.void_at);
+  if (!group.empty()) {
+    // A record in a group stays until its links go (a write or the sweeper
+    // drops them), and is due when the first of them expires.
+    t.void_at = 0;
+    auto due = [&t](UnixSeconds e) {
+      if (e != kNever && (t.sweep_at == 0 || e < t.sweep_at)) t.sweep_at = e;
+    };
+    if (group.member) due(group.link_expires);
+    for (const GroupMember& m : group.members) due(m.expires_at);
+  }
+  storage::Mutation m = storage::Mutation::Put(std::move(body), t.sweep_at, t.void_at);
+  // A member keeps naming its master; anything else names none.
+  if (!group.member) m.reference.emplace();
+  return m;
 }
 
 void ProfileSessionImpl::Write(const WriteContext& w, std::string_view user, storage::UpdateFn fn,
@@ -69,13 +89,42 @@ UnixSeconds ProfileSessionImpl::SweepHorizon() const {
   return now > options_.log_grace_seconds ? now - options_.log_grace_seconds : 0;
 }
 
-template <typename T>
-void ProfileSessionImpl::FailSoon(Status s, Callback<T> done) {
-  worker_->Defer([s = std::move(s), done = std::move(done)] { done(s); });
-}
-
 void ProfileSessionImpl::Get(std::string_view user, const GetOptions& options,
                              Callback<GetResult> done) {
+  if (options.own_only) {
+    GetOwn(user, options, std::move(done));
+    return;
+  }
+  // A user in no group (nearly all of them) costs what GetOwn costs: the
+  // engine reads the master too only when the index marks the user linked.
+  worker_->GetWithReference(
+      user, [this, options, done = std::move(done)](Result<storage::Record> r,
+                                                    Result<storage::Record> referenced) mutable {
+        if (!r.ok()) {
+          done(r.status());
+          return;
+        }
+        GetResult out;
+        const UnixSeconds now = Now();
+        Result<uint32_t> live = DecodeSelect(r->body(), now, options, &scratch_, &out);
+        if (!live.ok()) {
+          done(live.status().WithContext(fmt::format("profile of user '{}'", r->key())));
+          return;
+        }
+        if (!scratch_.group.empty()) {
+          ReadGroup(*r, referenced, options, now, std::move(done));
+          return;
+        }
+        if (*live == 0) {
+          done(Status::NotFound("no live segments"));
+          return;
+        }
+        done(std::move(out));
+      });
+}
+
+void ProfileSessionImpl::GetOwn(std::string_view user, const GetOptions& options,
+                                Callback<GetResult> done) {
   worker_->Get(user, [this, options, done = std::move(done)](Result<storage::Record> r) {
     if (!r.ok()) {
       done(r.status());
@@ -146,7 +195,7 @@ void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
               fmt::format("the profile would hold {} segments; the limit is {}", merged_.size(),
                           options_.max_segments));
         }
-        return Store(merged_, w);
+        return Store(merged_, w, columns);
       },
       [state, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -175,7 +224,7 @@ void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
         uint32_t trimmed = 0;
         *removed = RemoveIds(scratch_, *id_list, now, &merged_, &trimmed);
         if (*removed == 0 && trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_, w);
+        return Store(merged_, w, columns);
       },
       [removed, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -201,7 +250,7 @@ void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, Unix
           return Status::NotFound("no live segments");  // as Remove
         *result = TrimBefore(scratch_, std::max(before, now), &merged_);
         if (result->trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_, w);
+        return Store(merged_, w, columns);
       },
       [result, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -250,7 +299,7 @@ void ProfileSessionImpl::Expire(const WriteContext& w, std::string_view user,
         const bool changed =
             ApplyExpire(scratch_, state->ids, spec, now, &state->result, &merged_, &trimmed);
         if (!changed && trimmed == 0) return storage::Mutation::Keep();
-        return Store(merged_, w);
+        return Store(merged_, w, columns);
       },
       [state, done = std::move(done)](Result<storage::WriteOutcome> r) {
         if (!r.ok()) {
@@ -303,13 +352,25 @@ void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user, Ca
         });
     return;
   }
-  worker_->Delete(user, [done = std::move(done)](Result<storage::WriteOutcome> r) {
-    if (!r.ok()) {
-      done(r.status());
-    } else {
-      done(r->applied == storage::Mutation::Kind::kDelete);
-    }
-  });
+  // One write, as before bridging, unless the record has a group section.
+  auto grouped = std::make_shared<bool>(false);
+  worker_->Update(
+      user,
+      [grouped](const storage::Record* cur) -> Result<storage::Mutation> {
+        *grouped = false;
+        if (cur == nullptr) return storage::Mutation::Delete();  // a tombstone in case of damage
+        if (!cur->reference().empty() || HasGroupSection(cur->body())) {
+          *grouped = true;
+          return storage::Mutation::Keep();
+        }
+        return storage::Mutation::Delete();
+      },
+      [this, w, user = std::string(user), grouped,
+       done = std::move(done)](Result<storage::WriteOutcome> r) mutable {
+        if (!r.ok()) return done(r.status());
+        if (*grouped) return DeleteGrouped(w, user, std::move(done));
+        done(r->applied == storage::Mutation::Kind::kDelete);
+      });
 }
 
 void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> done) {
@@ -320,14 +381,25 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         *swept = Swept{};
         if (cur == nullptr) return storage::Mutation::Keep();  // gone, or wholly expired
         SEGSTORE_RETURN_IF_ERROR(Decode(*cur));
-        TrimResult t = TrimBefore(scratch_, SweepHorizon(), &merged_);
-        if (t.trimmed == 0) return storage::Mutation::Keep();  // rewritten meanwhile
-        // Only expired segments go, so nothing live changes: the record keeps
-        // its log position. Nothing left: deleted (its last segment expired
-        // log_grace_seconds ago or more; no entry still to be applied needs it).
-        storage::Mutation m = merged_.empty()
+        const UnixSeconds horizon = SweepHorizon();
+        TrimResult t = TrimBefore(scratch_, horizon, &merged_);
+        // Links expired by then go too (profile bridging): the member's own,
+        // and a master's to its members.
+        Group group = scratch_.group;
+        const size_t links_before = group.members.size() + (group.member ? 1 : 0);
+        if (group.member && !Alive(group.link_expires, horizon)) group.member = false;
+        std::erase_if(group.members,
+                      [horizon](const GroupMember& m) { return !Alive(m.expires_at, horizon); });
+        const size_t links_dropped = links_before - group.members.size() - (group.member ? 1 : 0);
+        if (t.trimmed == 0 && links_dropped == 0) return storage::Mutation::Keep();
+        if (!group.member) group.link_expires = kNever;
+        // Only expired segments and links go, so nothing live changes: the
+        // record keeps its log position. Nothing left: deleted (its last
+        // segment expired log_grace_seconds ago or more; no entry still to be
+        // applied needs it).
+        storage::Mutation m = merged_.empty() && group.empty()
                                   ? storage::Mutation::Delete()
-                                  : Store(merged_, WriteContext{0, scratch_.log_position});
+                                  : Store(merged_, WriteContext{0, scratch_.log_position}, group);
         swept->segments_removed = t.trimmed;
         swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
         swept->rewritten = !swept->deleted;
@@ -400,6 +472,25 @@ Result<ExpireResult> ProfileSession::ExpireSync(std::string_view user,
                                                 const ExpireSpec& spec) {
   return RunSync<ExpireResult>(this,
                                [&](Callback<ExpireResult> cb) { Expire(user, ids, spec, cb); });
+}
+
+Result<LinkResult> ProfileSession::LinkSync(std::string_view user, std::string_view master,
+                                            uint32_t ttl_seconds) {
+  return RunSync<LinkResult>(
+      this, [&](Callback<LinkResult> cb) { Link(WriteContext{}, user, master, ttl_seconds, cb); });
+}
+Result<bool> ProfileSession::UnlinkSync(std::string_view user) {
+  return RunSync<bool>(this, [&](Callback<bool> cb) { Unlink(WriteContext{}, user, cb); });
+}
+Result<std::string> ProfileSession::MasterOfSync(std::string_view user) {
+  return RunSync<std::string>(this, [&](Callback<std::string> cb) { MasterOf(user, cb); });
+}
+Result<LinksPage> ProfileSession::LinksSync(std::string_view user, std::string_view cursor,
+                                            uint32_t max) {
+  return RunSync<LinksPage>(this, [&](Callback<LinksPage> cb) { Links(user, cursor, max, cb); });
+}
+Result<bool> ProfileSession::ConnectedSync(std::string_view a, std::string_view b) {
+  return RunSync<bool>(this, [&](Callback<bool> cb) { Connected(a, b, cb); });
 }
 
 }  // namespace segstore::profile

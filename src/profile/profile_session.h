@@ -4,8 +4,10 @@
 // Not thread-safe: the thread that opened it only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "profile/codec.h"
 #include "segstore/profile.h"
@@ -37,6 +39,13 @@ class ProfileSessionImpl final : public ProfileSession {
   void Delete(const WriteContext& w, std::string_view user, Callback<bool> done) override;
   void Expire(const WriteContext& w, std::string_view user, std::span<const uint64_t> ids,
               const ExpireSpec& spec, Callback<ExpireResult> done) override;
+  void Link(const WriteContext& w, std::string_view user, std::string_view master,
+            uint32_t ttl_seconds, Callback<LinkResult> done) override;
+  void Unlink(const WriteContext& w, std::string_view user, Callback<bool> done) override;
+  void MasterOf(std::string_view user, Callback<std::string> done) override;
+  void Links(std::string_view user, std::string_view cursor, uint32_t max,
+             Callback<LinksPage> done) override;
+  void Connected(std::string_view a, std::string_view b, Callback<bool> done) override;
   storage::Worker& worker() override { return *worker_; }
 
   // What a sweep of one record did.
@@ -60,7 +69,14 @@ class ProfileSessionImpl final : public ProfileSession {
   // The mutation that stores `segments` for a write made as `w`, recording
   // its log position (if any) in the body. None left: the record is deleted,
   // or, for a log entry, kept empty with its position for a while.
-  storage::Mutation Store(const std::vector<Segment>& segments, const WriteContext& w);
+  // `current` is the record's decoded current version (null: none): its
+  // group section (profile bridging) is kept.
+  storage::Mutation Store(const std::vector<Segment>& segments, const WriteContext& w,
+                          const Columns* current);
+  // The same with this group section: a member's record keeps naming its
+  // master (the engine's reference); any other names none.
+  storage::Mutation Store(const std::vector<Segment>& segments, const WriteContext& w,
+                          const Group& group);
   // The engine's read-modify-write, at the write's time when it has one.
   void Write(const WriteContext& w, std::string_view user, storage::UpdateFn fn,
              storage::WriteCallback done);
@@ -72,6 +88,44 @@ class ProfileSessionImpl final : public ProfileSession {
   Status DecodeForWrite(const WriteContext& w, const storage::Record* cur, const Columns** columns);
   template <typename T>
   void FailSoon(Status s, Callback<T> done);
+  // ---- Profile bridging (group_read.cc, group_write.cc).
+  struct LinkOp;
+  // Where a user stands, from its record and its master's, read together.
+  struct Membership {
+    bool exists = false;  // the user has a record
+    std::string names;    // the master its record names (even one that does not list it)
+    Group group;          // its record's group section
+    // The group it is in: its master (itself for a master with a live
+    // link), and that master's live links. Empty: in no group.
+    std::string master;
+    Group master_group;
+  };
+  void ReadMembership(std::string_view user, Callback<Membership> done);
+  // `master`'s list without `user` (true when it listed it).
+  void DropFromList(const WriteContext& w, const std::string& master, const std::string& user,
+                    Callback<bool> done);
+  // `user`'s record without its link (when it names `master`, or any when
+  // empty) and, with members_too, without its members; deleted when nothing
+  // is left. True when something changed.
+  void ClearLink(const WriteContext& w, const std::string& user, const std::string& master,
+                 bool members_too, Callback<bool> done);
+  void ClearMembers(const WriteContext& w, const std::string& master,
+                    std::shared_ptr<std::vector<GroupMember>> members, size_t i,
+                    Callback<bool> done);
+  // Delete of a user whose record has a group section: a master's deletes
+  // its group; a member leaves its master's list first.
+  void DeleteGrouped(const WriteContext& w, const std::string& user, Callback<bool> done);
+  void DeleteMembers(const std::string& master, std::shared_ptr<std::vector<std::string>> members,
+                     size_t i, std::function<void(Status)> done);
+
+  // A user's own profile only: today's get, one read (GetOptions::own_only).
+  void GetOwn(std::string_view user, const GetOptions& options, Callback<GetResult> done);
+  // The merged view of the group `own` (whose body, decoded into scratch_,
+  // has a group section) takes part in: `referenced` is the record of the
+  // master `own` names, read with it. Reads the other members at once
+  // (group_read.cc).
+  void ReadGroup(const storage::Record& own, const Result<storage::Record>& referenced,
+                 const GetOptions& options, UnixSeconds now, Callback<GetResult> done);
 
   storage::Store* store_;
   const ProfileOptions options_;
@@ -80,5 +134,10 @@ class ProfileSessionImpl final : public ProfileSession {
   Columns scratch_;
   std::vector<Segment> merged_;
 };
+
+template <typename T>
+void ProfileSessionImpl::FailSoon(Status s, Callback<T> done) {
+  worker_->Defer([s = std::move(s), done = std::move(done)] { done(s); });
+}
 
 }  // namespace segstore::profile

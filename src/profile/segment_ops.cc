@@ -65,6 +65,52 @@ uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResul
   return live;
 }
 
+void MergeProfiles(std::span<const Columns* const> profiles, UnixSeconds now, Columns* out) {
+  struct Row {
+    uint64_t id;
+    UnixSeconds expires;
+    uint32_t from;   // which profile
+    uint32_t index;  // its row there
+  };
+  std::vector<Row> rows;
+  for (uint32_t p = 0; p < profiles.size(); ++p) {
+    const Columns& c = *profiles[p];
+    for (uint32_t i = 0; i < c.size(); ++i) {
+      if (Alive(c.expires[i], now)) rows.push_back(Row{c.ids[i], c.expires[i], p, i});
+    }
+  }
+  // By id, then the latest expiry first (kNever the latest), then the earliest profile.
+  auto later = [](UnixSeconds a, UnixSeconds b) {
+    return a != b && (a == kNever || (b != kNever && a > b));
+  };
+  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (a.id != b.id) return a.id < b.id;
+    if (a.expires != b.expires) return later(a.expires, b.expires);
+    return a.from < b.from;
+  });
+  out->ids.clear();
+  out->expires.clear();
+  out->attr1.clear();
+  out->attr2.clear();
+  out->attr_present.clear();
+  out->has_attr1 = out->has_attr2 = false;
+  out->log_position = 0;
+  out->group.clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (r > 0 && rows[r].id == rows[r - 1].id) continue;
+    const Row& row = rows[r];
+    const Columns& c = *profiles[row.from];
+    out->ids.push_back(row.id);
+    out->expires.push_back(row.expires);
+    const std::optional<uint32_t> a1 = AttrOf(c, row.index, 1), a2 = AttrOf(c, row.index, 2);
+    out->attr1.push_back(a1.value_or(0));
+    out->attr2.push_back(a2.value_or(0));
+    out->attr_present.push_back(static_cast<uint8_t>((a1 ? 1 : 0) | (a2 ? 2 : 0)));
+    out->has_attr1 = out->has_attr1 || a1.has_value();
+    out->has_attr2 = out->has_attr2 || a2.has_value();
+  }
+}
+
 Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now) {
   std::vector<uint64_t> ids;
   ids.reserve(updates.size());

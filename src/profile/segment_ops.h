@@ -30,6 +30,12 @@ uint32_t LiveCount(const Columns& c, UnixSeconds now);
 // many segments are live at all (0: the profile does not exist for readers).
 uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResult* out);
 
+// The merged view of a group of linked profiles (profile bridging) at `now`:
+// the union of their live segments, each with the latest expiry found among
+// them (kNever the latest of all) and the attributes of the profile that gave
+// it (the earliest in `profiles` on a tie). Into `out`, sorted by id.
+void MergeProfiles(std::span<const Columns* const> profiles, UnixSeconds now, Columns* out);
+
 // Checks an upsert request before anything is read: ids unique, expiries in
 // the future, TTLs that fit. InvalidArgument names the first offending segment.
 Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now);

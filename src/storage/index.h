@@ -105,8 +105,7 @@ class PartitionTable {
   bool Erase(uint32_t tag, uint64_t offset);
   // Replaces the entry of this tag at `offset` by `e` (same tag), with
   // `reference` when e.linked(). False when absent.
-  bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e,
-               std::string_view reference = {});
+  bool Replace(uint32_t tag, uint64_t offset, const IndexEntry& e, std::string_view reference = {});
   // The reference of the linked entry `e` (one of this table's); empty when
   // `e` is not linked.
   std::string_view Reference(const IndexEntry& e) const {

@@ -181,8 +181,7 @@ Status KeySearch::CountRestart() {
 }
 
 bool KeySearch::Alive(const RecordView& v) const {
-  return IsPut(v.header.kind) && current().entry.live() &&
-         !Expired(v.header.void_at, now_);
+  return IsPut(v.header.kind) && current().entry.live() && !Expired(v.header.void_at, now_);
 }
 
 // ---------------------------------------------------------------- Op
@@ -323,8 +322,7 @@ void PairOp::OnReferenced(Result<Record> r) {
 
 void PairOp::MaybeDone() {
   if (pending_ > 0) return;
-  const std::string_view wanted =
-      record_->ok() ? (*record_)->reference() : std::string_view();
+  const std::string_view wanted = record_->ok() ? (*record_)->reference() : std::string_view();
   if (!wanted.empty() && (!referenced_ || wanted != followed_)) {
     Follow(wanted);
     return;
@@ -483,11 +481,10 @@ void UpdateOp::Decide(const Record* current) {
   }
   Mutation& mut = *m;
   // The reference written: the mutation's, or the current version's kept.
-  const std::string_view reference =
-      mut.kind != Mutation::Kind::kPut ? std::string_view()
-      : mut.reference                  ? std::string_view(*mut.reference)
-      : current != nullptr             ? current->reference()
-                                       : std::string_view();
+  const std::string_view reference = mut.kind != Mutation::Kind::kPut ? std::string_view()
+                                     : mut.reference      ? std::string_view(*mut.reference)
+                                     : current != nullptr ? current->reference()
+                                                          : std::string_view();
   if (reference.size() > store_->max_key_size()) {
     Finish(Status::InvalidArgument(fmt::format("reference of {} bytes is over the key limit of {}",
                                                reference.size(), store_->max_key_size())));

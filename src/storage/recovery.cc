@@ -229,9 +229,9 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
       auto ref = references.find(digest);
       if (ref != references.end() && ref->second.first == n.offset) reference = ref->second.second;
     }
-    IndexEntry e = dead ? IndexEntry::Tombstone(tag, n.offset, n.size, n.version)
-                        : IndexEntry::Live(tag, n.offset, n.size, n.sweep_at, n.void_at,
-                                           !reference.empty());
+    IndexEntry e =
+        dead ? IndexEntry::Tombstone(tag, n.offset, n.size, n.version)
+             : IndexEntry::Live(tag, n.offset, n.size, n.sweep_at, n.void_at, !reference.empty());
     index.Lock(n.partition)->Insert(e, reference);
     blocks.AddLive(store->BlockOf(n.offset), AccountedBytes(e));
     if (dead) {

@@ -42,8 +42,8 @@ void ReferenceTable::Put(uint64_t offset, std::string_view reference) {
   const uint64_t key = KeyOf(offset);
   uint32_t slot = HomeOf(key);
   while (slots_[slot].key != 0) slot = (slot + 1) & (capacity_ - 1);
-  slots_[slot] = Slot{key, static_cast<uint32_t>(arena_.size()),
-                      static_cast<uint32_t>(reference.size())};
+  slots_[slot] =
+      Slot{key, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(reference.size())};
   arena_.append(reference);
   ++count_;
 }
@@ -57,7 +57,8 @@ bool ReferenceTable::Erase(uint64_t offset) {
        next = (next + 1) & (capacity_ - 1)) {
     const uint32_t home = HomeOf(slots_[next].key);
     // Can `next`'s entry move to `slot`? Only if its home is not in (slot, next].
-    const bool between = slot <= next ? (home > slot && home <= next) : (home > slot || home <= next);
+    const bool between =
+        slot <= next ? (home > slot && home <= next) : (home > slot || home <= next);
     if (between) continue;
     slots_[slot] = slots_[next];
     slot = next;

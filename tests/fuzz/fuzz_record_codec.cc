@@ -1,17 +1,22 @@
 // libFuzzer target: the profile codec (src/profile/codec.h) decoding
-// arbitrary bytes as a record body, of version 1 or 2 (with a log position).
-// A refusal must be Corruption. What decodes must be a valid profile (ids
-// strictly ascending; an expiry is kNever or a second that exists) whose
-// re-encoding, with the same log position, decodes to the same segments and
-// position, and re-encodes to the same bytes; DecodeLogPosition must read
-// the position DecodeColumns read (it reads only the header: it may accept
-// a body the others refuse, never refuse one they accept); DecodeColumns
-// into a Columns that held another profile must give what a fresh decode
-// gives; and the get path's DecodeSelect must give what DecodeColumns then
-// Select give, the position included.
+// arbitrary bytes as a record body, of version 1, 2 (with a log position) or
+// 3 (with a group section). A refusal must be Corruption. What decodes must
+// be a valid profile (ids strictly ascending; an expiry is kNever or a second
+// that exists) in a valid group (users 1..65535 bytes, strictly ascending;
+// a group section only in version 3, and never empty there) whose
+// re-encoding, with the same log position and group, decodes to the same
+// segments, position and group, and re-encodes to the same bytes;
+// DecodeLogPosition must read the position DecodeColumns read (it reads only
+// the version and position: it may accept a body the others refuse, never
+// refuse one they accept); DecodeColumns into a Columns that held another
+// profile and group must give what a fresh decode gives; and the get path's
+// DecodeSelect must give what DecodeColumns then Select give, the position
+// and group included. The input also spells a group (GroupFrom), which must
+// survive an encoding with the decoded segments (or none) and its decoding.
 //
 // Seeds: encodings of a few profiles, without and with a log position,
 // written by fuzz_seeds (seeds.cc).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -37,11 +42,73 @@ const std::string& Previous() {
       if (i % 3 == 0) s.attr2 = 0xffff0000u + i;
       segs.push_back(s);
     }
+    segstore::profile::Group group;  // and a group
+    group.member = true;
+    group.link_expires = 1'800'000'000;
+    group.members = {{"earlier-a", segstore::kNever}, {"earlier-b", 1'800'003'600}};
     std::string out;
-    segstore::profile::EncodeSegments(segs, 987654321, &out);  // a position to leave behind
+    segstore::profile::EncodeProfile(segs, 987654321, group, &out);  // a position to leave behind
     return out;
   }();
   return body;
+}
+
+// A group the input spells: a member when its size is odd, with a link expiry
+// from its first bytes; members from runs of its bytes (each a length byte,
+// then up to 8 bytes of user, then an expiry byte), sorted and made unique.
+segstore::profile::Group GroupFrom(std::string_view in) {
+  segstore::profile::Group group;
+  group.member = in.size() % 2 == 1;
+  if (group.member) {
+    for (size_t i = 0; i < std::min<size_t>(in.size(), 4); ++i) {
+      group.link_expires = (group.link_expires << 8) | static_cast<uint8_t>(in[i]);
+    }
+  }
+  size_t at = 0;
+  while (at < in.size() && group.members.size() < 64) {
+    const size_t length = 1 + static_cast<uint8_t>(in[at++]) % 8;
+    if (in.size() - at < length + 1) break;
+    segstore::profile::GroupMember m;
+    m.user.assign(in.substr(at, length));
+    at += length;
+    const auto e = static_cast<uint8_t>(in[at++]);
+    m.expires_at = e < 16 ? segstore::kNever : e == 255 ? UINT32_MAX : 1'790'000'000u + e;
+    group.members.push_back(std::move(m));
+  }
+  std::sort(group.members.begin(), group.members.end(),
+            [](const auto& a, const auto& b) { return a.user < b.user; });
+  group.members.erase(std::unique(group.members.begin(), group.members.end(),
+                                  [](const auto& a, const auto& b) { return a.user == b.user; }),
+                      group.members.end());
+  return group;
+}
+
+// The group `in` spells, with `segments`: encoded, then decoded by every
+// decoder, it comes back whole, the segments and the position with it.
+void CheckGroupRoundTrip(std::string_view in, const std::vector<segstore::Segment>& segments) {
+  using namespace segstore;
+  const profile::Group group = GroupFrom(in);
+  const uint64_t position = in.size() % 3 == 0 ? 0 : in.size();
+  std::string body;
+  profile::EncodeProfile(segments, position, group, &body);
+  FUZZ_CHECK(group.empty() ? body[0] != 3 : body[0] == 3);
+  profile::Columns columns;
+  FUZZ_CHECK(profile::DecodeColumns(Previous(), &columns).ok());
+  FUZZ_CHECK(profile::DecodeColumns(body, &columns).ok());
+  FUZZ_CHECK(columns.log_position == position);
+  if (group.empty()) {
+    FUZZ_CHECK(columns.group == profile::Group{});
+  } else {
+    FUZZ_CHECK(columns.group == group);
+  }
+  FUZZ_CHECK(columns.size() == segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) FUZZ_CHECK(columns.At(i) == segments[i]);
+  const Result<uint64_t> read = profile::DecodeLogPosition(body);
+  FUZZ_CHECK(read.ok() && *read == position);
+  static profile::Columns scratch;
+  GetResult got;
+  FUZZ_CHECK(profile::DecodeSelect(body, 1'790'000'000, GetOptions{}, &scratch, &got).ok());
+  FUZZ_CHECK(scratch.group == columns.group && scratch.log_position == position);
 }
 
 }  // namespace
@@ -67,6 +134,7 @@ void CheckDecodeSelect(std::string_view body, const segstore::Status& decoded) {
       continue;
     }
     FUZZ_CHECK(scratch.log_position == columns.log_position);
+    FUZZ_CHECK(scratch.group == columns.group);
     GetResult want;
     FUZZ_CHECK(*live == profile::Select(columns, 1'790'000'000, o, &want));
     FUZZ_CHECK(got.count == want.count && got.ids == want.ids && got.expires == want.expires &&
@@ -91,33 +159,48 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(position.ok() || position.status().IsCorruption());
   if (!s.ok()) {
     FUZZ_CHECK(s.IsCorruption() && s_reused.IsCorruption());
+    CheckGroupRoundTrip(body, {});
     return 0;
   }
-  // Version 1 carries no position, version 2 one of at least 1.
+  CheckGroupRoundTrip(body, segments);
+  // Version 1 carries no position, version 2 one of at least 1, version 3
+  // any position and a group section that is not empty.
   FUZZ_CHECK(position.ok() && *position == reused.log_position);
-  FUZZ_CHECK((*position == 0) == (body[0] == 1));
+  FUZZ_CHECK(body[0] != 1 || *position == 0);
+  FUZZ_CHECK(body[0] != 2 || *position != 0);
+  FUZZ_CHECK(reused.group.empty() == (body[0] != 3));
+  if (reused.group.empty()) FUZZ_CHECK(reused.group == profile::Group{});
+  const std::vector<profile::GroupMember>& members = reused.group.members;
+  for (size_t i = 0; i < members.size(); ++i) {
+    FUZZ_CHECK(!members[i].user.empty() && members[i].user.size() <= 65535);
+    if (i > 0)
+      FUZZ_CHECK(std::string_view(members[i - 1].user) < std::string_view(members[i].user));
+  }
+  if (!reused.group.member) FUZZ_CHECK(reused.group.link_expires == kNever);
   FUZZ_CHECK(reused.size() == segments.size());
   for (size_t i = 0; i < segments.size(); ++i) FUZZ_CHECK(reused.At(i) == segments[i]);
   for (size_t i = 1; i < segments.size(); ++i) FUZZ_CHECK(segments[i - 1].id < segments[i].id);
 
   std::string again;
-  profile::EncodeSegments(segments, *position, &again);
+  profile::EncodeProfile(segments, *position, reused.group, &again);
+  FUZZ_CHECK(again[0] == body[0]);  // each version re-encodes as itself
   profile::Columns back;
   FUZZ_CHECK(profile::DecodeColumns(again, &back).ok());
   FUZZ_CHECK(back.log_position == *position);
+  FUZZ_CHECK(back.group == reused.group);
   FUZZ_CHECK(back.size() == segments.size());
   for (size_t i = 0; i < segments.size(); ++i) FUZZ_CHECK(back.At(i) == segments[i]);
   std::string third;
-  profile::EncodeSegments(segments, back.log_position, &third);
+  profile::EncodeProfile(segments, back.log_position, back.group, &third);
   FUZZ_CHECK(third == again);
-  // Without the position: the version-1 body, which is the version-2 one
-  // without its position.
+  // Without the position and the group: the version-1 body, which is the
+  // version-2 or 3 one without its position and group section.
   std::string v1;
   profile::EncodeSegments(segments, &v1);
-  if (*position == 0) {
+  if (again[0] == 1) {
     FUZZ_CHECK(v1 == again);
   } else {
-    FUZZ_CHECK(v1[0] == 1 && again[0] == 2 && again.size() > v1.size() &&
+    FUZZ_CHECK(v1[0] == 1 && again.size() > v1.size() &&
                again.compare(again.size() - (v1.size() - 1), std::string::npos, v1, 1,
                              std::string::npos) == 0);
   }

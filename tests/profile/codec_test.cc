@@ -133,8 +133,8 @@ TEST(CodecTest, HostileHeadersAreRefusedBeforeAllocating) {
   EXPECT_TRUE(DecodeSegments(huge, &out).IsCorruption());
   // Unknown versions; a varint of eleven bytes; an expiry base beyond 32 bits.
   EXPECT_TRUE(DecodeSegments(std::string(1, char(0)), &out).IsCorruption());
-  EXPECT_TRUE(DecodeSegments(std::string(1, char(3)), &out).IsCorruption());
-  EXPECT_TRUE(DecodeSegments(std::string("\x03\x00", 2), &out).IsCorruption());
+  EXPECT_TRUE(DecodeSegments(std::string(1, char(4)), &out).IsCorruption());
+  EXPECT_TRUE(DecodeSegments(std::string("\x04\x00", 2), &out).IsCorruption());
   EXPECT_TRUE(
       DecodeSegments(std::string("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12), &out)
           .IsCorruption());
@@ -144,33 +144,57 @@ TEST(CodecTest, HostileHeadersAreRefusedBeforeAllocating) {
   // The same, behind a version-2 header: refused alike.
   EXPECT_TRUE(DecodeSegments("\x02\x07" + huge.substr(1), &out).IsCorruption());
   EXPECT_TRUE(DecodeSegments("\x02\x07" + base.substr(1), &out).IsCorruption());
+  // And behind a version-3 header (position 7, one member "a").
+  const std::string v3(
+      std::string_view("\x03\x07\x00\x01\x01"
+                       "a"
+                       "\x00",
+                       7));
+  EXPECT_TRUE(DecodeSegments(v3 + huge.substr(1), &out).IsCorruption());
+  EXPECT_TRUE(DecodeSegments(v3 + base.substr(1), &out).IsCorruption());
 }
 
 TEST(CodecTest, RandomBytesNeverCrashAndValidOnesReencodeTheSame) {
   std::mt19937_64 rng(9);
-  std::string valid;
+  std::string valid, valid_v3;
   EncodeSegments(testing::ReferenceProfile(3, kNow, 50), &valid);
+  Group group;
+  group.member = true;
+  group.link_expires = kNow;
+  group.members = {{"ab", kNever}, {"abc", kNow + 5}, {"b", kNow}};
+  EncodeProfile(testing::ReferenceProfile(3, kNow, 50), 9, group, &valid_v3);
   int accepted = 0;
+  Columns columns;
   for (int i = 0; i < 50000; ++i) {
     std::string bytes;
     if (i % 2 == 0) {
       bytes.resize(rng() % 64);
       for (char& c : bytes) c = static_cast<char>(rng());
-      if (!bytes.empty()) bytes[0] = char(1 + i % 4 / 2);  // versions 1 and 2
+      if (!bytes.empty()) bytes[0] = char(1 + i % 6 / 2);  // versions 1, 2 and 3
     } else {
-      bytes = valid;
+      bytes = i % 4 == 1 ? valid : valid_v3;
       for (int f = 0; f < 3; ++f) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
     }
     std::vector<char> exact(bytes.begin(), bytes.end());
+    const std::string_view view(exact.data(), exact.size());
     std::vector<Segment> out;
-    Status s = DecodeSegments(std::string_view(exact.data(), exact.size()), &out);
+    Status s = DecodeSegments(view, &out);
+    EXPECT_EQ(DecodeColumns(view, &columns).ok(), s.ok());
     if (!s.ok()) {
       EXPECT_TRUE(s.IsCorruption());
       continue;
     }
     ++accepted;
-    // Whatever decoded is a well-formed profile.
+    // Whatever decoded is a well-formed profile, in a well-formed group.
     for (size_t j = 1; j < out.size(); ++j) ASSERT_LT(out[j - 1].id, out[j].id);
+    const std::vector<GroupMember>& members = columns.group.members;
+    for (size_t j = 0; j < members.size(); ++j) {
+      ASSERT_FALSE(members[j].user.empty());
+      if (j > 0) {
+        ASSERT_LT(members[j - 1].user, members[j].user);
+      }
+    }
+    EXPECT_EQ(columns.group.empty(), bytes[0] != char(3));
   }
   EXPECT_GT(accepted, 0);  // flips in expiry bits decode to other valid profiles
 }
@@ -190,6 +214,9 @@ void ExpectSameAsTwoSteps(std::string_view body, UnixSeconds now, const GetOptio
   got.expires = {7};
   got.attr1 = {1u};
   scratch->log_position = 12345;  // from an earlier body: must not survive
+  scratch->group.member = true;   // nor its group
+  scratch->group.link_expires = 5;
+  scratch->group.members = {{"earlier", 7}};
   Result<uint32_t> live = DecodeSelect(body, now, o, scratch, &got);
   ASSERT_EQ(live.ok(), decoded.ok()) << what << ": " << live.status().ToString();
   if (!decoded.ok()) {
@@ -197,6 +224,7 @@ void ExpectSameAsTwoSteps(std::string_view body, UnixSeconds now, const GetOptio
     return;
   }
   EXPECT_EQ(scratch->log_position, columns.log_position) << what;
+  EXPECT_EQ(scratch->group, columns.group) << what;
   EXPECT_EQ(*live, want_live) << what;
   EXPECT_EQ(got.count, want.count) << what;
   EXPECT_EQ(got.ids, want.ids) << what;
@@ -219,7 +247,16 @@ TEST(CodecTest, DecodeSelectGivesWhatDecodeThenSelectGives) {
     }
     std::string body;
     const uint64_t position = round % 4 == 1 ? 1 + rng() % 100000 : 0;
-    EncodeSegments(segs, position, &body);
+    Group group;  // a group now and then (version 3), with or without a position
+    if (round % 5 == 2) {
+      group.member = rng() % 2 == 0;
+      group.link_expires = group.member ? static_cast<UnixSeconds>(rng()) : kNever;
+      const size_t m = group.member ? rng() % 3 : 1 + rng() % 5;
+      for (size_t i = 0; i < m; ++i) {
+        group.members.push_back({"user" + std::to_string(1000 + i * 7), i % 2 ? kNever : kNow});
+      }
+    }
+    EncodeProfile(segs, position, group, &body);
     for (int q = 0; q < 8; ++q) {
       GetOptions o;
       if (rng() % 2) o.id_from = rng() % 5000;
@@ -404,8 +441,8 @@ TEST(CodecTest, HostileVersionTwoHeadersAreCorruption) {
   EXPECT_EQ(*DecodeLogPosition(body), 5u);
   std::vector<Segment> out;
   EXPECT_TRUE(DecodeSegments(body, &out).IsCorruption());
-  // Neither version: Corruption, and nothing is read past the version byte.
-  for (char version : {char(0), char(3), char(0x7f), char(0xff)}) {
+  // No version this build reads: Corruption, and nothing is read past the version byte.
+  for (char version : {char(0), char(4), char(0x7f), char(0xff)}) {
     const std::string b = std::string(1, version) + "\x05";
     EXPECT_TRUE(DecodeLogPosition(b).status().IsCorruption()) << int{version};
     EXPECT_TRUE(DecodeSegments(b, &out).IsCorruption()) << int{version};
@@ -426,6 +463,346 @@ TEST(CodecTest, EveryTruncationOfAVersionTwoBodyIsCorruption) {
     EXPECT_TRUE(s.IsCorruption()) << "length " << len << ": " << s.ToString();
     // The header alone reads once the whole position is there (1 + 10 bytes).
     EXPECT_EQ(DecodeLogPosition(view).ok(), len >= 11) << "length " << len;
+  }
+}
+
+// ---- Version 3: the group section, for a profile linked to others.
+
+GroupMember Member(std::string user, UnixSeconds expires_at = kNever) {
+  return GroupMember{std::move(user), expires_at};
+}
+
+// Group sections of every shape: a member with and without a link expiry, a
+// master of one and of many (users from 1 to 65535 bytes, expiries and none,
+// prefixes of one another), and both at once.
+std::vector<Group> Groups() {
+  std::vector<Group> groups(8);
+  groups[0].member = true;  // its link never expires
+  groups[1].member = true;
+  groups[1].link_expires = kNow + 3600;
+  groups[2].member = true;
+  groups[2].link_expires = UINT32_MAX;
+  groups[3].members = {Member("u")};
+  groups[4].members = {Member("alice", kNow + 86400)};
+  groups[5].members = {Member("a", 1),       Member("ab"),     Member("abc", UINT32_MAX),
+                       Member("b", kNow),    Member("user-7"), Member(std::string(300, 'x')),
+                       Member("\xff\xfe", 5)};
+  groups[6].members = {Member(std::string(1, '\0')), Member(std::string(65535, 'z'), kNow)};
+  groups[7].member = true;
+  groups[7].link_expires = kNow;
+  groups[7].members = {Member("m1", kNow + 60), Member("m2")};
+  return groups;
+}
+
+// Version 3 is the version byte, the position, the group section, then the
+// version-1 body from its segment count on.
+TEST(CodecTest, GroupsRoundTripInEveryCombination) {
+  std::vector<std::vector<Segment>> shapes = Shapes();  // empty, with and without attributes
+  shapes.push_back(testing::ReferenceProfile(7, kNow));
+  Columns reused;
+  for (const Group& group : Groups()) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      for (uint64_t position : {uint64_t{0}, uint64_t{1}, uint64_t{300}, UINT64_MAX}) {
+        SCOPED_TRACE("members " + std::to_string(group.members.size()) + ", member " +
+                     std::to_string(group.member) + ", shape " + std::to_string(i) + ", position " +
+                     std::to_string(position));
+        std::string v1, v3;
+        EncodeSegments(shapes[i], &v1);
+        EncodeProfile(shapes[i], position, group, &v3);
+        EXPECT_EQ(v3[0], char(3));
+        ASSERT_GT(v3.size(), v1.size());
+        EXPECT_EQ(v3.substr(v3.size() - (v1.size() - 1)), v1.substr(1));
+
+        ASSERT_TRUE(DecodeColumns(v3, &reused).ok());
+        EXPECT_EQ(reused.log_position, position);
+        EXPECT_EQ(reused.group, group);
+        ASSERT_EQ(reused.size(), shapes[i].size());
+        for (size_t j = 0; j < reused.size(); ++j) EXPECT_EQ(reused.At(j), shapes[i][j]);
+        std::vector<Segment> out;
+        ASSERT_TRUE(DecodeSegments(v3, &out).ok());
+        EXPECT_EQ(out, shapes[i]);
+        Result<uint64_t> read = DecodeLogPosition(v3);
+        ASSERT_TRUE(read.ok()) << read.status().ToString();
+        EXPECT_EQ(*read, position);
+        // Re-encoding what was decoded gives the same bytes.
+        std::string again;
+        EncodeProfile(out, reused.log_position, reused.group, &again);
+        EXPECT_EQ(again, v3);
+      }
+    }
+  }
+}
+
+// The bytes of the group section, spelt out.
+TEST(CodecTest, VersionThreeBytes) {
+  using namespace std::string_view_literals;
+  Group member;
+  member.member = true;
+  member.link_expires = 300;
+  std::string body;
+  EncodeProfile({}, 0, member, &body);
+  EXPECT_EQ(body, Bytes("\x03\x00\x01\xac\x02\x00\x00"sv));
+  member.link_expires = kNever;
+  EncodeProfile({}, 0, member, &body);
+  EXPECT_EQ(body, Bytes("\x03\x00\x01\x00\x00\x00"sv));
+  Group master;
+  master.members = {Member("a"), Member("bc", 5)};
+  EncodeProfile({}, 7, master, &body);
+  EXPECT_EQ(body, Bytes("\x03\x07\x00\x02\x01"
+                        "a\x00\x02"
+                        "bc\x05\x00"sv));
+  const std::vector<Segment> one = {{5, 1790000001, {}, {}}};
+  EncodeProfile(one, 7, master, &body);
+  EXPECT_EQ(body, Bytes("\x03\x07\x00\x02\x01"
+                        "a\x00\x02"
+                        "bc\x05\x01\x05\x00\x00\x81\xf7\xc4\xd5\x06\x00"sv));
+}
+
+// A profile in no group is written exactly as before version 3, whatever
+// its group's unused link expiry says.
+TEST(CodecTest, EncodeProfileWithAnEmptyGroupIsVersionOneOrTwo) {
+  std::vector<std::vector<Segment>> shapes = Shapes();
+  shapes.push_back(testing::ReferenceProfile(8, kNow));
+  Group ignored_expiry;
+  ignored_expiry.link_expires = kNow;  // not a member: nothing to expire
+  for (const Group& empty : {Group{}, ignored_expiry}) {
+    ASSERT_TRUE(empty.empty());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      std::string v1, v1_zero, v2, profile_v1, profile_v2;
+      EncodeSegments(shapes[i], &v1);
+      EncodeSegments(shapes[i], 0, &v1_zero);
+      EncodeSegments(shapes[i], 41, &v2);
+      EncodeProfile(shapes[i], 0, empty, &profile_v1);
+      EncodeProfile(shapes[i], 41, empty, &profile_v2);
+      EXPECT_EQ(profile_v1, v1) << "shape " << i;
+      EXPECT_EQ(profile_v1, v1_zero) << "shape " << i;
+      EXPECT_EQ(profile_v2, v2) << "shape " << i;
+      EXPECT_EQ(profile_v1[0], char(1));
+      EXPECT_EQ(profile_v2[0], char(2));
+    }
+  }
+}
+
+TEST(CodecTest, DecodeSelectOnAVersionThreeBodySelectsAsOnVersionOne) {
+  std::vector<std::vector<Segment>> shapes = Shapes();
+  shapes.push_back(testing::ReferenceProfile(9, kNow, 60));
+  std::vector<Segment> with_attr = testing::ReferenceProfile(10, kNow, 60);
+  with_attr[4].attr1 = 3;  // the two-step path
+  shapes.push_back(with_attr);
+  std::vector<GetOptions> options(4);
+  options[1].ids_only = true;
+  options[1].limit = 5;
+  options[2].count_only = true;
+  options[2].id_from = 100;
+  options[3].expiry_from = kNow + 3600 * 100;
+  const std::vector<Group> groups = Groups();
+  Columns scratch;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Group& group = groups[i % groups.size()];
+    std::string v1, v3;
+    EncodeSegments(shapes[i], &v1);
+    EncodeProfile(shapes[i], i, group, &v3);
+    for (size_t k = 0; k < options.size(); ++k) {
+      SCOPED_TRACE("shape " + std::to_string(i) + ", options " + std::to_string(k));
+      for (UnixSeconds now : {kNow, kNow + 3600 * 300}) {
+        GetResult a, b;
+        Result<uint32_t> live3 = DecodeSelect(v3, now, options[k], &scratch, &a);
+        ASSERT_TRUE(live3.ok()) << live3.status().ToString();
+        EXPECT_EQ(scratch.group, group);
+        EXPECT_EQ(scratch.log_position, i);
+        Result<uint32_t> live1 = DecodeSelect(v1, now, options[k], &scratch, &b);
+        ASSERT_TRUE(live1.ok()) << live1.status().ToString();
+        EXPECT_TRUE(scratch.group.empty());  // the reused scratch: nothing of the group left
+        EXPECT_EQ(scratch.log_position, 0u);
+        EXPECT_EQ(*live3, *live1);
+        EXPECT_EQ(a.count, b.count);
+        EXPECT_EQ(a.ids, b.ids);
+        EXPECT_EQ(a.expires, b.expires);
+        EXPECT_EQ(a.attr1, b.attr1);
+        EXPECT_EQ(a.attr2, b.attr2);
+      }
+    }
+  }
+}
+
+// The read path reuses one Columns across records: a version 1 or 2 body
+// decoded after a version-3 one (or after a version-3 one that failed
+// halfway through its members) has no group.
+TEST(CodecTest, VersionOneAndTwoBodiesAfterAVersionThreeOneHaveNoGroup) {
+  const std::vector<Segment> segs = testing::ReferenceProfile(11, kNow, 30);
+  std::string v1, v2, v3;
+  EncodeSegments(segs, &v1);
+  EncodeSegments(segs, 12, &v2);
+  Group group;
+  group.member = true;
+  group.link_expires = kNow;
+  group.members = {Member("a"), Member("b", kNow), Member("c")};
+  EncodeProfile(segs, 0, group, &v3);
+  // The same body, its last member's user changed to "a": refused after two
+  // members were read.
+  std::string bad = v3;
+  const size_t c = bad.find(
+      "\x01"
+      "c");
+  ASSERT_NE(c, std::string::npos);
+  bad[c + 1] = 'a';
+  for (const std::string* plain : {&v1, &v2}) {
+    Columns reused;
+    ASSERT_TRUE(DecodeColumns(v3, &reused).ok());
+    EXPECT_EQ(reused.group, group);
+    EXPECT_EQ(reused.log_position, 0u);
+    ASSERT_TRUE(DecodeColumns(*plain, &reused).ok());
+    EXPECT_TRUE(reused.group.empty());
+    EXPECT_EQ(reused.group, Group{});
+    EXPECT_EQ(reused.log_position, plain == &v1 ? 0u : 12u);
+
+    EXPECT_TRUE(DecodeColumns(bad, &reused).IsCorruption());
+    ASSERT_TRUE(DecodeColumns(*plain, &reused).ok());
+    EXPECT_EQ(reused.group, Group{});
+  }
+}
+
+TEST(CodecTest, EveryTruncationOfAVersionThreeBodyIsCorruption) {
+  std::vector<Segment> in = testing::ReferenceProfile(12, kNow, 100);
+  in[5].attr1 = 8;
+  Group group;
+  group.member = true;
+  group.link_expires = kNow;
+  group.members = {Member("first", kNow + 60), Member("second"), Member("third", UINT32_MAX)};
+  std::string with_segments, group_only;
+  EncodeProfile(in, UINT64_MAX, group, &with_segments);
+  EncodeProfile({}, 0, group, &group_only);
+  for (const std::string& body : {with_segments, group_only}) {
+    const size_t header = body.size() == group_only.size() ? 2 : 11;  // version and position
+    for (size_t len = 0; len < body.size(); ++len) {
+      std::vector<char> cut(body.begin(), body.begin() + static_cast<ptrdiff_t>(len));
+      const std::string_view view(cut.data(), cut.size());
+      std::vector<Segment> out;
+      Status s = DecodeSegments(view, &out);
+      EXPECT_TRUE(s.IsCorruption()) << "length " << len << ": " << s.ToString();
+      Columns scratch;
+      GetResult got;
+      EXPECT_TRUE(DecodeSelect(view, kNow, GetOptions{}, &scratch, &got).status().IsCorruption())
+          << "length " << len;
+      // The position alone reads once it is whole.
+      EXPECT_EQ(DecodeLogPosition(view).ok(), len >= header) << "length " << len;
+    }
+  }
+}
+
+// Hostile or damaged group sections: Corruption from every decoder, never an
+// over-read (exact-size copies, for ASan) nor an allocation the body cannot
+// justify. Each is one change away from a valid body.
+TEST(CodecTest, HostileGroupSectionsAreCorruption) {
+  using namespace std::string_view_literals;
+  // Valid: a member (link never expires) of no one's, master of "a" and "b".
+  const std::string valid = Bytes(
+      "\x03\x05\x01\x00\x02\x01"
+      "a\x00\x01"
+      "b\x00\x00"sv);
+  {
+    Columns c;
+    ASSERT_TRUE(DecodeColumns(valid, &c).ok());
+    EXPECT_EQ(c.log_position, 5u);
+    EXPECT_TRUE(c.group.member);
+    EXPECT_EQ(c.group.members, (std::vector<GroupMember>{Member("a"), Member("b")}));
+  }
+  std::vector<std::pair<std::string, std::string>> bad = {
+      {"no flags", Bytes("\x03\x05"sv)},
+      {"no link expiry", Bytes("\x03\x05\x01"sv)},
+      {"no member count", Bytes("\x03\x05\x00"sv)},
+      {"an empty group (never written)", Bytes("\x03\x05\x00\x00\x00"sv)},
+      {"an empty group, no position", Bytes("\x03\x00\x00\x00\x00"sv)},
+      {"link expiry past 32 bits", Bytes("\x03\x05\x01\x80\x80\x80\x80\x10\x00\x00"sv)},
+      {"member expiry past 32 bits", Bytes("\x03\x05\x00\x01\x01"
+                                           "a\x80\x80\x80\x80\x10\x00"sv)},
+      {"member expiry past 64 bits", Bytes("\x03\x05\x00\x01\x01"
+                                           "a\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f\x00"sv)},
+      {"zero-length user", Bytes("\x03\x05\x00\x01\x00\x00\x00"sv)},
+      {"user of 65536 bytes", Bytes("\x03\x05\x00\x01\x80\x80\x04"
+                                    "abc\x00\x00"sv)},
+      {"user past the end", Bytes("\x03\x05\x00\x01\x05"
+                                  "ab\x00"sv)},
+      {"user cut", Bytes("\x03\x05\x00\x01\x03"
+                         "ab"sv)},
+      {"unsorted", Bytes("\x03\x05\x00\x02\x01"
+                         "b\x00\x01"
+                         "a\x00\x00"sv)},
+      {"unsorted prefix", Bytes("\x03\x05\x00\x02\x02"
+                                "ab\x00\x01"
+                                "a\x00\x00"sv)},
+      {"duplicate", Bytes("\x03\x05\x00\x02\x01"
+                          "a\x00\x01"
+                          "a\x07\x00"sv)},
+      {"more members than bytes", Bytes("\x03\x05\x00\x05\x01"
+                                        "a\x00\x01"
+                                        "b\x00\x00"sv)},
+      {"one member more than the bytes", Bytes("\x03\x05\x00\x03\x01"
+                                               "a\x00\x01"
+                                               "b\x00\x00"sv)},
+      {"2^60 members", Bytes("\x03\x05\x00\x80\x80\x80\x80\x80\x80\x80\x80\x10\x01"
+                             "a\x00\x00"sv)},
+      {"no segment count", Bytes("\x03\x05\x00\x01\x01"
+                                 "a\x00"sv)},
+      {"a byte after an empty profile", Bytes("\x03\x05\x00\x01\x01"
+                                              "a\x00\x00\x00"sv)},
+  };
+  // Every unknown flag bit, alone and beside the member bit.
+  for (int bit = 1; bit < 8; ++bit) {
+    std::string flipped = valid;
+    flipped[2] = static_cast<char>(flipped[2] | (1 << bit));
+    bad.emplace_back("flag bit " + std::to_string(bit), flipped);
+    flipped[2] = static_cast<char>(1 << bit);
+    bad.emplace_back("flag bit " + std::to_string(bit) + " alone", flipped);
+  }
+  for (const auto& [what, b] : bad) {
+    std::vector<char> exact(b.begin(), b.end());
+    const std::string_view body(exact.data(), exact.size());
+    std::vector<Segment> out;
+    EXPECT_TRUE(DecodeSegments(body, &out).IsCorruption()) << what;
+    Columns columns;
+    columns.group.members = {Member("left over")};
+    EXPECT_TRUE(DecodeColumns(body, &columns).IsCorruption()) << what;
+    Columns scratch;
+    GetResult got;
+    EXPECT_TRUE(DecodeSelect(body, kNow, GetOptions{}, &scratch, &got).status().IsCorruption())
+        << what;
+    // Reserved by the count only after it is bounded by the bytes left.
+    EXPECT_LE(columns.group.members.capacity(), std::max<size_t>(1, b.size() / 3)) << what;
+  }
+}
+
+// DecodeLogPosition reads a version-3 body's position, 0 included, and not
+// its group section.
+TEST(CodecTest, DecodeLogPositionReadsVersionThree) {
+  using namespace std::string_view_literals;
+  Group group;
+  group.members = {Member("m")};
+  for (uint64_t position : {uint64_t{0}, uint64_t{1}, uint64_t{128}, UINT64_MAX}) {
+    std::string body;
+    EncodeProfile(testing::ReferenceProfile(13, kNow, 20), position, group, &body);
+    Result<uint64_t> read = DecodeLogPosition(body);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(*read, position);
+  }
+  // The header alone, or a damaged group after it: the position still reads.
+  for (const std::string& b : {Bytes("\x03\x05"sv), Bytes("\x03\x05\xff"sv),
+                               Bytes("\x03\x05\x00\x09\x00"sv), Bytes("\x03\x00"sv)}) {
+    std::vector<char> exact(b.begin(), b.end());
+    const std::string_view body(exact.data(), exact.size());
+    Result<uint64_t> read = DecodeLogPosition(body);
+    ASSERT_TRUE(read.ok()) << ::testing::PrintToString(b);
+    EXPECT_EQ(*read, b[1] == char(5) ? 5u : 0u);
+    std::vector<Segment> out;
+    EXPECT_TRUE(DecodeSegments(body, &out).IsCorruption()) << ::testing::PrintToString(b);
+  }
+  // A position missing or cut.
+  for (const std::string& b : {Bytes("\x03"sv), Bytes("\x03\x80"sv),
+                               Bytes("\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff"sv)}) {
+    std::vector<char> exact(b.begin(), b.end());
+    EXPECT_TRUE(
+        DecodeLogPosition(std::string_view(exact.data(), exact.size())).status().IsCorruption())
+        << ::testing::PrintToString(b);
   }
 }
 

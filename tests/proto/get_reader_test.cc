@@ -2,9 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <msgpack.hpp>
-
 #include <cstdint>
+#include <msgpack.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -101,7 +100,9 @@ TEST(GetReaderTest, ReadsEveryAnswerTheServerWrites) {
   GetResult ids_only = Profile(8);
   ids_only.expires.clear();
   answers.push_back(ids_only);
-  answers.push_back(GetResult{{}, {}, {}, {}, 12345});  // count only
+  GetResult count_only;
+  count_only.count = 12345;
+  answers.push_back(count_only);
   for (const GetResult& r : answers) {
     GetResult out;
     ASSERT_TRUE(ReadGetAnswer(Encoded(r), {}, &out));

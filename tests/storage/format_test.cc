@@ -647,11 +647,10 @@ TEST(FormatTest, SuperblockOfANewerVersionIsUnsupportedNamingBoth) {
     Result<Superblock> got = DecodeSuperblock(buf);
     ASSERT_FALSE(got.ok()) << version;
     EXPECT_EQ(got.status().code(), Status::Code::kUnsupported) << got.status().ToString();
-    const std::string want = "data file format version " + std::to_string(version) +
-                             " is newer than this build reads (";
+    const std::string want =
+        "data file format version " + std::to_string(version) + " is newer than this build reads (";
     EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status().ToString();
-    EXPECT_NE(got.status().message().find(std::to_string(kFormatVersion) + ")"),
-              std::string::npos)
+    EXPECT_NE(got.status().message().find(std::to_string(kFormatVersion) + ")"), std::string::npos)
         << got.status().ToString();
   }
 }

@@ -205,7 +205,8 @@ TEST(PartitionTableTest, LinkedEntriesKeepTheirReferenceWhereverTheyGo) {
   // A new version at a new offset: the reference follows (here carried over
   // from the table's own bytes, as defragmentation may), the old one goes.
   const std::string carried(t.Reference(*t.Find(5, 16)));
-  EXPECT_TRUE(t.Replace(5, 16, IndexEntry::Live(5, 4096, 16, 1, 2, true), t.Reference(*t.Find(5, 16))));
+  EXPECT_TRUE(
+      t.Replace(5, 16, IndexEntry::Live(5, 4096, 16, 1, 2, true), t.Reference(*t.Find(5, 16))));
   EXPECT_EQ(t.Reference(*t.Find(5, 4096)), carried);
   EXPECT_EQ(t.references(), 2u);
   // A version naming none, then a tombstone: nothing left for key 5.

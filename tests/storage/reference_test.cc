@@ -185,7 +185,8 @@ TEST_F(ReferenceTest, DefragmentationAndRestartsKeepExactlyTheNewestReferences) 
       }
       const std::string body = "b" + std::to_string(round) + "." + std::to_string(op);
       std::optional<std::string> ref;
-      if (what < 4) ref = "k" + std::to_string(rng() % 60);  // may name itself: storage does not care
+      if (what < 4)
+        ref = "k" + std::to_string(rng() % 60);  // may name itself: storage does not care
       if (what == 4) ref = "";
       ASSERT_TRUE(Write(w.get(), key, body, ref).ok());
       std::string& kept = model.live[key].second;

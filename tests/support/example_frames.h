@@ -260,7 +260,8 @@ inline std::vector<Example> All() {
                          .expires = {kNever, kFeb2030, kFeb2030 + 3600},
                          .attr1 = {7u, std::nullopt, std::nullopt},
                          .attr2 = {std::nullopt, 3u, std::nullopt},
-                         .count = 3}});
+                         .count = 3,
+                         .master = {}}});
 
   // ---- batch_get ----
   BatchGetRequest batch_get{.users = {"user-42", "user-43", "nobody"}, .options = {}};

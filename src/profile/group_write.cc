@@ -1,0 +1,562 @@
+// Profile bridging's writes and lookups: link, unlink, a group's delete,
+// master_of, links, connected (proto/PROTOCOL.md, "Linked profiles").
+//
+// A link is a few single-record read-modify-writes, in an order chosen so
+// that a crash between any two leaves nothing a read counts as a link that
+// was not made (group_read.cc: a link counts only while both sides say it):
+//
+//   link(U, M):  1. read U and M; the target T is M's master when M is a
+//                   member, else M; U's own members G move with it
+//                2. T's record lists U and G (the limit checked here)
+//                3. U's record names T, with its link's expiry
+//                4. each of G names T
+//                5. U's former master, if any, lists it no more
+//                6. read T again: if T has meanwhile become a member (a
+//                   concurrent link moved T's group), start over with T
+//   unlink(U):   the master's list first, then U's record
+//
+// Every step checks, inside its read-modify-write, that the record is as
+// step 1 read it where that matters (T names no master, U gained no
+// member); otherwise the link starts over, a bounded number of times. So
+// concurrent links end in a star whatever their order: link(A, B) racing
+// link(B, C) ends with A and B both members of C.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "profile/profile_session.h"
+#include "profile/segment_ops.h"
+
+namespace segstore::profile {
+namespace {
+
+// A link starts over at most this many times before answering Busy.
+constexpr int kMaxLinkAttempts = 16;
+
+bool Lists(const Group& g, std::string_view user) {
+  return std::binary_search(
+      g.members.begin(), g.members.end(), GroupMember{std::string(user), kNever},
+      [](const GroupMember& a, const GroupMember& b) { return a.user < b.user; });
+}
+
+// Every segment of `c` as it is (expired ones too: the writes here change
+// links, not segments; the sweeper and the next segment write trim).
+std::vector<Segment> SegmentsOf(const Columns& c) {
+  std::vector<Segment> out(c.size());
+  for (size_t i = 0; i < c.size(); ++i) c.CopyTo(i, &out[i]);
+  return out;
+}
+
+void SortMembers(std::vector<GroupMember>* members) {
+  std::sort(members->begin(), members->end(),
+            [](const GroupMember& a, const GroupMember& b) { return a.user < b.user; });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Membership
+
+void ProfileSessionImpl::ReadMembership(std::string_view user, Callback<Membership> done) {
+  worker_->GetWithReference(
+      user, [this, done = std::move(done)](Result<storage::Record> r,
+                                           Result<storage::Record> referenced) {
+        Membership m;
+        if (!r.ok()) {
+          if (!r.status().IsNotFound()) {
+            done(r.status());
+            return;
+          }
+          done(std::move(m));
+          return;
+        }
+        const UnixSeconds now = Now();
+        m.exists = true;
+        Columns own;
+        if (Status s = DecodeColumns(r->body(), &own); !s.ok()) {
+          done(s.WithContext(fmt::format("profile of user '{}'", r->key())));
+          return;
+        }
+        m.group = own.group;
+        m.names = std::string(r->reference());
+        if (own.group.member && !m.names.empty()) {
+          Columns master;
+          if (Alive(own.group.link_expires, now) && referenced.ok() &&
+              DecodeColumns(referenced->body(), &master).ok() && !master.group.member) {
+            auto it = std::find_if(master.group.members.begin(), master.group.members.end(),
+                                   [&](const GroupMember& g) { return g.user == r->key(); });
+            if (it != master.group.members.end() && Alive(it->expires_at, now)) {
+              m.master = m.names;
+              m.master_group = std::move(master.group);
+            }
+          }
+        } else if (std::any_of(own.group.members.begin(), own.group.members.end(),
+                               [now](const GroupMember& g) { return Alive(g.expires_at, now); })) {
+          m.master = std::string(r->key());
+          m.master_group = own.group;
+        }
+        // Only live links count from here on.
+        std::erase_if(m.master_group.members,
+                      [now](const GroupMember& g) { return !Alive(g.expires_at, now); });
+        done(std::move(m));
+      });
+}
+
+void ProfileSessionImpl::MasterOf(std::string_view user, Callback<std::string> done) {
+  ReadMembership(user, [done = std::move(done)](Result<Membership> m) {
+    if (!m.ok()) {
+      done(m.status());
+    } else if (m->master.empty()) {
+      done(Status::NotFound("the user is in no group"));
+    } else {
+      done(std::move(m->master));
+    }
+  });
+}
+
+void ProfileSessionImpl::Links(std::string_view user, std::string_view cursor, uint32_t max,
+                               Callback<LinksPage> done) {
+  if (max == 0) max = 100;
+  ReadMembership(user,
+                 [cursor = std::string(cursor), max, done = std::move(done)](Result<Membership> m) {
+                   if (!m.ok()) {
+                     done(m.status());
+                     return;
+                   }
+                   if (m->master.empty()) {
+                     done(Status::NotFound("the user is in no group"));
+                     return;
+                   }
+                   LinksPage page;
+                   page.master = m->master;
+                   for (const GroupMember& g : m->master_group.members) {
+                     if (!cursor.empty() && g.user <= cursor) continue;
+                     if (page.links.size() == max) {
+                       page.next = page.links.back().user;
+                       break;
+                     }
+                     page.links.push_back(LinkedUser{g.user, g.expires_at});
+                   }
+                   done(std::move(page));
+                 });
+}
+
+void ProfileSessionImpl::Connected(std::string_view a, std::string_view b, Callback<bool> done) {
+  if (a == b) {
+    worker_->Defer([done = std::move(done)] { done(true); });
+    return;
+  }
+  struct Join {
+    Result<Membership> a = Status::Internal("pending");
+    Result<Membership> b = Status::Internal("pending");
+    int remaining = 2;
+    Callback<bool> done;
+    void Finish() {
+      if (!a.ok()) return done(a.status());
+      if (!b.ok()) return done(b.status());
+      done(!a->master.empty() && a->master == b->master);
+    }
+  };
+  auto join = std::make_shared<Join>();
+  join->done = std::move(done);
+  storage::Worker::Batch batch(*worker_);
+  ReadMembership(a, [join](Result<Membership> m) {
+    join->a = std::move(m);
+    if (--join->remaining == 0) join->Finish();
+  });
+  ReadMembership(b, [join](Result<Membership> m) {
+    join->b = std::move(m);
+    if (--join->remaining == 0) join->Finish();
+  });
+}
+
+// ---------------------------------------------------------------- Link
+
+struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
+  ProfileSessionImpl* session;
+  WriteContext w;
+  std::string user;
+  std::string asked;  // the master asked for (the link starts over with T)
+  UnixSeconds expires = kNever;
+  Callback<LinkResult> done;
+  int attempts = 0;
+
+  // Step 1's reading.
+  Membership of_user, of_asked;
+  std::string target;
+  std::string target_names;         // what T's record named when read (a stale pointer, or "")
+  std::vector<GroupMember> moving;  // G: U's members, with their links' expiries
+  std::string former;               // U's former master (or the one its record names)
+  bool changed = false;             // a step found the record not as read: start over
+  LinkResult result;
+
+  void Start() {
+    if (++attempts > kMaxLinkAttempts) {
+      done(Status::Busy(
+          fmt::format("gave up linking '{}' after {} attempts: other links kept changing the group",
+                      user, kMaxLinkAttempts)));
+      return;
+    }
+    auto self = shared_from_this();
+    auto remaining = std::make_shared<int>(2);
+    auto error = std::make_shared<Status>();
+    auto read = [self, remaining, error](Membership* into) {
+      return [self, remaining, error, into](Result<Membership> m) {
+        if (m.ok()) {
+          *into = std::move(*m);
+        } else if (error->ok()) {
+          *error = m.status();
+        }
+        if (--*remaining == 0) {
+          if (!error->ok()) return self->done(*error);
+          self->Plan();
+        }
+      };
+    };
+    storage::Worker::Batch batch(*session->worker_);
+    session->ReadMembership(user, read(&of_user));
+    session->ReadMembership(asked, read(&of_asked));
+  }
+
+  void Plan() {
+    target = !of_asked.master.empty() ? of_asked.master : asked;
+    if (target == user) {
+      // `asked` is already in the group `user` is the master of.
+      result = LinkResult{user, static_cast<uint32_t>(of_user.master_group.members.size()), 0};
+      return done(result);
+    }
+    // T's record as read: what it names (when T is `asked` and not an agreed member).
+    target_names = target == asked ? of_asked.names : std::string();
+    moving.clear();
+    if (of_user.master == user) moving = of_user.master_group.members;
+    former = !of_user.master.empty() && of_user.master != user ? of_user.master : of_user.names;
+    ListUnderTarget();
+  }
+
+  // 2. T lists U and G.
+  void ListUnderTarget() {
+    auto self = shared_from_this();
+    changed = false;
+    session->Write(
+        w, target,
+        [self](const storage::Record* cur) -> Result<storage::Mutation> {
+          ProfileSessionImpl* s = self->session;
+          self->changed = false;
+          Columns c;
+          if (cur != nullptr) {
+            SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+            if (cur->reference() != self->target_names) {
+              self->changed = true;  // T became (or stopped being) a member meanwhile
+              return storage::Mutation::Keep();
+            }
+          }
+          const UnixSeconds now = s->Now(self->w);
+          Group g = c.group;
+          g.member = false;  // a pointer left by a link a crash cut short: T is a master now
+          g.link_expires = kNever;
+          std::erase_if(g.members, [&](const GroupMember& m) {
+            return !Alive(m.expires_at, now) || m.user == self->user ||
+                   std::any_of(self->moving.begin(), self->moving.end(),
+                               [&](const GroupMember& x) { return x.user == m.user; });
+          });
+          g.members.push_back(GroupMember{self->user, self->expires});
+          for (const GroupMember& m : self->moving) {
+            if (m.user != self->target) g.members.push_back(m);
+          }
+          SortMembers(&g.members);
+          if (g.members.size() > s->options_.max_links) {
+            return Status::LimitExceeded(
+                fmt::format("the group of '{}' would have {} linked users; the limit is {}",
+                            self->target, g.members.size(), s->options_.max_links));
+          }
+          self->result.members = static_cast<uint32_t>(g.members.size());
+          return s->Store(SegmentsOf(c), self->w, g);
+        },
+        [self](Result<storage::WriteOutcome> r) {
+          if (!r.ok()) return self->done(r.status());
+          if (self->changed) return self->Start();
+          self->NameTarget();
+        });
+  }
+
+  // 3. U names T.
+  void NameTarget() {
+    auto self = shared_from_this();
+    session->Write(
+        w, user,
+        [self](const storage::Record* cur) -> Result<storage::Mutation> {
+          ProfileSessionImpl* s = self->session;
+          self->changed = false;
+          Columns c;
+          if (cur != nullptr) SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+          const UnixSeconds now = s->Now(self->w);
+          for (const GroupMember& m : c.group.members) {
+            if (!Alive(m.expires_at, now)) continue;
+            const bool moved = std::any_of(self->moving.begin(), self->moving.end(),
+                                           [&](const GroupMember& x) { return x.user == m.user; });
+            if (!moved) {
+              self->changed = true;  // U gained a member since step 1: move it too
+              return storage::Mutation::Keep();
+            }
+          }
+          Group g;
+          g.member = true;
+          g.link_expires = self->expires;
+          storage::Mutation m = s->Store(SegmentsOf(c), self->w, g);
+          m.reference = self->target;
+          return m;
+        },
+        [self](Result<storage::WriteOutcome> r) {
+          if (!r.ok()) return self->done(r.status());
+          if (self->changed) return self->Start();
+          self->NameTargetInMoved(0);
+        });
+  }
+
+  // 4. Each of G names T (one at a time: a group moves rarely).
+  void NameTargetInMoved(size_t i) {
+    if (i == moving.size()) return ForgetFormer();
+    auto self = shared_from_this();
+    const GroupMember member = moving[i];
+    session->Write(
+        w, member.user,
+        [self, member](const storage::Record* cur) -> Result<storage::Mutation> {
+          if (cur == nullptr) return storage::Mutation::Keep();  // deleted meanwhile
+          const std::string_view names = cur->reference();
+          if (names != self->user && names != self->target && !names.empty()) {
+            return storage::Mutation::Keep();  // it moved elsewhere meanwhile
+          }
+          Columns c;
+          SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+          Group g;
+          g.member = true;
+          g.link_expires = member.expires_at;
+          storage::Mutation m = self->session->Store(SegmentsOf(c), self->w, g);
+          m.reference = self->target;
+          return m;
+        },
+        [self, i](Result<storage::WriteOutcome> r) {
+          if (!r.ok()) return self->done(r.status());
+          self->NameTargetInMoved(i + 1);
+        });
+  }
+
+  // 5. U's former master lists it no more.
+  void ForgetFormer() {
+    if (former.empty() || former == target) return Verify();
+    auto self = shared_from_this();
+    session->Write(
+        w, former,
+        [self](const storage::Record* cur) -> Result<storage::Mutation> {
+          if (cur == nullptr) return storage::Mutation::Keep();
+          Columns c;
+          SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+          if (!Lists(c.group, self->user)) return storage::Mutation::Keep();
+          Group g = c.group;
+          std::erase_if(g.members, [&](const GroupMember& m) { return m.user == self->user; });
+          return self->session->Store(SegmentsOf(c), self->w, g);
+        },
+        [self](Result<storage::WriteOutcome> r) {
+          if (!r.ok()) return self->done(r.status());
+          self->Verify();
+        });
+  }
+
+  // 6. T still a master? Else a concurrent link moved T's group: follow it.
+  void Verify() {
+    auto self = shared_from_this();
+    session->ReadMembership(target, [self](Result<Membership> m) {
+      if (!m.ok()) return self->done(m.status());
+      if (m->group.member) {
+        self->asked = self->target;
+        return self->Start();
+      }
+      self->result.master = self->target;
+      self->result.moved = static_cast<uint32_t>(self->moving.size());
+      self->result.members = static_cast<uint32_t>(m->master_group.members.size());
+      self->done(self->result);
+    });
+  }
+};
+
+void ProfileSessionImpl::Link(const WriteContext& w, std::string_view user, std::string_view master,
+                              uint32_t ttl_seconds, Callback<LinkResult> done) {
+  if (w.log_position != 0) {
+    FailSoon(Status::Unsupported("links are not yet replicated through the cluster's log"),
+             std::move(done));
+    return;
+  }
+  if (user == master) {
+    FailSoon(Status::InvalidArgument("a user cannot be linked to itself"), std::move(done));
+    return;
+  }
+  const UnixSeconds now = Now(w);
+  if (ttl_seconds != 0 && uint64_t{now} + ttl_seconds > UINT32_MAX) {
+    FailSoon(Status::InvalidArgument("the link's expiry would be past 2106"), std::move(done));
+    return;
+  }
+  auto op = std::make_shared<LinkOp>();
+  op->session = this;
+  op->w = w;
+  op->user = std::string(user);
+  op->asked = std::string(master);
+  op->expires = ttl_seconds == 0 ? kNever : now + ttl_seconds;
+  op->done = std::move(done);
+  op->Start();
+}
+
+// ---------------------------------------------------------------- Unlink, Delete
+
+void ProfileSessionImpl::DropFromList(const WriteContext& w, const std::string& master,
+                                      const std::string& user, Callback<bool> done) {
+  Write(
+      w, master,
+      [this, w, user](const storage::Record* cur) -> Result<storage::Mutation> {
+        if (cur == nullptr) return storage::Mutation::Keep();
+        Columns c;
+        SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+        if (!Lists(c.group, user)) return storage::Mutation::Keep();
+        Group g = c.group;
+        std::erase_if(g.members, [&](const GroupMember& m) { return m.user == user; });
+        return Store(SegmentsOf(c), w, g);
+      },
+      [done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) return done(r.status());
+        done(r->applied != storage::Mutation::Kind::kKeep);
+      });
+}
+
+void ProfileSessionImpl::ClearLink(const WriteContext& w, const std::string& user,
+                                   const std::string& master, bool members_too,
+                                   Callback<bool> done) {
+  Write(
+      w, user,
+      [this, w, master, members_too](const storage::Record* cur) -> Result<storage::Mutation> {
+        if (cur == nullptr) return storage::Mutation::Keep();
+        if (!master.empty() && cur->reference() != master) return storage::Mutation::Keep();
+        Columns c;
+        SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+        Group g = c.group;
+        const bool had = g.member || (members_too && !g.members.empty());
+        g.member = false;
+        g.link_expires = kNever;
+        if (members_too) g.members.clear();
+        if (!had) return storage::Mutation::Keep();
+        // No segments and no link left: the record goes (Store deletes it).
+        return Store(SegmentsOf(c), w, g);
+      },
+      [done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) return done(r.status());
+        done(r->applied != storage::Mutation::Kind::kKeep);
+      });
+}
+
+void ProfileSessionImpl::Unlink(const WriteContext& w, std::string_view user, Callback<bool> done) {
+  if (w.log_position != 0) {
+    FailSoon(Status::Unsupported("links are not yet replicated through the cluster's log"),
+             std::move(done));
+    return;
+  }
+  ReadMembership(user, [this, w, user = std::string(user),
+                        done = std::move(done)](Result<Membership> m) mutable {
+    if (!m.ok()) return done(m.status());
+    if (m->master == user) {
+      // A master: its group dissolves. Its list first, then each member.
+      auto members = std::make_shared<std::vector<GroupMember>>(m->group.members);
+      ClearLink(w, user, "", /*members_too=*/true,
+                [this, w, user, members, done = std::move(done)](Result<bool> r) mutable {
+                  if (!r.ok()) return done(r.status());
+                  ClearMembers(w, user, members, 0, [done = std::move(done)](Result<bool> all) {
+                    if (!all.ok()) return done(all.status());
+                    done(true);
+                  });
+                });
+      return;
+    }
+    if (m->names.empty()) return done(false);
+    // A member (or a record naming a master that does not list it): the
+    // master's list first, then its own record.
+    const bool linked = !m->master.empty();
+    const std::string names = m->names;
+    DropFromList(w, names, user,
+                 [this, w, user, names, linked, done = std::move(done)](Result<bool> r) mutable {
+                   if (!r.ok()) return done(r.status());
+                   ClearLink(w, user, names, false,
+                             [linked, done = std::move(done)](Result<bool> cleared) {
+                               if (!cleared.ok()) return done(cleared.status());
+                               done(linked);
+                             });
+                 });
+  });
+}
+
+void ProfileSessionImpl::ClearMembers(const WriteContext& w, const std::string& master,
+                                      std::shared_ptr<std::vector<GroupMember>> members, size_t i,
+                                      Callback<bool> done) {
+  if (i == members->size()) {
+    worker_->Defer([done = std::move(done)] { done(true); });
+    return;
+  }
+  ClearLink(w, (*members)[i].user, master, false,
+            [this, w, master, members, i, done = std::move(done)](Result<bool> r) mutable {
+              if (!r.ok()) return done(r.status());
+              ClearMembers(w, master, members, i + 1, std::move(done));
+            });
+}
+
+void ProfileSessionImpl::DeleteGrouped(const WriteContext& w, const std::string& user,
+                                       Callback<bool> done) {
+  ReadMembership(user, [this, w, user, done = std::move(done)](Result<Membership> m) mutable {
+    if (!m.ok()) return done(m.status());
+    auto finish = [this, user, done = std::move(done)](Status s) mutable {
+      if (!s.ok()) return done(s);
+      worker_->Delete(user, [done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) return done(r.status());
+        done(true);
+      });
+    };
+    if (m->master == user) {
+      // A master's delete deletes the group: every member naming it with a
+      // live link, then the master.
+      auto members = std::make_shared<std::vector<std::string>>();
+      for (const GroupMember& g : m->master_group.members) members->push_back(g.user);
+      DeleteMembers(user, members, 0, std::move(finish));
+      return;
+    }
+    if (!m->names.empty()) {
+      // A member: it leaves its master's list, then goes.
+      DropFromList(w, m->names, user,
+                   [finish = std::move(finish)](Result<bool> r) mutable { finish(r.status()); });
+      return;
+    }
+    finish(Status::OK());
+  });
+}
+
+void ProfileSessionImpl::DeleteMembers(const std::string& master,
+                                       std::shared_ptr<std::vector<std::string>> members, size_t i,
+                                       std::function<void(Status)> done) {
+  if (i == members->size()) return done(Status::OK());
+  const std::string member = (*members)[i];
+  // Only a member whose record names this master is in the group.
+  worker_->Update(
+      member,
+      [this, master](const storage::Record* cur) -> Result<storage::Mutation> {
+        if (cur == nullptr || cur->reference() != master) return storage::Mutation::Keep();
+        Columns c;
+        SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
+        if (!c.group.member || !Alive(c.group.link_expires, Now())) {
+          return storage::Mutation::Keep();  // its link expired: no longer in the group
+        }
+        return storage::Mutation::Delete();
+      },
+      [this, master, members, i, done = std::move(done)](Result<storage::WriteOutcome> r) mutable {
+        if (!r.ok()) return done(r.status());
+        DeleteMembers(master, members, i + 1, std::move(done));
+      });
+}
+
+}  // namespace segstore::profile
