@@ -181,6 +181,24 @@ class AsyncClient {
   virtual void Expire(std::string_view user, std::span<const uint64_t> ids,
                       const ExpireSpec& expiry, const WriteId& write_id,
                       Callback<ExpireResult> done) = 0;
+  // Profile bridging (proto/PROTOCOL.md, "Linked profiles"). `user` joins
+  // the group of `master` (of master's master when master is a member; a
+  // master's whole group moves with it), its link lasting `ttl` seconds (0:
+  // never). LimitExceeded past the server's max_links; InvalidArgument for
+  // user == master. Unsupported from a cluster node (not yet replicated).
+  virtual void Link(std::string_view user, std::string_view master, uint32_t ttl,
+                    Callback<LinkResult> done) = 0;
+  // Gives whether `user` was linked; a master's unlink dissolves its group.
+  virtual void Unlink(std::string_view user, Callback<bool> done) = 0;
+  // The master of user's group (user itself for a master); NotFound when
+  // it is in no group.
+  virtual void MasterOf(std::string_view user, Callback<std::string> done) = 0;
+  // The users linked to the master of user's group, after `cursor`, at
+  // most `limit` (0: the server's 100); LinksPage::next continues.
+  virtual void Links(std::string_view user, std::string_view cursor, uint32_t limit,
+                     Callback<LinksPage> done) = 0;
+  // Whether `a` and `b` share a master (or are the same ID).
+  virtual void Connected(std::string_view a, std::string_view b, Callback<bool> done) = 0;
   // Node to node: one page of a routing partition's records, from a cluster
   // node that serves the partition, for a node copying it to itself
   // (proto/PROTOCOL.md, "copy_partition"; clients have no need of it).
@@ -261,6 +279,12 @@ class Client {
                               const ExpireSpec& expiry, const WriteId& write_id = {});
   // As AsyncClient::CopyPartition.
   Result<CopyPartitionResponse> CopyPartition(const CopyPartitionRequest& request);
+  // Profile bridging, as AsyncClient's.
+  Result<LinkResult> Link(std::string_view user, std::string_view master, uint32_t ttl = 0);
+  Result<bool> Unlink(std::string_view user);
+  Result<std::string> MasterOf(std::string_view user);
+  Result<LinksPage> Links(std::string_view user, std::string_view cursor = {}, uint32_t limit = 0);
+  Result<bool> Connected(std::string_view a, std::string_view b);
 
  private:
   struct Impl;

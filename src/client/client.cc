@@ -181,6 +181,43 @@ class AsyncClientImpl final : public AsyncClient {
          Decoding<proto::ExpireResponse>(Op::kExpire, std::move(done), Identity<ExpireResult>()));
   }
 
+  void Link(std::string_view user, std::string_view master, uint32_t ttl,
+            Callback<LinkResult> done) override {
+    proto::LinkRequest req{std::string(user), std::string(master), ttl, WriteId{}};
+    Send(Op::kLink, req,
+         Decoding<proto::LinkResponse>(Op::kLink, std::move(done), Identity<LinkResult>()));
+  }
+
+  void Unlink(std::string_view user, Callback<bool> done) override {
+    proto::UnlinkRequest req{std::string(user), WriteId{}};
+    Send(Op::kUnlink, req,
+         Decoding<proto::UnlinkResponse>(Op::kUnlink, std::move(done),
+                                         [](proto::UnlinkResponse r) { return r.unlinked; }));
+  }
+
+  void MasterOf(std::string_view user, Callback<std::string> done) override {
+    proto::MasterOfRequest req{std::string(user)};
+    Send(Op::kMasterOf, req,
+         Decoding<proto::MasterOfResponse>(
+             Op::kMasterOf, std::move(done),
+             [](proto::MasterOfResponse r) { return std::move(r.master); }));
+  }
+
+  void Links(std::string_view user, std::string_view cursor, uint32_t limit,
+             Callback<LinksPage> done) override {
+    proto::LinksRequest req{std::string(user), std::string(cursor), limit};
+    Send(Op::kLinks, req,
+         Decoding<proto::LinksResponse>(Op::kLinks, std::move(done), Identity<LinksPage>()));
+  }
+
+  void Connected(std::string_view a, std::string_view b, Callback<bool> done) override {
+    proto::ConnectedRequest req{std::string(a), std::string(b)};
+    Send(
+        Op::kConnected, req,
+        Decoding<proto::ConnectedResponse>(Op::kConnected, std::move(done),
+                                           [](proto::ConnectedResponse r) { return r.connected; }));
+  }
+
   void CopyPartition(const CopyPartitionRequest& request,
                      Callback<CopyPartitionResponse> done) override {
     Send(Op::kCopyPartition, request,
@@ -402,6 +439,29 @@ Result<ExpireResult> Client::Expire(std::string_view user, std::span<const uint6
 Result<CopyPartitionResponse> Client::CopyPartition(const CopyPartitionRequest& request) {
   return impl_->Wait<CopyPartitionResponse>(
       [&](Callback<CopyPartitionResponse> cb) { impl_->async->CopyPartition(request, cb); });
+}
+
+Result<LinkResult> Client::Link(std::string_view user, std::string_view master, uint32_t ttl) {
+  return impl_->Wait<LinkResult>(
+      [&](Callback<LinkResult> cb) { impl_->async->Link(user, master, ttl, cb); });
+}
+
+Result<bool> Client::Unlink(std::string_view user) {
+  return impl_->Wait<bool>([&](Callback<bool> cb) { impl_->async->Unlink(user, cb); });
+}
+
+Result<std::string> Client::MasterOf(std::string_view user) {
+  return impl_->Wait<std::string>(
+      [&](Callback<std::string> cb) { impl_->async->MasterOf(user, cb); });
+}
+
+Result<LinksPage> Client::Links(std::string_view user, std::string_view cursor, uint32_t limit) {
+  return impl_->Wait<LinksPage>(
+      [&](Callback<LinksPage> cb) { impl_->async->Links(user, cursor, limit, cb); });
+}
+
+Result<bool> Client::Connected(std::string_view a, std::string_view b) {
+  return impl_->Wait<bool>([&](Callback<bool> cb) { impl_->async->Connected(a, b, cb); });
 }
 
 }  // namespace segstore::client

@@ -37,6 +37,17 @@ bool LinkedLive(const Columns& c, UnixSeconds now) {
   return c.group.member && Alive(c.group.link_expires, now);
 }
 
+// `own` alone, as GetOwn answers it.
+void AnswerAlone(const Columns& own, UnixSeconds now, const GetOptions& options,
+                 const Callback<GetResult>& done) {
+  GetResult out;
+  if (Select(own, now, options, &out) == 0) {
+    done(Status::NotFound("no live segments"));
+    return;
+  }
+  done(std::move(out));
+}
+
 struct GroupRead {
   GetOptions options;
   Callback<GetResult> done;
@@ -50,6 +61,11 @@ struct GroupRead {
   void Finish() {
     if (!error.ok()) {
       done(error);
+      return;
+    }
+    if (profiles.size() == 1) {
+      // A master none of whose members agrees: in no group.
+      AnswerAlone(profiles[0].second, now, options, done);
       return;
     }
     // The tie-break order of MergeProfiles: the master, then members by user.
@@ -71,17 +87,6 @@ struct GroupRead {
     done(std::move(out));
   }
 };
-
-// `own` alone, as GetOwn answers it.
-void AnswerAlone(const Columns& own, UnixSeconds now, const GetOptions& options,
-                 const Callback<GetResult>& done) {
-  GetResult out;
-  if (Select(own, now, options, &out) == 0) {
-    done(Status::NotFound("no live segments"));
-    return;
-  }
-  done(std::move(out));
-}
 
 }  // namespace
 

@@ -60,10 +60,11 @@ void SortMembers(std::vector<GroupMember>* members) {
 
 // ---------------------------------------------------------------- Membership
 
-void ProfileSessionImpl::ReadMembership(std::string_view user, Callback<Membership> done) {
+void ProfileSessionImpl::ReadMembership(std::string_view user, Callback<Membership> done,
+                                        bool verify) {
   worker_->GetWithReference(
-      user, [this, done = std::move(done)](Result<storage::Record> r,
-                                           Result<storage::Record> referenced) {
+      user, [this, verify, done = std::move(done)](Result<storage::Record> r,
+                                                   Result<storage::Record> referenced) {
         Membership m;
         if (!r.ok()) {
           if (!r.status().IsNotFound()) {
@@ -101,8 +102,76 @@ void ProfileSessionImpl::ReadMembership(std::string_view user, Callback<Membersh
         // Only live links count from here on.
         std::erase_if(m.master_group.members,
                       [now](const GroupMember& g) { return !Alive(g.expires_at, now); });
-        done(std::move(m));
+        if (m.master.empty() || !verify) return done(std::move(m));
+        VerifyMembers(std::string(r->key()), std::move(m), std::move(done));
       });
+}
+
+void ProfileSessionImpl::VerifyMembers(const std::string& user, Membership m,
+                                       Callback<Membership> done) {
+  // The members the master lists, but `user` (already known to agree when
+  // it is a member), read at once: a link counts only where both agree.
+  struct Check {
+    Membership m;
+    std::string user;
+    std::vector<bool> agrees;
+    size_t remaining = 0;
+    Status error;
+    Callback<Membership> done;
+    void Finish() {
+      if (!error.ok()) return done(error);
+      std::vector<GroupMember> kept;
+      for (size_t i = 0; i < m.master_group.members.size(); ++i) {
+        if (agrees[i]) kept.push_back(std::move(m.master_group.members[i]));
+      }
+      m.master_group.members = std::move(kept);
+      // A master none of whose members agrees is in no group.
+      if (m.master == user && m.master_group.members.empty()) {
+        m.master.clear();
+        m.master_group.clear();
+      }
+      done(std::move(m));
+    }
+  };
+  auto check = std::make_shared<Check>();
+  check->user = user;
+  check->agrees.assign(m.master_group.members.size(), false);
+  check->m = std::move(m);
+  check->done = std::move(done);
+  std::vector<size_t> to_read;
+  for (size_t i = 0; i < check->m.master_group.members.size(); ++i) {
+    if (check->m.master_group.members[i].user == user) {
+      check->agrees[i] = true;
+    } else {
+      to_read.push_back(i);
+    }
+  }
+  if (to_read.empty()) {
+    // Called from a read's completion, never inside the call that started
+    // it: answering at once is fine.
+    check->Finish();
+    return;
+  }
+  check->remaining = to_read.size();
+  const UnixSeconds now = Now();
+  storage::Worker::Batch batch(*worker_);
+  for (size_t i : to_read) {
+    const std::string member = check->m.master_group.members[i].user;
+    worker_->Get(member, [check, i, now](Result<storage::Record> r) {
+      if (r.ok()) {
+        Columns c;
+        if (Status s = DecodeColumns(r->body(), &c); !s.ok()) {
+          if (check->error.ok()) check->error = s;
+        } else {
+          check->agrees[i] = r->reference() == check->m.master && c.group.member &&
+                             Alive(c.group.link_expires, now);
+        }
+      } else if (!r.status().IsNotFound() && check->error.ok()) {
+        check->error = r.status();
+      }
+      if (--check->remaining == 0) check->Finish();
+    });
+  }
 }
 
 void ProfileSessionImpl::MasterOf(std::string_view user, Callback<std::string> done) {
@@ -154,23 +223,41 @@ void ProfileSessionImpl::Connected(std::string_view a, std::string_view b, Callb
     Result<Membership> b = Status::Internal("pending");
     int remaining = 2;
     Callback<bool> done;
+    // Unverified, each side is one lookup (its record and its master's): a
+    // member's own agreement with its master proves the group, so two
+    // users share one when a side is an agreeing member and the other is
+    // that master or another agreeing member of it.
     void Finish() {
       if (!a.ok()) return done(a.status());
       if (!b.ok()) return done(b.status());
-      done(!a->master.empty() && a->master == b->master);
+      auto agreed = [](const Membership& m, const std::string& user) {
+        return !m.master.empty() && m.master != user;
+      };
+      const bool a_member = agreed(*a, user_a), b_member = agreed(*b, user_b);
+      done((a_member && (a->master == b->master || a->master == user_b)) ||
+           (b_member && b->master == user_a));
     }
+    std::string user_a, user_b;
   };
   auto join = std::make_shared<Join>();
   join->done = std::move(done);
+  join->user_a = std::string(a);
+  join->user_b = std::string(b);
   storage::Worker::Batch batch(*worker_);
-  ReadMembership(a, [join](Result<Membership> m) {
-    join->a = std::move(m);
-    if (--join->remaining == 0) join->Finish();
-  });
-  ReadMembership(b, [join](Result<Membership> m) {
-    join->b = std::move(m);
-    if (--join->remaining == 0) join->Finish();
-  });
+  ReadMembership(
+      a,
+      [join](Result<Membership> m) {
+        join->a = std::move(m);
+        if (--join->remaining == 0) join->Finish();
+      },
+      /*verify=*/false);
+  ReadMembership(
+      b,
+      [join](Result<Membership> m) {
+        join->b = std::move(m);
+        if (--join->remaining == 0) join->Finish();
+      },
+      /*verify=*/false);
 }
 
 // ---------------------------------------------------------------- Link

@@ -100,7 +100,12 @@ class ProfileSessionImpl final : public ProfileSession {
     std::string master;
     Group master_group;
   };
-  void ReadMembership(std::string_view user, Callback<Membership> done);
+  // With `verify`, a master's members are read too (VerifyMembers): one
+  // more round trip, for a master only.
+  void ReadMembership(std::string_view user, Callback<Membership> done, bool verify = true);
+  // Keeps in m.master_group only the members whose records agree (name the
+  // master with a live link); a master left with none is in no group.
+  void VerifyMembers(const std::string& user, Membership m, Callback<Membership> done);
   // `master`'s list without `user` (true when it listed it).
   void DropFromList(const WriteContext& w, const std::string& master, const std::string& user,
                     Callback<bool> done);

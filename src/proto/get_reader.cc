@@ -39,6 +39,19 @@ class Cursor {
     return true;
   }
 
+  // A bin, in any of its three forms.
+  bool Bin(std::string_view* s) {
+    if (at_end()) return false;
+    const auto b = static_cast<uint8_t>(*p_);
+    uint64_t n = 0;
+    if (b != 0xc4 && b != 0xc5 && b != 0xc6) return false;
+    if (!BigEndianAfterTag(b == 0xc4 ? 1 : b == 0xc5 ? 2 : 4, &n)) return false;
+    if (n > left()) return false;
+    *s = std::string_view(p_, n);
+    p_ += n;
+    return true;
+  }
+
   // An unsigned integer in one of the unsigned forms, at most `max`.
   bool Uint(uint64_t max, uint64_t* v) {
     if (at_end()) return false;
@@ -97,7 +110,7 @@ class Cursor {
 // ways not worth copying, so they fall back.
 class AnswerReader {
  public:
-  explicit AnswerReader(Cursor& in) : in_(in) {}
+  AnswerReader(Cursor& in, const DecodeLimits& limits) : in_(in), limits_(limits) {}
 
   // A map of a get answer's fields, plus `status` and `message` when
   // `in_batch`. *status is 0 for a plain answer.
@@ -106,6 +119,7 @@ class AnswerReader {
     if (!in_.MapHeader(&n) || n > in_.left()) return false;
     bool seen_status = false, seen_count = false, seen_ids = false, seen_expires = false;
     bool seen_attr1 = false, seen_attr2 = false, seen_message = false;
+    bool seen_master = false, seen_profiles = false;
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view key;
       if (!in_.Str(&key)) return false;
@@ -122,6 +136,16 @@ class AnswerReader {
         ok = Once(&seen_attr1) && Attrs(&m->attr1);
       } else if (key == "attr2") {
         ok = Once(&seen_attr2) && Attrs(&m->attr2);
+      } else if (key == "master") {
+        // A linked user's merged view: a bin holding a user ID, as the
+        // server writes it (a str, or an ID the general path refuses, falls back).
+        std::string_view s;
+        ok = Once(&seen_master) && in_.Bin(&s) && !s.empty() && s.size() <= limits_.max_key_bytes;
+        if (ok) m->master.assign(s);
+      } else if (key == "profiles") {
+        uint64_t v = 0;
+        ok = Once(&seen_profiles) && in_.Uint(UINT32_MAX, &v);
+        m->profiles = static_cast<uint32_t>(v);
       } else if (in_batch && key == "status") {
         uint64_t v = 0;
         ok = Once(&seen_status) && in_.Uint(UINT8_MAX, &v);
@@ -135,6 +159,7 @@ class AnswerReader {
     }
     if (in_batch && !seen_status) return false;
     if (in_batch && *status != 0) return true;  // an error answer: its other fields do not count
+    if (m->master.empty()) m->profiles = 0;     // as the general path: only beside a master
     const uint64_t rows = m->ids.size();
     return seen_count && seen_ids && (!seen_expires || m->expires.size() == rows) &&
            (!seen_attr1 || m->attr1.size() == rows) && (!seen_attr2 || m->attr2.size() == rows);
@@ -179,19 +204,20 @@ class AnswerReader {
   }
 
   Cursor& in_;
+  const DecodeLimits& limits_;
 };
 
 }  // namespace
 
-bool ReadGetAnswer(std::string_view body, const DecodeLimits& /*limits*/, GetResult* m) {
+bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, GetResult* m) {
   *m = {};  // a column the body lacks stays empty
   Cursor in(body);
-  AnswerReader reader(in);
+  AnswerReader reader(in, limits);
   uint8_t status = 0;
   return reader.Read(false, m, &status, nullptr) && in.at_end();
 }
 
-bool ReadGetAnswer(std::string_view body, const DecodeLimits& /*limits*/, BatchGetResponse* m) {
+bool ReadGetAnswer(std::string_view body, const DecodeLimits& limits, BatchGetResponse* m) {
   Cursor in(body);
   uint32_t fields = 0, n = 0;
   std::string_view key;
@@ -199,7 +225,7 @@ bool ReadGetAnswer(std::string_view body, const DecodeLimits& /*limits*/, BatchG
       !in.ArrayHeader(&n) || n > in.left()) {
     return false;
   }
-  AnswerReader reader(in);
+  AnswerReader reader(in, limits);
   m->clear();
   m->reserve(n);
   std::string message;

@@ -40,22 +40,28 @@ enum class Op : uint8_t {
   kGet = 0x10,
   kBatchGet = 0x11,
   kCount = 0x12,
+  kMasterOf = 0x13,
+  kLinks = 0x14,
+  kConnected = 0x15,
   kUpsert = 0x20,
   kBatchUpsert = 0x21,
   kRemove = 0x22,
   kTrim = 0x23,
   kDelete = 0x24,
   kExpire = 0x25,
+  kLink = 0x26,
+  kUnlink = 0x27,
   // Node to node (a cluster's own traffic; clients have no need of these).
   kCopyPartition = 0x30,
 };
 
 // Every operation in a fixed order. An operation's place in it (OpSlot)
 // numbers per-operation counters; codes outside the table get kOpCount.
-inline constexpr Op kOps[] = {Op::kHello,       Op::kPing,         Op::kStats, Op::kClusterMap,
-                              Op::kGet,         Op::kBatchGet,     Op::kCount, Op::kUpsert,
-                              Op::kBatchUpsert, Op::kRemove,       Op::kTrim,  Op::kDelete,
-                              Op::kExpire,      Op::kCopyPartition};
+inline constexpr Op kOps[] = {Op::kHello,  Op::kPing,      Op::kStats,        Op::kClusterMap,
+                              Op::kGet,    Op::kBatchGet,  Op::kCount,        Op::kMasterOf,
+                              Op::kLinks,  Op::kConnected, Op::kUpsert,       Op::kBatchUpsert,
+                              Op::kRemove, Op::kTrim,      Op::kDelete,       Op::kExpire,
+                              Op::kLink,   Op::kUnlink,    Op::kCopyPartition};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

@@ -28,6 +28,12 @@ std::string_view OpName(uint8_t op) {
       return "batch_get";
     case Op::kCount:
       return "count";
+    case Op::kMasterOf:
+      return "master_of";
+    case Op::kLinks:
+      return "links";
+    case Op::kConnected:
+      return "connected";
     case Op::kUpsert:
       return "upsert";
     case Op::kBatchUpsert:
@@ -40,6 +46,10 @@ std::string_view OpName(uint8_t op) {
       return "delete";
     case Op::kExpire:
       return "expire";
+    case Op::kLink:
+      return "link";
+    case Op::kUnlink:
+      return "unlink";
     case Op::kCopyPartition:
       return "copy_partition";
   }
@@ -171,6 +181,7 @@ uint32_t OptionFields(Packer* pk, const GetOptions& o) {
   u64("id_to", o.id_to, d.id_to);
   flag("count_only", o.count_only);
   u64("limit", o.limit, d.limit);
+  flag("own", o.own_only);
   return n;
 }
 
@@ -227,14 +238,17 @@ void UintArray(Packer& pk, std::string* out, const std::vector<T>& v) {
 // reserved up front, a batch answer of 20 profiles is built without the
 // string growing (perf had a fifth of a batch get's CPU in that growth).
 size_t GetFieldsBound(const GetResult& m) {
-  return 64 + 9 * (m.ids.size() + m.expires.size()) + 5 * (m.attr1.size() + m.attr2.size());
+  return 96 + m.master.size() + 9 * (m.ids.size() + m.expires.size()) +
+         5 * (m.attr1.size() + m.attr2.size());
 }
 
 void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_status) {
   const bool attr1 = !m.attr1.empty();
   const bool attr2 = !m.attr2.empty();
   const bool expires = !m.expires.empty();
-  pk.pack_map(2 + (with_status ? 1 : 0) + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0));
+  const bool merged = !m.master.empty();  // a linked user's merged view: "master", "profiles"
+  pk.pack_map(2 + (with_status ? 1 : 0) + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0) +
+              (merged ? 2 : 0));
   if (with_status) {
     Str(pk, "status");
     pk.pack_uint8(0);
@@ -256,6 +270,12 @@ void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_statu
     Str(pk, "attr2");
     pk.pack_array(static_cast<uint32_t>(m.attr2.size()));
     for (const auto& a : m.attr2) OptU32(pk, a);
+  }
+  if (merged) {
+    Str(pk, "master");
+    Bin(pk, m.master);
+    Str(pk, "profiles");
+    pk.pack_uint32(m.profiles);
   }
 }
 
@@ -583,10 +603,25 @@ class Fields {
     return Status::OK();
   }
 
-  Status User(const DecodeLimits& lim, std::string* v) const {
-    const object* o = Find("user");
-    if (o == nullptr) return Bad(Name("user"), "missing");
-    return ReadUser(*o, Name("user"), lim, v);
+  // A required user ID: "user", or another key that names one ("master",
+  // "a", "b").
+  Status User(const DecodeLimits& lim, std::string* v, std::string_view key = "user") const {
+    const object* o = Find(key);
+    if (o == nullptr) return Bad(Name(key), "missing");
+    return ReadUser(*o, Name(key), lim, v);
+  }
+
+  // An optional user ID (links' "cursor" and "next"): absent, nil or empty
+  // reads as empty; anything else is held to the rules of a user ID.
+  Status OptUser(std::string_view key, const DecodeLimits& lim, std::string* v) const {
+    const object* o = Find(key);
+    if (o == nullptr || o->type == mt::NIL) return Status::OK();
+    if ((o->type == mt::STR && o->via.str.size == 0) ||
+        (o->type == mt::BIN && o->via.bin.size == 0)) {
+      v->clear();
+      return Status::OK();
+    }
+    return ReadUser(*o, Name(key), lim, v);
   }
 
   Status Array(std::string_view key, uint32_t max, const object** v, bool required) const {
@@ -723,7 +758,7 @@ Status ReadOptions(const Fields& f, GetOptions* o) {
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_to", &o->id_to));
   SEGSTORE_RETURN_IF_ERROR(f.Flag("count_only", &o->count_only));
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("limit", &o->limit));
-  return Status::OK();
+  return f.Flag("own", &o->own_only);
 }
 
 Status ReadOptU32(const object& o, const std::string& name, std::optional<uint32_t>* v) {
@@ -821,7 +856,7 @@ Status ReadAttrColumn(const Fields& f, std::string_view key, size_t rows,
   return Status::OK();
 }
 
-Status ReadGetResult(const Fields& f, GetResult* m) {
+Status ReadGetResult(const Fields& f, const DecodeLimits& lim, GetResult* m) {
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("count", &m->count, true));
   const object* ids = nullptr;
   SEGSTORE_RETURN_IF_ERROR(f.Array("ids", UINT32_MAX, &ids, true));
@@ -838,7 +873,16 @@ Status ReadGetResult(const Fields& f, GetResult* m) {
   const size_t rows = m->ids.size();
   SEGSTORE_RETURN_IF_ERROR(ReadU32Column(f, "expires", rows, &m->expires));
   SEGSTORE_RETURN_IF_ERROR(ReadAttrColumn(f, "attr1", rows, &m->attr1));
-  return ReadAttrColumn(f, "attr2", rows, &m->attr2);
+  SEGSTORE_RETURN_IF_ERROR(ReadAttrColumn(f, "attr2", rows, &m->attr2));
+  // A linked user's merged view (absent for a user in no group). "profiles"
+  // counts only beside a master: the two are written together or not at all.
+  if (const object* master = f.Find("master"); master != nullptr && master->type != mt::NIL) {
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(*master, f.Name("master"), lim, &m->master));
+  }
+  uint32_t profiles = 0;
+  SEGSTORE_RETURN_IF_ERROR(f.UintAs("profiles", &profiles));
+  m->profiles = m->master.empty() ? 0 : profiles;
+  return Status::OK();
 }
 
 Status ReadUpsertResult(const Fields& f, UpsertResult* m) {
@@ -1084,6 +1128,64 @@ void Encode(const CopyPartitionRequest& m, std::string* out) {
   });
 }
 
+void Encode(const LinkRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + (m.ttl != 0 ? 1 : 0) + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "master");
+    Str(pk, m.master);
+    if (m.ttl != 0) {
+      Str(pk, "ttl");
+      pk.pack_uint32(m.ttl);
+    }
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+void Encode(const UnlinkRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1 + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+void Encode(const MasterOfRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "user");
+    Str(pk, m.user);
+  });
+}
+
+void Encode(const LinksRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1 + (m.cursor.empty() ? 0 : 1) + (m.limit != 0 ? 1 : 0));
+    Str(pk, "user");
+    Str(pk, m.user);
+    if (!m.cursor.empty()) {
+      Str(pk, "cursor");
+      Str(pk, m.cursor);
+    }
+    if (m.limit != 0) {
+      Str(pk, "limit");
+      pk.pack_uint32(m.limit);
+    }
+  });
+}
+
+void Encode(const ConnectedRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2);
+    Str(pk, "a");
+    Str(pk, m.a);
+    Str(pk, "b");
+    Str(pk, m.b);
+  });
+}
+
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, EmptyRequest* /*m*/) {
   return DecodeMap(body, [](const Fields&) { return Status::OK(); });
 }
@@ -1239,6 +1341,46 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, CopyPartitionR
   });
 }
 
+Status Decode(std::string_view body, const DecodeLimits& lim, LinkRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->master, "master"));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("ttl", &m->ttl));
+    return f.Id(&m->write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, UnlinkRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    return f.Id(&m->write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, MasterOfRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) { return f.User(lim, &m->user); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, LinksRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.OptUser("cursor", lim, &m->cursor));
+    return f.UintAs("limit", &m->limit);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, ConnectedRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->a, "a"));
+    return f.User(lim, &m->b, "b");
+  });
+}
+
 // ---- responses ----
 
 void Encode(const HelloResponse& m, std::string* out) {
@@ -1373,6 +1515,61 @@ void Encode(const StatsResponse& m, std::string* out) {
         Str(pk, std::get<std::string>(e.value));
       }
     }
+  });
+}
+
+void Encode(const LinkResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3);
+    Str(pk, "master");
+    Bin(pk, m.master);
+    Str(pk, "members");
+    pk.pack_uint32(m.members);
+    Str(pk, "moved");
+    pk.pack_uint32(m.moved);
+  });
+}
+
+void Encode(const UnlinkResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "unlinked");
+    Bool(pk, m.unlinked);
+  });
+}
+
+void Encode(const MasterOfResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "master");
+    Bin(pk, m.master);
+  });
+}
+
+void Encode(const LinksResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(m.next.empty() ? 2 : 3);
+    Str(pk, "master");
+    Bin(pk, m.master);
+    Str(pk, "links");
+    pk.pack_array(static_cast<uint32_t>(m.links.size()));
+    for (const LinkedUser& l : m.links) {
+      pk.pack_array(2);
+      Bin(pk, l.user);
+      pk.pack_uint32(l.expires_at);
+    }
+    if (!m.next.empty()) {
+      Str(pk, "next");
+      Bin(pk, m.next);
+    }
+  });
+}
+
+void Encode(const ConnectedResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "connected");
+    Bool(pk, m.connected);
   });
 }
 
@@ -1596,16 +1793,18 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* 
   return internal::DecodeGeneral(body, lim, m);
 }
 
-Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& /*lim*/, GetResult* m) {
+Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim, GetResult* m) {
   *m = {};
-  return DecodeMap(body, [&](const Fields& f) { return ReadGetResult(f, m); });
+  return DecodeMap(body, [&](const Fields& f) { return ReadGetResult(f, lim, m); });
 }
 
-Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& /*lim*/,
+Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim,
                                BatchGetResponse* m) {
   *m = {};
-  return DecodeMap(body,
-                   [&](const Fields& f) { return ReadResults<GetResult>(f, ReadGetResult, m); });
+  return DecodeMap(body, [&](const Fields& f) {
+    return ReadResults<GetResult>(
+        f, [&lim](const Fields& e, GetResult* r) { return ReadGetResult(e, lim, r); }, m);
+  });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& /*lim*/, UpsertResult* m) {
@@ -1696,6 +1895,63 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, StatsResponse*
     m->entries.push_back(std::move(e));
   }
   return Status::OK();
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, LinkResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->master, "master"));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("members", &m->members, true));
+    return f.UintAs("moved", &m->moved, true);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, UnlinkResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    if (f.Find("unlinked") == nullptr) return Bad("unlinked", "missing");
+    return f.Flag("unlinked", &m->unlinked);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, MasterOfResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) { return f.User(lim, &m->master, "master"); });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, LinksResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->master, "master"));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("links", UINT32_MAX, &arr, true));
+    // Grown as entries are read, not sized from the count (as copy_partition's records).
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      const object& e = arr->via.array.ptr[i];
+      const std::string name = "links[" + std::to_string(i) + "]";
+      if (e.type != mt::ARRAY) return WrongType(name, "an array [user, expires_at]", e);
+      if (e.via.array.size != 2) {
+        return Bad(name, "has " + std::to_string(e.via.array.size) +
+                             " elements, expected 2 [user, expires_at]");
+      }
+      LinkedUser l;
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(e.via.array.ptr[0], name + ".user", lim, &l.user));
+      uint64_t expires_at = 0;
+      SEGSTORE_RETURN_IF_ERROR(
+          Fields::ReadUint(e.via.array.ptr[1], name + ".expires_at", UINT32_MAX, &expires_at));
+      l.expires_at = static_cast<UnixSeconds>(expires_at);
+      m->links.push_back(std::move(l));
+    }
+    return f.OptUser("next", lim, &m->next);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ConnectedResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    if (f.Find("connected") == nullptr) return Bad("connected", "missing");
+    return f.Flag("connected", &m->connected);
+  });
 }
 
 void EncodeError(std::string_view message, std::string* out) {

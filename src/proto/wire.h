@@ -91,6 +91,29 @@ struct ExpireRequest {
 };
 // copy_partition, node to node (include/segstore/messages.h).
 using CopyPartitionRequest = segstore::CopyPartitionRequest;
+// Profile bridging (proto/PROTOCOL.md, "Linked profiles").
+struct LinkRequest {
+  std::string user;
+  std::string master;
+  uint32_t ttl = 0;  // seconds the link lasts; 0: it never expires
+  WriteId write_id = {};
+};
+struct UnlinkRequest {
+  std::string user;
+  WriteId write_id = {};
+};
+struct MasterOfRequest {
+  std::string user;
+};
+struct LinksRequest {
+  std::string user;
+  std::string cursor;  // empty: from the start
+  uint32_t limit = 0;  // 0: the server's default (100)
+};
+struct ConnectedRequest {
+  std::string a;
+  std::string b;
+};
 
 // ---- responses ----
 
@@ -113,6 +136,17 @@ using StatsResponse = Stats;
 using BatchGetResponse = BatchGetResult;
 using BatchUpsertResponse = BatchUpsertResult;
 using CopiedRecord = segstore::CopiedRecord;
+using LinkResponse = LinkResult;  // {"master", "members", "moved"}
+struct UnlinkResponse {
+  bool unlinked = false;
+};
+struct MasterOfResponse {
+  std::string master;
+};
+using LinksResponse = LinksPage;  // {"master", "links": [[user, expires_at]...], "next"}
+struct ConnectedResponse {
+  bool connected = false;
+};
 using CopyPartitionResponse = segstore::CopyPartitionResponse;
 
 // The bytes record `r` takes in a copy_partition answer's body (exact), and
@@ -145,6 +179,11 @@ void Encode(const TrimRequest& m, std::string* out);
 void Encode(const DeleteRequest& m, std::string* out);
 void Encode(const ExpireRequest& m, std::string* out);
 void Encode(const CopyPartitionRequest& m, std::string* out);
+void Encode(const LinkRequest& m, std::string* out);
+void Encode(const UnlinkRequest& m, std::string* out);
+void Encode(const MasterOfRequest& m, std::string* out);
+void Encode(const LinksRequest& m, std::string* out);
+void Encode(const ConnectedRequest& m, std::string* out);
 
 // The checks Decode makes of a read's request, for one that arrives as a
 // value instead (the RESP port's, Handler::HandleGet): its users' IDs and
@@ -168,6 +207,13 @@ Status Decode(std::string_view body, const DecodeLimits& limits, DeleteRequest* 
 Status Decode(std::string_view body, const DecodeLimits& limits, ExpireRequest* m);
 // Refuses a partition of 4096 or more and a cursor past kCopyFinished.
 Status Decode(std::string_view body, const DecodeLimits& limits, CopyPartitionRequest* m);
+// Users (user, master, a, b, a cursor that is not empty) are held to the
+// rules of a user ID (limits.max_key_bytes).
+Status Decode(std::string_view body, const DecodeLimits& limits, LinkRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, UnlinkRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, MasterOfRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, LinksRequest* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, ConnectedRequest* m);
 
 void Encode(const HelloResponse& m, std::string* out);
 void Encode(const GetResult& m, std::string* out);
@@ -180,6 +226,11 @@ void Encode(const CountResponse& m, std::string* out);
 void Encode(const DeleteResponse& m, std::string* out);
 void Encode(const ExpireResponse& m, std::string* out);
 void Encode(const StatsResponse& m, std::string* out);
+void Encode(const LinkResponse& m, std::string* out);
+void Encode(const UnlinkResponse& m, std::string* out);
+void Encode(const MasterOfResponse& m, std::string* out);
+void Encode(const LinksResponse& m, std::string* out);
+void Encode(const ConnectedResponse& m, std::string* out);
 
 Status Decode(std::string_view body, const DecodeLimits& limits, HelloResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, GetResult* m);
@@ -192,6 +243,11 @@ Status Decode(std::string_view body, const DecodeLimits& limits, CountResponse* 
 Status Decode(std::string_view body, const DecodeLimits& limits, DeleteResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, ExpireResponse* m);
 Status Decode(std::string_view body, const DecodeLimits& limits, StatsResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, LinkResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, UnlinkResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, MasterOfResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, LinksResponse* m);
+Status Decode(std::string_view body, const DecodeLimits& limits, ConnectedResponse* m);
 // cluster_map's answer. Decode also checks the map (ClusterMap::Check); what
 // is wrong with `incoming` alone is named "incoming".
 void Encode(const ClusterMap& m, std::string* out);

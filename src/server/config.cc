@@ -366,6 +366,9 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"max_segments", IntSetter(1, 1'000'000, [](Config* c, int64_t v) {
               c->profile.max_segments = static_cast<uint32_t>(v);
             })},
+           {"max_links", IntSetter(1, 10'000, [](Config* c, int64_t v) {
+              c->profile.max_links = static_cast<uint32_t>(v);
+            })},
            {"sweeper", BoolSetter([](Config* c, bool v) { c->profile.sweeper = v; })},
            {"sweep_records_per_second", IntSetter(1, 10'000'000, [](Config* c, int64_t v) {
               c->profile.sweep_records_per_second = static_cast<uint32_t>(v);
@@ -766,6 +769,7 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("storage.defrag_blocks_per_second", c.storage.defrag_blocks_per_second);
   add("storage.rotate_blocks_per_second", c.storage.rotate_blocks_per_second);
   add("profile.max_segments", c.profile.max_segments);
+  add("profile.max_links", c.profile.max_links);
   add("profile.sweeper", c.profile.sweeper ? 1 : 0);
   add("profile.sweep_records_per_second", c.profile.sweep_records_per_second);
   add("profile.sweep_share", c.profile.sweep_share);

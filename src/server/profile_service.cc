@@ -150,6 +150,16 @@ class ProfileHandler : public Handler {
         return Expire(h, body, std::move(to));
       case Op::kCopyPartition:
         return CopyPartition(h, body, std::move(to));
+      case Op::kLink:
+        return Link(h, body, std::move(to));
+      case Op::kUnlink:
+        return Unlink(h, body, std::move(to));
+      case Op::kMasterOf:
+        return MasterOf(h, body, std::move(to));
+      case Op::kLinks:
+        return Links(h, body, std::move(to));
+      case Op::kConnected:
+        return Connected(h, body, std::move(to));
     }
     ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), to);
   }
@@ -586,6 +596,74 @@ class ProfileHandler : public Handler {
                     });
     }
     session_->Expire(req.user, req.ids, req.spec(), AnswerAsIs<ExpireResult>(h, std::move(to)));
+  }
+
+  // ---- Profile bridging (PROTOCOL.md, "Linked profiles"). A single
+  // server's for now: a cluster does not yet carry links through its log.
+  bool RefusedInCluster(const FrameHeader& h, Responder& to) {
+    if (board_ == nullptr) return false;
+    ReplyError(h,
+               Status::Unsupported(std::string(proto::OpName(h.op)) +
+                                   ": links are not yet replicated through the cluster's log"),
+               to);
+    return true;
+  }
+
+  // NotFound for a user in no group says so.
+  template <typename T, typename Convert>
+  static auto AnswerGroup(const FrameHeader& h, Responder to, Convert convert) {
+    return [h, to = std::move(to), convert](Result<T> r) mutable {
+      if (!r.ok()) {
+        ReplyError(
+            h, r.status().IsNotFound() ? Status::NotFound("the user is in no group") : r.status(),
+            to);
+        return;
+      }
+      ReplyOk(h, convert(std::move(*r)), to);
+    };
+  }
+
+  void Link(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::LinkRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (RefusedInCluster(h, to)) return;
+    session_->Link(profile::WriteContext{}, req.user, req.master, req.ttl,
+                   Answer<LinkResult>(h, std::move(to), [](LinkResult r) { return r; }));
+  }
+
+  void Unlink(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::UnlinkRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (RefusedInCluster(h, to)) return;
+    session_->Unlink(
+        profile::WriteContext{}, req.user,
+        Answer<bool>(h, std::move(to), [](bool was) { return proto::UnlinkResponse{was}; }));
+  }
+
+  void MasterOf(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::MasterOfRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (RefusedInCluster(h, to)) return;
+    session_->MasterOf(req.user, AnswerGroup<std::string>(h, std::move(to), [](std::string m) {
+                         return proto::MasterOfResponse{std::move(m)};
+                       }));
+  }
+
+  void Links(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::LinksRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (RefusedInCluster(h, to)) return;
+    session_->Links(req.user, req.cursor, req.limit,
+                    AnswerGroup<LinksPage>(h, std::move(to), [](LinksPage p) { return p; }));
+  }
+
+  void Connected(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::ConnectedRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (RefusedInCluster(h, to)) return;
+    session_->Connected(req.a, req.b, Answer<bool>(h, std::move(to), [](bool c) {
+                          return proto::ConnectedResponse{c};
+                        }));
   }
 
   ProfileService* service_;

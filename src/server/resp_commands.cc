@@ -53,12 +53,13 @@ constexpr RespCommandDef kTable[] = {
     {RespCmd::kAsking, "asking", 1, "fast", K::kNone, "cluster",
      "OK: segstore never redirects with ASK.", ""},
     {RespCmd::kSegGet, "seg.get", -2, "readonly", K::kFirst, "segstore",
-     "A user's live segments, selected and projected as the binary protocol's get.",
-     "user [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] [LIMIT n] [IDSONLY]"},
+     "A user's live segments (its group's merged view), selected and projected as the binary "
+     "protocol's get.",
+     "user [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] [LIMIT n] [IDSONLY] [OWN]"},
     {RespCmd::kSegMget, "seg.mget", -3, "readonly movablekeys", K::kCounted, "segstore",
      "Many users' segments at once, as the binary protocol's batch_get.",
      "numusers user [user ...] [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] "
-     "[LIMIT n] [IDSONLY]"},
+     "[LIMIT n] [IDSONLY] [OWN]"},
     {RespCmd::kSegCount, "seg.count", -2, "readonly fast", K::kFirst, "segstore",
      "How many live segments a user has (in an ID range).", "user [IDS lo hi]"},
     {RespCmd::kSegUpsert, "seg.upsert", -4, "write", K::kFirst, "segstore",
@@ -72,6 +73,20 @@ constexpr RespCommandDef kTable[] = {
      "user [BEFORE unix-seconds] [WRITEID id]"},
     {RespCmd::kSegDel, "seg.del", -2, "write fast", K::kFirst, "segstore",
      "Deletes a user's whole profile.", "user [WRITEID id]"},
+    {RespCmd::kSegLink, "seg.link", -3, "write", K::kFirst, "segstore",
+     "Links a user into the group of a master: a get by any of them reads the group's merged "
+     "view.",
+     "user master [TTL seconds] [WRITEID id]"},
+    {RespCmd::kSegUnlink, "seg.unlink", -2, "write fast", K::kFirst, "segstore",
+     "Takes a user out of its group (a master's unlink dissolves it); 1 when it was linked.",
+     "user [WRITEID id]"},
+    {RespCmd::kSegMasterof, "seg.masterof", 2, "readonly fast", K::kFirst, "segstore",
+     "The master of a user's group (the user itself for a master); null when in no group.", "user"},
+    {RespCmd::kSegLinks, "seg.links", -2, "readonly", K::kFirst, "segstore",
+     "The users linked to the master of a user's group, a page at a time.",
+     "user [CURSOR cursor] [COUNT n]"},
+    {RespCmd::kSegConnected, "seg.connected", 3, "readonly fast", K::kTwo, "segstore",
+     "1 when two users share a group (or are the same user), else 0.", "user user"},
     {RespCmd::kDel, "del", -2, "write", K::kAll, "generic",
      "Deletes profiles; returns how many existed.", "key [key ...]"},
     {RespCmd::kUnlink, "unlink", -2, "write fast", K::kAll, "generic",
@@ -237,6 +252,9 @@ Status RespKeyPositions(const RespCommandDef& def, RespArgs args, std::vector<si
       for (size_t i = 0; i < n; ++i) positions->push_back(2 + i);
       return Status::OK();
     }
+    case RespKeys::kTwo:
+      for (size_t i = 1; i < args.size() && i <= 2; ++i) positions->push_back(i);
+      return Status::OK();
   }
   return Status::OK();
 }
@@ -339,9 +357,11 @@ Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o) {
       o->count_only = true;
     } else if (EqualsNoCase(a, "IDSONLY")) {
       o->ids_only = true;
+    } else if (EqualsNoCase(a, "OWN")) {
+      o->own_only = true;
     } else {
       return ArgError(args, fmt::format("unknown option '{}' (WINDOW, NOTEXPIRING, IDS, COUNT, "
-                                        "LIMIT, IDSONLY)",
+                                        "LIMIT, IDSONLY, OWN)",
                                         a.substr(0, 64)));
     }
   }
@@ -425,30 +445,41 @@ Status ParseRemove(RespArgs args, proto::RemoveRequest* req) {
   return Status::OK();
 }
 
-Status ParseTrim(RespArgs args, proto::TrimRequest* req) {
-  req->user = std::string(args[1]);
-  for (size_t i = 2; i < args.size();) {
-    if (EqualsNoCase(args[i], "BEFORE")) {
-      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, "BEFORE", &req->before));
+// The options from args[i] on: `name` u32 (into *value) and WRITEID, in any order.
+Status ParseU32AndWriteId(RespArgs args, size_t i, std::string_view name, uint32_t* value,
+                          WriteId* write_id) {
+  while (i < args.size()) {
+    if (EqualsNoCase(args[i], name)) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, name, value));
       i += 2;
     } else if (EqualsNoCase(args[i], "WRITEID")) {
-      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, write_id));
     } else {
-      return ArgError(args,
-                      fmt::format("unknown option '{}' (BEFORE, WRITEID)", args[i].substr(0, 64)));
+      return ArgError(
+          args, fmt::format("unknown option '{}' ({}, WRITEID)", args[i].substr(0, 64), name));
     }
   }
   return Status::OK();
 }
 
-Status ParseDelete(RespArgs args, proto::DeleteRequest* req) {
-  req->user = std::string(args[1]);
+// The options from args[2] on: WRITEID alone.
+Status ParseWriteIdOnly(RespArgs args, WriteId* write_id) {
   size_t i = 2;
-  SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+  SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, write_id));
   if (i < args.size()) {
     return ArgError(args, fmt::format("unknown option '{}' (WRITEID)", args[i].substr(0, 64)));
   }
   return Status::OK();
+}
+
+Status ParseTrim(RespArgs args, proto::TrimRequest* req) {
+  req->user = std::string(args[1]);
+  return ParseU32AndWriteId(args, 2, "BEFORE", &req->before, &req->write_id);
+}
+
+Status ParseDelete(RespArgs args, proto::DeleteRequest* req) {
+  req->user = std::string(args[1]);
+  return ParseWriteIdOnly(args, &req->write_id);
 }
 
 Status ParseCount(RespArgs args, proto::CountRequest* req) {
@@ -459,6 +490,36 @@ Status ParseCount(RespArgs args, proto::CountRequest* req) {
   }
   SEGSTORE_RETURN_IF_ERROR(ParseU64(args, 3, "IDS lo", &req->id_from));
   return ParseU64(args, 4, "IDS hi", &req->id_to);
+}
+
+Status ParseLink(RespArgs args, proto::LinkRequest* req) {
+  req->user = std::string(args[1]);
+  req->master = std::string(args[2]);
+  return ParseU32AndWriteId(args, 3, "TTL", &req->ttl, &req->write_id);
+}
+
+Status ParseUnlink(RespArgs args, proto::UnlinkRequest* req) {
+  req->user = std::string(args[1]);
+  return ParseWriteIdOnly(args, &req->write_id);
+}
+
+Status ParseLinks(RespArgs args, proto::LinksRequest* req) {
+  req->user = std::string(args[1]);
+  for (size_t i = 2; i < args.size();) {
+    if (EqualsNoCase(args[i], "CURSOR")) {
+      if (i + 1 >= args.size()) return ArgError(args, "CURSOR is missing");
+      req->cursor = std::string(args[i + 1]);
+      i += 2;
+    } else if (EqualsNoCase(args[i], "COUNT")) {
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, "COUNT", &req->limit));
+      if (req->limit == 0) return ArgError(args, "COUNT must be at least 1");
+      i += 2;
+    } else {
+      return ArgError(args,
+                      fmt::format("unknown option '{}' (CURSOR, COUNT)", args[i].substr(0, 64)));
+    }
+  }
+  return Status::OK();
 }
 
 // ---- hashes ----
@@ -685,6 +746,20 @@ void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> att
 
 // ---- replies ----
 
+namespace {
+
+// The last pairs of a merged view's SEG.GET map: none for any other read,
+// so a user in no group is answered as before groups were.
+void WriteGroupPairs(const GetResult& r, proto::RespWriter* w) {
+  if (r.master.empty()) return;
+  w->Bulk("master");
+  w->Bulk(r.master);
+  w->Bulk("profiles");
+  w->Integer(r.profiles);
+}
+
+}  // namespace
+
 void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::RespWriter* w) {
   // Columns, as the binary protocol's answer: two elements a segment, where
   // an array per segment took five (the reply is built, sent and read in
@@ -694,7 +769,8 @@ void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::R
   const bool attr2 = expires && !r.attr2.empty();
   w->Reserve(64 + r.size() * (expires ? 28 : 14) + (attr1 ? 8 * r.size() : 0) +
              (attr2 ? 8 * r.size() : 0));
-  w->Map(3 + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0));
+  const bool merged = !r.master.empty();
+  w->Map(3 + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0) + (merged ? 2 : 0));
   w->Bulk("count");
   w->Integer(r.count);
   w->Bulk("stale");
@@ -702,7 +778,7 @@ void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::R
   w->Bulk("ids");
   w->Array(r.size());
   w->BulkNumbers(r.ids);
-  if (!expires) return;
+  if (!expires) return WriteGroupPairs(r, w);
   w->Bulk("expires");
   w->Array(r.size());
   w->Integers(r.expires);
@@ -719,6 +795,7 @@ void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::R
   };
   if (attr1) column("attr1", r.attr1);
   if (attr2) column("attr2", r.attr2);
+  WriteGroupPairs(r, w);
 }
 
 void WriteUpsertReply(const UpsertResult& r, proto::RespWriter* w) {
@@ -743,6 +820,31 @@ void WriteTrimReply(const TrimResult& r, proto::RespWriter* w) {
   w->Integer(r.remaining);
   w->Bulk("duplicate");
   w->Boolean(r.duplicate);
+}
+
+void WriteLinkReply(const LinkResult& r, proto::RespWriter* w) {
+  w->Map(3);
+  w->Bulk("master");
+  w->Bulk(r.master);
+  w->Bulk("members");
+  w->Integer(r.members);
+  w->Bulk("moved");
+  w->Integer(r.moved);
+}
+
+void WriteLinksReply(const LinksPage& page, proto::RespWriter* w) {
+  w->Map(3);
+  w->Bulk("master");
+  w->Bulk(page.master);
+  w->Bulk("links");
+  w->Array(page.links.size());
+  for (const LinkedUser& l : page.links) {
+    w->Array(2);
+    w->Bulk(l.user);
+    w->Integer(l.expires_at);
+  }
+  w->Bulk("next");
+  w->Bulk(page.next);
 }
 
 namespace {
@@ -798,6 +900,11 @@ void WriteCommandInfo(const RespCommandDef& def, proto::RespWriter* w) {
     case RespKeys::kAll:
       w->Integer(1);
       w->Integer(-1);
+      w->Integer(1);
+      break;
+    case RespKeys::kTwo:
+      w->Integer(1);
+      w->Integer(2);
       w->Integer(1);
       break;
   }

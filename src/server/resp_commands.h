@@ -50,6 +50,11 @@ enum class RespCmd : uint8_t {
   kSegRemove,
   kSegTrim,
   kSegDel,
+  kSegLink,
+  kSegUnlink,
+  kSegMasterof,
+  kSegLinks,
+  kSegConnected,
   // keys
   kDel,
   kUnlink,
@@ -85,9 +90,10 @@ inline constexpr size_t kRespCommandSlots = kRespCommands + 1;
 // How a command's keys (users) are found among its arguments.
 enum class RespKeys : uint8_t {
   kNone,
-  kFirst,   // argument 1 only
-  kAll,     // arguments 1 to the last
-  kCounted  // argument 1 is how many keys follow (SEG.MGET)
+  kFirst,    // argument 1 only
+  kAll,      // arguments 1 to the last
+  kCounted,  // argument 1 is how many keys follow (SEG.MGET)
+  kTwo       // arguments 1 and 2 (SEG.CONNECTED)
 };
 
 struct RespCommandDef {
@@ -137,7 +143,7 @@ Status ParseRespNumber(std::string_view text, std::string_view what, uint64_t ma
 Status ParseWriteId(std::string_view text, WriteId* id);
 
 // SEG.GET user [options], from args[first] on (the options): WINDOW from to,
-// NOTEXPIRING from to, IDS lo hi, COUNT, LIMIT n, IDSONLY.
+// NOTEXPIRING from to, IDS lo hi, COUNT, LIMIT n, IDSONLY, OWN.
 Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o);
 // SEG.UPSERT user [SET|EXTEND|ADD] [TTL] [WRITEID id] id value [ATTR1 n]
 // [ATTR2 n] [id value ...].
@@ -150,6 +156,13 @@ Status ParseTrim(RespArgs args, proto::TrimRequest* req);
 Status ParseDelete(RespArgs args, proto::DeleteRequest* req);
 // SEG.COUNT user [IDS lo hi].
 Status ParseCount(RespArgs args, proto::CountRequest* req);
+// SEG.LINK user master [TTL seconds] [WRITEID id].
+Status ParseLink(RespArgs args, proto::LinkRequest* req);
+// SEG.UNLINK user [WRITEID id].
+Status ParseUnlink(RespArgs args, proto::UnlinkRequest* req);
+// SEG.LINKS user [CURSOR cursor] [COUNT n]: COUNT at least 1 (none: the
+// server's default); CURSOR "" is the start.
+Status ParseLinks(RespArgs args, proto::LinksRequest* req);
 
 // ---- hashes ----
 // A hash's field is a segment ID (ParseRespNumber's form, any u64); its
@@ -187,11 +200,18 @@ void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> att
 
 // ---- replies ----
 
-// A get's result as SEG.GET answers it: a map of count, stale and segments
-// (ids, or [id, expires_at, attr1, attr2] rows); the count alone for COUNT.
+// A get's result as SEG.GET answers it: a map of count, stale and the
+// segments in columns (ids, expires, attr1, attr2; ids alone for IDSONLY,
+// none for COUNT), then master and profiles for a merged view (a linked
+// user's read: r.master not empty) and only then.
 void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::RespWriter* w);
 void WriteUpsertReply(const UpsertResult& r, proto::RespWriter* w);
 void WriteTrimReply(const TrimResult& r, proto::RespWriter* w);
+// SEG.LINK's: a map of master, members, moved.
+void WriteLinkReply(const LinkResult& r, proto::RespWriter* w);
+// SEG.LINKS's: a map of master, links ([user, expires_at] pairs) and next
+// ("" at the end).
+void WriteLinksReply(const LinksPage& page, proto::RespWriter* w);
 
 // COMMAND's entry for one command, and COMMAND DOCS's.
 void WriteCommandInfo(const RespCommandDef& def, proto::RespWriter* w);

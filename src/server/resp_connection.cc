@@ -351,6 +351,16 @@ void RespConnection::Serve(const RespCommandDef* def, RespArgs args, Pending& p)
       return SegTrim(args, p);
     case RespCmd::kSegDel:
       return SegDel(args, p);
+    case RespCmd::kSegLink:
+      return SegLink(args, p);
+    case RespCmd::kSegUnlink:
+      return SegUnlink(args, p);
+    case RespCmd::kSegMasterof:
+      return SegMasterof(args, p);
+    case RespCmd::kSegLinks:
+      return SegLinks(args, p);
+    case RespCmd::kSegConnected:
+      return SegConnected(args, p);
     case RespCmd::kDel:
     case RespCmd::kUnlink:
       return Del(args, p);
@@ -823,6 +833,60 @@ void RespConnection::SegDel(RespArgs args, Pending& p) {
         w.Boolean(r.deleted);
         w.Bulk("duplicate");
         w.Boolean(r.duplicate);
+      });
+}
+
+void RespConnection::SegLink(RespArgs args, Pending& p) {
+  proto::LinkRequest req;
+  if (Status s = ParseLink(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  Call<LinkResult>(p, proto::Op::kLink, req,
+                   [this](Pending& q, const LinkResult& r, const proto::FrameHeader&) {
+                     proto::RespWriter w = Writer(q);
+                     WriteLinkReply(r, &w);
+                   });
+}
+
+void RespConnection::SegUnlink(RespArgs args, Pending& p) {
+  proto::UnlinkRequest req;
+  if (Status s = ParseUnlink(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  Call<proto::UnlinkResponse>(
+      p, proto::Op::kUnlink, req,
+      [this](Pending& q, const proto::UnlinkResponse& r, const proto::FrameHeader&) {
+        Writer(q).Integer(r.unlinked ? 1 : 0);
+      });
+}
+
+void RespConnection::SegMasterof(RespArgs args, Pending& p) {
+  proto::MasterOfRequest req;
+  req.user = std::string(args[1]);
+  Call<proto::MasterOfResponse>(
+      p, proto::Op::kMasterOf, req,
+      [this](Pending& q, const proto::MasterOfResponse& r, const proto::FrameHeader&) {
+        Writer(q).Bulk(r.master);
+      },
+      NullReply());
+}
+
+void RespConnection::SegLinks(RespArgs args, Pending& p) {
+  proto::LinksRequest req;
+  if (Status s = ParseLinks(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  Call<proto::LinksResponse>(
+      p, proto::Op::kLinks, req,
+      [this](Pending& q, const proto::LinksResponse& r, const proto::FrameHeader&) {
+        proto::RespWriter w = Writer(q);
+        WriteLinksReply(r, &w);
+      },
+      NullReply());
+}
+
+void RespConnection::SegConnected(RespArgs args, Pending& p) {
+  proto::ConnectedRequest req;
+  req.a = std::string(args[1]);
+  req.b = std::string(args[2]);
+  Call<proto::ConnectedResponse>(
+      p, proto::Op::kConnected, req,
+      [this](Pending& q, const proto::ConnectedResponse& r, const proto::FrameHeader&) {
+        Writer(q).Integer(r.connected ? 1 : 0);
       });
 }
 

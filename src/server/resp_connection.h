@@ -168,6 +168,12 @@ class RespConnection final : public Connection {
   void SegRemove(RespArgs args, Pending& p);
   void SegTrim(RespArgs args, Pending& p);
   void SegDel(RespArgs args, Pending& p);
+  // Profile bridging: link, unlink, master_of, links, connected.
+  void SegLink(RespArgs args, Pending& p);
+  void SegUnlink(RespArgs args, Pending& p);
+  void SegMasterof(RespArgs args, Pending& p);
+  void SegLinks(RespArgs args, Pending& p);
+  void SegConnected(RespArgs args, Pending& p);
   void Type(RespArgs args, Pending& p);
   void Del(RespArgs args, Pending& p);
   void Exists(RespArgs args, Pending& p);

@@ -207,6 +207,10 @@ json StatusJson(const Status& s) {
 
 json GetJson(const segstore::GetResult& r, bool ids_only) {
   json out{{"count", r.count}};
+  if (!r.master.empty()) {
+    out["master"] = r.master;
+    out["profiles"] = r.profiles;
+  }
   if (ids_only) {
     out["ids"] = r.ids;
     return out;
@@ -231,6 +235,10 @@ void PrintGet(const std::string& user, const segstore::GetResult& r, bool ids_on
   }
   std::printf("%s: %u matching live segments%s\n", user.c_str(), r.count,
               r.size() < r.count ? (", showing " + std::to_string(r.size())).c_str() : "");
+  if (!r.master.empty()) {
+    std::printf("(the merged view of %u linked profiles, master %s)\n", r.profiles,
+                r.master.c_str());
+  }
   if (ids_only) {
     for (size_t i = 0; i < r.size(); ++i)
       std::printf("%llu\n", static_cast<unsigned long long>(r.ids[i]));
@@ -263,6 +271,12 @@ struct Args {
   std::string when;                // expire: the new expiry
   std::string condition;           // expire: nx, xx, gt or lt
   std::vector<std::string> items;  // segments or IDs
+  // profile bridging
+  bool own = false;    // get: the user's own profile only
+  std::string master;  // link: the master; connected: the other user
+  std::string ttl;     // link: how long it lasts (empty: never)
+  std::string cursor;  // links: start after this user
+  bool all = false;    // links: every page
   // load
   std::vector<std::string> files;
   std::string format = "auto";
@@ -526,6 +540,99 @@ int RunNodeCommand(const std::string& command, const Args& a, client::Client& c,
 constexpr int kExitNoProfile = 3;
 
 // Runs `command`; returns the exit code.
+// Profile bridging's commands. NotFound from master-of and links (a user
+// in no group) exits with kExitNoProfile, as a user without a profile does.
+template <typename Fail>
+int RunLinkCommand(const std::string& command, const Args& a, uint32_t ttl, client::Client& c,
+                   Fail fail) {
+  auto not_in_group = [&](const Status& s) {
+    if (!s.IsNotFound()) return fail(s);
+    if (a.json) {
+      std::cout << StatusJson(s).dump() << "\n";
+    } else {
+      std::fprintf(stderr, "segctl: %s is in no group\n", a.user.c_str());
+    }
+    return kExitNoProfile;
+  };
+  if (command == "link") {
+    auto r = c.Link(a.user, a.master, ttl);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"master", r->master}, {"members", r->members}, {"moved", r->moved}}.dump()
+                << "\n";
+    } else {
+      std::printf("%s linked to master %s (%u linked users%s)\n", a.user.c_str(), r->master.c_str(),
+                  r->members,
+                  r->moved > 0 ? (", " + std::to_string(r->moved) + " moved with it").c_str() : "");
+    }
+    return 0;
+  }
+  if (command == "unlink") {
+    auto r = c.Unlink(a.user);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"unlinked", *r}}.dump() << "\n";
+    } else {
+      std::printf(*r ? "%s unlinked\n" : "%s was in no group\n", a.user.c_str());
+    }
+    return 0;
+  }
+  if (command == "master-of") {
+    auto r = c.MasterOf(a.user);
+    if (!r.ok()) return not_in_group(r.status());
+    if (a.json) {
+      std::cout << json{{"master", *r}}.dump() << "\n";
+    } else {
+      std::printf("%s\n", r->c_str());
+    }
+    return 0;
+  }
+  if (command == "connected") {
+    auto r = c.Connected(a.user, a.master);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"connected", *r}}.dump() << "\n";
+    } else {
+      std::printf("%s\n", *r ? "connected" : "not connected");
+    }
+    return 0;
+  }
+  // links: one page, or with --all every page.
+  std::string cursor = a.cursor;
+  json rows = json::array();
+  std::string master, next;
+  const uint32_t now = Now();
+  bool header = false;
+  do {
+    auto r = c.Links(a.user, cursor, a.limit);
+    if (!r.ok()) return not_in_group(r.status());
+    master = r->master;
+    next = r->next;
+    for (const segstore::LinkedUser& l : r->links) {
+      if (a.json) {
+        rows.push_back(json{{"user", l.user}, {"expires_at", l.expires_at}});
+        continue;
+      }
+      if (!header) {
+        std::printf("master %s\n%-40s  %-19s  %-9s\n", master.c_str(), "LINKED USER",
+                    "EXPIRES (UTC)", "LEFT");
+        header = true;
+      }
+      std::printf("%-40s  %-19s  %-9s\n", l.user.c_str(), FormatTime(l.expires_at).c_str(),
+                  FormatLeft(l.expires_at, now).c_str());
+    }
+    cursor = next;
+  } while (a.all && !next.empty());
+  if (a.json) {
+    json out{{"master", master}, {"links", rows}};
+    if (!next.empty()) out["next"] = next;
+    std::cout << out.dump() << "\n";
+  } else if (!next.empty()) {
+    std::printf("more: --cursor %s\n", next.c_str());
+  }
+  return 0;
+}
+
 int Run(const std::string& command, const Args& a) {
   client::ClientOptions options;
   auto fail = [&](const Status& s) {
@@ -564,6 +671,7 @@ int Run(const std::string& command, const Args& a) {
   get.count_only = a.count_only;
   get.outside_expiry_window = a.outside;
   get.limit = a.limit;
+  get.own_only = a.own;
   uint64_t id_from = 0, id_to = UINT64_MAX;
   if (!a.id_from.empty()) {
     if (Status s = ParseU64(a.id_from, "--id-from", &id_from); !s.ok()) return fail(s);
@@ -607,6 +715,18 @@ int Run(const std::string& command, const Args& a) {
       if (Status s = ParseU64(item, "segment ID", &id); !s.ok()) return fail(s);
       ids.push_back(id);
     }
+  }
+
+  uint32_t link_ttl = 0;
+  if (!a.ttl.empty()) {
+    if (Status s = ParseDuration(a.ttl, &link_ttl); !s.ok()) return fail(s);
+  }
+  if (command == "link" || command == "unlink" || command == "master-of" || command == "links" ||
+      command == "connected") {
+    // A single server's (a cluster refuses links for now): to the server named.
+    auto connected = client::Client::Connect(options);
+    if (!connected.ok()) return fail(connected.status());
+    return RunLinkCommand(command, a, link_ttl, **connected, fail);
   }
 
   // Node commands talk to the server named; data commands to the node that
@@ -719,7 +839,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit status: 0 success; 1 an error (bad arguments, the server unreachable or answering\n"
       "an error); 3 get, count, remove, trim or expire of a user who has no profile (no\n"
-      "live segment). segctl load has its own (segctl load --help).");
+      "live segment), and master-of or links of a user in no group. segctl load has its\n"
+      "own (segctl load --help).");
   app.require_subcommand(1);
   app.fallthrough();  // --server, --json, --timeout may come after the command too
   Args a;
@@ -749,6 +870,7 @@ int main(int argc, char** argv) {
   get->add_option("--expiring-to", a.expiring_to, "expiry window end (Unix s or ISO UTC)");
   get->add_flag("--outside", a.outside, "segments expiring outside the window instead");
   get->add_option("--limit", a.limit, "list at most this many (lowest IDs)");
+  get->add_flag("--own", a.own, "a linked user's own profile only, not its group's merged view");
   CLI::App* upsert = app.add_subcommand(
       "upsert",
       "insert or update segments: ID@WHEN[,a1=N][,a2=N], WHEN = +DURATION (90s, 15m, 5h, 30d), "
@@ -779,8 +901,29 @@ int main(int argc, char** argv) {
   CLI::App* count = app.add_subcommand("count", "count live segments with IDs in a range");
   user(count);
   id_range(count);
-  CLI::App* del = app.add_subcommand("delete", "delete a user's whole profile, durably");
+  CLI::App* del = app.add_subcommand(
+      "delete", "delete a user's whole profile, durably (a group's master: the whole group)");
   user(del);
+  CLI::App* link = app.add_subcommand(
+      "link",
+      "link USER to MASTER's group (MASTER's master when MASTER is linked; USER's own group "
+      "moves with it)");
+  user(link);
+  link->add_option("master", a.master, "the master (or any user of its group)")->required();
+  link->add_option("--ttl", a.ttl, "how long the link lasts: 90s, 15m, 12h, 90d (default: never)");
+  CLI::App* unlink = app.add_subcommand(
+      "unlink", "take USER out of its group (a master's group dissolves); its profile stays");
+  user(unlink);
+  CLI::App* master_of = app.add_subcommand("master-of", "the master of USER's group");
+  user(master_of);
+  CLI::App* links = app.add_subcommand("links", "the users linked to the master of USER's group");
+  user(links);
+  links->add_option("--cursor", a.cursor, "start after this user (a previous page's next)");
+  links->add_option("--limit", a.limit, "at most this many a page (default 100)");
+  links->add_flag("--all", a.all, "every page");
+  CLI::App* connected = app.add_subcommand("connected", "whether USER and OTHER share a master");
+  user(connected);
+  connected->add_option("other", a.master, "the other user")->required();
 
   CLI::App* load = app.add_subcommand(
       "load",

@@ -120,6 +120,21 @@ void Standard(FakeConn& c, const Frame& f) {
     case Op::kCopyPartition:
       c.Reply(f, FakePage());
       return;
+    case Op::kLink:
+      c.Reply(f, LinkResult{"master-1", 3, 1});
+      return;
+    case Op::kUnlink:
+      c.Reply(f, proto::UnlinkResponse{true});
+      return;
+    case Op::kMasterOf:
+      c.Reply(f, proto::MasterOfResponse{"master-1"});
+      return;
+    case Op::kLinks:
+      c.Reply(f, LinksPage{"master-1", {{"a", 0}, {"b", 1900000000}}, "b"});
+      return;
+    case Op::kConnected:
+      c.Reply(f, proto::ConnectedResponse{true});
+      return;
   }
   c.ReplyError(f, Status::Unsupported("unknown op"));
 }
@@ -539,6 +554,46 @@ TEST_F(EveryOpTest, Expire) {
   EXPECT_FALSE(req.ttl);
   EXPECT_EQ(req.condition, ExpireCondition::kXx);
   EXPECT_EQ(req.write_id, id);
+}
+
+TEST_F(EveryOpTest, Link) {
+  auto r = client_->Link("phone", "pc", 7776000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->master, "master-1");
+  EXPECT_EQ(r->members, 3u);
+  EXPECT_EQ(r->moved, 1u);
+  auto req = Last<proto::LinkRequest>(Op::kLink);
+  EXPECT_EQ(req.user, "phone");
+  EXPECT_EQ(req.master, "pc");
+  EXPECT_EQ(req.ttl, 7776000u);
+  ASSERT_TRUE(client_->Link("phone", "pc").ok());
+  EXPECT_EQ(Last<proto::LinkRequest>(Op::kLink).ttl, 0u);
+}
+
+TEST_F(EveryOpTest, UnlinkMasterOfLinksConnected) {
+  auto u = client_->Unlink("phone");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_TRUE(*u);
+  EXPECT_EQ(Last<proto::UnlinkRequest>(Op::kUnlink).user, "phone");
+  auto m = client_->MasterOf("phone");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(*m, "master-1");
+  EXPECT_EQ(Last<proto::MasterOfRequest>(Op::kMasterOf).user, "phone");
+  auto page = client_->Links("phone", "a", 2);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->master, "master-1");
+  EXPECT_EQ(page->links, (std::vector<LinkedUser>{{"a", 0}, {"b", 1900000000}}));
+  EXPECT_EQ(page->next, "b");
+  auto lr = Last<proto::LinksRequest>(Op::kLinks);
+  EXPECT_EQ(lr.user, "phone");
+  EXPECT_EQ(lr.cursor, "a");
+  EXPECT_EQ(lr.limit, 2u);
+  auto c = client_->Connected("x", "y");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(*c);
+  auto cr = Last<proto::ConnectedRequest>(Op::kConnected);
+  EXPECT_EQ(cr.a, "x");
+  EXPECT_EQ(cr.b, "y");
 }
 
 TEST_F(EveryOpTest, CopyPartition) {

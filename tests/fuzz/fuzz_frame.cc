@@ -92,6 +92,12 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::BatchGetRequest>(h, body, l);
     case Op::kCount:
       return ServeRequest<proto::CountRequest>(h, body, l);
+    case Op::kMasterOf:
+      return ServeRequest<proto::MasterOfRequest>(h, body, l);
+    case Op::kLinks:
+      return ServeRequest<proto::LinksRequest>(h, body, l);
+    case Op::kConnected:
+      return ServeRequest<proto::ConnectedRequest>(h, body, l);
     case Op::kUpsert:
       return ServeRequest<proto::UpsertRequest>(h, body, l);
     case Op::kBatchUpsert:
@@ -104,6 +110,10 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::DeleteRequest>(h, body, l);
     case Op::kExpire:
       return ServeRequest<proto::ExpireRequest>(h, body, l);
+    case Op::kLink:
+      return ServeRequest<proto::LinkRequest>(h, body, l);
+    case Op::kUnlink:
+      return ServeRequest<proto::UnlinkRequest>(h, body, l);
     case Op::kCopyPartition:
       return ServeRequest<proto::CopyPartitionRequest>(h, body, l);
   }
@@ -140,6 +150,12 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<proto::BatchGetResponse>(body, l);
     case Op::kCount:
       return ReadAnswer<proto::CountResponse>(body, l);
+    case Op::kMasterOf:
+      return ReadAnswer<proto::MasterOfResponse>(body, l);
+    case Op::kLinks:
+      return ReadAnswer<proto::LinksResponse>(body, l);
+    case Op::kConnected:
+      return ReadAnswer<proto::ConnectedResponse>(body, l);
     case Op::kUpsert:
       return ReadAnswer<UpsertResult>(body, l);
     case Op::kBatchUpsert:
@@ -152,6 +168,10 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<proto::DeleteResponse>(body, l);
     case Op::kExpire:
       return ReadAnswer<proto::ExpireResponse>(body, l);
+    case Op::kLink:
+      return ReadAnswer<proto::LinkResponse>(body, l);
+    case Op::kUnlink:
+      return ReadAnswer<proto::UnlinkResponse>(body, l);
     case Op::kCopyPartition:
       return ReadAnswer<proto::CopyPartitionResponse>(body, l);
   }

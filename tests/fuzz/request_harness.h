@@ -115,6 +115,24 @@ inline void CheckDecoded(const proto::ExpireRequest& m, const proto::DecodeLimit
              m.condition == ExpireCondition::kXx || m.condition == ExpireCondition::kGt ||
              m.condition == ExpireCondition::kLt);
 }
+inline void CheckDecoded(const proto::LinkRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  CheckUser(m.master, l);
+}
+inline void CheckDecoded(const proto::UnlinkRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+}
+inline void CheckDecoded(const proto::MasterOfRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+}
+inline void CheckDecoded(const proto::LinksRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  if (!m.cursor.empty()) CheckUser(m.cursor, l);  // empty: from the start
+}
+inline void CheckDecoded(const proto::ConnectedRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.a, l);
+  CheckUser(m.b, l);
+}
 inline void CheckDecoded(const proto::CopyPartitionRequest& m, const proto::DecodeLimits&) {
   FUZZ_CHECK(m.partition < kPartitions);
   FUZZ_CHECK(m.cursor <= kCopyFinished);

@@ -6,9 +6,10 @@
 //
 // - frame: every example frame of proto/examples (*.hex to bytes), and two
 //   requests pipelined in one input;
-// - hello, get, ..., delete, expire: the bodies of that operation's example requests,
-//   and an empty body;
-// - get_reader: the bodies of the get and batch_get example answers;
+// - hello, get, ..., expire, link, ..., connected: the bodies of that operation's
+//   example requests, and an empty body;
+// - get_reader: the bodies of the get and batch_get example answers (a merged
+//   view's, get_linked, too);
 // - copy_partition: the bodies of its example requests (behind a 0 byte) and
 //   of its OK answers (behind a 1 byte), and both selectors alone;
 // - record_codec: the codec's encodings of a few profiles of every shape;
@@ -70,9 +71,13 @@ std::string ReadHexFrame(const fs::path& path) {
 }
 
 void ProtoSeeds(const fs::path& examples) {
-  const char* kBodyTargets[] = {"hello",        "get",    "batch_get", "count",  "upsert",
-                                "batch_upsert", "remove", "trim",      "delete", "expire"};
+  const char* kBodyTargets[] = {"hello",  "get",  "batch_get", "count",        "upsert",
+                                "remove", "trim", "delete",    "batch_upsert", "expire"};
   for (const char* t : kBodyTargets) Write(t, "empty", "");
+  // fuzz_link: the first byte picks the request (its index here, modulo 5).
+  const char* kLinkOps[] = {"link", "unlink", "master_of", "links", "connected"};
+  for (char i = 0; i < 5; ++i)
+    Write("link", std::string(kLinkOps[i]) + ".empty", std::string(1, i));
   Write("copy_partition", "empty-request", std::string(1, '\0'));
   Write("copy_partition", "empty-response", "\x01");
   std::string get_request, ping_request;
@@ -90,6 +95,10 @@ void ProtoSeeds(const fs::path& examples) {
     if (name == "ping.request") ping_request = frame;
     const size_t dot = name.find('.');
     const std::string op = name.substr(0, dot), direction = name.substr(dot + 1);
+    for (char i = 0; i < 5; ++i) {
+      if (direction == "request" && op == kLinkOps[i])
+        Write("link", name, std::string(1, i) + body);
+    }
     if (direction == "request") {
       for (const char* t : kBodyTargets) {
         // get_full feeds get, upsert_add feeds upsert.
@@ -97,7 +106,8 @@ void ProtoSeeds(const fs::path& examples) {
           Write(t, name, body);
         }
       }
-    } else if (op == "get" || op == "get_full" || op == "batch_get") {
+    } else if (op == "get" || op == "get_full" || op == "get_linked" || op == "get_own" ||
+               op == "batch_get") {
       Write("get_reader", name, body);
     }
     // copy_partition and copy_partition_*: requests, and answers with status 0.

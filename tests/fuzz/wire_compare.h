@@ -14,7 +14,7 @@ inline bool Same(const GetOptions& a, const GetOptions& b) {
   return a.expiry_from == b.expiry_from && a.expiry_to == b.expiry_to &&
          a.outside_expiry_window == b.outside_expiry_window && a.id_from == b.id_from &&
          a.id_to == b.id_to && a.count_only == b.count_only && a.limit == b.limit &&
-         a.ids_only == b.ids_only;
+         a.ids_only == b.ids_only && a.own_only == b.own_only;
 }
 
 inline bool Same(const SegmentUpdate& a, const SegmentUpdate& b) {
@@ -65,6 +65,21 @@ inline bool Same(const proto::ExpireRequest& a, const proto::ExpireRequest& b) {
   return a.user == b.user && a.ids == b.ids && a.value == b.value && a.ttl == b.ttl &&
          a.condition == b.condition && a.write_id == b.write_id;
 }
+inline bool Same(const proto::LinkRequest& a, const proto::LinkRequest& b) {
+  return a.user == b.user && a.master == b.master && a.ttl == b.ttl && a.write_id == b.write_id;
+}
+inline bool Same(const proto::UnlinkRequest& a, const proto::UnlinkRequest& b) {
+  return a.user == b.user && a.write_id == b.write_id;
+}
+inline bool Same(const proto::MasterOfRequest& a, const proto::MasterOfRequest& b) {
+  return a.user == b.user;
+}
+inline bool Same(const proto::LinksRequest& a, const proto::LinksRequest& b) {
+  return a.user == b.user && a.cursor == b.cursor && a.limit == b.limit;
+}
+inline bool Same(const proto::ConnectedRequest& a, const proto::ConnectedRequest& b) {
+  return a.a == b.a && a.b == b.b;
+}
 inline bool Same(const proto::CopyPartitionRequest& a, const proto::CopyPartitionRequest& b) {
   return a.partition == b.partition && a.cursor == b.cursor && a.min_next == b.min_next &&
          a.max_bytes == b.max_bytes;
@@ -72,7 +87,7 @@ inline bool Same(const proto::CopyPartitionRequest& a, const proto::CopyPartitio
 
 inline bool Same(const GetResult& a, const GetResult& b) {
   return a.count == b.count && a.ids == b.ids && a.expires == b.expires && a.attr1 == b.attr1 &&
-         a.attr2 == b.attr2;
+         a.attr2 == b.attr2 && a.master == b.master && a.profiles == b.profiles;
 }
 inline bool Same(const Status& a, const Status& b) {
   return a.code() == b.code() && a.message() == b.message();

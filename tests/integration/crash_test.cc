@@ -4,7 +4,10 @@
 // once defragmentation has moved records around), nothing reads as corrupt,
 // and recovery's time is reported.
 //
-// 20 kill cycles by default; SEGSTORE_CRASH_CYCLES=N runs N (for example
+// The same with links (profile bridging): every acknowledged link holds and
+// every acknowledged unlink stays, and no link reads half-made.
+//
+// 20 kill cycles by default (links: 10); SEGSTORE_CRASH_CYCLES=N runs N (for example
 // `SEGSTORE_CRASH_CYCLES=500 ./build/tests/integration/integration_test
 // --gtest_filter='CrashTest.*'`). SEGSTORE_CRASH_SEED repeats a run.
 #include <gtest/gtest.h>
@@ -50,6 +53,12 @@ std::unique_ptr<client::Client> TryConnect(uint16_t port) {
   auto c = client::Client::Connect(o);
   return c.ok() ? std::move(c).value() : nullptr;
 }
+
+// Counts a writer thread out when it ends, however it ends.
+struct CountDown {
+  std::atomic<int>& n;
+  ~CountDown() { --n; }
+};
 
 uint64_t EnvOr(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
@@ -169,10 +178,7 @@ TEST_F(CrashTest, SigkillUnderLoadLosesNoAcknowledgedWriteAndNoDeleteComesBack) 
     std::vector<std::thread> writers;
     for (int w = 0; w < kWriters; ++w) {
       writers.emplace_back([&, w, wseed = rng()] {
-        struct Done {
-          std::atomic<int>& writing;
-          ~Done() { --writing; }
-        } done{writing};
+        CountDown done{writing};
         std::mt19937_64 r(wseed);
         auto c = TryConnect(port);
         if (c == nullptr) return;
@@ -227,15 +233,146 @@ TEST_F(CrashTest, SigkillUnderLoadLosesNoAcknowledgedWriteAndNoDeleteComesBack) 
     acked_writes += writes.load();
     acked_deletes += deletes.load();
   }
-  std::printf("crash test: %llu kill cycles, %llu acknowledged upserts and %llu deletes checked, "
-              "%llu write blocks defragmented, longest recovery %.3f s\n",
-              static_cast<unsigned long long>(cycles),
-              static_cast<unsigned long long>(acked_writes),
-              static_cast<unsigned long long>(acked_deletes),
-              static_cast<unsigned long long>(defrag_blocks), max_recovery_seconds);
+  std::printf(
+      "crash test: %llu kill cycles, %llu acknowledged upserts and %llu deletes checked, "
+      "%llu write blocks defragmented, longest recovery %.3f s\n",
+      static_cast<unsigned long long>(cycles), static_cast<unsigned long long>(acked_writes),
+      static_cast<unsigned long long>(acked_deletes),
+      static_cast<unsigned long long>(defrag_blocks), max_recovery_seconds);
   EXPECT_GT(acked_writes, cycles);
   EXPECT_GT(acked_deletes, 0u);
   EXPECT_GT(defrag_blocks, 0u) << "defragmentation never ran: deletes were not checked across it";
+}
+
+// Each writer owns kLinkPool users: the first two are masters, the rest link
+// to one of them, unlink, and get segments, with a kill at a random moment.
+// After each restart every member's master is its acknowledged one (or the
+// op in flight at the kill applied), and every read agrees with the others:
+// master_of, the get's master, and the master's list of links.
+TEST_F(CrashTest, SigkillUnderLinksLosesNoAcknowledgedLinkAndLeavesNoHalfLink) {
+  constexpr int kLinkPool = 12;
+  const uint64_t cycles = EnvOr("SEGSTORE_CRASH_CYCLES", 10);
+  const uint64_t seed = EnvOr("SEGSTORE_CRASH_SEED", std::random_device{}());
+  SCOPED_TRACE("SEGSTORE_CRASH_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  WriteConfig();
+  NotifySocket notify(Path("notify.sock"));
+  const std::string log = Path("segstored.log");
+  auto name = [](int w, int i) { return "link-" + std::to_string(w) + "-" + std::to_string(i); };
+  // member -> acknowledged master ("" none), and the op in flight at the kill.
+  struct Member {
+    std::string acked;
+    std::optional<std::string> pending;  // the master it may have now ("" for an unlink)
+  };
+  std::map<std::string, Member> members;
+  std::atomic<uint64_t> acked_links{0}, acked_unlinks{0};
+
+  for (uint64_t cycle = 0; cycle <= cycles; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    Daemon d(dir_.File(""), {"--config", Path("segstored.toml")}, log,
+             {"NOTIFY_SOCKET=" + notify.path()});
+    const std::string ready = notify.WaitFor("READY=1");
+    ASSERT_FALSE(ready.empty()) << ReadFile(log);
+    const uint16_t port = PortOf(ready);
+    {
+      auto c = testing::Connect(port);
+      ASSERT_NE(c, nullptr);
+      std::map<std::string, std::set<std::string>> listed;  // master -> its members, as read
+      for (int w = 0; w < kWriters; ++w) {
+        for (int m = 0; m < 2; ++m) {
+          auto page = c->Links(name(w, m), "", 100);
+          if (page.ok()) {
+            ASSERT_EQ(page->master, name(w, m));
+            for (const LinkedUser& l : page->links) listed[name(w, m)].insert(l.user);
+          } else {
+            ASSERT_TRUE(page.status().IsNotFound()) << page.status().ToString();
+          }
+        }
+      }
+      for (auto& [user, m] : members) {
+        auto master = c->MasterOf(user);
+        std::string now;
+        if (master.ok()) {
+          now = *master;
+        } else {
+          ASSERT_TRUE(master.status().IsNotFound()) << user << ": " << master.status().ToString();
+        }
+        ASSERT_TRUE(now == m.acked || (m.pending && now == *m.pending))
+            << user << " has master '" << now << "', acknowledged '" << m.acked << "'";
+        // Every read agrees: the merged get names the same master, and a
+        // master lists the member exactly when the member says it.
+        auto got = c->Get(user);
+        ASSERT_TRUE(got.ok()) << user << ": " << got.status().ToString();
+        EXPECT_EQ(got->master, now) << user;
+        for (int k = 0; k < 2; ++k) {
+          const std::string master_name = user.substr(0, user.rfind('-') + 1) + std::to_string(k);
+          EXPECT_EQ(listed[master_name].count(user) == 1, now == master_name)
+              << user << " and " << master_name;
+        }
+        m.acked = now;
+        m.pending.reset();
+      }
+    }
+    if (cycle == cycles) break;
+
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> done_ops{0};
+    std::atomic<int> writing{kWriters};
+    std::vector<std::thread> writers;
+    // Each writer's members, created before the threads (the map does not change under them).
+    for (int w = 0; w < kWriters; ++w) {
+      for (int i = 2; i < kLinkPool; ++i) members.try_emplace(name(w, i));
+    }
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w, wseed = rng()] {
+        CountDown done{writing};
+        std::mt19937_64 r(wseed);
+        auto c = TryConnect(port);
+        if (c == nullptr) return;
+        // Every user has a segment, so a get by any of them finds a profile.
+        for (int i = 0; i < kLinkPool; ++i) {
+          std::vector<SegmentUpdate> up = {{static_cast<uint64_t>(i), 30 * 86400, true, {}, {}}};
+          if (!c->Upsert(name(w, i), up).ok()) return;
+        }
+        while (!stop.load()) {
+          const std::string user = name(w, 2 + static_cast<int>(r() % (kLinkPool - 2)));
+          Member& m = members.at(user);  // its own: no other thread touches it
+          if (r() % 4 == 0) {
+            m.pending = "";
+            auto u = c->Unlink(user);
+            if (!u.ok()) return;  // killed: stays pending
+            m.acked = "";
+            ++acked_unlinks;
+          } else {
+            const std::string master = name(w, static_cast<int>(r() % 2));
+            m.pending = master;
+            auto l = c->Link(user, master);
+            if (!l.ok()) return;
+            m.acked = master;
+            ++acked_links;
+          }
+          m.pending.reset();
+          ++done_ops;
+        }
+      });
+    }
+    const uint64_t target = 20 + rng() % 400;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (done_ops.load() < target && writing.load() > 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_EQ(writing.load(), kWriters) << "a writer stopped before the kill";
+    d.Signal(SIGKILL);
+    EXPECT_EQ(d.Wait(), 128 + SIGKILL);
+    stop = true;
+    for (auto& t : writers) t.join();
+  }
+  std::printf("crash test (links): %llu kill cycles, %llu acknowledged links and %llu unlinks\n",
+              static_cast<unsigned long long>(cycles),
+              static_cast<unsigned long long>(acked_links.load()),
+              static_cast<unsigned long long>(acked_unlinks.load()));
+  EXPECT_GT(acked_links.load(), cycles);
 }
 
 }  // namespace

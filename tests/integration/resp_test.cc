@@ -40,6 +40,7 @@ class RespTest : public ::testing::Test {
     storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
     profile::ProfileOptions p;
     p.sweeper = false;
+    p.max_links = max_links_;
     ProfileServiceOptions so;
     options.threads = 2;
     options.resp_host = "127.0.0.1";
@@ -71,6 +72,7 @@ class RespTest : public ::testing::Test {
 
   storage::testing::TempDir dir_;
   ManualClock clock_{kStart};
+  uint32_t max_links_ = profile::ProfileOptions{}.max_links;  // set before Start
   testing::InProcessServer served_;
 };
 
@@ -566,6 +568,211 @@ TEST_F(RespTest, TooManyConnectionsIsSaidInRedisWords) {
   EXPECT_EQ(c->Call({"PING"}), "+PONG\r\n");
 }
 
+// ---- profile bridging ----
+
+// home (segment 1, an hour), work (2) and phone (3) in one group; other (4)
+// in none. Each upsert's reply checked short.
+void LinkFixture(RespConn* c) {
+  for (const auto& [user, id, value] : std::vector<std::array<std::string, 3>>{
+           {"home", "1", "3600"}, {"work", "2", "0"}, {"phone", "3", "0"}, {"other", "4", "0"}}) {
+    const std::vector<std::string> ttl = {"SEG.UPSERT", user, "TTL", id, value};
+    ASSERT_EQ(c->Call(value == "0" ? std::vector<std::string>{"SEG.UPSERT", user, id, value} : ttl)
+                  .substr(0, 5),
+              "*10\r\n");
+  }
+}
+
+TEST_F(RespTest, LinkCommandsAnswerInRespTwoByteForByte) {
+  max_links_ = 2;
+  Start();
+  auto c = Connect();
+  LinkFixture(c.get());
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(c->Call({"SEG.LINK", "work", "home"}),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$7\r\nmembers\r\n:1\r\n$5\r\nmoved\r\n:0\r\n");
+  // A member as the master: its master's group.
+  EXPECT_EQ(c->Call({"seg.link", "phone", "work", "ttl", "3600"}),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$7\r\nmembers\r\n:2\r\n$5\r\nmoved\r\n:0\r\n");
+  // Past max_links: LimitExceeded, nothing written.
+  EXPECT_EQ(c->Call({"SEG.LINK", "other", "home"}),
+            "-LIMIT the group of 'home' would have 3 linked users; the limit is 2\r\n");
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "other"}), "$-1\r\n");
+
+  // The merged view names its master and how many profiles it merged.
+  const std::string merged =
+      "*12\r\n$5\r\ncount\r\n:3\r\n$5\r\nstale\r\n:0\r\n"
+      "$3\r\nids\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+      "$7\r\nexpires\r\n*3\r\n:1790003600\r\n:0\r\n:0\r\n"
+      "$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:3\r\n";
+  EXPECT_EQ(c->Call({"SEG.GET", "phone"}), merged);
+  EXPECT_EQ(c->Call({"SEG.GET", "home"}), merged);
+  EXPECT_EQ(c->Call({"SEG.GET", "work", "IDSONLY"}),
+            "*10\r\n$5\r\ncount\r\n:3\r\n$5\r\nstale\r\n:0\r\n"
+            "$3\r\nids\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+            "$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:3\r\n");
+  // OWN: the user's own profile, as a user in no group is answered.
+  const std::string own_phone =
+      "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n3\r\n"
+      "$7\r\nexpires\r\n*1\r\n:0\r\n";
+  EXPECT_EQ(c->Call({"SEG.GET", "phone", "OWN"}), own_phone);
+  EXPECT_EQ(c->Call({"SEG.GET", "other"}),
+            "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n4\r\n"
+            "$7\r\nexpires\r\n*1\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.MGET", "3", "work", "other", "nobody", "IDSONLY"}),
+            "*3\r\n*10\r\n$5\r\ncount\r\n:3\r\n$5\r\nstale\r\n:0\r\n"
+            "$3\r\nids\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+            "$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:3\r\n"
+            "*6\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n4\r\n"
+            "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.MGET", "1", "phone", "own"}), "*1\r\n" + own_phone);
+  // The hash commands read the merged view, with no pairs of their own.
+  EXPECT_EQ(c->Call({"HGETALL", "phone"}),
+            "*6\r\n$1\r\n1\r\n$0\r\n\r\n$1\r\n2\r\n$0\r\n\r\n$1\r\n3\r\n$0\r\n\r\n");
+  EXPECT_EQ(c->Call({"HKEYS", "work"}), "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n");
+  EXPECT_EQ(c->Call({"HTTL", "phone", "FIELDS", "2", "1", "4"}), "*2\r\n:3600\r\n:-2\r\n");
+
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "phone"}), "$4\r\nhome\r\n");
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "home"}), "$4\r\nhome\r\n");
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "nobody"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "phone", "work"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "home", "phone"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "phone", "other"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "other", "other"}), ":1\r\n");
+
+  // Pages: the cursor is the last user listed, "" after the last page.
+  EXPECT_EQ(c->Call({"SEG.LINKS", "home", "COUNT", "1"}),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*1\r\n"
+            "*2\r\n$5\r\nphone\r\n:1790003600\r\n$4\r\nnext\r\n$5\r\nphone\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "work", "CURSOR", "phone", "COUNT", "1"}),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*1\r\n"
+            "*2\r\n$4\r\nwork\r\n:0\r\n$4\r\nnext\r\n$0\r\n\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "phone"}),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*2\r\n"
+            "*2\r\n$5\r\nphone\r\n:1790003600\r\n*2\r\n$4\r\nwork\r\n:0\r\n"
+            "$4\r\nnext\r\n$0\r\n\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "other"}), "$-1\r\n");
+
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "work"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "work"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "nobody"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "work"}),
+            "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n2\r\n"
+            "$7\r\nexpires\r\n*1\r\n:0\r\n");
+  // A master's unlink dissolves its group.
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "home"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "phone"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "phone"}), own_phone);
+  // A link's TTL ends it.
+  EXPECT_EQ(c->Call({"SEG.LINK", "phone", "other", "TTL", "60"}).substr(0, 4), "*6\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "phone", "other"}), ":1\r\n");
+  clock_.Advance(61);
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "phone", "other"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "phone"}), own_phone);
+}
+
+TEST_F(RespTest, LinkCommandsAnswerInRespThree) {
+  Start();
+  auto c = Connect();
+  LinkFixture(c.get());
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(c->Call({"HELLO", "3"}).substr(0, 4), "%8\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINK", "work", "phone"}),
+            "%3\r\n$6\r\nmaster\r\n$5\r\nphone\r\n$7\r\nmembers\r\n:1\r\n$5\r\nmoved\r\n:0\r\n");
+  // A master linked elsewhere takes its group along.
+  EXPECT_EQ(c->Call({"SEG.LINK", "phone", "home"}),
+            "%3\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$7\r\nmembers\r\n:2\r\n$5\r\nmoved\r\n:1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "work", "IDSONLY"}),
+            "%5\r\n$5\r\ncount\r\n:3\r\n$5\r\nstale\r\n#f\r\n"
+            "$3\r\nids\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+            "$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:3\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "work", "IDSONLY", "OWN"}),
+            "%3\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n#f\r\n$3\r\nids\r\n*1\r\n$1\r\n2\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "other", "COUNT"}),
+            "%3\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n#f\r\n$3\r\nids\r\n*0\r\n");
+  EXPECT_EQ(c->Call({"HGETALL", "work"}),
+            "%3\r\n$1\r\n1\r\n$0\r\n\r\n$1\r\n2\r\n$0\r\n\r\n$1\r\n3\r\n$0\r\n\r\n");
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "work"}), "$4\r\nhome\r\n");
+  EXPECT_EQ(c->Call({"SEG.MASTEROF", "other"}), "_\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "home"}),
+            "%3\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*2\r\n"
+            "*2\r\n$5\r\nphone\r\n:0\r\n*2\r\n$4\r\nwork\r\n:0\r\n$4\r\nnext\r\n$0\r\n\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "other"}), "_\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "work", "home"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.CONNECTED", "work", "other"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "phone"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "phone"}), ":0\r\n");
+}
+
+TEST_F(RespTest, LinkCommandErrorsNameTheCommandAndTheArgument) {
+  Start();
+  auto c = Connect();
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"seg.link", {"SEG.LINK", "u"}},
+           {"seg.unlink", {"SEG.UNLINK"}},
+           {"seg.masterof", {"SEG.MASTEROF"}},
+           {"seg.masterof", {"SEG.MASTEROF", "u", "v"}},
+           {"seg.links", {"SEG.LINKS"}},
+           {"seg.connected", {"SEG.CONNECTED", "a"}},
+           {"seg.connected", {"SEG.CONNECTED", "a", "b", "c"}}}) {
+    EXPECT_EQ(c->Call(args), "-ERR wrong number of arguments for '" + name + "' command\r\n");
+  }
+  EXPECT_EQ(c->Call({"SEG.LINK", "u", "m", "TTL", "soon"}),
+            "-ERR SEG.LINK: TTL must be a whole number from 0 to 4294967295 written without "
+            "sign or leading zeros, not 'soon'\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINK", "u", "m", "TTL"}), "-ERR SEG.LINK: TTL is missing\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINK", "u", "m", "FOREVER"}),
+            "-ERR SEG.LINK: unknown option 'FOREVER' (TTL, WRITEID)\r\n");
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "u", "NOW"}),
+            "-ERR SEG.UNLINK: unknown option 'NOW' (WRITEID)\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "u", "COUNT", "0"}),
+            "-ERR SEG.LINKS: COUNT must be at least 1\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "u", "COUNT", "-1"}),
+            "-ERR SEG.LINKS: COUNT must be a whole number from 0 to 4294967295 written without "
+            "sign or leading zeros, not '-1'\r\n");
+  EXPECT_EQ(c->Call({"SEG.LINKS", "u", "MATCH", "*"}),
+            "-ERR SEG.LINKS: unknown option 'MATCH' (CURSOR, COUNT)\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u", "OWNED"}),
+            "-ERR SEG.GET: unknown option 'OWNED' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, "
+            "IDSONLY, OWN)\r\n");
+  // The operation's own refusals come back with their status's prefix.
+  EXPECT_EQ(c->Call({"SEG.LINK", "u", "u"}), "-ERR a user cannot be linked to itself\r\n");
+  const std::string big = c->Call({"SEG.LINK", std::string(300, 'k'), "m"});
+  EXPECT_EQ(big.substr(0, 5), "-ERR ") << big;
+  EXPECT_NE(big.find("300 bytes"), std::string::npos) << big;
+  const std::string cursor = c->Call({"SEG.LINKS", "u", "CURSOR", std::string(300, 'k')});
+  EXPECT_EQ(cursor.substr(0, 5), "-ERR ") << cursor;
+  // Nothing stored was touched by any of it.
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":0\r\n");
+
+  // Keys as COMMAND reports them: SEG.LINK routes by its user alone.
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "SEG.LINK", "u", "m", "TTL", "5"}), "*1\r\n$1\r\nu\r\n");
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "SEG.CONNECTED", "a", "b"}),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+  EXPECT_EQ(c->Call({"COMMAND", "INFO", "seg.connected"}),
+            "*1\r\n*10\r\n$13\r\nseg.connected\r\n:3\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:2\r\n"
+            ":1\r\n*0\r\n*0\r\n*0\r\n*0\r\n");
+  const std::string docs = c->Call({"COMMAND", "DOCS", "seg.links"});
+  EXPECT_NE(docs.find("$30\r\nuser [CURSOR cursor] [COUNT n]\r\n"), std::string::npos) << docs;
+}
+
+TEST_F(RespTest, RedisCliDrivesLinks) {
+  Start();
+  EXPECT_EQ(Cli("SEG.UPSERT home 1 0 | sed -n 2p"), "1\n");
+  EXPECT_EQ(Cli("SEG.UPSERT work 2 0 | sed -n 2p"), "1\n");
+  EXPECT_EQ(Cli("SEG.LINK work home TTL 3600"), "master\nhome\nmembers\n1\nmoved\n0\n");
+  EXPECT_EQ(Cli("--no-raw SEG.LINKS home"),
+            "1) \"master\"\n2) \"home\"\n3) \"links\"\n4) 1) 1) \"work\"\n      2) (integer) "
+            "1790003600\n5) \"next\"\n6) \"\"\n");
+  EXPECT_EQ(
+      Cli("-3 --no-raw SEG.GET work IDSONLY"),
+      "1# \"count\" => (integer) 2\n2# \"stale\" => (false)\n3# \"ids\" => \n"
+      "   1) \"1\"\n   2) \"2\"\n4# \"master\" => \"home\"\n5# \"profiles\" => (integer) 2\n");
+  EXPECT_EQ(Cli("SEG.MASTEROF work"), "home\n");
+  EXPECT_EQ(Cli("--no-raw SEG.MASTEROF nobody"), "(nil)\n");
+  EXPECT_EQ(Cli("SEG.CONNECTED work home"), "1\n");
+  EXPECT_EQ(Cli("SEG.UNLINK work"), "1\n");
+}
+
 TEST_F(RespTest, MetricsCountCommandsAndErrors) {
   Start();
   auto c = Connect();
@@ -579,6 +786,17 @@ TEST_F(RespTest, MetricsCountCommandsAndErrors) {
   EXPECT_EQ(counters.resp_commands[kRespCommands], 1u);
   EXPECT_EQ(counters.resp_errors[kRespCommands], 1u);
   EXPECT_EQ(counters.resp_latency_us[get].count(), 2u);
+  // Each link command in its own slot.
+  c->Call({"SEG.LINK", "a", "b"});
+  c->Call({"SEG.LINKS", "a", "COUNT", "0"});
+  c->Call({"SEG.CONNECTED", "a", "b"});
+  const ServerCounters after = served_.server->counters();
+  EXPECT_EQ(after.resp_commands[static_cast<size_t>(RespCmd::kSegLink)], 1u);
+  EXPECT_EQ(after.resp_errors[static_cast<size_t>(RespCmd::kSegLink)], 0u);
+  EXPECT_EQ(after.resp_commands[static_cast<size_t>(RespCmd::kSegLinks)], 1u);
+  EXPECT_EQ(after.resp_errors[static_cast<size_t>(RespCmd::kSegLinks)], 1u);
+  EXPECT_EQ(after.resp_commands[static_cast<size_t>(RespCmd::kSegConnected)], 1u);
+  EXPECT_EQ(RespSlotName(static_cast<size_t>(RespCmd::kSegMasterof)), "seg.masterof");
 }
 
 }  // namespace

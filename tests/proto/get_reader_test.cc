@@ -13,7 +13,7 @@ namespace {
 
 bool SameRows(const GetResult& a, const GetResult& b) {
   return a.count == b.count && a.ids == b.ids && a.expires == b.expires && a.attr1 == b.attr1 &&
-         a.attr2 == b.attr2;
+         a.attr2 == b.attr2 && a.master == b.master && a.profiles == b.profiles;
 }
 
 bool SameResult(const Result<GetResult>& a, const Result<GetResult>& b) {
@@ -57,6 +57,15 @@ GetResult Profile(uint32_t seed) {
   return r;
 }
 
+// A linked user's merged view (profile bridging): the columns, then
+// "master" and "profiles".
+GetResult Merged(std::string master, uint32_t profiles) {
+  GetResult r = Wide();
+  r.master = std::move(master);
+  r.profiles = profiles;
+  return r;
+}
+
 BatchGetResponse Batch() {
   BatchGetResponse m;
   m.push_back(Profile(1));
@@ -64,6 +73,7 @@ BatchGetResponse Batch() {
   m.push_back(GetResult{});
   m.push_back(Wide());
   m.push_back(Status::FromCode(Status::kMaxCode, ""));
+  m.push_back(Merged("user-42", 3));
   return m;
 }
 
@@ -103,6 +113,16 @@ TEST(GetReaderTest, ReadsEveryAnswerTheServerWrites) {
   GetResult count_only;
   count_only.count = 12345;
   answers.push_back(count_only);
+  answers.push_back(Merged("user-42", 4));
+  answers.push_back(Merged(std::string(kDefaultMaxKeyBytes, '\xff'), UINT32_MAX));
+  GetResult merged_ids = ids_only;
+  merged_ids.master = std::string("\0m", 2);
+  merged_ids.profiles = 2;
+  answers.push_back(merged_ids);
+  GetResult merged_count = count_only;
+  merged_count.master = "m";
+  merged_count.profiles = 65;
+  answers.push_back(merged_count);
   for (const GetResult& r : answers) {
     GetResult out;
     ASSERT_TRUE(ReadGetAnswer(Encoded(r), {}, &out));
@@ -198,6 +218,86 @@ TEST(GetReaderTest, LeavesOtherFormsToTheGeneralPath) {
   expect_general(body(), false);
   expect_general(s + '\0', false);
   expect_general("", false);
+
+  // A merged view's "master" in other forms than the server's bin: a str and
+  // nil are read generally; an empty one, or one over the limit, is refused.
+  auto with_master = [&](auto pack_master) {
+    count_and_ids(4, 0, 0);
+    pk.pack(std::string("master"));
+    pack_master();
+    pk.pack(std::string("profiles"));
+    pk.pack_uint32(2);
+    return body();
+  };
+  expect_general(with_master([&] { pk.pack(std::string("user-42")); }), true);
+  expect_general(with_master([&] { pk.pack_nil(); }), true);
+  expect_general(with_master([&] {
+                   pk.pack_bin(0);
+                   pk.pack_bin_body("", 0);
+                 }),
+                 false);
+  expect_general(with_master([&] { pk.pack_uint32(42); }), false);
+  const std::string long_master(kDefaultMaxKeyBytes + 1, 'm');
+  expect_general(with_master([&] {
+                   pk.pack_bin(static_cast<uint32_t>(long_master.size()));
+                   pk.pack_bin_body(long_master.data(), static_cast<uint32_t>(long_master.size()));
+                 }),
+                 false);
+  // "profiles" without a master counts for nothing, on both paths.
+  count_and_ids(3, 0, 0);
+  pk.pack(std::string("profiles"));
+  pk.pack_uint32(4);
+  {
+    GetResult fast;
+    ASSERT_TRUE(ReadGetAnswer(body(), {}, &fast));
+    EXPECT_EQ(fast.profiles, 0u);
+    ExpectAgree<GetResult>(body());
+  }
+  // "profiles" negative or past 32 bits; "master" twice.
+  count_and_ids(3, 0, 0);
+  pk.pack(std::string("profiles"));
+  pk.pack_int8(-1);
+  expect_general(body(), false);
+  count_and_ids(3, 0, 0);
+  pk.pack(std::string("profiles"));
+  pk.pack_uint64(1ull << 32);
+  expect_general(body(), false);
+  count_and_ids(4, 0, 0);
+  pk.pack(std::string("master"));
+  pk.pack_bin(1);
+  pk.pack_bin_body("a", 1);
+  pk.pack(std::string("master"));
+  pk.pack_bin(1);
+  pk.pack_bin_body("b", 1);
+  expect_general(body(), false);
+}
+
+// The reader holds "master" to the caller's limits as the general path does.
+TEST(GetReaderTest, AMastersLengthIsHeldToTheLimits) {
+  DecodeLimits lim;
+  lim.max_key_bytes = 4;
+  GetResult out;
+  EXPECT_TRUE(ReadGetAnswer(Encoded(Merged("abcd", 2)), lim, &out));
+  EXPECT_EQ(out.master, "abcd");
+  EXPECT_EQ(out.profiles, 2u);
+  ExpectAgree<GetResult>(Encoded(Merged("abcd", 2)), lim);
+  EXPECT_FALSE(ReadGetAnswer(Encoded(Merged("abcde", 2)), lim, &out));
+  GetResult general;
+  EXPECT_FALSE(DecodeGeneral(Encoded(Merged("abcde", 2)), lim, &general).ok());
+  ExpectAgree<GetResult>(Encoded(Merged("abcde", 2)), lim);
+  BatchGetResponse batch;
+  batch.push_back(Merged("abcde", 2));
+  ExpectAgree<BatchGetResponse>(Encoded(batch), lim);
+}
+
+// A user in no group: no "master", no "profiles", exactly as before bridging.
+TEST(GetReaderTest, AnAnswerWithoutAMasterLeavesThemEmpty) {
+  GetResult out;
+  out.master = "stale";
+  out.profiles = 9;
+  ASSERT_TRUE(ReadGetAnswer(Encoded(Wide()), {}, &out));
+  EXPECT_TRUE(out.master.empty());
+  EXPECT_EQ(out.profiles, 0u);
 }
 
 // An answer's lists are bound only by the body (a server's answers are not
@@ -233,12 +333,14 @@ TEST(GetReaderTest, ListsAreBoundOnlyByTheBody) {
 // sanitizer builds check that).
 TEST(GetReaderTest, DamagedBodiesGetTheGeneralPathsAnswer) {
   const std::string single = Encoded(Wide());
+  const std::string merged = Encoded(Merged("user-42", 3));
   const std::string batch = Encoded(Batch());
   for (size_t n = 0; n < single.size(); ++n) ExpectAgree<GetResult>(single.substr(0, n));
+  for (size_t n = 0; n < merged.size(); ++n) ExpectAgree<GetResult>(merged.substr(0, n));
   for (size_t n = 0; n < batch.size(); n += 7) ExpectAgree<BatchGetResponse>(batch.substr(0, n));
   std::mt19937 rng(20261123);
   for (int iter = 0; iter < 3000; ++iter) {
-    std::string m = iter % 2 == 0 ? single : batch;
+    std::string m = iter % 2 == 1 ? batch : iter % 4 == 0 ? single : merged;
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int k = 0; k < edits; ++k) {
       const size_t at = rng() % m.size();

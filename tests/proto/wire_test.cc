@@ -116,7 +116,8 @@ std::string Text(const GetOptions& o) {
   std::ostringstream s;
   s << "expiry=[" << o.expiry_from << "," << o.expiry_to << "]"
     << (o.outside_expiry_window ? " outside" : "") << " id=[" << o.id_from << "," << o.id_to
-    << "] count_only=" << o.count_only << " limit=" << o.limit << " ids_only=" << o.ids_only;
+    << "] count_only=" << o.count_only << " limit=" << o.limit << " ids_only=" << o.ids_only
+    << " own_only=" << o.own_only;
   return s.str();
 }
 std::string Text(const SegmentUpdate& u) {
@@ -175,7 +176,7 @@ std::string Text(const HelloResponse& m) {
 std::string Text(const GetResult& m) {
   return "get_result count " + U(m.count) + " ids " + List(m.ids, U) + " expires " +
          List(m.expires, [](UnixSeconds e) { return U(e); }) + " attr1 " + List(m.attr1, Opt) +
-         " attr2 " + List(m.attr2, Opt);
+         " attr2 " + List(m.attr2, Opt) + " master " + Q(m.master) + " profiles " + U(m.profiles);
 }
 std::string Text(const UpsertResult& m) {
   return "upsert_result " + U(m.inserted) + " " + U(m.updated) + " " + U(m.trimmed) + " " +
@@ -246,6 +247,30 @@ std::string Text(const CopiedRecord& r) {
 std::string Text(const CopyPartitionResponse& m) {
   return "copy_page next " + U(m.next) + " cursor " + U(m.cursor) + " " +
          List(m.records, [](const CopiedRecord& r) { return Text(r); });
+}
+std::string Text(const LinkRequest& m) {
+  return "link " + Q(m.user) + " to " + Q(m.master) + " ttl " + U(m.ttl) + Text(m.write_id);
+}
+std::string Text(const UnlinkRequest& m) { return "unlink " + Q(m.user) + Text(m.write_id); }
+std::string Text(const MasterOfRequest& m) { return "master_of " + Q(m.user); }
+std::string Text(const LinksRequest& m) {
+  return "links " + Q(m.user) + " cursor " + Q(m.cursor) + " limit " + U(m.limit);
+}
+std::string Text(const ConnectedRequest& m) { return "connected " + Q(m.a) + " " + Q(m.b); }
+std::string Text(const LinkResponse& m) {
+  return "link_result master " + Q(m.master) + " members " + U(m.members) + " moved " + U(m.moved);
+}
+std::string Text(const UnlinkResponse& m) {
+  return std::string("unlinked ") + (m.unlinked ? "1" : "0");
+}
+std::string Text(const MasterOfResponse& m) { return "master " + Q(m.master); }
+std::string Text(const LinksResponse& m) {
+  return "links_page master " + Q(m.master) + " " +
+         List(m.links, [](const LinkedUser& l) { return Q(l.user) + "@" + U(l.expires_at); }) +
+         " next " + Q(m.next);
+}
+std::string Text(const ConnectedResponse& m) {
+  return std::string("connected ") + (m.connected ? "1" : "0");
 }
 std::string Text(const examples::Body& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
@@ -355,6 +380,16 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<ClusterMap>("ClusterMap", lim),
       DecoderOf<CopyPartitionRequest>("CopyPartitionRequest", lim),
       DecoderOf<CopyPartitionResponse>("CopyPartitionResponse", lim),
+      DecoderOf<LinkRequest>("LinkRequest", lim),
+      DecoderOf<UnlinkRequest>("UnlinkRequest", lim),
+      DecoderOf<MasterOfRequest>("MasterOfRequest", lim),
+      DecoderOf<LinksRequest>("LinksRequest", lim),
+      DecoderOf<ConnectedRequest>("ConnectedRequest", lim),
+      DecoderOf<LinkResponse>("LinkResponse", lim),
+      DecoderOf<UnlinkResponse>("UnlinkResponse", lim),
+      DecoderOf<MasterOfResponse>("MasterOfResponse", lim),
+      DecoderOf<LinksResponse>("LinksResponse", lim),
+      DecoderOf<ConnectedResponse>("ConnectedResponse", lim),
       {"DecodeError",
        [](std::string_view b) {
          (void)DecodeError(b);
@@ -682,6 +717,7 @@ TEST(WireTest, GetRequestRoundTripsEveryOptionAtItsEdges) {
   with([](GetOptions& o) { o.id_to = UINT64_MAX - 1; });
   with([](GetOptions& o) { o.count_only = true; });
   with([](GetOptions& o) { o.limit = UINT32_MAX; });
+  with([](GetOptions& o) { o.own_only = true; });
   with([](GetOptions& o) {
     o.ids_only = true;
     o.expiry_from = 1;
@@ -691,6 +727,7 @@ TEST(WireTest, GetRequestRoundTripsEveryOptionAtItsEdges) {
     o.id_to = UINT64_MAX;
     o.count_only = true;
     o.limit = 1;
+    o.own_only = true;
   });
   for (const GetOptions& o : cases) {
     ExpectRoundTrip(GetRequest{"user-42", o});
@@ -1827,6 +1864,497 @@ TEST(CopyPartitionWireTest, ResponseRefusalsNameTheField) {
                 {"records", "empty", "not finished", "77"});
 }
 
+// ---- profile bridging: link, unlink, master_of, links, connected; "own";
+// a merged view's "master" and "profiles" ----
+
+TEST(LinkWireTest, RequestsRoundTripAndLeaveOutTheirDefaults) {
+  const WriteId id{0x0102030405060708ull, 0x1112131415161718ull};
+  const std::string binary("\x00\xff\x80user", 7);
+  ExpectRoundTrip(LinkRequest{"cookie-77", "user-42"});
+  ExpectRoundTrip(LinkRequest{"cookie-77", "user-42", 2592000});
+  ExpectRoundTrip(LinkRequest{"a", "b", UINT32_MAX, id});
+  ExpectRoundTrip(LinkRequest{binary, std::string(kDefaultMaxKeyBytes, 'm'), 1});
+  ExpectRoundTrip(UnlinkRequest{"cookie-77"});
+  ExpectRoundTrip(UnlinkRequest{binary, id});
+  ExpectRoundTrip(MasterOfRequest{"device-3"});
+  ExpectRoundTrip(MasterOfRequest{std::string(kDefaultMaxKeyBytes, '\xff')});
+  ExpectRoundTrip(LinksRequest{"cookie-77", "", 0});
+  ExpectRoundTrip(LinksRequest{"cookie-77", "device-3", 2});
+  ExpectRoundTrip(LinksRequest{"u", binary, UINT32_MAX});
+  ExpectRoundTrip(ConnectedRequest{"cookie-77", "device-3"});
+  ExpectRoundTrip(ConnectedRequest{"same", "same"});  // the server answers true
+  ExpectRoundTrip(ConnectedRequest{binary, std::string(kDefaultMaxKeyBytes, 'b')});
+  // User IDs go as str, as in every request; ttl only when not 0, the
+  // cursor only when not empty, limit only when not 0, write_id only when set.
+  EXPECT_EQ(EncodeToString(LinkRequest{"u", "m"}),
+            Mp().Map(2).Str("user").Str("u").Str("master").Str("m").str());
+  EXPECT_EQ(
+      EncodeToString(LinkRequest{"u", "m", 60, id}),
+      Mp().Map(4)
+          .Str("user")
+          .Str("u")
+          .Str("master")
+          .Str("m")
+          .Str("ttl")
+          .U(60)
+          .Str("write_id")
+          .Bin(std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x11\x12\x13\x14\x15\x16\x17\x18", 16))
+          .str());
+  EXPECT_EQ(EncodeToString(UnlinkRequest{"u"}), Mp().Map(1).Str("user").Str("u").str());
+  EXPECT_EQ(EncodeToString(MasterOfRequest{"u"}), Mp().Map(1).Str("user").Str("u").str());
+  EXPECT_EQ(EncodeToString(LinksRequest{"u", "", 0}), Mp().Map(1).Str("user").Str("u").str());
+  EXPECT_EQ(EncodeToString(LinksRequest{"u", "c", 5}),
+            Mp().Map(3).Str("user").Str("u").Str("cursor").Str("c").Str("limit").U(5).str());
+  EXPECT_EQ(EncodeToString(ConnectedRequest{"x", "y"}),
+            Mp().Map(2).Str("a").Str("x").Str("b").Str("y").str());
+}
+
+TEST(LinkWireTest, RequestUsersMayBeBinary) {
+  const std::string user("\x00\xff\x80user", 7);
+  LinkRequest link;
+  ASSERT_TRUE(
+      Decode(Mp().Map(2).Str("user").Bin(user).Str("master").Bin(user + "m"), {}, &link).ok());
+  EXPECT_EQ(link.user, user);
+  EXPECT_EQ(link.master, user + "m");
+  UnlinkRequest unlink;
+  ASSERT_TRUE(Decode(Mp().Map(1).Str("user").Bin(user), {}, &unlink).ok());
+  EXPECT_EQ(unlink.user, user);
+  MasterOfRequest master_of;
+  ASSERT_TRUE(Decode(Mp().Map(1).Str("user").Bin(user), {}, &master_of).ok());
+  EXPECT_EQ(master_of.user, user);
+  LinksRequest links;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("user").Bin(user).Str("cursor").Bin(user), {}, &links).ok());
+  EXPECT_EQ(links.user, user);
+  EXPECT_EQ(links.cursor, user);
+  ConnectedRequest connected;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("a").Bin(user).Str("b").Str("b"), {}, &connected).ok());
+  EXPECT_EQ(connected.a, user);
+  EXPECT_EQ(connected.b, "b");
+}
+
+TEST(LinkWireTest, LinkRequestRefusalsNameTheField) {
+  // user "u" and one more field: `key` with what `add` writes.
+  auto link_with = [](const char* key, auto add) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str(key);
+    add(m);
+    return DecodeAs<LinkRequest>(m);
+  };
+  // user "u", master "m", and one more field.
+  auto link_and = [](const char* key, auto add) {
+    Mp m;
+    m.Map(3).Str("user").Str("u").Str("master").Str("m").Str(key);
+    add(m);
+    return DecodeAs<LinkRequest>(m);
+  };
+  const std::string over(kDefaultMaxKeyBytes + 1, 'k');
+  ExpectInvalid(DecodeAs<LinkRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<LinkRequest>(Mp().Map(1).Str("master").Str("m")), {"user", "missing"});
+  ExpectInvalid(DecodeAs<LinkRequest>(Mp().Map(1).Str("user").Str("u")), {"master", "missing"});
+  ExpectInvalid(link_with("master", [](Mp& m) { m.Nil(); }), {"master", "got nil"});
+  ExpectInvalid(link_with("master", [](Mp& m) { m.Str(""); }), {"master", "empty user ID"});
+  ExpectInvalid(link_with("master", [](Mp& m) { m.Bin(""); }), {"master", "empty user ID"});
+  ExpectInvalid(link_with("master", [&](Mp& m) { m.Str(over); }),
+                {"master", "257 bytes", "the limit is 256"});
+  ExpectInvalid(link_with("master", [](Mp& m) { m.U(42); }),
+                {"master", "a string or binary user ID", "an unsigned integer"});
+  ExpectInvalid(link_with("master", [](Mp& m) { m.Arr(0); }), {"master", "an array"});
+  ExpectInvalid(DecodeAs<LinkRequest>(Mp().Map(2).Str("user").Str("").Str("master").Str("m")),
+                {"user", "empty user ID"});
+  ExpectInvalid(DecodeAs<LinkRequest>(Mp().Map(2).Str("user").Str(over).Str("master").Str("m")),
+                {"user", "257 bytes"});
+  ExpectInvalid(DecodeAs<LinkRequest>(Mp().Map(2).Str("user").Bool(true).Str("master").Str("m")),
+                {"user", "a boolean"});
+  ExpectInvalid(link_and("ttl", [](Mp& m) { m.Str("30d"); }),
+                {"ttl", "expected an unsigned integer, got a string"});
+  ExpectInvalid(link_and("ttl", [](Mp& m) { m.I(-1); }), {"ttl", "negative"});
+  ExpectInvalid(link_and("ttl", [](Mp& m) { m.U(1ull << 32); }), {"ttl", "out of range"});
+  ExpectInvalid(link_and("ttl", [](Mp& m) { m.F64(60); }), {"ttl", "a float"});
+  ExpectInvalid(link_and("write_id", [](Mp& m) { m.Bin("short"); }), {"write_id", "5 bytes"});
+  ExpectInvalid(link_and("write_id", [](Mp& m) { m.Bin(std::string(16, '\0')); }),
+                {"write_id", "all zeros"});
+  // nil reads as absent; unknown keys are ignored; the same user twice is
+  // the server's to refuse (InvalidArgument, from the profile layer).
+  LinkRequest got;
+  ASSERT_TRUE(Decode(Mp().Map(5)
+                         .Str("user")
+                         .Str("u")
+                         .Str("master")
+                         .Str("u")
+                         .Str("ttl")
+                         .Nil()
+                         .Str("write_id")
+                         .Nil()
+                         .Str("later")
+                         .Arr(1)
+                         .U(1),
+                     {}, &got)
+                  .ok());
+  EXPECT_EQ(Text(got), Text(LinkRequest{"u", "u"}));
+  // The server's own max_key_bytes holds for master too.
+  DecodeLimits small;
+  small.max_key_bytes = 3;
+  EXPECT_TRUE(
+      DecodeAs<LinkRequest>(Mp().Map(2).Str("user").Str("abc").Str("master").Str("xyz"), small)
+          .ok());
+  ExpectInvalid(
+      DecodeAs<LinkRequest>(Mp().Map(2).Str("user").Str("abc").Str("master").Str("wxyz"), small),
+      {"master", "4 bytes", "the limit is 3"});
+}
+
+TEST(LinkWireTest, LookupAndUnlinkRequestRefusalsNameTheField) {
+  const std::string over(kDefaultMaxKeyBytes + 1, 'k');
+  // unlink and master_of: a user, as every request on one user.
+  ExpectInvalid(DecodeAs<UnlinkRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<UnlinkRequest>(Mp().Map(1).Str("user").Str("")), {"user", "empty"});
+  ExpectInvalid(DecodeAs<UnlinkRequest>(Mp().Map(1).Str("user").Bin(over)), {"user", "257 bytes"});
+  ExpectInvalid(DecodeAs<UnlinkRequest>(Mp().Map(2).Str("user").Str("u").Str("write_id").Str("x")),
+                {"write_id", "a bin of 16 bytes"});
+  ExpectInvalid(DecodeAs<MasterOfRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<MasterOfRequest>(Mp().Map(1).Str("user").U(7)),
+                {"user", "an unsigned integer"});
+  ExpectInvalid(DecodeAs<MasterOfRequest>(Mp().Map(1).Str("user").Str(over)), {"user"});
+  // links: the cursor, when not empty, is a user ID.
+  ExpectInvalid(DecodeAs<LinksRequest>(Mp().Map(1).Str("cursor").Str("c")), {"user", "missing"});
+  ExpectInvalid(DecodeAs<LinksRequest>(Mp().Map(2).Str("user").Str("u").Str("cursor").U(1)),
+                {"cursor", "a string or binary user ID", "an unsigned integer"});
+  ExpectInvalid(DecodeAs<LinksRequest>(Mp().Map(2).Str("user").Str("u").Str("cursor").Str(over)),
+                {"cursor", "257 bytes"});
+  ExpectInvalid(DecodeAs<LinksRequest>(Mp().Map(2).Str("user").Str("u").Str("limit").Str("10")),
+                {"limit", "a string"});
+  ExpectInvalid(DecodeAs<LinksRequest>(Mp().Map(2).Str("user").Str("u").Str("limit").I(-1)),
+                {"limit", "negative"});
+  ExpectInvalid(DecodeAs<LinksRequest>(Mp().Map(2).Str("user").Str("u").Str("limit").U(1ull << 32)),
+                {"limit", "out of range"});
+  // connected: both users required, each a user ID.
+  ExpectInvalid(DecodeAs<ConnectedRequest>(""), {"a", "missing"});
+  ExpectInvalid(DecodeAs<ConnectedRequest>(Mp().Map(1).Str("a").Str("x")), {"b", "missing"});
+  ExpectInvalid(DecodeAs<ConnectedRequest>(Mp().Map(1).Str("b").Str("x")), {"a", "missing"});
+  ExpectInvalid(DecodeAs<ConnectedRequest>(Mp().Map(2).Str("a").Str("x").Str("b").Str("")),
+                {"b", "empty user ID"});
+  ExpectInvalid(DecodeAs<ConnectedRequest>(Mp().Map(2).Str("a").Str(over).Str("b").Str("y")),
+                {"a", "257 bytes"});
+  ExpectInvalid(DecodeAs<ConnectedRequest>(Mp().Map(2).Str("a").Str("x").Str("b").Nil()),
+                {"b", "got nil"});
+  // "user" is not one of connected's keys.
+  ExpectInvalid(DecodeAs<ConnectedRequest>(Mp().Map(2).Str("user").Str("x").Str("b").Str("y")),
+                {"a", "missing"});
+}
+
+TEST(LinkWireTest, AnEmptyOrNilCursorReadsAsTheStart) {
+  for (int form = 0; form < 3; ++form) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("cursor");
+    if (form == 0) m.Str("");
+    if (form == 1) m.Bin("");
+    if (form == 2) m.Nil();
+    LinksRequest got{"old", "old", 9};
+    ASSERT_TRUE(Decode(m.str(), {}, &got).ok()) << form;
+    EXPECT_EQ(got.cursor, "") << form;
+    EXPECT_EQ(got.limit, 0u) << form;
+  }
+}
+
+LinksPage SampleLinksPage() {
+  return LinksPage{.master = "user-42",
+                   .links = {{"cookie-77", examples::kFeb2030}, {"device-3", kNever}},
+                   .next = "device-3"};
+}
+
+TEST(LinkWireTest, ResponsesRoundTripWithUsersAsBin) {
+  const std::string binary("\x00\xff\x80user", 7);
+  ExpectRoundTrip(LinkResponse{"user-42", 3, 0});
+  ExpectRoundTrip(LinkResponse{binary, UINT32_MAX, UINT32_MAX});
+  ExpectRoundTrip(UnlinkResponse{true});
+  ExpectRoundTrip(UnlinkResponse{false});
+  ExpectRoundTrip(MasterOfResponse{"user-42"});
+  ExpectRoundTrip(MasterOfResponse{binary});
+  ExpectRoundTrip(SampleLinksPage());
+  ExpectRoundTrip(LinksPage{.master = "m", .links = {}, .next = ""});  // an empty last page
+  ExpectRoundTrip(LinksPage{
+      .master = binary, .links = {{binary, UINT32_MAX}, {std::string(256, 'z'), 1}}, .next = ""});
+  ExpectRoundTrip(ConnectedResponse{true});
+  ExpectRoundTrip(ConnectedResponse{false});
+  EXPECT_EQ(EncodeToString(LinkResponse{"m", 2, 1}),
+            Mp().Map(3).Str("master").Bin("m").Str("members").U(2).Str("moved").U(1).str());
+  EXPECT_EQ(EncodeToString(UnlinkResponse{false}), Mp().Map(1).Str("unlinked").Bool(false).str());
+  EXPECT_EQ(EncodeToString(MasterOfResponse{"m"}), Mp().Map(1).Str("master").Bin("m").str());
+  EXPECT_EQ(EncodeToString(ConnectedResponse{true}), Mp().Map(1).Str("connected").Bool(true).str());
+  // "next" only when there are more.
+  EXPECT_EQ(EncodeToString(LinksPage{.master = "m", .links = {{"a", 7}}, .next = ""}),
+            Mp().Map(2).Str("master").Bin("m").Str("links").Arr(1).Arr(2).Bin("a").U(7).str());
+  EXPECT_EQ(EncodeToString(LinksPage{.master = "m", .links = {{"a", 0}}, .next = "a"}),
+            Mp().Map(3)
+                .Str("master")
+                .Bin("m")
+                .Str("links")
+                .Arr(1)
+                .Arr(2)
+                .Bin("a")
+                .U(0)
+                .Str("next")
+                .Bin("a")
+                .str());
+  // Users sent as str are read alike.
+  LinksPage page;
+  ASSERT_TRUE(Decode(Mp().Map(3)
+                         .Str("master")
+                         .Str("m")
+                         .Str("links")
+                         .Arr(1)
+                         .Arr(2)
+                         .Str("a")
+                         .U(5)
+                         .Str("next")
+                         .Str("a"),
+                     {}, &page)
+                  .ok());
+  EXPECT_EQ(Text(page), Text(LinksPage{.master = "m", .links = {{"a", 5}}, .next = "a"}));
+}
+
+TEST(LinkWireTest, ResponseRefusalsNameTheField) {
+  ExpectInvalid(DecodeAs<LinkResponse>(""), {"master", "missing"});
+  ExpectInvalid(DecodeAs<LinkResponse>(
+                    Mp().Map(3).Str("master").Bin("").Str("members").U(1).Str("moved").U(0)),
+                {"master", "empty user ID"});
+  ExpectInvalid(DecodeAs<LinkResponse>(Mp().Map(2).Str("master").Bin("m").Str("moved").U(0)),
+                {"members", "missing"});
+  ExpectInvalid(DecodeAs<LinkResponse>(Mp().Map(2).Str("master").Bin("m").Str("members").U(0)),
+                {"moved", "missing"});
+  ExpectInvalid(DecodeAs<LinkResponse>(
+                    Mp().Map(3).Str("master").Bin("m").Str("members").U(1).Str("moved").Str("0")),
+                {"moved", "a string"});
+  ExpectInvalid(
+      DecodeAs<LinkResponse>(Mp().Map(3).Str("master").U(1).Str("members").U(1).Str("moved").U(0)),
+      {"master", "an unsigned integer"});
+  ExpectInvalid(DecodeAs<UnlinkResponse>(""), {"unlinked", "missing"});
+  ExpectInvalid(DecodeAs<UnlinkResponse>(Mp().Map(1).Str("unlinked").U(1)),
+                {"unlinked", "a boolean"});
+  ExpectInvalid(DecodeAs<MasterOfResponse>(""), {"master", "missing"});
+  ExpectInvalid(DecodeAs<MasterOfResponse>(Mp().Map(1).Str("master").Bin("")), {"master", "empty"});
+  ExpectInvalid(DecodeAs<MasterOfResponse>(Mp().Map(1).Str("master").Arr(0)),
+                {"master", "an array"});
+  ExpectInvalid(DecodeAs<ConnectedResponse>(""), {"connected", "missing"});
+  ExpectInvalid(DecodeAs<ConnectedResponse>(Mp().Map(1).Str("connected").Str("yes")),
+                {"connected", "a boolean"});
+  // links: [user, expires_at] pairs.
+  auto page = [](auto add_links) {
+    Mp m;
+    m.Map(2).Str("master").Bin("m").Str("links");
+    add_links(m);
+    return DecodeAs<LinksResponse>(m);
+  };
+  ExpectInvalid(DecodeAs<LinksResponse>(Mp().Map(1).Str("links").Arr(0)), {"master", "missing"});
+  ExpectInvalid(DecodeAs<LinksResponse>(Mp().Map(1).Str("master").Bin("m")), {"links", "missing"});
+  ExpectInvalid(page([](Mp& m) { m.Map(0); }), {"links", "an array", "a map"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(2).Arr(2).Bin("a").U(1).Bin("b"); }),
+                {"links[1]", "an array [user, expires_at]", "binary"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(1).Bin("a"); }),
+                {"links[0]", "has 1 elements, expected 2"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(3).Bin("a").U(1).U(2); }),
+                {"links[0]", "has 3 elements, expected 2"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(2).Bin("").U(1); }),
+                {"links[0].user", "empty user ID"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(2).U(1).U(1); }),
+                {"links[0].user", "an unsigned integer"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(2).Bin("a").I(-1); }),
+                {"links[0].expires_at", "negative"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(2).Bin("a").U(1ull << 32); }),
+                {"links[0].expires_at", "out of range"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(1).Arr(2).Bin("a").Nil(); }),
+                {"links[0].expires_at", "got nil"});
+  ExpectInvalid(DecodeAs<LinksResponse>(
+                    Mp().Map(3).Str("master").Bin("m").Str("links").Arr(0).Str("next").U(1)),
+                {"next", "an unsigned integer"});
+  // A user over the reader's limit is refused (the client reads answers
+  // without limits of its own).
+  DecodeLimits small;
+  small.max_key_bytes = 2;
+  ExpectInvalid(
+      DecodeAs<LinksResponse>(
+          Mp().Map(2).Str("master").Bin("m").Str("links").Arr(1).Arr(2).Bin("abc").U(1), small),
+      {"links[0].user", "3 bytes"});
+}
+
+TEST(LinkWireTest, OwnIsAGetOptionSentOnlyWhenTrue) {
+  GetOptions own;
+  own.own_only = true;
+  ExpectRoundTrip(GetRequest{"u", own});
+  ExpectRoundTrip(BatchGetRequest{{"a", "b"}, own});
+  GetOptions every = own;
+  every.ids_only = true;
+  every.count_only = true;
+  every.limit = 3;
+  ExpectRoundTrip(GetRequest{"u", every});
+  ExpectRoundTrip(BatchGetRequest{{"a"}, every});
+  // After the other options; absent when false.
+  EXPECT_EQ(EncodeToString(GetRequest{"u", own}),
+            Mp().Map(2).Str("user").Str("u").Str("own").Bool(true).str());
+  EXPECT_EQ(EncodeToString(BatchGetRequest{{"u"}, own}),
+            Mp().Map(2).Str("users").Arr(1).Str("u").Str("own").Bool(true).str());
+  EXPECT_EQ(EncodeToString(GetRequest{"u", {}}), Mp().Map(1).Str("user").Str("u").str());
+  // false and nil read as absent.
+  for (bool nil : {false, true}) {
+    Mp m;
+    m.Map(2).Str("user").Str("u").Str("own");
+    if (nil) {
+      m.Nil();
+    } else {
+      m.Bool(false);
+    }
+    GetRequest got;
+    ASSERT_TRUE(Decode(m.str(), {}, &got).ok());
+    EXPECT_FALSE(got.options.own_only);
+  }
+  GetRequest got;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("own").Bool(true).Str("user").Str("u"), {}, &got).ok());
+  EXPECT_TRUE(got.options.own_only);
+  // Anything else is refused, naming it; in a batch, as a shared option, it fails the frame.
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("own").U(1)),
+                {"own", "a boolean"});
+  ExpectInvalid(
+      DecodeAs<BatchGetRequest>(Mp().Map(2).Str("users").Arr(1).Str("u").Str("own").Str("true")),
+      {"own", "a boolean"});
+  // Check (a read arriving as a value) has nothing to say about it.
+  EXPECT_TRUE(Check(DecodeLimits{}, GetRequest{"u", own}).ok());
+}
+
+GetResult MergedResult() {
+  GetResult r = FullResult();
+  r.master = "user-42";
+  r.profiles = 4;
+  return r;
+}
+
+TEST(LinkWireTest, AMergedViewCarriesMasterAndProfiles) {
+  ExpectRoundTrip(MergedResult());
+  GetResult ids_only = examples::IdsOnly({1, 2}, 2);
+  ids_only.master = std::string("\x00\xff", 2);
+  ids_only.profiles = UINT32_MAX;
+  ExpectRoundTrip(ids_only);
+  GetResult count_only = examples::IdsOnly({}, 9);
+  count_only.master = "m";
+  count_only.profiles = 2;
+  ExpectRoundTrip(count_only);
+  BatchGetResponse batch;
+  batch.push_back(MergedResult());
+  batch.push_back(FullResult());
+  batch.push_back(Status::NotFound("no live segments in the group"));
+  batch.push_back(count_only);
+  ExpectRoundTrip(batch);
+  // After the columns: "master" as bin, then "profiles".
+  GetResult small = examples::IdsOnly({9}, 1);
+  small.master = "m";
+  small.profiles = 2;
+  EXPECT_EQ(EncodeToString(small), Mp().Map(4)
+                                       .Str("count")
+                                       .U(1)
+                                       .Str("ids")
+                                       .Arr(1)
+                                       .U(9)
+                                       .Str("master")
+                                       .Bin("m")
+                                       .Str("profiles")
+                                       .U(2)
+                                       .str());
+  BatchGetResponse one;
+  one.push_back(small);
+  EXPECT_EQ(EncodeToString(one), Mp().Map(1)
+                                     .Str("results")
+                                     .Arr(1)
+                                     .Map(5)
+                                     .Str("status")
+                                     .U(0)
+                                     .Str("count")
+                                     .U(1)
+                                     .Str("ids")
+                                     .Arr(1)
+                                     .U(9)
+                                     .Str("master")
+                                     .Bin("m")
+                                     .Str("profiles")
+                                     .U(2)
+                                     .str());
+  // A master sent as str is read alike (the general path).
+  GetResult from_str;
+  ASSERT_TRUE(Decode(Mp().Map(4)
+                         .Str("count")
+                         .U(1)
+                         .Str("ids")
+                         .Arr(1)
+                         .U(9)
+                         .Str("master")
+                         .Str("m")
+                         .Str("profiles")
+                         .U(2),
+                     {}, &from_str)
+                  .ok());
+  EXPECT_EQ(Text(from_str), Text(small));
+}
+
+// A user in no group gets exactly the answer it got before bridging: the
+// example files written before it are the proof.
+TEST(LinkWireTest, AnAnswerWithoutAMasterIsByteForByteTheOldOne) {
+  for (const std::string file : {"get_full.response.hex", "get.response.hex"}) {
+    SCOPED_TRACE(file);
+    const std::string frame = ReadHexFile(ExamplePath(file));
+    ASSERT_GT(frame.size(), kHeaderSize);
+    const std::string body = frame.substr(kHeaderSize);
+    GetResult r;
+    ASSERT_TRUE(Decode(body, {}, &r).ok());
+    EXPECT_TRUE(r.master.empty());
+    EXPECT_EQ(r.profiles, 0u);
+    EXPECT_EQ(HexDump(EncodeToString(r)), HexDump(body));
+    // "profiles" without a master is not sent either (the server never sets it so).
+    r.profiles = 3;
+    EXPECT_EQ(HexDump(EncodeToString(r)), HexDump(body));
+  }
+  const std::string batch = ReadHexFile(ExamplePath("batch_get.response.hex")).substr(kHeaderSize);
+  BatchGetResponse b;
+  ASSERT_TRUE(Decode(batch, {}, &b).ok());
+  EXPECT_EQ(HexDump(EncodeToString(b)), HexDump(batch));
+}
+
+TEST(LinkWireTest, AMergedViewsFieldsAreChecked) {
+  auto with = [](const char* key, auto add) {
+    Mp m;
+    m.Map(3).Str("count").U(0).Str("ids").Arr(0).Str(key);
+    add(m);
+    return DecodeAs<GetResult>(m);
+  };
+  ExpectInvalid(with("master", [](Mp& m) { m.Bin(""); }), {"master", "empty user ID"});
+  ExpectInvalid(with("master", [](Mp& m) { m.U(1); }), {"master", "a string or binary user ID"});
+  ExpectInvalid(with("profiles", [](Mp& m) { m.Str("4"); }), {"profiles", "a string"});
+  ExpectInvalid(with("profiles", [](Mp& m) { m.U(1ull << 32); }), {"profiles", "out of range"});
+  ExpectInvalid(with("profiles", [](Mp& m) { m.I(-1); }), {"profiles", "negative"});
+  EXPECT_TRUE(with("master", [](Mp& m) { m.Nil(); }).ok());
+  // "profiles" counts only beside a master (the two are sent together).
+  GetResult alone;
+  ASSERT_TRUE(
+      Decode(Mp().Map(3).Str("count").U(0).Str("ids").Arr(0).Str("profiles").U(4), {}, &alone)
+          .ok());
+  EXPECT_EQ(alone.profiles, 0u);
+  GetResult no_profiles;
+  ASSERT_TRUE(Decode(Mp().Map(3).Str("count").U(0).Str("ids").Arr(0).Str("master").Bin("m"), {},
+                     &no_profiles)
+                  .ok());
+  EXPECT_EQ(no_profiles.master, "m");
+  EXPECT_EQ(no_profiles.profiles, 0u);
+  ExpectInvalid(DecodeAs<BatchGetResponse>(Mp().Map(1)
+                                               .Str("results")
+                                               .Arr(1)
+                                               .Map(4)
+                                               .Str("status")
+                                               .U(0)
+                                               .Str("count")
+                                               .U(0)
+                                               .Str("ids")
+                                               .Arr(0)
+                                               .Str("master")
+                                               .Bool(true)),
+                {"results[0].master", "a boolean"});
+}
+
 // ---- hostile input ----
 
 TEST(HostileInputTest, EmptyBodyIsAnEmptyMap) {
@@ -1853,6 +2381,16 @@ TEST(HostileInputTest, EmptyBodyIsAnEmptyMap) {
   ExpectInvalid(DecodeAs<TrimResult>(""), {"trimmed", "missing"});
   ExpectInvalid(DecodeAs<CountResponse>(""), {"count", "missing"});
   ExpectInvalid(DecodeAs<DeleteResponse>(""), {"deleted", "missing"});
+  ExpectInvalid(DecodeAs<LinkRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<UnlinkRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<MasterOfRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<LinksRequest>(""), {"user", "missing"});
+  ExpectInvalid(DecodeAs<ConnectedRequest>(""), {"a", "missing"});
+  ExpectInvalid(DecodeAs<LinkResponse>(""), {"master", "missing"});
+  ExpectInvalid(DecodeAs<UnlinkResponse>(""), {"unlinked", "missing"});
+  ExpectInvalid(DecodeAs<MasterOfResponse>(""), {"master", "missing"});
+  ExpectInvalid(DecodeAs<LinksResponse>(""), {"master", "missing"});
+  ExpectInvalid(DecodeAs<ConnectedResponse>(""), {"connected", "missing"});
 }
 
 TEST(HostileInputTest, RandomBytesNeverCrash) {
@@ -1913,6 +2451,8 @@ TEST(HostileInputTest, HugeLengthClaimsFailFastWithoutAllocating) {
                               .Str("records")
                               .Raw({0xdd, 0xff, 0xff, 0xff, 0xff})
                               .str()},
+      {"links array32",
+       Mp().Map(2).Str("master").Bin("m").Str("links").Raw({0xdd, 0xff, 0xff, 0xff, 0xff}).str()},
       {"incoming array32", Mp().Map(2)
                                .Str("cluster")
                                .Bool(true)
@@ -2614,12 +3154,17 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
       {Op::kGet, "get"},
       {Op::kBatchGet, "batch_get"},
       {Op::kCount, "count"},
+      {Op::kMasterOf, "master_of"},
+      {Op::kLinks, "links"},
+      {Op::kConnected, "connected"},
       {Op::kUpsert, "upsert"},
       {Op::kBatchUpsert, "batch_upsert"},
       {Op::kRemove, "remove"},
       {Op::kTrim, "trim"},
       {Op::kDelete, "delete"},
       {Op::kExpire, "expire"},
+      {Op::kLink, "link"},
+      {Op::kUnlink, "unlink"},
       {Op::kCopyPartition, "copy_partition"},
   };
   int known = 0;
@@ -2629,7 +3174,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x05, 0x13, 0x26, 0x31, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x16, 0x28, 0x31, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }

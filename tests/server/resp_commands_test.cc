@@ -101,6 +101,9 @@ TEST(RespCommandTableTest, EveryKeySpecFitsTheArity) {
         EXPECT_LT(def.arity, 0) << "any number of keys";
         EXPECT_GE(fewest, 3u);
         break;
+      case RespKeys::kTwo:
+        EXPECT_GE(fewest, 3u);
+        break;
     }
     Args args(fewest, "1");
     args[0] = def.name;
@@ -158,6 +161,22 @@ TEST(RespKeyPositionsTest, EachKindOfKeySpec) {
       RespKeyPositions(RespCommandOf(RespCmd::kSegMget), Args{"SEG.MGET", "3", "a", "b", "c"}, &p)
           .ok());
   EXPECT_EQ(p, std::vector<size_t>({2, 3, 4}));
+  // Links are a single server's: SEG.LINK routes by its user alone.
+  ASSERT_TRUE(
+      RespKeyPositions(RespCommandOf(RespCmd::kSegLink), Args{"seg.link", "u", "m", "TTL", "5"}, &p)
+          .ok());
+  EXPECT_EQ(p, std::vector<size_t>({1}));
+  ASSERT_TRUE(
+      RespKeyPositions(RespCommandOf(RespCmd::kSegConnected), Args{"seg.connected", "a", "b"}, &p)
+          .ok());
+  EXPECT_EQ(p, std::vector<size_t>({1, 2}));
+  ASSERT_TRUE(
+      RespKeyPositions(RespCommandOf(RespCmd::kSegConnected), Args{"seg.connected", "a"}, &p).ok());
+  EXPECT_EQ(p, std::vector<size_t>({1}));
+  for (RespCmd id : {RespCmd::kSegUnlink, RespCmd::kSegMasterof, RespCmd::kSegLinks}) {
+    ASSERT_TRUE(RespKeyPositions(RespCommandOf(id), Args{"x", "u", "COUNT", "1"}, &p).ok());
+    EXPECT_EQ(p, std::vector<size_t>({1}));
+  }
 }
 
 TEST(RespKeyPositionsTest, ABadNumusersIsRefused) {
@@ -303,6 +322,12 @@ TEST(ParseGetOptionsTest, EveryOptionInAnyOrderAndCase) {
   EXPECT_EQ(n.expiry_from, 7u);
   EXPECT_EQ(n.expiry_to, 8u);
 
+  GetOptions own;
+  ASSERT_TRUE(ParseGetOptions(Args{"seg.get", "u", "own"}, 2, &own).ok());
+  EXPECT_TRUE(own.own_only);
+  EXPECT_FALSE(GetOptions{}.own_only);
+  EXPECT_FALSE(o.own_only);
+
   // SEG.MGET's options start after its users.
   GetOptions m;
   ASSERT_TRUE(ParseGetOptions(Args{"seg.mget", "2", "LIMIT", "COUNT", "LIMIT", "3"}, 4, &m).ok());
@@ -337,12 +362,13 @@ TEST(ParseGetOptionsTest, RefusalsNameTheCommandAndTheArgument) {
   EXPECT_EQ(refusal({"seg.get", "u", "LIMIT", "01"}),
             "SEG.GET: " + NotNumber("LIMIT", UINT32_MAX, "01"));
   EXPECT_EQ(refusal({"seg.get", "u", "COUNT", "FOO"}),
-            "SEG.GET: unknown option 'FOO' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY)");
+            "SEG.GET: unknown option 'FOO' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN)");
   EXPECT_EQ(refusal({"seg.get", "u", "5"}),
-            "SEG.GET: unknown option '5' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY)");
+            "SEG.GET: unknown option '5' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN)");
   GetOptions o;
-  EXPECT_EQ(Refusal(ParseGetOptions(Args{"Seg.MGet", "1", "u", "bogus"}, 3, &o)),
-            "SEG.MGET: unknown option 'bogus' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY)");
+  EXPECT_EQ(
+      Refusal(ParseGetOptions(Args{"Seg.MGet", "1", "u", "bogus"}, 3, &o)),
+      "SEG.MGET: unknown option 'bogus' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN)");
 }
 
 // ---- SEG.UPSERT ----
@@ -552,6 +578,89 @@ TEST(ParseCountTest, AcceptedAndRefused) {
             "SEG.COUNT: " + NotNumber("IDS hi", UINT64_MAX, "02"));
 }
 
+// ---- profile bridging ----
+
+TEST(ParseLinkTest, AcceptedAndRefused) {
+  proto::LinkRequest r;
+  ASSERT_TRUE(ParseLink(Args{"seg.link", "work", "home"}, &r).ok());
+  EXPECT_EQ(r.user, "work");
+  EXPECT_EQ(r.master, "home");
+  EXPECT_EQ(r.ttl, 0u);
+  EXPECT_TRUE(r.write_id.empty());
+  proto::LinkRequest t;
+  ASSERT_TRUE(
+      ParseLink(Args{"seg.link", "u", "m", "writeid", kWriteId, "ttl", "4294967295"}, &t).ok());
+  EXPECT_EQ(t.ttl, UINT32_MAX);
+  EXPECT_EQ(t.write_id, kWriteIdValue);
+  proto::LinkRequest z;
+  ASSERT_TRUE(ParseLink(Args{"seg.link", "u", "m", "TTL", "0"}, &z).ok());
+  EXPECT_EQ(z.ttl, 0u);
+
+  const auto refusal = [](Args args) {
+    proto::LinkRequest req;
+    return Refusal(ParseLink(args, &req));
+  };
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "TTL"}), "SEG.LINK: TTL is missing");
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "TTL", "soon"}),
+            "SEG.LINK: " + NotNumber("TTL", UINT32_MAX, "soon"));
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "TTL", "-5"}),
+            "SEG.LINK: " + NotNumber("TTL", UINT32_MAX, "-5"));
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "TTL", "4294967296"}),
+            "SEG.LINK: " + NotNumber("TTL", UINT32_MAX, "4294967296"));
+  EXPECT_EQ(refusal({"Seg.Link", "u", "m", "EX", "5"}),
+            "SEG.LINK: unknown option 'EX' (TTL, WRITEID)");
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "5"}), "SEG.LINK: unknown option '5' (TTL, WRITEID)");
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "WRITEID"}), "SEG.LINK: WRITEID is missing its id");
+  EXPECT_EQ(refusal({"seg.link", "u", "m", "WRITEID", "z"}),
+            "SEG.LINK: WRITEID must be 32 hexadecimal digits");
+}
+
+TEST(ParseUnlinkTest, AcceptedAndRefused) {
+  proto::UnlinkRequest r;
+  ASSERT_TRUE(ParseUnlink(Args{"seg.unlink", "u"}, &r).ok());
+  EXPECT_EQ(r.user, "u");
+  EXPECT_TRUE(r.write_id.empty());
+  proto::UnlinkRequest w;
+  ASSERT_TRUE(ParseUnlink(Args{"seg.unlink", "u", "WRITEID", kWriteId}, &w).ok());
+  EXPECT_EQ(w.write_id, kWriteIdValue);
+
+  const auto refusal = [](Args args) {
+    proto::UnlinkRequest req;
+    return Refusal(ParseUnlink(args, &req));
+  };
+  EXPECT_EQ(refusal({"seg.unlink", "u", "m"}), "SEG.UNLINK: unknown option 'm' (WRITEID)");
+  EXPECT_EQ(refusal({"seg.unlink", "u", "WRITEID", kWriteId, "x"}),
+            "SEG.UNLINK: unknown option 'x' (WRITEID)");
+  EXPECT_EQ(refusal({"seg.unlink", "u", "WRITEID"}), "SEG.UNLINK: WRITEID is missing its id");
+}
+
+TEST(ParseLinksTest, AcceptedAndRefused) {
+  proto::LinksRequest r;
+  ASSERT_TRUE(ParseLinks(Args{"seg.links", "u"}, &r).ok());
+  EXPECT_EQ(r.user, "u");
+  EXPECT_EQ(r.cursor, "");
+  EXPECT_EQ(r.limit, 0u);  // the server's default
+  proto::LinksRequest c;
+  ASSERT_TRUE(ParseLinks(Args{"seg.links", "u", "count", "2", "Cursor", "phone"}, &c).ok());
+  EXPECT_EQ(c.cursor, "phone");
+  EXPECT_EQ(c.limit, 2u);
+  proto::LinksRequest e;
+  ASSERT_TRUE(ParseLinks(Args{"seg.links", "u", "CURSOR", ""}, &e).ok());
+  EXPECT_EQ(e.cursor, "");
+
+  const auto refusal = [](Args args) {
+    proto::LinksRequest req;
+    return Refusal(ParseLinks(args, &req));
+  };
+  EXPECT_EQ(refusal({"seg.links", "u", "COUNT", "0"}), "SEG.LINKS: COUNT must be at least 1");
+  EXPECT_EQ(refusal({"seg.links", "u", "COUNT", "-1"}),
+            "SEG.LINKS: " + NotNumber("COUNT", UINT32_MAX, "-1"));
+  EXPECT_EQ(refusal({"seg.links", "u", "COUNT"}), "SEG.LINKS: COUNT is missing");
+  EXPECT_EQ(refusal({"seg.links", "u", "CURSOR"}), "SEG.LINKS: CURSOR is missing");
+  EXPECT_EQ(refusal({"seg.links", "u", "MATCH", "*"}),
+            "SEG.LINKS: unknown option 'MATCH' (CURSOR, COUNT)");
+}
+
 // ---- hashes ----
 
 TEST(ParseFieldTest, AFieldIsASegmentId) {
@@ -677,6 +786,70 @@ TEST(RespRepliesTest, GetIdsOnlyCountOnlyAndStale) {
             "%3\r\n$5\r\ncount\r\n:4294967295\r\n$5\r\nstale\r\n#f\r\n$3\r\nids\r\n*0\r\n");
 }
 
+// A merged view (a linked user's read) ends with its master and how many
+// profiles it merged; any other read has neither pair.
+TEST(RespRepliesTest, GetOfAMergedViewNamesItsMaster) {
+  GetResult r;
+  r.ids = {1, 2};
+  r.expires = {kNever, 100};
+  r.count = 2;
+  r.master = "home";
+  r.profiles = 3;
+  const auto write = [&](proto::RespWriter* w) { WriteGetReply(r, GetOptions{}, false, w); };
+  EXPECT_EQ(Reply(false, write),
+            "*12\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n"
+            "$3\r\nids\r\n*2\r\n$1\r\n1\r\n$1\r\n2\r\n$7\r\nexpires\r\n*2\r\n:0\r\n:100\r\n"
+            "$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:3\r\n");
+  EXPECT_EQ(Reply(true, write),
+            "%6\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#f\r\n"
+            "$3\r\nids\r\n*2\r\n$1\r\n1\r\n$1\r\n2\r\n$7\r\nexpires\r\n*2\r\n:0\r\n:100\r\n"
+            "$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:3\r\n");
+  GetOptions count_only;
+  count_only.count_only = true;
+  GetResult count;
+  count.count = 7;
+  count.master = "m";
+  count.profiles = 2;
+  EXPECT_EQ(Reply(true, [&](proto::RespWriter* w) { WriteGetReply(count, count_only, true, w); }),
+            "%5\r\n$5\r\ncount\r\n:7\r\n$5\r\nstale\r\n#t\r\n$3\r\nids\r\n*0\r\n"
+            "$6\r\nmaster\r\n$1\r\nm\r\n$8\r\nprofiles\r\n:2\r\n");
+  // No master: as before groups were, whatever `profiles` says.
+  r.master.clear();
+  EXPECT_EQ(Reply(true, write),
+            "%4\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n#f\r\n"
+            "$3\r\nids\r\n*2\r\n$1\r\n1\r\n$1\r\n2\r\n$7\r\nexpires\r\n*2\r\n:0\r\n:100\r\n");
+}
+
+TEST(RespRepliesTest, LinkAndLinks) {
+  const LinkResult r{"home", 3, 1};
+  const auto link = [&](proto::RespWriter* w) { WriteLinkReply(r, w); };
+  EXPECT_EQ(Reply(false, link),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$7\r\nmembers\r\n:3\r\n"
+            "$5\r\nmoved\r\n:1\r\n");
+  EXPECT_EQ(Reply(true, link),
+            "%3\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$7\r\nmembers\r\n:3\r\n"
+            "$5\r\nmoved\r\n:1\r\n");
+
+  LinksPage page;
+  page.master = "home";
+  page.links = {{"phone", 1790003600}, {"work", kNever}};
+  page.next = "work";
+  const auto links = [&](proto::RespWriter* w) { WriteLinksReply(page, w); };
+  EXPECT_EQ(Reply(false, links),
+            "*6\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*2\r\n"
+            "*2\r\n$5\r\nphone\r\n:1790003600\r\n*2\r\n$4\r\nwork\r\n:0\r\n"
+            "$4\r\nnext\r\n$4\r\nwork\r\n");
+  EXPECT_EQ(Reply(true, links),
+            "%3\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*2\r\n"
+            "*2\r\n$5\r\nphone\r\n:1790003600\r\n*2\r\n$4\r\nwork\r\n:0\r\n"
+            "$4\r\nnext\r\n$4\r\nwork\r\n");
+  // The last page: an empty cursor.
+  const LinksPage last{"home", {}, ""};
+  EXPECT_EQ(Reply(true, [&](proto::RespWriter* w) { WriteLinksReply(last, w); }),
+            "%3\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$5\r\nlinks\r\n*0\r\n"
+            "$4\r\nnext\r\n$0\r\n\r\n");
+}
+
 TEST(RespRepliesTest, Upsert) {
   const UpsertResult r{1, 2, 3, 4, true};
   const auto write = [&](proto::RespWriter* w) { WriteUpsertReply(r, w); };
@@ -717,6 +890,12 @@ TEST(RespRepliesTest, CommandInfo) {
   EXPECT_EQ(Reply(true, info(RespCmd::kSegMget)),
             "*10\r\n$8\r\nseg.mget\r\n:-3\r\n~2\r\n+readonly\r\n+movablekeys\r\n:0\r\n:0\r\n:0\r\n"
             "~0\r\n~0\r\n*0\r\n*0\r\n");
+  EXPECT_EQ(Reply(false, info(RespCmd::kSegConnected)),
+            "*10\r\n$13\r\nseg.connected\r\n:3\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:2\r\n"
+            ":1\r\n*0\r\n*0\r\n*0\r\n*0\r\n");
+  EXPECT_EQ(Reply(false, info(RespCmd::kSegLink)),
+            "*10\r\n$8\r\nseg.link\r\n:-3\r\n*1\r\n+write\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n"
+            "*0\r\n*0\r\n");
 }
 
 }  // namespace

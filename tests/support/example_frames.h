@@ -45,9 +45,11 @@ struct RawBody {
 using Body =
     std::variant<EmptyBody, ErrorBody, WrongNodeBody, HelloRequest, GetRequest, BatchGetRequest,
                  CountRequest, UpsertRequest, BatchUpsertRequest, RemoveRequest, TrimRequest,
-                 DeleteRequest, ExpireRequest, HelloResponse, GetResult, BatchGetResponse,
+                 DeleteRequest, ExpireRequest, LinkRequest, UnlinkRequest, MasterOfRequest,
+                 LinksRequest, ConnectedRequest, HelloResponse, GetResult, BatchGetResponse,
                  UpsertResult, BatchUpsertResponse, RemoveResponse, TrimResult, CountResponse,
-                 DeleteResponse, ExpireResponse, StatsResponse, ClusterMap, RawBody>;
+                 DeleteResponse, ExpireResponse, StatsResponse, ClusterMap, LinkResponse,
+                 UnlinkResponse, MasterOfResponse, LinksResponse, ConnectedResponse, RawBody>;
 
 // One example file: a frame, described. `BodyOf` is the variant of the
 // bodies its table uses (this table's Body; node_example_frames.h has its own).
@@ -263,6 +265,55 @@ inline std::vector<Example> All() {
                          .count = 3,
                          .master = {}}});
 
+  // ---- get of a linked user (profile bridging) ----
+  v.push_back({"get_linked.request.hex",
+               "get request by a linked user: the merged view of its group",
+               {"cookie-77 is linked to the master user-42 (see link.request). A get by any",
+                "user of a group answers the group's merged view; the request is an ordinary",
+                "get (here the full projection, no option)."},
+               Op::kGet,
+               29,
+               ok,
+               GetRequest{.user = "cookie-77", .options = {}}});
+  v.push_back({"get_linked.response.hex",
+               "get response of a merged view: the usual columns, then master and profiles",
+               {"The union of the live segments of the master and every linked profile; for",
+                "a segment in several, the latest expiry wins (0, never, is the latest of",
+                "all), with the attributes of the profile that gave it. \"master\" (bin): the",
+                "group's master; \"profiles\": how many profiles were merged, the master's",
+                "included. Both are present only in a merged view: a user in no group, or a",
+                "get with \"own\": true, gets exactly the answer it got before bridging."},
+               Op::kGet,
+               29,
+               ok,
+               GetResult{.ids = {101, 205, 5484},
+                         .expires = {kNever, kFeb2030, kJan2030 + 86400},
+                         .attr1 = {7u, std::nullopt, std::nullopt},
+                         .attr2 = {},
+                         .count = 3,
+                         .master = "user-42",
+                         .profiles = 4}});
+  GetRequest get_own{.user = "cookie-77", .options = {}};
+  get_own.options.ids_only = true;
+  get_own.options.own_only = true;
+  v.push_back(
+      {"get_own.request.hex",
+       "get request by a linked user for its own profile only (\"own\": true)",
+       {"\"own\" (bool, default false; also in batch_get) answers the user's own",
+        "profile alone, as if it were in no group. For a user in no group it changes", "nothing."},
+       Op::kGet,
+       30,
+       ok,
+       get_own});
+  v.push_back({"get_own.response.hex",
+               "get response to \"own\": the user's own segments, no master, no profiles",
+               {"Only cookie-77's own segment: a plain get answer. NotFound when the user's",
+                "own profile has no live segment, even if its group has some."},
+               Op::kGet,
+               30,
+               ok,
+               IdsOnly({5484}, 1)});
+
   // ---- batch_get ----
   BatchGetRequest batch_get{.users = {"user-42", "user-43", "nobody"}, .options = {}};
   batch_get.options.ids_only = true;
@@ -339,6 +390,59 @@ inline std::vector<Example> All() {
                15,
                Status::Code::kNotFound,
                ErrorBody{"the user has no profile"}});
+
+  // ---- master_of, links, connected (profile bridging) ----
+  v.push_back({"master_of.request.hex",
+               "master_of request: the master of a user's group",
+               {},
+               Op::kMasterOf,
+               31,
+               ok,
+               MasterOfRequest{"device-3"}});
+  v.push_back({"master_of.response.hex",
+               "master_of response: the group's master, as bin",
+               {"A master gets itself. A user in no group gets NotFound (status 1)."},
+               Op::kMasterOf,
+               31,
+               ok,
+               MasterOfResponse{"user-42"}});
+  v.push_back(
+      {"links.request.hex",
+       "links request: the users linked to the master of a user's group, a page",
+       {"\"cursor\" (str/bin, optional): the \"next\" of the previous page; absent",
+        "or empty: from the start. \"limit\" (optional; absent or 0: 100): the most",
+        "users in one page. Any user of the group may be asked: a member or the", "master."},
+       Op::kLinks,
+       32,
+       ok,
+       LinksRequest{.user = "cookie-77", .cursor = "", .limit = 2}});
+  v.push_back({"links.response.hex",
+               "links response: a page of the group's members, with their links' expiries",
+               {"\"links\": [user (bin), expires_at (u32; 0: never)] pairs, sorted by user",
+                "(bytewise), the master not among them. \"next\" (bin): present only when",
+                "there are more; send it as \"cursor\" for the next page. The group here has",
+                "a third member, email-9, on the next page. NotFound for a user in no group."},
+               Op::kLinks,
+               32,
+               ok,
+               LinksResponse{.master = "user-42",
+                             .links = {{"cookie-77", kFeb2030}, {"device-3", kNever}},
+                             .next = "device-3"}});
+  v.push_back({"connected.request.hex",
+               "connected request: are two users in the same group?",
+               {"\"a\" and \"b\": two user IDs, both required."},
+               Op::kConnected,
+               33,
+               ok,
+               ConnectedRequest{.a = "cookie-77", .b = "device-3"}});
+  v.push_back({"connected.response.hex",
+               "connected response",
+               {"true when a and b are the same ID or share a master; false otherwise (users",
+                "without profiles too: never NotFound)."},
+               Op::kConnected,
+               33,
+               ok,
+               ConnectedResponse{true}});
 
   // ---- upsert ----
   UpsertRequest upsert{.user = "user-42", .segments = {}, .mode = UpsertMode::kSet};
@@ -582,6 +686,44 @@ inline std::vector<Example> All() {
                ExpireResponse{.results = {ExpireOutcome::kSet, ExpireOutcome::kUnchanged,
                                           ExpireOutcome::kMissing},
                               .count = 5}});
+
+  // ---- link, unlink (profile bridging) ----
+  v.push_back({"link.request.hex",
+               "link request: cookie-77 joins the group of user-42 for 30 days",
+               {"\"user\" joins the group of \"master\" (of master's own master when master",
+                "is a member: no chains); when user is a master itself, its whole group moves",
+                "with it. \"ttl\" (optional, default 0: never): seconds the link lasts;",
+                "linking again refreshes it. \"write_id\" as in every write. user equal to",
+                "master is InvalidArgument; past max_links members, LimitExceeded."},
+               Op::kLink,
+               34,
+               ok,
+               LinkRequest{.user = "cookie-77", .master = "user-42", .ttl = 2592000}});
+  v.push_back({"link.response.hex",
+               "link response: the group's master, its members, and the members that moved",
+               {"\"master\" (bin): the master of the group the user is in now; \"members\":",
+                "users linked to it now (the master not counted); \"moved\": members of the",
+                "user's own former group that moved with it (0 unless the user was a master)."},
+               Op::kLink,
+               34,
+               ok,
+               LinkResponse{.master = "user-42", .members = 3, .moved = 0}});
+  v.push_back({"unlink.request.hex",
+               "unlink request: cookie-77 leaves its group",
+               {"Removes exactly the user's contribution to the group's view at once; its",
+                "own profile stays. A master's unlink dissolves its group."},
+               Op::kUnlink,
+               35,
+               ok,
+               UnlinkRequest{.user = "cookie-77"}});
+  v.push_back({"unlink.response.hex",
+               "unlink response: whether the user was linked",
+               {"false for a user in no group (nothing is written); unlink again after a",
+                "failure or a lost answer is safe."},
+               Op::kUnlink,
+               35,
+               ok,
+               UnlinkResponse{true}});
 
   // ---- errors ----
   v.push_back({"error.response.hex",

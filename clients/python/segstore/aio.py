@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import protocol as p
 from ._base import ClientBase, Closed, Lost, NotSent, TimedOut, get_options, reason
@@ -38,6 +38,9 @@ from .models import (
     ExpireResult,
     GetOptions,
     GetResult,
+    LinkedUser,
+    LinkResult,
+    LinksPage,
     Mode,
     RemoveResult,
     SegmentLike,
@@ -403,8 +406,8 @@ class AsyncClient(ClientBase):
         self, user: UserId, options: Optional[GetOptions] = None, **fields: Any
     ) -> GetResult:
         """The user's live segments matching the options (keyword arguments
-        override ``options``' fields). Raises NotFound for a user without a
-        profile."""
+        override ``options``' fields); a linked user's group's merged view
+        unless ``own=True``. Raises NotFound for a user without a profile."""
         return await self._execute(p.get_request(user, get_options(options, fields)))
 
     async def batch_get(
@@ -470,6 +473,48 @@ class AsyncClient(ClientBase):
         """Sets these segments' expiry where ``condition`` holds (see
         :meth:`segstore.Client.expire`); NotFound without a profile."""
         return await self._execute(p.expire_request(user, ids, value, ttl, condition, write_id))
+
+    async def link(
+        self, user: UserId, master: UserId, ttl: int = 0, write_id: Optional[bytes] = None
+    ) -> LinkResult:
+        """Links ``user`` into the group of ``master`` (see :meth:`segstore.Client.link`);
+        InvalidArgument for ``user == master``, LimitExceeded past ``max_links``."""
+        return await self._execute(p.link_request(user, master, ttl, write_id))
+
+    async def unlink(self, user: UserId, write_id: Optional[bytes] = None) -> bool:
+        """Takes ``user`` out of its group; whether it was linked."""
+        return await self._execute(p.unlink_request(user, write_id))
+
+    async def master_of(self, user: UserId) -> UserId:
+        """The master of the user's group; NotFound when it is in no group."""
+        return await self._execute(p.master_of_request(user))
+
+    async def links(
+        self, user: UserId, cursor: Optional[UserId] = None, limit: int = 0
+    ) -> LinksPage:
+        """One page of the members of the user's group (see
+        :meth:`segstore.Client.links`); NotFound when it is in no group."""
+        return await self._execute(p.links_request(user, cursor, limit))
+
+    async def iter_links(self, user: UserId, limit: int = 0) -> AsyncIterator[LinkedUser]:
+        """Every member of the user's group, a page at a time::
+
+            async for link in c.iter_links("alice"):
+                print(link.user, link.expires_at)
+        """
+        cursor: Optional[UserId] = None
+        while True:
+            page = await self.links(user, cursor, limit)
+            for link in page.links:
+                yield link
+            if page.next is None:
+                return
+            cursor = page.next
+
+    async def are_connected(self, a: UserId, b: UserId) -> bool:
+        """Whether ``a`` and ``b`` are in one group (or are the same user):
+        the protocol's ``connected``."""
+        return await self._execute(p.connected_request(a, b))
 
     async def copy_partition(
         self, partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0

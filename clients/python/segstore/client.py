@@ -18,7 +18,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import protocol as p
 from ._base import ClientBase, Lost, NotSent, TimedOut, get_options, reason
@@ -33,6 +33,9 @@ from .models import (
     ExpireResult,
     GetOptions,
     GetResult,
+    LinkedUser,
+    LinkResult,
+    LinksPage,
     Mode,
     RemoveResult,
     SegmentLike,
@@ -447,8 +450,13 @@ class Client(ClientBase):
         fields and override it: ``get("alice", projection="ids", limit=10)``.
         A user with live segments of which none match gets ``count`` 0.
 
+        For a user linked into a group the answer is the group's merged view
+        (``master`` and ``profiles`` set); ``own=True`` reads the user's own
+        profile only.
+
         Raises:
-            NotFound: the user has no profile (no live segment).
+            NotFound: the user has no profile (no live segment; for a linked
+                user, no live segment in the whole group).
             InvalidArgument: a bad user ID (empty, too long) or option.
         """
         return self._execute(p.get_request(user, get_options(options, fields)))
@@ -561,6 +569,82 @@ class Client(ClientBase):
             NotFound: the user has no profile (nothing written).
         """
         return self._execute(p.expire_request(user, ids, value, ttl, condition, write_id))
+
+    # ---- profile bridging (PROTOCOL.md, "Linked profiles") ----
+
+    def link(
+        self, user: UserId, master: UserId, ttl: int = 0, write_id: Optional[bytes] = None
+    ) -> LinkResult:
+        """Links ``user`` into the group of ``master``: a get of any of them
+        then answers the group's merged view.
+
+        Groups are stars: when ``master`` is itself a member, ``user`` joins
+        its master's group; when ``user`` is a master, its whole group moves
+        with it (``moved``). The link lasts ``ttl`` seconds (0: never);
+        linking again refreshes it. Profiles are not touched.
+
+        Raises:
+            InvalidArgument: ``user == master``, or a bad user ID.
+            LimitExceeded: the group would have more members than the
+                server's ``max_links`` (nothing written).
+            Unsupported: a cluster node (links are not replicated yet).
+            ConnectionLost: the connection broke before the answer; the link
+                may or may not have been made (``maybe_applied``).
+        """
+        return self._execute(p.link_request(user, master, ttl, write_id))
+
+    def unlink(self, user: UserId, write_id: Optional[bytes] = None) -> bool:
+        """Takes ``user`` out of its group; whether it was linked.
+
+        A master's unlink dissolves its whole group. Profiles are not touched.
+        """
+        return self._execute(p.unlink_request(user, write_id))
+
+    def master_of(self, user: UserId) -> UserId:
+        """The master of the user's group (``user`` itself for a master).
+
+        Raises:
+            NotFound: the user is in no group (as :meth:`get` raises it for
+                a user without a profile).
+        """
+        return self._execute(p.master_of_request(user))
+
+    def links(self, user: UserId, cursor: Optional[UserId] = None, limit: int = 0) -> LinksPage:
+        """One page of the members of the user's group, sorted by user ID.
+
+        ``cursor`` is the previous page's ``next`` (None: the first page);
+        ``limit`` caps the page (0: the server's 100). :meth:`iter_links`
+        walks every page.
+
+        Raises:
+            NotFound: the user is in no group.
+        """
+        return self._execute(p.links_request(user, cursor, limit))
+
+    def iter_links(self, user: UserId, limit: int = 0) -> Iterator[LinkedUser]:
+        """Every member of the user's group, a page (of ``limit``) at a time.
+
+        Each page is a request of its own: a group that changes meanwhile
+        may be seen partly before, partly after the change.
+
+        Raises:
+            NotFound: the user is in no group (when the first page is read).
+        """
+        cursor: Optional[UserId] = None
+        while True:
+            page = self.links(user, cursor, limit)
+            yield from page.links
+            if page.next is None:
+                return
+            cursor = page.next
+
+    def are_connected(self, a: UserId, b: UserId) -> bool:
+        """Whether ``a`` and ``b`` are in one group (or are the same user).
+
+        The protocol's ``connected`` operation (the name ``connected`` is
+        this client's connection state).
+        """
+        return self._execute(p.connected_request(a, b))
 
     def copy_partition(
         self, partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0
@@ -683,3 +767,22 @@ class Pipeline:
         write_id: Optional[bytes] = None,
     ) -> "Pipeline":
         return self._add(p.expire_request(user, ids, value, ttl, condition, write_id))
+
+    def link(
+        self, user: UserId, master: UserId, ttl: int = 0, write_id: Optional[bytes] = None
+    ) -> "Pipeline":
+        return self._add(p.link_request(user, master, ttl, write_id))
+
+    def unlink(self, user: UserId, write_id: Optional[bytes] = None) -> "Pipeline":
+        return self._add(p.unlink_request(user, write_id))
+
+    def master_of(self, user: UserId) -> "Pipeline":
+        return self._add(p.master_of_request(user))
+
+    def links(
+        self, user: UserId, cursor: Optional[UserId] = None, limit: int = 0
+    ) -> "Pipeline":
+        return self._add(p.links_request(user, cursor, limit))
+
+    def are_connected(self, a: UserId, b: UserId) -> "Pipeline":
+        return self._add(p.connected_request(a, b))

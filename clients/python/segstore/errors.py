@@ -108,7 +108,7 @@ class SegstoreError(Exception):
 
 
 class NotFound(SegstoreError):
-    """The user has no profile (no live segment)."""
+    """The user has no profile (no live segment); for master_of and links, is in no group."""
 
     status = Status.NotFound
 

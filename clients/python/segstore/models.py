@@ -3,7 +3,9 @@
 Times are Unix seconds (``int``); an expiry of ``0`` means *never*. A user
 ID is a ``str`` (sent as UTF-8, a MessagePack str) or ``bytes`` (sent as a
 MessagePack bin, for IDs that are not UTF-8); the server sees only the bytes,
-so ``"alice"`` and ``b"alice"`` name the same user.
+so ``"alice"`` and ``b"alice"`` name the same user. A user ID the server
+answers with (a group's master, a linked user, a links cursor) comes back as
+a ``str`` when its bytes are UTF-8, else as ``bytes``.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ class GetOptions:
         outside_expiry: invert the expiry window.
         count_only: count the matches, list none.
         limit: list at most this many, lowest IDs first (0: all).
+        own: read the user's own profile only, not the merged view of the
+            group it is linked into (profile bridging; no effect for a user
+            in no group).
     """
 
     projection: Union[Projection, str] = Projection.FULL
@@ -105,6 +110,7 @@ class GetOptions:
     outside_expiry: bool = False
     count_only: bool = False
     limit: int = 0
+    own: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -289,6 +295,11 @@ class GetResult:
             None when no listed segment has one.
         stale: the server flagged the answer stale (a cluster replica that
             may be behind its log; never from a single server).
+        master: for a user linked into a group (profile bridging), the
+            group's master: the answer is the group's merged view. None for
+            a user in no group, and for a get with ``own``.
+        profiles: how many profiles the merged view merged (the master's
+            and its members'); 0 when ``master`` is None.
     """
 
     count: int
@@ -297,6 +308,13 @@ class GetResult:
     attr1: Optional[List[Optional[int]]] = None
     attr2: Optional[List[Optional[int]]] = None
     stale: bool = False
+    master: Optional[UserId] = None
+    profiles: int = 0
+
+    @property
+    def merged(self) -> bool:
+        """Whether this is a group's merged view (``master`` is set)."""
+        return self.master is not None
 
     @property
     def segments(self) -> List[Segment]:
@@ -374,6 +392,67 @@ class ExpireResult:
     results: List[ExpireOutcome]
     count: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    """What a link did (profile bridging).
+
+    Attributes:
+        master: the group's master after the link (the master asked for,
+            or its own master when it was a member: groups are stars).
+        members: users linked to the master now (the master not counted).
+        moved: members of the user's own former group (it was a master)
+            that moved into the new group with it.
+    """
+
+    master: UserId
+    members: int
+    moved: int = 0
+
+
+@dataclass(frozen=True)
+class LinkedUser:
+    """One member of a group: its user ID and when its link expires (0: never)."""
+
+    user: UserId
+    expires_at: int = 0
+
+    @property
+    def never_expires(self) -> bool:
+        return self.expires_at == 0
+
+    def expires_datetime(self) -> Optional[_dt.datetime]:
+        """The link's expiry as an aware UTC datetime (None: never)."""
+        if not self.expires_at:
+            return None
+        return _dt.datetime.fromtimestamp(self.expires_at, _dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class LinksPage:
+    """One page of a group's members, sorted by user ID.
+
+    Attributes:
+        master: the group's master (not listed among ``links``).
+        links: the members after the cursor asked, at most the limit asked.
+        next: the cursor of the next page (pass it as ``cursor``), or None
+            when this is the last page.
+    """
+
+    master: UserId
+    links: List[LinkedUser] = field(default_factory=list)
+    next: Optional[UserId] = None
+
+    @property
+    def users(self) -> List[UserId]:
+        """The members' user IDs, in order."""
+        return [link.user for link in self.links]
+
+    @property
+    def more(self) -> bool:
+        """Whether there is a next page."""
+        return self.next is not None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ from .models import (
     ExpireResult,
     GetOptions,
     GetResult,
+    LinkedUser,
+    LinkResult,
+    LinksPage,
     Mode,
     Node,
     Projection,
@@ -80,12 +83,17 @@ class Op(enum.IntEnum):
     GET = 0x10
     BATCH_GET = 0x11
     COUNT = 0x12
+    MASTER_OF = 0x13
+    LINKS = 0x14
+    CONNECTED = 0x15
     UPSERT = 0x20
     BATCH_UPSERT = 0x21
     REMOVE = 0x22
     TRIM = 0x23
     DELETE = 0x24
     EXPIRE = 0x25
+    LINK = 0x26
+    UNLINK = 0x27
     COPY_PARTITION = 0x30
 
     @property
@@ -308,6 +316,20 @@ def _user(user: UserId, name: str = "user") -> UserId:
     raise InvalidArgument(f"{name}: a user ID is a str or bytes, not {type(user).__name__}")
 
 
+def user_id_of(value: Union[bytes, str]) -> UserId:
+    """A user ID as the server answered it (bin): a str when UTF-8, else bytes."""
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(value)
+
+
+def _user_field(body: Mapping[str, Any], key: str, op: str) -> UserId:
+    return user_id_of(_field(body, key, (bytes, str), "a user ID", op))
+
+
 def _mode(mode: Union[Mode, str]) -> str:
     try:
         return Mode(mode).value
@@ -340,6 +362,8 @@ def _option_fields(o: GetOptions, d: Dict[str, Any]) -> Dict[str, Any]:
         d["count_only"] = True
     if o.limit != 0:
         d["limit"] = o.limit
+    if o.own:
+        d["own"] = True
     return d
 
 
@@ -435,7 +459,13 @@ def _get_result(b: Mapping[str, Any], stale: bool, op: str) -> GetResult:
         if col is not None and (not isinstance(col, list) or len(col) != len(ids)):
             raise ProtocolError(f"{op} answer: {key!r} is not a list as long as 'ids'")
         columns.append(col)
-    return GetResult(count, ids, columns[0], columns[1], columns[2], stale)
+    # A linked user's merged view names its group's master (absent otherwise).
+    master: Optional[UserId] = None
+    profiles = 0
+    if b.get("master") is not None:
+        master = _user_field(b, "master", op)
+        profiles = _field(b, "profiles", int, "an integer", op)
+    return GetResult(count, ids, columns[0], columns[1], columns[2], stale, master, profiles)
 
 
 def _parse_get(body: Any, frame: Frame) -> GetResult:
@@ -687,6 +717,93 @@ def expire_request(
     return Request(Op.EXPIRE, body, False, parse)
 
 
+# profile bridging (PROTOCOL.md, "Linked profiles")
+
+
+def link_request(
+    user: UserId, master: UserId, ttl: int = 0, write_id: Optional[bytes] = None
+) -> Request:
+    """link: ``user`` joins the group of ``master``, its link lasting ``ttl``
+    seconds (0: never)."""
+    _check_uint("ttl", ttl, MAX_U32)
+    d: Dict[str, Any] = {"user": _user(user), "master": _user(master, "master")}
+    if ttl:
+        d["ttl"] = ttl
+    body = pack(_write_id_into(d, write_id))
+
+    def parse(b: Any, frame: Frame) -> LinkResult:
+        b = _map(b, "link")
+        return LinkResult(
+            master=_user_field(b, "master", "link"),
+            members=_field(b, "members", int, "an integer", "link"),
+            moved=_field(b, "moved", int, "an integer", "link"),
+        )
+
+    return Request(Op.LINK, body, False, parse)
+
+
+def unlink_request(user: UserId, write_id: Optional[bytes] = None) -> Request:
+    """unlink: ``user`` leaves its group (a master's unlink dissolves it)."""
+    body = pack(_write_id_into({"user": _user(user)}, write_id))
+
+    def parse(b: Any, frame: Frame) -> bool:
+        return _field(_map(b, "unlink"), "unlinked", bool, "a bool", "unlink")
+
+    return Request(Op.UNLINK, body, False, parse)
+
+
+def _parse_master_of(body: Any, frame: Frame) -> UserId:
+    return _user_field(_map(body, "master_of"), "master", "master_of")
+
+
+def master_of_request(user: UserId) -> Request:
+    """master_of: the master of the user's group (NotFound: in no group)."""
+    return Request(Op.MASTER_OF, pack({"user": _user(user)}), True, _parse_master_of)
+
+
+def _parse_links(body: Any, frame: Frame) -> LinksPage:
+    op = "links"
+    b = _map(body, op)
+    links = []
+    for i, entry in enumerate(_field(b, "links", list, "a list", op)):
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], (bytes, str))
+            or not isinstance(entry[1], int)
+            or isinstance(entry[1], bool)
+        ):
+            raise ProtocolError(f"{op} answer: links[{i}] is not [user, expires_at]: {entry!r}")
+        links.append(LinkedUser(user_id_of(entry[0]), entry[1]))
+    nxt: Optional[UserId] = None
+    if b.get("next"):  # absent (or empty) on the last page
+        nxt = _user_field(b, "next", op)
+    return LinksPage(_user_field(b, "master", op), links, nxt)
+
+
+def links_request(user: UserId, cursor: Optional[UserId] = None, limit: int = 0) -> Request:
+    """links: a page of the members of the user's group, sorted, after
+    ``cursor`` (None: from the start), at most ``limit`` (0: the server's 100)."""
+    _check_uint("limit", limit, MAX_U32)
+    d: Dict[str, Any] = {"user": _user(user)}
+    if cursor is not None and cursor != b"" and cursor != "":
+        d["cursor"] = _user(cursor, "cursor")
+    if limit:
+        d["limit"] = limit
+    return Request(Op.LINKS, pack(d), True, _parse_links)
+
+
+def _parse_connected(body: Any, frame: Frame) -> bool:
+    return _field(_map(body, "connected"), "connected", bool, "a bool", "connected")
+
+
+def connected_request(a: UserId, b: UserId) -> Request:
+    """connected: whether ``a`` and ``b`` are in one group (or are one user)."""
+    return Request(
+        Op.CONNECTED, pack({"a": _user(a, "a"), "b": _user(b, "b")}), True, _parse_connected
+    )
+
+
 # node to node
 
 
@@ -757,6 +874,7 @@ __all__ = [
     "batch_get_request",
     "batch_upsert_request",
     "cluster_map_request",
+    "connected_request",
     "copy_partition_request",
     "count_request",
     "decode_frame",
@@ -767,6 +885,9 @@ __all__ = [
     "expire_request",
     "get_request",
     "hello_request",
+    "link_request",
+    "links_request",
+    "master_of_request",
     "op_name",
     "pack",
     "ping_request",
@@ -774,6 +895,8 @@ __all__ = [
     "remove_request",
     "stats_request",
     "trim_request",
+    "unlink_request",
     "unpack_body",
     "upsert_request",
+    "user_id_of",
 ]

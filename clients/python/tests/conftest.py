@@ -43,6 +43,7 @@ max_frame_bytes = "64KiB"
 max_key_bytes = 64
 [profile]
 max_segments = 50
+max_links = 4
 """
 
 

@@ -19,6 +19,9 @@ from segstore import (
     GetResult,
     InvalidArgument,
     LimitExceeded,
+    LinkedUser,
+    LinkResult,
+    LinksPage,
     NotFound,
     Op,
     RemoveResult,
@@ -230,3 +233,61 @@ def test_one_client_across_event_loops(server, user):
     run(c.upsert(user, [S.forever(1)]))
     assert run(c.get(user)).ids == [1]  # a second asyncio.run: a new connection
     run(c.close())
+
+
+def test_profile_bridging(server, user):
+    """link, unlink, master_of, links, iter_links, are_connected and the
+    merged get, with calls in flight together (the shared server's
+    max_links is 4)."""
+    master = user + "-m"
+    members = [f"{user}-{i}" for i in range(4)]
+
+    async def body():
+        async with server.async_client() as c:
+            await c.upsert(master, [S.forever(1)])
+            await c.upsert(members[0], [S.forever(2, attr1=9)])
+            # Links into one group in flight together: none is lost.
+            results = await asyncio.gather(*(c.link(m, master) for m in members))
+            assert all(isinstance(r, LinkResult) and r.master == master for r in results)
+            # Each answer counts the members when its link was done ("now").
+            counts = [r.members for r in results]
+            assert all(1 <= n <= 4 for n in counts) and max(counts) == 4
+            with pytest.raises(LimitExceeded) as e:
+                await c.link(user + "-more", master)
+            assert e.value.op == "link"
+            with pytest.raises(InvalidArgument):
+                await c.link(master, master)
+
+            g, own, masters, connected = await asyncio.gather(
+                c.get(members[1], projection="ids"),
+                c.get(members[0], own=True),
+                asyncio.gather(*(c.master_of(m) for m in members)),
+                c.are_connected(members[0], members[3]),
+            )
+            assert g == GetResult(2, [1, 2], master=master, profiles=5) and g.merged
+            assert own.ids == [2] and own.attr1 == [9] and own.master is None
+            assert masters == [master] * 4 and connected is True
+            assert await c.are_connected(master, user + "-none") is False
+            with pytest.raises(NotFound) as e:
+                await c.master_of(user + "-none")
+            assert e.value.message == "the user is in no group"
+
+            page = await c.links(members[2], limit=3)
+            assert isinstance(page, LinksPage) and page.master == master
+            assert page.users == members[:3] and page.more
+            last = await c.links(master, cursor=page.next)
+            assert last.links == [LinkedUser(members[3], 0)] and not last.more
+            assert [l.user async for l in c.iter_links(master, limit=2)] == members
+            batch = await c.batch_get([members[3], master], projection="ids", own=True)
+            assert isinstance(batch[0], NotFound) and batch[1] == GetResult(1, [1])
+
+            assert await c.unlink(members[3]) is True
+            assert await c.unlink(members[3]) is False
+            assert await c.unlink(master) is True  # dissolves the group
+            with pytest.raises(NotFound):
+                await c.links(members[0])
+            with pytest.raises(NotFound):
+                await c.get(members[1])  # no profile of its own, no group any more
+            assert await c.get(members[0], projection="ids") == GetResult(1, [2])
+
+    run(body())

@@ -15,6 +15,9 @@ from segstore import (
     GetResult,
     InvalidArgument,
     LimitExceeded,
+    LinkedUser,
+    LinkResult,
+    LinksPage,
     Mode,
     NotFound,
     Op,
@@ -444,3 +447,235 @@ def test_expire(client, user):
         client.expire(user + "-none", [1], 0)
     with pytest.raises(InvalidArgument):
         client.expire(user, [1], 0, condition="sometimes")
+
+
+# ---- profile bridging: linked users (the shared server's max_links is 4) ----
+
+
+@pytest.fixture
+def group(client, user):
+    """A master and one member, both with a profile, linked; returns (master, member).
+
+    The master holds 1 (never expires) and 2 (in an hour); the member holds
+    2 (in a day, attr1 5) and 3: the merged view has 1, 2 (the later expiry,
+    with its attributes) and 3.
+    """
+    master, member = user + "-m", user + "-a"
+    client.upsert(master, [S.forever(1), S.expiring_in(2, HOUR)])
+    client.upsert(member, [S.expiring_in(2, DAY, attr1=5), S.forever(3)])
+    assert client.link(member, master) == LinkResult(master, members=1, moved=0)
+    return master, member
+
+
+def test_link_makes_gets_answer_the_merged_view(client, group):
+    master, member = group
+    now = int(time.time())
+    for who in (member, master):
+        r = client.get(who)
+        assert r.ids == [1, 2, 3] and r.count == 3
+        assert r.master == master and r.profiles == 2 and r.merged
+        assert now + DAY - 5 <= r.expires[1] <= now + DAY + 5  # the later expiry wins
+        assert r.expires[0] == 0 and r.expires[2] == 0
+        assert r.attr1 == [None, 5, None]
+    assert client.get(member, projection="ids") == GetResult(3, [1, 2, 3], master=master, profiles=2)
+    assert client.get(member, count_only=True) == GetResult(3, [], master=master, profiles=2)
+
+
+def test_get_own_reads_the_users_profile_alone(client, group):
+    master, member = group
+    r = client.get(member, own=True)
+    assert r.ids == [2, 3] and r.master is None and r.profiles == 0 and not r.merged
+    assert client.get(master, GetOptions(own=True, projection="ids")) == GetResult(2, [1, 2])
+    # A member without a profile of its own: the group's view, but nothing of its own.
+    bare = master + "-bare"
+    assert client.link(bare, master).members == 2
+    assert client.get(bare, projection="ids") == GetResult(3, [1, 2, 3], master=master, profiles=3)
+    with pytest.raises(NotFound):
+        client.get(bare, own=True)
+
+
+def test_a_user_in_no_group_is_answered_as_before(client, user, profile):
+    r = client.get(user, projection="ids")
+    assert r == GetResult(4, [10, 20, 30, 40]) and r.master is None and r.profiles == 0
+    assert client.get(user, projection="ids", own=True) == r
+
+
+def test_batch_get_merged_and_own(client, group):
+    master, member = group
+    loner = master + "-loner"
+    client.upsert(loner, [S.forever(9)])
+    users = [member, master, loner, master + "-none"]
+    r = client.batch_get(users, projection="ids")
+    assert r[0] == GetResult(3, [1, 2, 3], master=master, profiles=2)
+    assert r[1] == r[0]
+    assert r[2] == GetResult(1, [9]) and r[2].master is None
+    assert isinstance(r[3], NotFound) and r[3].user == master + "-none"
+    r = client.batch_get(users, projection="ids", own=True)
+    assert r[:3] == [GetResult(2, [2, 3]), GetResult(2, [1, 2]), GetResult(1, [9])]
+    assert isinstance(r[3], NotFound)
+
+
+def test_master_of(client, group):
+    master, member = group
+    assert client.master_of(member) == master
+    assert client.master_of(master) == master  # a master is its own
+    # The client's NotFound convention, as get's for a user without a profile: raised.
+    with pytest.raises(NotFound) as e:
+        client.master_of(master + "-none")
+    assert e.value.message == "the user is in no group" and e.value.op == "master_of"
+
+
+def test_links_pages_and_iter_links(client, group):
+    master, member = group
+    before = int(time.time())
+    others = [master + "-b", master + "-c"]
+    assert client.link(others[0], master, ttl=HOUR).members == 2
+    assert client.link(others[1], member).master == master  # a member's master: no chains
+    after = int(time.time()) + 1
+    everyone = sorted([member] + others)
+    page = client.links(master)
+    assert isinstance(page, LinksPage) and page.master == master
+    assert page.users == everyone and page.next is None and not page.more
+    b = page.links[everyone.index(others[0])]
+    assert before + HOUR <= b.expires_at <= after + HOUR and not b.never_expires
+    assert b.expires_datetime().timestamp() == b.expires_at
+    assert page.links[everyone.index(member)] == LinkedUser(member, 0)
+    # Asked through a member, paged two at a time.
+    first = client.links(member, limit=2)
+    assert first.master == master and first.users == everyone[:2] and first.more
+    rest = client.links(member, cursor=first.next, limit=2)
+    assert rest.users == everyone[2:] and rest.next is None
+    assert [l.user for l in client.iter_links(member, limit=1)] == everyone
+    assert list(client.iter_links(master)) == page.links
+    with pytest.raises(NotFound):
+        client.links(master + "-none")
+    with pytest.raises(NotFound):
+        list(client.iter_links(master + "-none"))
+
+
+def test_are_connected(client, group):
+    master, member = group
+    other = master + "-b"
+    client.link(other, master)
+    assert client.are_connected(member, other) is True
+    assert client.are_connected(master, member) is True
+    assert client.are_connected(member, master + "-none") is False
+    assert client.are_connected(master + "-none", master + "-none") is True  # the same user
+    assert client.connected  # the property still says the connection is open
+
+
+def test_unlink(client, group):
+    master, member = group
+    other = master + "-b"
+    client.link(other, master)
+    assert client.unlink(member) is True
+    assert client.unlink(member) is False  # not linked any more
+    assert client.get(member, projection="ids") == GetResult(2, [2, 3])  # its profile stays
+    with pytest.raises(NotFound):
+        client.master_of(member)
+    assert client.links(master).users == [other]
+    # A master's unlink dissolves its group.
+    assert client.unlink(master) is True
+    with pytest.raises(NotFound):
+        client.master_of(other)
+    assert client.get(master, projection="ids") == GetResult(2, [1, 2])
+    assert client.unlink(master + "-none") is False
+
+
+def test_linking_a_master_moves_its_group(client, group, user):
+    master, member = group
+    other, its_member = user + "-x", user + "-y"
+    client.link(its_member, other)
+    r = client.link(other, master)
+    assert r == LinkResult(master, members=3, moved=1)
+    assert client.master_of(its_member) == master
+    assert client.links(master).users == sorted([member, other, its_member])
+
+
+def test_link_errors(client, user):
+    with pytest.raises(InvalidArgument) as e:
+        client.link(user, user)
+    assert isinstance(e.value, ValueError) and e.value.op == "link" and e.value.message
+    with pytest.raises(InvalidArgument):
+        client.link("", user)
+    with pytest.raises(InvalidArgument):
+        client.link(user, "x" * 65)  # max_key_bytes is 64
+    with pytest.raises(InvalidArgument):
+        client.link(user, user + "-m", ttl=-1)  # refused here, not sent
+    with pytest.raises(InvalidArgument):
+        client.links(user, limit=2**32)
+    with pytest.raises(InvalidArgument):
+        client.are_connected(user, 7)  # type: ignore[arg-type]
+
+
+def test_link_past_max_links_is_limit_exceeded(client, user):
+    master = user + "-m"
+    for i in range(4):  # max_links is 4
+        assert client.link(f"{user}-{i}", master).members == i + 1
+    with pytest.raises(LimitExceeded) as e:
+        client.link(f"{user}-4", master)
+    assert e.value.op == "link" and "4" in e.value.message
+    assert len(client.links(master).links) == 4  # nothing written
+    with pytest.raises(NotFound):
+        client.master_of(f"{user}-4")
+    # Linking a member again refreshes it; that is no new member.
+    assert client.link(f"{user}-0", master, ttl=HOUR).members == 4
+
+
+def test_link_with_write_id_and_bytes_ids(client, user):
+    raw = b"\xff\xfe" + user.encode()  # not UTF-8: comes back as bytes
+    r = client.link(user, raw, write_id=new_write_id())
+    assert r.master == raw and isinstance(r.master, bytes)
+    assert client.master_of(user) == raw
+    assert client.links(user.encode()).users == [user]  # UTF-8: comes back as str
+    assert client.unlink(user, write_id=new_write_id()) is True
+    with pytest.raises(InvalidArgument):
+        client.unlink(user, write_id=b"short")
+
+
+def test_link_expires(client, group):
+    master, member = group
+    other = master + "-b"
+    client.upsert(other, [S.forever(7)])
+    client.link(other, master, ttl=1)
+    assert client.get(other, projection="ids").ids == [1, 2, 3, 7]
+    time.sleep(2.2)
+    assert client.get(other, projection="ids") == GetResult(1, [7])
+    with pytest.raises(NotFound):
+        client.master_of(other)
+    assert client.links(master).users == [member]
+
+
+def test_pipeline_of_link_operations(client, group, user):
+    """The server may run a pipeline's requests concurrently, so the reads go
+    in a pipeline after the one of the writes they depend on."""
+    master, member = group
+    other, loner, lonely_master = master + "-b", user + "-x", user + "-y"
+    writes = client.pipeline().link(other, member, ttl=HOUR).link(loner, lonely_master)
+    writes.link(user + "-z", user + "-z")
+    r = writes.execute(raise_on_error=False)
+    assert r[:2] == [LinkResult(master, 2, 0), LinkResult(lonely_master, 1, 0)]
+    assert isinstance(r[2], InvalidArgument)
+
+    pipe = client.pipeline()
+    pipe.master_of(other).links(master, limit=1).are_connected(other, member)
+    pipe.get(other, projection="ids").get(member, own=True)
+    pipe.batch_get([member], projection="ids", own=True).master_of(master + "-none")
+    assert len(pipe) == 7
+    r = pipe.execute(raise_on_error=False)
+    assert r[0] == master
+    assert r[1].users == [member] and r[1].more
+    assert r[2] is True
+    assert r[3] == GetResult(3, [1, 2, 3], master=master, profiles=3)  # other: no segments
+    assert r[4].ids == [2, 3] and r[4].master is None
+    assert r[5] == [GetResult(2, [2, 3])]
+    assert isinstance(r[6], NotFound)
+
+    assert client.pipeline().unlink(other).unlink(loner).unlink(other + "-none").execute() == [
+        True,
+        True,
+        False,
+    ]
+    assert client.pipeline().are_connected(other, member).execute() == [False]
+    with pytest.raises(NotFound):
+        client.pipeline().master_of(member).master_of(master + "-none").execute()

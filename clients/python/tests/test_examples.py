@@ -29,6 +29,9 @@ from segstore import (
     InDoubt,
     InvalidArgument,
     LimitExceeded,
+    LinkedUser,
+    LinkResult,
+    LinksPage,
     LogUnavailable,
     Mode,
     NotFound,
@@ -166,6 +169,34 @@ CALLS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
     "remove": (lambda c: c.remove("user-42", [101, 9000000000]), RemoveResult(2)),
     "trim": (lambda c: c.trim("user-42", before=1893456000), TrimResult(1, 4)),
     "delete": (lambda c: c.delete("user-42"), DeleteResult(True)),
+    # Profile bridging: user IDs come back as str (UTF-8 bin).
+    "link": (
+        lambda c: c.link("cookie-77", "user-42", ttl=30 * 86400),
+        LinkResult("user-42", members=3, moved=0),
+    ),
+    "unlink": (lambda c: c.unlink("cookie-77"), True),
+    "master_of": (lambda c: c.master_of("device-3"), "user-42"),
+    "links": (
+        lambda c: c.links("cookie-77", limit=2),
+        LinksPage(
+            "user-42",
+            [LinkedUser("cookie-77", 1896134400), LinkedUser("device-3", 0)],
+            next="device-3",
+        ),
+    ),
+    "connected": (lambda c: c.are_connected("cookie-77", "device-3"), True),
+    "get_linked": (
+        lambda c: c.get("cookie-77"),
+        GetResult(
+            3,
+            [101, 205, 5484],
+            [0, 1896134400, 1893542400],
+            [7, None, None],
+            master="user-42",
+            profiles=4,
+        ),
+    ),
+    "get_own": (lambda c: c.get("cookie-77", projection="ids", own=True), GetResult(1, [5484])),
     "copy_partition": (
         lambda c: c.copy_partition(3045, 0, max_bytes=1 << 20),
         CopyPartitionResult(

@@ -141,3 +141,85 @@ def test_addresses():
     for bad in ("::1", "h:x", "h:0", ":5", "[::1"):
         with pytest.raises(InvalidArgument):
             segstore.parse_address(bad)
+
+
+def _body(req: p.Request) -> dict:
+    return p.unpack_body(p.decode_frame(req.frame(1)))
+
+
+def _answer(req: p.Request, body: dict):
+    return p.decode_response(req, p.Frame(req.op, 0, 0, 1, p.pack(body)))
+
+
+def test_link_requests_in_the_c_clients_key_order():
+    w = segstore.new_write_id()
+    assert p.Op.LINK == 0x26 and p.Op.UNLINK == 0x27 and p.Op.MASTER_OF == 0x13
+    assert p.Op.LINKS == 0x14 and p.Op.CONNECTED == 0x15
+    assert p.op_name(0x13) == "master_of" and p.op_name(0x26) == "link"
+    assert list(_body(p.link_request("a", b"m\xff", 60, w)).items()) == [
+        ("user", "a"),
+        ("master", b"m\xff"),
+        ("ttl", 60),
+        ("write_id", w),
+    ]
+    assert _body(p.link_request("a", "m")) == {"user": "a", "master": "m"}  # ttl 0: left out
+    assert _body(p.unlink_request("a")) == {"user": "a"}
+    assert _body(p.master_of_request("a")) == {"user": "a"}
+    assert _body(p.links_request("a")) == {"user": "a"}
+    assert list(_body(p.links_request("a", "b", 10)).items()) == [
+        ("user", "a"),
+        ("cursor", "b"),
+        ("limit", 10),
+    ]
+    assert _body(p.connected_request("a", b"b")) == {"a": "a", "b": b"b"}
+    # own goes last, after limit, and only when set.
+    assert list(_body(p.get_request("a", GetOptions(limit=5, own=True))).items()) == [
+        ("user", "a"),
+        ("limit", 5),
+        ("own", True),
+    ]
+    assert "own" not in _body(p.get_request("a"))
+    assert _body(p.batch_get_request(["a"], GetOptions(own=True))) == {"users": ["a"], "own": True}
+    # Reads may be sent again after a lost connection; links and unlinks are writes.
+    assert [r.idempotent for r in (p.link_request("a", "m"), p.unlink_request("a"))] == [False] * 2
+    assert p.master_of_request("a").idempotent and p.links_request("a").idempotent
+    assert p.connected_request("a", "b").idempotent
+    with pytest.raises(InvalidArgument):
+        p.link_request("a", "m", ttl=2**32)
+    with pytest.raises(InvalidArgument):
+        p.link_request("a", None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        p.unlink_request("a", write_id=bytes(16))
+
+
+def test_link_answers_decode():
+    r = _answer(p.link_request("a", "m"), {"master": b"m", "members": 3, "moved": 1})
+    assert r == segstore.LinkResult("m", 3, 1)
+    assert _answer(p.unlink_request("a"), {"unlinked": True}) is True
+    assert _answer(p.master_of_request("a"), {"master": b"\xffm"}) == b"\xffm"  # not UTF-8
+    assert _answer(p.connected_request("a", "b"), {"connected": False}) is False
+    page = _answer(
+        p.links_request("a"),
+        {"master": b"m", "links": [[b"a", 0], [b"b", 1893456000]], "next": b"b"},
+    )
+    assert page == segstore.LinksPage(
+        "m", [segstore.LinkedUser("a", 0), segstore.LinkedUser("b", 1893456000)], "b"
+    )
+    assert page.more and page.users == ["a", "b"] and page.links[0].never_expires
+    last = _answer(p.links_request("a"), {"master": b"m", "links": []})
+    assert last.next is None and not last.more
+    merged = _answer(p.get_request("a"), {"count": 1, "ids": [7], "master": b"m", "profiles": 2})
+    assert merged == segstore.GetResult(1, [7], master="m", profiles=2) and merged.merged
+    alone = _answer(p.get_request("a"), {"count": 1, "ids": [7]})
+    assert alone.master is None and alone.profiles == 0 and not alone.merged
+    for req, body in [
+        (p.link_request("a", "m"), {"master": b"m", "members": 3}),
+        (p.unlink_request("a"), {"unlinked": 1}),
+        (p.master_of_request("a"), {"master": 5}),
+        (p.links_request("a"), {"master": b"m", "links": [[b"a"]]}),
+        (p.links_request("a"), {"master": b"m", "links": [[b"a", "never"]]}),
+        (p.connected_request("a", "b"), {}),
+        (p.get_request("a"), {"count": 1, "ids": [7], "master": b"m"}),
+    ]:
+        with pytest.raises(ProtocolError):
+            _answer(req, body)
