@@ -11,8 +11,9 @@
 //                3. U's record names T, with its link's expiry
 //                4. each of G names T
 //                5. U's former master, if any, lists it no more
-//                6. read T again: if T has meanwhile become a member (a
-//                   concurrent link moved T's group), start over with T
+//                6. read U's membership again: unless it counts under T (a
+//                   concurrent link moved T's group, or dropped U from
+//                   it), start over with T
 //   unlink(U):   the master's list first, then U's record
 //
 // Every step checks, inside its read-modify-write, that the record is as
@@ -36,6 +37,9 @@ namespace {
 
 // A link starts over at most this many times before answering Busy.
 constexpr int kMaxLinkAttempts = 16;
+// From this attempt on, a member of U's list that did not agree when read
+// is taken for one a crash cut short (see NameTarget).
+constexpr int kStaleAfter = 4;
 
 bool Lists(const Group& g, std::string_view user) {
   return std::binary_search(
@@ -276,6 +280,7 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
   std::string target;
   std::string target_names;         // what T's record named when read (a stale pointer, or "")
   std::vector<GroupMember> moving;  // G: U's members, with their links' expiries
+  std::vector<std::string> listed;  // every user U's list held when read (agreeing or not)
   std::string former;               // U's former master (or the one its record names)
   bool changed = false;             // a step found the record not as read: start over
   LinkResult result;
@@ -319,6 +324,8 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
     target_names = target == asked ? of_asked.names : std::string();
     moving.clear();
     if (of_user.master == user) moving = of_user.master_group.members;
+    listed.clear();
+    for (const GroupMember& m : of_user.group.members) listed.push_back(m.user);
     former = !of_user.master.empty() && of_user.master != user ? of_user.master : of_user.names;
     ListUnderTarget();
   }
@@ -384,7 +391,16 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
             if (!Alive(m.expires_at, now)) continue;
             const bool moved = std::any_of(self->moving.begin(), self->moving.end(),
                                            [&](const GroupMember& x) { return x.user == m.user; });
-            if (!moved) {
+            // A listed member that did not agree when read: a link in flight
+            // (it may agree by now: start over and move it), or one a crash
+            // cut short. After a few attempts it is taken for the latter and
+            // dropped with U's list; were it in flight after all, that
+            // link's own check (Verify) sees it no longer counts and
+            // links it again, under T.
+            const bool stale =
+                self->attempts >= kStaleAfter &&
+                std::find(self->listed.begin(), self->listed.end(), m.user) != self->listed.end();
+            if (!moved && !stale) {
               self->changed = true;  // U gained a member since step 1: move it too
               return storage::Mutation::Keep();
             }
@@ -453,19 +469,25 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
   }
 
   // 6. T still a master? Else a concurrent link moved T's group: follow it.
+  // 6. Does U's link count now (T lists U, U names T, T names no master)?
+  // Else a concurrent link moved T's group, or dropped U from it: link U
+  // again, to T (or T's master).
   void Verify() {
     auto self = shared_from_this();
-    session->ReadMembership(target, [self](Result<Membership> m) {
-      if (!m.ok()) return self->done(m.status());
-      if (m->group.member) {
-        self->asked = self->target;
-        return self->Start();
-      }
-      self->result.master = self->target;
-      self->result.moved = static_cast<uint32_t>(self->moving.size());
-      self->result.members = static_cast<uint32_t>(m->master_group.members.size());
-      self->done(self->result);
-    });
+    session->ReadMembership(
+        user,
+        [self](Result<Membership> m) {
+          if (!m.ok()) return self->done(m.status());
+          if (m->master != self->target) {
+            self->asked = self->target;
+            return self->Start();
+          }
+          self->result.master = self->target;
+          self->result.moved = static_cast<uint32_t>(self->moving.size());
+          self->result.members = static_cast<uint32_t>(m->master_group.members.size());
+          self->done(self->result);
+        },
+        /*verify=*/false);
   }
 };
 

@@ -418,6 +418,30 @@ TEST_F(LinkTest, ALinkACrashCutInTwoCountsAsNoLink) {
   EXPECT_EQ(session_->LinksSync("m")->links.size(), 2u);
 }
 
+// A master whose list still holds a member a crash cut off (it does not
+// name the master) can still be linked elsewhere: the stale entry neither
+// moves nor blocks it.
+TEST_F(LinkTest, AStaleListEntryDoesNotBlockALink) {
+  Open();
+  Put("m", 1);
+  Put("a", 2);
+  Put("z", 3);
+  {
+    Group g;
+    g.members.push_back(GroupMember{"a", kNever});
+    std::string body;
+    EncodeProfile(std::vector<Segment>{Segment{1, kNever, {}, {}}}, 0, g, &body);
+    ASSERT_TRUE(session_->worker().PutSync("m", body).ok());
+  }
+  auto r = session_->LinkSync("m", "z");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->master, "z");
+  EXPECT_EQ(r->moved, 0u);
+  EXPECT_EQ(View("m"), "1,3 @z");
+  EXPECT_EQ(View("a"), "2");
+  EXPECT_EQ(MasterOf("a"), "-");
+}
+
 // link(A, B) and link(B, C) at once, from two threads: whatever the order,
 // a star, never a chain.
 TEST_F(LinkTest, RacingLinksEndInAStar) {
