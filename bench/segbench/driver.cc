@@ -190,12 +190,14 @@ class Worker {
     Connection& conn = *conns_[c];
     switch (kind) {
       case OpKind::kGet:
-        conn.Get(UserKey(picker_.Pick(rng_)), std::move(done));
+        conn.Get(UserKey(spec_.first_user + picker_.Pick(rng_)), std::move(done));
         break;
       case OpKind::kBatchGet: {
         std::vector<std::string> users;
         users.reserve(spec_.batch);
-        for (unsigned i = 0; i < spec_.batch; ++i) users.push_back(UserKey(picker_.Pick(rng_)));
+        for (unsigned i = 0; i < spec_.batch; ++i) {
+          users.push_back(UserKey(spec_.first_user + picker_.Pick(rng_)));
+        }
         conn.BatchGet(users, std::move(done));
         break;
       }
@@ -211,11 +213,11 @@ class Worker {
           for (const Assignment& a : segs) dup = dup || a.id == id;
           if (!dup) segs.push_back({id, WholeHourExpiry(now, 1 + static_cast<uint32_t>(rng_() % 720))});
         }
-        conn.Upsert(UserKey(uniform_.Pick(rng_)), segs, std::move(done));
+        conn.Upsert(UserKey(spec_.first_user + uniform_.Pick(rng_)), segs, std::move(done));
         break;
       }
       case OpKind::kTrim:
-        conn.Trim(UserKey(uniform_.Pick(rng_)), std::move(done));
+        conn.Trim(UserKey(spec_.first_user + uniform_.Pick(rng_)), std::move(done));
         break;
       case OpKind::kCount:
         break;
@@ -240,6 +242,7 @@ class Worker {
       f->latency.Record(static_cast<uint64_t>(std::chrono::duration_cast<nanoseconds>(now - due).count()));
       f->segments += o.segments;
       f->missing += o.missing;
+      f->profiles += o.profiles;
     }
     if (!o.ok) {
       if (figures_.first_error.empty()) figures_.first_error = o.error;
@@ -266,7 +269,7 @@ class Worker {
     std::vector<std::vector<Assignment>> profiles;
     const uint32_t now = NowSeconds();
     for (unsigned i = 0; i < spec_.background_batch; ++i) {
-      const uint64_t u = uniform_.Pick(rng_);
+      const uint64_t u = spec_.first_user + uniform_.Pick(rng_);
       users.push_back(UserKey(u));
       profiles.push_back(ReferenceProfile(u, now));
     }
@@ -316,6 +319,7 @@ void MergeKind(KindFigures* into, const KindFigures& from) {
   into->errors += from.errors;
   into->segments += from.segments;
   into->missing += from.missing;
+  into->profiles += from.profiles;
   into->latency.Merge(from.latency);
 }
 
@@ -400,6 +404,9 @@ Result<RunResult> Run(Target& target, const RunSpec& spec) {
   }
   if (spec.rate != 0 && !(spec.rate >= 1)) {
     return Status::InvalidArgument("an open-loop rate must be at least 1 request a second");
+  }
+  if (spec.first_user > UINT64_MAX - spec.users) {
+    return Status::InvalidArgument("the users' range passes 2^64");
   }
   if (spec.zipf > 0 && spec.users > (uint64_t{1} << 27)) {
     return Status::InvalidArgument("zipf draws need a table of 8 bytes a user: at most 2^27 users");
@@ -542,13 +549,15 @@ Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
   return r;
 }
 
-Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections) {
+Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections,
+                            uint64_t first_user) {
   if (!(share > 0 && share <= 1)) return Status::InvalidArgument("the expiring share must be in (0, 1]");
   ExpireResult r;
   const auto t0 = Clock::now();
   const auto threshold = static_cast<uint64_t>(share * 1e6);
   uint32_t last_expiry = 0;
-  Status s = DriveUnits(target, connections, users, [&](Connection& c, uint64_t u, Done& done) {
+  Status s = DriveUnits(target, connections, users, [&](Connection& c, uint64_t unit, Done& done) {
+    const uint64_t u = first_user + unit;
     // Three seconds ahead: in the future still when the store checks it.
     const uint32_t expires = NowSeconds() + 3;
     last_expiry = std::max(last_expiry, expires);
@@ -566,6 +575,80 @@ Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsign
   if (!s.ok()) return s.WithContext("expiring segments");
   while (NowSeconds() <= last_expiry) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+uint64_t GroupPlan::linked_users() const {
+  uint64_t n = 0;
+  for (uint32_t k : sizes) n += k;
+  return n;
+}
+
+double GroupPlan::profiles_per_get() const {
+  double sum = 0, squares = 0;
+  for (uint32_t k : sizes) {
+    sum += k;
+    squares += static_cast<double>(k) * k;
+  }
+  return sum > 0 ? squares / sum : 0;
+}
+
+GroupPlan PlanGroups(uint64_t users, unsigned min_size, unsigned max_size, uint64_t seed) {
+  GroupPlan plan;
+  if (min_size < 2 || max_size < min_size) return plan;
+  std::mt19937_64 rng(seed);
+  uint64_t next = 0;
+  while (users - next >= min_size) {
+    const uint64_t k = min_size + rng() % (max_size - min_size + 1);
+    plan.sizes.push_back(static_cast<uint32_t>(std::min(k, users - next)));
+    next += plan.sizes.back();
+  }
+  return plan;
+}
+
+Result<LinkRunResult> LinkGroups(Target& target, const GroupPlan& plan, unsigned connections) {
+  if (connections == 0) return Status::InvalidArgument("connections must be positive");
+  // (member, master) pairs, the groups' first members first, then their
+  // second ones...: links side by side are to different masters, but for
+  // the few largest groups at the end.
+  std::vector<std::pair<uint64_t, uint64_t>> links;
+  links.reserve(plan.links());
+  std::vector<uint64_t> masters;
+  masters.reserve(plan.sizes.size());
+  uint64_t first = 0;
+  uint32_t largest = 0;
+  for (uint32_t k : plan.sizes) {
+    masters.push_back(first);
+    first += k;
+    largest = std::max(largest, k);
+  }
+  for (uint32_t rank = 1; rank < largest; ++rank) {
+    for (size_t g = 0; g < plan.sizes.size(); ++g) {
+      if (rank < plan.sizes[g]) links.emplace_back(masters[g] + rank, masters[g]);
+    }
+  }
+  LinkRunResult r;
+  r.groups = plan.sizes.size();
+  r.linked_users = plan.linked_users();
+  r.links = links.size();
+  Result<ServerSample> before = target.Sample();
+  if (!before.ok()) return before.status();
+  r.before = *before;
+  const std::optional<double> cpu0 = ServerCpuSeconds(*before);
+  const auto t0 = Clock::now();
+  Status s = DriveUnits(target, connections, links.size(),
+                        [&](Connection& c, uint64_t unit, Done& done) {
+                          c.Link(UserKey(links[unit].first), UserKey(links[unit].second),
+                                 std::move(done));
+                          return true;
+                        });
+  if (!s.ok()) return s.WithContext("linking");
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::optional<double> cpu1 = ServerCpuSeconds(*before);
+  if (cpu0 && cpu1) r.server_cpu_seconds = *cpu1 - *cpu0;
+  Result<ServerSample> after = target.Sample();
+  if (!after.ok()) return after.status();
+  r.after = *after;
   return r;
 }
 

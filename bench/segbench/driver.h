@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench/segbench/target.h"
 #include "common/histogram.h"
@@ -47,7 +48,8 @@ const char* OpKindName(OpKind k);
 
 struct RunSpec {
   Workload workload = Workload::kGet;
-  uint64_t users = 100000;   // the data set: users [0, users)
+  uint64_t users = 100000;   // the data set: users [first_user, first_user + users)
+  uint64_t first_user = 0;   // every request draws its users from that range
   double zipf = 0;           // > 0: gets pick users by Zipf with this exponent
   unsigned connections = 32;
   unsigned depth = 1;        // requests in flight per connection (the most, open loop)
@@ -71,10 +73,15 @@ struct KindFigures {
   uint64_t errors = 0;    // requests of the window that failed
   uint64_t segments = 0;  // returned (reads) or removed as expired (writes)
   uint64_t missing = 0;   // users without a profile
+  uint64_t profiles = 0;  // profiles merged into linked users' answers (Outcome::profiles)
   Histogram latency;      // nanoseconds, one sample per successful request of the window
 
   double segments_per_request() const {
     return latency.count() ? static_cast<double>(segments) / static_cast<double>(latency.count()) : 0;
+  }
+  double profiles_per_request() const {
+    if (latency.count() == 0) return 0;
+    return static_cast<double>(profiles) / static_cast<double>(latency.count());
   }
 };
 
@@ -110,15 +117,51 @@ struct LoadResult {
 };
 Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections);
 
-// Makes `share` (0..1) of every user's reference segments expire: upserts
-// them with an expiry three seconds ahead, then waits until it has passed.
-// Which segments is deterministic in the user, so two stores given the same
-// share expire the same segments.
+// Makes `share` (0..1) of every user's reference segments expire, users
+// [first_user, first_user + users): upserts them with an expiry three
+// seconds ahead, then waits until it has passed. Which segments is
+// deterministic in the user, so two stores given the same share expire the
+// same segments.
 struct ExpireResult {
   uint64_t segments = 0;  // segments given the short expiry
   double seconds = 0;     // writing them and waiting them out
 };
-Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections);
+Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections,
+                            uint64_t first_user = 0);
+
+// Profile bridging: users [0, linked_users()) in consecutive groups (a
+// star each: its first user the master, the others its members), each
+// group's size drawn uniformly from [min_size, max_size] by a generator
+// seeded with `seed`, so two runs given the same figures make the same
+// groups. Groups are made while they fit in `users`; the last takes what is
+// left when that is at least min_size, else those users stay out of every
+// group.
+struct GroupPlan {
+  std::vector<uint32_t> sizes;  // each group's, in user order from user 0
+
+  uint64_t linked_users() const;  // the sum of the sizes
+  uint64_t links() const { return linked_users() - sizes.size(); }
+  // Profiles merged into the answer to a get by a user drawn uniformly
+  // among the linked ones: a user is in a group of k with a chance
+  // proportional to k (sum of k^2 / sum of k).
+  double profiles_per_get() const;
+};
+// min_size >= 2 and max_size >= min_size (else no groups).
+GroupPlan PlanGroups(uint64_t users, unsigned min_size, unsigned max_size, uint64_t seed = 42);
+
+// Makes the plan's links (Connection::Link, no expiry) over `connections`,
+// members of different groups side by side rather than one group's at once
+// (each link rewrites its master's record).
+struct LinkRunResult {
+  uint64_t groups = 0;
+  uint64_t linked_users = 0;
+  uint64_t links = 0;
+  double seconds = 0;  // making the links
+  ServerSample before;
+  ServerSample after;
+  std::optional<double> server_cpu_seconds;
+};
+Result<LinkRunResult> LinkGroups(Target& target, const GroupPlan& plan, unsigned connections);
 
 // The CPU time (user + system, seconds) of process `pid` from
 // /proc/<pid>/stat, if that process is visible here and its name starts

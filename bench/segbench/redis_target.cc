@@ -435,6 +435,9 @@ class Link : public std::enable_shared_from_this<Link> {
   void Trim(const std::string& user, Done done);
   void Replace(std::span<const std::string> users,
                std::span<const std::vector<Assignment>> profiles, Done done);
+  // An operation this store does not have (profile bridging's link): fails
+  // `done` from a posted handler, saying so.
+  void Unsupported(std::string_view operation, Done done);
   size_t in_flight() const { return pending_.size() + deferred_.size(); }
 
   // The Connection is going away: fails everything in flight, now, and
@@ -534,10 +537,13 @@ class Link : public std::enable_shared_from_this<Link> {
   size_t now_len_ = 0;
 };
 
+// Connection::Link below hides the class's name inside RedisConnection.
+using RedisLink = Link;
+
 // The handle segbench holds; destroying it closes the Link.
 class RedisConnection final : public Connection {
  public:
-  explicit RedisConnection(std::shared_ptr<Link> link) : link_(std::move(link)) {}
+  explicit RedisConnection(std::shared_ptr<RedisLink> link) : link_(std::move(link)) {}
   ~RedisConnection() override { link_->Close(); }
 
   void Get(const std::string& user, Done done) override { link_->Get(user, std::move(done)); }
@@ -552,10 +558,13 @@ class RedisConnection final : public Connection {
                std::span<const std::vector<Assignment>> profiles, Done done) override {
     link_->Replace(users, profiles, std::move(done));
   }
+  void Link(const std::string&, const std::string&, Done done) override {
+    link_->Unsupported("link (profile bridging: segstore's binary protocol only)", std::move(done));
+  }
   size_t in_flight() const override { return link_->in_flight(); }
 
  private:
-  std::shared_ptr<Link> link_;
+  std::shared_ptr<RedisLink> link_;
 };
 
 // C entry points for hiredis. ev.data and ac->data point to the Link, which
@@ -1085,6 +1094,10 @@ void Link::FailPending(const std::string& why) {
     Request r = pending_.pop_front();
     r.done(Failed(why));
   }
+}
+
+void Link::Unsupported(std::string_view operation, Done done) {
+  Defer(std::move(done), Failed(std::string(operation) + ": not supported by " + config_->label));
 }
 
 void Link::Defer(Done done, Outcome outcome) {

@@ -46,6 +46,8 @@
 // operation, name:value) for the same figures as the segstore target.
 // Neither TLS nor the shared secret is spoken: the port must serve plain
 // TCP without a secret.
+// Link (profile bridging) is the binary protocol's alone in segbench: in
+// both dialects it fails, from a posted handler, "not supported".
 //
 // Each Connection is one hiredis asynchronous context driven by the Asio
 // io_context it was opened on (one non-blocking socket, requests pipelined

@@ -6,6 +6,8 @@
 //   segbench --segstore 127.0.0.1:7700 --resp 127.0.0.1:6380 load get batch-get
 //   segbench --segstore 127.0.0.1:7700 --rate 20000 get      (open loop)
 //   segbench --segstore 127.0.0.1:7700 --json limits get
+//   segbench --segstore 127.0.0.1:7700 --connections 16 load link get get-linked get-50
+//            get-linked-50                                   (profile bridging, issue 20)
 //
 // Workloads run in the order given; with both --segstore and --redis each
 // runs on segstore, then on Redis, interleaved, and the report prints both
@@ -35,6 +37,22 @@
 //               round trip (see limits.h)
 //   all         limits load get get-zipf batch-get get-70 get-80 upsert mixed trim
 //               mixed-busy
+// Profile bridging (proto/PROTOCOL.md, "Linked profiles"), never in `all`:
+//   link        links the first --linked-share (0.5) of the users into
+//               groups of consecutive users, the first of each its master,
+//               each group's size uniform in [--group-min, --group-max] (2,
+//               10) or --group-size K; reports links a second, the groups,
+//               and the server's DRAM per link as its index counts it
+//               (storage.index_reference_bytes / storage.index_references).
+//               segstore's binary protocol only: skipped, with a note, on
+//               Redis and on --resp. From then on every other workload
+//               draws its users from those left unlinked (the rest).
+//   get-linked  get by a user drawn uniformly among the linked ones (master
+//               or member): the group's merged view (segs/op: its size)
+//   get-50      get (unlinked users) open loop at 50 % of the get rate
+//               just measured (or --rate)
+//   get-linked-50  get-linked, open loop at 50 % of the same get rate; with
+//               get-50 the report gives their p99s' ratio (the goal: 2x)
 //
 // --segstore may name any node of a cluster: segbench then routes each
 // request to a node holding its user (AsyncClusterClient; --connections
@@ -78,7 +96,13 @@ struct Options {
   double zipf = 0.99;
   double trim_expire = 0.10;
   double busy_expire = 0.50;
-  unsigned load_connections = 4;
+  unsigned load_connections = 4;  // also link's
+  // link: groups' sizes, uniform in [group_min, group_max]; the share of
+  // the users (the first ones) linked.
+  unsigned group_min = 2;
+  unsigned group_max = 10;
+  unsigned group_size = 0;  // > 0: every group this size (min = max)
+  double linked_share = 0.5;
   bool ids_only = false;
   bool resp_hgetall = false;  // reads also through HGETALL on --resp
   std::string limits_dir;
@@ -98,7 +122,8 @@ struct Subject {
   std::string loaded_by;  // resp: the subject whose load filled the same server
   ServerSample first;     // when segbench started
   std::optional<LoadResult> load;
-  std::optional<double> get_rate;  // the latest closed-loop get rate
+  std::optional<double> get_rate;     // the latest closed-loop get rate
+  std::optional<LinkRunResult> link;  // its groups, when link ran on it
 };
 
 // One line of the report.
@@ -109,6 +134,7 @@ struct Row {
   double target_rate = 0;  // open loop: the rate asked for
   std::optional<ExpireResult> expired;
   double expire_share = 0;
+  bool ranged = false;  // drew its users from part of them only (after link)
 };
 
 std::string Thousands(double v) {
@@ -180,6 +206,13 @@ json RowJson(const Row& row) {
             {"before", SampleJson(r.before)},
             {"after", SampleJson(r.after)}};
   j["mode"] = r.spec.rate > 0 ? "open" : "closed";
+  if (row.ranged) {
+    j["users_first"] = r.spec.first_user;
+    j["users_count"] = r.spec.users;
+  }
+  if (r.all.profiles > 0 || row.workload.rfind("get-linked", 0) == 0) {
+    j["profiles_per_op"] = r.all.profiles_per_request();
+  }
   if (r.spec.rate > 0) {
     j["target_rate"] = r.spec.rate;
     j["backlog_max"] = r.backlog_max;
@@ -253,6 +286,36 @@ PerUser PerUserOf(const Subject& s) {
   return p;
 }
 
+// A link run's DRAM figures, as the server's index counts them after it.
+struct LinkFigures {
+  // storage.index_reference_bytes / storage.index_references (none when the
+  // server does not report them, or holds no reference).
+  std::optional<double> bytes_per_link;
+  // storage.index_bytes / storage.index_entries.
+  std::optional<double> index_bytes_per_record;
+  // The index's growth over the link / links made (allocation steps
+  // included: a rough figure beside bytes_per_link).
+  std::optional<double> index_growth_per_link;
+};
+
+LinkFigures LinkFiguresOf(const LinkRunResult& l) {
+  LinkFigures f;
+  const ServerSample& a = l.after;
+  if (a.index_references_known && a.index_references > 0) {
+    f.bytes_per_link =
+        static_cast<double>(a.index_reference_bytes) / static_cast<double>(a.index_references);
+  }
+  if (a.records > 0 && a.index_bytes > 0) {
+    f.index_bytes_per_record = static_cast<double>(a.index_bytes) / static_cast<double>(a.records);
+  }
+  if (l.links > 0 && a.index_bytes > 0) {
+    f.index_growth_per_link =
+        (static_cast<double>(a.index_bytes) - static_cast<double>(l.before.index_bytes)) /
+        static_cast<double>(l.links);
+  }
+  return f;
+}
+
 class Bench {
  public:
   explicit Bench(Options o) : o_(std::move(o)) {}
@@ -261,17 +324,26 @@ class Bench {
     static const std::vector<std::string> kAll = {"limits",    "load",   "get",       "get-zipf",
                                                   "batch-get", "get-70", "get-80",    "upsert",
                                                   "mixed",     "trim",   "mixed-busy"};
+    // Profile bridging's, never in `all`.
+    static const std::vector<std::string> kLinked = {"link", "get-linked", "get-50",
+                                                     "get-linked-50"};
     std::vector<std::string> names;
     for (const std::string& w : o_.workloads) {
       if (w == "all") {
         names.insert(names.end(), kAll.begin(), kAll.end());
-      } else if (std::find(kAll.begin(), kAll.end(), w) != kAll.end()) {
+      } else if (std::find(kAll.begin(), kAll.end(), w) != kAll.end() ||
+                 std::find(kLinked.begin(), kLinked.end(), w) != kLinked.end()) {
         names.push_back(w);
       } else {
-        return Fail(Status::InvalidArgument("no workload \"" + w +
-                                            "\" (limits load get get-zipf batch-get get-70 get-80 "
-                                            "upsert mixed trim mixed-busy all)"));
+        return Fail(Status::InvalidArgument(
+            "no workload \"" + w +
+            "\" (limits load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy "
+            "all; link get-linked get-50 get-linked-50)"));
       }
+    }
+    if (o_.group_size > 0) o_.group_min = o_.group_max = o_.group_size;
+    if (o_.group_max < o_.group_min) {
+      return Fail(Status::InvalidArgument("--group-max is less than --group-min"));
     }
     if (Status s = Connect(); !s.ok()) return Fail(s);
     machine_ = DescribeMachine(DataPath());
@@ -442,12 +514,31 @@ class Bench {
       }
       return Status::OK();
     }
+    if (w == "link") return Link();
     RunSpec spec = o_.spec;
     bool reads = false;
     double expire = 0;
-    // get-70 and get-80: open loop at that share of the closed-loop get rate.
-    const double open_share = w == "get-70" ? 0.7 : w == "get-80" ? 0.8 : 0;
-    if (w == "get" || w == "get-zipf" || open_share > 0) {
+    // get-70, get-80, get-50 and get-linked-50: open loop at that share of
+    // the closed-loop get rate.
+    const double open_share = w == "get-70"                           ? 0.7
+                              : w == "get-80"                         ? 0.8
+                              : w == "get-50" || w == "get-linked-50" ? 0.5
+                                                                      : 0;
+    // get-linked and get-linked-50 read the linked users; after link, every
+    // other workload the users left unlinked.
+    const bool linked = w == "get-linked" || w == "get-linked-50";
+    if (linked) {
+      if (!link_asked_) return Status::InvalidArgument(w + " needs a link run before it");
+      spec.first_user = 0;
+      spec.users = linked_users_;
+    } else if (linked_users_ > 0) {
+      if (linked_users_ >= o_.spec.users) {
+        return Status::InvalidArgument(w + ": link left no user unlinked (--linked-share)");
+      }
+      spec.first_user = linked_users_;
+      spec.users = o_.spec.users - linked_users_;
+    }
+    if (w == "get" || w == "get-zipf" || open_share > 0 || linked) {
       spec.workload = Workload::kGet;
       reads = true;
       if (w == "get-zipf") spec.zipf = o_.zipf;
@@ -468,9 +559,16 @@ class Bench {
       return Status::Internal("workload \"" + w + "\" slipped past the check");
     }
     for (Subject* s : SubjectsFor(reads)) {
+      if (linked && !s->link) {
+        Note(s->label + " " + w +
+             ": skipped (nothing linked through it: link runs on segstore's binary protocol "
+             "only)");
+        continue;
+      }
       Row row;
       row.subject = s->label;
       row.workload = w == "get-zipf" ? "get zipf " + Trim(o_.zipf) : w;
+      row.ranged = linked_users_ > 0;
       RunSpec one = spec;
       if (open_share > 0) {
         if (o_.spec.rate > 0) {
@@ -485,7 +583,7 @@ class Bench {
       if (expire > 0) {
         std::fprintf(stderr, "segbench: making %.0f %% of %s's segments expire\n", expire * 100,
                      s->label.c_str());
-        auto e = Expire(*s->target, o_.spec.users, expire, o_.load_connections);
+        auto e = Expire(*s->target, spec.users, expire, o_.load_connections, spec.first_user);
         if (!e.ok()) return e.status().WithContext(s->label);
         row.expired = *e;
         row.expire_share = expire;
@@ -498,6 +596,49 @@ class Bench {
       rows_.push_back(std::move(row));
     }
     return Status::OK();
+  }
+
+  // link: the first --linked-share of the users into groups, on each
+  // segstore subject (binary protocol); skipped with a note on the others.
+  Status Link() {
+    link_asked_ = true;
+    const auto share = static_cast<uint64_t>(o_.linked_share * static_cast<double>(o_.spec.users));
+    GroupPlan plan = PlanGroups(share, o_.group_min, o_.group_max);
+    if (plan.sizes.empty()) {
+      return Status::InvalidArgument("link: " + std::to_string(share) +
+                                     " users to link (--linked-share of --users), fewer than a "
+                                     "group's --group-min " +
+                                     std::to_string(o_.group_min));
+    }
+    bool linked = false;
+    for (Subject* s : SubjectsFor(false)) {
+      if (!s->segstore) {
+        Note(s->label +
+             " link: skipped (profile bridging is measured through segstore's binary protocol "
+             "only); its later workloads draw from the unlinked users too");
+        continue;
+      }
+      std::fprintf(stderr, "segbench: linking %s users of %s into %s groups\n",
+                   Thousands(static_cast<double>(plan.linked_users())).c_str(), s->label.c_str(),
+                   Thousands(static_cast<double>(plan.sizes.size())).c_str());
+      auto l = LinkGroups(*s->target, plan, o_.load_connections);
+      if (!l.ok()) return l.status().WithContext(s->label);
+      std::fprintf(stderr, "segbench: linked in %.1f s (%s links/s)\n", l->seconds,
+                   Thousands(static_cast<double>(l->links) / l->seconds).c_str());
+      s->link = *l;
+      linked = true;
+    }
+    if (linked) {
+      linked_users_ = plan.linked_users();
+      plan_ = std::move(plan);
+    }
+    return Status::OK();
+  }
+
+  // A line for the report's notes (and stderr now).
+  void Note(const std::string& note) {
+    std::fprintf(stderr, "segbench: %s\n", note.c_str());
+    notes_.push_back(note);
   }
 
   static std::string Trim(double v) {
@@ -590,9 +731,56 @@ class Bench {
       one["memory_bytes_per_user"] = p.memory ? json(*p.memory) : json(nullptr);
       one["disk_bytes_per_user"] = p.disk ? json(*p.disk) : json(nullptr);
       if (!p.note.empty()) one["note"] = p.note;
+      if (s.link) {
+        const LinkRunResult& l = *s.link;
+        const LinkFigures f = LinkFiguresOf(l);
+        auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+        one["link"] = {{"links", l.links},
+                       {"seconds", l.seconds},
+                       {"links_per_second", static_cast<double>(l.links) / l.seconds},
+                       {"index_references", l.after.index_references},
+                       {"index_reference_bytes", l.after.index_reference_bytes},
+                       {"index_references_reported", l.after.index_references_known},
+                       {"dram_bytes_per_link", opt(f.bytes_per_link)},
+                       {"index_bytes", l.after.index_bytes},
+                       {"index_bytes_per_record", opt(f.index_bytes_per_record)},
+                       {"index_growth_bytes_per_link", opt(f.index_growth_per_link)}};
+        if (l.server_cpu_seconds && l.links > 0) {
+          one["link"]["server_cpu_us_per_link"] =
+              *l.server_cpu_seconds * 1e6 / static_cast<double>(l.links);
+        }
+      }
       servers.push_back(one);
     }
     j["servers"] = servers;
+    if (plan_) {
+      j["link"] = {
+          {"group_min", o_.group_min},
+          {"group_max", o_.group_max},
+          {"linked_share", o_.linked_share},
+          {"groups", plan_->sizes.size()},
+          {"mean_group_size", MeanGroupSize()},
+          {"linked_users", plan_->linked_users()},
+          {"links", plan_->links()},
+          {"profiles_per_linked_get", plan_->profiles_per_get()},
+          {"unlinked_users_first", linked_users_},
+          {"unlinked_users_count", o_.spec.users - std::min(o_.spec.users, linked_users_)}};
+    }
+    json goals = json::array();
+    for (const Subject& s : subjects_) {
+      const Row* plain = Find(s.label, "get-50");
+      const Row* linked = Find(s.label, "get-linked-50");
+      if (plain == nullptr || linked == nullptr) continue;
+      const double p99 = Us(plain->run.all.latency.Percentile(0.99));
+      const double linked_p99 = Us(linked->run.all.latency.Percentile(0.99));
+      goals.push_back({{"target", s.label},
+                       {"get_50_p99_us", p99},
+                       {"get_linked_50_p99_us", linked_p99},
+                       {"ratio", p99 > 0 ? json(linked_p99 / p99) : json(nullptr)},
+                       {"goal_at_most", 2.0}});
+    }
+    if (!goals.empty()) j["linked_p99_goal"] = goals;
+    if (!notes_.empty()) j["notes"] = notes_;
     json rows = json::array();
     for (const Row& r : rows_) rows.push_back(RowJson(r));
     j["runs"] = rows;
@@ -658,17 +846,102 @@ class Bench {
           "removed as expired (upsert, trim)\n",
           o_.spec.batch);
       PrintNotes();
+      PrintLinkedGoal();
       PrintRespRatios();
       PrintHgetallRatios();
       PrintRatios();
+    } else {
+      for (const std::string& n : notes_) std::printf("%s\n", n.c_str());
     }
     PrintPerUser();
+    PrintLinks();
     PrintLimits();
   }
 
+  double MeanGroupSize() const {
+    if (!plan_ || plan_->sizes.empty()) return 0;
+    return static_cast<double>(plan_->linked_users()) / static_cast<double>(plan_->sizes.size());
+  }
+
+  // Issue 20's goal beside the rows it compares.
+  void PrintLinkedGoal() const {
+    for (const Subject& s : subjects_) {
+      const Row* plain = Find(s.label, "get-50");
+      const Row* linked = Find(s.label, "get-linked-50");
+      if (plain == nullptr || linked == nullptr) continue;
+      const double p99 = Us(plain->run.all.latency.Percentile(0.99));
+      const double linked_p99 = Us(linked->run.all.latency.Percentile(0.99));
+      if (p99 <= 0) continue;
+      std::printf(
+          "%s get-linked-50 p99 / get-50 p99 = %.2fx (goal: at most 2x); %s us against "
+          "%s us, groups of %u to %u, %u connections\n",
+          s.label.c_str(), linked_p99 / p99, Thousands(linked_p99).c_str(), Thousands(p99).c_str(),
+          o_.group_min, o_.group_max, o_.spec.connections);
+    }
+  }
+
+  // link's figures: links a second, the groups, DRAM per link.
+  void PrintLinks() const {
+    if (!plan_) return;
+    std::printf("\nlinked profiles (link)\n");
+    std::printf(
+        "%s groups of %u to %u users (mean %.1f), users 0 to %s (the first %.0f %% of them): "
+        "%s links; a get by a linked user merges %.1f profiles on average",
+        Thousands(static_cast<double>(plan_->sizes.size())).c_str(), o_.group_min, o_.group_max,
+        MeanGroupSize(), Thousands(static_cast<double>(linked_users_ - 1)).c_str(),
+        o_.linked_share * 100, Thousands(static_cast<double>(plan_->links())).c_str(),
+        plan_->profiles_per_get());
+    if (linked_users_ < o_.spec.users) {
+      std::printf("; every other workload after link drew from users %s to %s, left unlinked",
+                  Thousands(static_cast<double>(linked_users_)).c_str(),
+                  Thousands(static_cast<double>(o_.spec.users - 1)).c_str());
+    }
+    std::printf("\n");
+    for (const Subject& s : subjects_) {
+      if (!s.link) continue;
+      const LinkRunResult& l = *s.link;
+      const LinkFigures f = LinkFiguresOf(l);
+      std::printf("%-17s linked %s links/s", s.label.c_str(),
+                  Thousands(static_cast<double>(l.links) / l.seconds).c_str());
+      if (l.server_cpu_seconds && l.links > 0) {
+        std::printf(" (server CPU %s us/link)",
+                    Thousands(*l.server_cpu_seconds * 1e6 / static_cast<double>(l.links)).c_str());
+      }
+      if (f.bytes_per_link) {
+        std::printf("; DRAM %.1f B/link (index_reference_bytes / index_references: %s B / %s)",
+                    *f.bytes_per_link,
+                    Thousands(static_cast<double>(l.after.index_reference_bytes)).c_str(),
+                    Thousands(static_cast<double>(l.after.index_references)).c_str());
+      } else if (!l.after.index_references_known) {
+        std::printf(
+            "; DRAM per link ? (the server's stats have no storage.index_references "
+            "and storage.index_reference_bytes)");
+      } else {
+        std::printf("; DRAM per link ? (the index holds no reference)");
+      }
+      if (f.index_growth_per_link) {
+        std::printf("; the index grew %.1f B/link over the link", *f.index_growth_per_link);
+      }
+      if (f.index_bytes_per_record) {
+        std::printf("; index %.1f B/record (index_bytes / index_entries)",
+                    *f.index_bytes_per_record);
+      }
+      std::printf("\n");
+    }
+  }
+
   void PrintNotes() const {
+    for (const std::string& n : notes_) std::printf("%s\n", n.c_str());
     for (const Row& row : rows_) {
       const RunResult& r = row.run;
+      if (row.workload.rfind("get-linked", 0) == 0) {
+        std::printf(
+            "%s %s: users 0 to %s (linked); merged answers of %.1f profiles and %.0f "
+            "segments on average\n",
+            row.subject.c_str(), row.workload.c_str(),
+            Thousands(static_cast<double>(r.spec.users - 1)).c_str(), r.all.profiles_per_request(),
+            r.all.segments_per_request());
+      }
       if (r.spec.rate > 0) {
         std::printf("%s %s: open loop at %s/s asked; at most %s requests waited for a free slot\n",
                     row.subject.c_str(), row.workload.c_str(), Thousands(r.spec.rate).c_str(),
@@ -854,6 +1127,7 @@ class Bench {
       if (row.run.spec.workload != Workload::kGet && row.run.spec.workload != Workload::kBatchGet) {
         continue;
       }
+      if (row.workload.rfind("get-linked", 0) == 0) continue;  // k profiles a get
       const double users_per_s =
           row.run.ops_per_second() *
           (row.run.spec.workload == Workload::kBatchGet ? row.run.spec.batch : 1);
@@ -878,6 +1152,11 @@ class Bench {
   std::optional<DeviceLimit> device_;
   std::optional<PingLimit> ping_;
   bool warned_ = false;  // about a loose secret file
+  // After link: its groups, and users [0, linked_users_) are linked.
+  std::optional<GroupPlan> plan_;
+  uint64_t linked_users_ = 0;
+  bool link_asked_ = false;         // link ran (on a segstore subject or none)
+  std::vector<std::string> notes_;  // workloads skipped, and why
 };
 
 }  // namespace
@@ -887,9 +1166,10 @@ int main(int argc, char** argv) {
   using segstore::bench::Options;
   CLI::App app{"segbench: the reference workload against segstore (and Redis), measured"};
   Options o;
-  app.add_option(
-         "workloads", o.workloads,
-         "limits load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy, or all")
+  app.add_option("workloads", o.workloads,
+                 "limits load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy, "
+                 "or all; and profile bridging's (never in all): link get-linked get-50 "
+                 "get-linked-50")
       ->required();
   app.add_option("--segstore", o.segstore, "host:port of segstored (default 127.0.0.1:7700)");
   segstore::tools::AddClientFlags(&app, &o.security);
@@ -915,8 +1195,8 @@ int main(int argc, char** argv) {
                  "unmeasured seconds before each run (default 3)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--rate", o.spec.rate,
-                 "open loop: requests a second over all connections (default: closed loop; get-70 "
-                 "and get-80 use it instead of their share of get)")
+                 "open loop: requests a second over all connections (default: closed loop; "
+                 "get-70, get-80, get-50 and get-linked-50 use it instead of their share of get)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", o.spec.batch, "users per batch get (default 20)")
       ->check(CLI::Range(1u, 1000u));
@@ -928,8 +1208,28 @@ int main(int argc, char** argv) {
   app.add_option("--busy-expire", o.busy_expire,
                  "share of segments made to expire before mixed-busy (0.50)")
       ->check(CLI::Range(0.001, 1.0));
-  app.add_option("--load-connections", o.load_connections, "connections for load (default 4)")
+  app.add_option("--load-connections", o.load_connections,
+                 "connections for load and link (default 4)")
       ->check(CLI::Range(1u, 256u));
+  auto* group_min =
+      app.add_option("--group-min", o.group_min,
+                     "link: the smallest group, master included (default 2); sizes are uniform "
+                     "in [--group-min, --group-max]")
+          ->check(CLI::Range(2u, 1u << 20));
+  auto* group_max =
+      app.add_option("--group-max", o.group_max,
+                     "link: the largest group, master included (default 10; at most the "
+                     "server's profile.max_links + 1)")
+          ->check(CLI::Range(2u, 1u << 20));
+  app.add_option("--group-size", o.group_size,
+                 "link: every group this size (--group-min = --group-max = K)")
+      ->check(CLI::Range(2u, 1u << 20))
+      ->excludes(group_min)
+      ->excludes(group_max);
+  app.add_option("--linked-share", o.linked_share,
+                 "link: the share of the users linked, the first ones (default 0.5); every "
+                 "other workload after link draws from the rest")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--ids-only", o.ids_only,
                "segstore gets ask for segment IDs only (binary protocol and RESP)");
   app.add_option("--limits-dir", o.limits_dir,

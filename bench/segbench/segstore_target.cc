@@ -30,7 +30,7 @@ class SegstoreConnection final : public Connection {
 
   void Get(const std::string& user, Done done) override {
     client_->Get(user, get_, [done = std::move(done)](Result<GetResult> r) {
-      if (r.ok()) return done(Outcome{true, {}, r->count, 0});
+      if (r.ok()) return done(Outcome{true, {}, r->count, 0, r->profiles});
       if (r.status().IsNotFound()) return done(Outcome{true, {}, 0, 1});
       done(Failed(r.status()));
     });
@@ -43,6 +43,7 @@ class SegstoreConnection final : public Connection {
       for (const Result<GetResult>& one : *r) {
         if (one.ok()) {
           o.segments += one->count;
+          o.profiles += one->profiles;
         } else if (one.status().IsNotFound()) {
           ++o.missing;
         } else if (o.ok) {
@@ -92,6 +93,13 @@ class SegstoreConnection final : public Connection {
     });
   }
 
+  void Link(const std::string& user, const std::string& master, Done done) override {
+    client_->Link(user, master, 0, [done = std::move(done)](Result<LinkResult> r) {
+      if (!r.ok()) return done(Failed(r.status()));
+      done(Outcome{});
+    });
+  }
+
   size_t in_flight() const override { return client_->in_flight(); }
 
  private:
@@ -125,6 +133,11 @@ ServerSample SampleOf(segstore::Stats stats) {
   s.sweeper_segments_removed = number("sweeper.segments_removed");
   s.sweeper_records_rewritten = number("sweeper.records_rewritten");
   s.defrag_blocks = number("storage.defrag_blocks");
+  s.index_bytes = number("storage.index_bytes");
+  s.index_references = number("storage.index_references");
+  s.index_reference_bytes = number("storage.index_reference_bytes");
+  s.index_references_known = by_name.count("storage.index_references") != 0 &&
+                             by_name.count("storage.index_reference_bytes") != 0;
   s.durability = text("config.storage.durability");
   s.device = text("config.storage.path");
   return s;
@@ -222,6 +235,10 @@ class SegstoreClusterTarget final : public Target {
       total->sweeper_segments_removed += one->sweeper_segments_removed;
       total->sweeper_records_rewritten += one->sweeper_records_rewritten;
       total->defrag_blocks += one->defrag_blocks;
+      total->index_bytes += one->index_bytes;
+      total->index_references += one->index_references;
+      total->index_reference_bytes += one->index_reference_bytes;
+      total->index_references_known = total->index_references_known && one->index_references_known;
     }
     return total;
   }

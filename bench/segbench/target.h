@@ -41,6 +41,9 @@ struct Outcome {
   std::string error;      // why, when !ok
   uint32_t segments = 0;  // segments returned (reads), removed as expired (upsert, trim)
   uint32_t missing = 0;   // users that had no profile (reads)
+  // Reads of a linked user (profile bridging): how many profiles the merged
+  // answer merged (the master's included); 0 for a user in no group.
+  uint32_t profiles = 0;
 };
 using Done = std::function<void(Outcome)>;
 
@@ -66,6 +69,12 @@ class Connection {
   // profiles[i]); done once all are stored. Used to load the data set.
   virtual void Replace(std::span<const std::string> users,
                        std::span<const std::vector<Assignment>> profiles, Done done) = 0;
+  // Links `user` into the group of `master`, for good (profile bridging,
+  // proto/PROTOCOL.md "Linked profiles"): from then on a Get by any user of
+  // the group reads the group's merged view. segstore's binary protocol
+  // only: other stores fail it (ok == false, "not supported", never inside
+  // the call).
+  virtual void Link(const std::string& user, const std::string& master, Done done) = 0;
   // Requests sent whose callback has not run yet.
   virtual size_t in_flight() const = 0;
 };
@@ -81,6 +90,14 @@ struct ServerSample {
   uint64_t sweeper_segments_removed = 0;
   uint64_t sweeper_records_rewritten = 0;
   uint64_t defrag_blocks = 0;
+  // The index's DRAM (segstore only; 0 elsewhere): all of it, and of it the
+  // references linked users keep (storage.index_reference_bytes) and how
+  // many there are (storage.index_references, one a link).
+  // index_references_known: the server reports those two at all.
+  uint64_t index_bytes = 0;
+  uint64_t index_references = 0;
+  uint64_t index_reference_bytes = 0;
+  bool index_references_known = false;
   std::string durability;  // segstore: its durability mode; Redis: its persistence
   std::string device;      // what the data lives on: "/var/lib/segstore/data (ext4)" or "memory"
 };

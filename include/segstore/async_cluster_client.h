@@ -120,6 +120,14 @@ class AsyncClusterClient {
   void Delete(std::string_view user, Callback<bool> done);
   void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& expiry,
               Callback<ExpireResult> done);
+  // Profile bridging's link (AsyncClient::Link: `user` joins `master`'s
+  // group for `ttl` seconds, 0: never), sent to the node holding `user`, as
+  // Delete is. A cluster node refuses it (Unsupported, not retried) until
+  // links are replicated through the log, so in practice it serves a
+  // single server. It carries no write ID: in a cluster, an answer lost is
+  // not resent, and its error is what the caller gets.
+  void Link(std::string_view user, std::string_view master, uint32_t ttl,
+            Callback<LinkResult> done);
 
   // Fails everything in flight with Unavailable (callbacks run inside Close),
   // closes every connection; later calls fail with Unavailable. Idempotent.

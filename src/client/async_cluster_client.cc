@@ -1032,4 +1032,23 @@ void AsyncClusterClient::Delete(std::string_view user, Callback<bool> done) {
       ->Start();
 }
 
+void AsyncClusterClient::Link(std::string_view user, std::string_view master, uint32_t ttl,
+                              Callback<LinkResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->Link(user, master, ttl, r.Counted(std::move(done)));
+    }
+  }
+  std::make_shared<RoutedOp<LinkResult>>(
+      router_, std::string(user), Kind::kWrite,
+      [master = std::string(master), ttl](AsyncClient& c, const std::string& u,
+                                          Callback<LinkResult> cb) {
+        c.Link(u, master, ttl, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
 }  // namespace segstore::client

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace segstore::profile {
 namespace {
@@ -66,28 +69,6 @@ uint32_t Select(const Columns& c, UnixSeconds now, const GetOptions& o, GetResul
 }
 
 void MergeProfiles(std::span<const Columns* const> profiles, UnixSeconds now, Columns* out) {
-  struct Row {
-    uint64_t id;
-    UnixSeconds expires;
-    uint32_t from;   // which profile
-    uint32_t index;  // its row there
-  };
-  std::vector<Row> rows;
-  for (uint32_t p = 0; p < profiles.size(); ++p) {
-    const Columns& c = *profiles[p];
-    for (uint32_t i = 0; i < c.size(); ++i) {
-      if (Alive(c.expires[i], now)) rows.push_back(Row{c.ids[i], c.expires[i], p, i});
-    }
-  }
-  // By id, then the latest expiry first (kNever the latest), then the earliest profile.
-  auto later = [](UnixSeconds a, UnixSeconds b) {
-    return a != b && (a == kNever || (b != kNever && a > b));
-  };
-  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-    if (a.id != b.id) return a.id < b.id;
-    if (a.expires != b.expires) return later(a.expires, b.expires);
-    return a.from < b.from;
-  });
   out->ids.clear();
   out->expires.clear();
   out->attr1.clear();
@@ -96,18 +77,75 @@ void MergeProfiles(std::span<const Columns* const> profiles, UnixSeconds now, Co
   out->has_attr1 = out->has_attr2 = false;
   out->log_position = 0;
   out->group.clear();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (r > 0 && rows[r].id == rows[r - 1].id) continue;
-    const Row& row = rows[r];
-    const Columns& c = *profiles[row.from];
-    out->ids.push_back(row.id);
-    out->expires.push_back(row.expires);
-    const std::optional<uint32_t> a1 = AttrOf(c, row.index, 1), a2 = AttrOf(c, row.index, 2);
-    out->attr1.push_back(a1.value_or(0));
-    out->attr2.push_back(a2.value_or(0));
-    out->attr_present.push_back(static_cast<uint8_t>((a1 ? 1 : 0) | (a2 ? 2 : 0)));
-    out->has_attr1 = out->has_attr1 || a1.has_value();
-    out->has_attr2 = out->has_attr2 || a2.has_value();
+  // A k-way merge of the profiles' id columns (each sorted, ids unique
+  // within a profile): a min-heap of each profile's next live row.
+  const auto k = static_cast<uint32_t>(profiles.size());
+  std::vector<uint32_t> pos(k, 0);
+  size_t rows = 0;
+  for (const Columns* c : profiles) rows += c->size();
+  out->ids.reserve(rows);
+  out->expires.reserve(rows);
+  auto next_live = [&](uint32_t p) {
+    const Columns& c = *profiles[p];
+    while (pos[p] < c.size() && !Alive(c.expires[pos[p]], now)) ++pos[p];
+    return pos[p] < c.size();
+  };
+  using Head = std::pair<uint64_t, uint32_t>;  // (id, profile)
+  std::vector<Head> heap;
+  heap.reserve(k);
+  for (uint32_t p = 0; p < k; ++p) {
+    if (next_live(p)) heap.emplace_back(profiles[p]->ids[pos[p]], p);
+  }
+  const auto greater = std::greater<Head>();
+  std::make_heap(heap.begin(), heap.end(), greater);
+  // Whether expiry `a` is later than `b` (kNever the latest of all).
+  auto later = [](UnixSeconds a, UnixSeconds b) {
+    return a != b && (a == kNever || (b != kNever && a > b));
+  };
+  while (!heap.empty()) {
+    const uint64_t id = heap.front().first;
+    uint32_t best_p = UINT32_MAX, best_row = 0;
+    UnixSeconds best_exp = 0;
+    // Every profile holding `id` comes off the heap now, lowest index first
+    // among equal ids (the pairs order by profile after id): so a later
+    // expiry only ever replaces the best, and a tie keeps the earliest.
+    while (!heap.empty() && heap.front().first == id) {
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      const uint32_t p = heap.back().second;
+      heap.pop_back();
+      const uint32_t row = pos[p];
+      const UnixSeconds exp = profiles[p]->expires[row];
+      if (best_p == UINT32_MAX || later(exp, best_exp)) {
+        best_p = p;
+        best_row = row;
+        best_exp = exp;
+      }
+      ++pos[p];
+      if (next_live(p)) {
+        heap.emplace_back(profiles[p]->ids[pos[p]], p);
+        std::push_heap(heap.begin(), heap.end(), greater);
+      }
+    }
+    const Columns& c = *profiles[best_p];
+    out->ids.push_back(id);
+    out->expires.push_back(best_exp);
+    const std::optional<uint32_t> a1 = AttrOf(c, best_row, 1), a2 = AttrOf(c, best_row, 2);
+    if (a1 || a2 || out->has_attr1 || out->has_attr2) {
+      // Attribute columns only once some row has one (then for every row).
+      out->attr1.resize(out->ids.size() - 1, 0);
+      out->attr2.resize(out->ids.size() - 1, 0);
+      out->attr_present.resize(out->ids.size() - 1, 0);
+      out->attr1.push_back(a1.value_or(0));
+      out->attr2.push_back(a2.value_or(0));
+      out->attr_present.push_back(static_cast<uint8_t>((a1 ? 1 : 0) | (a2 ? 2 : 0)));
+      out->has_attr1 = out->has_attr1 || a1.has_value();
+      out->has_attr2 = out->has_attr2 || a2.has_value();
+    }
+  }
+  if (out->has_attr1 || out->has_attr2) {
+    out->attr1.resize(out->ids.size(), 0);
+    out->attr2.resize(out->ids.size(), 0);
+    out->attr_present.resize(out->ids.size(), 0);
   }
 }
 

@@ -1,8 +1,9 @@
 // segbench's pieces: the user picker, the run loop against a fake store (open
 // loop must not hide a stall), and the whole tool against an in-process
 // server: the driver's load, gets, expiry and trims, then the segbench
-// binary's JSON report. Last, segstored's RESP port as a subject: the RESP
-// target's replies, and segbench through it, against a segstored process.
+// binary's JSON report (profile bridging's link and linked gets too). Last,
+// segstored's RESP port as a subject: the RESP target's replies, and
+// segbench through it, against a segstored process.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -82,6 +83,41 @@ TEST(UserPicker, RanksMapToDistinctUsers) {
   EXPECT_EQ(users.size(), 1000u);
 }
 
+TEST(GroupPlan, ConsecutiveGroupsWithinTheBoundsAndTheUsers) {
+  const GroupPlan plan = PlanGroups(1000, 2, 10);
+  ASSERT_FALSE(plan.sizes.empty());
+  for (uint32_t k : plan.sizes) {
+    EXPECT_GE(k, 2u);
+    EXPECT_LE(k, 10u);
+  }
+  EXPECT_LE(plan.linked_users(), 1000u);
+  EXPECT_GT(plan.linked_users(), 1000u - 2);  // only fewer than --group-min left out
+  EXPECT_EQ(plan.links(), plan.linked_users() - plan.sizes.size());
+  EXPECT_EQ(PlanGroups(1000, 2, 10).sizes, plan.sizes);  // the same groups every run
+  const double mean = static_cast<double>(plan.linked_users()) / plan.sizes.size();
+  EXPECT_NEAR(mean, 6.0, 1.0);
+  EXPECT_GT(plan.profiles_per_get(), mean);  // larger groups hold more of the users
+
+  const GroupPlan fixed = PlanGroups(11, 5, 5);
+  EXPECT_EQ(fixed.sizes, (std::vector<uint32_t>{5, 5}));  // the 11th user stays out
+  EXPECT_DOUBLE_EQ(fixed.profiles_per_get(), 5.0);
+  // Whatever the users, only fewer than the smallest group are left out.
+  for (auto [lo, hi] : {std::pair{2u, 10u}, std::pair{5u, 6u}, std::pair{3u, 3u}}) {
+    for (uint64_t users = 0; users < 200; ++users) {
+      const GroupPlan any = PlanGroups(users, lo, hi);
+      for (uint32_t k : any.sizes) {
+        EXPECT_GE(k, lo);
+        EXPECT_LE(k, hi);
+      }
+      EXPECT_LE(any.linked_users(), users);
+      EXPECT_LT(users - any.linked_users(), lo) << users << " in " << lo << " to " << hi;
+    }
+  }
+  EXPECT_TRUE(PlanGroups(1, 2, 10).sizes.empty());
+  EXPECT_TRUE(PlanGroups(100, 1, 10).sizes.empty());  // a group is two users at least
+  EXPECT_TRUE(PlanGroups(100, 5, 4).sizes.empty());
+}
+
 TEST(ProcessCpu, OnlyReadsAStoreServersProcess) {
   EXPECT_FALSE(ProcessCpuSeconds(0).has_value());
   EXPECT_FALSE(ProcessCpuSeconds(-1).has_value());
@@ -118,6 +154,7 @@ class SlowTarget final : public Target {
                  Done done) override {
       Push(std::move(done));
     }
+    void Link(const std::string&, const std::string&, Done done) override { Push(std::move(done)); }
     size_t in_flight() const override { return queue_.size(); }
 
    private:
@@ -481,6 +518,118 @@ TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
   EXPECT_GT(j["limits"]["ping"]["pings_per_second"].get<double>(), 0.0);
 }
 
+// Profile bridging's workloads: link makes the groups on the server (a
+// master per group, its members naming it), get-linked reads merged views,
+// get reads only the users left unlinked, and the report has the open-loop
+// pair's p99 ratio, in the table and the JSON. Presence and sanity only,
+// never speed.
+TEST_F(SegbenchServerTest, ToolLinksUsersAndReadsTheirMergedViews) {
+  constexpr uint64_t kUsers = 300;
+  const std::string json_file = dir_.File("link.json");
+  const std::string cmd =
+      std::string(SEGBENCH_PATH) + " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
+      " --users " + std::to_string(kUsers) +
+      " --connections 2 --seconds 0.3 --warmup 0.05 --load-connections 2 --json-file " + json_file +
+      " load link get get-linked get-50 get-linked-50 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << out;
+  EXPECT_NE(out.find("segstore get-linked-50 p99 / get-50 p99 = "), std::string::npos) << out;
+  EXPECT_NE(out.find("(goal: at most 2x)"), std::string::npos) << out;
+  EXPECT_NE(out.find("linked profiles (link)"), std::string::npos) << out;
+
+  std::ifstream in(json_file);
+  const auto j = nlohmann::json::parse(in);
+  // The plan: the first half of the users, in groups of 2 to 10.
+  const auto& link = j["link"];
+  const uint64_t linked = link["linked_users"].get<uint64_t>();
+  const uint64_t groups = link["groups"].get<uint64_t>();
+  EXPECT_LE(linked, kUsers / 2);
+  EXPECT_GT(linked, kUsers / 2 - 2);
+  EXPECT_EQ(link["links"].get<uint64_t>(), linked - groups);
+  EXPECT_GE(link["mean_group_size"].get<double>(), 2.0);
+  EXPECT_LE(link["mean_group_size"].get<double>(), 10.0);
+  EXPECT_EQ(link["unlinked_users_first"].get<uint64_t>(), linked);
+  EXPECT_EQ(link["unlinked_users_count"].get<uint64_t>(), kUsers - linked);
+  // What the server said after it.
+  ASSERT_EQ(j["servers"].size(), 1u);
+  const auto& made = j["servers"][0]["link"];
+  EXPECT_EQ(made["links"].get<uint64_t>(), linked - groups);
+  EXPECT_GT(made["links_per_second"].get<double>(), 0.0);
+  EXPECT_GT(made["index_bytes_per_record"].get<double>(), 0.0);
+  if (made["index_references_reported"].get<bool>()) {
+    EXPECT_EQ(made["index_references"].get<uint64_t>(), linked - groups);
+    EXPECT_GT(made["dram_bytes_per_link"].get<double>(), 0.0);
+  } else {
+    EXPECT_TRUE(made["dram_bytes_per_link"].is_null());
+  }
+
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& run : j["runs"]) runs[run["workload"].get<std::string>()] = run;
+  ASSERT_EQ(runs.size(), 4u) << j["runs"].dump();
+  for (const auto& [w, run] : runs) {
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_EQ(run["missing"], 0) << run.dump();
+    EXPECT_GT(run["ops"].get<uint64_t>(), 0u) << run.dump();
+    EXPECT_GT(run["latency"]["p99_us"].get<double>(), 0.0) << run.dump();
+    const bool by_linked = w.rfind("get-linked", 0) == 0;
+    EXPECT_EQ(run["users_first"].get<uint64_t>(), by_linked ? 0 : linked) << w;
+    EXPECT_EQ(run["users_count"].get<uint64_t>(), by_linked ? linked : kUsers - linked) << w;
+    if (by_linked) {
+      // Merged views: 2 to 10 profiles of 1,000 segments (drawn from
+      // 82,000, so their union is nearly their sum).
+      EXPECT_GE(run["profiles_per_op"].get<double>(), 2.0) << run.dump();
+      EXPECT_LE(run["profiles_per_op"].get<double>(), 10.0) << run.dump();
+      EXPECT_GT(run["segments_per_op"].get<double>(), 1500.0) << run.dump();
+    } else {
+      EXPECT_FALSE(run.contains("profiles_per_op")) << run.dump();
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 1000.0) << run.dump();
+    }
+  }
+  const double get_rate = runs["get"]["ops_per_second"].get<double>();
+  for (const char* w : {"get-50", "get-linked-50"}) {
+    EXPECT_EQ(runs[w]["mode"], "open");
+    EXPECT_DOUBLE_EQ(runs[w]["target_rate"].get<double>(), 0.5 * get_rate);
+  }
+  ASSERT_EQ(j["linked_p99_goal"].size(), 1u);
+  const auto& goal = j["linked_p99_goal"][0];
+  EXPECT_EQ(goal["target"], "segstore");
+  EXPECT_EQ(goal["get_50_p99_us"].get<double>(), runs["get-50"]["latency"]["p99_us"].get<double>());
+  EXPECT_DOUBLE_EQ(goal["ratio"].get<double>(), goal["get_linked_50_p99_us"].get<double>() /
+                                                    goal["get_50_p99_us"].get<double>());
+  EXPECT_EQ(goal["goal_at_most"].get<double>(), 2.0);
+
+  // On the server: each group's first user its master, the rest unlinked.
+  client::ClientOptions o;
+  o.port = server_->port();
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (uint64_t u : {uint64_t{0}, uint64_t{1}}) {
+    auto master = (*c)->MasterOf(UserKey(u));
+    ASSERT_TRUE(master.ok()) << u << ": " << master.status().ToString();
+    EXPECT_EQ(*master, UserKey(0)) << u;
+  }
+  EXPECT_TRUE((*c)->MasterOf(UserKey(kUsers - 1)).status().IsNotFound());
+  EXPECT_TRUE((*c)->MasterOf(UserKey(linked)).status().IsNotFound());
+}
+
+TEST_F(SegbenchServerTest, ToolWantsLinkBeforeTheLinkedGets) {
+  const std::string cmd = std::string(SEGBENCH_PATH) +
+                          " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
+                          " --users 10 --connections 1 --seconds 0.1 --warmup 0 get-linked 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
+  EXPECT_NE(out.find("get-linked needs a link run before it"), std::string::npos) << out;
+}
+
 // A workload that fails part way still leaves the runs before it reported.
 TEST_F(SegbenchServerTest, ToolReportsWhatItMeasuredBeforeAFailure) {
   const std::string cmd = std::string(SEGBENCH_PATH) +
@@ -709,6 +858,10 @@ TEST_F(SegbenchRespTest, TargetReadsSegstoresReplies) {
   const std::vector<Assignment> past = {{500, now - 10}};  // refused: not in the future
   o1 = call([&](Done d) { conn->Upsert("u1", past, std::move(d)); });
   EXPECT_FALSE(o1.ok);
+  // Profile bridging is measured through the binary protocol alone.
+  o1 = call([&](Done d) { conn->Link("u2", "u1", std::move(d)); });
+  EXPECT_FALSE(o1.ok);
+  EXPECT_NE(o1.error.find("not supported"), std::string::npos) << o1.error;
   conn.reset();
 
   // whole_profiles: the same reads as HGETALL, the hash view of a profile.
@@ -829,6 +982,38 @@ TEST_F(SegbenchRespTest, ToolMeasuresTheRespPort) {
       RunTool(common + "--segstore " + Address(server_.port()) + " --resp-hgetall get 2>&1");
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("--resp-hgetall"), std::string::npos) << out;
+}
+
+// link beside the RESP port: it links through the binary protocol and is
+// skipped on the RESP subject, with a note; both subjects' gets then draw
+// from the unlinked users only, and get-linked runs on segstore alone.
+TEST_F(SegbenchRespTest, ToolLinksThroughTheBinaryProtocolOnly) {
+  auto [rc, out] = RunTool(std::string(SEGBENCH_PATH) +
+                           " --connections 2 --seconds 0.2 --warmup 0.05 --json --segstore " +
+                           Address(server_.port()) + " --resp " + Address(server_.resp_port()) +
+                           " --users 40 --group-size 4 load link get get-linked 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["link"]["groups"], 5);  // 20 users in 4s
+  EXPECT_EQ(j["link"]["linked_users"], 20);
+  std::set<std::string> rows;
+  for (const auto& run : j["runs"]) {
+    rows.insert(run["target"].get<std::string>() + " " + run["workload"].get<std::string>());
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_EQ(run["missing"], 0) << run.dump();
+    if (run["workload"] == "get") {
+      EXPECT_EQ(run["users_first"], 20) << run.dump();
+      EXPECT_EQ(run["segments_per_op"].get<double>(), 1000.0) << run.dump();
+    } else {
+      EXPECT_DOUBLE_EQ(run["profiles_per_op"].get<double>(), 4.0) << run.dump();
+    }
+  }
+  EXPECT_EQ(rows,
+            (std::set<std::string>{"segstore get", "segstore resp get", "segstore get-linked"}));
+  std::string notes;
+  for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("segstore resp link: skipped"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("segstore resp get-linked: skipped"), std::string::npos) << notes;
 }
 
 }  // namespace

@@ -436,3 +436,60 @@ TEST(TimesForTest, SweepAtIsExactlyTheKthExpiryForAnySpread) {
 
 }  // namespace
 }  // namespace segstore::profile
+
+namespace segstore::profile {
+namespace {
+
+// MergeProfiles (a linked group's merged view) against a plain model: per id
+// over every profile's live rows, the latest expiry (never the latest of
+// all) with its attributes, the earliest profile on a tie.
+TEST(MergeProfilesTest, AgreesWithAPlainModelOnRandomGroups) {
+  std::mt19937_64 rng(20261126);
+  for (int round = 0; round < 300; ++round) {
+    const size_t k = 1 + rng() % 12;
+    std::vector<Columns> columns(k);
+    std::map<uint64_t, Segment> want;
+    std::map<uint64_t, size_t> from;
+    for (size_t p = 0; p < k; ++p) {
+      std::map<uint64_t, Segment> mine;
+      const size_t n = rng() % 60;
+      for (size_t i = 0; i < n; ++i) {
+        Segment s;
+        s.id = rng() % 100;
+        const int e = static_cast<int>(rng() % 6);
+        // Expired, never, and a few shared expiries so that ties happen.
+        s.expires_at = e == 0 ? kNow - 5 : e == 1 ? kNever : kNow + 10 * static_cast<uint32_t>(e);
+        if (rng() % 3 == 0) s.attr1 = static_cast<uint32_t>(rng() % 1000);
+        if (rng() % 5 == 0) s.attr2 = static_cast<uint32_t>(rng() % 1000);
+        mine[s.id] = s;
+      }
+      std::vector<Segment> segs;
+      for (const auto& [id, s] : mine) segs.push_back(s);
+      std::string body;
+      EncodeSegments(segs, &body);
+      ASSERT_TRUE(DecodeColumns(body, &columns[p]).ok());
+      for (const Segment& s : segs) {
+        if (s.expires_at != kNever && s.expires_at <= kNow) continue;
+        auto it = want.find(s.id);
+        const bool later = it == want.end() ||
+                           (s.expires_at != it->second.expires_at &&
+                            (s.expires_at == kNever || (it->second.expires_at != kNever &&
+                                                        s.expires_at > it->second.expires_at)));
+        if (later) want[s.id] = s;
+      }
+    }
+    std::vector<const Columns*> ptrs;
+    for (const Columns& c : columns) ptrs.push_back(&c);
+    Columns merged;
+    MergeProfiles(ptrs, kNow, &merged);
+    ASSERT_EQ(merged.size(), want.size()) << "round " << round;
+    size_t i = 0;
+    for (const auto& [id, s] : want) {
+      ASSERT_EQ(merged.At(i), s) << "round " << round << " row " << i;
+      ++i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace segstore::profile
