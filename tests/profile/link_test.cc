@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -477,6 +478,44 @@ TEST_F(LinkTest, RacingLinksEndInAStar) {
     ASSERT_TRUE(DecodeColumns(rb->body(), &cb).ok());
     EXPECT_TRUE(cb.group.members.empty()) << "round " << round;
   }
+}
+
+// Links and segment writes on the same records at once, from two threads:
+// no segment write is lost (each is one read-modify-write that keeps the
+// group section), and every link still counts at the end.
+TEST_F(LinkTest, LinksAndSegmentWritesOnOneGroupAtOnceLoseNothing) {
+  Open();
+  const std::vector<std::string> users = {"m", "a", "b", "c"};
+  for (const std::string& u : users) Put(u, 0);
+  std::atomic<bool> failed{false};
+  std::thread writer([&] {
+    auto s = profiles_->NewSession();
+    if (!s.ok()) {
+      failed = true;
+      return;
+    }
+    for (uint64_t id = 1; id <= 200; ++id) {
+      std::vector<SegmentUpdate> up = {{id, 0, false, {}, {}}};
+      if (!(*s)->UpsertSync(users[id % users.size()], up).ok()) failed = true;
+    }
+  });
+  // No ASSERT while the writer runs: the thread must be joined first.
+  for (int round = 0; round < 20; ++round) {
+    for (size_t i = 1; i < users.size(); ++i) {
+      EXPECT_TRUE(session_->LinkSync(users[i], "m").ok());
+    }
+    if (round % 2 == 0) {
+      EXPECT_TRUE(session_->UnlinkSync(users[1 + round % 3]).ok());
+    }
+  }
+  writer.join();
+  for (size_t i = 1; i < users.size(); ++i) Link(users[i], "m");
+  ASSERT_FALSE(failed.load());
+  auto got = session_->GetSync("b");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->master, "m");
+  EXPECT_EQ(got->count, 201u);  // ids 0 to 200, each written to one of the four
+  for (const std::string& u : users) EXPECT_EQ(MasterOf(u), "m") << u;
 }
 
 // Random links, unlinks, segment writes, deletes, time and restarts against
