@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "profile/codec.h"
+#include "profile/test_util.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
 
@@ -27,18 +28,7 @@ namespace {
 
 constexpr UnixSeconds kStart = 1'790'000'000;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "segstore-link-XXXXXX").string();
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const char* name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 class LinkTest : public ::testing::Test {
  protected:

@@ -25,18 +25,7 @@ namespace {
 
 constexpr UnixSeconds kStart = 1'790'000'000;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "segstore-profile-XXXXXX").string();
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const char* name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 class ProfileStoreTest : public ::testing::Test {
  protected:

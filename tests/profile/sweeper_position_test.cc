@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "profile/codec.h"
 #include "profile/segment_ops.h"
+#include "profile/test_util.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
 
@@ -22,18 +23,7 @@ namespace {
 constexpr UnixSeconds kStart = 1'790'000'000;
 constexpr UnixSeconds kHour = 3600;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "segstore-sweep-XXXXXX").string();
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const char* name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 // 8 segments expiring an hour apart from kStart + 1h, and 2 that never do.
 std::vector<Segment> Profile() {

@@ -1,14 +1,34 @@
 // Helpers for the profile tests: reference-workload profiles.
 #pragma once
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "segstore/profile.h"
 
 namespace segstore::profile::testing {
+
+// A temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "segstore-profile-XXXXXX").string();
+    path_ = ::mkdtemp(t.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string File(const char* name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // A profile shaped like the reference workload: `n` distinct ids uniform in
 // [0, id_space), expiries on whole hours 1..720 hours after `now` (or, with
