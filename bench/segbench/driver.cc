@@ -4,11 +4,8 @@
 #include <unistd.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include <atomic>
+#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -18,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/segbench/open_all.h"
@@ -211,7 +209,8 @@ class Worker {
           const uint64_t id = rng_() % 82000;
           bool dup = false;
           for (const Assignment& a : segs) dup = dup || a.id == id;
-          if (!dup) segs.push_back({id, WholeHourExpiry(now, 1 + static_cast<uint32_t>(rng_() % 720))});
+          if (!dup)
+            segs.push_back({id, WholeHourExpiry(now, 1 + static_cast<uint32_t>(rng_() % 720))});
         }
         conn.Upsert(UserKey(spec_.first_user + uniform_.Pick(rng_)), segs, std::move(done));
         break;
@@ -239,7 +238,8 @@ class Worker {
         ++f->errors;
         continue;
       }
-      f->latency.Record(static_cast<uint64_t>(std::chrono::duration_cast<nanoseconds>(now - due).count()));
+      f->latency.Record(
+          static_cast<uint64_t>(std::chrono::duration_cast<nanoseconds>(now - due).count()));
       f->segments += o.segments;
       f->missing += o.missing;
       f->profiles += o.profiles;
@@ -513,6 +513,29 @@ Status DriveUnits(Target& target, unsigned connections, uint64_t units, const Un
   return first;
 }
 
+// DriveUnits between two samples of the server: fills r->before, r->after,
+// r->seconds (the drive's) and r->server_cpu_seconds (when readable).
+// `what` names the drive in its error.
+template <typename R>
+Status DriveMeasured(Target& target, unsigned connections, uint64_t units, const UnitWork& work,
+                     const char* what, R* r) {
+  Result<ServerSample> before = target.Sample();
+  if (!before.ok()) return before.status();
+  r->before = *before;
+  const std::optional<double> cpu0 = ServerCpuSeconds(*before);
+  const auto t0 = Clock::now();
+  if (Status s = DriveUnits(target, connections, units, work); !s.ok()) {
+    return s.WithContext(what);
+  }
+  r->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::optional<double> cpu1 = ServerCpuSeconds(*before);
+  if (cpu0 && cpu1) r->server_cpu_seconds = *cpu1 - *cpu0;
+  Result<ServerSample> after = target.Sample();
+  if (!after.ok()) return after.status();
+  r->after = *after;
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
@@ -521,14 +544,9 @@ Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
   }
   LoadResult r;
   r.users = users;
-  Result<ServerSample> before = target.Sample();
-  if (!before.ok()) return before.status();
-  r.before = *before;
-  const std::optional<double> cpu0 = ServerCpuSeconds(*before);
-  const auto t0 = Clock::now();
   const uint64_t per = std::max<size_t>(1, target.load_batch());
   const uint64_t units = (users + per - 1) / per;
-  Status s = DriveUnits(target, connections, units, [&](Connection& c, uint64_t unit, Done& done) {
+  auto load = [&](Connection& c, uint64_t unit, Done& done) {
     std::vector<std::string> keys;
     std::vector<std::vector<Assignment>> profiles;
     const uint32_t now = NowSeconds();
@@ -538,20 +556,15 @@ Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
     }
     c.Replace(keys, profiles, std::move(done));
     return true;
-  });
-  if (!s.ok()) return s.WithContext("loading");
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const std::optional<double> cpu1 = ServerCpuSeconds(*before);
-  if (cpu0 && cpu1) r.server_cpu_seconds = *cpu1 - *cpu0;
-  Result<ServerSample> after = target.Sample();
-  if (!after.ok()) return after.status();
-  r.after = *after;
+  };
+  SEGSTORE_RETURN_IF_ERROR(DriveMeasured(target, connections, units, load, "loading", &r));
   return r;
 }
 
 Result<ExpireResult> Expire(Target& target, uint64_t users, double share, unsigned connections,
                             uint64_t first_user) {
-  if (!(share > 0 && share <= 1)) return Status::InvalidArgument("the expiring share must be in (0, 1]");
+  if (!(share > 0 && share <= 1))
+    return Status::InvalidArgument("the expiring share must be in (0, 1]");
   ExpireResult r;
   const auto t0 = Clock::now();
   const auto threshold = static_cast<uint64_t>(share * 1e6);
@@ -631,24 +644,11 @@ Result<LinkRunResult> LinkGroups(Target& target, const GroupPlan& plan, unsigned
   r.groups = plan.sizes.size();
   r.linked_users = plan.linked_users();
   r.links = links.size();
-  Result<ServerSample> before = target.Sample();
-  if (!before.ok()) return before.status();
-  r.before = *before;
-  const std::optional<double> cpu0 = ServerCpuSeconds(*before);
-  const auto t0 = Clock::now();
-  Status s = DriveUnits(target, connections, links.size(),
-                        [&](Connection& c, uint64_t unit, Done& done) {
-                          c.Link(UserKey(links[unit].first), UserKey(links[unit].second),
-                                 std::move(done));
-                          return true;
-                        });
-  if (!s.ok()) return s.WithContext("linking");
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const std::optional<double> cpu1 = ServerCpuSeconds(*before);
-  if (cpu0 && cpu1) r.server_cpu_seconds = *cpu1 - *cpu0;
-  Result<ServerSample> after = target.Sample();
-  if (!after.ok()) return after.status();
-  r.after = *after;
+  auto link = [&](Connection& c, uint64_t unit, Done& done) {
+    c.Link(UserKey(links[unit].first), UserKey(links[unit].second), std::move(done));
+    return true;
+  };
+  SEGSTORE_RETURN_IF_ERROR(DriveMeasured(target, connections, links.size(), link, "linking", &r));
   return r;
 }
 

@@ -100,48 +100,35 @@ void ProfileSessionImpl::Get(std::string_view user, const GetOptions& options,
   worker_->GetWithReference(
       user, [this, options, done = std::move(done)](Result<storage::Record> r,
                                                     Result<storage::Record> referenced) mutable {
-        if (!r.ok()) {
-          done(r.status());
-          return;
+        if (!r.ok()) return done(r.status());
+        // A body with a group section goes straight to the group read, which
+        // decodes it once, whole.
+        if (HasGroupSection(r->body())) {
+          return ReadGroup(*r, referenced, options, Now(), std::move(done));
         }
-        GetResult out;
-        const UnixSeconds now = Now();
-        Result<uint32_t> live = DecodeSelect(r->body(), now, options, &scratch_, &out);
-        if (!live.ok()) {
-          done(live.status().WithContext(fmt::format("profile of user '{}'", r->key())));
-          return;
-        }
-        if (!scratch_.group.empty()) {
-          ReadGroup(*r, referenced, options, now, std::move(done));
-          return;
-        }
-        if (*live == 0) {
-          done(Status::NotFound("no live segments"));
-          return;
-        }
-        done(std::move(out));
+        AnswerOwn(*r, options, done);
       });
 }
 
 void ProfileSessionImpl::GetOwn(std::string_view user, const GetOptions& options,
                                 Callback<GetResult> done) {
   worker_->Get(user, [this, options, done = std::move(done)](Result<storage::Record> r) {
-    if (!r.ok()) {
-      done(r.status());
-      return;
-    }
-    GetResult out;
-    Result<uint32_t> live = DecodeSelect(r->body(), Now(), options, &scratch_, &out);
-    if (!live.ok()) {
-      done(live.status().WithContext(fmt::format("profile of user '{}'", r->key())));
-      return;
-    }
-    if (*live == 0) {
-      done(Status::NotFound("no live segments"));
-      return;
-    }
-    done(std::move(out));
+    if (!r.ok()) return done(r.status());
+    AnswerOwn(*r, options, done);
   });
+}
+
+void ProfileSessionImpl::AnswerOwn(const storage::Record& r, const GetOptions& options,
+                                   const Callback<GetResult>& done) {
+  GetResult out;
+  Result<uint32_t> live = DecodeSelect(r.body(), Now(), options, &scratch_, &out);
+  if (!live.ok()) {
+    done(live.status().WithContext(fmt::format("profile of user '{}'", r.key())));
+  } else if (*live == 0) {
+    done(Status::NotFound("no live segments"));
+  } else {
+    done(std::move(out));
+  }
 }
 
 void ProfileSessionImpl::BatchGet(std::span<const std::string> users, const GetOptions& options,

@@ -125,8 +125,11 @@ class ProfileSessionImpl final : public ProfileSession {
 
   // A user's own profile only: today's get, one read (GetOptions::own_only).
   void GetOwn(std::string_view user, const GetOptions& options, Callback<GetResult> done);
-  // The merged view of the group `own` (whose body, decoded into scratch_,
-  // has a group section) takes part in: `referenced` is the record of the
+  // Answers `r` as the user's own profile (DecodeSelect).
+  void AnswerOwn(const storage::Record& r, const GetOptions& options,
+                 const Callback<GetResult>& done);
+  // The merged view of the group `own` (whose body has a group section)
+  // takes part in: `referenced` is the record of the
   // master `own` names, read with it. Reads the other members at once
   // (group_read.cc).
   void ReadGroup(const storage::Record& own, const Result<storage::Record>& referenced,
