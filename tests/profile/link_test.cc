@@ -26,40 +26,15 @@
 namespace segstore::profile {
 namespace {
 
-constexpr UnixSeconds kStart = 1'790'000'000;
+constexpr UnixSeconds kStart = testing::kTestStart;
 
 using testing::TempDir;
 
-class LinkTest : public ::testing::Test {
+class LinkTest : public testing::ProfileStoreFixture {
  protected:
-  void Open() {
-    popts_.sweeper = false;  // passes are run explicitly
-    storage::StoreOptions o;
-    o.path = dir_.File("data");
-    o.file_size = 64u << 20;
-    o.write_block_size = 256u << 10;
-    o.background_defrag = false;
-    o.clock = &clock_;
-    auto s = storage::Store::Open(o);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    engine_ = std::move(s).value();
-    auto p = ProfileStore::Open(engine_.get(), popts_);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    profiles_ = std::move(p).value();
-    auto sess = profiles_->NewSession();
-    ASSERT_TRUE(sess.ok());
-    session_ = std::move(sess).value();
-  }
-  void Close() {
-    session_.reset();
-    profiles_.reset();
-    engine_.reset();
-  }
-  void Reopen() {
-    Close();
-    Open();
-  }
-  void TearDown() override { Close(); }
+  // Defragmentation only when a test asks for it (DefragNow); popts_ as set.
+  LinkTest() { background_defrag_ = false; }
+  void Open() { ProfileStoreFixture::Open(popts_); }
 
   // Segment `id` expiring `ttl` seconds from now (0: never), with attr1 `a1`.
   void Put(const std::string& user, uint64_t id, uint32_t ttl = 0,
@@ -91,13 +66,6 @@ class LinkTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : "error";
   }
-
-  TempDir dir_;
-  ManualClock clock_{kStart};
-  ProfileOptions popts_;
-  std::unique_ptr<storage::Store> engine_;
-  std::unique_ptr<ProfileStore> profiles_;
-  std::unique_ptr<ProfileSession> session_;
 };
 
 TEST_F(LinkTest, AGetByAnyLinkedUserAnswersTheGroupsMergedView) {

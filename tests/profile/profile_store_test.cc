@@ -23,49 +23,11 @@
 namespace segstore::profile {
 namespace {
 
-constexpr UnixSeconds kStart = 1'790'000'000;
+constexpr UnixSeconds kStart = testing::kTestStart;
 
 using testing::TempDir;
 
-class ProfileStoreTest : public ::testing::Test {
- protected:
-  void Open(ProfileOptions popts = {}) {
-    popts.sweeper = false;  // passes are run explicitly
-    popts_ = popts;
-    storage::StoreOptions o;
-    o.path = dir_.File("data");
-    o.file_size = 64u << 20;
-    o.write_block_size = 256u << 10;
-    o.background_defrag = true;
-    o.clock = &clock_;
-    auto s = storage::Store::Open(o);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    engine_ = std::move(s).value();
-    auto p = ProfileStore::Open(engine_.get(), popts);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    profiles_ = std::move(p).value();
-    auto sess = profiles_->NewSession();
-    ASSERT_TRUE(sess.ok());
-    session_ = std::move(sess).value();
-  }
-  void Close() {
-    session_.reset();
-    profiles_.reset();
-    engine_.reset();
-  }
-  void Reopen() {
-    Close();
-    Open(popts_);
-  }
-  void TearDown() override { Close(); }
-
-  TempDir dir_;
-  ManualClock clock_{kStart};
-  ProfileOptions popts_;
-  std::unique_ptr<storage::Store> engine_;
-  std::unique_ptr<ProfileStore> profiles_;
-  std::unique_ptr<ProfileSession> session_;
-};
+using ProfileStoreTest = testing::ProfileStoreFixture;
 
 TEST_F(ProfileStoreTest, EveryOperationOnOneUser) {
   Open();

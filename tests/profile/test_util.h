@@ -1,20 +1,26 @@
 // Helpers for the profile tests: reference-workload profiles.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "segstore/profile.h"
+#include "segstore/storage.h"
 
 namespace segstore::profile::testing {
 
 // A temporary directory, removed with everything in it.
+inline constexpr UnixSeconds kTestStart = 1'790'000'000;
+
 class TempDir {
  public:
   TempDir() {
@@ -28,6 +34,50 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// The profile layer on a real engine in a temporary file, its clock at
+// kTestStart and manual; the sweeper off (tests run its passes). Open()
+// (again after Close()) with the options given, Reopen() with the same.
+class ProfileStoreFixture : public ::testing::Test {
+ protected:
+  void Open(ProfileOptions popts = {}) {
+    popts.sweeper = false;  // passes are run explicitly
+    popts_ = popts;
+    storage::StoreOptions o;
+    o.path = dir_.File("data");
+    o.file_size = 64u << 20;
+    o.write_block_size = 256u << 10;
+    o.background_defrag = background_defrag_;
+    o.clock = &clock_;
+    auto s = storage::Store::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    engine_ = std::move(s).value();
+    auto p = ProfileStore::Open(engine_.get(), popts);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    profiles_ = std::move(p).value();
+    auto sess = profiles_->NewSession();
+    ASSERT_TRUE(sess.ok());
+    session_ = std::move(sess).value();
+  }
+  void Close() {
+    session_.reset();
+    profiles_.reset();
+    engine_.reset();
+  }
+  void Reopen() {
+    Close();
+    Open(popts_);
+  }
+  void TearDown() override { Close(); }
+
+  bool background_defrag_ = true;
+  TempDir dir_;
+  ManualClock clock_{kTestStart};
+  ProfileOptions popts_;
+  std::unique_ptr<storage::Store> engine_;
+  std::unique_ptr<ProfileStore> profiles_;
+  std::unique_ptr<ProfileSession> session_;
 };
 
 // A profile shaped like the reference workload: `n` distinct ids uniform in
