@@ -203,6 +203,11 @@ class ProfileSession {
                      Callback<LinksPage> done) = 0;
   // Whether `a` and `b` are in the same group (or are the same user).
   virtual void Connected(std::string_view a, std::string_view b, Callback<bool> done) = 0;
+  // One step of a link, unlink or group delete on `step.user`'s record
+  // alone (segments.h): how a cluster node applies the steps its log
+  // carries, and how Link, Unlink and Delete make their writes.
+  virtual void ApplyLinkStep(const WriteContext& w, const LinkStep& step,
+                             Callback<LinkStepResult> done) = 0;
 
   // Live segments with IDs in [id_from, id_to]. NotFound when the user has
   // no live segment.

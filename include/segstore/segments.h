@@ -101,6 +101,59 @@ struct LinksPage {
   std::string next;               // the cursor for the next page; empty at the end
 };
 
+// One step of a link, an unlink or a group's delete: a read-modify-write of
+// the record of `user` alone, deterministic (what it does depends on that
+// record and the step only), so that a cluster's log can carry it and every
+// replica of the user's partition applies it alike. The operations are
+// sequences of steps in an order that never lets a read count a link that
+// was not made (src/profile/group_write.cc); each step checks that the
+// record is still as the operation read it where that matters, and
+// otherwise changes nothing and says `changed`.
+struct LinkStep {
+  enum class Kind : uint8_t {
+    // `user` (the target) lists `member` and `moving` (with their links'
+    // expiries), dropping expired links; a pointer it held is cleared
+    // (it is a master now). Changed: its record does not name `expect`.
+    // LimitExceeded past `max_links` members (nothing written).
+    kList = 1,
+    // `user` names `master`, its link expiring `expires`, keeping no
+    // members. Changed: it lists a live member neither in `moving` nor,
+    // with `stale`, in `listed` (it gained a member since it was read).
+    kName = 2,
+    // `user` (a member of the group moving) names `master`, its link
+    // expiring `expires`, unless it names another than `expect` or
+    // `master` (it moved elsewhere meanwhile) or has no record.
+    kNameMoved = 3,
+    // `user` (a master) lists `member` no more.
+    kDrop = 4,
+    // `user` loses its link, if it names `master` (any, if empty), and with
+    // `members_too` its members; no segments and no link left: deleted.
+    kClear = 5,
+    // `user` is deleted if it names `master` with a live link.
+    kDeleteMember = 6,
+    // `user` is deleted (the last step of a grouped user's delete).
+    kDelete = 7,
+  };
+  Kind kind = Kind::kList;
+  std::string user;
+  std::string master;
+  std::string member;
+  std::string expect;
+  UnixSeconds expires = kNever;
+  std::vector<LinkedUser> moving;
+  std::vector<std::string> listed;
+  bool stale = false;
+  bool members_too = false;
+  uint32_t max_links = 0;
+  bool operator==(const LinkStep&) const = default;
+};
+struct LinkStepResult {
+  bool applied = false;  // the record changed
+  bool changed = false;  // it was not as read: the operation starts over
+  uint32_t members = 0;  // kList: the target's members after it
+  bool operator==(const LinkStepResult&) const = default;
+};
+
 enum class UpsertMode : uint8_t {
   kSet,     // the expiry becomes the given one
   kExtend,  // the later of the current and the given expiry

@@ -16,9 +16,11 @@
 //                   it), start over with T
 //   unlink(U):   the master's list first, then U's record
 //
-// Every step checks, inside its read-modify-write, that the record is as
-// step 1 read it where that matters (T names no master, U gained no
-// member); otherwise the link starts over, a bounded number of times. So
+// Each write is one LinkStep (segments.h), applied by ApplyLinkStep to one
+// record: the unit a cluster's log carries. Every step checks, inside its
+// read-modify-write, that the record is as step 1 read it where that
+// matters (T names no master, U gained no member); otherwise the link
+// starts over, a bounded number of times. So
 // concurrent links end in a star whatever their order: link(A, B) racing
 // link(B, C) ends with A and B both members of C.
 #include <fmt/format.h>
@@ -264,6 +266,124 @@ void ProfileSessionImpl::Connected(std::string_view a, std::string_view b, Callb
       /*verify=*/false);
 }
 
+// ---------------------------------------------------------------- Steps
+
+void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& step,
+                                       Callback<LinkStepResult> done) {
+  auto result = std::make_shared<LinkStepResult>();
+  Write(
+      w, step.user,
+      [this, w, step, result](const storage::Record* cur) -> Result<storage::Mutation> {
+        *result = LinkStepResult();
+        const Columns* columns = nullptr;
+        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        static const Columns kNone;
+        const Columns& c = columns != nullptr ? *columns : kNone;
+        const std::string_view names = cur != nullptr ? cur->reference() : std::string_view();
+        const UnixSeconds now = Now(w);
+        auto moving = [&](std::string_view u) {
+          return std::any_of(step.moving.begin(), step.moving.end(),
+                             [&](const LinkedUser& x) { return x.user == u; });
+        };
+        switch (step.kind) {
+          case LinkStep::Kind::kList: {
+            if (names != step.expect) {
+              result->changed = true;  // it became (or stopped being) a member meanwhile
+              return storage::Mutation::Keep();
+            }
+            Group g = c.group;
+            g.member = false;  // a pointer left by a link a crash cut short: a master now
+            g.link_expires = kNever;
+            std::erase_if(g.members, [&](const GroupMember& m) {
+              return !Alive(m.expires_at, now) || m.user == step.member || moving(m.user);
+            });
+            g.members.push_back(GroupMember{step.member, step.expires});
+            for (const LinkedUser& m : step.moving) {
+              if (m.user != step.user) g.members.push_back(GroupMember{m.user, m.expires_at});
+            }
+            SortMembers(&g.members);
+            if (g.members.size() > step.max_links) {
+              return Status::LimitExceeded(
+                  fmt::format("the group of '{}' would have {} linked users; the limit is {}",
+                              step.user, g.members.size(), step.max_links));
+            }
+            result->members = static_cast<uint32_t>(g.members.size());
+            return Store(SegmentsOf(c), w, g);
+          }
+          case LinkStep::Kind::kName: {
+            for (const GroupMember& m : c.group.members) {
+              if (!Alive(m.expires_at, now) || moving(m.user)) continue;
+              // A listed member that did not agree when read: a link in
+              // flight (it may agree by now: start over and move it), or one
+              // a crash cut short. After a few attempts the operation takes
+              // it for the latter (`stale`) and it goes with the list; were
+              // it in flight after all, that link's own check sees it no
+              // longer counts and links it again, under the new master.
+              const bool stale = step.stale && std::find(step.listed.begin(), step.listed.end(),
+                                                         m.user) != step.listed.end();
+              if (!stale) {
+                result->changed = true;  // it gained a member since it was read
+                return storage::Mutation::Keep();
+              }
+            }
+            Group g;
+            g.member = true;
+            g.link_expires = step.expires;
+            storage::Mutation m = Store(SegmentsOf(c), w, g);
+            m.reference = step.master;
+            return m;
+          }
+          case LinkStep::Kind::kNameMoved: {
+            if (cur == nullptr) return storage::Mutation::Keep();  // deleted meanwhile
+            if (names != step.expect && names != step.master && !names.empty()) {
+              return storage::Mutation::Keep();  // it moved elsewhere meanwhile
+            }
+            Group g;
+            g.member = true;
+            g.link_expires = step.expires;
+            storage::Mutation m = Store(SegmentsOf(c), w, g);
+            m.reference = step.master;
+            return m;
+          }
+          case LinkStep::Kind::kDrop: {
+            if (cur == nullptr || !Lists(c.group, step.member)) return storage::Mutation::Keep();
+            Group g = c.group;
+            std::erase_if(g.members, [&](const GroupMember& m) { return m.user == step.member; });
+            return Store(SegmentsOf(c), w, g);
+          }
+          case LinkStep::Kind::kClear: {
+            if (cur == nullptr) return storage::Mutation::Keep();
+            if (!step.master.empty() && names != step.master) return storage::Mutation::Keep();
+            Group g = c.group;
+            const bool had = g.member || (step.members_too && !g.members.empty());
+            if (!had) return storage::Mutation::Keep();
+            g.member = false;
+            g.link_expires = kNever;
+            if (step.members_too) g.members.clear();
+            // No segments and no link left: the record goes (Store deletes it).
+            return Store(SegmentsOf(c), w, g);
+          }
+          case LinkStep::Kind::kDeleteMember: {
+            if (cur == nullptr || names != step.master) return storage::Mutation::Keep();
+            if (!c.group.member || !Alive(c.group.link_expires, now)) {
+              return storage::Mutation::Keep();  // its link expired: no longer in the group
+            }
+            return storage::Mutation::Delete();
+          }
+          case LinkStep::Kind::kDelete:
+            if (cur == nullptr) return storage::Mutation::Keep();
+            return storage::Mutation::Delete();
+        }
+        return Status::InvalidArgument(
+            fmt::format("unknown link step kind {}", static_cast<int>(step.kind)));
+      },
+      [result, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) return done(r.status());
+        result->applied = r->applied != storage::Mutation::Kind::kKeep;
+        done(*result);
+      });
+}
+
 // ---------------------------------------------------------------- Link
 
 struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
@@ -279,10 +399,9 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
   Membership of_user, of_asked;
   std::string target;
   std::string target_names;         // what T's record named when read (a stale pointer, or "")
-  std::vector<GroupMember> moving;  // G: U's members, with their links' expiries
+  std::vector<LinkedUser> moving;   // G: U's members, with their links' expiries
   std::vector<std::string> listed;  // every user U's list held when read (agreeing or not)
   std::string former;               // U's former master (or the one its record names)
-  bool changed = false;             // a step found the record not as read: start over
   LinkResult result;
 
   void Start() {
@@ -323,152 +442,79 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
     // T's record as read: what it names (when T is `asked` and not an agreed member).
     target_names = target == asked ? of_asked.names : std::string();
     moving.clear();
-    if (of_user.master == user) moving = of_user.master_group.members;
+    if (of_user.master == user) {
+      for (const GroupMember& m : of_user.master_group.members) {
+        moving.push_back(LinkedUser{m.user, m.expires_at});
+      }
+    }
     listed.clear();
     for (const GroupMember& m : of_user.group.members) listed.push_back(m.user);
     former = !of_user.master.empty() && of_user.master != user ? of_user.master : of_user.names;
     ListUnderTarget();
   }
 
+  // Runs `step`; then `next`, unless it failed or found its record changed
+  // (the link starts over).
+  void Run(LinkStep step, std::function<void(const LinkStepResult&)> next) {
+    auto self = shared_from_this();
+    session->ApplyLinkStep(w, step, [self, next = std::move(next)](Result<LinkStepResult> r) {
+      if (!r.ok()) return self->done(r.status());
+      if (r->changed) return self->Start();
+      next(*r);
+    });
+  }
+
   // 2. T lists U and G.
   void ListUnderTarget() {
-    auto self = shared_from_this();
-    changed = false;
-    session->Write(
-        w, target,
-        [self](const storage::Record* cur) -> Result<storage::Mutation> {
-          ProfileSessionImpl* s = self->session;
-          self->changed = false;
-          Columns c;
-          if (cur != nullptr) {
-            SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-            if (cur->reference() != self->target_names) {
-              self->changed = true;  // T became (or stopped being) a member meanwhile
-              return storage::Mutation::Keep();
-            }
-          }
-          const UnixSeconds now = s->Now(self->w);
-          Group g = c.group;
-          g.member = false;  // a pointer left by a link a crash cut short: T is a master now
-          g.link_expires = kNever;
-          std::erase_if(g.members, [&](const GroupMember& m) {
-            return !Alive(m.expires_at, now) || m.user == self->user ||
-                   std::any_of(self->moving.begin(), self->moving.end(),
-                               [&](const GroupMember& x) { return x.user == m.user; });
-          });
-          g.members.push_back(GroupMember{self->user, self->expires});
-          for (const GroupMember& m : self->moving) {
-            if (m.user != self->target) g.members.push_back(m);
-          }
-          SortMembers(&g.members);
-          if (g.members.size() > s->options_.max_links) {
-            return Status::LimitExceeded(
-                fmt::format("the group of '{}' would have {} linked users; the limit is {}",
-                            self->target, g.members.size(), s->options_.max_links));
-          }
-          self->result.members = static_cast<uint32_t>(g.members.size());
-          return s->Store(SegmentsOf(c), self->w, g);
-        },
-        [self](Result<storage::WriteOutcome> r) {
-          if (!r.ok()) return self->done(r.status());
-          if (self->changed) return self->Start();
-          self->NameTarget();
-        });
+    LinkStep step;
+    step.kind = LinkStep::Kind::kList;
+    step.user = target;
+    step.member = user;
+    step.expect = target_names;
+    step.expires = expires;
+    step.moving = moving;
+    step.max_links = session->options_.max_links;
+    Run(std::move(step), [this](const LinkStepResult& r) {
+      result.members = r.members;
+      NameTarget();
+    });
   }
 
   // 3. U names T.
   void NameTarget() {
-    auto self = shared_from_this();
-    session->Write(
-        w, user,
-        [self](const storage::Record* cur) -> Result<storage::Mutation> {
-          ProfileSessionImpl* s = self->session;
-          self->changed = false;
-          Columns c;
-          if (cur != nullptr) SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-          const UnixSeconds now = s->Now(self->w);
-          for (const GroupMember& m : c.group.members) {
-            if (!Alive(m.expires_at, now)) continue;
-            const bool moved = std::any_of(self->moving.begin(), self->moving.end(),
-                                           [&](const GroupMember& x) { return x.user == m.user; });
-            // A listed member that did not agree when read: a link in flight
-            // (it may agree by now: start over and move it), or one a crash
-            // cut short. After a few attempts it is taken for the latter and
-            // dropped with U's list; were it in flight after all, that
-            // link's own check (Verify) sees it no longer counts and
-            // links it again, under T.
-            const bool stale =
-                self->attempts >= kStaleAfter &&
-                std::find(self->listed.begin(), self->listed.end(), m.user) != self->listed.end();
-            if (!moved && !stale) {
-              self->changed = true;  // U gained a member since step 1: move it too
-              return storage::Mutation::Keep();
-            }
-          }
-          Group g;
-          g.member = true;
-          g.link_expires = self->expires;
-          storage::Mutation m = s->Store(SegmentsOf(c), self->w, g);
-          m.reference = self->target;
-          return m;
-        },
-        [self](Result<storage::WriteOutcome> r) {
-          if (!r.ok()) return self->done(r.status());
-          if (self->changed) return self->Start();
-          self->NameTargetInMoved(0);
-        });
+    LinkStep step;
+    step.kind = LinkStep::Kind::kName;
+    step.user = user;
+    step.master = target;
+    step.expires = expires;
+    step.moving = moving;
+    step.listed = listed;
+    step.stale = attempts >= kStaleAfter;
+    Run(std::move(step), [this](const LinkStepResult&) { NameTargetInMoved(0); });
   }
 
   // 4. Each of G names T (one at a time: a group moves rarely).
   void NameTargetInMoved(size_t i) {
     if (i == moving.size()) return ForgetFormer();
-    auto self = shared_from_this();
-    const GroupMember member = moving[i];
-    session->Write(
-        w, member.user,
-        [self, member](const storage::Record* cur) -> Result<storage::Mutation> {
-          if (cur == nullptr) return storage::Mutation::Keep();  // deleted meanwhile
-          const std::string_view names = cur->reference();
-          if (names != self->user && names != self->target && !names.empty()) {
-            return storage::Mutation::Keep();  // it moved elsewhere meanwhile
-          }
-          Columns c;
-          SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-          Group g;
-          g.member = true;
-          g.link_expires = member.expires_at;
-          storage::Mutation m = self->session->Store(SegmentsOf(c), self->w, g);
-          m.reference = self->target;
-          return m;
-        },
-        [self, i](Result<storage::WriteOutcome> r) {
-          if (!r.ok()) return self->done(r.status());
-          self->NameTargetInMoved(i + 1);
-        });
+    LinkStep step;
+    step.kind = LinkStep::Kind::kNameMoved;
+    step.user = moving[i].user;
+    step.master = target;
+    step.expect = user;
+    step.expires = moving[i].expires_at;
+    Run(std::move(step), [this, i](const LinkStepResult&) { NameTargetInMoved(i + 1); });
   }
 
   // 5. U's former master lists it no more.
   void ForgetFormer() {
     if (former.empty() || former == target) return Verify();
-    auto self = shared_from_this();
-    session->Write(
-        w, former,
-        [self](const storage::Record* cur) -> Result<storage::Mutation> {
-          if (cur == nullptr) return storage::Mutation::Keep();
-          Columns c;
-          SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-          if (!Lists(c.group, self->user)) return storage::Mutation::Keep();
-          Group g = c.group;
-          std::erase_if(g.members, [&](const GroupMember& m) { return m.user == self->user; });
-          return self->session->Store(SegmentsOf(c), self->w, g);
-        },
-        [self](Result<storage::WriteOutcome> r) {
-          if (!r.ok()) return self->done(r.status());
-          self->Verify();
-        });
+    LinkStep step;
+    step.kind = LinkStep::Kind::kDrop;
+    step.user = former;
+    step.member = user;
+    Run(std::move(step), [this](const LinkStepResult&) { Verify(); });
   }
 
-  // 6. T still a master? Else a concurrent link moved T's group: follow it.
   // 6. Does U's link count now (T lists U, U names T, T names no master)?
   // Else a concurrent link moved T's group, or dropped U from it: link U
   // again, to T (or T's master).
@@ -521,46 +567,28 @@ void ProfileSessionImpl::Link(const WriteContext& w, std::string_view user, std:
 
 void ProfileSessionImpl::DropFromList(const WriteContext& w, const std::string& master,
                                       const std::string& user, Callback<bool> done) {
-  Write(
-      w, master,
-      [this, w, user](const storage::Record* cur) -> Result<storage::Mutation> {
-        if (cur == nullptr) return storage::Mutation::Keep();
-        Columns c;
-        SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-        if (!Lists(c.group, user)) return storage::Mutation::Keep();
-        Group g = c.group;
-        std::erase_if(g.members, [&](const GroupMember& m) { return m.user == user; });
-        return Store(SegmentsOf(c), w, g);
-      },
-      [done = std::move(done)](Result<storage::WriteOutcome> r) {
-        if (!r.ok()) return done(r.status());
-        done(r->applied != storage::Mutation::Kind::kKeep);
-      });
+  LinkStep step;
+  step.kind = LinkStep::Kind::kDrop;
+  step.user = master;
+  step.member = user;
+  ApplyLinkStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
+    if (!r.ok()) return done(r.status());
+    done(r->applied);
+  });
 }
 
 void ProfileSessionImpl::ClearLink(const WriteContext& w, const std::string& user,
                                    const std::string& master, bool members_too,
                                    Callback<bool> done) {
-  Write(
-      w, user,
-      [this, w, master, members_too](const storage::Record* cur) -> Result<storage::Mutation> {
-        if (cur == nullptr) return storage::Mutation::Keep();
-        if (!master.empty() && cur->reference() != master) return storage::Mutation::Keep();
-        Columns c;
-        SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-        Group g = c.group;
-        const bool had = g.member || (members_too && !g.members.empty());
-        g.member = false;
-        g.link_expires = kNever;
-        if (members_too) g.members.clear();
-        if (!had) return storage::Mutation::Keep();
-        // No segments and no link left: the record goes (Store deletes it).
-        return Store(SegmentsOf(c), w, g);
-      },
-      [done = std::move(done)](Result<storage::WriteOutcome> r) {
-        if (!r.ok()) return done(r.status());
-        done(r->applied != storage::Mutation::Kind::kKeep);
-      });
+  LinkStep step;
+  step.kind = LinkStep::Kind::kClear;
+  step.user = user;
+  step.master = master;
+  step.members_too = members_too;
+  ApplyLinkStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
+    if (!r.ok()) return done(r.status());
+    done(r->applied);
+  });
 }
 
 void ProfileSessionImpl::Unlink(const WriteContext& w, std::string_view user, Callback<bool> done) {
@@ -620,9 +648,12 @@ void ProfileSessionImpl::DeleteGrouped(const WriteContext& w, const std::string&
                                        Callback<bool> done) {
   ReadMembership(user, [this, w, user, done = std::move(done)](Result<Membership> m) mutable {
     if (!m.ok()) return done(m.status());
-    auto finish = [this, user, done = std::move(done)](Status s) mutable {
+    auto finish = [this, w, user, done = std::move(done)](Status s) mutable {
       if (!s.ok()) return done(s);
-      worker_->Delete(user, [done = std::move(done)](Result<storage::WriteOutcome> r) {
+      LinkStep step;
+      step.kind = LinkStep::Kind::kDelete;
+      step.user = user;
+      ApplyLinkStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
         if (!r.ok()) return done(r.status());
         done(true);
       });
@@ -632,7 +663,7 @@ void ProfileSessionImpl::DeleteGrouped(const WriteContext& w, const std::string&
       // live link, then the master.
       auto members = std::make_shared<std::vector<std::string>>();
       for (const GroupMember& g : m->master_group.members) members->push_back(g.user);
-      DeleteMembers(user, members, 0, std::move(finish));
+      DeleteMembers(w, user, members, 0, std::move(finish));
       return;
     }
     if (!m->names.empty()) {
@@ -645,26 +676,20 @@ void ProfileSessionImpl::DeleteGrouped(const WriteContext& w, const std::string&
   });
 }
 
-void ProfileSessionImpl::DeleteMembers(const std::string& master,
+void ProfileSessionImpl::DeleteMembers(const WriteContext& w, const std::string& master,
                                        std::shared_ptr<std::vector<std::string>> members, size_t i,
                                        std::function<void(Status)> done) {
   if (i == members->size()) return done(Status::OK());
-  const std::string member = (*members)[i];
   // Only a member whose record names this master is in the group.
-  worker_->Update(
-      member,
-      [this, master](const storage::Record* cur) -> Result<storage::Mutation> {
-        if (cur == nullptr || cur->reference() != master) return storage::Mutation::Keep();
-        Columns c;
-        SEGSTORE_RETURN_IF_ERROR(DecodeColumns(cur->body(), &c));
-        if (!c.group.member || !Alive(c.group.link_expires, Now())) {
-          return storage::Mutation::Keep();  // its link expired: no longer in the group
-        }
-        return storage::Mutation::Delete();
-      },
-      [this, master, members, i, done = std::move(done)](Result<storage::WriteOutcome> r) mutable {
+  LinkStep step;
+  step.kind = LinkStep::Kind::kDeleteMember;
+  step.user = (*members)[i];
+  step.master = master;
+  ApplyLinkStep(
+      w, step,
+      [this, w, master, members, i, done = std::move(done)](Result<LinkStepResult> r) mutable {
         if (!r.ok()) return done(r.status());
-        DeleteMembers(master, members, i + 1, std::move(done));
+        DeleteMembers(w, master, members, i + 1, std::move(done));
       });
 }
 

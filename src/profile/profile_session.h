@@ -46,6 +46,8 @@ class ProfileSessionImpl final : public ProfileSession {
   void Links(std::string_view user, std::string_view cursor, uint32_t max,
              Callback<LinksPage> done) override;
   void Connected(std::string_view a, std::string_view b, Callback<bool> done) override;
+  void ApplyLinkStep(const WriteContext& w, const LinkStep& step,
+                     Callback<LinkStepResult> done) override;
   storage::Worker& worker() override { return *worker_; }
 
   // What a sweep of one record did.
@@ -120,8 +122,9 @@ class ProfileSessionImpl final : public ProfileSession {
   // Delete of a user whose record has a group section: a master's deletes
   // its group; a member leaves its master's list first.
   void DeleteGrouped(const WriteContext& w, const std::string& user, Callback<bool> done);
-  void DeleteMembers(const std::string& master, std::shared_ptr<std::vector<std::string>> members,
-                     size_t i, std::function<void(Status)> done);
+  void DeleteMembers(const WriteContext& w, const std::string& master,
+                     std::shared_ptr<std::vector<std::string>> members, size_t i,
+                     std::function<void(Status)> done);
 
   // A user's own profile only: today's get, one read (GetOptions::own_only).
   void GetOwn(std::string_view user, const GetOptions& options, Callback<GetResult> done);

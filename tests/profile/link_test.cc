@@ -209,6 +209,99 @@ TEST_F(LinkTest, TheLimitRefusesBeforeAnythingIsWritten) {
   EXPECT_EQ(View("u5"), "4,5 @u4");
 }
 
+// The steps a cluster's log carries, applied one at a time as an applier
+// does: each changes one record, says `changed` instead of writing when its
+// record is not as the link read it, and a step replayed from before a
+// later one (a restart re-reading the log) is refused as applied already,
+// so an unlinked link never comes back.
+TEST_F(LinkTest, StepsApplyOnceAndInLogOrder) {
+  Open();
+  Put("m", 1);
+  Put("u", 2);
+  auto step = [&](const LinkStep& st, uint64_t position) {
+    std::optional<Result<LinkStepResult>> out;
+    session_->ApplyLinkStep(WriteContext{kStart, position}, st,
+                            [&](Result<LinkStepResult> r) { out = std::move(r); });
+    while (!out) session_->Wait(std::chrono::milliseconds(100));
+    return std::move(*out);
+  };
+  LinkStep list;
+  list.kind = LinkStep::Kind::kList;
+  list.user = "m";
+  list.member = "u";
+  list.max_links = 64;
+  LinkStep name;
+  name.kind = LinkStep::Kind::kName;
+  name.user = "u";
+  name.master = "m";
+
+  auto r = step(list, 10);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->applied);
+  EXPECT_FALSE(r->changed);
+  EXPECT_EQ(r->members, 1u);
+  EXPECT_EQ(MasterOf("u"), "-");  // the member does not agree yet
+  EXPECT_EQ(View("m"), "1");
+  r = step(name, 11);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(MasterOf("u"), "m");
+  EXPECT_EQ(View("u"), "1,2 @m");
+
+  // Not as read: the target names a master now, or U gained a member.
+  LinkStep other = list;
+  other.expect = "someone";
+  r = step(other, 12);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->changed);
+  EXPECT_FALSE(r->applied);
+  // Past the limit: refused, nothing written.
+  LinkStep full = list;
+  full.member = "v";
+  full.max_links = 1;
+  EXPECT_EQ(step(full, 13).status().code(), Status::Code::kLimitExceeded);
+  EXPECT_EQ(session_->LinksSync("m")->links.size(), 1u);
+
+  // An unlink's steps, then the link's replayed: each record holds a later
+  // position, so the replay changes nothing.
+  LinkStep drop;
+  drop.kind = LinkStep::Kind::kDrop;
+  drop.user = "m";
+  drop.member = "u";
+  ASSERT_TRUE(step(drop, 14).ok());
+  LinkStep clear;
+  clear.kind = LinkStep::Kind::kClear;
+  clear.user = "u";
+  clear.master = "m";
+  ASSERT_TRUE(step(clear, 15).ok());
+  EXPECT_EQ(MasterOf("u"), "-");
+  EXPECT_EQ(step(list, 10).status().code(), Status::Code::kConflict);
+  EXPECT_EQ(step(name, 11).status().code(), Status::Code::kConflict);
+  Reopen();
+  EXPECT_EQ(MasterOf("u"), "-");
+  EXPECT_EQ(View("u"), "2");
+
+  // A group's delete: members naming the master with a live link, then it.
+  ASSERT_TRUE(step(list, 20).ok());
+  ASSERT_TRUE(step(name, 21).ok());
+  LinkStep del_member;
+  del_member.kind = LinkStep::Kind::kDeleteMember;
+  del_member.user = "u";
+  del_member.master = "elsewhere";
+  r = step(del_member, 22);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->applied);  // it names another master
+  del_member.master = "m";
+  ASSERT_TRUE(step(del_member, 23).ok());
+  LinkStep del;
+  del.kind = LinkStep::Kind::kDelete;
+  del.user = "m";
+  r = step(del, 24);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->applied);
+  EXPECT_EQ(View("m"), "absent");
+  EXPECT_EQ(View("u"), "absent");
+}
+
 TEST_F(LinkTest, UnlinkAndDeleteRemoveExactlyOneContributionAtOnce) {
   Open();
   Put("m", 1);
