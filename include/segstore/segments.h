@@ -151,6 +151,9 @@ struct LinkStepResult {
   bool applied = false;  // the record changed
   bool changed = false;  // it was not as read: the operation starts over
   uint32_t members = 0;  // kList: the target's members after it
+  // A cluster applied a step with this step's write ID before (as
+  // UpsertResult's).
+  bool duplicate = false;
   bool operator==(const LinkStepResult&) const = default;
 };
 

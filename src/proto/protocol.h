@@ -53,15 +53,18 @@ enum class Op : uint8_t {
   kUnlink = 0x27,
   // Node to node (a cluster's own traffic; clients have no need of these).
   kCopyPartition = 0x30,
+  kLinkStep = 0x31,
+  kReadRecords = 0x32,
 };
 
 // Every operation in a fixed order. An operation's place in it (OpSlot)
 // numbers per-operation counters; codes outside the table get kOpCount.
-inline constexpr Op kOps[] = {Op::kHello,  Op::kPing,      Op::kStats,        Op::kClusterMap,
-                              Op::kGet,    Op::kBatchGet,  Op::kCount,        Op::kMasterOf,
-                              Op::kLinks,  Op::kConnected, Op::kUpsert,       Op::kBatchUpsert,
-                              Op::kRemove, Op::kTrim,      Op::kDelete,       Op::kExpire,
-                              Op::kLink,   Op::kUnlink,    Op::kCopyPartition};
+inline constexpr Op kOps[] = {Op::kHello,      Op::kPing,      Op::kStats,         Op::kClusterMap,
+                              Op::kGet,        Op::kBatchGet,  Op::kCount,         Op::kMasterOf,
+                              Op::kLinks,      Op::kConnected, Op::kUpsert,        Op::kBatchUpsert,
+                              Op::kRemove,     Op::kTrim,      Op::kDelete,        Op::kExpire,
+                              Op::kLink,       Op::kUnlink,    Op::kCopyPartition, Op::kLinkStep,
+                              Op::kReadRecords};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

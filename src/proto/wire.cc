@@ -50,6 +50,10 @@ std::string_view OpName(uint8_t op) {
       return "link";
     case Op::kUnlink:
       return "unlink";
+    case Op::kLinkStep:
+      return "link_step";
+    case Op::kReadRecords:
+      return "read_records";
     case Op::kCopyPartition:
       return "copy_partition";
   }
@@ -1951,6 +1955,253 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ConnectedRespo
   return DecodeMap(body, [&](const Fields& f) {
     if (f.Find("connected") == nullptr) return Bad("connected", "missing");
     return f.Flag("connected", &m->connected);
+  });
+}
+
+// ---- node to node: link_step, read_records
+
+namespace {
+
+const char* StepKindName(LinkStep::Kind k) {
+  switch (k) {
+    case LinkStep::Kind::kList:
+      return "list";
+    case LinkStep::Kind::kName:
+      return "name";
+    case LinkStep::Kind::kNameMoved:
+      return "name_moved";
+    case LinkStep::Kind::kDrop:
+      return "drop";
+    case LinkStep::Kind::kClear:
+      return "clear";
+    case LinkStep::Kind::kDeleteMember:
+      return "delete_member";
+    case LinkStep::Kind::kDelete:
+      return "delete";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void Encode(const LinkStepRequest& m, std::string* out) {
+  const LinkStep& s = m.step;
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + !s.master.empty() + !s.member.empty() + !s.expect.empty() +
+                (s.expires != kNever) + !s.moving.empty() + !s.listed.empty() + s.stale +
+                s.members_too + (s.max_links != 0) + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, s.user);
+    Str(pk, "kind");
+    Str(pk, StepKindName(s.kind));
+    if (!s.master.empty()) {
+      Str(pk, "master");
+      Str(pk, s.master);
+    }
+    if (!s.member.empty()) {
+      Str(pk, "member");
+      Str(pk, s.member);
+    }
+    if (!s.expect.empty()) {
+      Str(pk, "expect");
+      Str(pk, s.expect);
+    }
+    if (s.expires != kNever) {
+      Str(pk, "expires");
+      pk.pack_uint32(s.expires);
+    }
+    if (!s.moving.empty()) {
+      Str(pk, "moving");
+      pk.pack_array(static_cast<uint32_t>(s.moving.size()));
+      for (const LinkedUser& u : s.moving) {
+        pk.pack_array(2);
+        Str(pk, u.user);
+        pk.pack_uint32(u.expires_at);
+      }
+    }
+    if (!s.listed.empty()) {
+      Str(pk, "listed");
+      pk.pack_array(static_cast<uint32_t>(s.listed.size()));
+      for (const std::string& u : s.listed) Str(pk, u);
+    }
+    if (s.stale) {
+      Str(pk, "stale");
+      Bool(pk, true);
+    }
+    if (s.members_too) {
+      Str(pk, "members_too");
+      Bool(pk, true);
+    }
+    if (s.max_links != 0) {
+      Str(pk, "max_links");
+      pk.pack_uint32(s.max_links);
+    }
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, LinkStepRequest* m) {
+  *m = {};
+  LinkStep& s = m->step;
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &s.user));
+    std::string kind;
+    SEGSTORE_RETURN_IF_ERROR(f.Text("kind", &kind, true));
+    bool known = false;
+    for (auto k : {LinkStep::Kind::kList, LinkStep::Kind::kName, LinkStep::Kind::kNameMoved,
+                   LinkStep::Kind::kDrop, LinkStep::Kind::kClear, LinkStep::Kind::kDeleteMember,
+                   LinkStep::Kind::kDelete}) {
+      if (kind == StepKindName(k)) {
+        s.kind = k;
+        known = true;
+      }
+    }
+    if (!known) {
+      return Bad("kind", "\"" + Printable(kind) +
+                             "\" is not one of list, name, name_moved, drop, clear, "
+                             "delete_member, delete");
+    }
+    SEGSTORE_RETURN_IF_ERROR(f.OptUser("master", lim, &s.master));
+    SEGSTORE_RETURN_IF_ERROR(f.OptUser("member", lim, &s.member));
+    SEGSTORE_RETURN_IF_ERROR(f.OptUser("expect", lim, &s.expect));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("expires", &s.expires));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("moving", lim.max_batch, &arr, false));
+    for (uint32_t i = 0; arr != nullptr && i < arr->via.array.size; ++i) {
+      const object& e = arr->via.array.ptr[i];
+      const std::string name = "moving[" + std::to_string(i) + "]";
+      if (e.type != mt::ARRAY || e.via.array.size != 2) {
+        return WrongType(name, "an array [user, expires_at]", e);
+      }
+      LinkedUser u;
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(e.via.array.ptr[0], name + ".user", lim, &u.user));
+      uint64_t t = 0;
+      SEGSTORE_RETURN_IF_ERROR(
+          Fields::ReadUint(e.via.array.ptr[1], name + ".expires_at", UINT32_MAX, &t));
+      u.expires_at = static_cast<UnixSeconds>(t);
+      s.moving.push_back(std::move(u));
+    }
+    SEGSTORE_RETURN_IF_ERROR(f.Array("listed", lim.max_batch, &arr, false));
+    for (uint32_t i = 0; arr != nullptr && i < arr->via.array.size; ++i) {
+      std::string u;
+      SEGSTORE_RETURN_IF_ERROR(
+          Fields::ReadUser(arr->via.array.ptr[i], "listed[" + std::to_string(i) + "]", lim, &u));
+      s.listed.push_back(std::move(u));
+    }
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("stale", &s.stale));
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("members_too", &s.members_too));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_links", &s.max_links));
+    const bool needs_member = s.kind == LinkStep::Kind::kList || s.kind == LinkStep::Kind::kDrop;
+    const bool needs_master = s.kind == LinkStep::Kind::kName ||
+                              s.kind == LinkStep::Kind::kNameMoved ||
+                              s.kind == LinkStep::Kind::kDeleteMember;
+    if (needs_member && s.member.empty()) {
+      return Bad("member", std::string("missing: a ") + StepKindName(s.kind) + " step needs one");
+    }
+    if (needs_master && s.master.empty()) {
+      return Bad("master", std::string("missing: a ") + StepKindName(s.kind) + " step needs one");
+    }
+    if (s.kind == LinkStep::Kind::kList && s.max_links == 0) {
+      return Bad("max_links", "missing: a list step needs the group's limit");
+    }
+    return f.Id(&m->write_id);
+  });
+}
+
+void Encode(const LinkStepResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3 + m.duplicate);
+    Str(pk, "applied");
+    Bool(pk, m.applied);
+    Str(pk, "changed");
+    Bool(pk, m.changed);
+    Str(pk, "members");
+    pk.pack_uint32(m.members);
+    if (m.duplicate) {
+      Str(pk, "duplicate");
+      Bool(pk, true);
+    }
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, LinkStepResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("applied", &m->applied));
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("changed", &m->changed));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("members", &m->members));
+    return f.Flag("duplicate", &m->duplicate);
+  });
+}
+
+void Encode(const ReadRecordsRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "users");
+    pk.pack_array(static_cast<uint32_t>(m.users.size()));
+    for (const std::string& u : m.users) Str(pk, u);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, ReadRecordsRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("users", lim.max_batch, &arr, true));
+    if (arr->via.array.size == 0) return Bad("users", "empty");
+    m->users.resize(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(
+          arr->via.array.ptr[i], "users[" + std::to_string(i) + "]", lim, &m->users[i]));
+    }
+    return Status::OK();
+  });
+}
+
+void Encode(const ReadRecordsResponse& m, std::string* out) {
+  size_t bound = 16;
+  for (const auto& r : m.records) bound += r ? 12 + r->body.size() + r->reference.size() : 1;
+  out->reserve(out->size() + bound);
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(1);
+    Str(pk, "records");
+    pk.pack_array(static_cast<uint32_t>(m.records.size()));
+    for (const auto& r : m.records) {
+      if (!r) {
+        pk.pack_nil();
+        continue;
+      }
+      pk.pack_array(2);
+      Bin(pk, r->body);
+      Bin(pk, r->reference);
+    }
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, ReadRecordsResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("records", UINT32_MAX, &arr, true));
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      const object& e = arr->via.array.ptr[i];
+      const std::string name = "records[" + std::to_string(i) + "]";
+      if (e.type == mt::NIL) {
+        m->records.emplace_back();
+        continue;
+      }
+      if (e.type != mt::ARRAY || e.via.array.size != 2) {
+        return WrongType(name, "nil or an array [body, reference]", e);
+      }
+      StoredRecord r;
+      SEGSTORE_RETURN_IF_ERROR(ReadBin(e.via.array.ptr[0], name + ".body", &r.body));
+      SEGSTORE_RETURN_IF_ERROR(ReadBin(e.via.array.ptr[1], name + ".reference", &r.reference));
+      if (!r.reference.empty()) {
+        SEGSTORE_RETURN_IF_ERROR(Fields::CheckUser(r.reference, name + ".reference", lim));
+      }
+      m->records.push_back(std::move(r));
+    }
+    return Status::OK();
   });
 }
 

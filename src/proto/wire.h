@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -114,6 +115,19 @@ struct ConnectedRequest {
   std::string a;
   std::string b;
 };
+// Node to node, profile bridging in a cluster: one step of a link, unlink
+// or group delete, applied by a node holding step.user's partition through
+// the cluster's log (segments.h, LinkStep).
+struct LinkStepRequest {
+  LinkStep step;
+  WriteId write_id = {};
+  const std::string& user() const { return step.user; }
+};
+// Node to node: the records of `users` as stored, for a node gathering a
+// group whose members it does not hold.
+struct ReadRecordsRequest {
+  std::vector<std::string> users;  // 1 to max_batch
+};
 
 // ---- responses ----
 
@@ -148,6 +162,19 @@ struct ConnectedResponse {
   bool connected = false;
 };
 using CopyPartitionResponse = segstore::CopyPartitionResponse;
+using LinkStepResponse = LinkStepResult;  // {"applied", "changed", "members", "duplicate"?}
+// One user's record as stored: its body (the profile codec's bytes) and the
+// user its record names (profile bridging's reference; empty: none).
+struct StoredRecord {
+  std::string body;
+  std::string reference;
+  bool operator==(const StoredRecord&) const = default;
+};
+struct ReadRecordsResponse {
+  // One per user asked, in order; none: the user has no record.
+  std::vector<std::optional<StoredRecord>> records;
+  bool operator==(const ReadRecordsResponse&) const = default;
+};
 
 // The bytes record `r` takes in a copy_partition answer's body (exact), and
 // the most the rest of that body takes (its map, "next", "cursor" and the
@@ -257,6 +284,19 @@ Status Decode(std::string_view body, const DecodeLimits& limits, ClusterMap* m);
 // past kCopyFinished, and an empty page that is not the last.
 void Encode(const CopyPartitionResponse& m, std::string* out);
 Status Decode(std::string_view body, const DecodeLimits& limits, CopyPartitionResponse* m);
+// link_step and read_records (node to node, profile bridging in a cluster).
+// A step's users are held to the rules of user IDs, its lists to
+// limits.max_batch entries, and its kind must be known and name what that
+// kind needs (kList and kDrop a member; kName, kNameMoved and kDeleteMember
+// a master).
+void Encode(const LinkStepRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, LinkStepRequest* m);
+void Encode(const LinkStepResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, LinkStepResponse* m);
+void Encode(const ReadRecordsRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, ReadRecordsRequest* m);
+void Encode(const ReadRecordsResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, ReadRecordsResponse* m);
 
 // The body of an error response: {"message": str}. DecodeError never fails:
 // a body it cannot read gives a message saying so.

@@ -25,7 +25,8 @@
 namespace segstore::proto::examples {
 
 using NodeBody =
-    std::variant<ErrorBody, WrongNodeBody, CopyPartitionRequest, CopyPartitionResponse>;
+    std::variant<ErrorBody, WrongNodeBody, CopyPartitionRequest, CopyPartitionResponse,
+                 LinkStepRequest, LinkStepResponse, ReadRecordsRequest, ReadRecordsResponse>;
 
 // The header's flags are 0: these answers are never stale. EncodeBody and
 // EncodeFrame are example_frames.h's.
@@ -112,6 +113,56 @@ inline std::vector<NodeExample> NodeToNode() {
                25,
                Status::Code::kInvalidArgument,
                ErrorBody{"copy_partition needs a cluster node that writes through a log"}});
+
+  // ---- link_step, read_records (profile bridging in a cluster) ----
+  LinkStepRequest list;
+  list.step.kind = LinkStep::Kind::kList;
+  list.step.user = "home-pc";
+  list.step.member = "phone";
+  list.step.expires = kFeb2030;
+  list.step.max_links = 64;
+  list.write_id = WriteId{0x0102030405060708ull, 0x0000000000000001ull};
+  v.push_back({"link_step.request.hex",
+               "link_step request: a link's first step, on the target's record",
+               {"Node to node: the node running link(phone, home-pc) asks the node holding",
+                "home-pc's partition to make home-pc list phone (its link expiring at",
+                "\"expires\", Unix seconds), with the group's limit \"max_links\". The",
+                "answering node writes it through the cluster's log like any write, with",
+                "the write ID given. \"kind\" is one of list, name, name_moved, drop,",
+                "clear, delete_member, delete (PROTOCOL.md, link_step)."},
+               Op::kLinkStep,
+               27,
+               ok,
+               list});
+  v.push_back({"link_step.response.hex",
+               "link_step response: applied; the target lists one member now",
+               {"\"changed\" true instead would say the record was not as the link read it",
+                "(it names a master of its own now): the link starts over."},
+               Op::kLinkStep,
+               27,
+               ok,
+               LinkStepResponse{.applied = true, .changed = false, .members = 1}});
+  v.push_back({"read_records.request.hex",
+               "read_records request: two records as stored",
+               {"Node to node: a node gathering the merged view of a group reads the",
+                "members it does not hold from a node that holds them."},
+               Op::kReadRecords,
+               28,
+               ok,
+               ReadRecordsRequest{{"phone", "tablet"}}});
+  ReadRecordsResponse records;
+  records.records.push_back(StoredRecord{
+      std::string("\x02\xa3\x09\x01\xec\x2a\x00\x03\x9b\xab\x01\x00", 12), "home-pc"});
+  records.records.emplace_back();
+  v.push_back({"read_records.response.hex",
+               "read_records response: phone's record, and none for tablet",
+               {"One element per user asked, in order: nil when the user has no record,",
+                "else [body (bin: the stored record as is, the profile codec's bytes),",
+                "reference (bin: the master its record names; empty: none)]."},
+               Op::kReadRecords,
+               28,
+               ok,
+               records});
   return v;
 }
 

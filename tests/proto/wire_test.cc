@@ -272,6 +272,28 @@ std::string Text(const LinksResponse& m) {
 std::string Text(const ConnectedResponse& m) {
   return std::string("connected ") + (m.connected ? "1" : "0");
 }
+std::string Text(const LinkStepRequest& m) {
+  const LinkStep& s = m.step;
+  return "link_step " + U(static_cast<int>(s.kind)) + " " + Q(s.user) + " master " + Q(s.master) +
+         " member " + Q(s.member) + " expect " + Q(s.expect) + " expires " + U(s.expires) +
+         " moving " +
+         List(s.moving, [](const LinkedUser& l) { return Q(l.user) + "@" + U(l.expires_at); }) +
+         " listed " + List(s.listed, [](const std::string& u) { return Q(u); }) +
+         (s.stale ? " stale" : "") + (s.members_too ? " members_too" : "") + " max_links " +
+         U(s.max_links) + Text(m.write_id);
+}
+std::string Text(const LinkStepResponse& m) {
+  return std::string("step applied ") + (m.applied ? "1" : "0") + " changed " +
+         (m.changed ? "1" : "0") + " members " + U(m.members) + (m.duplicate ? " duplicate" : "");
+}
+std::string Text(const ReadRecordsRequest& m) {
+  return "read_records " + List(m.users, [](const std::string& u) { return Q(u); });
+}
+std::string Text(const ReadRecordsResponse& m) {
+  return "records " + List(m.records, [](const std::optional<StoredRecord>& r) {
+           return r ? "[" + Q(r->body) + " " + Q(r->reference) + "]" : std::string("none");
+         });
+}
 std::string Text(const examples::Body& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
 }
@@ -390,6 +412,10 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<MasterOfResponse>("MasterOfResponse", lim),
       DecoderOf<LinksResponse>("LinksResponse", lim),
       DecoderOf<ConnectedResponse>("ConnectedResponse", lim),
+      DecoderOf<LinkStepRequest>("LinkStepRequest", lim),
+      DecoderOf<LinkStepResponse>("LinkStepResponse", lim),
+      DecoderOf<ReadRecordsRequest>("ReadRecordsRequest", lim),
+      DecoderOf<ReadRecordsResponse>("ReadRecordsResponse", lim),
       {"DecodeError",
        [](std::string_view b) {
          (void)DecodeError(b);
@@ -1909,6 +1935,109 @@ TEST(LinkWireTest, RequestsRoundTripAndLeaveOutTheirDefaults) {
             Mp().Map(2).Str("a").Str("x").Str("b").Str("y").str());
 }
 
+// Node to node: a link's steps and the records a node gathers a group from.
+TEST(LinkWireTest, StepsAndRecordReadsRoundTrip) {
+  const WriteId id{0x0102030405060708ull, 0x1112131415161718ull};
+  const std::string binary("\x00\xff\x80user", 7);
+  LinkStepRequest list;
+  list.step.kind = LinkStep::Kind::kList;
+  list.step.user = "home-pc";
+  list.step.member = "phone";
+  list.step.expect = "stale-master";
+  list.step.expires = 1767225600;
+  list.step.moving = {{"tablet", 0}, {binary, 1767225600}};
+  list.step.max_links = 64;
+  list.write_id = id;
+  ExpectRoundTrip(list);
+  LinkStepRequest name;
+  name.step.kind = LinkStep::Kind::kName;
+  name.step.user = "phone";
+  name.step.master = "home-pc";
+  name.step.moving = {{"tablet", 0}};
+  name.step.listed = {"tablet", binary};
+  name.step.stale = true;
+  ExpectRoundTrip(name);
+  LinkStepRequest clear;
+  clear.step.kind = LinkStep::Kind::kClear;
+  clear.step.user = "home-pc";
+  clear.step.members_too = true;
+  ExpectRoundTrip(clear);
+  for (auto kind : {LinkStep::Kind::kNameMoved, LinkStep::Kind::kDeleteMember}) {
+    LinkStepRequest r;
+    r.step.kind = kind;
+    r.step.user = "tablet";
+    r.step.master = "home-pc";
+    r.step.expect = "phone";
+    ExpectRoundTrip(r);
+  }
+  LinkStepRequest drop;
+  drop.step.kind = LinkStep::Kind::kDrop;
+  drop.step.user = "home-pc";
+  drop.step.member = "phone";
+  ExpectRoundTrip(drop);
+  LinkStepRequest del;
+  del.step.kind = LinkStep::Kind::kDelete;
+  del.step.user = "home-pc";
+  ExpectRoundTrip(del);
+  // The defaults are left out.
+  EXPECT_EQ(EncodeToString(del),
+            Mp().Map(2).Str("user").Str("home-pc").Str("kind").Str("delete").str());
+  ExpectRoundTrip(LinkStepResponse{true, false, 3, false});
+  ExpectRoundTrip(LinkStepResponse{false, true, 0, true});
+  ExpectRoundTrip(ReadRecordsRequest{{"home-pc", binary}});
+  ReadRecordsResponse records;
+  records.records.push_back(StoredRecord{std::string("\x03body\x00", 6), "home-pc"});
+  records.records.emplace_back();
+  records.records.push_back(StoredRecord{"b", ""});
+  ExpectRoundTrip(records);
+  ExpectRoundTrip(ReadRecordsResponse{});
+}
+
+TEST(LinkWireTest, StepAndRecordReadRefusalsNameTheField) {
+  auto step = [](const char* kind, auto add, uint32_t fields) {
+    Mp m;
+    m.Map(2 + fields).Str("user").Str("u").Str("kind").Str(kind);
+    add(m);
+    return DecodeAs<LinkStepRequest>(m);
+  };
+  auto nothing = [](Mp&) {};
+  ExpectInvalid(DecodeAs<LinkStepRequest>(Mp().Map(1).Str("kind").Str("delete")),
+                {"user", "missing"});
+  ExpectInvalid(DecodeAs<LinkStepRequest>(Mp().Map(1).Str("user").Str("u")), {"kind", "missing"});
+  ExpectInvalid(step("merge", nothing, 0), {"kind", "merge", "not one of"});
+  ExpectInvalid(step("list", nothing, 0), {"member", "missing", "list"});
+  ExpectInvalid(step(
+                    "list", [](Mp& m) { m.Str("member").Str("m"); }, 1),
+                {"max_links", "missing"});
+  ExpectInvalid(step("drop", nothing, 0), {"member", "missing", "drop"});
+  for (const char* kind : {"name", "name_moved", "delete_member"}) {
+    ExpectInvalid(step(kind, nothing, 0), {"master", "missing", kind});
+  }
+  ExpectInvalid(step(
+                    "name", [](Mp& m) { m.Str("master").Str(std::string(257, 'm')); }, 1),
+                {"master", "257 bytes"});
+  ExpectInvalid(step(
+                    "clear", [](Mp& m) { m.Str("moving").Arr(1).Arr(1).Str("x"); }, 1),
+                {"moving[0]", "[user, expires_at]"});
+  ExpectInvalid(step(
+                    "clear", [](Mp& m) { m.Str("listed").Arr(1).Str(""); }, 1),
+                {"listed[0]", "empty user ID"});
+  DecodeLimits small;
+  small.max_batch = 1;
+  Mp two;
+  two.Map(3).Str("user").Str("u").Str("kind").Str("clear").Str("listed").Arr(2).Str("a").Str("b");
+  ExpectError(DecodeAs<LinkStepRequest>(two, small), Status::Code::kLimitExceeded,
+              {"listed", "limit is 1"});
+  ExpectInvalid(DecodeAs<ReadRecordsRequest>(Mp().Map(1).Str("users").Arr(0)), {"users", "empty"});
+  ExpectInvalid(DecodeAs<ReadRecordsRequest>(Mp().Map(1).Str("users").Arr(1).Str("")),
+                {"users[0]", "empty user ID"});
+  ExpectInvalid(DecodeAs<ReadRecordsResponse>(Mp().Map(1).Str("records").Arr(1).U(1)),
+                {"records[0]", "nil or an array"});
+  ExpectInvalid(
+      DecodeAs<ReadRecordsResponse>(Mp().Map(1).Str("records").Arr(1).Arr(2).Str("b").Bin("")),
+      {"records[0].body", "binary"});
+}
+
 TEST(LinkWireTest, RequestUsersMayBeBinary) {
   const std::string user("\x00\xff\x80user", 7);
   LinkRequest link;
@@ -3166,6 +3295,8 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
       {Op::kLink, "link"},
       {Op::kUnlink, "unlink"},
       {Op::kCopyPartition, "copy_partition"},
+      {Op::kLinkStep, "link_step"},
+      {Op::kReadRecords, "read_records"},
   };
   int known = 0;
   for (int op = 0; op <= 0xff; ++op) known += IsKnownOp(static_cast<uint8_t>(op)) ? 1 : 0;
@@ -3174,7 +3305,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x05, 0x16, 0x28, 0x31, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x16, 0x28, 0x33, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }
