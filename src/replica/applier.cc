@@ -329,6 +329,9 @@ class Applier::Loop {
           } else if constexpr (std::is_same_v<R, proto::TrimRequest>) {
             session_->Trim(w, r.user, r.before,
                            finish([](WriteAnswer& a, const TrimResult& v) { a.trim = v; }));
+          } else if constexpr (std::is_same_v<R, proto::LinkStepRequest>) {
+            session_->ApplyLinkStep(
+                w, r.step, finish([](WriteAnswer& a, const LinkStepResult& v) { a.step = v; }));
           } else if constexpr (std::is_same_v<R, proto::ExpireRequest>) {
             session_->Expire(
                 w, r.user, r.ids, r.spec(),

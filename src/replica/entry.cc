@@ -53,6 +53,8 @@ proto::Op WriteEntry::op() const {
           return proto::Op::kTrim;
         } else if constexpr (std::is_same_v<R, proto::DeleteRequest>) {
           return proto::Op::kDelete;
+        } else if constexpr (std::is_same_v<R, proto::LinkStepRequest>) {
+          return proto::Op::kLinkStep;
         } else {
           static_assert(std::is_same_v<R, proto::ExpireRequest>);
           return proto::Op::kExpire;
@@ -62,7 +64,15 @@ proto::Op WriteEntry::op() const {
 }
 
 const std::string& WriteEntry::user() const {
-  return std::visit([](const auto& r) -> const std::string& { return r.user; }, request);
+  return std::visit(
+      [](const auto& r) -> const std::string& {
+        if constexpr (std::is_same_v<std::decay_t<decltype(r)>, proto::LinkStepRequest>) {
+          return r.step.user;
+        } else {
+          return r.user;
+        }
+      },
+      request);
 }
 
 void EncodeEntry(const WriteEntry& entry, std::string* out) {
@@ -115,6 +125,9 @@ Status DecodeEntry(std::string_view bytes, const proto::DecodeLimits& limits, Wr
       break;
     case proto::Op::kExpire:
       s = DecodeBody<proto::ExpireRequest>(body, limits, entry);
+      break;
+    case proto::Op::kLinkStep:
+      s = DecodeBody<proto::LinkStepRequest>(body, limits, entry);
       break;
     default:
       return Status::InvalidArgument(

@@ -7,7 +7,8 @@
 //   offset size  field
 //   0      1     format (kEntryFormat, 1)
 //   1      1     op: the proto::Op of the write (upsert, remove, trim, delete,
-//                expire)
+//                expire, link_step: one step of a link, unlink or group
+//                delete, on the record of its user)
 //   2      2     reserved, 0
 //   4      4     now: Unix seconds; the time every replica applies it at
 //   8      16    write ID: hi then lo, big-endian (as on the wire)
@@ -47,7 +48,7 @@ struct WriteEntry {
   // Which write. Leave its own write_id empty: the header carries the
   // entry's (a decoded entry has it in both).
   std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest, proto::DeleteRequest,
-               proto::ExpireRequest>
+               proto::ExpireRequest, proto::LinkStepRequest>
       request;
 
   proto::Op op() const;

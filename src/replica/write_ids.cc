@@ -38,6 +38,7 @@ bool WriteIdWindow::Admit(const WriteId& id, std::string_view user, UnixSeconds 
     answer->removed = k.v[0];
     answer->trim = TrimResult{k.v[0], k.v[1], true};
     answer->deleted = k.v[0] != 0;
+    answer->step = LinkStepResult{k.v[0] != 0, k.v[1] != 0, k.v[2], true};
     if (k.op == proto::Op::kExpire) {
       answer->expire.count = k.v[0];
       answer->expire.duplicate = true;
@@ -104,6 +105,11 @@ void WriteIdWindow::Answered(const WriteAnswer& answer) {
       }
       break;
     }
+    case proto::Op::kLinkStep:
+      k.v[0] = answer.step.applied ? 1 : 0;
+      k.v[1] = answer.step.changed ? 1 : 0;
+      k.v[2] = answer.step.members;
+      break;
     default:
       k.v[0] = answer.deleted ? 1 : 0;
       break;

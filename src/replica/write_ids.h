@@ -32,6 +32,7 @@ struct WriteAnswer {
   TrimResult trim;         // trim
   bool deleted = false;    // delete
   ExpireResult expire;     // expire
+  LinkStepResult step;     // link_step
   bool duplicate = false;  // applied before: not again
 };
 

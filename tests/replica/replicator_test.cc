@@ -86,6 +86,30 @@ TEST(EntryTest, RoundTripsEveryWrite) {
   EXPECT_EQ(bx.write_id, Id(7));  // the header's
 }
 
+TEST(EntryTest, RoundTripsALinkStep) {
+  proto::DecodeLimits lim;
+  WriteEntry e;
+  e.now = kStart;
+  e.write_id = Id(8);
+  proto::LinkStepRequest r;
+  r.step.kind = LinkStep::Kind::kList;
+  r.step.user = "home-pc";
+  r.step.member = "phone";
+  r.step.moving = {{"tablet", kStart + 60}};
+  r.step.max_links = 64;
+  e.request = r;
+  std::string bytes;
+  EncodeEntry(e, &bytes);
+  WriteEntry back;
+  ASSERT_TRUE(DecodeEntry(bytes, lim, &back).ok());
+  EXPECT_EQ(back.op(), proto::Op::kLinkStep);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[1]), 0x31);
+  EXPECT_EQ(back.user(), "home-pc");  // the log's key and partition: the step's record
+  const auto& step = std::get<proto::LinkStepRequest>(back.request);
+  EXPECT_EQ(step.step, r.step);
+  EXPECT_EQ(step.write_id, Id(8));
+}
+
 TEST(EntryTest, RefusesWhatIsNotAnEntry) {
   proto::DecodeLimits lim;
   WriteEntry back;
@@ -316,6 +340,66 @@ TEST_F(ReplicatorTest, AWriteIdIsAppliedOnce) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->expires[0], kStart + 3600 + 600);  // added once
   EXPECT_TRUE(WaitFor([&] { return n.Stats().duplicates == 1; }));
+}
+
+// A link's steps through the log: every replica applies them alike, a
+// step resent with its write ID is answered with the first answer, and a
+// replay of the whole log after an unlink leaves the link unmade.
+TEST_F(ReplicatorTest, LinkStepsApplyOnEveryReplicaOnceAndStayUndoneAfterAReplay) {
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart + 5);
+  a.Open();
+  b.Open();
+  ASSERT_TRUE(a.Upsert("home-pc", {Ttl(1, 3600)}).status.ok());
+  ASSERT_TRUE(a.Upsert("phone", {Ttl(2, 3600)}).status.ok());
+  auto step = [](LinkStep::Kind kind, std::string user, std::string other) {
+    proto::LinkStepRequest r;
+    r.step.kind = kind;
+    r.step.user = std::move(user);
+    if (kind == LinkStep::Kind::kList || kind == LinkStep::Kind::kDrop) {
+      r.step.member = std::move(other);
+      r.step.max_links = 64;
+    } else {
+      r.step.master = std::move(other);
+    }
+    return r;
+  };
+  WriteAnswer list = a.Write(step(LinkStep::Kind::kList, "home-pc", "phone"), Id(1));
+  ASSERT_TRUE(list.status.ok()) << list.status.ToString();
+  EXPECT_TRUE(list.step.applied);
+  EXPECT_EQ(list.step.members, 1u);
+  WriteAnswer again = a.Write(step(LinkStep::Kind::kList, "home-pc", "phone"), Id(1));
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_TRUE(again.step.duplicate);
+  EXPECT_EQ(again.step.members, 1u);
+  ASSERT_TRUE(a.Write(step(LinkStep::Kind::kName, "phone", "home-pc"), Id(2)).status.ok());
+  for (Node* n : {&a, &b}) {
+    ASSERT_TRUE(WaitFor([&] {
+      auto got = n->Get("phone");
+      return got.ok() && got->master == "home-pc";
+    })) << "replica "
+        << (n == &a ? "a" : "b");
+    auto s = n->profiles().NewSession();
+    ASSERT_TRUE(s.ok());
+    auto master = (*s)->MasterOfSync("phone");
+    ASSERT_TRUE(master.ok()) << master.status().ToString();
+    EXPECT_EQ(*master, "home-pc");
+    EXPECT_EQ((*s)->GetSync("home-pc")->count, 2u);  // the merged view
+  }
+  // Unlinked through the log, then the whole log replayed on b.
+  ASSERT_TRUE(a.Write(step(LinkStep::Kind::kDrop, "home-pc", "phone"), Id(3)).status.ok());
+  ASSERT_TRUE(a.Write(step(LinkStep::Kind::kClear, "phone", "home-pc"), Id(4)).status.ok());
+  ASSERT_TRUE(b.WaitApplied(6));
+  b.ForgetCheckpoints();
+  b.Close();
+  b.Open();
+  ASSERT_TRUE(WaitFor([&] { return b.replicator().caught_up(); }));
+  auto s = b.profiles().NewSession();
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->MasterOfSync("phone").status().IsNotFound());
+  EXPECT_EQ((*s)->GetSync("phone")->count, 1u);
+  EXPECT_EQ((*s)->GetSync("home-pc")->count, 1u);
 }
 
 TEST_F(ReplicatorTest, ARetryOnAnotherReplicaIsMarkedDuplicateEvenBeforeItAppliedTheFirst) {
