@@ -81,6 +81,15 @@ struct CopiedRecord {
   bool operator==(const CopiedRecord&) const = default;
 };
 
+// One user's record as stored, as a node reads it from another (profile
+// bridging in a cluster): its body (the profile codec's bytes) and the user
+// it names (the engine's reference; empty: none).
+struct StoredRecord {
+  std::string body;
+  std::string reference;
+  bool operator==(const StoredRecord&) const = default;
+};
+
 struct CopyPartitionResponse {
   // The first offset of the partition's log partition the answering node had
   // not applied when it read this page. Keep the first page's: every page of

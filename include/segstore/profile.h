@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "segstore/messages.h"
 #include "segstore/result.h"
 #include "segstore/segments.h"
 #include "segstore/storage.h"
@@ -101,6 +102,24 @@ using Callback = std::function<void(Result<T>)>;
 struct WriteContext {
   UnixSeconds now = 0;        // 0: the store's clock
   uint64_t log_position = 0;  // 0: none; else the entry's position (>= 1)
+};
+
+// Profile bridging on a cluster node: where a session reads the records of
+// users whose partitions other nodes hold, and how a link's steps reach the
+// node holding each step's record (which writes it through the cluster's
+// log). A single server has none: everything is read and written here.
+// Callbacks run on the session's thread, never inside the call.
+class GroupPeers {
+ public:
+  virtual ~GroupPeers() = default;
+  // Whether this node serves `user`'s partition now (its copy is current).
+  virtual bool Holds(std::string_view user) = 0;
+  // The records of `users` (none of them held here), one per user in
+  // order; none for a user without a record.
+  virtual void Read(std::vector<std::string> users,
+                    Callback<std::vector<std::optional<StoredRecord>>> done) = 0;
+  // Applies `step` where its user is held (here too), through the log.
+  virtual void Step(const LinkStep& step, Callback<LinkStepResult> done) = 0;
 };
 
 class ProfileSession {
@@ -203,6 +222,14 @@ class ProfileSession {
                      Callback<LinksPage> done) = 0;
   // Whether `a` and `b` are in the same group (or are the same user).
   virtual void Connected(std::string_view a, std::string_view b, Callback<bool> done) = 0;
+  // On a cluster node: where the records of other nodes' users are read and
+  // a link's steps written (null, the default: a single server). Set before
+  // the first operation; `peers` outlives the session.
+  virtual void SetGroupPeers(GroupPeers* peers) = 0;
+  // Whether `user`'s record takes part in a group (names a master, or has a
+  // group section): one read here. A cluster node deletes such a user with
+  // Delete (its group's steps), any other with a plain delete entry.
+  virtual void Grouped(std::string_view user, Callback<bool> done) = 0;
   // One step of a link, unlink or group delete on `step.user`'s record
   // alone (segments.h): how a cluster node applies the steps its log
   // carries, and how Link, Unlink and Delete make their writes.

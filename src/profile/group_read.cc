@@ -55,7 +55,6 @@ struct GroupRead {
   std::string master;
   // (user, profile): the master's first, then the members'.
   std::vector<std::pair<std::string, Columns>> profiles;
-  size_t remaining = 0;
   Status error;  // the first member read that failed (not NotFound)
 
   void Finish() {
@@ -90,8 +89,104 @@ struct GroupRead {
 
 }  // namespace
 
-void ProfileSessionImpl::ReadGroup(const storage::Record& own,
-                                   const Result<storage::Record>& referenced,
+// ---------------------------------------------------------------- Records
+
+void ProfileSessionImpl::ReadAll(std::vector<std::string> users,
+                                 Callback<std::vector<Result<GroupRecord>>> done) {
+  struct Join {
+    std::vector<Result<GroupRecord>> results;
+    size_t remaining = 0;
+    Callback<std::vector<Result<GroupRecord>>> done;
+    void One() {
+      if (--remaining == 0) done(std::move(results));
+    }
+  };
+  auto join = std::make_shared<Join>();
+  join->results.reserve(users.size());
+  for (size_t i = 0; i < users.size(); ++i) join->results.emplace_back(Status::Internal("pending"));
+  join->done = std::move(done);
+  if (users.empty()) {
+    worker_->Defer([join] { join->done(std::move(join->results)); });
+    return;
+  }
+  std::vector<std::string> remote;
+  std::vector<size_t> remote_at;
+  for (size_t i = 0; i < users.size(); ++i) {
+    if (!HoldsHere(users[i])) {
+      remote.push_back(users[i]);
+      remote_at.push_back(i);
+    }
+  }
+  join->remaining = users.size() - remote.size() + (remote.empty() ? 0 : 1);
+  if (!remote.empty()) {
+    peers_->Read(remote, [join, remote,
+                          remote_at](Result<std::vector<std::optional<StoredRecord>>> r) mutable {
+      for (size_t j = 0; j < remote_at.size(); ++j) {
+        Result<GroupRecord>& out = join->results[remote_at[j]];
+        if (!r.ok()) {
+          out = r.status();
+        } else if (j >= r->size() || !(*r)[j]) {
+          out = Status::NotFound("no record");
+        } else {
+          out = GroupRecord(std::move(remote[j]), std::move(*(*r)[j]));
+        }
+      }
+      join->One();
+    });
+  }
+  // One submission: the reads held here go out together.
+  storage::Worker::Batch batch(*worker_);
+  for (size_t i = 0; i < users.size(); ++i) {
+    if (!HoldsHere(users[i])) continue;
+    worker_->Get(users[i], [join, i](Result<storage::Record> r) {
+      join->results[i] = r.ok() ? Result<GroupRecord>(GroupRecord(std::move(*r)))
+                                : Result<GroupRecord>(r.status());
+      join->One();
+    });
+  }
+}
+
+void ProfileSessionImpl::ReadWithReference(std::string_view user, PairCallback done) {
+  // Results travel in shared pointers: a record read here is move-only, and
+  // callbacks are std::functions.
+  using Held = std::shared_ptr<Result<GroupRecord>>;
+  // Once `own` is known: the record it names read with it (both held
+  // here), or from here or its node now.
+  auto named = [this](Held own, Held referenced, std::shared_ptr<PairCallback> then) {
+    const bool read_already = referenced != nullptr;
+    if (!own->ok() || (*own)->reference().empty() ||
+        (read_already && HoldsHere((*own)->reference()))) {
+      Result<GroupRecord> none = Status::NotFound("names no record");
+      return (*then)(std::move(*own), referenced ? std::move(*referenced) : std::move(none));
+    }
+    ReadAll({std::string((*own)->reference())},
+            [own, then](Result<std::vector<Result<GroupRecord>>> r) {
+              if (!r.ok()) return (*then)(std::move(*own), r.status());
+              (*then)(std::move(*own), std::move((*r)[0]));
+            });
+  };
+  auto cb = std::make_shared<PairCallback>(std::move(done));
+  if (HoldsHere(user)) {
+    worker_->GetWithReference(
+        user, [named, cb](Result<storage::Record> r, Result<storage::Record> referenced) {
+          auto wrap = [](Result<storage::Record> x) {
+            return std::make_shared<Result<GroupRecord>>(
+                x.ok() ? Result<GroupRecord>(GroupRecord(std::move(*x)))
+                       : Result<GroupRecord>(x.status()));
+          };
+          named(wrap(std::move(r)), wrap(std::move(referenced)), cb);
+        });
+    return;
+  }
+  ReadAll({std::string(user)}, [named, cb](Result<std::vector<Result<GroupRecord>>> r) {
+    if (!r.ok()) return (*cb)(r.status(), r.status());
+    named(std::make_shared<Result<GroupRecord>>(std::move((*r)[0])), nullptr, cb);
+  });
+}
+
+// ---------------------------------------------------------------- Merged get
+
+void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRecord>& referenced,
                                    const GetOptions& options, UnixSeconds now,
                                    Callback<GetResult> done) {
   auto read = std::make_shared<GroupRead>();
@@ -139,11 +234,15 @@ void ProfileSessionImpl::ReadGroup(const storage::Record& own,
     read->Finish();
     return;
   }
-  read->remaining = to_read.size();
-  // One submission: the members' reads go out together.
-  storage::Worker::Batch batch(*worker_);
-  for (const std::string& member : to_read) {
-    worker_->Get(member, [read, member](Result<storage::Record> r) {
+  // Every member at once: one submission here, one request per other node.
+  ReadAll(to_read, [read, to_read](Result<std::vector<Result<GroupRecord>>> all) {
+    if (!all.ok()) {
+      read->done(all.status().WithContext(fmt::format("the group of '{}'", read->master)));
+      return;
+    }
+    for (size_t i = 0; i < to_read.size(); ++i) {
+      const std::string& member = to_read[i];
+      const Result<GroupRecord>& r = (*all)[i];
       if (r.ok() && r->reference() == read->master) {
         Columns c;
         if (Status s = DecodeColumns(r->body(), &c); !s.ok()) {
@@ -156,9 +255,9 @@ void ProfileSessionImpl::ReadGroup(const storage::Record& own,
         read->error = r.status().WithContext(
             fmt::format("member '{}' of the group of '{}'", member, read->master));
       }
-      if (--read->remaining == 0) read->Finish();
-    });
-  }
+    }
+    read->Finish();
+  });
 }
 
 }  // namespace segstore::profile

@@ -68,49 +68,48 @@ void SortMembers(std::vector<GroupMember>* members) {
 
 void ProfileSessionImpl::ReadMembership(std::string_view user, Callback<Membership> done,
                                         bool verify) {
-  worker_->GetWithReference(
-      user, [this, verify, done = std::move(done)](Result<storage::Record> r,
-                                                   Result<storage::Record> referenced) {
-        Membership m;
-        if (!r.ok()) {
-          if (!r.status().IsNotFound()) {
-            done(r.status());
-            return;
-          }
-          done(std::move(m));
-          return;
+  ReadWithReference(user, [this, verify, done = std::move(done)](Result<GroupRecord> r,
+                                                                 Result<GroupRecord> referenced) {
+    Membership m;
+    if (!r.ok()) {
+      if (!r.status().IsNotFound()) {
+        done(r.status());
+        return;
+      }
+      done(std::move(m));
+      return;
+    }
+    const UnixSeconds now = Now();
+    m.exists = true;
+    Columns own;
+    if (Status s = DecodeColumns(r->body(), &own); !s.ok()) {
+      done(s.WithContext(fmt::format("profile of user '{}'", r->key())));
+      return;
+    }
+    m.group = own.group;
+    m.names = std::string(r->reference());
+    if (own.group.member && !m.names.empty()) {
+      Columns master;
+      if (Alive(own.group.link_expires, now) && referenced.ok() &&
+          DecodeColumns(referenced->body(), &master).ok() && !master.group.member) {
+        auto it = std::find_if(master.group.members.begin(), master.group.members.end(),
+                               [&](const GroupMember& g) { return g.user == r->key(); });
+        if (it != master.group.members.end() && Alive(it->expires_at, now)) {
+          m.master = m.names;
+          m.master_group = std::move(master.group);
         }
-        const UnixSeconds now = Now();
-        m.exists = true;
-        Columns own;
-        if (Status s = DecodeColumns(r->body(), &own); !s.ok()) {
-          done(s.WithContext(fmt::format("profile of user '{}'", r->key())));
-          return;
-        }
-        m.group = own.group;
-        m.names = std::string(r->reference());
-        if (own.group.member && !m.names.empty()) {
-          Columns master;
-          if (Alive(own.group.link_expires, now) && referenced.ok() &&
-              DecodeColumns(referenced->body(), &master).ok() && !master.group.member) {
-            auto it = std::find_if(master.group.members.begin(), master.group.members.end(),
-                                   [&](const GroupMember& g) { return g.user == r->key(); });
-            if (it != master.group.members.end() && Alive(it->expires_at, now)) {
-              m.master = m.names;
-              m.master_group = std::move(master.group);
-            }
-          }
-        } else if (std::any_of(own.group.members.begin(), own.group.members.end(),
-                               [now](const GroupMember& g) { return Alive(g.expires_at, now); })) {
-          m.master = std::string(r->key());
-          m.master_group = own.group;
-        }
-        // Only live links count from here on.
-        std::erase_if(m.master_group.members,
-                      [now](const GroupMember& g) { return !Alive(g.expires_at, now); });
-        if (m.master.empty() || !verify) return done(std::move(m));
-        VerifyMembers(std::string(r->key()), std::move(m), std::move(done));
-      });
+      }
+    } else if (std::any_of(own.group.members.begin(), own.group.members.end(),
+                           [now](const GroupMember& g) { return Alive(g.expires_at, now); })) {
+      m.master = std::string(r->key());
+      m.master_group = own.group;
+    }
+    // Only live links count from here on.
+    std::erase_if(m.master_group.members,
+                  [now](const GroupMember& g) { return !Alive(g.expires_at, now); });
+    if (m.master.empty() || !verify) return done(std::move(m));
+    VerifyMembers(std::string(r->key()), std::move(m), std::move(done));
+  });
 }
 
 void ProfileSessionImpl::VerifyMembers(const std::string& user, Membership m,
@@ -121,7 +120,6 @@ void ProfileSessionImpl::VerifyMembers(const std::string& user, Membership m,
     Membership m;
     std::string user;
     std::vector<bool> agrees;
-    size_t remaining = 0;
     Status error;
     Callback<Membership> done;
     void Finish() {
@@ -158,12 +156,14 @@ void ProfileSessionImpl::VerifyMembers(const std::string& user, Membership m,
     check->Finish();
     return;
   }
-  check->remaining = to_read.size();
   const UnixSeconds now = Now();
-  storage::Worker::Batch batch(*worker_);
-  for (size_t i : to_read) {
-    const std::string member = check->m.master_group.members[i].user;
-    worker_->Get(member, [check, i, now](Result<storage::Record> r) {
+  std::vector<std::string> members;
+  for (size_t i : to_read) members.push_back(check->m.master_group.members[i].user);
+  ReadAll(std::move(members), [check, to_read, now](Result<std::vector<Result<GroupRecord>>> all) {
+    if (!all.ok()) return check->done(all.status());
+    for (size_t j = 0; j < to_read.size(); ++j) {
+      const size_t i = to_read[j];
+      const Result<GroupRecord>& r = (*all)[j];
       if (r.ok()) {
         Columns c;
         if (Status s = DecodeColumns(r->body(), &c); !s.ok()) {
@@ -175,9 +175,9 @@ void ProfileSessionImpl::VerifyMembers(const std::string& user, Membership m,
       } else if (!r.status().IsNotFound() && check->error.ok()) {
         check->error = r.status();
       }
-      if (--check->remaining == 0) check->Finish();
-    });
-  }
+    }
+    check->Finish();
+  });
 }
 
 void ProfileSessionImpl::MasterOf(std::string_view user, Callback<std::string> done) {
@@ -267,6 +267,20 @@ void ProfileSessionImpl::Connected(std::string_view a, std::string_view b, Callb
 }
 
 // ---------------------------------------------------------------- Steps
+
+void ProfileSessionImpl::RunStep(const WriteContext& w, const LinkStep& step,
+                                 Callback<LinkStepResult> done) {
+  if (peers_ != nullptr) return peers_->Step(step, std::move(done));
+  ApplyLinkStep(w, step, std::move(done));
+}
+
+void ProfileSessionImpl::Grouped(std::string_view user, Callback<bool> done) {
+  worker_->Get(user, [done = std::move(done)](Result<storage::Record> r) {
+    if (r.status().IsNotFound()) return done(false);
+    if (!r.ok()) return done(r.status());
+    done(!r->reference().empty() || HasGroupSection(r->body()));
+  });
+}
 
 void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& step,
                                        Callback<LinkStepResult> done) {
@@ -457,7 +471,7 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
   // (the link starts over).
   void Run(LinkStep step, std::function<void(const LinkStepResult&)> next) {
     auto self = shared_from_this();
-    session->ApplyLinkStep(w, step, [self, next = std::move(next)](Result<LinkStepResult> r) {
+    session->RunStep(w, step, [self, next = std::move(next)](Result<LinkStepResult> r) {
       if (!r.ok()) return self->done(r.status());
       if (r->changed) return self->Start();
       next(*r);
@@ -571,7 +585,7 @@ void ProfileSessionImpl::DropFromList(const WriteContext& w, const std::string& 
   step.kind = LinkStep::Kind::kDrop;
   step.user = master;
   step.member = user;
-  ApplyLinkStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
+  RunStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
     if (!r.ok()) return done(r.status());
     done(r->applied);
   });
@@ -585,7 +599,7 @@ void ProfileSessionImpl::ClearLink(const WriteContext& w, const std::string& use
   step.user = user;
   step.master = master;
   step.members_too = members_too;
-  ApplyLinkStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
+  RunStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
     if (!r.ok()) return done(r.status());
     done(r->applied);
   });
@@ -653,7 +667,7 @@ void ProfileSessionImpl::DeleteGrouped(const WriteContext& w, const std::string&
       LinkStep step;
       step.kind = LinkStep::Kind::kDelete;
       step.user = user;
-      ApplyLinkStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
+      RunStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
         if (!r.ok()) return done(r.status());
         done(true);
       });
@@ -685,12 +699,11 @@ void ProfileSessionImpl::DeleteMembers(const WriteContext& w, const std::string&
   step.kind = LinkStep::Kind::kDeleteMember;
   step.user = (*members)[i];
   step.master = master;
-  ApplyLinkStep(
-      w, step,
-      [this, w, master, members, i, done = std::move(done)](Result<LinkStepResult> r) mutable {
-        if (!r.ok()) return done(r.status());
-        DeleteMembers(w, master, members, i + 1, std::move(done));
-      });
+  RunStep(w, step,
+          [this, w, master, members, i, done = std::move(done)](Result<LinkStepResult> r) mutable {
+            if (!r.ok()) return done(r.status());
+            DeleteMembers(w, master, members, i + 1, std::move(done));
+          });
 }
 
 }  // namespace segstore::profile

@@ -103,10 +103,22 @@ void ProfileSessionImpl::Get(std::string_view user, const GetOptions& options,
         if (!r.ok()) return done(r.status());
         // A body with a group section goes straight to the group read, which
         // decodes it once, whole.
-        if (HasGroupSection(r->body())) {
-          return ReadGroup(*r, referenced, options, Now(), std::move(done));
+        if (!HasGroupSection(r->body())) return AnswerOwn(*r, options, done);
+        GroupRecord own(std::move(*r));
+        if (own.reference().empty() || HoldsHere(own.reference())) {
+          Result<GroupRecord> named = referenced.ok()
+                                          ? Result<GroupRecord>(GroupRecord(std::move(*referenced)))
+                                          : Result<GroupRecord>(referenced.status());
+          return ReadGroup(own, named, options, Now(), std::move(done));
         }
-        AnswerOwn(*r, options, done);
+        // On a cluster node, a master another node holds: read there.
+        std::vector<std::string> named = {std::string(own.reference())};
+        auto held = std::make_shared<GroupRecord>(std::move(own));
+        ReadAll(std::move(named), [this, held, options, done = std::move(done)](
+                                      Result<std::vector<Result<GroupRecord>>> m) mutable {
+          if (!m.ok()) return done(m.status());
+          ReadGroup(*held, (*m)[0], options, Now(), std::move(done));
+        });
       });
 }
 
@@ -339,6 +351,9 @@ void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user, Ca
         });
     return;
   }
+  // On a cluster node a delete is a coordinator's: the node deletes a
+  // grouped user this way, any other with a plain delete entry (Grouped).
+  if (peers_ != nullptr) return DeleteGrouped(w, std::string(user), std::move(done));
   // One write, as before bridging, unless the record has a group section.
   auto grouped = std::make_shared<bool>(false);
   worker_->Update(

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@ class ProfileSessionImpl final : public ProfileSession {
   void Connected(std::string_view a, std::string_view b, Callback<bool> done) override;
   void ApplyLinkStep(const WriteContext& w, const LinkStep& step,
                      Callback<LinkStepResult> done) override;
+  void SetGroupPeers(GroupPeers* peers) override { peers_ = peers; }
+  void Grouped(std::string_view user, Callback<bool> done) override;
   storage::Worker& worker() override { return *worker_; }
 
   // What a sweep of one record did.
@@ -92,6 +95,35 @@ class ProfileSessionImpl final : public ProfileSession {
   void FailSoon(Status s, Callback<T> done);
   // ---- Profile bridging (group_read.cc, group_write.cc).
   struct LinkOp;
+  // A record a group's operation read: from this node's engine, or as
+  // stored on the node holding it (peers_).
+  class GroupRecord {
+   public:
+    explicit GroupRecord(storage::Record r) : local_(std::move(r)) {}
+    GroupRecord(std::string key, StoredRecord r) : key_(std::move(key)), remote_(std::move(r)) {}
+    std::string_view key() const { return local_ ? local_->key() : std::string_view(key_); }
+    std::string_view body() const { return local_ ? local_->body() : remote_.body; }
+    std::string_view reference() const {
+      return local_ ? local_->reference() : std::string_view(remote_.reference);
+    }
+
+   private:
+    std::optional<storage::Record> local_;
+    std::string key_;
+    StoredRecord remote_;
+  };
+  using PairCallback = std::function<void(Result<GroupRecord>, Result<GroupRecord>)>;
+  // Whether `user`'s records here are current: always on a single server.
+  bool HoldsHere(std::string_view user) const { return peers_ == nullptr || peers_->Holds(user); }
+  // `users`' records, in order (NotFound: none): those held here in one
+  // submission, the others from their nodes at the same time.
+  void ReadAll(std::vector<std::string> users, Callback<std::vector<Result<GroupRecord>>> done);
+  // `user`'s record and, when it names one, the record it names: in one
+  // round trip when both are held here (GetWithReference).
+  void ReadWithReference(std::string_view user, PairCallback done);
+  // A link's write: applied here on a single server, else sent to the node
+  // holding its record (peers_), which writes it through the log.
+  void RunStep(const WriteContext& w, const LinkStep& step, Callback<LinkStepResult> done);
   // Where a user stands, from its record and its master's, read together.
   struct Membership {
     bool exists = false;  // the user has a record
@@ -135,12 +167,13 @@ class ProfileSessionImpl final : public ProfileSession {
   // takes part in: `referenced` is the record of the
   // master `own` names, read with it. Reads the other members at once
   // (group_read.cc).
-  void ReadGroup(const storage::Record& own, const Result<storage::Record>& referenced,
+  void ReadGroup(const GroupRecord& own, const Result<GroupRecord>& referenced,
                  const GetOptions& options, UnixSeconds now, Callback<GetResult> done);
 
   storage::Store* store_;
   const ProfileOptions options_;
   std::unique_ptr<storage::Worker> worker_;
+  GroupPeers* peers_ = nullptr;  // a cluster node's (SetGroupPeers)
   // Reused across operations (one thread, one at a time inside callbacks).
   Columns scratch_;
   std::vector<Segment> merged_;

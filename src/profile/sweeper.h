@@ -30,7 +30,7 @@ class Sweeper {
 
  private:
   storage::Store* store_;
-  uint32_t cursor_ = 0;  // index partition the next pass starts at
+  uint32_t cursor_ = 0;                    // index partition the next pass starts at
   std::vector<storage::RecordRef> due_;    // found due, not yet visited
   std::vector<storage::RecordRef> batch_;  // this pass's share of due_
   std::atomic<uint64_t> visited_{0}, rewritten_{0}, deleted_{0}, segments_{0}, bytes_{0};

@@ -163,13 +163,7 @@ struct ConnectedResponse {
 };
 using CopyPartitionResponse = segstore::CopyPartitionResponse;
 using LinkStepResponse = LinkStepResult;  // {"applied", "changed", "members", "duplicate"?}
-// One user's record as stored: its body (the profile codec's bytes) and the
-// user its record names (profile bridging's reference; empty: none).
-struct StoredRecord {
-  std::string body;
-  std::string reference;
-  bool operator==(const StoredRecord&) const = default;
-};
+using StoredRecord = segstore::StoredRecord;
 struct ReadRecordsResponse {
   // One per user asked, in order; none: the user has no record.
   std::vector<std::optional<StoredRecord>> records;

@@ -302,6 +302,154 @@ TEST_F(LinkTest, StepsApplyOnceAndInLogOrder) {
   EXPECT_EQ(View("u"), "absent");
 }
 
+// Two nodes of a cluster, as the profile layer sees them: each holds the
+// users its predicate gives it, and reads and writes the other's through
+// GroupPeers (here: the other node's session, called in place of a network).
+// Links, merged reads, unlink and a group's delete across them.
+class TwoNodes : public ::testing::Test {
+ protected:
+  struct Node;
+  // The other node, reached as a cluster node's peers would reach it.
+  class Peers : public GroupPeers {
+   public:
+    Peers(Node* self, Node* other, bool (*holds)(std::string_view))
+        : self_(self), other_(other), holds_(holds) {}
+    bool Holds(std::string_view user) override { return holds_(user); }
+    void Read(std::vector<std::string> users,
+              Callback<std::vector<std::optional<StoredRecord>>> done) override {
+      ++reads;
+      std::vector<std::optional<StoredRecord>> out;
+      for (const std::string& u : users) {
+        EXPECT_FALSE(holds_(u)) << u << " is held here: read it here";
+        Result<storage::Record> r = other_->session->worker().GetSync(u);
+        if (r.ok()) {
+          out.push_back(StoredRecord{std::string(r->body()), std::string(r->reference())});
+        } else {
+          out.emplace_back();
+        }
+      }
+      self_->session->worker().Defer([out, done] { done(std::move(out)); });
+    }
+    void Step(const LinkStep& step, Callback<LinkStepResult> done) override {
+      ++steps;
+      Node* at = holds_(step.user) ? self_ : other_;
+      std::optional<Result<LinkStepResult>> r;
+      at->session->ApplyLinkStep(WriteContext{}, step,
+                                 [&](Result<LinkStepResult> x) { r = std::move(x); });
+      while (!r) at->session->Wait(std::chrono::milliseconds(100));
+      self_->session->worker().Defer([r = std::move(*r), done] { done(r); });
+    }
+    int reads = 0;
+    int steps = 0;
+
+   private:
+    Node* self_;
+    Node* other_;
+    bool (*holds_)(std::string_view);
+  };
+  struct Node {
+    TempDir dir;
+    ManualClock clock{kStart};
+    std::unique_ptr<storage::Store> store;
+    std::unique_ptr<ProfileStore> profiles;
+    std::unique_ptr<ProfileSession> session;
+    std::unique_ptr<Peers> peers;
+  };
+  static bool OnA(std::string_view u) { return u.rfind("a-", 0) == 0; }
+  static bool OnB(std::string_view u) { return !OnA(u); }
+
+  void SetUp() override {
+    for (Node* n : {&a_, &b_}) {
+      storage::StoreOptions o;
+      o.path = n->dir.File("data");
+      o.file_size = 64u << 20;
+      o.write_block_size = 256u << 10;
+      o.clock = &n->clock;
+      auto s = storage::Store::Open(o);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      n->store = std::move(*s);
+      ProfileOptions po;
+      po.sweeper = false;
+      auto p = ProfileStore::Open(n->store.get(), po);
+      ASSERT_TRUE(p.ok());
+      n->profiles = std::move(*p);
+      auto sess = n->profiles->NewSession();
+      ASSERT_TRUE(sess.ok());
+      n->session = std::move(*sess);
+    }
+    a_.peers = std::make_unique<Peers>(&a_, &b_, &OnA);
+    b_.peers = std::make_unique<Peers>(&b_, &a_, &OnB);
+    a_.session->SetGroupPeers(a_.peers.get());
+    b_.session->SetGroupPeers(b_.peers.get());
+  }
+  Node& At(std::string_view user) { return OnA(user) ? a_ : b_; }
+  void Put(const std::string& user, uint64_t id) {
+    std::vector<SegmentUpdate> up = {{id, 0, false, {}, {}}};
+    ASSERT_TRUE(At(user).session->UpsertSync(user, up).ok());
+  }
+  // A get as a cluster sends it: to the node holding the user.
+  std::string View(const std::string& user) {
+    auto r = At(user).session->GetSync(user);
+    if (r.status().IsNotFound()) return "absent";
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return "error";
+    std::string out;
+    for (uint64_t id : r->ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+    if (!r->master.empty()) out += " @" + r->master;
+    return out;
+  }
+  std::string MasterOf(const std::string& user) {
+    auto r = At(user).session->MasterOfSync(user);
+    if (r.status().IsNotFound()) return "-";
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : "error";
+  }
+
+  Node a_, b_;
+};
+
+TEST_F(TwoNodes, LinksAcrossNodesReadWriteAndDeleteThroughThePeers) {
+  Put("a-home", 1);
+  Put("b-phone", 2);
+  Put("b-tablet", 3);
+  Put("a-work", 4);
+  // What B still has of a partition A holds now (a move's leftover) is
+  // never read: A's copy is.
+  std::vector<SegmentUpdate> stale = {{99, 0, false, {}, {}}};
+  ASSERT_TRUE(b_.session->UpsertSync("a-home", stale).ok());
+  // The link goes to the node holding the member, which coordinates.
+  auto r = b_.session->LinkSync("b-phone", "a-home");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->master, "a-home");
+  ASSERT_TRUE(b_.session->LinkSync("b-tablet", "b-phone").ok());  // to its master, on A
+  ASSERT_TRUE(a_.session->LinkSync("a-work", "b-tablet").ok());
+  EXPECT_GT(b_.peers->steps, 0);
+  EXPECT_GT(b_.peers->reads, 0);
+  for (const char* u : {"a-home", "b-phone", "b-tablet", "a-work"}) {
+    EXPECT_EQ(MasterOf(u), "a-home") << u;
+    EXPECT_EQ(View(u), "1,2,3,4 @a-home") << u;
+  }
+  auto links = b_.session->LinksSync("b-phone");
+  ASSERT_TRUE(links.ok());
+  EXPECT_EQ(links->links.size(), 3u);
+  EXPECT_TRUE(*b_.session->ConnectedSync("b-phone", "a-work"));
+  EXPECT_FALSE(*a_.session->ConnectedSync("a-work", "b-stranger"));
+
+  // Unlink of a member on B: its master on A lists it no more.
+  ASSERT_TRUE(*b_.session->UnlinkSync("b-tablet"));
+  EXPECT_EQ(View("b-tablet"), "3");
+  EXPECT_EQ(View("a-home"), "1,2,4 @a-home");
+  // A group moves under a new master across the nodes.
+  Put("b-new", 5);
+  ASSERT_TRUE(a_.session->LinkSync("a-home", "b-new").ok());
+  EXPECT_EQ(MasterOf("a-work"), "b-new");
+  EXPECT_EQ(View("b-phone"), "1,2,4,5 @b-new");
+  // A delete of the master deletes the group, on both nodes.
+  ASSERT_TRUE(*b_.session->DeleteSync("b-new"));
+  for (const char* u : {"b-new", "a-home", "b-phone", "a-work"}) EXPECT_EQ(View(u), "absent") << u;
+  EXPECT_EQ(View("b-tablet"), "3");
+}
+
 TEST_F(LinkTest, UnlinkAndDeleteRemoveExactlyOneContributionAtOnce) {
   Open();
   Put("m", 1);
