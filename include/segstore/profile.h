@@ -115,9 +115,9 @@ class GroupPeers {
   // Whether this node serves `user`'s partition now (its copy is current).
   virtual bool Holds(std::string_view user) = 0;
   // The records of `users` (none of them held here), one per user in
-  // order; none for a user without a record.
+  // order; NotFound for a user without a record.
   virtual void Read(std::vector<std::string> users,
-                    Callback<std::vector<std::optional<StoredRecord>>> done) = 0;
+                    Callback<std::vector<Result<StoredRecord>>> done) = 0;
   // Applies `step` where its user is held (here too), through the log.
   virtual void Step(const LinkStep& step, Callback<LinkStepResult> done) = 0;
 };

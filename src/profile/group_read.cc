@@ -119,20 +119,22 @@ void ProfileSessionImpl::ReadAll(std::vector<std::string> users,
   }
   join->remaining = users.size() - remote.size() + (remote.empty() ? 0 : 1);
   if (!remote.empty()) {
-    peers_->Read(remote, [join, remote,
-                          remote_at](Result<std::vector<std::optional<StoredRecord>>> r) mutable {
-      for (size_t j = 0; j < remote_at.size(); ++j) {
-        Result<GroupRecord>& out = join->results[remote_at[j]];
-        if (!r.ok()) {
-          out = r.status();
-        } else if (j >= r->size() || !(*r)[j]) {
-          out = Status::NotFound("no record");
-        } else {
-          out = GroupRecord(std::move(remote[j]), std::move(*(*r)[j]));
-        }
-      }
-      join->One();
-    });
+    peers_->Read(remote,
+                 [join, remote, remote_at](Result<std::vector<Result<StoredRecord>>> r) mutable {
+                   for (size_t j = 0; j < remote_at.size(); ++j) {
+                     Result<GroupRecord>& out = join->results[remote_at[j]];
+                     if (!r.ok()) {
+                       out = r.status();
+                     } else if (j >= r->size()) {
+                       out = Status::Internal("a node answered fewer records than asked");
+                     } else if (!(*r)[j].ok()) {
+                       out = (*r)[j].status();
+                     } else {
+                       out = GroupRecord(std::move(remote[j]), std::move(*(*r)[j]));
+                     }
+                   }
+                   join->One();
+                 });
   }
   // One submission: the reads held here go out together.
   storage::Worker::Batch batch(*worker_);

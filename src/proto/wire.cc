@@ -2160,48 +2160,48 @@ Status Decode(std::string_view body, const DecodeLimits& lim, ReadRecordsRequest
 
 void Encode(const ReadRecordsResponse& m, std::string* out) {
   size_t bound = 16;
-  for (const auto& r : m.records) bound += r ? 12 + r->body.size() + r->reference.size() : 1;
+  for (const auto& r : m) {
+    bound += r.ok() ? 40 + r->body.size() + r->reference.size() : 32 + r.status().message().size();
+  }
   out->reserve(out->size() + bound);
   EncodeWith(out, [&](Packer& pk) {
     pk.pack_map(1);
-    Str(pk, "records");
-    pk.pack_array(static_cast<uint32_t>(m.records.size()));
-    for (const auto& r : m.records) {
-      if (!r) {
-        pk.pack_nil();
+    Str(pk, "results");
+    pk.pack_array(static_cast<uint32_t>(m.size()));
+    for (const auto& r : m) {
+      if (!r.ok()) {
+        ErrorFields(pk, r.status());
         continue;
       }
-      pk.pack_array(2);
+      pk.pack_map(3);
+      Str(pk, "status");
+      pk.pack_uint8(0);
+      Str(pk, "body");
       Bin(pk, r->body);
+      Str(pk, "reference");
       Bin(pk, r->reference);
     }
   });
 }
 
 Status Decode(std::string_view body, const DecodeLimits& lim, ReadRecordsResponse* m) {
-  *m = {};
+  m->clear();
   return DecodeMap(body, [&](const Fields& f) {
-    const object* arr = nullptr;
-    SEGSTORE_RETURN_IF_ERROR(f.Array("records", UINT32_MAX, &arr, true));
-    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
-      const object& e = arr->via.array.ptr[i];
-      const std::string name = "records[" + std::to_string(i) + "]";
-      if (e.type == mt::NIL) {
-        m->records.emplace_back();
-        continue;
-      }
-      if (e.type != mt::ARRAY || e.via.array.size != 2) {
-        return WrongType(name, "nil or an array [body, reference]", e);
-      }
-      StoredRecord r;
-      SEGSTORE_RETURN_IF_ERROR(ReadBin(e.via.array.ptr[0], name + ".body", &r.body));
-      SEGSTORE_RETURN_IF_ERROR(ReadBin(e.via.array.ptr[1], name + ".reference", &r.reference));
-      if (!r.reference.empty()) {
-        SEGSTORE_RETURN_IF_ERROR(Fields::CheckUser(r.reference, name + ".reference", lim));
-      }
-      m->records.push_back(std::move(r));
-    }
-    return Status::OK();
+    return ReadResults<StoredRecord>(
+        f,
+        [&](const Fields& e, StoredRecord* r) -> Status {
+          const object* b = e.Find("body");
+          if (b == nullptr) return Bad(e.Name("body"), "missing");
+          SEGSTORE_RETURN_IF_ERROR(ReadBin(*b, e.Name("body"), &r->body));
+          const object* ref = e.Find("reference");
+          if (ref == nullptr) return Bad(e.Name("reference"), "missing");
+          SEGSTORE_RETURN_IF_ERROR(ReadBin(*ref, e.Name("reference"), &r->reference));
+          if (!r->reference.empty()) {
+            SEGSTORE_RETURN_IF_ERROR(Fields::CheckUser(r->reference, e.Name("reference"), lim));
+          }
+          return Status::OK();
+        },
+        m);
   });
 }
 

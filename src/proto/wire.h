@@ -164,11 +164,10 @@ struct ConnectedResponse {
 using CopyPartitionResponse = segstore::CopyPartitionResponse;
 using LinkStepResponse = LinkStepResult;  // {"applied", "changed", "members", "duplicate"?}
 using StoredRecord = segstore::StoredRecord;
-struct ReadRecordsResponse {
-  // One per user asked, in order; none: the user has no record.
-  std::vector<std::optional<StoredRecord>> records;
-  bool operator==(const ReadRecordsResponse&) const = default;
-};
+// {"results": [{"status": 0, "body", "reference"} or {"status", "message"}]}:
+// one per user asked, in order; NotFound for a user without a record,
+// WrongNode for one the node does not serve.
+using ReadRecordsResponse = std::vector<Result<StoredRecord>>;
 
 // The bytes record `r` takes in a copy_partition answer's body (exact), and
 // the most the rest of that body takes (its map, "next", "cursor" and the

@@ -316,16 +316,16 @@ class TwoNodes : public ::testing::Test {
         : self_(self), other_(other), holds_(holds) {}
     bool Holds(std::string_view user) override { return holds_(user); }
     void Read(std::vector<std::string> users,
-              Callback<std::vector<std::optional<StoredRecord>>> done) override {
+              Callback<std::vector<Result<StoredRecord>>> done) override {
       ++reads;
-      std::vector<std::optional<StoredRecord>> out;
+      std::vector<Result<StoredRecord>> out;
       for (const std::string& u : users) {
         EXPECT_FALSE(holds_(u)) << u << " is held here: read it here";
         Result<storage::Record> r = other_->session->worker().GetSync(u);
         if (r.ok()) {
           out.push_back(StoredRecord{std::string(r->body()), std::string(r->reference())});
         } else {
-          out.emplace_back();
+          out.push_back(r.status());
         }
       }
       self_->session->worker().Defer([out, done] { done(std::move(out)); });

@@ -151,14 +151,16 @@ inline std::vector<NodeExample> NodeToNode() {
                ok,
                ReadRecordsRequest{{"phone", "tablet"}}});
   ReadRecordsResponse records;
-  records.records.push_back(StoredRecord{
-      std::string("\x02\xa3\x09\x01\xec\x2a\x00\x03\x9b\xab\x01\x00", 12), "home-pc"});
-  records.records.emplace_back();
+  records.push_back(
+      StoredRecord{std::string("\x02\xa3\x09\x01\xec\x2a\x00\x03\x9b\xab\x01\x00", 12), "home-pc"});
+  records.push_back(Status::NotFound("the user has no record"));
   v.push_back({"read_records.response.hex",
                "read_records response: phone's record, and none for tablet",
-               {"One element per user asked, in order: nil when the user has no record,",
-                "else [body (bin: the stored record as is, the profile codec's bytes),",
-                "reference (bin: the master its record names; empty: none)]."},
+               {"One result per user asked, in order, as batch_get's: status 0 with \"body\"",
+                "(bin: the stored record as is, the profile codec's bytes) and \"reference\"",
+                "(bin: the master its record names; empty: none); else status and message:",
+                "1 (NotFound) for a user without a record, 14 (WrongNode) for one the node",
+                "does not serve."},
                Op::kReadRecords,
                28,
                ok,

@@ -290,8 +290,8 @@ std::string Text(const ReadRecordsRequest& m) {
   return "read_records " + List(m.users, [](const std::string& u) { return Q(u); });
 }
 std::string Text(const ReadRecordsResponse& m) {
-  return "records " + List(m.records, [](const std::optional<StoredRecord>& r) {
-           return r ? "[" + Q(r->body) + " " + Q(r->reference) + "]" : std::string("none");
+  return "records " + List(m, [](const Result<StoredRecord>& r) {
+           return r.ok() ? "[" + Q(r->body) + " " + Q(r->reference) + "]" : r.status().ToString();
          });
 }
 std::string Text(const examples::Body& b) {
@@ -1986,9 +1986,10 @@ TEST(LinkWireTest, StepsAndRecordReadsRoundTrip) {
   ExpectRoundTrip(LinkStepResponse{false, true, 0, true});
   ExpectRoundTrip(ReadRecordsRequest{{"home-pc", binary}});
   ReadRecordsResponse records;
-  records.records.push_back(StoredRecord{std::string("\x03body\x00", 6), "home-pc"});
-  records.records.emplace_back();
-  records.records.push_back(StoredRecord{"b", ""});
+  records.push_back(StoredRecord{std::string("\x03body\x00", 6), "home-pc"});
+  records.push_back(Status::NotFound("the user has no record"));
+  records.push_back(StoredRecord{"b", ""});
+  records.push_back(Status::WrongNode("partition 7 is not held by this node"));
   ExpectRoundTrip(records);
   ExpectRoundTrip(ReadRecordsResponse{});
 }
@@ -2031,11 +2032,23 @@ TEST(LinkWireTest, StepAndRecordReadRefusalsNameTheField) {
   ExpectInvalid(DecodeAs<ReadRecordsRequest>(Mp().Map(1).Str("users").Arr(0)), {"users", "empty"});
   ExpectInvalid(DecodeAs<ReadRecordsRequest>(Mp().Map(1).Str("users").Arr(1).Str("")),
                 {"users[0]", "empty user ID"});
-  ExpectInvalid(DecodeAs<ReadRecordsResponse>(Mp().Map(1).Str("records").Arr(1).U(1)),
-                {"records[0]", "nil or an array"});
+  ExpectInvalid(DecodeAs<ReadRecordsResponse>(Mp().Map(1).Str("results").Arr(1).U(1)),
+                {"results[0]", "a map"});
   ExpectInvalid(
-      DecodeAs<ReadRecordsResponse>(Mp().Map(1).Str("records").Arr(1).Arr(2).Str("b").Bin("")),
-      {"records[0].body", "binary"});
+      DecodeAs<ReadRecordsResponse>(
+          Mp().Map(1).Str("results").Arr(1).Map(2).Str("status").U(0).Str("body").Bin("")),
+      {"results[0].reference", "missing"});
+  ExpectInvalid(DecodeAs<ReadRecordsResponse>(Mp().Map(1)
+                                                  .Str("results")
+                                                  .Arr(1)
+                                                  .Map(3)
+                                                  .Str("status")
+                                                  .U(0)
+                                                  .Str("body")
+                                                  .Str("b")
+                                                  .Str("reference")
+                                                  .Bin("")),
+                {"results[0].body", "binary"});
 }
 
 TEST(LinkWireTest, RequestUsersMayBeBinary) {
