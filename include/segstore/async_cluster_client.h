@@ -128,6 +128,13 @@ class AsyncClusterClient {
   // not resent, and its error is what the caller gets.
   void Link(std::string_view user, std::string_view master, uint32_t ttl,
             Callback<LinkResult> done);
+  // Node to node (AsyncClient::SendLinkStep, ReadRecords): a step goes to
+  // the node holding step.user, with a write ID in a cluster with a log
+  // (resent with it when its outcome is unknown, as every write); the
+  // records' users are split by node, as a batch get's.
+  void SendLinkStep(const LinkStep& step, Callback<LinkStepResult> done);
+  void ReadRecords(std::span<const std::string> users,
+                   Callback<std::vector<Result<StoredRecord>>> done);
 
   // Fails everything in flight with Unavailable (callbacks run inside Close),
   // closes every connection; later calls fail with Unavailable. Idempotent.

@@ -208,6 +208,15 @@ class AsyncClient {
   // node writing through a log.
   virtual void CopyPartition(const CopyPartitionRequest& request,
                              Callback<CopyPartitionResponse> done) = 0;
+  // Node to node, profile bridging in a cluster (proto/PROTOCOL.md,
+  // "link_step", "read_records"; clients have no need of them): one step of
+  // a link on the node holding step.user, written through its log with
+  // `write_id` (empty: none); and the records of `users` as stored, one
+  // result per user (NotFound: no record; WrongNode: not served there).
+  virtual void SendLinkStep(const LinkStep& step, const WriteId& write_id,
+                            Callback<LinkStepResult> done) = 0;
+  virtual void ReadRecords(std::span<const std::string> users,
+                           Callback<std::vector<Result<StoredRecord>>> done) = 0;
 
   // The same with a mode alone, and without a write ID.
   void Upsert(std::string_view user, std::span<const SegmentUpdate> segments, UpsertMode mode,

@@ -20,6 +20,10 @@ struct ClusterNode {
   std::string rack;     // failure domain; empty when not labelled
   // "host:port" of its RESP port (proto/RESP.md); empty when it has none.
   std::string resp = {};
+  // What its build can do that older builds cannot, as it registered
+  // ("links": profile bridging's log entries): a feature is used in the
+  // cluster only once every node of the map has it.
+  std::vector<std::string> features = {};
   bool operator==(const ClusterNode&) const = default;
 };
 

@@ -78,6 +78,8 @@ struct CopiedRecord {
   std::string body;          // the stored record body as is (the profile codec's bytes)
   UnixSeconds sweep_at = 0;  // 0: none
   UnixSeconds void_at = 0;   // 0: none
+  // The user this record names (a linked profile's master); empty: none.
+  std::string reference = {};
   bool operator==(const CopiedRecord&) const = default;
 };
 

@@ -1032,6 +1032,46 @@ void AsyncClusterClient::Delete(std::string_view user, Callback<bool> done) {
       ->Start();
 }
 
+void AsyncClusterClient::SendLinkStep(const LinkStep& step, Callback<LinkStepResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->SendLinkStep(step, WriteId{}, r.Counted(std::move(done)));
+    }
+  }
+  const WriteId id = NewWriteId();
+  std::make_shared<RoutedOp<LinkStepResult>>(
+      router_, step.user, internal::WriteKind(id),
+      [step, id](AsyncClient& c, const std::string&, Callback<LinkStepResult> cb) {
+        c.SendLinkStep(step, id, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
+void AsyncClusterClient::ReadRecords(std::span<const std::string> users,
+                                     Callback<std::vector<Result<StoredRecord>>> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (users.empty()) {
+    boost::asio::post(r.io(),
+                      [done = std::move(done)] { done(std::vector<Result<StoredRecord>>()); });
+    return;
+  }
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed()))
+      return c->ReadRecords(users, r.Counted(std::move(done)));
+  }
+  std::make_shared<BatchOp<StoredRecord, std::string>>(
+      router_, std::vector<std::string>(users.begin(), users.end()), Kind::kRead,
+      internal::UserOfName,
+      [](AsyncClient& c, std::span<const std::string> part,
+         Callback<std::vector<Result<StoredRecord>>> cb) { c.ReadRecords(part, std::move(cb)); },
+      std::move(done))
+      ->Start();
+}
+
 void AsyncClusterClient::Link(std::string_view user, std::string_view master, uint32_t ttl,
                               Callback<LinkResult> done) {
   ClusterRouter& r = *router_;

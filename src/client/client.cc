@@ -218,6 +218,22 @@ class AsyncClientImpl final : public AsyncClient {
                                            [](proto::ConnectedResponse r) { return r.connected; }));
   }
 
+  void SendLinkStep(const LinkStep& step, const WriteId& write_id,
+                    Callback<LinkStepResult> done) override {
+    proto::LinkStepRequest req{step, write_id};
+    Send(Op::kLinkStep, req,
+         Decoding<proto::LinkStepResponse>(Op::kLinkStep, std::move(done),
+                                           Identity<LinkStepResult>()));
+  }
+
+  void ReadRecords(std::span<const std::string> users,
+                   Callback<std::vector<Result<StoredRecord>>> done) override {
+    proto::ReadRecordsRequest req{std::vector<std::string>(users.begin(), users.end())};
+    Send(Op::kReadRecords, req,
+         Decoding<proto::ReadRecordsResponse>(Op::kReadRecords, std::move(done),
+                                              Identity<proto::ReadRecordsResponse>()));
+  }
+
   void CopyPartition(const CopyPartitionRequest& request,
                      Callback<CopyPartitionResponse> done) override {
     Send(Op::kCopyPartition, request,

@@ -1,5 +1,6 @@
 #include "cluster/agent.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -53,6 +54,16 @@ Result<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(const AgentOptions& op
   agent->Publish();  // not serving yet, but cluster_map names this node
   agent->thread_ = std::thread([a = agent.get()] { a->Run(); });
   return agent;
+}
+
+bool EveryNodeHas(const ClusterMap& map, std::string_view feature, std::string* without) {
+  for (const ClusterNode& n : map.nodes) {
+    if (std::find(n.features.begin(), n.features.end(), feature) == n.features.end()) {
+      if (without != nullptr) *without = n.id;
+      return false;
+    }
+  }
+  return true;
 }
 
 ClusterAgent::ClusterAgent(const AgentOptions& options, std::unique_ptr<EtcdClient> etcd,
@@ -382,13 +393,11 @@ void ClusterAgent::Control() {
     bool changed = false;
     for (ClusterNode& n : next.nodes) {
       auto it = live.find(n.id);
-      if (it != live.end() && (it->second.address != n.address || it->second.rack != n.rack ||
-                               it->second.resp != n.resp)) {
-        spdlog::info("cluster: node {} now at {} (rack '{}', RESP '{}')", n.id, it->second.address,
-                     it->second.rack, it->second.resp);
-        n.address = it->second.address;
-        n.rack = it->second.rack;
-        n.resp = it->second.resp;
+      if (it != live.end() && it->second != n) {
+        spdlog::info("cluster: node {} now at {} (rack '{}', RESP '{}', features '{}')", n.id,
+                     it->second.address, it->second.rack, it->second.resp,
+                     fmt::join(it->second.features, ","));
+        n = it->second;
         changed = true;
       }
     }

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -45,6 +46,14 @@
 #include "segstore/result.h"
 
 namespace segstore::cluster {
+
+// The features this build registers with (ClusterNode::features): "links",
+// profile bridging's log entries (link_step), which a build without it
+// could not apply. A feature is used only once every node of the map has it.
+inline const std::vector<std::string> kNodeFeatures = {"links"};
+// Whether every node of `map` registered with `feature`; the first that did
+// not in *without.
+bool EveryNodeHas(const ClusterMap& map, std::string_view feature, std::string* without);
 
 struct AgentOptions {
   EtcdOptions etcd;

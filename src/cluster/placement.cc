@@ -89,6 +89,7 @@ std::string MapToJson(const ClusterMap& map) {
   for (const ClusterNode& n : map.nodes) {
     Json node{{"id", n.id}, {"address", n.address}, {"rack", n.rack}};
     if (!n.resp.empty()) node["resp"] = n.resp;
+    if (!n.features.empty()) node["features"] = n.features;
     j["nodes"].push_back(std::move(node));
   }
   Json parts = Json::array();
@@ -134,7 +135,8 @@ Result<ClusterMap> MapFromJson(std::string_view text) {
     for (const Json& n : j.at("nodes")) {
       map.nodes.push_back(
           ClusterNode{n.at("id").get<std::string>(), n.at("address").get<std::string>(),
-                      n.value("rack", std::string()), n.value("resp", std::string())});
+                      n.value("rack", std::string()), n.value("resp", std::string()),
+                      n.value("features", std::vector<std::string>())});
     }
     const Json& parts = j.at("partitions");
     if (!parts.is_array() || parts.size() != kPartitions) {
@@ -179,6 +181,7 @@ Result<ClusterNode> NodeFromJson(std::string_view json) {
 std::string RegistrationToJson(const Registration& r) {
   Json j{{"id", r.node.id}, {"address", r.node.address}, {"rack", r.node.rack}};
   if (!r.node.resp.empty()) j["resp"] = r.node.resp;
+  if (!r.node.features.empty()) j["features"] = r.node.features;
   if (!r.ready.empty()) {
     j["ready"] = r.ready;
     j["ready_revision"] = r.ready_revision;
@@ -194,7 +197,8 @@ Result<Registration> RegistrationFromJson(std::string_view text) {
   try {
     Registration r;
     r.node = ClusterNode{j.at("id").get<std::string>(), j.at("address").get<std::string>(),
-                         j.value("rack", std::string()), j.value("resp", std::string())};
+                         j.value("rack", std::string()), j.value("resp", std::string()),
+                         j.value("features", std::vector<std::string>())};
     if (r.node.id.empty()) return Status::InvalidArgument("node registration: empty id");
     if (j.contains("ready")) {
       for (const Json& p : j.at("ready")) {

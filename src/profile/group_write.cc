@@ -669,7 +669,7 @@ void ProfileSessionImpl::DeleteGrouped(const WriteContext& w, const std::string&
       step.user = user;
       RunStep(w, step, [done = std::move(done)](Result<LinkStepResult> r) {
         if (!r.ok()) return done(r.status());
-        done(true);
+        done(r->applied);
       });
     };
     if (m->master == user) {

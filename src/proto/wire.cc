@@ -939,13 +939,15 @@ Status ReadBin(const object& o, const std::string& name, std::string* v) {
   return Status::OK();
 }
 
-// One element of copy_partition's "records": [key, body, sweep_at, void_at].
+// One element of copy_partition's "records": [key, body, sweep_at,
+// void_at], and the user the record names when it names one (a fifth).
 Status ReadCopiedRecord(const object& o, const std::string& name, const DecodeLimits& lim,
                         CopiedRecord* r) {
   if (o.type != mt::ARRAY) return WrongType(name, "an array [key, body, sweep_at, void_at]", o);
-  if (o.via.array.size != 4) {
+  if (o.via.array.size != 4 && o.via.array.size != 5) {
     return Bad(name, "has " + std::to_string(o.via.array.size) +
-                         " elements, expected 4 [key, body, sweep_at, void_at]");
+                         " elements, expected 4 [key, body, sweep_at, void_at] or 5 (with "
+                         "the reference)");
   }
   const object* e = o.via.array.ptr;
   if (e[0].type != mt::BIN) return WrongType(name + ".key", "binary", e[0]);
@@ -959,6 +961,10 @@ Status ReadCopiedRecord(const object& o, const std::string& name, const DecodeLi
   r->sweep_at = static_cast<UnixSeconds>(t);
   SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e[3], name + ".void_at", UINT32_MAX, &t));
   r->void_at = static_cast<UnixSeconds>(t);
+  if (o.via.array.size == 5) {
+    if (e[4].type != mt::BIN) return WrongType(name + ".reference", "binary", e[4]);
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(e[4], name + ".reference", lim, &r->reference));
+  }
   return Status::OK();
 }
 
@@ -1726,7 +1732,8 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ClusterMap* m)
 size_t CopiedRecordBytes(const CopiedRecord& r) {
   auto bin = [](size_t n) { return (n <= 0xff ? 2 : n <= 0xffff ? 3 : 5) + n; };
   auto uint = [](uint32_t v) { return v < 0x80 ? 1 : v <= 0xff ? 2 : v <= 0xffff ? 3 : 5; };
-  return 1 + bin(r.key.size()) + bin(r.body.size()) + uint(r.sweep_at) + uint(r.void_at);
+  return 1 + bin(r.key.size()) + bin(r.body.size()) + uint(r.sweep_at) + uint(r.void_at) +
+         (r.reference.empty() ? 0 : bin(r.reference.size()));
 }
 
 void Encode(const CopyPartitionResponse& m, std::string* out) {
@@ -1742,11 +1749,12 @@ void Encode(const CopyPartitionResponse& m, std::string* out) {
     Str(pk, "records");
     pk.pack_array(static_cast<uint32_t>(m.records.size()));
     for (const CopiedRecord& r : m.records) {
-      pk.pack_array(4);
+      pk.pack_array(r.reference.empty() ? 4 : 5);
       Bin(pk, r.key);
       Bin(pk, r.body);
       pk.pack_uint32(r.sweep_at);
       pk.pack_uint32(r.void_at);
+      if (!r.reference.empty()) Bin(pk, r.reference);
     }
   });
 }

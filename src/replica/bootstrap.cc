@@ -148,8 +148,9 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
       page->worker->GetAt(page->refs[i], [page, i, finish](Result<storage::Record> r) {
         if (r.ok()) {
           if (!IsReservedKey(r->key())) {
-            page->records[i] = CopiedRecord{std::string(r->key()), std::string(r->body()),
-                                            r->sweep_at(), r->void_at()};
+            page->records[i] =
+                CopiedRecord{std::string(r->key()), std::string(r->body()), r->sweep_at(),
+                             r->void_at(), std::string(r->reference())};
           }
         } else if (r.status().IsNotFound()) {
           page->moved = true;
@@ -463,11 +464,21 @@ class Bootstrapper::Loop {
         }
         *bytes += r.key.size() + r.body.size();
         ++*records;
-        worker_.Put(r.key, std::move(r.body), r.sweep_at, r.void_at,
-                    [&pending, &failure](Result<storage::WriteOutcome> w) {
-                      if (!w.ok() && failure.ok()) failure = w.status();
-                      --pending;
-                    });
+        auto written = [&pending, &failure](Result<storage::WriteOutcome> w) {
+          if (!w.ok() && failure.ok()) failure = w.status();
+          --pending;
+        };
+        if (r.reference.empty()) {
+          worker_.Put(r.key, std::move(r.body), r.sweep_at, r.void_at, written);
+          continue;
+        }
+        // A linked profile keeps naming its master (the engine's reference).
+        storage::Mutation m = storage::Mutation::Put(std::move(r.body), r.sweep_at, r.void_at);
+        m.reference = std::move(r.reference);
+        worker_.Update(
+            r.key,
+            [m = std::move(m)](const storage::Record*) -> Result<storage::Mutation> { return m; },
+            written);
       }
       Drain(worker_, &pending);
       if (!failure.ok()) return failure.WithContext("writing the copy");

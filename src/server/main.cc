@@ -17,6 +17,7 @@
 #include "server/heap.h"
 #include "server/metrics.h"
 #include "server/notify.h"
+#include "server/peer_links.h"
 #include "server/peer_source.h"
 #include "server/profile_service.h"
 #include "server/server.h"
@@ -270,6 +271,18 @@ int Serve(const server::Config& config) {
                    ro.log.brokers, ro.log.topic, ro.log.partitions);
     }
   }
+  // In a cluster, linked profiles reach the records and steps of other
+  // nodes' users through PeerLinks (destroyed after the front end).
+  std::unique_ptr<server::PeerLinks> peer_links;
+  if (config.cluster_enabled) {
+    segstore::Result<segstore::client::ClientOptions> peer_options = PeerClientOptions(config);
+    if (!peer_options.ok()) {
+      spdlog::critical("cluster: peers: {}", peer_options.status().ToString());
+      return 1;
+    }
+    peer_links = std::make_unique<server::PeerLinks>(*peer_options, &cluster_board);
+    service_options.peers = peer_links.get();
+  }
   server::ProfileService service(store->get(), profiles->get(), service_options);
   if (config.cluster_enabled) {
     service.set_cluster_stats([&cluster_agent] {
@@ -313,6 +326,7 @@ int Serve(const server::Config& config) {
       agent_options.self.resp =
           host.find(':') != std::string::npos ? "[" + host + "]:" + port : host + ":" + port;
     }
+    agent_options.self.features = segstore::cluster::kNodeFeatures;
     auto started = segstore::cluster::ClusterAgent::Start(agent_options, &cluster_board);
     if (!started.ok()) {
       spdlog::critical("cannot join the cluster: {}", started.status().ToString());

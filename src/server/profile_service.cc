@@ -14,6 +14,7 @@
 #include "replica/bootstrap.h"
 #include "replica/checkpoint.h"
 #include "replica/entry.h"
+#include "server/peer_links.h"
 
 namespace segstore::server {
 
@@ -107,6 +108,10 @@ class ProfileHandler : public Handler {
     limits_.max_key_bytes = service->store_->max_key_size();
     limits_.max_batch = service->options_.max_batch;
     limits_.max_list = std::max<uint32_t>(service->options_.max_segments, 1);
+    if (board_ != nullptr && service->options_.peers != nullptr) {
+      group_peers_ = std::make_unique<ClusterPeers>(this);
+      session_->SetGroupPeers(group_peers_.get());
+    }
   }
 
   int event_fd() const override { return session_->worker().event_fd(); }
@@ -160,6 +165,10 @@ class ProfileHandler : public Handler {
         return Links(h, body, std::move(to));
       case Op::kConnected:
         return Connected(h, body, std::move(to));
+      case Op::kLinkStep:
+        return LinkStep(h, body, std::move(to));
+      case Op::kReadRecords:
+        return ReadRecords(h, body, std::move(to));
     }
     ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), to);
   }
@@ -563,17 +572,33 @@ class ProfileHandler : public Handler {
     if (!Read(h, body, &req, to)) return;
     if (RefusedAsPassive(h, to)) return;
     if (!Serves(h, req.user, to)) return;
-    if (replicator_ != nullptr) {
-      return Submit(service_->store_->clock().Now(), std::move(req),
-                    [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
-                      ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) {
-                        return proto::DeleteResponse{x.deleted, x.duplicate};
-                      });
-                    });
+    if (group_peers_ != nullptr) {
+      // A grouped user's delete is its group's steps (a master's deletes
+      // its group), coordinated here; any other is a plain delete entry.
+      const std::string user = req.user;  // req moves into the callback
+      session_->Grouped(
+          user, [this, h, req = std::move(req), to = std::move(to)](Result<bool> grouped) mutable {
+            if (!grouped.ok()) return ReplyError(h, grouped.status(), to);
+            if (!*grouped && replicator_ != nullptr) return SubmitDelete(h, std::move(req), to);
+            session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
+                               return proto::DeleteResponse{existed};
+                             }));
+          });
+      return;
     }
+    if (replicator_ != nullptr) return SubmitDelete(h, std::move(req), to);
     session_->Delete(req.user, Answer<bool>(h, std::move(to), [](bool existed) {
                        return proto::DeleteResponse{existed};
                      }));
+  }
+
+  void SubmitDelete(const FrameHeader& h, proto::DeleteRequest req, Responder& to) {
+    Submit(service_->store_->clock().Now(), std::move(req),
+           [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+             ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) {
+               return proto::DeleteResponse{x.deleted, x.duplicate};
+             });
+           });
   }
 
   void Expire(const FrameHeader& h, std::string_view body, Responder to) {
@@ -598,15 +623,149 @@ class ProfileHandler : public Handler {
     session_->Expire(req.user, req.ids, req.spec(), AnswerAsIs<ExpireResult>(h, std::move(to)));
   }
 
-  // ---- Profile bridging (PROTOCOL.md, "Linked profiles"). A single
-  // server's for now: a cluster does not yet carry links through its log.
+  // ---- Profile bridging (PROTOCOL.md, "Linked profiles"). On a cluster
+  // node the session reaches the records and steps of other nodes' users
+  // through ClusterPeers; links are refused until every node of the map
+  // runs a build that applies their log entries.
   bool RefusedInCluster(const FrameHeader& h, Responder& to) {
     if (board_ == nullptr) return false;
-    ReplyError(h,
-               Status::Unsupported(std::string(proto::OpName(h.op)) +
-                                   ": links are not yet replicated through the cluster's log"),
-               to);
+    std::string without;
+    Status s;
+    if (group_peers_ == nullptr) {
+      s = Status::Unsupported(std::string(proto::OpName(h.op)) +
+                              ": this cluster node cannot reach its peers for links");
+    } else if (!cluster::EveryNodeHas(View()->map, "links", &without)) {
+      s = Status::Unsupported(std::string(proto::OpName(h.op)) + ": node " + without +
+                              " of the cluster runs a build without links; links are made once "
+                              "every node is upgraded");
+    }
+    if (s.ok()) return false;
+    ReplyError(h, s, to);
     return true;
+  }
+
+  // Profile bridging on a cluster node: the view says which users this
+  // node holds; the records and steps of the others go through PeerLinks,
+  // whose answers are posted back to this loop.
+  class ClusterPeers final : public profile::GroupPeers {
+   public:
+    explicit ClusterPeers(ProfileHandler* handler) : h_(handler) {}
+    bool Holds(std::string_view user) override {
+      return !replica::IsReservedKey(user) && h_->View()->Serves(PartitionOf(user));
+    }
+    void Read(std::vector<std::string> users,
+              profile::Callback<std::vector<Result<StoredRecord>>> done) override {
+      h_->service_->options_.peers->ReadRecords(
+          std::move(users), [poster = h_->poster_, done = std::move(done)](
+                                Result<std::vector<Result<StoredRecord>>> r) mutable {
+            poster->Post(
+                [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+          });
+    }
+    void Step(const segstore::LinkStep& step, profile::Callback<LinkStepResult> done) override {
+      if (Holds(step.user)) return h_->StepHere(step, std::move(done));
+      h_->service_->options_.peers->SendLinkStep(
+          step, [poster = h_->poster_, done = std::move(done)](Result<LinkStepResult> r) mutable {
+            poster->Post(
+                [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+          });
+    }
+
+   private:
+    ProfileHandler* h_;
+  };
+
+  // A step on a record this node holds: through the log (answered once
+  // applied here), or applied here in a cluster without one.
+  void StepHere(const segstore::LinkStep& step, profile::Callback<LinkStepResult> done) {
+    if (replicator_ == nullptr) {
+      session_->ApplyLinkStep(profile::WriteContext{}, step, std::move(done));
+      return;
+    }
+    Submit(service_->store_->clock().Now(), proto::LinkStepRequest{step, WriteId{}},
+           [done = std::move(done)](const replica::WriteAnswer& a) {
+             if (!a.status.ok()) return done(a.status);
+             LinkStepResult r = a.step;
+             r.duplicate = a.duplicate;
+             done(r);
+           });
+  }
+
+  // link_step, node to node: a step on a record this node serves.
+  void LinkStep(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::LinkStepRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (board_ == nullptr) {
+      return ReplyError(
+          h, Status::InvalidArgument("link_step is node to node, between a cluster's nodes"), to);
+    }
+    if (RefusedAsPassive(h, to)) return;
+    if (!Serves(h, req.step.user, to)) return;
+    if (replicator_ == nullptr) {
+      session_->ApplyLinkStep(profile::WriteContext{}, req.step,
+                              AnswerAsIs<LinkStepResult>(h, std::move(to)));
+      return;
+    }
+    Submit(service_->store_->clock().Now(), std::move(req),
+           [h, to = std::move(to)](const replica::WriteAnswer& a) mutable {
+             ReplyApplied(h, a, to, [](const replica::WriteAnswer& x) {
+               LinkStepResult r = x.step;
+               r.duplicate = x.duplicate;
+               return r;
+             });
+           });
+  }
+
+  // read_records, node to node: records as stored, of users this node
+  // serves (WrongNode alone for the others).
+  void ReadRecords(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::ReadRecordsRequest req;
+    if (!Read(h, body, &req, to)) return;
+    if (board_ == nullptr) {
+      return ReplyError(
+          h, Status::InvalidArgument("read_records is node to node, between a cluster's nodes"),
+          to);
+    }
+    std::vector<Status> rejected;
+    if (!SplitByPlacement(
+            h, req.users.size(), [&](size_t i) -> std::string_view { return req.users[i]; },
+            &rejected, to)) {
+      return;
+    }
+    bool stale = LeaseLate();
+    for (size_t i = 0; i < req.users.size() && !stale; ++i) {
+      stale = (rejected.empty() || rejected[i].ok()) && Stale(req.users[i]);
+    }
+    struct Join {
+      proto::ReadRecordsResponse results;
+      size_t remaining = 0;
+      FrameHeader h;
+      Responder to;
+    };
+    auto join = std::make_shared<Join>(Join{{}, 0, h, MarkStale(std::move(to), stale)});
+    for (size_t i = 0; i < req.users.size(); ++i) {
+      if (!rejected.empty() && !rejected[i].ok()) {
+        join->results.push_back(rejected[i]);
+      } else {
+        join->results.push_back(Status::Internal("pending"));
+        ++join->remaining;
+      }
+    }
+    if (join->remaining == 0) return ReplyOk(h, join->results, join->to);
+    storage::Worker::Batch batch(session_->worker());
+    for (size_t i = 0; i < req.users.size(); ++i) {
+      if (!rejected.empty() && !rejected[i].ok()) continue;
+      session_->worker().Get(req.users[i], [join, i](Result<storage::Record> r) {
+        if (r.ok()) {
+          join->results[i] = StoredRecord{std::string(r->body()), std::string(r->reference())};
+        } else if (r.status().IsNotFound()) {
+          join->results[i] = Status::NotFound("the user has no record");
+        } else {
+          join->results[i] = r.status();
+        }
+        if (--join->remaining == 0) ReplyOk(join->h, join->results, join->to);
+      });
+    }
   }
 
   // NotFound for a user in no group says so.
@@ -626,7 +785,8 @@ class ProfileHandler : public Handler {
   void Link(const FrameHeader& h, std::string_view body, Responder to) {
     proto::LinkRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedInCluster(h, to)) return;
+    if (RefusedAsPassive(h, to) || RefusedInCluster(h, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Link(profile::WriteContext{}, req.user, req.master, req.ttl,
                    Answer<LinkResult>(h, std::move(to), [](LinkResult r) { return r; }));
   }
@@ -634,7 +794,8 @@ class ProfileHandler : public Handler {
   void Unlink(const FrameHeader& h, std::string_view body, Responder to) {
     proto::UnlinkRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedInCluster(h, to)) return;
+    if (RefusedAsPassive(h, to) || RefusedInCluster(h, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Unlink(
         profile::WriteContext{}, req.user,
         Answer<bool>(h, std::move(to), [](bool was) { return proto::UnlinkResponse{was}; }));
@@ -644,6 +805,7 @@ class ProfileHandler : public Handler {
     proto::MasterOfRequest req;
     if (!Read(h, body, &req, to)) return;
     if (RefusedInCluster(h, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->MasterOf(req.user, AnswerGroup<std::string>(h, std::move(to), [](std::string m) {
                          return proto::MasterOfResponse{std::move(m)};
                        }));
@@ -653,6 +815,7 @@ class ProfileHandler : public Handler {
     proto::LinksRequest req;
     if (!Read(h, body, &req, to)) return;
     if (RefusedInCluster(h, to)) return;
+    if (!Serves(h, req.user, to)) return;
     session_->Links(req.user, req.cursor, req.limit,
                     AnswerGroup<LinksPage>(h, std::move(to), [](LinksPage p) { return p; }));
   }
@@ -661,6 +824,7 @@ class ProfileHandler : public Handler {
     proto::ConnectedRequest req;
     if (!Read(h, body, &req, to)) return;
     if (RefusedInCluster(h, to)) return;
+    if (!Serves(h, req.a, to)) return;
     session_->Connected(req.a, req.b, Answer<bool>(h, std::move(to), [](bool c) {
                           return proto::ConnectedResponse{c};
                         }));
@@ -672,7 +836,8 @@ class ProfileHandler : public Handler {
   uint64_t view_generation_ = 0;  // of view_; the board's start at 1
   std::shared_ptr<const cluster::ClusterView> view_;
   std::unique_ptr<profile::ProfileSession> session_;
-  std::shared_ptr<LoopPoster> poster_;  // answers of writes applied by the replicator
+  std::shared_ptr<LoopPoster> poster_;         // answers of writes applied by the replicator
+  std::unique_ptr<ClusterPeers> group_peers_;  // a cluster node's, with PeerLinks
   proto::DecodeLimits limits_;
   std::optional<storage::Worker::Batch> burst_;  // while the loop's turn lasts
 };

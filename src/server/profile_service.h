@@ -24,6 +24,8 @@
 
 namespace segstore::server {
 
+class PeerLinks;
+
 struct ProfileServiceOptions {
   std::string server_name = "segstored";  // with the version, in hello and stats
   uint32_t max_batch = proto::kDefaultMaxBatch;
@@ -42,6 +44,9 @@ struct ProfileServiceOptions {
   // applied them itself), and reads of partitions the replicator judges
   // possibly behind are marked stale. Null: writes are made here directly.
   replica::Replicator* replicator = nullptr;
+  // In a cluster: how handlers reach the other nodes for profile bridging
+  // (it must outlive the service). Null: links are refused (Unsupported).
+  PeerLinks* peers = nullptr;
 };
 
 class ProfileService : public Service {

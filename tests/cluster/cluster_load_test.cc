@@ -261,8 +261,7 @@ TEST_P(ClusterLoadTest, TheAsyncClientSplitsABatchAcrossTheNodesAndGathersItInOr
             [&](Result<UpsertResult> r) { upserted.emplace(std::move(r)); });
   std::optional<Result<bool>> deleted;
   c->Delete("b2", [&](Result<bool> r) { deleted.emplace(std::move(r)); });
-  // A link goes to its user's node, which refuses it for now (links are
-  // not yet replicated through the log): not retried.
+  // A link goes to its user's node, which coordinates it.
   std::optional<Result<LinkResult>> linked;
   c->Link("b3", "b4", 0, [&](Result<LinkResult> r) { linked.emplace(std::move(r)); });
   ASSERT_TRUE(RunUntil(io, [&] {
@@ -273,7 +272,8 @@ TEST_P(ClusterLoadTest, TheAsyncClientSplitsABatchAcrossTheNodesAndGathersItInOr
   EXPECT_EQ((*upserted)->count, 2u);
   ASSERT_TRUE(deleted->ok()) << deleted->status().ToString();
   EXPECT_TRUE(**deleted);
-  EXPECT_EQ(linked->status().code(), Status::Code::kUnsupported) << linked->status().ToString();
+  ASSERT_TRUE(linked->ok()) << linked->status().ToString();
+  EXPECT_EQ((*linked)->master, "b4");
   EXPECT_EQ(c->retries(), 0u);
 
   // Through the synchronous router from another node: the same data.

@@ -242,7 +242,8 @@ std::string Text(const CopyPartitionRequest& m) {
          U(m.min_next) + " max_bytes " + U(m.max_bytes);
 }
 std::string Text(const CopiedRecord& r) {
-  return "[" + Q(r.key) + " " + Q(r.body) + " " + U(r.sweep_at) + " " + U(r.void_at) + "]";
+  return "[" + Q(r.key) + " " + Q(r.body) + " " + U(r.sweep_at) + " " + U(r.void_at) + " " +
+         Q(r.reference) + "]";
 }
 std::string Text(const CopyPartitionResponse& m) {
   return "copy_page next " + U(m.next) + " cursor " + U(m.cursor) + " " +
@@ -1750,6 +1751,8 @@ CopyPartitionResponse SamplePage() {
   m.records.push_back(CopiedRecord{"foo", std::string("\x02\xd1\x09\x00", 4), 1896134400, 0});
   m.records.push_back(CopiedRecord{std::string("\xff\x01\x00 any bytes", 13), "", 0, UINT32_MAX});
   m.records.push_back(CopiedRecord{"big", std::string(70000, '\xab'), 1, 2});
+  // A linked profile's record names its master: a fifth element.
+  m.records.push_back(CopiedRecord{"phone", std::string("\x03\x01", 2), 7, 0, "home-pc"});
   return m;
 }
 
@@ -1817,10 +1820,9 @@ TEST(CopyPartitionWireTest, RecordBytesAreExactAndTheOverheadABound) {
     sum += CopiedRecordBytes(many.records.back());
   }
   EXPECT_EQ(EncodeToString(many).size(), kCopyPageOverhead + sum);
-  EXPECT_LE(EncodeToString(SamplePage()).size(), kCopyPageOverhead +
-                                                     CopiedRecordBytes(SamplePage().records[0]) +
-                                                     CopiedRecordBytes(SamplePage().records[1]) +
-                                                     CopiedRecordBytes(SamplePage().records[2]));
+  size_t sample = kCopyPageOverhead;
+  for (const CopiedRecord& r : SamplePage().records) sample += CopiedRecordBytes(r);
+  EXPECT_LE(EncodeToString(SamplePage()).size(), sample);
 }
 
 TEST(CopyPartitionWireTest, ResponseRefusalsNameTheField) {
@@ -1836,8 +1838,12 @@ TEST(CopyPartitionWireTest, ResponseRefusalsNameTheField) {
   ExpectInvalid(page([](Mp& m) { m.Map(0); }), {"records[1]", "an array", "a map"});
   ExpectInvalid(page([](Mp& m) { m.Arr(3).Bin("k").Bin("b").U(0); }),
                 {"records[1]", "3 elements, expected 4"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(6).Bin("k").Bin("b").U(0).U(0).Bin("m").U(0); }),
+                {"records[1]", "6 elements"});
   ExpectInvalid(page([](Mp& m) { m.Arr(5).Bin("k").Bin("b").U(0).U(0).U(0); }),
-                {"records[1]", "5 elements"});
+                {"records[1].reference", "binary"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(5).Bin("k").Bin("b").U(0).U(0).Bin(""); }),
+                {"records[1].reference", "empty user ID"});
   ExpectInvalid(page([](Mp& m) { m.Arr(4).Str("k").Bin("b").U(0).U(0); }),
                 {"records[1].key", "expected binary, got a string"});
   ExpectInvalid(page([](Mp& m) { m.Arr(4).Bin("").Bin("b").U(0).U(0); }),
