@@ -124,18 +124,170 @@ class UserIndex {
   size_t used_ = 0;
 };
 
-class Loader {
- public:
-  explicit Loader(const LoadOptions& o)
-      : o_(o), batch_users_(std::max<uint32_t>(o.batch_users, 1)) {}
+// What both loads share: the options, the routing client on its own
+// io_context, the input's size, bad rows, error reports, the progress line
+// and the stop (exit status 2). Single-threaded: everything, the client's
+// callbacks included (inside io_.run_one and io_.poll), runs on the thread
+// that calls Run.
+class LoadBase {
+ protected:
+  explicit LoadBase(const LoadOptions& o) : o_(o) {}
 
-  int Run() {
+  // Notes the start and the input's size (of the files that have one).
+  void Begin() {
     start_ = Clock::now();
     for (const std::string& f : o_.files) {
       struct stat st {};
       if (f != "-" && ::stat(f.c_str(), &st) == 0)
         total_bytes_ += static_cast<uint64_t>(st.st_size);
     }
+  }
+
+  // Connects to the server named (any node of a cluster) and learns the
+  // map: a cluster's users are routed to their nodes, over o_.connections
+  // connections to each.
+  Status Connect() {
+    client::AsyncClusterClientOptions co;
+    co.node = o_.client;
+    co.connections_per_node = std::max(1u, o_.connections);
+    std::optional<Result<std::unique_ptr<client::AsyncClusterClient>>> r;
+    client::AsyncClusterClient::Connect(
+        io_, co,
+        [&r](Result<std::unique_ptr<client::AsyncClusterClient>> c) { r.emplace(std::move(c)); });
+    while (!r) io_.run_one();
+    if (!r->ok()) return r->status();
+    client_ = std::move(*r).value();
+    return Status::OK();
+  }
+
+  // The load stops: nothing more is read or sent, and the exit status is 2.
+  void Stop() {
+    stopped_ = true;
+    exit_ = 2;
+  }
+
+  // Opens `path`; null when it cannot be read (said, and the load stopped).
+  std::unique_ptr<loader::LineReader> Open(const std::string& path) {
+    std::unique_ptr<loader::LineReader> reader;
+    if (Status s = loader::LineReader::Open(path, &reader); !s.ok()) {
+      std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+      Stop();
+      return nullptr;
+    }
+    return reader;
+  }
+
+  // A line the parser refused: counted, and reported as PATH:LINE: reason
+  // (within Report's limit). False when --max-errors stops the load.
+  bool BadRow(const std::string& path, uint64_t line, const Status& s) {
+    ++bad_rows_;
+    if (Report()) {
+      std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(line),
+                   std::string(s.message()).c_str());
+    }
+    if (o_.max_errors != 0 && bad_rows_ >= o_.max_errors) {
+      std::fprintf(stderr, "segctl load: stopping after %llu bad rows (--max-errors)\n",
+                   static_cast<unsigned long long>(bad_rows_));
+      Stop();
+      return false;
+    }
+    return true;
+  }
+
+  // Line 1 skipped as a header: not an error, but said (a first data line
+  // taken for a header would be lost).
+  static void SkippedHeader(const std::string& path, uint64_t line) {
+    std::fprintf(stderr, "%s:%llu: skipped as a header line\n", path.c_str(),
+                 static_cast<unsigned long long>(line));
+  }
+
+  // After the last line of a file: false (said, and the load stopped) when
+  // it could not be read to its end.
+  bool EndFile(const loader::LineReader& reader) {
+    if (!reader.status().ok()) {
+      std::fprintf(stderr, "segctl load: %s\n", reader.status().ToString().c_str());
+      Stop();
+      return false;
+    }
+    done_bytes_ += reader.bytes_read();
+    return true;
+  }
+
+  // Whether to print one more error: the first kMaxReported, then one line
+  // saying the rest are only counted (a nightly file with a systematic
+  // problem must not print a hundred million lines).
+  bool Report() {
+    constexpr uint64_t kMaxReported = 100;
+    if (++reported_ <= kMaxReported) return true;
+    if (reported_ == kMaxReported + 1) {
+      std::fprintf(stderr, "segctl load: more errors; only counted from here on\n");
+    }
+    return false;
+  }
+
+  // Shows how far the load is, `counts` between the bytes read and the time
+  // left: a bar on a terminal (every 250 ms), else a line every 5 s.
+  // `reader`: the file being read, if any.
+  void ShowProgress(const loader::LineReader* reader, bool final, const std::string& counts) {
+    if (!o_.progress) return;
+    const auto now = Clock::now();
+    const bool tty = ::isatty(2) != 0;
+    const auto every = tty ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
+    if (!final && now - last_progress_ < every) return;
+    last_progress_ = now;
+    const double secs = Seconds();
+    const uint64_t read = done_bytes_ + (reader ? reader->bytes_read() : 0);
+    const double share =
+        total_bytes_ > 0 ? std::min(1.0, static_cast<double>(read) / total_bytes_) : 0.0;
+    const double eta = share > 0.01 ? secs / share - secs : 0;
+    char line[320];
+    std::snprintf(line, sizeof line, "%5.1f%% %s of %s bytes  %s  left %.0f s", share * 100,
+                  Human(static_cast<double>(read)).c_str(),
+                  total_bytes_ > 0 ? Human(static_cast<double>(total_bytes_)).c_str() : "?",
+                  counts.c_str(), eta);
+    if (tty) {
+      const int width = 24;
+      const int filled = static_cast<int>(share * width);
+      std::fprintf(stderr, "\r[%.*s%.*s] %s", filled, "========================", width - filled,
+                   "                        ", line);
+      shown_ = true;
+    } else {
+      std::fprintf(stderr, "progress: %s\n", line);
+    }
+  }
+
+  void EndProgress() {
+    if (shown_) std::fprintf(stderr, "\n");
+  }
+
+  // "1.2k (300/s)": a count and its rate since the start.
+  std::string CountAndRate(uint64_t n) const {
+    return Human(static_cast<double>(n)) + " (" + Human(n / std::max(Seconds(), 1e-3)) + "/s)";
+  }
+
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  LoadOptions o_;
+  boost::asio::io_context io_;
+  std::unique_ptr<client::AsyncClusterClient> client_;  // declared after io_: destroyed first
+  bool closing_ = false;                                // Drain is dropping what is left
+  Clock::time_point start_;
+  Clock::time_point last_progress_;
+  uint64_t total_bytes_ = 0, done_bytes_ = 0;
+  uint64_t bad_rows_ = 0, retries_ = 0;
+  uint64_t reported_ = 0;
+  bool stopped_ = false;
+  bool shown_ = false;
+  int exit_ = 0;
+};
+
+class Loader : public LoadBase {
+ public:
+  explicit Loader(const LoadOptions& o)
+      : LoadBase(o), batch_users_(std::max<uint32_t>(o.batch_users, 1)) {}
+
+  int Run() {
+    Begin();
     if (!o_.dry_run) {
       if (Status s = Connect(); !s.ok()) {
         std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
@@ -155,23 +307,6 @@ class Loader {
   }
 
  private:
-  // Connects to the server named (any node of a cluster) and learns the
-  // map: a cluster's users are routed to their nodes, over o_.connections
-  // connections to each.
-  Status Connect() {
-    client::AsyncClusterClientOptions co;
-    co.node = o_.client;
-    co.connections_per_node = std::max(1u, o_.connections);
-    std::optional<Result<std::unique_ptr<client::AsyncClusterClient>>> r;
-    client::AsyncClusterClient::Connect(
-        io_, co,
-        [&r](Result<std::unique_ptr<client::AsyncClusterClient>> c) { r.emplace(std::move(c)); });
-    while (!r) io_.run_one();
-    if (!r->ok()) return r->status();
-    client_ = std::move(*r).value();
-    return Status::OK();
-  }
-
   // Batches in flight (or waiting to be sent again) to `node` at most.
   unsigned NodeCapacity() const {
     return std::max(1u, o_.connections) * std::max(1u, o_.in_flight);
@@ -179,13 +314,8 @@ class Loader {
 
   // Reads and groups one file; false when the load must stop.
   bool ReadFile(const std::string& path) {
-    std::unique_ptr<loader::LineReader> reader;
-    if (Status s = loader::LineReader::Open(path, &reader); !s.ok()) {
-      std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
-      stopped_ = true;
-      exit_ = 2;
-      return false;
-    }
+    std::unique_ptr<loader::LineReader> reader = Open(path);
+    if (!reader) return false;
     loader::LineParser parser(o_.parse);
     loader::ParsedLine parsed;
     std::string_view line;
@@ -194,26 +324,11 @@ class Loader {
       const uint64_t n = reader->line_number();
       Status s = parser.Parse(line, n, &parsed);
       if (!s.ok()) {
-        ++bad_rows_;
-        if (Report()) {
-          std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(n),
-                       std::string(s.message()).c_str());
-        }
-        if (o_.max_errors != 0 && bad_rows_ >= o_.max_errors) {
-          std::fprintf(stderr, "segctl load: stopping after %llu bad rows (--max-errors)\n",
-                       static_cast<unsigned long long>(bad_rows_));
-          stopped_ = true;
-          exit_ = 2;
-          return false;
-        }
+        if (!BadRow(path, n, s)) return false;
         continue;
       }
       if (parsed.segments.empty()) {
-        // Not an error, but said: a first data line taken for a header would be lost.
-        if (parsed.header) {
-          std::fprintf(stderr, "%s:%llu: skipped as a header line\n", path.c_str(),
-                       static_cast<unsigned long long>(n));
-        }
+        if (parsed.header) SkippedHeader(path, n);
         continue;
       }
       ++rows_;
@@ -225,13 +340,7 @@ class Loader {
         if (stopped_) return false;
       }
     }
-    if (!reader->status().ok()) {
-      std::fprintf(stderr, "segctl load: %s\n", reader->status().ToString().c_str());
-      stopped_ = true;
-      exit_ = 2;
-      return false;
-    }
-    done_bytes_ += reader->bytes_read();
+    if (!EndFile(*reader)) return false;
     Progress(nullptr, false);
     return true;
   }
@@ -438,18 +547,6 @@ class Loader {
     --in_flight_by_node_[batch.node];
   }
 
-  // Whether to print one more error: the first kMaxReported, then one line
-  // saying the rest are only counted (a nightly file with a systematic
-  // problem must not print a hundred million lines).
-  bool Report() {
-    constexpr uint64_t kMaxReported = 100;
-    if (++reported_ <= kMaxReported) return true;
-    if (reported_ == kMaxReported + 1) {
-      std::fprintf(stderr, "segctl load: more errors; only counted from here on\n");
-    }
-    return false;
-  }
-
   // Reports a batch (or what is left of one) as failed. No answer at all
   // after every attempt (unreachable, or not answering): the server, or a
   // node of the cluster, is gone for good, and the load stops; so it does
@@ -459,10 +556,7 @@ class Loader {
     const bool unanswered =
         s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout;
     const bool read_only = s.code() == Status::Code::kReadOnly;
-    if ((unanswered || read_only) && !stopped_) {
-      stopped_ = true;
-      exit_ = 2;
-    }
+    if ((unanswered || read_only) && !stopped_) Stop();
     std::string users;
     for (size_t i = 0; i < batch.items.size() && i < 5; ++i) {
       users += (i > 0 ? ", " : "") + batch.items[i].user;
@@ -482,45 +576,13 @@ class Loader {
   }
 
   void Progress(const loader::LineReader* reader, bool final) {
-    if (!o_.progress) return;
-    const auto now = Clock::now();
-    const bool tty = ::isatty(2) != 0;
-    const auto every = tty ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
-    if (!final && now - last_progress_ < every) return;
-    last_progress_ = now;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const uint64_t read = done_bytes_ + (reader ? reader->bytes_read() : 0);
-    const double share =
-        total_bytes_ > 0 ? std::min(1.0, static_cast<double>(read) / total_bytes_) : 0.0;
-    const double eta = share > 0.01 ? secs / share - secs : 0;
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "%5.1f%% %s of %s bytes  rows %s (%s/s)  users %s (%s/s)  errors %llu  "
-                  "left %.0f s",
-                  share * 100, Human(static_cast<double>(read)).c_str(),
-                  total_bytes_ > 0 ? Human(static_cast<double>(total_bytes_)).c_str() : "?",
-                  Human(static_cast<double>(rows_)).c_str(),
-                  Human(rows_ / std::max(secs, 1e-3)).c_str(),
-                  Human(static_cast<double>(upserts_)).c_str(),
-                  Human(upserts_ / std::max(secs, 1e-3)).c_str(),
-                  static_cast<unsigned long long>(bad_rows_), eta);
-    if (tty) {
-      const int width = 24;
-      const int filled = static_cast<int>(share * width);
-      std::fprintf(stderr, "\r[%.*s%.*s] %s", filled, "========================", width - filled,
-                   "                        ", line);
-      shown_ = true;
-    } else {
-      std::fprintf(stderr, "progress: %s\n", line);
-    }
-  }
-
-  void EndProgress() {
-    if (shown_) std::fprintf(stderr, "\n");
+    ShowProgress(reader, final,
+                 "rows " + CountAndRate(rows_) + "  users " + CountAndRate(upserts_) + "  errors " +
+                     std::to_string(bad_rows_));
   }
 
   int Summary() {
-    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double secs = Seconds();
     const double per_user =
         users_seen_.empty() ? 0
                             : static_cast<double>(upserts_ + failed_users_) / users_seen_.size();
@@ -555,12 +617,8 @@ class Loader {
     return bad_rows_ == 0 && failed_users_ == 0 && expired_rows_ == 0 ? 0 : 1;
   }
 
-  LoadOptions o_;
-  boost::asio::io_context io_;
-  std::unique_ptr<client::AsyncClusterClient> client_;  // declared after io_: destroyed first
   unsigned in_flight_ = 0;  // batches sent and not done (waiting to be resent included)
   std::unordered_map<std::string, unsigned> in_flight_by_node_;
-  bool closing_ = false;  // Drain is dropping what is left
   // One grouped row: 16 bytes. `user` indexes users_; its top bit is the TTL flag.
   struct Row {
     uint32_t user;
@@ -577,16 +635,9 @@ class Loader {
   uint64_t group_bytes_ = 0;
   uint32_t batch_users_ = 100;
   size_t frame_budget_ = 2u << 20;
-  Clock::time_point start_;
-  Clock::time_point last_progress_;
-  uint64_t total_bytes_ = 0, done_bytes_ = 0;
   uint64_t rows_ = 0, segments_written_ = 0, upserts_ = 0;
-  uint64_t bad_rows_ = 0, failed_users_ = 0, retries_ = 0;
+  uint64_t failed_users_ = 0;
   uint64_t expired_rows_ = 0;  // valid when read, expired before they could be sent
-  uint64_t reported_ = 0;
-  bool stopped_ = false;
-  bool shown_ = false;
-  int exit_ = 0;
 };
 
 }  // namespace
