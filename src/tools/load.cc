@@ -849,7 +849,12 @@ class LinkLoader : public LoadBase {
       }
       if (Transient(s) && l->attempt < o_.retries) return Retry(l);
       // Out of attempts without an answer: the server is gone for good.
-      if (s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) Stop();
+      if ((s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) &&
+          !stopped_) {
+        std::fprintf(stderr, "segctl load: stopping: no answer after %u attempts: %s\n",
+                     l->attempt + 1, s.ToString().c_str());
+        Stop();
+      }
       Failed(l, s);
       Finish(l);
     });

@@ -1,8 +1,8 @@
 // `segctl load`: pushes DMP segment files (or, with `links`, identity-graph
-// link files) into a server. Lines are parsed
-// (src/loader), a user's segments are grouped in memory up to a budget (row
-// files are usually sorted by segment, not by user: without grouping a
-// 1,000-segment user would cost 1,000 record rewrites), and the groups go out
+// link files) into a server. Lines are parsed (src/loader), a user's
+// segments are grouped in memory up to a budget (row files are usually
+// sorted by segment, not by user: without grouping a 1,000-segment user
+// would cost 1,000 record rewrites), and the groups go out
 // as batch upserts, pipelined through the asynchronous routing client
 // (AsyncClusterClient): against a single server over several connections;
 // against any node of a cluster, each user's upsert goes to a node holding

@@ -478,6 +478,23 @@ TEST_F(LinkLoadTest, AServerThatTakesNoLinksStopsTheLoadAtOnce) {
   EXPECT_LE(faults_->links(), 64u) << out;
 }
 
+// A server that never takes a link, however often it is sent (here one
+// answering Unavailable, as a server shutting down does), is gone for good:
+// the load stops after the attempts, with exit status 2 and a line saying so.
+TEST_F(LinkLoadTest, AServerGoneForGoodStopsTheLoad) {
+  const uint16_t faulty = StartFaultyServer();
+  faults_->set_decide(
+      [](const proto::LinkRequest&) { return Status::Unavailable("the server is shutting down"); });
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "u" + std::to_string(i) + ",m" + std::to_string(i) + "\n";
+  auto [rc, out] = Segctl(
+      faulty, "load --links --no-progress --connections 1 --in-flight 1 " + File("long.csv", text));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(Has(out, "segctl load: stopping: no answer after 6 attempts: Unavailable: ")) << out;
+  EXPECT_TRUE(Has(out, "long.csv:1: link u0 to m0: Unavailable: ")) << out;
+  EXPECT_EQ(faults_->links(), 6u);  // one link in flight, sent 6 times; nothing after it
+}
+
 TEST_F(LinkLoadTest, BadOptionsExitWithTwo) {
   const std::string rows = File("ok.csv", "a,m\n");
   for (const std::string& args :
