@@ -362,6 +362,8 @@ Status ParseGrouped(std::string_view line, const ParseOptions& options, ParsedLi
 
 }  // namespace
 
+std::string Quoted(std::string_view text) { return Quote(text); }
+
 Status ParseWhen(std::string_view text, const ParseOptions& options, uint32_t* value, bool* ttl) {
   if (text.empty()) return Status::InvalidArgument("TTL or expiry is empty");
   if (text == "never") {

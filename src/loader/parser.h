@@ -87,4 +87,8 @@ class LineParser {
 // if it is malformed, zero, in the past or beyond 32-bit Unix time).
 Status ParseWhen(std::string_view text, const ParseOptions& options, uint32_t* value, bool* ttl);
 
+// `text` for a reason: in double quotes, cut at 40 bytes (then its length
+// follows), control bytes escaped as \xNN.
+std::string Quoted(std::string_view text);
+
 }  // namespace segstore::loader

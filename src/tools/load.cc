@@ -12,6 +12,8 @@
 #include <ctime>
 #include <deque>
 #include <functional>
+#include <iterator>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,18 +126,171 @@ class UserIndex {
   size_t used_ = 0;
 };
 
-class Loader {
- public:
-  explicit Loader(const LoadOptions& o)
-      : o_(o), batch_users_(std::max<uint32_t>(o.batch_users, 1)) {}
+// What both loads share: the options, the routing client on its own
+// io_context, the input's size, bad rows, error reports, the progress line
+// and the stop (exit status 2). Single-threaded: everything, the client's
+// callbacks included (inside io_.run_one and io_.poll), runs on the thread
+// that calls Run.
+class LoadBase {
+ protected:
+  explicit LoadBase(const LoadOptions& o) : o_(o) {}
 
-  int Run() {
+  // Notes the start and the input's size (of the files that have one).
+  void Begin() {
     start_ = Clock::now();
+    tty_ = ::isatty(2) != 0;
     for (const std::string& f : o_.files) {
       struct stat st {};
       if (f != "-" && ::stat(f.c_str(), &st) == 0)
         total_bytes_ += static_cast<uint64_t>(st.st_size);
     }
+  }
+
+  // Connects to the server named (any node of a cluster) and learns the
+  // map: a cluster's users are routed to their nodes, over o_.connections
+  // connections to each.
+  Status Connect() {
+    client::AsyncClusterClientOptions co;
+    co.node = o_.client;
+    co.connections_per_node = std::max(1u, o_.connections);
+    std::optional<Result<std::unique_ptr<client::AsyncClusterClient>>> r;
+    client::AsyncClusterClient::Connect(
+        io_, co,
+        [&r](Result<std::unique_ptr<client::AsyncClusterClient>> c) { r.emplace(std::move(c)); });
+    while (!r) io_.run_one();
+    if (!r->ok()) return r->status();
+    client_ = std::move(*r).value();
+    return Status::OK();
+  }
+
+  // The load stops: nothing more is read or sent, and the exit status is 2.
+  void Stop() {
+    stopped_ = true;
+    exit_ = 2;
+  }
+
+  // Opens `path`; null when it cannot be read (said, and the load stopped).
+  std::unique_ptr<loader::LineReader> Open(const std::string& path) {
+    std::unique_ptr<loader::LineReader> reader;
+    if (Status s = loader::LineReader::Open(path, &reader); !s.ok()) {
+      std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+      Stop();
+      return nullptr;
+    }
+    return reader;
+  }
+
+  // A line the parser refused: counted, and reported as PATH:LINE: reason
+  // (within Report's limit). False when --max-errors stops the load.
+  bool BadRow(const std::string& path, uint64_t line, const Status& s) {
+    ++bad_rows_;
+    if (Report()) {
+      std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(line),
+                   std::string(s.message()).c_str());
+    }
+    if (o_.max_errors != 0 && bad_rows_ >= o_.max_errors) {
+      std::fprintf(stderr, "segctl load: stopping after %llu bad rows (--max-errors)\n",
+                   static_cast<unsigned long long>(bad_rows_));
+      Stop();
+      return false;
+    }
+    return true;
+  }
+
+  // Line 1 skipped as a header: not an error, but said (a first data line
+  // taken for a header would be lost).
+  static void SkippedHeader(const std::string& path, uint64_t line) {
+    std::fprintf(stderr, "%s:%llu: skipped as a header line\n", path.c_str(),
+                 static_cast<unsigned long long>(line));
+  }
+
+  // After the last line of a file: false (said, and the load stopped) when
+  // it could not be read to its end.
+  bool EndFile(const loader::LineReader& reader) {
+    if (!reader.status().ok()) {
+      std::fprintf(stderr, "segctl load: %s\n", reader.status().ToString().c_str());
+      Stop();
+      return false;
+    }
+    done_bytes_ += reader.bytes_read();
+    return true;
+  }
+
+  // Whether to print one more error: the first kMaxReported, then one line
+  // saying the rest are only counted (a nightly file with a systematic
+  // problem must not print a hundred million lines).
+  bool Report() {
+    constexpr uint64_t kMaxReported = 100;
+    if (++reported_ <= kMaxReported) return true;
+    if (reported_ == kMaxReported + 1) {
+      std::fprintf(stderr, "segctl load: more errors; only counted from here on\n");
+    }
+    return false;
+  }
+
+  // Shows how far the load is, `counts` between the bytes read and the time
+  // left: a bar on a terminal (every 250 ms), else a line every 5 s.
+  // `reader`: the file being read, if any.
+  void ShowProgress(const loader::LineReader* reader, bool final, const std::string& counts) {
+    if (!o_.progress) return;
+    const auto now = Clock::now();
+    const auto every = tty_ ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
+    if (!final && now - last_progress_ < every) return;
+    last_progress_ = now;
+    const double secs = Seconds();
+    const uint64_t read = done_bytes_ + (reader ? reader->bytes_read() : 0);
+    const double share =
+        total_bytes_ > 0 ? std::min(1.0, static_cast<double>(read) / total_bytes_) : 0.0;
+    const double eta = share > 0.01 ? secs / share - secs : 0;
+    char line[320];
+    std::snprintf(line, sizeof line, "%5.1f%% %s of %s bytes  %s  left %.0f s", share * 100,
+                  Human(static_cast<double>(read)).c_str(),
+                  total_bytes_ > 0 ? Human(static_cast<double>(total_bytes_)).c_str() : "?",
+                  counts.c_str(), eta);
+    if (tty_) {
+      const int width = 24;
+      const int filled = static_cast<int>(share * width);
+      std::fprintf(stderr, "\r[%.*s%.*s] %s", filled, "========================", width - filled,
+                   "                        ", line);
+      shown_ = true;
+    } else {
+      std::fprintf(stderr, "progress: %s\n", line);
+    }
+  }
+
+  void EndProgress() {
+    if (shown_) std::fprintf(stderr, "\n");
+  }
+
+  // "1.2k (300/s)": a count and its rate since the start.
+  std::string CountAndRate(uint64_t n) const {
+    return Human(static_cast<double>(n)) + " (" + Human(n / std::max(Seconds(), 1e-3)) + "/s)";
+  }
+
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  LoadOptions o_;
+  boost::asio::io_context io_;
+  std::unique_ptr<client::AsyncClusterClient> client_;  // declared after io_: destroyed first
+  bool closing_ = false;                                // Drain is dropping what is left
+  Clock::time_point start_;
+  Clock::time_point last_progress_;
+  uint64_t total_bytes_ = 0, done_bytes_ = 0;
+  uint64_t bad_rows_ = 0, retries_ = 0;
+  uint64_t reported_ = 0;
+  bool stopped_ = false;
+  bool tty_ = false;  // standard error is a terminal: a bar, not lines
+  bool shown_ = false;
+  int exit_ = 0;
+};
+
+class Loader : public LoadBase {
+ public:
+  explicit Loader(const LoadOptions& o)
+      : LoadBase(o), batch_users_(std::max<uint32_t>(o.batch_users, 1)) {}
+
+  int Run() {
+    Begin();
     if (!o_.dry_run) {
       if (Status s = Connect(); !s.ok()) {
         std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
@@ -155,23 +310,6 @@ class Loader {
   }
 
  private:
-  // Connects to the server named (any node of a cluster) and learns the
-  // map: a cluster's users are routed to their nodes, over o_.connections
-  // connections to each.
-  Status Connect() {
-    client::AsyncClusterClientOptions co;
-    co.node = o_.client;
-    co.connections_per_node = std::max(1u, o_.connections);
-    std::optional<Result<std::unique_ptr<client::AsyncClusterClient>>> r;
-    client::AsyncClusterClient::Connect(
-        io_, co,
-        [&r](Result<std::unique_ptr<client::AsyncClusterClient>> c) { r.emplace(std::move(c)); });
-    while (!r) io_.run_one();
-    if (!r->ok()) return r->status();
-    client_ = std::move(*r).value();
-    return Status::OK();
-  }
-
   // Batches in flight (or waiting to be sent again) to `node` at most.
   unsigned NodeCapacity() const {
     return std::max(1u, o_.connections) * std::max(1u, o_.in_flight);
@@ -179,13 +317,8 @@ class Loader {
 
   // Reads and groups one file; false when the load must stop.
   bool ReadFile(const std::string& path) {
-    std::unique_ptr<loader::LineReader> reader;
-    if (Status s = loader::LineReader::Open(path, &reader); !s.ok()) {
-      std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
-      stopped_ = true;
-      exit_ = 2;
-      return false;
-    }
+    std::unique_ptr<loader::LineReader> reader = Open(path);
+    if (!reader) return false;
     loader::LineParser parser(o_.parse);
     loader::ParsedLine parsed;
     std::string_view line;
@@ -194,26 +327,11 @@ class Loader {
       const uint64_t n = reader->line_number();
       Status s = parser.Parse(line, n, &parsed);
       if (!s.ok()) {
-        ++bad_rows_;
-        if (Report()) {
-          std::fprintf(stderr, "%s:%llu: %s\n", path.c_str(), static_cast<unsigned long long>(n),
-                       std::string(s.message()).c_str());
-        }
-        if (o_.max_errors != 0 && bad_rows_ >= o_.max_errors) {
-          std::fprintf(stderr, "segctl load: stopping after %llu bad rows (--max-errors)\n",
-                       static_cast<unsigned long long>(bad_rows_));
-          stopped_ = true;
-          exit_ = 2;
-          return false;
-        }
+        if (!BadRow(path, n, s)) return false;
         continue;
       }
       if (parsed.segments.empty()) {
-        // Not an error, but said: a first data line taken for a header would be lost.
-        if (parsed.header) {
-          std::fprintf(stderr, "%s:%llu: skipped as a header line\n", path.c_str(),
-                       static_cast<unsigned long long>(n));
-        }
+        if (parsed.header) SkippedHeader(path, n);
         continue;
       }
       ++rows_;
@@ -225,13 +343,7 @@ class Loader {
         if (stopped_) return false;
       }
     }
-    if (!reader->status().ok()) {
-      std::fprintf(stderr, "segctl load: %s\n", reader->status().ToString().c_str());
-      stopped_ = true;
-      exit_ = 2;
-      return false;
-    }
-    done_bytes_ += reader->bytes_read();
+    if (!EndFile(*reader)) return false;
     Progress(nullptr, false);
     return true;
   }
@@ -438,18 +550,6 @@ class Loader {
     --in_flight_by_node_[batch.node];
   }
 
-  // Whether to print one more error: the first kMaxReported, then one line
-  // saying the rest are only counted (a nightly file with a systematic
-  // problem must not print a hundred million lines).
-  bool Report() {
-    constexpr uint64_t kMaxReported = 100;
-    if (++reported_ <= kMaxReported) return true;
-    if (reported_ == kMaxReported + 1) {
-      std::fprintf(stderr, "segctl load: more errors; only counted from here on\n");
-    }
-    return false;
-  }
-
   // Reports a batch (or what is left of one) as failed. No answer at all
   // after every attempt (unreachable, or not answering): the server, or a
   // node of the cluster, is gone for good, and the load stops; so it does
@@ -459,10 +559,7 @@ class Loader {
     const bool unanswered =
         s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout;
     const bool read_only = s.code() == Status::Code::kReadOnly;
-    if ((unanswered || read_only) && !stopped_) {
-      stopped_ = true;
-      exit_ = 2;
-    }
+    if ((unanswered || read_only) && !stopped_) Stop();
     std::string users;
     for (size_t i = 0; i < batch.items.size() && i < 5; ++i) {
       users += (i > 0 ? ", " : "") + batch.items[i].user;
@@ -482,45 +579,13 @@ class Loader {
   }
 
   void Progress(const loader::LineReader* reader, bool final) {
-    if (!o_.progress) return;
-    const auto now = Clock::now();
-    const bool tty = ::isatty(2) != 0;
-    const auto every = tty ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
-    if (!final && now - last_progress_ < every) return;
-    last_progress_ = now;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const uint64_t read = done_bytes_ + (reader ? reader->bytes_read() : 0);
-    const double share =
-        total_bytes_ > 0 ? std::min(1.0, static_cast<double>(read) / total_bytes_) : 0.0;
-    const double eta = share > 0.01 ? secs / share - secs : 0;
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "%5.1f%% %s of %s bytes  rows %s (%s/s)  users %s (%s/s)  errors %llu  "
-                  "left %.0f s",
-                  share * 100, Human(static_cast<double>(read)).c_str(),
-                  total_bytes_ > 0 ? Human(static_cast<double>(total_bytes_)).c_str() : "?",
-                  Human(static_cast<double>(rows_)).c_str(),
-                  Human(rows_ / std::max(secs, 1e-3)).c_str(),
-                  Human(static_cast<double>(upserts_)).c_str(),
-                  Human(upserts_ / std::max(secs, 1e-3)).c_str(),
-                  static_cast<unsigned long long>(bad_rows_), eta);
-    if (tty) {
-      const int width = 24;
-      const int filled = static_cast<int>(share * width);
-      std::fprintf(stderr, "\r[%.*s%.*s] %s", filled, "========================", width - filled,
-                   "                        ", line);
-      shown_ = true;
-    } else {
-      std::fprintf(stderr, "progress: %s\n", line);
-    }
-  }
-
-  void EndProgress() {
-    if (shown_) std::fprintf(stderr, "\n");
+    ShowProgress(reader, final,
+                 "rows " + CountAndRate(rows_) + "  users " + CountAndRate(upserts_) + "  errors " +
+                     std::to_string(bad_rows_));
   }
 
   int Summary() {
-    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double secs = Seconds();
     const double per_user =
         users_seen_.empty() ? 0
                             : static_cast<double>(upserts_ + failed_users_) / users_seen_.size();
@@ -555,12 +620,8 @@ class Loader {
     return bad_rows_ == 0 && failed_users_ == 0 && expired_rows_ == 0 ? 0 : 1;
   }
 
-  LoadOptions o_;
-  boost::asio::io_context io_;
-  std::unique_ptr<client::AsyncClusterClient> client_;  // declared after io_: destroyed first
   unsigned in_flight_ = 0;  // batches sent and not done (waiting to be resent included)
   std::unordered_map<std::string, unsigned> in_flight_by_node_;
-  bool closing_ = false;  // Drain is dropping what is left
   // One grouped row: 16 bytes. `user` indexes users_; its top bit is the TTL flag.
   struct Row {
     uint32_t user;
@@ -577,16 +638,333 @@ class Loader {
   uint64_t group_bytes_ = 0;
   uint32_t batch_users_ = 100;
   size_t frame_budget_ = 2u << 20;
-  Clock::time_point start_;
-  Clock::time_point last_progress_;
-  uint64_t total_bytes_ = 0, done_bytes_ = 0;
   uint64_t rows_ = 0, segments_written_ = 0, upserts_ = 0;
-  uint64_t bad_rows_ = 0, failed_users_ = 0, retries_ = 0;
+  uint64_t failed_users_ = 0;
   uint64_t expired_rows_ = 0;  // valid when read, expired before they could be sent
-  uint64_t reported_ = 0;
-  bool stopped_ = false;
-  bool shown_ = false;
-  int exit_ = 0;
+};
+
+// `segctl load --links`: one link request per ID of each line. Lines are
+// read ahead of the sending, up to kWindow links; a link waits for every
+// earlier one that names one of its two IDs (as user or master) to finish
+// first, so that links sharing an ID are made in file order (the last line
+// naming an ID decides its master) and the links into one master never race
+// each other (the server would retry them against each other, and a hot
+// master could answer Busy); the others go out side by side, at most
+// o_.connections * o_.in_flight at once.
+class LinkLoader : public LoadBase {
+ public:
+  explicit LinkLoader(const LoadOptions& o) : LoadBase(o) {}
+
+  int Run() {
+    Begin();
+    if (!o_.dry_run) {
+      if (Status s = Connect(); !s.ok()) {
+        std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+        return 2;
+      }
+      const ServerInfo& info = client_->server_info();
+      if (info.max_key_bytes != 0) o_.link_parse.max_key_bytes = info.max_key_bytes;
+    }
+    for (uint32_t f = 0; f < o_.files.size(); ++f) {
+      if (!ReadFile(f)) break;
+    }
+    Drain();
+    EndProgress();
+    return Summary();
+  }
+
+ private:
+  static constexpr size_t kWindow = 65536;  // links read and not yet finished, at most
+  // Lines read twice once their file's format is known ("A<TAB>B"), at most.
+  static constexpr size_t kMaxUndecidedBytes = size_t{64} << 20;
+
+  // The line a link came from; its failures are reported together once its
+  // last link has finished (a components line past a group's limit is one
+  // report, not one a member).
+  struct Source {
+    uint32_t file = 0;
+    uint64_t line = 0;
+    uint32_t links = 0;       // on the line
+    uint32_t left = 0;        // not finished yet
+    uint32_t failed = 0;      // refused, or out of attempts
+    std::string first_error;  // "LimitExceeded: ...", with the attempts made
+    std::string failed_ids;   // the first few failed IDs, for the report
+  };
+
+  struct Link {
+    std::string user;
+    std::string master;
+    uint32_t ttl = 0;
+    std::shared_ptr<Source> source;
+    // Its IDs' queues (hashes: two IDs sharing one only wait for each other).
+    uint64_t keys[2] = {};
+    unsigned n_keys = 2;
+    Link* next[2] = {};  // the next link queued on keys[i]
+    unsigned waits = 0;  // queues it is not first in yet
+    unsigned attempt = 0;
+    std::list<Link>::iterator self;
+  };
+
+  // Reads one file; false when the load must stop.
+  bool ReadFile(uint32_t file) {
+    const std::string& path = o_.files[file];
+    std::unique_ptr<loader::LineReader> reader = Open(path);
+    if (!reader) return false;
+    loader::LinkParser parser(o_.link_parse);
+    loader::LinkLine parsed;
+    // "A<TAB>B" lines read before the format was known, to parse again then.
+    std::vector<std::pair<uint64_t, std::string>> undecided;
+    size_t undecided_bytes = 0;
+    std::string_view line;
+    uint64_t since_poll = 0;
+    while (reader->Next(&line)) {
+      const uint64_t n = reader->line_number();
+      if (Status s = parser.Parse(line, n, &parsed); !s.ok()) {
+        if (!BadRow(path, n, s)) return false;
+        continue;
+      }
+      if (parsed.undecided) {
+        undecided.emplace_back(n, std::string(line));
+        undecided_bytes += line.size() + sizeof(undecided[0]);
+        if (undecided_bytes > kMaxUndecidedBytes) return Undecided(path, n);
+        continue;
+      }
+      if (parsed.members.empty()) {
+        if (parsed.header) SkippedHeader(path, n);
+        continue;
+      }
+      // This line settled the format: the lines before it go first.
+      for (const auto& [at, text] : undecided) {
+        loader::LinkLine again;
+        if (Status s = parser.Parse(text, at, &again); !s.ok()) {
+          if (!BadRow(path, at, s)) return false;
+        } else {
+          Add(file, at, again, reader.get());
+        }
+      }
+      undecided.clear();
+      undecided_bytes = 0;
+      Add(file, n, parsed, reader.get());
+      if (stopped_) return false;
+      if (++since_poll >= 1024) {
+        since_poll = 0;
+        if (!o_.dry_run) io_.poll();
+        Progress(reader.get(), false);
+        if (stopped_) return false;
+      }
+    }
+    if (!EndFile(*reader)) return false;
+    if (!undecided.empty()) return Undecided(path, 0);
+    Progress(nullptr, false);
+    return true;
+  }
+
+  // Every data line of `path` (up to `line`; 0: to its end) reads both ways:
+  // the load stops rather than guess which way its links go.
+  bool Undecided(const std::string& path, uint64_t line) {
+    std::fprintf(stderr,
+                 "segctl load: %s: every data line %s is ID<TAB>ID, which links the first ID "
+                 "to the second as a row (id<TAB>master) and the second to the first as a "
+                 "components line (master<TAB>id,...): say --format rows or --format "
+                 "components; nothing of it was loaded\n",
+                 path.c_str(),
+                 line == 0 ? std::string("of the file").c_str()
+                           : ("up to line " + std::to_string(line)).c_str());
+    Stop();
+    return false;
+  }
+
+  // Queues the links of one parsed line (sent as their turn comes), or, in
+  // a dry run, counts them. Waits while kWindow links are not finished.
+  // `reader`: the file's, for the progress shown meanwhile.
+  void Add(uint32_t file, uint64_t line, const loader::LinkLine& parsed,
+           const loader::LineReader* reader) {
+    ++lines_;
+    links_ += parsed.members.size();
+    if (o_.dry_run) return;
+    auto source = std::make_shared<Source>();
+    source->file = file;
+    source->line = line;
+    source->links = source->left = static_cast<uint32_t>(parsed.members.size());
+    const uint64_t master_key = XXH3_64bits(parsed.master.data(), parsed.master.size());
+    for (std::string_view user : parsed.members) {
+      Link& l = live_.emplace_back();
+      l.self = std::prev(live_.end());
+      l.user = user;
+      l.master = parsed.master;
+      l.ttl = parsed.ttl;
+      l.source = source;
+      l.keys[0] = XXH3_64bits(user.data(), user.size());
+      l.keys[1] = master_key;
+      if (l.keys[0] == l.keys[1]) l.n_keys = 1;
+      for (unsigned k = 0; k < l.n_keys; ++k) {
+        auto [at, fresh] = tails_.try_emplace(l.keys[k], &l);
+        if (fresh) continue;
+        Link* tail = at->second;
+        tail->next[Slot(*tail, l.keys[k])] = &l;
+        at->second = &l;
+        ++l.waits;
+      }
+      if (l.waits == 0) ready_.push_back(&l);
+    }
+    Dispatch();
+    while (!stopped_ && live_.size() >= kWindow) {
+      io_.run_one();
+      Progress(reader, false);
+    }
+  }
+
+  static unsigned Slot(const Link& l, uint64_t key) { return l.keys[0] == key ? 0 : 1; }
+
+  // Sends what may go, while there is room in flight.
+  void Dispatch() {
+    const size_t room = size_t{std::max(1u, o_.connections)} * std::max(1u, o_.in_flight);
+    while (!stopped_ && !ready_.empty() && in_flight_ < room) {
+      Link* l = ready_.front();
+      ready_.pop_front();
+      ++in_flight_;
+      Send(l);
+    }
+  }
+
+  void Send(Link* l) {
+    client_->Link(l->user, l->master, l->ttl, [this, l](Result<LinkResult> r) {
+      if (closing_) return;  // the load stopped: what was in flight is left
+      if (r.ok()) {
+        ++linked_;
+        moved_ += r->moved;
+        return Finish(l);
+      }
+      const Status& s = r.status();
+      if (s.code() == Status::Code::kUnsupported || s.code() == Status::Code::kReadOnly) {
+        // No link can go in (a cluster node, for now; a passive cluster):
+        // the load stops, said once, instead of failing every line.
+        if (!stopped_) {
+          std::fprintf(stderr, "segctl load: the server takes no links: %s\n",
+                       s.ToString().c_str());
+          Stop();
+        }
+        --in_flight_;
+        return;
+      }
+      if (Transient(s) && l->attempt < o_.retries) return Retry(l);
+      // Out of attempts without an answer: the server is gone for good.
+      if ((s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) &&
+          !stopped_) {
+        std::fprintf(stderr, "segctl load: stopping: no answer after %u attempts: %s\n",
+                     l->attempt + 1, s.ToString().c_str());
+        Stop();
+      }
+      Failed(l, s);
+      Finish(l);
+    });
+  }
+
+  // Sends `l` again after a pause (200 ms, doubling, at most 3.2 s); it
+  // stays in flight, and first in its IDs' queues, meanwhile.
+  void Retry(Link* l) {
+    ++l->attempt;
+    ++retries_;
+    auto timer = std::make_shared<boost::asio::steady_timer>(
+        io_, std::chrono::milliseconds(200 << std::min(l->attempt - 1, 4u)));
+    timer->async_wait([this, timer, l](const boost::system::error_code&) {
+      if (closing_ || stopped_) return;
+      Send(l);
+    });
+  }
+
+  void Failed(Link* l, const Status& s) {
+    ++failed_links_;
+    Source& src = *l->source;
+    if (src.failed++ == 0) {
+      src.first_error = s.ToString();
+      if (l->attempt > 0) {
+        src.first_error += " (after " + std::to_string(l->attempt + 1) + " attempts)";
+      }
+    }
+    if (src.failed <= 5) {
+      src.failed_ids += (src.failed > 1 ? ", " : "") + l->user;
+    } else if (src.failed == 6) {
+      src.failed_ids += ", ...";
+    }
+  }
+
+  // `l` is done (made or failed): the links waiting for it may go.
+  void Finish(Link* l) {
+    --in_flight_;
+    Source& src = *l->source;
+    if (--src.left == 0 && src.failed > 0 && Report()) {
+      const std::string& path = o_.files[src.file];
+      const auto line = static_cast<unsigned long long>(src.line);
+      if (src.links == 1) {
+        std::fprintf(stderr, "%s:%llu: link %s to %s: %s\n", path.c_str(), line, l->user.c_str(),
+                     l->master.c_str(), src.first_error.c_str());
+      } else {
+        std::fprintf(stderr, "%s:%llu: master %s: %u of %u links failed (%s): %s\n", path.c_str(),
+                     line, l->master.c_str(), src.failed, src.links, src.failed_ids.c_str(),
+                     src.first_error.c_str());
+      }
+    }
+    for (unsigned k = 0; k < l->n_keys; ++k) {
+      Link* next = l->next[k];
+      if (next == nullptr) {
+        tails_.erase(l->keys[k]);  // it was the last queued on this ID
+      } else if (--next->waits == 0) {
+        ready_.push_back(next);
+      }
+    }
+    live_.erase(l->self);
+    Dispatch();
+  }
+
+  // Waits for every link, resending the ones to retry; after a stop, leaves
+  // what is in flight or queued.
+  void Drain() {
+    if (o_.dry_run) return;
+    while (!stopped_ && !live_.empty()) {
+      io_.run_one();
+      Progress(nullptr, false);
+    }
+    closing_ = true;
+    client_.reset();  // fails (and so forgets) whatever is still in flight
+  }
+
+  void Progress(const loader::LineReader* reader, bool final) {
+    ShowProgress(reader, final,
+                 "lines " + Human(static_cast<double>(lines_)) + "  links made " +
+                     CountAndRate(linked_) + "  bad rows " + std::to_string(bad_rows_) +
+                     "  failed " + std::to_string(failed_links_));
+  }
+
+  int Summary() {
+    const double secs = Seconds();
+    const auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+    if (o_.json) {
+      std::printf(
+          "{\"lines\":%llu,\"links\":%llu,\"linked\":%llu,\"moved\":%llu,\"bad_rows\":%llu,"
+          "\"failed_links\":%llu,\"retries\":%llu,\"seconds\":%.3f,\"links_per_second\":%.0f,"
+          "\"dry_run\":%s}\n",
+          u(lines_), u(links_), u(linked_), u(moved_), u(bad_rows_), u(failed_links_), u(retries_),
+          secs, linked_ / std::max(secs, 1e-9), o_.dry_run ? "true" : "false");
+    } else if (o_.dry_run) {
+      std::printf("dry run: %llu lines, %llu links valid in %.1f s; %llu bad rows\n", u(lines_),
+                  u(links_), secs, u(bad_rows_));
+    } else {
+      std::printf(
+          "%llu lines, %llu links: %llu made in %.1f s (%.0f links/s); %llu bad rows, %llu links "
+          "failed, %llu retries\n",
+          u(lines_), u(links_), u(linked_), secs, linked_ / std::max(secs, 1e-9), u(bad_rows_),
+          u(failed_links_), u(retries_));
+    }
+    if (exit_ != 0) return exit_;
+    return bad_rows_ == 0 && failed_links_ == 0 ? 0 : 1;
+  }
+
+  std::list<Link> live_;                       // read and not finished
+  std::unordered_map<uint64_t, Link*> tails_;  // an ID's hash -> the last link queued on it
+  std::deque<Link*> ready_;                    // first in their queues, not sent yet
+  size_t in_flight_ = 0;                       // sent (or waiting to be resent)
+  uint64_t lines_ = 0, links_ = 0, linked_ = 0, moved_ = 0, failed_links_ = 0;
 };
 
 }  // namespace
@@ -637,18 +1015,56 @@ upsert carries a write ID, so that one sent again (its answer lost, or in
 doubt) is applied once. A batch the server refuses for want of resources,
 or whose answer is lost, is sent again after a pause, up to 5 times.
 
+With --links the files are identity-graph link files: each ID joins the
+group of its master (a read by any ID of a group answers for the person).
+Two formats, detected as above (--format rows or components forces it):
+
+  rows        ID,MASTER[,TTL]
+              ID links to MASTER; a comma or a tab between the fields
+  components  MASTER<TAB>ID[,ID]...
+              each ID links to MASTER (a connected-components job's output);
+              exactly one tab, ',' between IDs; a line with a bad or repeated
+              ID is refused whole
+
+IDs are 1 to 256 bytes (or the server's limit), taken as they are. TTL is a
+TTL form above (86400, 90s 15m 12h 30d) or never; an absolute expiry is a
+bad row. An empty or absent TTL, and every link of a components line, takes
+--default-ttl; without it the link never expires. A line of just ID<TAB>ID
+reads both ways, linking opposite ways (the first ID to the second as a
+row, the second to the first as components): such lines wait for a line
+that decides, and when none does the load stops (exit status 2) asking for
+--format. Line 1 is skipped as a header when every field is a column name
+(id, ids, user, users, user_id, user_ids, member, members, member_id,
+member_ids, master, master_id, ttl; any case); a header of other names must
+start with '#'. Bad rows too: an ID linked to itself, an empty or too long
+ID, more than 3 fields, a components line without members.
+
+Links that share an ID are made in file order, the others side by side
+(--connections, --in-flight), so re-loading a components file moves every
+ID whose master changed (an ID left out of the file keeps its link until it
+expires or is unlinked). A group holds at most the server's max_links
+members (64 by default): the links past it are refused, and reported with
+their file, line and IDs. A link refused for want of resources is sent
+again after a pause, up to 5 times. A server that takes no links (a
+cluster node, for now) stops the load at once.
+
 Exit status:
   0  every row was written (with --dry-run: every row is valid)
   1  the load ran to the end, but some rows were bad, the server refused some
-     users' upserts, or some absolute expiries passed before they could be
-     sent (each reported, and counted in the summary)
+     users' upserts or some links, or some absolute expiries passed before
+     they could be sent (each reported, and counted in the summary)
   2  the load stopped or never started: a bad option, a file that cannot be
      read (missing, unreadable, a corrupt or cut gzip stream), a server that
      cannot be reached or refuses the connection (TLS, shared secret) or is
-     gone for good (a cluster's node too), or --max-errors reached; part of
-     the input may have been written)";
+     gone for good (a cluster's node too), --max-errors reached, or with
+     --links a server that takes no links or a file whose format cannot be
+     told; part of the input may have been written)";
 
 int RunLoad(const LoadOptions& options) {
+  if (options.links) {
+    LinkLoader loader(options);
+    return loader.Run();
+  }
   Loader loader(options);
   return loader.Run();
 }

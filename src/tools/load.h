@@ -1,7 +1,8 @@
-// `segctl load`: pushes DMP segment files into a server. Lines are parsed
-// (src/loader), a user's segments are grouped in memory up to a budget (row
-// files are usually sorted by segment, not by user: without grouping a
-// 1,000-segment user would cost 1,000 record rewrites), and the groups go out
+// `segctl load`: pushes DMP segment files (or, with `links`, identity-graph
+// link files) into a server. Lines are parsed (src/loader), a user's
+// segments are grouped in memory up to a budget (row files are usually
+// sorted by segment, not by user: without grouping a 1,000-segment user
+// would cost 1,000 record rewrites), and the groups go out
 // as batch upserts, pipelined through the asynchronous routing client
 // (AsyncClusterClient): against a single server over several connections;
 // against any node of a cluster, each user's upsert goes to a node holding
@@ -11,6 +12,16 @@
 // of one) the server refuses for want of resources, or whose answer was
 // lost, is sent again after a pause; per-user errors are reported with the
 // user.
+//
+// With `links`, each line links IDs to a master (loader/link_parser.h), one
+// link request each, pipelined the same way. Links that share an ID (as
+// user or master) are made one after the other, in file order, so that the
+// last line naming an ID decides its master and the links into one master
+// do not race each other; the others go side by side. A link refused for
+// want of resources is sent again after a pause; one the server refuses
+// (a group past its limit) is reported with its file, line and IDs; a
+// server that takes no links at all (a cluster node, for now) stops the
+// load at once.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/link_parser.h"
 #include "loader/parser.h"
 #include "segstore/client.h"
 
@@ -31,7 +43,8 @@ struct LoadOptions {
   bool dry_run = false;
   uint64_t max_errors = 0;   // stop after this many bad rows (0: never stop)
   unsigned connections = 4;  // to the server; in a cluster, to each node
-  unsigned in_flight = 4;    // batches in flight per connection
+  // Requests in flight per connection: batch upserts, or links.
+  unsigned in_flight = 4;
   uint32_t batch_users = 100;
   uint64_t memory_bytes = uint64_t{1} << 30;  // grouping budget
   // Per batch item, on Busy, Unavailable, Timeout, LogUnavailable or InDoubt
@@ -39,6 +52,11 @@ struct LoadOptions {
   // last (Unavailable, Timeout), the server (or a node) is gone for good and
   // the load stops.
   unsigned retries = 5;
+  // Link files instead of segment files: `link_parse` reads them (its
+  // max_key_bytes is the server's, when the server says it); `parse`,
+  // `mode`, `batch_users` and `memory_bytes` do not apply.
+  bool links = false;
+  loader::LinkParseOptions link_parse;
   bool json = false;
   // Progress: a bar on a terminal, else a line every few seconds.
   bool progress = true;
@@ -46,9 +64,10 @@ struct LoadOptions {
 
 // Runs the load; returns the process exit status, as kLoadHelp states it:
 // 0 when every row went in; 1 when the load ran to the end but some rows were
-// bad, some users failed, or some absolute expiries passed before sending;
-// 2 when it stopped or never started (an unreachable server or node,
-// unreadable input, max_errors reached).
+// bad, some users (or links) failed, or some absolute expiries passed before
+// sending; 2 when it stopped or never started (an unreachable server or node,
+// unreadable input, max_errors reached; for links, a server that takes none,
+// or a file whose format cannot be told).
 int RunLoad(const LoadOptions& options);
 
 // What `segctl load --help` prints after the options: the file formats, the

@@ -288,6 +288,8 @@ struct Args {
   uint32_t batch_users = 100;
   uint64_t memory_mib = 1024;
   bool no_progress = false;
+  bool links_files = false;  // load --links
+  unsigned in_flight = 0;    // load: per connection (0: 4 batches, 16 links)
 };
 
 // Applies a.security to `options`; a loose secret file is warned about on stderr.
@@ -298,7 +300,8 @@ Status ApplySecurity(const Args& a, client::ClientOptions* options) {
   return Status::OK();
 }
 
-int RunLoadCommand(const Args& a) {
+// `mode_given`: --mode was on the command line (it does not apply to links).
+int RunLoadCommand(const Args& a, bool mode_given) {
   segstore::tools::LoadOptions o;
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
@@ -310,12 +313,25 @@ int RunLoadCommand(const Args& a) {
   o.client.client_name = "segctl load";
   if (Status s = ApplySecurity(a, &o.client); !s.ok()) return fail(s);
   o.files = a.files;
-  if (a.format == "rows") {
+  o.links = a.links_files;
+  if (o.links) {
+    if (a.format == "rows") {
+      o.link_parse.format = segstore::loader::LinkFormat::kRows;
+    } else if (a.format == "components") {
+      o.link_parse.format = segstore::loader::LinkFormat::kComponents;
+    } else if (a.format != "auto") {
+      return fail(
+          Status::InvalidArgument("--format with --links must be auto, rows or components"));
+    }
+    if (mode_given) return fail(Status::InvalidArgument("--mode does not apply to --links"));
+  } else if (a.format == "rows") {
     o.parse.format = segstore::loader::Format::kRows;
   } else if (a.format == "grouped") {
     o.parse.format = segstore::loader::Format::kGrouped;
   } else if (a.format != "auto") {
-    return fail(Status::InvalidArgument("--format must be auto, rows or grouped"));
+    return fail(Status::InvalidArgument(a.format == "components"
+                                            ? "--format components is for --links files"
+                                            : "--format must be auto, rows or grouped"));
   }
   if (a.delimiter == "comma" || a.delimiter == ",") {
     o.parse.delimiter = ',';
@@ -324,13 +340,16 @@ int RunLoadCommand(const Args& a) {
   } else if (a.delimiter != "auto") {
     return fail(Status::InvalidArgument("--delimiter must be auto, comma or tab"));
   }
+  o.link_parse.delimiter = o.parse.delimiter;
   if (!a.default_ttl.empty()) {
     uint32_t ttl = 0;
     if (Status s = ParseDuration(a.default_ttl, &ttl); !s.ok()) return fail(s);
     if (ttl == 0) return fail(Status::InvalidArgument("--default-ttl must be positive"));
     o.parse.default_ttl = ttl;
+    o.link_parse.default_ttl = ttl;
   }
   o.parse.now = Now();
+  o.link_parse.now = o.parse.now;
   if (a.mode == "extend") {
     o.mode = segstore::UpsertMode::kExtend;
   } else if (a.mode != "set") {
@@ -339,6 +358,7 @@ int RunLoadCommand(const Args& a) {
   o.dry_run = a.dry_run;
   o.max_errors = a.max_errors;
   o.connections = std::max(1u, a.connections);
+  o.in_flight = a.in_flight != 0 ? a.in_flight : o.links ? 16 : 4;
   o.batch_users = std::max<uint32_t>(1, a.batch_users);
   o.memory_bytes = std::max<uint64_t>(1, a.memory_mib) << 20;
   o.json = a.json;
@@ -928,19 +948,27 @@ int main(int argc, char** argv) {
   CLI::App* load = app.add_subcommand(
       "load",
       "bulk-load DMP segment files (rows: user,segment[,ttl|expiry[,a1[,a2]]]; grouped: "
-      "user<TAB>seg[:ttl|expiry],...); plain or gzip, '-' for stdin; exit status 0, 1 or 2");
+      "user<TAB>seg[:ttl|expiry],...), or with --links identity-graph link files; plain or "
+      "gzip, '-' for stdin; exit status 0, 1 or 2");
   load->footer(segstore::tools::kLoadHelp);
   load->add_option("files", a.files, "files to load ('-': standard input)")->required();
-  load->add_option("--format", a.format, "auto (default), rows or grouped");
+  load->add_flag("--links", a.links_files,
+                 "the files are link files (rows: id,master[,ttl]; components: "
+                 "master<TAB>id,id,...): each ID is linked to its master");
+  load->add_option("--format", a.format,
+                   "auto (default), rows or grouped; with --links: auto, rows or components");
   load->add_option("--delimiter", a.delimiter, "row files: auto (default), comma or tab");
   load->add_option("--default-ttl", a.default_ttl,
-                   "TTL for a segment given without one: 86400 (seconds), 90s, 15m, 12h, 30d; "
-                   "without it such a row is bad");
+                   "TTL for a segment (or link) given without one: 86400 (seconds), 90s, 15m, "
+                   "12h, 30d; without it such a segment row is bad, and such a link never "
+                   "expires");
   load->add_option("--mode", a.mode, "set (default) or extend (keep later expiries)");
   load->add_flag("--dry-run", a.dry_run, "parse and validate, write nothing");
   load->add_option("--max-errors", a.max_errors,
                    "stop (exit status 2) after this many bad rows (default: never)");
   load->add_option("--connections", a.connections, "connections to the server (default 4)");
+  load->add_option("--in-flight", a.in_flight,
+                   "requests in flight per connection (default 4 batches, or 16 links)");
   load->add_option("--batch-users", a.batch_users, "users in one batch upsert (default 100)");
   load->add_option("--memory-mib", a.memory_mib, "memory for grouping rows by user (default 1024)");
   load->add_flag("--no-progress", a.no_progress, "no progress output");
@@ -955,6 +983,6 @@ int main(int argc, char** argv) {
     return load->parsed() ? 2 : 1;
   }
   const std::string command = app.get_subcommands().front()->get_name();
-  if (command == "load") return RunLoadCommand(a);
+  if (command == "load") return RunLoadCommand(a, load->count("--mode") > 0);
   return Run(command, a);
 }

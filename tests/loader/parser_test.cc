@@ -5,10 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <new>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "loader/allocation_watch.h"
 
 // ---- allocation watch ----
 // Counts every operator new of this binary while a watch is on, so a test can
@@ -31,6 +34,16 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace segstore::loader::testing {
+uint64_t AllocationsDuring(const std::function<void()>& run) {
+  g_allocations = 0;
+  g_watching = true;
+  run();
+  g_watching = false;
+  return g_allocations.load();
+}
+}  // namespace segstore::loader::testing
 
 namespace segstore::loader {
 namespace {
