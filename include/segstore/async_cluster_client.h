@@ -121,11 +121,11 @@ class AsyncClusterClient {
   void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& expiry,
               Callback<ExpireResult> done);
   // Profile bridging's link (AsyncClient::Link: `user` joins `master`'s
-  // group for `ttl` seconds, 0: never), sent to the node holding `user`, as
-  // Delete is. A cluster node refuses it (Unsupported, not retried) until
-  // links are replicated through the log, so in practice it serves a
-  // single server. It carries no write ID: in a cluster, an answer lost is
-  // not resent, and its error is what the caller gets.
+  // group for `ttl` seconds, 0: never), sent to the node holding `user`,
+  // which coordinates it, as Delete is. Unsupported (not retried) from a
+  // cluster where a node runs a build without links. It carries no write
+  // ID: an answer lost is not resent, and its error is what the caller
+  // gets (a link is idempotent: the caller may send it again).
   void Link(std::string_view user, std::string_view master, uint32_t ttl,
             Callback<LinkResult> done);
   // Node to node (AsyncClient::SendLinkStep, ReadRecords): a step goes to

@@ -185,7 +185,8 @@ class AsyncClient {
   // the group of `master` (of master's master when master is a member; a
   // master's whole group moves with it), its link lasting `ttl` seconds (0:
   // never). LimitExceeded past the server's max_links; InvalidArgument for
-  // user == master. Unsupported from a cluster node (not yet replicated).
+  // user == master. Unsupported from a cluster where a node runs a build
+  // without links.
   virtual void Link(std::string_view user, std::string_view master, uint32_t ttl,
                     Callback<LinkResult> done) = 0;
   // Gives whether `user` was linked; a master's unlink dissolves its group.
@@ -286,8 +287,10 @@ class Client {
   // As AsyncClient::Expire.
   Result<ExpireResult> Expire(std::string_view user, std::span<const uint64_t> ids,
                               const ExpireSpec& expiry, const WriteId& write_id = {});
-  // As AsyncClient::CopyPartition.
+  // As AsyncClient::CopyPartition, SendLinkStep and ReadRecords (node to node).
   Result<CopyPartitionResponse> CopyPartition(const CopyPartitionRequest& request);
+  Result<LinkStepResult> SendLinkStep(const LinkStep& step, const WriteId& write_id = {});
+  Result<std::vector<Result<StoredRecord>>> ReadRecords(std::span<const std::string> users);
   // Profile bridging, as AsyncClient's.
   Result<LinkResult> Link(std::string_view user, std::string_view master, uint32_t ttl = 0);
   Result<bool> Unlink(std::string_view user);

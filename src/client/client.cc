@@ -457,6 +457,18 @@ Result<CopyPartitionResponse> Client::CopyPartition(const CopyPartitionRequest& 
       [&](Callback<CopyPartitionResponse> cb) { impl_->async->CopyPartition(request, cb); });
 }
 
+Result<LinkStepResult> Client::SendLinkStep(const LinkStep& step, const WriteId& write_id) {
+  return impl_->Wait<LinkStepResult>(
+      [&](Callback<LinkStepResult> cb) { impl_->async->SendLinkStep(step, write_id, cb); });
+}
+
+Result<std::vector<Result<StoredRecord>>> Client::ReadRecords(std::span<const std::string> users) {
+  return impl_->Wait<std::vector<Result<StoredRecord>>>(
+      [&](Callback<std::vector<Result<StoredRecord>>> cb) {
+        impl_->async->ReadRecords(users, cb);
+      });
+}
+
 Result<LinkResult> Client::Link(std::string_view user, std::string_view master, uint32_t ttl) {
   return impl_->Wait<LinkResult>(
       [&](Callback<LinkResult> cb) { impl_->async->Link(user, master, ttl, cb); });

@@ -837,7 +837,8 @@ class LinkLoader : public LoadBase {
       }
       const Status& s = r.status();
       if (s.code() == Status::Code::kUnsupported || s.code() == Status::Code::kReadOnly) {
-        // No link can go in (a cluster node, for now; a passive cluster):
+        // No link can go in (a cluster with a node whose build has no
+        // links; a passive cluster):
         // the load stops, said once, instead of failing every line.
         if (!stopped_) {
           std::fprintf(stderr, "segctl load: the server takes no links: %s\n",
@@ -1046,7 +1047,8 @@ expires or is unlinked). A group holds at most the server's max_links
 members (64 by default): the links past it are refused, and reported with
 their file, line and IDs. A link refused for want of resources is sent
 again after a pause, up to 5 times. A server that takes no links (a
-cluster node, for now) stops the load at once.
+cluster with a node whose build has none, a passive cluster) stops the
+load at once.
 
 Exit status:
   0  every row was written (with --dry-run: every row is valid)

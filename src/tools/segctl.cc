@@ -743,10 +743,15 @@ int Run(const std::string& command, const Args& a) {
   }
   if (command == "link" || command == "unlink" || command == "master-of" || command == "links" ||
       command == "connected") {
-    // A single server's (a cluster refuses links for now): to the server named.
-    auto connected = client::Client::Connect(options);
-    if (!connected.ok()) return fail(connected.status());
-    return RunLinkCommand(command, a, link_ttl, **connected, fail);
+    // To the node holding the user (for connected: the first user), which
+    // reaches the others' nodes itself; a single server holds every user.
+    client::ClusterClientOptions routed_options;
+    routed_options.node = options;
+    auto routed = client::ClusterClient::Connect(routed_options);
+    if (!routed.ok()) return fail(routed.status());
+    auto node = (*routed)->NodeClient((*routed)->NodeOf(a.user));
+    if (!node.ok()) return fail(node.status());
+    return RunLinkCommand(command, a, link_ttl, **node, fail);
   }
 
   // Node commands talk to the server named; data commands to the node that

@@ -135,6 +135,16 @@ void Standard(FakeConn& c, const Frame& f) {
     case Op::kConnected:
       c.Reply(f, proto::ConnectedResponse{true});
       return;
+    case Op::kLinkStep:
+      c.Reply(f, LinkStepResult{true, false, 2, false});
+      return;
+    case Op::kReadRecords: {
+      proto::ReadRecordsResponse r;
+      r.push_back(StoredRecord{"body", "master-1"});
+      r.push_back(Status::NotFound("the user has no record"));
+      c.Reply(f, r);
+      return;
+    }
   }
   c.ReplyError(f, Status::Unsupported("unknown op"));
 }
@@ -568,6 +578,32 @@ TEST_F(EveryOpTest, Link) {
   EXPECT_EQ(req.ttl, 7776000u);
   ASSERT_TRUE(client_->Link("phone", "pc").ok());
   EXPECT_EQ(Last<proto::LinkRequest>(Op::kLink).ttl, 0u);
+}
+
+// Node to node: a link's step on another node, and records read there.
+TEST_F(EveryOpTest, LinkStepAndReadRecords) {
+  LinkStep step;
+  step.kind = LinkStep::Kind::kList;
+  step.user = "pc";
+  step.member = "phone";
+  step.max_links = 64;
+  const WriteId id{1, 2};
+  auto r = client_->SendLinkStep(step, id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->applied);
+  EXPECT_EQ(r->members, 2u);
+  auto req = Last<proto::LinkStepRequest>(Op::kLinkStep);
+  EXPECT_EQ(req.step, step);
+  EXPECT_EQ(req.write_id, id);
+  const std::vector<std::string> users = {"phone", "nobody"};
+  auto records = client_->ReadRecords(users);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), 2u);
+  ASSERT_TRUE((*records)[0].ok());
+  EXPECT_EQ((*records)[0]->body, "body");
+  EXPECT_EQ((*records)[0]->reference, "master-1");
+  EXPECT_TRUE((*records)[1].status().IsNotFound());
+  EXPECT_EQ(Last<proto::ReadRecordsRequest>(Op::kReadRecords).users, users);
 }
 
 TEST_F(EveryOpTest, UnlinkMasterOfLinksConnected) {

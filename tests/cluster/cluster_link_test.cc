@@ -155,6 +155,12 @@ TEST_P(ClusterLinkTest, AGroupAcrossTheNodesLinksReadsUnlinksAndDeletes) {
   ASSERT_TRUE(connected.ok()) << connected.status().ToString();
   EXPECT_TRUE(*connected);
   EXPECT_FALSE(*NodeOf(phone).Connected(phone, login));
+  // segctl, given any node, sends each to the node holding the user.
+  for (int i = 0; i < 3; ++i) {
+    auto [rc, out] = testing::Segctl(cluster_.port(i), "master-of " + tablet);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_TRUE(testing::Has(out, home)) << out;
+  }
   // A node that does not hold the user says so: the client asks the right one.
   const auto replicas = map_.ReplicasOf(PartitionOf(phone));
   for (uint16_t n = 0; n < map_.nodes.size(); ++n) {
