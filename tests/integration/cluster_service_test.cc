@@ -17,6 +17,7 @@
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "segstore/routing.h"
+#include "server/peer_links.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
 #include "support/memory_log.h"
@@ -205,6 +206,97 @@ TEST_F(ClusterServiceTest, ClusterMapAnswersTheViewAndALostLeaseStopsServingAtOn
   EXPECT_EQ(c->Get(mine)->count, 1u);
 }
 
+// Links on a cluster node whose view the test publishes: refused until
+// every node of the map registered the "links" feature, then made; the
+// node-to-node operations answer for the users this node holds only.
+class ClusterLinkServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    ProfileServiceOptions so;
+    so.cluster = &board_;
+    so.peers = &peers_;
+    served_.Start(o, nullptr, p, so, ServerOptions{});
+  }
+  void TearDown() override { served_.Stop(); }
+  static std::vector<SegmentUpdate> One() { return {SegmentUpdate{7, 3600, true, {}, {}}}; }
+  // Nodes "a" (this one) and "b", with the features given.
+  void Publish(std::vector<std::string> a, std::vector<std::string> b, bool hold_all) {
+    ClusterMap m = TwoNodeMap(5);
+    m.nodes[0].features = std::move(a);
+    m.nodes[1].features = std::move(b);
+    board_.Publish(ViewOf(m, true, hold_all));
+  }
+
+  storage::testing::TempDir dir_;
+  ManualClock clock_{kStart};
+  cluster::ViewBoard board_;
+  PeerLinks peers_{client::ClientOptions{}, &board_};
+  testing::InProcessServer served_;
+};
+
+TEST_F(ClusterLinkServiceTest, LinksWaitForEveryNodeToHaveTheFeature) {
+  Publish({"links"}, {}, /*hold_all=*/true);
+  auto c = served_.Connect();
+  const std::string a = UserIn(true, 1), b = UserIn(true, 2);
+  ASSERT_TRUE(c->Upsert(a, One()).ok());
+  ASSERT_TRUE(c->Upsert(b, One()).ok());
+  auto refused = c->Link(a, b);
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnsupported) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("node b of the cluster runs a build without links"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_EQ(c->MasterOf(a).status().code(), Status::Code::kUnsupported);
+  EXPECT_EQ(c->Get(a)->master, "");  // nothing was written
+  // Every node upgraded: the same link is made.
+  Publish({"links"}, {"links", "later"}, true);
+  auto linked = c->Link(a, b);
+  ASSERT_TRUE(linked.ok()) << linked.status().ToString();
+  EXPECT_EQ(linked->master, b);
+  EXPECT_EQ(*c->MasterOf(a), b);
+  EXPECT_EQ(c->Get(a)->profiles, 2u);
+}
+
+TEST_F(ClusterLinkServiceTest, NodeToNodeOperationsAnswerForTheUsersHeldHere) {
+  Publish({"links"}, {"links"}, /*hold_all=*/false);
+  auto c = served_.Connect();
+  const std::string mine = UserIn(true, 3), theirs = UserIn(false, 4), none = UserIn(true, 5);
+  ASSERT_TRUE(c->Upsert(mine, One()).ok());
+  const std::vector<std::string> users = {mine, theirs, none};
+  auto records = c->ReadRecords(users);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), 3u);
+  ASSERT_TRUE((*records)[0].ok());
+  EXPECT_FALSE((*records)[0]->body.empty());
+  EXPECT_EQ((*records)[0]->reference, "");
+  EXPECT_EQ((*records)[1].status().code(), Status::Code::kWrongNode);
+  EXPECT_TRUE((*records)[2].status().IsNotFound());
+  // A step on a record held here is made; on one held elsewhere, WrongNode.
+  LinkStep list;
+  list.kind = LinkStep::Kind::kList;
+  list.user = mine;
+  list.member = theirs;
+  list.max_links = 64;
+  auto r = c->SendLinkStep(list);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->applied);
+  EXPECT_EQ(r->members, 1u);
+  list.user = theirs;
+  list.member = mine;
+  EXPECT_EQ(c->SendLinkStep(list).status().code(), Status::Code::kWrongNode);
+  // A merged read needs the member's record from node b, which cannot be
+  // reached: the get says so rather than answer a part of the group.
+  auto got = c->Get(mine);
+  EXPECT_EQ(got.status().code(), Status::Code::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find(theirs), std::string::npos) << got.status().ToString();
+  // Its own profile still reads alone.
+  GetOptions own;
+  own.own_only = true;
+  EXPECT_EQ(c->Get(mine, own)->count, 1u);
+}
+
 // A single server (no cluster view), in process.
 class SingleServerTest : public ::testing::Test {
  protected:
@@ -219,6 +311,19 @@ class SingleServerTest : public ::testing::Test {
   ManualClock clock_{kStart};
   testing::InProcessServer served_;
 };
+
+TEST_F(SingleServerTest, NodeToNodeLinkOperationsAreRefused) {
+  Start();
+  auto c = served_.Connect();
+  LinkStep del;
+  del.kind = LinkStep::Kind::kDelete;
+  del.user = "u";
+  auto r = c->SendLinkStep(del);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("node to node"), std::string::npos) << r.status().ToString();
+  const std::vector<std::string> users = {"u"};
+  EXPECT_EQ(c->ReadRecords(users).status().code(), Status::Code::kInvalidArgument);
+}
 
 TEST_F(SingleServerTest, ClusterMapSaysNotACluster) {
   Start();

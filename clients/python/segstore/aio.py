@@ -23,7 +23,18 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import (
+    Any,
+    AsyncIterator,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from . import protocol as p
 from ._base import ClientBase, Closed, Lost, NotSent, TimedOut, get_options, reason
@@ -41,10 +52,13 @@ from .models import (
     LinkedUser,
     LinkResult,
     LinksPage,
+    LinkStepResult,
     Mode,
     RemoveResult,
     SegmentLike,
     ServerInfo,
+    StepKind,
+    StoredRecord,
     TrimResult,
     UpsertItem,
     UpsertResult,
@@ -523,6 +537,48 @@ class AsyncClient(ClientBase):
         return await self._execute(
             p.copy_partition_request(partition, cursor, min_next, max_bytes)
         )
+
+    async def link_step(
+        self,
+        user: UserId,
+        kind: Union[StepKind, str],
+        *,
+        master: Optional[UserId] = None,
+        member: Optional[UserId] = None,
+        expect: Optional[UserId] = None,
+        expires: int = 0,
+        moving: Iterable[Union[LinkedUser, Tuple[UserId, int]]] = (),
+        listed: Iterable[UserId] = (),
+        stale: bool = False,
+        members_too: bool = False,
+        max_links: int = 0,
+        write_id: Optional[bytes] = None,
+    ) -> LinkStepResult:
+        """Node to node: one single-record step of a link (see
+        :meth:`segstore.Client.link_step`)."""
+        return await self._execute(
+            p.link_step_request(
+                user,
+                kind,
+                master=master,
+                member=member,
+                expect=expect,
+                expires=expires,
+                moving=moving,
+                listed=listed,
+                stale=stale,
+                members_too=members_too,
+                max_links=max_links,
+                write_id=write_id,
+            )
+        )
+
+    async def read_records(
+        self, users: Sequence[UserId]
+    ) -> List[Union[StoredRecord, SegstoreError]]:
+        """Node to node: the records of ``users`` as stored: per user a
+        StoredRecord or that user's exception, in place (not raised)."""
+        return await self._execute(p.read_records_request(users))
 
     async def call(
         self,

@@ -18,7 +18,19 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (
+    Any,
+    Deque,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from . import protocol as p
 from ._base import ClientBase, Lost, NotSent, TimedOut, get_options, reason
@@ -36,10 +48,13 @@ from .models import (
     LinkedUser,
     LinkResult,
     LinksPage,
+    LinkStepResult,
     Mode,
     RemoveResult,
     SegmentLike,
     ServerInfo,
+    StepKind,
+    StoredRecord,
     TrimResult,
     UpsertItem,
     UpsertResult,
@@ -587,7 +602,7 @@ class Client(ClientBase):
             InvalidArgument: ``user == master``, or a bad user ID.
             LimitExceeded: the group would have more members than the
                 server's ``max_links`` (nothing written).
-            Unsupported: a cluster node (links are not replicated yet).
+            Unsupported: a cluster with a node whose build has no links.
             ConnectionLost: the connection broke before the answer; the link
                 may or may not have been made (``maybe_applied``).
         """
@@ -651,6 +666,68 @@ class Client(ClientBase):
     ) -> CopyPartitionResult:
         """Node to node: one page of a partition's records (clients have no need of it)."""
         return self._execute(p.copy_partition_request(partition, cursor, min_next, max_bytes))
+
+    def link_step(
+        self,
+        user: UserId,
+        kind: Union[StepKind, str],
+        *,
+        master: Optional[UserId] = None,
+        member: Optional[UserId] = None,
+        expect: Optional[UserId] = None,
+        expires: int = 0,
+        moving: Iterable[Union[LinkedUser, Tuple[UserId, int]]] = (),
+        listed: Iterable[UserId] = (),
+        stale: bool = False,
+        members_too: bool = False,
+        max_links: int = 0,
+        write_id: Optional[bytes] = None,
+    ) -> LinkStepResult:
+        """Node to node: one single-record step of a link, unlink or grouped
+        delete, on a node holding ``user`` (clients have no need of it).
+
+        ``kind`` is a :class:`StepKind` (``"list"``, ``"name"``...); the
+        other fields are link_step's in PROTOCOL.md (``moving``: LinkedUser
+        or ``(user, expires_at)`` pairs), left out when empty, 0 or false.
+
+        Raises:
+            InvalidArgument: an unknown ``kind`` (not sent); a kind without
+                the user it needs; a single server (node to node only).
+            LimitExceeded: past ``max_links`` (nothing written); ``moving``
+                or ``listed`` longer than the server's max_batch (not sent).
+            ConnectionLost: the connection broke before the answer; the
+                step may or may not have been made (``maybe_applied``).
+        """
+        return self._execute(
+            p.link_step_request(
+                user,
+                kind,
+                master=master,
+                member=member,
+                expect=expect,
+                expires=expires,
+                moving=moving,
+                listed=listed,
+                stale=stale,
+                members_too=members_too,
+                max_links=max_links,
+                write_id=write_id,
+            )
+        )
+
+    def read_records(self, users: Sequence[UserId]) -> List[Union[StoredRecord, SegstoreError]]:
+        """Node to node: the records of ``users`` as stored, in one request.
+
+        Returns one entry per user in the order asked: a StoredRecord, or
+        the exception of that user alone in its place (NotFound for a user
+        without a record, WrongNode for one the node does not serve); not
+        raised.
+
+        Raises:
+            InvalidArgument: no users (not sent); a single server.
+            LimitExceeded: more users than the server's max_batch.
+        """
+        return self._execute(p.read_records_request(users))
 
     def call(
         self,

@@ -61,6 +61,25 @@ class ExpireOutcome(enum.IntEnum):
     """The condition did not hold."""
 
 
+class StepKind(str, enum.Enum):
+    """What one link_step does to its record (PROTOCOL.md, "link_step"; node to node)."""
+
+    LIST = "list"
+    """``user`` (the target) lists ``member`` and ``moving``, dropping its expired links."""
+    NAME = "name"
+    """``user`` names ``master``, its link expiring ``expires``, and lists no members."""
+    NAME_MOVED = "name_moved"
+    """``user`` names ``master`` unless it names another than ``expect`` or ``master``."""
+    DROP = "drop"
+    """``user`` lists ``member`` no more."""
+    CLEAR = "clear"
+    """``user`` loses its link (if it names ``master``; with ``members_too`` its members)."""
+    DELETE_MEMBER = "delete_member"
+    """``user`` is deleted if it names ``master`` with a live link."""
+    DELETE = "delete"
+    """``user`` is deleted."""
+
+
 class Projection(str, enum.Enum):
     """What a get lists for each segment."""
 
@@ -487,12 +506,17 @@ class ClusterMap:
 
 @dataclass(frozen=True)
 class CopiedRecord:
-    """One stored record of a copy_partition page (node to node)."""
+    """One stored record of a copy_partition page (node to node).
+
+    ``reference`` is the user the record names (a linked profile's master),
+    ``b""`` for none.
+    """
 
     key: bytes
     body: bytes
     sweep_at: int
     void_at: int
+    reference: bytes = b""
 
 
 COPY_FINISHED = 2**32
@@ -510,3 +534,38 @@ class CopyPartitionResult:
     @property
     def finished(self) -> bool:
         return self.cursor == COPY_FINISHED
+
+
+@dataclass(frozen=True)
+class LinkStepResult:
+    """What one link_step did (node to node; clients have no need of it).
+
+    Attributes:
+        applied: the record changed.
+        changed: the record was not as the coordinator read it: the
+            operation starts over.
+        members: after a ``list`` step, the target's members.
+        duplicate: a cluster had applied this step before under its write_id.
+    """
+
+    applied: bool
+    changed: bool
+    members: int = 0
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """One user's record as stored, from read_records (node to node).
+
+    Attributes:
+        body: the stored record body as is (the profile codec's bytes, opaque).
+        reference: the user the record names (a linked profile's master),
+            ``b""`` for none.
+        stale: as in :class:`GetResult`: the answer came from a copy that
+            may be behind its log.
+    """
+
+    body: bytes
+    reference: bytes = b""
+    stale: bool = False

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import msgpack
 
@@ -44,12 +44,15 @@ from .models import (
     LinkedUser,
     LinkResult,
     LinksPage,
+    LinkStepResult,
     Mode,
     Node,
     Projection,
     RemoveResult,
     SegmentLike,
     ServerInfo,
+    StepKind,
+    StoredRecord,
     TrimResult,
     UpsertItem,
     UpsertResult,
@@ -95,6 +98,8 @@ class Op(enum.IntEnum):
     LINK = 0x26
     UNLINK = 0x27
     COPY_PARTITION = 0x30
+    LINK_STEP = 0x31
+    READ_RECORDS = 0x32
 
     @property
     def wire_name(self) -> str:
@@ -279,7 +284,8 @@ class Request:
             answer (reads); writes are never sent again by the client.
         parse: turns the decoded body of an OK answer (and its frame) into
             the operation's result.
-        batch: entries of a batch (users or items), for the max_batch check.
+        batch: entries of a batch (users or items; the longer list of a
+            link_step), for the max_batch check.
     """
 
     op: int
@@ -314,6 +320,12 @@ def _user(user: UserId, name: str = "user") -> UserId:
     if isinstance(user, bytearray):
         return bytes(user)
     raise InvalidArgument(f"{name}: a user ID is a str or bytes, not {type(user).__name__}")
+
+
+def _users(users: Iterable[UserId], name: str) -> List[UserId]:
+    if isinstance(users, (str, bytes)) or not isinstance(users, Iterable):
+        raise InvalidArgument(f"{name}: expected a list of user IDs, not one")
+    return [_user(u, f"{name}[{i}]") for i, u in enumerate(users)]
 
 
 def user_id_of(value: Union[bytes, str]) -> UserId:
@@ -511,9 +523,7 @@ def batch_get_request(
     Each result is a GetResult, or the SegstoreError of that user alone
     (NotFound for a user without a profile), in its place.
     """
-    if isinstance(users, (str, bytes)):
-        raise InvalidArgument("users: expected a list of user IDs, not one")
-    users = [_user(u, f"users[{i}]") for i, u in enumerate(users)]
+    users = _users(users, "users")
 
     def parse(body: Any, frame: Frame) -> List[Union[GetResult, SegstoreError]]:
         stale = frame.stale
@@ -807,14 +817,28 @@ def connected_request(a: UserId, b: UserId) -> Request:
 # node to node
 
 
+def _is_uint(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _parse_copy(body: Any, frame: Frame) -> CopyPartitionResult:
     op = "copy_partition"
     b = _map(body, op)
     records = []
-    for r in _field(b, "records", list, "a list", op):
-        if not isinstance(r, list) or len(r) != 4:
-            raise ProtocolError(f"{op} answer: a record is not [key, body, sweep_at, void_at]")
-        records.append(CopiedRecord(bytes(r[0]), bytes(r[1]), int(r[2]), int(r[3])))
+    for i, r in enumerate(_field(b, "records", list, "a list", op)):
+        # [key, body, sweep_at, void_at], and the user the record names when
+        # it names one (a fifth). Not repr'd: a body may be megabytes.
+        if (
+            not isinstance(r, list)
+            or len(r) not in (4, 5)
+            or not all(isinstance(x, bytes) for x in r[:2] + r[4:])
+            or not _is_uint(r[2])
+            or not _is_uint(r[3])
+        ):
+            raise ProtocolError(
+                f"{op} answer: records[{i}] is not [key, body, sweep_at, void_at, reference?]"
+            )
+        records.append(CopiedRecord(*r))
     return CopyPartitionResult(
         next=_field(b, "next", int, "an integer", op),
         cursor=_field(b, "cursor", int, "an integer", op),
@@ -836,6 +860,113 @@ def copy_partition_request(
     if max_bytes:
         d["max_bytes"] = max_bytes
     return Request(Op.COPY_PARTITION, pack(d), True, _parse_copy)
+
+
+def _step_kind(kind: Union[StepKind, str]) -> str:
+    try:
+        return StepKind(kind).value
+    except ValueError:
+        raise InvalidArgument(
+            f"kind: {kind!r} is not one of 'list', 'name', 'name_moved', 'drop', 'clear', "
+            "'delete_member', 'delete'"
+        ) from None
+
+
+def _moving(moving: Iterable[Union[LinkedUser, Tuple[UserId, int]]]) -> List[list]:
+    if isinstance(moving, (str, bytes)) or not isinstance(moving, Iterable):
+        raise InvalidArgument("moving: expected a list of LinkedUser or (user, expires_at)")
+    out = []
+    for i, m in enumerate(moving):
+        if isinstance(m, LinkedUser):
+            m = (m.user, m.expires_at)
+        if isinstance(m, (str, bytes)) or not isinstance(m, Sequence) or len(m) != 2:
+            raise InvalidArgument(f"moving[{i}]: {m!r} is not a LinkedUser or (user, expires_at)")
+        _check_uint(f"moving[{i}].expires_at", m[1], MAX_U32)
+        out.append([_user(m[0], f"moving[{i}].user"), m[1]])
+    return out
+
+
+def _parse_link_step(body: Any, frame: Frame) -> LinkStepResult:
+    op = "link_step"
+    b = _map(body, op)
+    return LinkStepResult(
+        applied=_field(b, "applied", bool, "a bool", op),
+        changed=_field(b, "changed", bool, "a bool", op),
+        members=_field(b, "members", int, "an integer", op),
+        duplicate=b.get("duplicate") is True,
+    )
+
+
+def link_step_request(
+    user: UserId,
+    kind: Union[StepKind, str],
+    *,
+    master: Optional[UserId] = None,
+    member: Optional[UserId] = None,
+    expect: Optional[UserId] = None,
+    expires: int = 0,
+    moving: Iterable[Union[LinkedUser, Tuple[UserId, int]]] = (),
+    listed: Iterable[UserId] = (),
+    stale: bool = False,
+    members_too: bool = False,
+    max_links: int = 0,
+    write_id: Optional[bytes] = None,
+) -> Request:
+    """link_step: one single-record step of a link, unlink or grouped delete,
+    on a node holding ``user`` (node to node).
+
+    A field that is None, empty, 0 or false is left out, in the order the
+    C++ client writes the rest. Which kind needs which field is the
+    server's to check (InvalidArgument); the entries of ``moving`` and
+    ``listed`` count against max_batch.
+    """
+    _check_uint("expires", expires, MAX_U32)
+    _check_uint("max_links", max_links, MAX_U32)
+    d: Dict[str, Any] = {"user": _user(user), "kind": _step_kind(kind)}
+    for key, value in (("master", master), ("member", member), ("expect", expect)):
+        if value is not None and value != b"" and value != "":
+            d[key] = _user(value, key)
+    if expires:
+        d["expires"] = expires
+    moving_ = _moving(moving)
+    if moving_:
+        d["moving"] = moving_
+    listed_ = _users(listed, "listed")
+    if listed_:
+        d["listed"] = listed_
+    if stale:
+        d["stale"] = True
+    if members_too:
+        d["members_too"] = True
+    if max_links:
+        d["max_links"] = max_links
+    body = pack(_write_id_into(d, write_id))
+    return Request(Op.LINK_STEP, body, False, _parse_link_step, max(len(moving_), len(listed_)))
+
+
+def _stored_record(e: Mapping[str, Any], stale: bool) -> StoredRecord:
+    op = "read_records"
+    return StoredRecord(
+        _field(e, "body", bytes, "binary", op), _field(e, "reference", bytes, "binary", op), stale
+    )
+
+
+def read_records_request(users: Sequence[UserId]) -> Request:
+    """read_records: the records of ``users`` (at least one) as stored (node to node).
+
+    Each result is a StoredRecord, or the SegstoreError of that user alone
+    (NotFound for a user without a record, WrongNode for one the node does
+    not serve), in its place.
+    """
+    users = _users(users, "users")
+    if not users:
+        raise InvalidArgument("users: read_records needs at least one user")
+
+    def parse(body: Any, frame: Frame) -> List[Union[StoredRecord, SegstoreError]]:
+        stale = frame.stale
+        return _results(body, "read_records", users, lambda e: _stored_record(e, stale))
+
+    return Request(Op.READ_RECORDS, pack({"users": users}), True, parse, len(users))
 
 
 # anything
@@ -886,12 +1017,14 @@ __all__ = [
     "get_request",
     "hello_request",
     "link_request",
+    "link_step_request",
     "links_request",
     "master_of_request",
     "op_name",
     "pack",
     "ping_request",
     "raw_request",
+    "read_records_request",
     "remove_request",
     "stats_request",
     "trim_request",

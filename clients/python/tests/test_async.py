@@ -86,6 +86,10 @@ def test_every_operation(server, user):
             assert e.value.op == "get" and e.value.message
             with pytest.raises(InvalidArgument):
                 await c.copy_partition(0)
+            with pytest.raises(InvalidArgument):
+                await c.link_step(user, "delete")
+            with pytest.raises(InvalidArgument):
+                await c.read_records([user])
             with pytest.raises(segstore.Unsupported):
                 await c.call(0x7F)
             with pytest.raises(NotFound):

@@ -341,6 +341,19 @@ def test_copy_partition_needs_a_cluster(client):
     assert e.value.message == "copy_partition needs a cluster node that writes through a log"
 
 
+def test_link_step_and_read_records_need_a_cluster(client, user):
+    with pytest.raises(InvalidArgument) as e:
+        client.link_step(user, "list", member=user + "-m", max_links=4)
+    assert e.value.message == "link_step is node to node, between a cluster's nodes"
+    with pytest.raises(InvalidArgument) as e:
+        client.read_records([user])
+    assert e.value.message == "read_records is node to node, between a cluster's nodes"
+    with pytest.raises(LimitExceeded) as e:  # over hello's max_batch (20): not sent
+        client.read_records([user] * 21)
+    assert "not sent" in e.value.message
+    client.ping()
+
+
 def test_unknown_operation_is_unsupported(client):
     with pytest.raises(segstore.Unsupported) as e:
         client.call(0x7F, {})

@@ -32,6 +32,7 @@ from segstore import (
     LinkedUser,
     LinkResult,
     LinksPage,
+    LinkStepResult,
     LogUnavailable,
     Mode,
     NotFound,
@@ -40,6 +41,7 @@ from segstore import (
     RemoveResult,
     SegmentUpdate as S,
     ServerInfo,
+    StoredRecord,
     TrimResult,
     UpsertItem,
     UpsertResult,
@@ -218,6 +220,24 @@ CALLS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
     "copy_partition_done": (
         lambda c: c.copy_partition(3045, 3000000000, min_next=1234),
         CopyPartitionResult(1240, segstore.COPY_FINISHED, []),
+    ),
+    "link_step": (
+        lambda c: c.link_step(
+            "home-pc",
+            "list",
+            member="phone",
+            expires=1896134400,
+            max_links=64,
+            write_id=bytes.fromhex("01020304050607080000000000000001"),
+        ),
+        LinkStepResult(applied=True, changed=False, members=1),
+    ),
+    "read_records": (
+        lambda c: c.read_records(["phone", "tablet"]),
+        [
+            StoredRecord(bytes.fromhex("02a30901 ec2a0003 9bab0100"), b"home-pc"),
+            (NotFound, "the user has no record"),
+        ],
     ),
 }
 

@@ -223,3 +223,142 @@ def test_link_answers_decode():
     ]:
         with pytest.raises(ProtocolError):
             _answer(req, body)
+
+
+def test_node_to_node_requests_in_the_c_clients_key_order():
+    w = segstore.new_write_id()
+    assert p.Op.LINK_STEP == 0x31 and p.Op.READ_RECORDS == 0x32
+    assert p.op_name(0x31) == "link_step" and p.op_name(0x32) == "read_records"
+    every = p.link_step_request(
+        "a",
+        segstore.StepKind.NAME,
+        master="m",
+        member=b"b\xff",
+        expect="e",
+        expires=1893456000,
+        moving=[segstore.LinkedUser("c", 0), ("d", 1896134400)],
+        listed=["f", b"g"],
+        stale=True,
+        members_too=True,
+        max_links=64,
+        write_id=w,
+    )
+    assert list(_body(every).items()) == [
+        ("user", "a"),
+        ("kind", "name"),
+        ("master", "m"),
+        ("member", b"b\xff"),
+        ("expect", "e"),
+        ("expires", 1893456000),
+        ("moving", [["c", 0], ["d", 1896134400]]),
+        ("listed", ["f", b"g"]),
+        ("stale", True),
+        ("members_too", True),
+        ("max_links", 64),
+        ("write_id", w),
+    ]
+    # None, empty, 0 and false are left out; a kind is a StepKind or its name.
+    bare = p.link_step_request("a", "delete", master="", member=None, expect=b"", moving=[])
+    assert _body(bare) == {"user": "a", "kind": "delete"}
+    for kind in segstore.StepKind:
+        assert _body(p.link_step_request("a", kind.value))["kind"] == kind.value
+    assert _body(p.read_records_request(["a", b"b"])) == {"users": ["a", b"b"]}
+    # A step is a write, never sent again; read_records is a read. Both lists
+    # of a step count against max_batch, as a batch's users do.
+    assert not every.idempotent and p.read_records_request(["a"]).idempotent
+    assert every.batch == 2 and bare.batch == 0
+    assert p.link_step_request("a", "list", listed=["x"] * 3).batch == 3
+    assert p.read_records_request(["a", "b", "c"]).batch == 3
+
+
+def test_node_to_node_arguments_are_checked_before_sending():
+    for kind in ("link", "List", "", None, 1):  # a step kind the client refuses to send
+        with pytest.raises(InvalidArgument) as e:
+            p.link_step_request("a", kind)  # type: ignore[arg-type]
+        assert e.value.message.startswith("kind: ")
+    for bad in [
+        {"expires": 2**32},
+        {"expires": -1},
+        {"max_links": True},
+        {"master": 5},
+        {"moving": "cd"},
+        {"moving": [("c",)]},
+        {"moving": [("c", 2**32)]},
+        {"moving": [(None, 0)]},
+        {"listed": "f"},
+        {"listed": [7]},
+        {"write_id": bytes(16)},
+    ]:
+        with pytest.raises(InvalidArgument):
+            p.link_step_request("a", "list", **bad)
+    with pytest.raises(InvalidArgument):
+        p.link_step_request(3, "list")  # type: ignore[arg-type]
+    for users in ([], "one user", [None]):
+        with pytest.raises(InvalidArgument):
+            p.read_records_request(users)  # type: ignore[arg-type]
+
+
+def test_node_to_node_answers_decode():
+    step = p.link_step_request("a", "list", member="b", max_links=4)
+    r = _answer(step, {"applied": True, "changed": False, "members": 2})
+    assert r == segstore.LinkStepResult(True, False, 2) and not r.duplicate
+    again = _answer(step, {"applied": False, "changed": False, "members": 2, "duplicate": True})
+    assert again.duplicate
+    req = p.read_records_request(["a", "b", "c"])
+    body = {
+        "results": [
+            {"status": 0, "body": b"\x02\x01", "reference": b""},
+            {"status": 14, "message": "not served here", "revision": 9},
+            {"status": 0, "body": b"\x02", "reference": b"m\xff"},
+        ]
+    }
+    first, wrong, third = _answer(req, body)
+    assert first == segstore.StoredRecord(b"\x02\x01") and first.reference == b""
+    assert isinstance(wrong, segstore.WrongNode) and wrong.revision == 9
+    assert wrong.user == "b" and wrong.op == "read_records"
+    assert third == segstore.StoredRecord(b"\x02", b"m\xff")  # bytes, as the record holds them
+    stale = p.decode_response(req, p.Frame(req.op, 0, p.FLAG_STALE, 1, p.pack(body)))
+    assert stale[0].stale and stale[2].stale
+    # copy_partition: a linked profile's record names its master in a fifth element.
+    page = _answer(
+        p.copy_partition_request(1),
+        {"next": 5, "cursor": 2**32, "records": [[b"k", b"b", 0, 0], [b"l", b"c", 1, 2, b"k"]]},
+    )
+    assert page.records == [
+        segstore.CopiedRecord(b"k", b"b", 0, 0),
+        segstore.CopiedRecord(b"l", b"c", 1, 2, b"k"),
+    ]
+    assert page.finished and page.records[0].reference == b""
+
+
+def test_node_to_node_bad_answers_are_protocol_errors():
+    step = p.link_step_request("a", "drop", member="b")
+    records = p.read_records_request(["a"])
+    copy = p.copy_partition_request(1)
+
+    def page(*record):
+        return {"next": 5, "cursor": 7, "records": [list(record)]}
+
+    for req, body in [
+        (step, {"applied": 1, "changed": False, "members": 0}),
+        (step, {"applied": True, "changed": "no", "members": 0}),
+        (step, {"applied": True, "changed": False}),
+        (step, {"applied": True, "changed": False, "members": True}),
+        (step, {"applied": True, "changed": False, "members": "1"}),
+        (records, {"results": {}}),
+        (records, {"results": []}),  # one result per user asked
+        (records, {"results": [[]]}),
+        (records, {"results": [{"status": 0, "body": b"x"}]}),
+        (records, {"results": [{"status": 0, "body": "x", "reference": b""}]}),
+        (records, {"results": [{"status": 0, "body": b"x", "reference": None}]}),
+        (records, {"results": [{"status": "1", "message": "m"}]}),
+        (copy, page(b"k", b"b", 0)),
+        (copy, page(b"k", b"b", 0, 0, b"m", b"n")),
+        (copy, page("k", b"b", 0, 0)),
+        (copy, page(b"k", b"b", 0, True)),
+        (copy, page(b"k", b"b", 0, 0, "m")),
+        (copy, page(b"k", b"b", 0, 0, None)),
+        (copy, {"next": 5, "cursor": 7, "records": [b"k"]}),
+    ]:
+        with pytest.raises(ProtocolError):
+            _answer(req, body)
