@@ -116,6 +116,10 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::UnlinkRequest>(h, body, l);
     case Op::kCopyPartition:
       return ServeRequest<proto::CopyPartitionRequest>(h, body, l);
+    case Op::kLinkStep:
+      return ServeRequest<proto::LinkStepRequest>(h, body, l);
+    case Op::kReadRecords:
+      return ServeRequest<proto::ReadRecordsRequest>(h, body, l);
   }
   FUZZ_CHECK(false);  // IsKnownOp said yes
 }
@@ -174,6 +178,10 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<proto::UnlinkResponse>(body, l);
     case Op::kCopyPartition:
       return ReadAnswer<proto::CopyPartitionResponse>(body, l);
+    case Op::kLinkStep:
+      return ReadAnswer<proto::LinkStepResponse>(body, l);
+    case Op::kReadRecords:
+      return ReadAnswer<proto::ReadRecordsResponse>(body, l);
   }
 }
 

@@ -133,6 +133,22 @@ inline void CheckDecoded(const proto::ConnectedRequest& m, const proto::DecodeLi
   CheckUser(m.a, l);
   CheckUser(m.b, l);
 }
+inline void CheckDecoded(const proto::LinkStepRequest& m, const proto::DecodeLimits& l) {
+  const LinkStep& s = m.step;
+  CheckUser(s.user, l);
+  for (const std::string* u : {&s.master, &s.member, &s.expect}) {
+    if (!u->empty()) CheckUser(*u, l);
+  }
+  FUZZ_CHECK(s.moving.size() <= l.max_batch && s.listed.size() <= l.max_batch);
+  for (const LinkedUser& u : s.moving) CheckUser(u.user, l);
+  for (const std::string& u : s.listed) CheckUser(u, l);
+  FUZZ_CHECK(s.kind >= LinkStep::Kind::kList && s.kind <= LinkStep::Kind::kDelete);
+  if (s.kind == LinkStep::Kind::kList) FUZZ_CHECK(!s.member.empty() && s.max_links != 0);
+}
+inline void CheckDecoded(const proto::ReadRecordsRequest& m, const proto::DecodeLimits& l) {
+  FUZZ_CHECK(!m.users.empty() && m.users.size() <= l.max_batch);
+  for (const std::string& u : m.users) CheckUser(u, l);
+}
 inline void CheckDecoded(const proto::CopyPartitionRequest& m, const proto::DecodeLimits&) {
   FUZZ_CHECK(m.partition < kPartitions);
   FUZZ_CHECK(m.cursor <= kCopyFinished);

@@ -74,10 +74,11 @@ void ProtoSeeds(const fs::path& examples) {
   const char* kBodyTargets[] = {"hello",  "get",  "batch_get", "count",        "upsert",
                                 "remove", "trim", "delete",    "batch_upsert", "expire"};
   for (const char* t : kBodyTargets) Write(t, "empty", "");
-  // fuzz_link: the first byte picks the request (its index here, modulo 5).
-  const char* kLinkOps[] = {"link", "unlink", "master_of", "links", "connected"};
-  for (char i = 0; i < 5; ++i)
-    Write("link", std::string(kLinkOps[i]) + ".empty", std::string(1, i));
+  // fuzz_link: the first byte picks the request (its index here, modulo 7).
+  const char* kLinkOps[] = {"link",      "unlink",    "master_of",   "links",
+                            "connected", "link_step", "read_records"};
+  for (int i = 0; i < 7; ++i)
+    Write("link", std::string(kLinkOps[i]) + ".empty", std::string(1, static_cast<char>(i)));
   Write("copy_partition", "empty-request", std::string(1, '\0'));
   Write("copy_partition", "empty-response", "\x01");
   std::string get_request, ping_request;
@@ -95,9 +96,9 @@ void ProtoSeeds(const fs::path& examples) {
     if (name == "ping.request") ping_request = frame;
     const size_t dot = name.find('.');
     const std::string op = name.substr(0, dot), direction = name.substr(dot + 1);
-    for (char i = 0; i < 5; ++i) {
+    for (int i = 0; i < 7; ++i) {
       if (direction == "request" && op == kLinkOps[i])
-        Write("link", name, std::string(1, i) + body);
+        Write("link", name, std::string(1, static_cast<char>(i)) + body);
     }
     if (direction == "request") {
       for (const char* t : kBodyTargets) {

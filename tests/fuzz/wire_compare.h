@@ -80,6 +80,12 @@ inline bool Same(const proto::LinksRequest& a, const proto::LinksRequest& b) {
 inline bool Same(const proto::ConnectedRequest& a, const proto::ConnectedRequest& b) {
   return a.a == b.a && a.b == b.b;
 }
+inline bool Same(const proto::LinkStepRequest& a, const proto::LinkStepRequest& b) {
+  return a.step == b.step && a.write_id == b.write_id;
+}
+inline bool Same(const proto::ReadRecordsRequest& a, const proto::ReadRecordsRequest& b) {
+  return a.users == b.users;
+}
 inline bool Same(const proto::CopyPartitionRequest& a, const proto::CopyPartitionRequest& b) {
   return a.partition == b.partition && a.cursor == b.cursor && a.min_next == b.min_next &&
          a.max_bytes == b.max_bytes;
