@@ -169,8 +169,16 @@ class ReadPartitionPageTest : public ::testing::Test {
   }
 
   void Put(const std::string& key, std::string body, UnixSeconds sweep_at = 0,
-           UnixSeconds void_at = 0) {
-    ASSERT_TRUE(worker_->PutSync(key, body, sweep_at, void_at).ok()) << key;
+           UnixSeconds void_at = 0, std::string reference = {}) {
+    if (reference.empty()) {
+      ASSERT_TRUE(worker_->PutSync(key, body, sweep_at, void_at).ok()) << key;
+      return;
+    }
+    storage::Mutation m = storage::Mutation::Put(std::move(body), sweep_at, void_at);
+    m.reference = std::move(reference);
+    auto r = worker_->UpdateSync(
+        key, [&](const storage::Record*) -> Result<storage::Mutation> { return m; });
+    ASSERT_TRUE(r.ok()) << key << ": " << r.status().ToString();
   }
 
   TempDir dir_;
@@ -242,7 +250,9 @@ TEST_F(ReadPartitionPageTest, PagesSendEveryRecordOnceAndNoReservedKey) {
     r.body = std::string(10 + (i * 37) % 150, static_cast<char>('a' + i % 26));
     r.sweep_at = i % 3 == 0 ? 0 : kStart + 100 + i;
     r.void_at = i % 4 == 0 ? 0 : kStart + 10000 + i;
-    Put(r.key, r.body, r.sweep_at, r.void_at);
+    // Some name a master (linked profiles): the copy carries it.
+    if (i % 5 == 0) r.reference = "master-" + std::to_string(i);
+    Put(r.key, r.body, r.sweep_at, r.void_at, r.reference);
     want[r.key] = r;
   }
   // Larger than a page.
@@ -819,6 +829,18 @@ TEST_F(BootstrapTest, AnIncomingPartitionIsCopiedFollowedReportedReadyAndDropped
   for (int i = 5; i <= 12; ++i) {
     ASSERT_TRUE(a.Upsert(U(i), {Ttl(i, 3600), Ttl(100 + i, 60)}).status.ok());
   }
+  // U(6) linked to U(5) (its record names U(5)): the copy keeps the link.
+  proto::LinkStepRequest list, name;
+  list.step.kind = LinkStep::Kind::kList;
+  list.step.user = U(5);
+  list.step.member = U(6);
+  list.step.max_links = 64;
+  name.step.kind = LinkStep::Kind::kName;
+  name.step.user = U(6);
+  name.step.master = U(5);
+  ASSERT_TRUE(a.Write(list).status.ok());
+  ASSERT_TRUE(a.Write(name).status.ok());
+  ASSERT_EQ(a.Get(U(6))->master, U(5));
   // What b still has of p_ from an earlier time: the copy replaces it.
   Result<storage::Record> old = a.Raw(U(1));
   ASSERT_TRUE(old.ok());
@@ -847,6 +869,11 @@ TEST_F(BootstrapTest, AnIncomingPartitionIsCopiedFollowedReportedReadyAndDropped
   Result<GetResult> u1 = b.Get(U(1));
   ASSERT_TRUE(u1.ok());
   EXPECT_EQ(u1->expires, (std::vector<UnixSeconds>{kStart + 3700, kStart + 7200}));
+  EXPECT_EQ(b.Raw(U(6))->reference(), U(5));
+  Result<GetResult> linked = b.Get(U(6));
+  ASSERT_TRUE(linked.ok());
+  EXPECT_EQ(linked->master, U(5));
+  EXPECT_EQ(linked->profiles, 2u);
   // Counted just after the report.
   EXPECT_TRUE(WaitFor([&] { return bootstrapper->stats().ready == 1; }));
   BootstrapStats s = bootstrapper->stats();
