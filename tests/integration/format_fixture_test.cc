@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,6 +47,7 @@ using testing::ReadFile;
 
 const std::string kFixtureV1 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v1";
 const std::string kFixtureV2 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v2";
+const std::string kFixtureV3 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v3";
 
 // ---- What format-v1/README.md says every get must answer.
 
@@ -370,7 +372,7 @@ TEST_F(FormatFixtureTest, V1ServedByTheDaemonAnswersOverTheWire) {
   EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
   // The daemon upgraded the file, and said so.
   EXPECT_TRUE(Has(ReadFile(log), "data file " + data_ + ": format version 1 upgraded to " +
-                                    std::to_string(storage::kFormatVersion)))
+                                     std::to_string(storage::kFormatVersion)))
       << ReadFile(log);
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 }
@@ -793,6 +795,732 @@ TEST_F(FormatFixtureV2Test, V2ServedByTheDaemonAnswersOverTheWire) {
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ExpectV2Answers(session->get(), "after the daemon");
   ExpectV2Records((*session)->worker(), "after the daemon");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// ---- Format version 3 (tests/data/format-v3): one data file written first by
+// segstored as a single server (groups made, moved, dissolved and deleted
+// with link, unlink and delete: codec-3 bodies, members' records of kind 3
+// naming their masters, links expired), then by segstored as a one-node
+// cluster with a log (a group linked through link_step entries: codec-3
+// bodies with log positions). What follows is format-v3/README.md's "What a
+// get must answer", "Groups", "Records" and "Checkpoint records", written out.
+
+// The links' expiries, from the run (README.md, "Links' expiries").
+constexpr UnixSeconds kLinkA2 = 4042117819;  // member-a2: 2026-11-26T18:30:19Z + 26000 d
+constexpr UnixSeconds kLinkO2 = 4042117820;  // member-o2: 2026-11-26T18:30:20Z + 26000 d
+constexpr UnixSeconds kLinkC2 = 4042117843;  // member-c2: 2026-11-26T18:30:43Z + 26000 d
+constexpr UnixSeconds kLapsed = 1795717840;  // lapsed-a, lapsed-g: 2026-11-26T18:30:20Z + 20 s
+
+// A group as every get by one of its users answers it (the merged view) and
+// as links lists it.
+struct ExpectedGroupV3 {
+  std::string master;
+  std::vector<Segment> merged;    // by ascending id
+  uint32_t profiles;              // merged, the master's included
+  std::vector<LinkedUser> links;  // its counted members, by user
+};
+
+std::vector<ExpectedGroupV3> FormatV3Groups() {
+  constexpr UnixSeconds kNeverExpires = kNever;
+  return {
+      {"master-a",
+       {Seg(1, 4000007200, 11u), Seg(2, 4000003600), Seg(3, 4000000000), Seg(4, kNeverExpires, 13u),
+        Seg(5, kNeverExpires, std::nullopt, 50u), Seg(6, 4000010800, 16u), Seg(7, kNeverExpires),
+        Seg(8, 4000000000)},
+       4,
+       {{"member-a1", kNever}, {"member-a2", kLinkA2}, {"member-a3", kNever}}},
+      {"master-new",
+       {Seg(20, 4000000000), Seg(21, kNeverExpires), Seg(22, 4000000000, 22u)},
+       4,
+       {{"master-old", kNever}, {"member-o1", kNever}, {"member-o2", kLinkO2}}},
+      {"master-c",
+       {Seg(60, kNeverExpires, std::nullopt, 6u), Seg(80, 4000000000, 8u), Seg(81, kNeverExpires),
+        Seg(82, 4000000000), Seg(83, 4000000000)},
+       4,
+       {{"member-c1", kNever}, {"member-c2", kLinkC2}, {"plain-joins", kNever}}},
+  };
+}
+
+// Every user with a record: its own profile, the group it is in, and its
+// record as stored.
+struct ExpectedV3 {
+  std::string user;
+  std::vector<Segment> own;  // its own live segments, by id; empty: an own get is NotFound
+  std::string master;        // its group's master; empty: in no group
+  // The record: the codec version (its body's first byte), the log position
+  // its body remembers (0: none), the master it names (record kind 3; empty:
+  // kind 1, none) and its group section (codec 3; empty for codecs 1 and 2).
+  uint8_t codec;
+  uint64_t log_position;
+  std::string reference;
+  profile::Group section;
+};
+
+profile::Group MemberSection(UnixSeconds link_expires) {
+  profile::Group g;
+  g.member = true;
+  g.link_expires = link_expires;
+  return g;
+}
+profile::Group MasterSection(std::vector<profile::GroupMember> members) {
+  profile::Group g;
+  g.members = std::move(members);
+  return g;
+}
+
+// `swept`: as the expiry sweeper of this build leaves the records once it
+// ran (README.md, "The sweeper"): the two expired links are gone from
+// master-a's list and from lapsed-a's and lapsed-g's records, which no
+// longer name a master. Nothing a get answers changes.
+std::vector<ExpectedV3> FormatV3Users(bool swept) {
+  constexpr UnixSeconds kNeverExpires = kNever;
+  const profile::Group none;
+  std::vector<profile::GroupMember> master_a = {
+      {"member-a1", kNever}, {"member-a2", kLinkA2}, {"member-a3", kNever}};
+  if (!swept) master_a.insert(master_a.begin(), {"lapsed-a", kLapsed});
+  return {
+      // a. The single server's.
+      {"plain", {Seg(50, 4000000000, 1u), Seg(51, kNeverExpires)}, "", 1, 0, "", none},
+      {"master-a",
+       {Seg(1, 4000000000, 10u), Seg(2, 4000003600), Seg(5, kNeverExpires, std::nullopt, 50u)},
+       "master-a",
+       3,
+       0,
+       "",
+       MasterSection(master_a)},
+      {"member-a1",  // written again after its link, and through the log in phase b
+       {Seg(1, 4000007200, 11u), Seg(3, 4000000000), Seg(6, 4000010800, 16u),
+        Seg(7, kNeverExpires)},
+       "master-a",
+       3,
+       7,
+       "master-a",
+       MemberSection(kNever)},
+      {"member-a2",
+       {Seg(2, 4000003600, std::nullopt, 12u), Seg(4, kNeverExpires, 13u)},
+       "master-a",
+       3,
+       0,
+       "master-a",
+       MemberSection(kLinkA2)},
+      {"member-a3",
+       {Seg(3, 4000000000, 33u), Seg(8, 4000000000)},
+       "master-a",
+       3,
+       0,
+       "master-a",
+       MemberSection(kNever)},
+      {"left-a", {Seg(9, kNeverExpires)}, "", 1, 0, "", none},
+      {"lapsed-a",
+       {Seg(1, 4100000000, 77u), Seg(11, 4000000000)},
+       "",
+       static_cast<uint8_t>(swept ? 1 : 3),
+       0,
+       swept ? "" : "master-a",
+       swept ? none : MemberSection(kLapsed)},
+      {"master-old",
+       {Seg(20, 4000000000)},
+       "master-new",
+       3,
+       0,
+       "master-new",
+       MemberSection(kNever)},
+      {"member-o1",
+       {Seg(21, kNeverExpires)},
+       "master-new",
+       3,
+       0,
+       "master-new",
+       MemberSection(kNever)},
+      {"member-o2",
+       {Seg(22, 4000000000, 22u)},
+       "master-new",
+       3,
+       0,
+       "master-new",
+       MemberSection(kLinkO2)},
+      {"master-new",
+       {},
+       "master-new",
+       3,
+       0,
+       "",
+       MasterSection({{"master-old", kNever}, {"member-o1", kNever}, {"member-o2", kLinkO2}})},
+      {"master-d", {Seg(40, kNeverExpires)}, "", 1, 0, "", none},
+      {"member-d1", {Seg(41, kNeverExpires)}, "", 1, 0, "", none},
+      {"lapsed-g",
+       {Seg(33, kNeverExpires)},
+       "",
+       static_cast<uint8_t>(swept ? 1 : 3),
+       0,
+       swept ? "" : "master-gone",
+       swept ? none : MemberSection(kLapsed)},
+      // The single server's codec-1 profile, linked through the log in phase b.
+      {"plain-joins",
+       {Seg(60, kNeverExpires, std::nullopt, 6u)},
+       "master-c",
+       3,
+       5,
+       "master-c",
+       MemberSection(kNever)},
+      // b. Through the log.
+      {"log-only", {Seg(70, 4000000000, std::nullopt, 7u)}, "", 2, 1, "", none},
+      {"master-c",
+       {Seg(80, 4000000000, 8u)},
+       "master-c",
+       3,
+       10,
+       "",
+       MasterSection({{"member-c1", kNever}, {"member-c2", kLinkC2}, {"plain-joins", kNever}})},
+      {"member-c1",
+       {Seg(81, kNeverExpires), Seg(82, 4000000000)},
+       "master-c",
+       3,
+       6,
+       "master-c",
+       MemberSection(kNever)},
+      {"member-c2", {Seg(83, 4000000000)}, "master-c", 3, 4, "master-c", MemberSection(kLinkC2)},
+      {"left-c", {Seg(84, kNeverExpires)}, "", 2, 3, "", none},
+  };
+}
+
+// Tombstones (erased-a: a deleted member; master-gone, member-g1, member-g2:
+// a master's delete and its group; erased-c: a member deleted through the
+// log) and users never written.
+std::vector<std::string> FormatV3NotFound() {
+  return {"erased-a", "master-gone", "member-g1", "member-g2", "erased-c",
+          "nobody",   "member-a",    "master-c1", "master-"};
+}
+
+// connected(a, b), as README.md states it.
+struct ExpectedConnected {
+  std::string a, b;
+  bool connected;
+};
+std::vector<ExpectedConnected> FormatV3Connected() {
+  return {
+      {"member-a1", "member-a3", true},   {"member-a2", "master-a", true},
+      {"master-a", "member-a3", true},    {"master-old", "member-o2", true},
+      {"member-o1", "master-new", true},  {"plain-joins", "member-c2", true},
+      {"master-c", "member-c1", true},    {"plain", "plain", true},
+      {"nobody", "nobody", true},         {"member-a1", "member-c1", false},
+      {"lapsed-a", "master-a", false},    {"lapsed-a", "member-a1", false},
+      {"left-a", "master-a", false},      {"erased-a", "master-a", false},
+      {"lapsed-g", "master-gone", false}, {"member-g1", "member-g2", false},
+      {"member-d1", "master-d", false},   {"left-c", "master-c", false},
+      {"erased-c", "member-c1", false},   {"master-old", "member-a1", false},
+      {"plain", "log-only", false},       {"nobody", "master-a", false},
+  };
+}
+
+constexpr const char* kFormatV3Sha256 =
+    "d08ab8b4d5d8b5d3bada8ab448f1bb95ad1a88d99c307ed8873054ec05f99fac";
+
+std::vector<ExpectedCheckpoint> FormatV3Checkpoints() {
+  std::vector<ExpectedCheckpoint> out;
+  const int64_t next[] = {7, 1, 11, 3};  // the entries of each log partition
+  for (uint32_t l = 0; l < 4; ++l) {
+    replica::Checkpoint c;
+    c.next = next[l];
+    c.window_start = 0;
+    out.push_back({CheckpointKeyAsWritten(l), c});
+  }
+  return out;
+}
+
+// The README's statements about the users themselves: their routing
+// partitions, so their log partitions (PartitionOf(user) % 4), and every
+// log partition got entries.
+TEST(FormatFixtureGeneratorTest, V3UsersAreInTheLogPartitionsTheReadmeStates) {
+  const std::vector<std::pair<std::string, uint32_t>> partitions = {
+      {"plain", 1785},      {"plain-joins", 1788}, {"master-a", 1062},  {"member-a1", 2124},
+      {"member-a2", 1108},  {"member-a3", 92},     {"left-a", 1587},    {"erased-a", 2458},
+      {"lapsed-a", 1007},   {"master-old", 3271},  {"member-o1", 143},  {"member-o2", 3223},
+      {"master-new", 1849}, {"master-d", 15},      {"member-d1", 1969}, {"master-gone", 1963},
+      {"member-g1", 741},   {"member-g2", 3837},   {"lapsed-g", 3038},  {"log-only", 3569},
+      {"master-c", 3126},   {"member-c1", 468},    {"member-c2", 3532}, {"left-c", 3619},
+      {"erased-c", 394},
+  };
+  for (const auto& [user, partition] : partitions) {
+    EXPECT_EQ(PartitionOf(user), partition) << user;
+  }
+  // The log partitions of the records phase b wrote (README.md, "Records").
+  const std::vector<std::pair<std::string, uint32_t>> logged = {
+      {"member-a1", 0}, {"plain-joins", 0}, {"member-c1", 0}, {"member-c2", 0},
+      {"log-only", 1},  {"master-c", 2},    {"erased-c", 2},  {"left-c", 3},
+  };
+  std::set<uint32_t> log_partitions;
+  for (const auto& [user, l] : logged) {
+    EXPECT_EQ(PartitionOf(user) % 4, l) << user;
+    log_partitions.insert(l);
+  }
+  EXPECT_EQ(log_partitions.size(), 4u);
+}
+
+// What the readers of this test ask: the profile layer in process or a
+// client over the wire, behind one face.
+struct LinkReader {
+  std::function<Result<GetResult>(const std::string&, const GetOptions&)> get;
+  std::function<Result<std::vector<Result<GetResult>>>(const std::vector<std::string>&,
+                                                       const GetOptions&)>
+      batch_get;
+  std::function<Result<uint32_t>(const std::string&)> count;
+  std::function<Result<std::string>(const std::string&)> master_of;
+  std::function<Result<LinksPage>(const std::string&, const std::string&, uint32_t)> links;
+  std::function<Result<bool>(const std::string&, const std::string&)> connected;
+};
+
+LinkReader ReaderOf(profile::ProfileSession* s) {
+  return {
+      [s](const std::string& u, const GetOptions& o) { return s->GetSync(u, o); },
+      [s](const std::vector<std::string>& users, const GetOptions& o) {
+        return s->BatchGetSync(users, o);
+      },
+      [s](const std::string& u) { return s->CountSync(u); },
+      [s](const std::string& u) { return s->MasterOfSync(u); },
+      [s](const std::string& u, const std::string& cursor, uint32_t max) {
+        return s->LinksSync(u, cursor, max);
+      },
+      [s](const std::string& a, const std::string& b) { return s->ConnectedSync(a, b); },
+  };
+}
+
+LinkReader ReaderOf(client::Client* c) {
+  return {
+      [c](const std::string& u, const GetOptions& o) { return c->Get(u, o); },
+      [c](const std::vector<std::string>& users,
+          const GetOptions& o) -> Result<std::vector<Result<GetResult>>> {
+        Result<BatchGetResult> r = c->BatchGet(users, o);
+        if (!r.ok()) return r.status();
+        return std::vector<Result<GetResult>>(r->begin(), r->end());
+      },
+      [c](const std::string& u) { return c->Count(u); },
+      [c](const std::string& u) { return c->MasterOf(u); },
+      [c](const std::string& u, const std::string& cursor, uint32_t max) {
+        return c->Links(u, cursor, max);
+      },
+      [c](const std::string& a, const std::string& b) { return c->Connected(a, b); },
+  };
+}
+
+const ExpectedGroupV3* GroupOf(const std::vector<ExpectedGroupV3>& groups,
+                               const std::string& master) {
+  for (const ExpectedGroupV3& g : groups) {
+    if (g.master == master) return &g;
+  }
+  return nullptr;
+}
+
+// What a get answers for `e` without options: its group's merged view, or
+// its own profile alone (no master, no count of profiles).
+void ExpectGetAnswer(const Result<GetResult>& got, const ExpectedV3& e,
+                     const std::vector<ExpectedGroupV3>& groups) {
+  ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+  if (e.master.empty()) {
+    EXPECT_TRUE(got->ToSegments() == e.own) << e.user;
+    EXPECT_EQ(got->count, e.own.size()) << e.user;
+    EXPECT_EQ(got->master, "") << e.user;
+    EXPECT_EQ(got->profiles, 0u) << e.user;
+    return;
+  }
+  const ExpectedGroupV3* g = GroupOf(groups, e.master);
+  ASSERT_NE(g, nullptr) << e.master;
+  EXPECT_TRUE(got->ToSegments() == g->merged) << e.user;
+  EXPECT_EQ(got->count, g->merged.size()) << e.user;
+  EXPECT_EQ(got->master, g->master) << e.user;
+  EXPECT_EQ(got->profiles, g->profiles) << e.user;
+}
+
+// Every statement of "What a get must answer" and "Groups", through `r`.
+void ExpectV3Answers(const LinkReader& r, const std::string& when) {
+  SCOPED_TRACE(when);
+  const std::vector<ExpectedGroupV3> groups = FormatV3Groups();
+  GetOptions own;
+  own.own_only = true;
+  for (const ExpectedV3& e : FormatV3Users(false)) {
+    ExpectGetAnswer(r.get(e.user, {}), e, groups);
+    // Its own profile alone: no master, no count of profiles.
+    Result<GetResult> mine = r.get(e.user, own);
+    if (e.own.empty()) {
+      EXPECT_TRUE(mine.status().IsNotFound()) << e.user << ": " << mine.status().ToString();
+    } else {
+      ASSERT_TRUE(mine.ok()) << e.user << ": " << mine.status().ToString();
+      EXPECT_TRUE(mine->ToSegments() == e.own) << e.user;
+      EXPECT_EQ(mine->master, "") << e.user;
+      EXPECT_EQ(mine->profiles, 0u) << e.user;
+    }
+    Result<uint32_t> count = r.count(e.user);
+    ASSERT_TRUE(count.ok()) << e.user << ": " << count.status().ToString();
+    const ExpectedGroupV3* g = e.master.empty() ? nullptr : GroupOf(groups, e.master);
+    EXPECT_EQ(*count, g != nullptr ? g->merged.size() : e.own.size()) << e.user;
+
+    Result<std::string> master = r.master_of(e.user);
+    Result<LinksPage> links = r.links(e.user, "", 0);
+    if (e.master.empty()) {
+      EXPECT_TRUE(master.status().IsNotFound()) << e.user << ": " << master.status().ToString();
+      EXPECT_TRUE(links.status().IsNotFound()) << e.user << ": " << links.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(master.ok()) << e.user << ": " << master.status().ToString();
+    EXPECT_EQ(*master, e.master) << e.user;
+    ASSERT_TRUE(links.ok()) << e.user << ": " << links.status().ToString();
+    EXPECT_EQ(links->master, e.master) << e.user;
+    EXPECT_TRUE(links->links == g->links) << e.user;
+    EXPECT_EQ(links->next, "") << e.user;
+  }
+  for (const std::string& user : FormatV3NotFound()) {
+    EXPECT_TRUE(r.get(user, {}).status().IsNotFound()) << user;
+    EXPECT_TRUE(r.get(user, own).status().IsNotFound()) << user;
+    EXPECT_TRUE(r.master_of(user).status().IsNotFound()) << user;
+    EXPECT_TRUE(r.links(user, "", 0).status().IsNotFound()) << user;
+  }
+  for (const ExpectedConnected& c : FormatV3Connected()) {
+    Result<bool> got = r.connected(c.a, c.b);
+    ASSERT_TRUE(got.ok()) << c.a << ", " << c.b << ": " << got.status().ToString();
+    EXPECT_EQ(*got, c.connected) << c.a << ", " << c.b;
+    got = r.connected(c.b, c.a);
+    ASSERT_TRUE(got.ok()) << c.b << ", " << c.a << ": " << got.status().ToString();
+    EXPECT_EQ(*got, c.connected) << c.b << ", " << c.a;
+  }
+
+  // links in pages of 2: the first ends at member-a2, the second starts after it.
+  Result<LinksPage> page = r.links("member-a3", "", 2);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->master, "master-a");
+  EXPECT_TRUE(page->links ==
+              (std::vector<LinkedUser>{{"member-a1", kNever}, {"member-a2", kLinkA2}}));
+  EXPECT_EQ(page->next, "member-a2");
+  page = r.links("member-a3", page->next, 2);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_TRUE(page->links == (std::vector<LinkedUser>{{"member-a3", kNever}}));
+  EXPECT_EQ(page->next, "");
+
+  // Options apply to the merged view: an id range, a limit, count only.
+  GetOptions range;
+  range.id_from = 3;
+  range.id_to = 6;
+  Result<GetResult> got = r.get("member-a2", range);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->ToSegments() ==
+              (std::vector<Segment>{Seg(3, 4000000000), Seg(4, kNever, 13u),
+                                    Seg(5, kNever, std::nullopt, 50u), Seg(6, 4000010800, 16u)}));
+  EXPECT_EQ(got->master, "master-a");
+  GetOptions limit;
+  limit.limit = 2;
+  got = r.get("master-c", limit);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->count, 5u);
+  EXPECT_TRUE(got->ToSegments() ==
+              (std::vector<Segment>{Seg(60, kNever, std::nullopt, 6u), Seg(80, 4000000000, 8u)}));
+  GetOptions count_only;
+  count_only.count_only = true;
+  got = r.get("member-o1", count_only);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->count, 3u);
+  EXPECT_TRUE(got->ids.empty());
+
+  // Every user in one batch get, answers in the order asked: merged views
+  // without options, own profiles with own.
+  std::vector<std::string> users;
+  for (const ExpectedV3& e : FormatV3Users(false)) users.push_back(e.user);
+  for (const std::string& user : FormatV3NotFound()) users.push_back(user);
+  const std::vector<ExpectedV3> expected = FormatV3Users(false);
+  Result<std::vector<Result<GetResult>>> batch = r.batch_get(users, {});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    if (i < expected.size()) {
+      ExpectGetAnswer((*batch)[i], expected[i], groups);
+    } else {
+      EXPECT_TRUE((*batch)[i].status().IsNotFound()) << users[i];
+    }
+  }
+  batch = r.batch_get(users, own);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    const Result<GetResult>& one = (*batch)[i];
+    if (i >= expected.size() || expected[i].own.empty()) {
+      EXPECT_TRUE(one.status().IsNotFound()) << users[i];
+      continue;
+    }
+    ASSERT_TRUE(one.ok()) << users[i] << ": " << one.status().ToString();
+    EXPECT_TRUE(one->ToSegments() == expected[i].own) << users[i];
+    EXPECT_EQ(one->master, "") << users[i];
+  }
+}
+
+// The raw records: each user's codec, log position, reference and group
+// section, its segments as stored; tombstones and never-written users have
+// no record; each log partition's checkpoint record decodes as stated.
+void ExpectV3Records(storage::Worker& w, bool swept, const std::string& when) {
+  SCOPED_TRACE(when);
+  for (const ExpectedV3& e : FormatV3Users(swept)) {
+    Result<storage::Record> r = w.GetSync(e.user);
+    ASSERT_TRUE(r.ok()) << e.user << ": " << r.status().ToString();
+    ASSERT_FALSE(r->body().empty()) << e.user;
+    EXPECT_EQ(static_cast<uint8_t>(r->body()[0]), e.codec) << e.user;
+    EXPECT_EQ(r->reference(), e.reference) << e.user;
+    Result<uint64_t> position = profile::DecodeLogPosition(r->body());
+    ASSERT_TRUE(position.ok()) << e.user << ": " << position.status().ToString();
+    EXPECT_EQ(*position, e.log_position) << e.user;
+    profile::Columns columns;
+    ASSERT_TRUE(profile::DecodeColumns(r->body(), &columns).ok()) << e.user;
+    EXPECT_EQ(columns.log_position, e.log_position) << e.user;
+    EXPECT_TRUE(columns.group == e.section) << e.user;
+    EXPECT_EQ(profile::HasGroupSection(r->body()), !e.section.empty()) << e.user;
+    // No segment of the fixture has expired: the body holds exactly the
+    // user's own live segments.
+    std::vector<Segment> all;
+    ASSERT_TRUE(profile::DecodeSegments(r->body(), &all).ok()) << e.user;
+    EXPECT_TRUE(all == e.own) << e.user;
+  }
+  for (const std::string& user : FormatV3NotFound()) {
+    Result<storage::Record> r = w.GetSync(user);
+    EXPECT_TRUE(r.status().IsNotFound()) << user << ": " << r.status().ToString();
+  }
+  for (const ExpectedCheckpoint& e : FormatV3Checkpoints()) {
+    Result<storage::Record> r = w.GetSync(e.key);
+    ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
+    replica::Checkpoint c;
+    ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
+    EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
+    EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
+    EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
+  }
+  for (uint32_t l : {4u, 5u, 63u}) {
+    EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
+  }
+}
+
+class FormatFixtureV3Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string gz = kFixtureV3 + "/segstore.dat.gz";
+    ASSERT_TRUE(std::filesystem::exists(gz))
+        << "the format-v3 fixture is missing: " << gz
+        << " (tests/data/format-v3/README.md; it is never regenerated)";
+    const std::string bytes = Gunzip(gz);
+    ASSERT_EQ(bytes.size(), 16u << 20) << gz << " does not gunzip to a 16 MiB data file";
+    FILE* f = std::fopen(data_.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << data_;
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+
+  static storage::StoreOptions StoreOptionsFor(const std::string& path) {
+    storage::StoreOptions o;  // what segstored uses, but the path
+    o.path = path;
+    return o;
+  }
+
+  storage::testing::TempDir dir_;
+  const std::string data_ = dir_.File("segstore.dat");
+};
+
+// The fixture is the file its README describes, written in format version 3:
+// a fixture is never regenerated.
+TEST_F(FormatFixtureV3Test, V3FixtureIsTheFileItsReadmeDescribes) {
+  const std::string bytes = storage::testing::FileBytes(data_);
+  EXPECT_EQ(bytes.size(), 16777216u);
+  EXPECT_EQ(Sha256Hex(bytes), kFormatV3Sha256);
+  EXPECT_EQ(ReadFile(kFixtureV3 + "/segstore.dat.sha256"),
+            std::string(kFormatV3Sha256) + "  segstore.dat\n");
+  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
+  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 3u);
+  Result<storage::Superblock> sb =
+      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  EXPECT_EQ(sb->version, 3u);
+}
+
+// (a0) Version 3 is this build's (v = W): it opens as it is, with no upgrade;
+// recovery finds what the README says; and reads through every layer with
+// the sweeper and defragmentation off leave the file as it was, byte for byte.
+TEST_F(FormatFixtureV3Test, V3OpensAsItIsAndReadsRewriteNothing) {
+  static_assert(storage::kFormatVersion == 3);
+  const std::string before = storage::testing::FileBytes(data_);
+  storage::StoreOptions quiet = StoreOptionsFor(data_);
+  quiet.background_defrag = false;
+  {
+    auto store = storage::Store::Open(quiet);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    const storage::RecoveryStats& rec = (*store)->recovery();
+    EXPECT_EQ(rec.damaged_regions, 0u);
+    EXPECT_EQ(rec.blocks_in_use, 6u);
+    EXPECT_EQ(rec.records_scanned, 89u);
+    EXPECT_EQ(rec.live_records, 24u);
+    EXPECT_EQ(rec.tombstones, 5u);
+    // The members' records name their masters (record kind 3).
+    EXPECT_EQ((*store)->stats().index_references, 11u);
+    profile::ProfileOptions no_sweeper;
+    no_sweeper.sweeper = false;
+    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectV3Answers(ReaderOf(session->get()), "read only");
+    ExpectV3Records((*session)->worker(), /*swept=*/false, "read only");
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 3u);
+  EXPECT_TRUE(storage::testing::FileBytes(data_) == before) << "reading changed the file";
+}
+
+// (a) The storage and profile layers of this build, in process: every
+// answer and every record as stated; again after the expiry sweeper
+// dropped the expired links (nothing a reader sees changes); again after a
+// restart on what this build wrote.
+TEST_F(FormatFixtureV3Test, V3EveryUserAnswersAsStatedWithItsRecord) {
+  for (int round = 0; round < 2; ++round) {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    profile::ProfileOptions no_sweeper;  // swept by hand below
+    no_sweeper.sweeper = false;
+    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    profile::ProfileSession* s = session->get();
+    const std::string when = round == 0 ? "as opened" : "reopened after this build wrote to it";
+    ExpectV3Answers(ReaderOf(s), when);
+    ExpectV3Records(s->worker(), /*swept=*/round == 1, when);
+
+    if (round == 0) {
+      // The sweeper drops the two expired links: master-a lists lapsed-a no
+      // more, and lapsed-a and lapsed-g name no master (codec 1, kind 1).
+      ASSERT_TRUE((*profiles)->SweepNow().ok());
+      EXPECT_EQ((*profiles)->sweeper_stats().records_rewritten, 3u);
+      EXPECT_EQ((*profiles)->sweeper_stats().records_deleted, 0u);
+      ExpectV3Answers(ReaderOf(s), "after the sweeper ran");
+      ExpectV3Records(s->worker(), /*swept=*/true, "after the sweeper ran");
+    }
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+}
+
+// The expired links as written: still in master-a's list and in lapsed-a's
+// and lapsed-g's records (lapsed-g's naming master-gone, a tombstone), and
+// ignored by every read.
+TEST_F(FormatFixtureV3Test, V3ExpiredLinksAreInTheRecordsAndIgnored) {
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  {
+    auto worker = (*store)->NewWorker();
+    ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+    auto [lapsed, master] = (*worker)->GetWithReferenceSync("lapsed-a");
+    ASSERT_TRUE(lapsed.ok()) << lapsed.status().ToString();
+    ASSERT_TRUE(master.ok()) << master.status().ToString();
+    EXPECT_EQ(lapsed->reference(), "master-a");
+    EXPECT_EQ(master->key(), "master-a");
+    profile::Columns c;
+    ASSERT_TRUE(profile::DecodeColumns(lapsed->body(), &c).ok());
+    EXPECT_TRUE(c.group == MemberSection(kLapsed));
+    ASSERT_TRUE(profile::DecodeColumns(master->body(), &c).ok());
+    ASSERT_FALSE(c.group.members.empty());
+    EXPECT_EQ(c.group.members[0], (profile::GroupMember{"lapsed-a", kLapsed}));
+
+    auto [orphan, gone] = (*worker)->GetWithReferenceSync("lapsed-g");
+    ASSERT_TRUE(orphan.ok()) << orphan.status().ToString();
+    EXPECT_EQ(orphan->reference(), "master-gone");
+    EXPECT_TRUE(gone.status().IsNotFound()) << gone.status().ToString();
+    worker->reset();
+  }
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  profile::ProfileSession* s = session->get();
+  Result<GetResult> got = s->GetSync("lapsed-a");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->ToSegments() ==
+              (std::vector<Segment>{Seg(1, 4100000000, 77u), Seg(11, 4000000000)}));
+  EXPECT_EQ(got->master, "");
+  // Had lapsed-a's link counted, segment 1 would read 4100000000 a1=77 by master-a.
+  got = s->GetSync("master-a");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(got->ToSegments().empty());
+  EXPECT_EQ(got->ToSegments()[0], Seg(1, 4000007200, 11u));
+  EXPECT_EQ(got->profiles, 4u);
+  EXPECT_TRUE(s->MasterOfSync("lapsed-g").status().IsNotFound());
+  Result<bool> connected = s->ConnectedSync("lapsed-a", "master-a");
+  ASSERT_TRUE(connected.ok());
+  EXPECT_FALSE(*connected);
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// (b) The daemon of this build on the fixture as a single server (no
+// cluster sections): every answer over the wire (gets, own gets, batch
+// gets, counts, master_of, links, connected); no upgrade; and what it
+// leaves, once swept, is the records as stated.
+TEST_F(FormatFixtureV3Test, V3ServedByTheDaemonAnswersOverTheWire) {
+  NotifySocket notify(dir_.File("notify.sock"));
+  const std::string log = dir_.File("segstored.log");
+  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  const std::string ready = notify.WaitFor("READY=1");
+  ASSERT_FALSE(ready.empty()) << ReadFile(log);
+  auto c = testing::Connect(PortOf(ready));
+  ASSERT_NE(c, nullptr);
+  ExpectV3Answers(ReaderOf(c.get()), "over the wire");
+  c.reset();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+  EXPECT_FALSE(Has(ReadFile(log), "upgraded")) << ReadFile(log);
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 3u);
+
+  // What the single server left (its sweeper may have run): once swept, the
+  // same answers and the records as stated.
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  ASSERT_TRUE((*profiles)->SweepNow().ok());
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV3Answers(ReaderOf(session->get()), "after the daemon");
+  ExpectV3Records((*session)->worker(), /*swept=*/true, "after the daemon");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// (c) The fixture claiming a newer version is refused by Store::Open and by
+// segstored, naming both versions, and left untouched; put back to version
+// 3, it is the fixture again, byte for byte, and answers as stated.
+TEST_F(FormatFixtureV3Test, V3ClaimingANewerVersionIsRefusedUntouched) {
+  const uint16_t newer = storage::kFormatVersion + 1;
+  ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
+                         "Unsupported: data file format version " + std::to_string(newer) +
+                             " is newer than this build reads (" +
+                             std::to_string(storage::kOldestFormatVersion) + " to " +
+                             std::to_string(storage::kFormatVersion) + ")");
+  storage::testing::SetSuperblockVersion(data_, 3);
+  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), kFormatV3Sha256);
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV3Answers(ReaderOf(session->get()), "after the refusal");
+  ExpectV3Records((*session)->worker(), /*swept=*/false, "after the refusal");
   session->reset();
   profiles->reset();
   store->reset();
