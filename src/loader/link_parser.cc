@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "loader/parser.h"
+#include "loader/text.h"
 #include "segstore/result.h"
 
 namespace segstore::loader {
@@ -17,24 +18,11 @@ namespace {
 
 constexpr size_t kMaxRowFields = 3;
 
-const char* Find(std::string_view s, char c) {
-  return static_cast<const char*>(std::memchr(s.data(), c, s.size()));
-}
-
-size_t Count(std::string_view s, char c) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), c));
-}
-
-bool IsBlank(std::string_view line) {
-  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t'; });
-}
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-std::string DelimiterName(char d) {
-  if (d == '\t') return "tab";
-  return fmt::format("'{}'", d);
-}
+using text::Count;
+using text::DelimiterName;
+using text::Find;
+using text::IsBlank;
+using text::IsDigit;
 
 // A header's field: one of the usual column names, in any case.
 bool IsColumnName(std::string_view field) {
@@ -152,19 +140,7 @@ Status ParseRow(std::string_view line, char delimiter, const LinkParseOptions& o
                 LinkLine* out) {
   std::string_view fields[kMaxRowFields];
   size_t n = 0;
-  size_t pos = 0;
-  for (;;) {
-    const char* p = Find(line.substr(pos), delimiter);
-    const size_t end = p == nullptr ? line.size() : static_cast<size_t>(p - line.data());
-    if (n == kMaxRowFields) {
-      return Status::InvalidArgument(
-          fmt::format("{} fields, at most {} (id,master[,ttl])",
-                      kMaxRowFields + 1 + Count(line.substr(pos), delimiter), kMaxRowFields));
-    }
-    fields[n++] = line.substr(pos, end - pos);
-    if (p == nullptr) break;
-    pos = end + 1;
-  }
+  SEGSTORE_RETURN_IF_ERROR(text::SplitRow(line, delimiter, fields, " (id,master[,ttl])", &n));
   if (n < 2) {
     return Status::InvalidArgument(
         fmt::format("1 field, at least 2 (id,master separated by {})", DelimiterName(delimiter)));

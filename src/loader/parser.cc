@@ -8,6 +8,8 @@
 #include <limits>
 #include <system_error>
 
+#include "loader/text.h"
+
 namespace segstore::loader {
 
 namespace {
@@ -37,12 +39,11 @@ std::string Quote(std::string_view text) {
   return out;
 }
 
-std::string DelimiterName(char d) {
-  if (d == '\t') return "tab";
-  return fmt::format("'{}'", d);
-}
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+using text::Count;
+using text::DelimiterName;
+using text::Find;
+using text::IsBlank;
+using text::IsDigit;
 
 // Digits only, no sign, no space: into *v. False on anything else or overflow.
 template <typename T>
@@ -208,18 +209,6 @@ Status DefaultWhen(const ParseOptions& options, SegmentUpdate* u) {
   return Status::OK();
 }
 
-bool IsBlank(std::string_view line) {
-  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t'; });
-}
-
-const char* Find(std::string_view s, char c) {
-  return static_cast<const char*>(std::memchr(s.data(), c, s.size()));
-}
-
-size_t Count(std::string_view s, char c) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), c));
-}
-
 // A header's field name: starts with a letter, '_' or a non-ASCII (UTF-8) byte.
 bool IsNameStart(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
@@ -256,19 +245,7 @@ Status ParseRow(std::string_view line, char delimiter, const ParseOptions& optio
                 ParsedLine* out) {
   std::string_view fields[kMaxRowFields];
   size_t n = 0;
-  size_t pos = 0;
-  for (;;) {
-    const char* p = Find(line.substr(pos), delimiter);
-    const size_t end = p == nullptr ? line.size() : static_cast<size_t>(p - line.data());
-    if (n == kMaxRowFields) {
-      return Status::InvalidArgument(
-          fmt::format("{} fields, at most {}",
-                      kMaxRowFields + 1 + Count(line.substr(pos), delimiter), kMaxRowFields));
-    }
-    fields[n++] = line.substr(pos, end - pos);
-    if (p == nullptr) break;
-    pos = end + 1;
-  }
+  SEGSTORE_RETURN_IF_ERROR(text::SplitRow(line, delimiter, fields, "", &n));
   if (n < 2) {
     return Status::InvalidArgument(fmt::format("1 field, at least 2 (user,segment separated by {})",
                                                DelimiterName(delimiter)));

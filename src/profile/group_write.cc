@@ -295,6 +295,16 @@ void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& st
         const Columns& c = columns != nullptr ? *columns : kNone;
         const std::string_view names = cur != nullptr ? cur->reference() : std::string_view();
         const UnixSeconds now = Now(w);
+        // The record as a member naming step.master, its link expiring
+        // step.expires (its own members, if any, dropped).
+        auto name_master = [&] {
+          Group g;
+          g.member = true;
+          g.link_expires = step.expires;
+          storage::Mutation m = Store(SegmentsOf(c), w, g);
+          m.reference = step.master;
+          return m;
+        };
         auto moving = [&](std::string_view u) {
           return std::any_of(step.moving.begin(), step.moving.end(),
                              [&](const LinkedUser& x) { return x.user == u; });
@@ -340,24 +350,14 @@ void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& st
                 return storage::Mutation::Keep();
               }
             }
-            Group g;
-            g.member = true;
-            g.link_expires = step.expires;
-            storage::Mutation m = Store(SegmentsOf(c), w, g);
-            m.reference = step.master;
-            return m;
+            return name_master();
           }
           case LinkStep::Kind::kNameMoved: {
             if (cur == nullptr) return storage::Mutation::Keep();  // deleted meanwhile
             if (names != step.expect && names != step.master && !names.empty()) {
               return storage::Mutation::Keep();  // it moved elsewhere meanwhile
             }
-            Group g;
-            g.member = true;
-            g.link_expires = step.expires;
-            storage::Mutation m = Store(SegmentsOf(c), w, g);
-            m.reference = step.master;
-            return m;
+            return name_master();
           }
           case LinkStep::Kind::kDrop: {
             if (cur == nullptr || !Lists(c.group, step.member)) return storage::Mutation::Keep();

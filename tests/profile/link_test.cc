@@ -30,6 +30,29 @@ constexpr UnixSeconds kStart = testing::kTestStart;
 
 using testing::TempDir;
 
+// The ids a get by `user` answers, "absent" for NotFound; with the master
+// it names ("1,2 @m").
+std::string ViewIn(ProfileSession& session, const std::string& user, bool own_only = false) {
+  GetOptions o;
+  o.own_only = own_only;
+  auto r = session.GetSync(user, o);
+  if (r.status().IsNotFound()) return "absent";
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return "error";
+  std::string out;
+  for (uint64_t id : r->ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  if (!r->master.empty()) out += " @" + r->master;
+  return out;
+}
+
+// `user`'s master, "-" for a user in no group.
+std::string MasterOfIn(ProfileSession& session, const std::string& user) {
+  auto r = session.MasterOfSync(user);
+  if (r.status().IsNotFound()) return "-";
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : "error";
+}
+
 class LinkTest : public testing::ProfileStoreFixture {
  protected:
   // Defragmentation only when a test asks for it (DefragNow); popts_ as set.
@@ -47,25 +70,10 @@ class LinkTest : public testing::ProfileStoreFixture {
     auto r = session_->LinkSync(user, master, ttl);
     ASSERT_TRUE(r.ok()) << user << " -> " << master << ": " << r.status().ToString();
   }
-  // The ids a get answers, "absent" for NotFound; with the master it names.
   std::string View(const std::string& user, bool own_only = false) {
-    GetOptions o;
-    o.own_only = own_only;
-    auto r = session_->GetSync(user, o);
-    if (r.status().IsNotFound()) return "absent";
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return "error";
-    std::string out;
-    for (uint64_t id : r->ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-    if (!r->master.empty()) out += " @" + r->master;
-    return out;
+    return ViewIn(*session_, user, own_only);
   }
-  std::string MasterOf(const std::string& user) {
-    auto r = session_->MasterOfSync(user);
-    if (r.status().IsNotFound()) return "-";
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : "error";
-  }
+  std::string MasterOf(const std::string& user) { return MasterOfIn(*session_, user); }
 };
 
 TEST_F(LinkTest, AGetByAnyLinkedUserAnswersTheGroupsMergedView) {
@@ -388,22 +396,8 @@ class TwoNodes : public ::testing::Test {
     ASSERT_TRUE(At(user).session->UpsertSync(user, up).ok());
   }
   // A get as a cluster sends it: to the node holding the user.
-  std::string View(const std::string& user) {
-    auto r = At(user).session->GetSync(user);
-    if (r.status().IsNotFound()) return "absent";
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return "error";
-    std::string out;
-    for (uint64_t id : r->ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-    if (!r->master.empty()) out += " @" + r->master;
-    return out;
-  }
-  std::string MasterOf(const std::string& user) {
-    auto r = At(user).session->MasterOfSync(user);
-    if (r.status().IsNotFound()) return "-";
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : "error";
-  }
+  std::string View(const std::string& user) { return ViewIn(*At(user).session, user); }
+  std::string MasterOf(const std::string& user) { return MasterOfIn(*At(user).session, user); }
 
   Node a_, b_;
 };
