@@ -170,22 +170,38 @@ std::string Sha256Hex(const std::string& bytes) {
   return hex;
 }
 
-class FormatFixtureTest : public ::testing::Test {
+// A fixture's data file (tests/data/format-vN/segstore.dat.gz), gunzipped
+// afresh into a temporary directory for each test: data_.
+class FixtureFileTest : public ::testing::Test {
  protected:
+  explicit FixtureFileTest(std::string fixture) : fixture_(std::move(fixture)) {}
+
   void SetUp() override {
-    const std::string bytes = Gunzip(kFixtureV1 + "/segstore.dat.gz");
-    ASSERT_EQ(bytes.size(), 16u << 20) << kFixtureV1 << "/segstore.dat.gz";
+    const std::string gz = fixture_ + "/segstore.dat.gz";
+    ASSERT_TRUE(std::filesystem::exists(gz))
+        << "the fixture is missing: " << gz << " (its README.md; it is never regenerated)";
+    const std::string bytes = Gunzip(gz);
+    ASSERT_EQ(bytes.size(), 16u << 20) << gz << " does not gunzip to a 16 MiB data file";
     FILE* f = std::fopen(data_.c_str(), "wb");
     ASSERT_NE(f, nullptr) << data_;
     ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
     ASSERT_EQ(std::fclose(f), 0);
   }
 
-  storage::StoreOptions StoreOptionsFor(const std::string& path) const {
+  static storage::StoreOptions StoreOptionsFor(const std::string& path) {
     storage::StoreOptions o;  // what segstored uses, but the path
     o.path = path;
     return o;
   }
+
+  const std::string fixture_;
+  storage::testing::TempDir dir_;
+  const std::string data_ = dir_.File("segstore.dat");
+};
+
+class FormatFixtureTest : public FixtureFileTest {
+ protected:
+  FormatFixtureTest() : FixtureFileTest(kFixtureV1) {}
 
   // Every profile answers exactly as stated; the rest are NotFound.
   static void ExpectV1Answers(profile::ProfileSession* s, const std::string& when) {
@@ -201,9 +217,6 @@ class FormatFixtureTest : public ::testing::Test {
       EXPECT_TRUE(got.status().IsNotFound()) << user << ": " << got.status().ToString();
     }
   }
-
-  storage::testing::TempDir dir_;
-  const std::string data_ = dir_.File("segstore.dat");
 };
 
 // The fixture is the file its README describes, written in format version 1:
@@ -534,26 +547,9 @@ TEST(FormatFixtureGeneratorTest, V2UsersAreInTheLogPartitionsTheReadmeStates) {
   for (uint32_t l = 0; l < 4; ++l) EXPECT_EQ(replica::CheckpointKey(l), CheckpointKeyAsWritten(l));
 }
 
-class FormatFixtureV2Test : public ::testing::Test {
+class FormatFixtureV2Test : public FixtureFileTest {
  protected:
-  void SetUp() override {
-    const std::string gz = kFixtureV2 + "/segstore.dat.gz";
-    ASSERT_TRUE(std::filesystem::exists(gz))
-        << "the format-v2 fixture is missing: " << gz
-        << " (tests/data/format-v2/README.md; it is never regenerated)";
-    const std::string bytes = Gunzip(gz);
-    ASSERT_EQ(bytes.size(), 16u << 20) << gz << " does not gunzip to a 16 MiB data file";
-    FILE* f = std::fopen(data_.c_str(), "wb");
-    ASSERT_NE(f, nullptr) << data_;
-    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-    ASSERT_EQ(std::fclose(f), 0);
-  }
-
-  static storage::StoreOptions StoreOptionsFor(const std::string& path) {
-    storage::StoreOptions o;  // what segstored uses, but the path
-    o.path = path;
-    return o;
-  }
+  FormatFixtureV2Test() : FixtureFileTest(kFixtureV2) {}
 
   // Every profile answers exactly as stated through the profile layer; the
   // rest are NotFound.
@@ -607,9 +603,6 @@ class FormatFixtureV2Test : public ::testing::Test {
       EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
     }
   }
-
-  storage::testing::TempDir dir_;
-  const std::string data_ = dir_.File("segstore.dat");
 };
 
 // The fixture is the file its README describes, written in format version 2:
@@ -1296,29 +1289,9 @@ void ExpectV3Records(storage::Worker& w, bool swept, const std::string& when) {
   }
 }
 
-class FormatFixtureV3Test : public ::testing::Test {
+class FormatFixtureV3Test : public FixtureFileTest {
  protected:
-  void SetUp() override {
-    const std::string gz = kFixtureV3 + "/segstore.dat.gz";
-    ASSERT_TRUE(std::filesystem::exists(gz))
-        << "the format-v3 fixture is missing: " << gz
-        << " (tests/data/format-v3/README.md; it is never regenerated)";
-    const std::string bytes = Gunzip(gz);
-    ASSERT_EQ(bytes.size(), 16u << 20) << gz << " does not gunzip to a 16 MiB data file";
-    FILE* f = std::fopen(data_.c_str(), "wb");
-    ASSERT_NE(f, nullptr) << data_;
-    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-    ASSERT_EQ(std::fclose(f), 0);
-  }
-
-  static storage::StoreOptions StoreOptionsFor(const std::string& path) {
-    storage::StoreOptions o;  // what segstored uses, but the path
-    o.path = path;
-    return o;
-  }
-
-  storage::testing::TempDir dir_;
-  const std::string data_ = dir_.File("segstore.dat");
+  FormatFixtureV3Test() : FixtureFileTest(kFixtureV3) {}
 };
 
 // The fixture is the file its README describes, written in format version 3:
