@@ -56,6 +56,17 @@ uint64_t MostFirstHourSegments(uint64_t users) {
   return most;
 }
 
+// Runs `cmd` through the shell; its exit code and standard output.
+std::pair<int, std::string> RunTool(const std::string& cmd) {
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "cannot run " + cmd};
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
 // A run's segments per op for `profiles` whole reference profiles of users
 // [0, users): all of them, or, if the run crossed a whole hour, all but
 // those that expired on it.
@@ -502,13 +513,8 @@ TEST_F(SegbenchServerTest, ToolReportsEveryWorkloadAsJson) {
       " --users 40 --connections 2 --seconds 0.3 --warmup 0.05 --batch 4 --limits-file-mib 8"
       " --json load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy limits "
       "2>/dev/null";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = ::pclose(p);
-  ASSERT_EQ(WEXITSTATUS(rc), 0) << out;
+  const auto [rc, out] = RunTool(cmd);
+  ASSERT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["users"], 40);
   ASSERT_EQ(j["servers"].size(), 1u);
@@ -575,13 +581,8 @@ TEST_F(SegbenchServerTest, ToolLinksUsersAndReadsTheirMergedViews) {
       " --users " + std::to_string(kUsers) +
       " --connections 2 --seconds 0.3 --warmup 0.05 --load-connections 2 --json-file " + json_file +
       " load link get get-linked get-50 get-linked-50 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = ::pclose(p);
-  ASSERT_EQ(WEXITSTATUS(rc), 0) << out;
+  const auto [rc, out] = RunTool(cmd);
+  ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("segstore get-linked-50 p99 / get-50 p99 = "), std::string::npos) << out;
   EXPECT_NE(out.find("(goal: at most 2x)"), std::string::npos) << out;
   EXPECT_NE(out.find("linked profiles (link)"), std::string::npos) << out;
@@ -665,12 +666,8 @@ TEST_F(SegbenchServerTest, ToolWantsLinkBeforeTheLinkedGets) {
   const std::string cmd = std::string(SEGBENCH_PATH) +
                           " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
                           " --users 10 --connections 1 --seconds 0.1 --warmup 0 get-linked 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
+  const auto [rc, out] = RunTool(cmd);
+  EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("get-linked needs a link run before it"), std::string::npos) << out;
 }
 
@@ -681,12 +678,8 @@ TEST_F(SegbenchServerTest, ToolReportsWhatItMeasuredBeforeAFailure) {
                           " --users 10 --connections 2 --seconds 0.2 --warmup 0 --json"
                           " --limits-dir " +
                           dir_.File("no-such-dir") + " get limits 2>&1 >" + dir_.File("out.json");
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string err;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) err.append(buf, n);
-  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
+  const auto [rc, err] = RunTool(cmd);
+  EXPECT_NE(rc, 0);
   EXPECT_NE(err.find("limits"), std::string::npos) << err;
   std::ifstream in(dir_.File("out.json"));
   const auto j = nlohmann::json::parse(in);
@@ -696,37 +689,18 @@ TEST_F(SegbenchServerTest, ToolReportsWhatItMeasuredBeforeAFailure) {
 
 TEST_F(SegbenchServerTest, ToolRefusesAnUnknownWorkloadAndAnAbsentServer) {
   const std::string base = std::string(SEGBENCH_PATH) + " --users 10 --seconds 0.1 ";
-  std::string cmd =
+  const std::string cmd =
       base + "--segstore 127.0.0.1:" + std::to_string(server_->port()) + " frobnicate 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
+  const auto [rc, out] = RunTool(cmd);
+  EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("no workload \"frobnicate\""), std::string::npos) << out;
 
-  cmd = base + "--segstore 127.0.0.1:1 get 2>&1";
-  p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  out.clear();
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_NE(WEXITSTATUS(::pclose(p)), 0);
-  EXPECT_NE(out.find("segstore at 127.0.0.1:1"), std::string::npos) << out;
+  const auto [absent_rc, absent] = RunTool(base + "--segstore 127.0.0.1:1 get 2>&1");
+  EXPECT_NE(absent_rc, 0);
+  EXPECT_NE(absent.find("segstore at 127.0.0.1:1"), std::string::npos) << absent;
 }
 
 // --- segstored's RESP port ------------------------------------------------------
-
-// Runs `cmd` through the shell; its exit code and standard output.
-std::pair<int, std::string> RunTool(const std::string& cmd) {
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, "cannot run " + cmd};
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = ::pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
 
 // A segstored process serving both protocols on ephemeral loopback ports,
 // with its data file, config and log in `dir`; the sweeper off, so expired
