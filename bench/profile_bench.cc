@@ -6,7 +6,8 @@
 // hours, {}]} and Aerospike's measured 10,471 bytes a user. Then Google
 // Benchmark timings: encoding a 1,000-segment profile, and decoding one and
 // selecting its live segments, and the whole answer of a get (decode, select,
-// encode the frame: the get path without the device and the socket).
+// encode the frame: the get path without the device and the socket), for one
+// profile and for the merged view of a group of linked profiles.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -27,10 +28,11 @@ namespace {
 constexpr UnixSeconds kNow = 1'790'000'000;
 constexpr size_t kSegments = 1000;
 
-std::vector<Segment> ReferenceProfile(uint64_t seed, bool second_ttl) {
+// `id_space`: segment IDs are uniform in [0, id_space) (the workload's 82,000).
+std::vector<Segment> ReferenceProfile(uint64_t seed, bool second_ttl, uint64_t id_space = 82000) {
   std::mt19937_64 rng(seed);
   std::set<uint64_t> ids;
-  while (ids.size() < kSegments) ids.insert(rng() % 82000);
+  while (ids.size() < kSegments) ids.insert(rng() % id_space);
   std::vector<Segment> out;
   for (uint64_t id : ids) {
     UnixSeconds e = second_ttl
@@ -149,6 +151,45 @@ void BM_GetAnswer(benchmark::State& state) {
   state.counters["frame_bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_GetAnswer)->Arg(0)->Arg(1)->ArgName("second_ttl");
+
+// What the server does for a get by a linked user between the device reads
+// and the socket (group_read.cc): decode the k profiles of the group, merge
+// them, select the merged view's live segments, encode the answer frame.
+// `sparse`: IDs uniform over 2^40 instead of the workload's 82,000.
+void BM_MergedGetAnswer(benchmark::State& state) {
+  const auto k = static_cast<size_t>(state.range(0));
+  const uint64_t id_space = state.range(1) != 0 ? uint64_t{1} << 40 : 82000;
+  std::vector<std::string> bodies(k);
+  for (size_t p = 0; p < k; ++p)
+    EncodeSegments(ReferenceProfile(p + 1, false, id_space), &bodies[p]);
+  const UnixSeconds now = kNow + 240 * 3600;  // a third expired
+  size_t bytes = 0, segments = 0;
+  for (auto _ : state) {
+    std::vector<Columns> columns(k);
+    std::vector<const Columns*> ptrs;
+    for (size_t p = 0; p < k; ++p) {
+      Status s = DecodeColumns(bodies[p], &columns[p]);
+      benchmark::DoNotOptimize(s.ok());
+      ptrs.push_back(&columns[p]);
+    }
+    Columns merged;
+    MergeProfiles(ptrs, now, &merged);
+    GetResult result;
+    Select(merged, now, GetOptions{}, &result);
+    result.master = "00000000-0000-0000-0000-000000000000";
+    result.profiles = static_cast<uint32_t>(k);
+    std::string frame;
+    (void)proto::AppendFrame(&frame, static_cast<uint8_t>(proto::Op::kGet), 1, 0,
+                             proto::kMaxResponseBytes,
+                             [&](std::string* out) { proto::Encode(result, out); });
+    benchmark::DoNotOptimize(frame.data());
+    bytes = frame.size();
+    segments = result.size();
+  }
+  state.counters["frame_bytes"] = static_cast<double>(bytes);
+  state.counters["segments"] = static_cast<double>(segments);
+}
+BENCHMARK(BM_MergedGetAnswer)->ArgsProduct({{2, 5, 10}, {0, 1}})->ArgNames({"k", "sparse"});
 
 // What an upsert does to a profile between reading and writing its record:
 // decode it, merge 5 segments (set, with TTLs; expired ones trimmed on the
