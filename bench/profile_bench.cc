@@ -154,7 +154,8 @@ BENCHMARK(BM_GetAnswer)->Arg(0)->Arg(1)->ArgName("second_ttl");
 
 // What the server does for a get by a linked user between the device reads
 // and the socket (group_read.cc): decode the k profiles of the group, merge
-// them, select the merged view's live segments, encode the answer frame.
+// them and select the merged view's live segments (SelectMerged), encode the
+// answer frame.
 // `sparse`: IDs uniform over 2^40 instead of the workload's 82,000.
 void BM_MergedGetAnswer(benchmark::State& state) {
   const auto k = static_cast<size_t>(state.range(0));
@@ -164,6 +165,7 @@ void BM_MergedGetAnswer(benchmark::State& state) {
     EncodeSegments(ReferenceProfile(p + 1, false, id_space), &bodies[p]);
   const UnixSeconds now = kNow + 240 * 3600;  // a third expired
   size_t bytes = 0, segments = 0;
+  MergeScratch scratch;  // a server thread's, kept across reads
   for (auto _ : state) {
     std::vector<Columns> columns(k);
     std::vector<const Columns*> ptrs;
@@ -172,10 +174,8 @@ void BM_MergedGetAnswer(benchmark::State& state) {
       benchmark::DoNotOptimize(s.ok());
       ptrs.push_back(&columns[p]);
     }
-    Columns merged;
-    MergeProfiles(ptrs, now, &merged);
     GetResult result;
-    Select(merged, now, GetOptions{}, &result);
+    SelectMerged(ptrs, now, GetOptions{}, &scratch, &result);
     result.master = "00000000-0000-0000-0000-000000000000";
     result.profiles = static_cast<uint32_t>(k);
     std::string frame;

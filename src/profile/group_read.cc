@@ -73,10 +73,10 @@ struct GroupRead {
     std::vector<const Columns*> columns;
     columns.reserve(profiles.size());
     for (const auto& p : profiles) columns.push_back(&p.second);
-    Columns merged;
-    MergeProfiles(columns, now, &merged);
+    // The session's thread's: every read runs on it, one Finish at a time.
+    thread_local MergeScratch scratch;
     GetResult out;
-    const uint32_t live = Select(merged, now, options, &out);
+    const uint32_t live = SelectMerged(columns, now, options, &scratch, &out);
     if (live == 0) {
       done(Status::NotFound("no live segments in the group"));
       return;

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -147,6 +148,234 @@ void MergeProfiles(std::span<const Columns* const> profiles, UnixSeconds now, Co
     out->attr2.resize(out->ids.size(), 0);
     out->attr_present.resize(out->ids.size(), 0);
   }
+}
+
+namespace {
+
+// An expiry's rank among expiries: a later one is larger, kNever the largest
+// of all (0 wraps round to the top).
+inline uint64_t ExpiryRank(UnixSeconds e) { return static_cast<uint32_t>(e - 1); }
+inline UnixSeconds FromRank(uint64_t claim) { return static_cast<UnixSeconds>((claim >> 32) + 1); }
+
+// A row's claim on its id (MergeScratch): the larger claim is the merged view's.
+inline uint64_t Claim(UnixSeconds e, uint32_t row) {
+  return (ExpiryRank(e) << 32) | static_cast<uint32_t>(~row);
+}
+
+// Where SelectMerged puts the merged view's rows, given in id order: what
+// Select would select from them, into a GetResult.
+class MergedOut {
+ public:
+  // `rows`: how many the group holds, live or not (the merged view holds at
+  // most that many).
+  MergedOut(std::span<const Columns* const> profiles, const std::vector<uint32_t>& first_row,
+            bool attrs, size_t rows, const GetOptions& o, GetResult* out)
+      : profiles_(profiles),
+        first_row_(first_row),
+        o_(o),
+        out_(out),
+        windowed_(o.expiry_from != 0 || o.expiry_to != UINT32_MAX || o.outside_expiry_window),
+        with_attrs_(!o.count_only && !o.ids_only && attrs),
+        cap_(o.count_only   ? 0
+             : o.limit != 0 ? std::min<size_t>(o.limit, rows)
+                            : rows) {
+    const bool with_expiries = !o.count_only && !o.ids_only;
+    // Every row is written, and kept by advancing past it: room for one more.
+    out->ids.resize(cap_ + 1);
+    out->expires.resize(with_expiries ? cap_ + 1 : 0);
+    out->attr1.clear();
+    out->attr2.clear();
+    ids_ = out->ids.data();
+    expires_ = with_expiries ? out->expires.data() : nullptr;
+  }
+
+  [[gnu::always_inline]] void Add(uint64_t id, uint64_t claim) {
+    const UnixSeconds e = FromRank(claim);
+    ++live_;
+    if (id < o_.id_from || id > o_.id_to) return;
+    if (windowed_ && InWindow(e, o_) == o_.outside_expiry_window) return;
+    ++count_;
+    ids_[listed_] = id;
+    if (expires_ != nullptr) expires_[listed_] = e;
+    if (with_attrs_ && listed_ < cap_) AddAttributes(claim);
+    listed_ += listed_ < cap_ ? 1 : 0;
+  }
+
+  // Returns how many segments the merged view holds (all live).
+  uint32_t Finish() {
+    out_->ids.resize(listed_);
+    if (expires_ != nullptr) out_->expires.resize(listed_);
+    out_->count = count_;
+    // Attribute columns only when some listed segment has the attribute.
+    auto none = [](const std::vector<std::optional<uint32_t>>& v) {
+      return std::none_of(v.begin(), v.end(), [](const auto& a) { return a.has_value(); });
+    };
+    if (none(out_->attr1)) out_->attr1.clear();
+    if (none(out_->attr2)) out_->attr2.clear();
+    return live_;
+  }
+
+ private:
+  // The attributes of the row `claim` names, from its profile: the last to
+  // begin at or before it.
+  [[gnu::noinline]] void AddAttributes(uint64_t claim) {
+    const uint32_t row = ~static_cast<uint32_t>(claim);
+    const auto p = static_cast<size_t>(std::upper_bound(first_row_.begin(), first_row_.end(), row) -
+                                       first_row_.begin() - 1);
+    out_->attr1.push_back(AttrOf(*profiles_[p], row - first_row_[p], 1));
+    out_->attr2.push_back(AttrOf(*profiles_[p], row - first_row_[p], 2));
+  }
+
+  std::span<const Columns* const> profiles_;
+  const std::vector<uint32_t>& first_row_;
+  const GetOptions& o_;
+  GetResult* out_;
+  const bool windowed_;
+  const bool with_attrs_;
+  const size_t cap_;  // rows listed at most
+  uint64_t* ids_;
+  UnixSeconds* expires_;  // null: no expiries listed
+  uint32_t live_ = 0, count_ = 0;
+  size_t listed_ = 0;
+};
+
+// The dense merge, a block of ids at a time (its claims stay in L1): each
+// profile's rows in the block have their claims written in their ids'
+// places, the larger kept, then the block is read in id order. No compare
+// depends on how the profiles' ids interleave, so nothing mispredicts (a
+// heap's compares did about every other time). `last`: hi - lo.
+constexpr size_t kBlockIds = 2048;
+void MergeDense(std::span<const Columns* const> profiles, UnixSeconds now, uint64_t lo,
+                uint64_t last, MergeScratch* s, MergedOut* out) {
+  s->cursor.assign(profiles.size(), 0);
+  if (s->best.size() < kBlockIds) s->best.resize(kBlockIds);
+  uint64_t* const best = s->best.data();
+  uint64_t seen[kBlockIds / 64];  // a bit an id of the block: some live row claims it
+  for (uint64_t base = 0; base <= last; base += kBlockIds) {
+    std::fill(std::begin(seen), std::end(seen), 0);
+    for (size_t p = 0; p < profiles.size(); ++p) {
+      const Columns& c = *profiles[p];
+      const uint64_t* const ids = c.ids.data();
+      const UnixSeconds* const expires = c.expires.data();
+      const uint32_t first = s->first_row[p];
+      const uint64_t from = lo + base;
+      size_t i = s->cursor[p];
+      for (const size_t n = c.size(); i < n; ++i) {
+        const uint64_t at = ids[i] - from;  // the rows before this block are consumed
+        if (at >= kBlockIds) break;
+        const UnixSeconds e = expires[i];
+        const uint64_t claim = Claim(e, first + static_cast<uint32_t>(i));
+        const uint64_t word = seen[at / 64], bit = uint64_t{1} << (at % 64);
+        // An expired row never beats a live one (its rank is lower): it is
+        // written like any other, only not marked seen. What an id not seen
+        // holds is left from before, and is overwritten.
+        const uint64_t old = best[at];
+        best[at] = (word & bit) != 0 ? std::max(old, claim) : claim;
+        seen[at / 64] = word | (Alive(e, now) ? bit : 0);
+      }
+      s->cursor[p] = i;
+    }
+    for (size_t w = 0; w < kBlockIds / 64; ++w) {
+      for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
+        const size_t at = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+        out->Add(lo + base + at, best[at]);
+      }
+    }
+  }
+}
+
+// Merges sorted runs a and b (ids unique within each) into out, one row an
+// id, the larger claim kept: without branches on the data. Returns the end.
+MergeScratch::Row* MergeTwo(const MergeScratch::Row* a, const MergeScratch::Row* a_end,
+                            const MergeScratch::Row* b, const MergeScratch::Row* b_end,
+                            MergeScratch::Row* out) {
+  while (a != a_end && b != b_end) {
+    const uint64_t x = a->id, y = b->id;
+    const bool take_a = x <= y, take_b = y <= x;
+    const uint64_t ra = a->claim, rb = b->claim;
+    out->id = take_a ? x : y;
+    out->claim = take_a && take_b ? std::max(ra, rb) : take_a ? ra : rb;
+    ++out;
+    a += take_a ? 1 : 0;
+    b += take_b ? 1 : 0;
+  }
+  out = std::copy(a, a_end, out);
+  return std::copy(b, b_end, out);
+}
+
+// The sparse merge: each profile's live rows as a run, runs merged two by
+// two until one is left (log2 k passes over the rows).
+void MergePairwise(std::span<const Columns* const> profiles, UnixSeconds now, size_t rows,
+                   MergeScratch* s, MergedOut* out) {
+  if (s->runs.size() < rows) s->runs.resize(rows);
+  if (s->merged.size() < rows) s->merged.resize(rows);
+  std::vector<uint32_t>& ends = s->run_ends;
+  ends.clear();
+  MergeScratch::Row* w = s->runs.data();
+  for (size_t p = 0; p < profiles.size(); ++p) {
+    const Columns& c = *profiles[p];
+    const uint32_t first = s->first_row[p];
+    for (size_t i = 0, n = c.size(); i < n; ++i) {
+      w->id = c.ids[i];
+      w->claim = Claim(c.expires[i], first + static_cast<uint32_t>(i));
+      w += Alive(c.expires[i], now) ? 1 : 0;
+    }
+    ends.push_back(static_cast<uint32_t>(w - s->runs.data()));
+  }
+  while (ends.size() > 1) {
+    const MergeScratch::Row* in = s->runs.data();
+    MergeScratch::Row* to = s->merged.data();
+    uint32_t begin = 0;
+    size_t kept = 0;
+    for (size_t r = 0; r < ends.size(); r += 2) {
+      const uint32_t mid = ends[r];
+      const uint32_t end = r + 1 < ends.size() ? ends[r + 1] : mid;
+      to = MergeTwo(in + begin, in + mid, in + mid, in + end, to);
+      ends[kept++] = static_cast<uint32_t>(to - s->merged.data());
+      begin = end;
+    }
+    ends.resize(kept);
+    std::swap(s->runs, s->merged);
+  }
+  const uint32_t n = ends.empty() ? 0 : ends[0];
+  for (uint32_t i = 0; i < n; ++i) out->Add(s->runs[i].id, s->runs[i].claim);
+}
+
+}  // namespace
+
+uint32_t SelectMerged(std::span<const Columns* const> profiles, UnixSeconds now,
+                      const GetOptions& o, MergeScratch* scratch, GetResult* out) {
+  // Every row numbered over the whole group, the first profile's first.
+  std::vector<uint32_t>& first_row = scratch->first_row;
+  first_row.clear();
+  uint64_t rows = 0, lo = UINT64_MAX, hi = 0;
+  bool attrs = false;
+  for (const Columns* c : profiles) {
+    first_row.push_back(static_cast<uint32_t>(rows));
+    rows += c->size();
+    if (c->size() != 0) {
+      lo = std::min(lo, c->ids.front());
+      hi = std::max(hi, c->ids.back());
+    }
+    attrs = attrs || c->has_attr1 || c->has_attr2;
+  }
+  if (rows >= UINT32_MAX) {
+    // Not a group a server holds (max_links times max_segments is far less).
+    MergeProfiles(profiles, now, &scratch->fallback);
+    return Select(scratch->fallback, now, o, out);
+  }
+  first_row.push_back(static_cast<uint32_t>(rows));
+  MergedOut merged(profiles, first_row, attrs, static_cast<size_t>(rows), o, out);
+  // Dense: a block of ids costs about what one row does at this spread.
+  constexpr uint64_t kDenseIdsPerRow = 64;
+  if (rows == 0) {
+    // Nothing to merge.
+  } else if (hi - lo < kDenseIdsPerRow * rows) {
+    MergeDense(profiles, now, lo, hi - lo, scratch, &merged);
+  } else {
+    MergePairwise(profiles, now, static_cast<size_t>(rows), scratch, &merged);
+  }
+  return merged.Finish();
 }
 
 Status ValidateUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now) {

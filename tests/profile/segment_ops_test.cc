@@ -491,5 +491,139 @@ TEST(MergeProfilesTest, AgreesWithAPlainModelOnRandomGroups) {
   }
 }
 
+// Random groups for SelectMerged: k profiles whose ids are drawn from
+// [base, base + space), with expired rows, rows that never expire, shared
+// expiries (ties) and attributes when `attrs`.
+std::vector<Columns> RandomGroup(std::mt19937_64& rng, size_t k, uint64_t base, uint64_t space,
+                                 size_t max_rows, bool attrs) {
+  std::vector<Columns> columns(k);
+  for (size_t p = 0; p < k; ++p) {
+    std::map<uint64_t, Segment> mine;
+    const size_t n = max_rows == 0 ? 0 : rng() % (max_rows + 1);
+    for (size_t i = 0; i < n; ++i) {
+      Segment s;
+      s.id = base + rng() % space;
+      const int e = static_cast<int>(rng() % 7);
+      s.expires_at = e == 0   ? kNow - 5
+                     : e == 1 ? kNever
+                     : e == 2 ? kNow  // expired from this second on
+                     : e == 3 ? UINT32_MAX
+                              : kNow + 10 * static_cast<uint32_t>(e);
+      if (attrs && rng() % 3 == 0) s.attr1 = static_cast<uint32_t>(rng() % 1000);
+      if (attrs && rng() % 5 == 0) s.attr2 = static_cast<uint32_t>(rng() % 1000);
+      mine[s.id] = s;
+    }
+    std::vector<Segment> segs;
+    for (const auto& [id, s] : mine) segs.push_back(s);
+    std::string body;
+    EncodeSegments(segs, &body);
+    EXPECT_TRUE(DecodeColumns(body, &columns[p]).ok());
+  }
+  return columns;
+}
+
+// The options a get may carry, one set per round.
+GetOptions RandomOptions(std::mt19937_64& rng, uint64_t base, uint64_t space) {
+  GetOptions o;
+  switch (rng() % 8) {
+    case 0:
+      break;  // the default: every live segment
+    case 1:
+      o.ids_only = true;
+      break;
+    case 2:
+      o.count_only = true;
+      break;
+    case 3:
+      o.limit = 1 + static_cast<uint32_t>(rng() % 40);
+      break;
+    case 4:
+      o.id_from = base + rng() % space;
+      o.id_to = o.id_from + rng() % space;
+      break;
+    case 5:
+      o.expiry_from = kNow + 15;
+      o.expiry_to = rng() % 2 ? UINT32_MAX : kNow + 45;
+      break;
+    case 6:
+      o.expiry_from = kNow;
+      o.expiry_to = kNow + 35;
+      o.outside_expiry_window = true;
+      break;
+    default:
+      o.limit = 1 + static_cast<uint32_t>(rng() % 40);
+      o.id_from = base + rng() % space;
+      o.ids_only = rng() % 2 == 0;
+  }
+  return o;
+}
+
+// SelectMerged against MergeProfiles then Select, the way a get by a linked
+// user took before: the same answer and live count, for ids dense (the
+// reference workload's kind: each row put in its id's place) and sparse
+// (merged pairwise), with and without attributes, under every option.
+TEST(SelectMergedTest, AnswersWhatMergeProfilesThenSelectAnswer) {
+  std::mt19937_64 rng(2026112620);
+  MergeScratch scratch;  // reused across rounds, as a server thread's is
+  for (int round = 0; round < 3000; ++round) {
+    const size_t k = rng() % 13;
+    const bool attrs = rng() % 2 == 0;
+    uint64_t base = 0, space = 100;
+    switch (round % 4) {
+      case 0:
+        space = 1 + rng() % 200;  // dense, many shared ids
+        break;
+      case 1:
+        base = rng() % 1000000;
+        space = 82000;  // the reference workload's spread
+        break;
+      case 2:
+        space = uint64_t{1} << 40;  // sparse
+        break;
+      default:
+        base = UINT64_MAX - 5000;  // near the top of the id space
+        space = 5000;
+    }
+    const size_t max_rows = round % 4 == 1 ? 1000 : 80;
+    std::vector<Columns> columns = RandomGroup(rng, k, base, space, max_rows, attrs);
+    std::vector<const Columns*> ptrs;
+    for (const Columns& c : columns) ptrs.push_back(&c);
+    const GetOptions o = RandomOptions(rng, base, space);
+    for (const UnixSeconds now : {kNow, kNow + 25}) {
+      Columns merged;
+      MergeProfiles(ptrs, now, &merged);
+      GetResult want;
+      const uint32_t want_live = Select(merged, now, o, &want);
+      GetResult got;
+      got.ids = {1, 2, 3};  // whatever a reused result held is replaced
+      got.attr1 = {std::nullopt};
+      ASSERT_EQ(SelectMerged(ptrs, now, o, &scratch, &got), want_live) << "round " << round;
+      ASSERT_EQ(got.count, want.count) << "round " << round;
+      ASSERT_EQ(got.ids, want.ids) << "round " << round;
+      ASSERT_EQ(got.expires, want.expires) << "round " << round;
+      ASSERT_EQ(got.attr1, want.attr1) << "round " << round;
+      ASSERT_EQ(got.attr2, want.attr2) << "round " << round;
+    }
+  }
+}
+
+// Equal expiries: the earlier profile's attributes, whichever way is taken.
+TEST(SelectMergedTest, ATieGoesToTheEarlierProfileDenseOrSparse) {
+  for (const uint64_t far : {uint64_t{50}, uint64_t{1} << 50}) {
+    std::vector<Columns> columns;
+    columns.push_back(Make({{7, kNow + 60, 1, {}}, {far, kNever, {}, 5}}));
+    columns.push_back(
+        Make({{7, kNow + 60, 2, 9}, {far, kNever, 3, {}}, {far + 1, kNow - 1, 4, {}}}));
+    const std::vector<const Columns*> ptrs = {&columns[0], &columns[1]};
+    MergeScratch scratch;
+    GetResult r;
+    EXPECT_EQ(SelectMerged(ptrs, kNow, {}, &scratch, &r), 2u);
+    EXPECT_EQ(r.ids, (std::vector<uint64_t>{7, far}));
+    EXPECT_EQ(r.expires, (std::vector<UnixSeconds>{kNow + 60, kNever}));
+    EXPECT_EQ(r.attr1, (std::vector<std::optional<uint32_t>>{1, std::nullopt}));
+    EXPECT_EQ(r.attr2, (std::vector<std::optional<uint32_t>>{std::nullopt, 5}));
+  }
+}
+
 }  // namespace
 }  // namespace segstore::profile
