@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <exception>
 #include <msgpack.hpp>
 #include <string>
@@ -202,43 +203,75 @@ void SegmentList(Packer& pk, const std::vector<SegmentUpdate>& segs) {
   }
 }
 
-// MessagePack's smallest form of unsigned `v` at `p`; returns the end.
-char* PutUint(char* p, uint64_t v) {
-  auto big_endian = [&p](uint64_t x, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) *p++ = static_cast<char>(x >> (8 * i));
+// The values [v, end) each in MessagePack's smallest unsigned form, at `p`
+// (9 bytes of room a value); returns the end. Values of one form come in
+// runs (a get's ids are sorted, and its expiries nearly all take 4 bytes),
+// and each run is written by a loop of its own form: a compare, a store of
+// the marker and of the value's bytes. A byte-by-byte writer choosing the
+// form for every value took three times as long.
+template <typename T>
+char* PutUints(char* p, const T* v, const T* end) {
+  auto big_endian = [](char* at, auto x) {
+    if constexpr (sizeof x == 2) x = __builtin_bswap16(x);
+    if constexpr (sizeof x == 4) x = __builtin_bswap32(x);
+    if constexpr (sizeof x == 8) x = __builtin_bswap64(x);
+    std::memcpy(at, &x, sizeof x);
   };
-  if (v < 0x80) {
-    *p++ = static_cast<char>(v);  // positive fixint
-  } else if (v <= 0xff) {
-    *p++ = static_cast<char>(0xcc);
-    big_endian(v, 1);
-  } else if (v <= 0xffff) {
-    *p++ = static_cast<char>(0xcd);
-    big_endian(v, 2);
-  } else if (v <= 0xffffffff) {
-    *p++ = static_cast<char>(0xce);
-    big_endian(v, 4);
-  } else {
-    *p++ = static_cast<char>(0xcf);
-    big_endian(v, 8);
+  // Whether `x` lies in [lo, hi], in one compare.
+  auto in = [](uint64_t x, uint64_t lo, uint64_t hi) { return x - lo <= hi - lo; };
+  while (v != end) {
+    const uint64_t x = *v;
+    if (x < 0x80) {  // positive fixint
+      do {
+        *p++ = static_cast<char>(*v);
+      } while (++v != end && uint64_t{*v} < 0x80);
+    } else if (x <= 0xff) {
+      do {
+        p[0] = static_cast<char>(0xcc);
+        p[1] = static_cast<char>(*v);
+        p += 2;
+      } while (++v != end && in(*v, 0x80, 0xff));
+    } else if (x <= 0xffff) {
+      do {
+        p[0] = static_cast<char>(0xcd);
+        big_endian(p + 1, static_cast<uint16_t>(*v));
+        p += 3;
+      } while (++v != end && in(*v, 0x100, 0xffff));
+    } else if (x <= 0xffffffff) {
+      do {
+        p[0] = static_cast<char>(0xce);
+        big_endian(p + 1, static_cast<uint32_t>(*v));
+        p += 5;
+      } while (++v != end && in(*v, 0x10000, 0xffffffff));
+    } else {
+      do {
+        p[0] = static_cast<char>(0xcf);
+        big_endian(p + 1, static_cast<uint64_t>(*v));
+        p += 9;
+      } while (++v != end && uint64_t{*v} > 0xffffffff);
+    }
   }
   return p;
 }
 
 // An array of unsigned integers, each in its smallest form: the bytes
 // msgpack's packer writes, without its per-value append (a get answer holds
-// thousands; this is the hot path of every read).
+// thousands; this is the hot path of every read). Written through a buffer
+// on the stack, appended 4 KiB at a time: growing `out` by the largest form
+// first would zero twice the bytes the array takes.
 template <typename T>
 void UintArray(Packer& pk, std::string* out, const std::vector<T>& v) {
   pk.pack_array(static_cast<uint32_t>(v.size()));
-  const size_t old = out->size();
-  out->resize(old + v.size() * 9);  // 9: the largest form
-  char* p = out->data() + old;
-  for (T x : v) p = PutUint(p, x);
-  out->resize(static_cast<size_t>(p - out->data()));
+  constexpr size_t kRows = 455;  // 4,095 bytes at most
+  char buf[kRows * 9];
+  for (size_t i = 0; i < v.size(); i += kRows) {
+    const size_t rows = std::min(kRows, v.size() - i);
+    const char* const end = PutUints(buf, v.data() + i, v.data() + i + rows);
+    out->append(buf, static_cast<size_t>(end - buf));
+  }
 }
 
-// Bytes GetFields may need at most, the room UintArray asks for included:
+// Bytes GetFields may write at most (9 an integer, its largest form):
 // reserved up front, a batch answer of 20 profiles is built without the
 // string growing (perf had a fifth of a batch get's CPU in that growth).
 size_t GetFieldsBound(const GetResult& m) {

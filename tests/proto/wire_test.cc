@@ -1292,6 +1292,37 @@ TEST(WireTest, GetResultIntegersAreMsgpacksSmallestForms) {
   ExpectRoundTrip(r);
 }
 
+// The same for columns longer than the encoder's buffer (written a few KiB
+// at a time), of values of every width mixed at random.
+TEST(WireTest, LongGetResultColumnsAreMsgpacksSmallestForms) {
+  std::mt19937_64 rng(20);
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{455}, size_t{456}, size_t{5000}}) {
+    GetResult r;
+    for (size_t i = 0; i < n; ++i) {
+      r.ids.push_back(rng() >> (rng() % 64));
+      r.expires.push_back(static_cast<uint32_t>(rng() >> (32 + rng() % 32)));
+    }
+    r.count = static_cast<uint32_t>(n);
+    std::string ours;
+    Encode(r, &ours);
+    msgpack::sbuffer expected;
+    msgpack::packer<msgpack::sbuffer> pk(expected);
+    pk.pack_map(n == 0 ? 2 : 3);
+    pk.pack(std::string("count"));
+    pk.pack_uint32(r.count);
+    pk.pack(std::string("ids"));
+    pk.pack_array(static_cast<uint32_t>(n));
+    for (uint64_t id : r.ids) pk.pack_uint64(id);
+    if (n != 0) {
+      pk.pack(std::string("expires"));
+      pk.pack_array(static_cast<uint32_t>(n));
+      for (uint32_t e : r.expires) pk.pack_uint32(e);
+    }
+    EXPECT_EQ(ours, std::string(expected.data(), expected.size())) << n << " rows";
+    ExpectRoundTrip(r);
+  }
+}
+
 TEST(WireTest, BatchGetResponseRoundTripsResultsAndErrors) {
   ExpectRoundTrip(BatchGetResponse{});
   BatchGetResponse m;
