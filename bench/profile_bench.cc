@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <msgpack.hpp>
 #include <random>
 #include <set>
@@ -190,6 +191,31 @@ void BM_MergedGetAnswer(benchmark::State& state) {
   state.counters["segments"] = static_cast<double>(segments);
 }
 BENCHMARK(BM_MergedGetAnswer)->ArgsProduct({{2, 5, 10}, {0, 1}})->ArgNames({"k", "sparse"});
+
+// The merge and select alone (SelectMerged), the k profiles decoded once.
+void BM_SelectMerged(benchmark::State& state) {
+  const auto k = static_cast<size_t>(state.range(0));
+  const uint64_t id_space = state.range(1) != 0 ? uint64_t{1} << 40 : 82000;
+  std::vector<Columns> columns(k);
+  std::vector<const Columns*> ptrs;
+  for (size_t p = 0; p < k; ++p) {
+    std::string body;
+    EncodeSegments(ReferenceProfile(p + 1, false, id_space), &body);
+    if (!DecodeColumns(body, &columns[p]).ok()) std::abort();
+    ptrs.push_back(&columns[p]);
+  }
+  const UnixSeconds now = kNow + 240 * 3600;  // a third expired
+  MergeScratch scratch;
+  size_t segments = 0;
+  for (auto _ : state) {
+    GetResult result;
+    SelectMerged(ptrs, now, GetOptions{}, &scratch, &result);
+    benchmark::DoNotOptimize(result.ids.data());
+    segments = result.size();
+  }
+  state.counters["segments"] = static_cast<double>(segments);
+}
+BENCHMARK(BM_SelectMerged)->ArgsProduct({{2, 5, 10}, {0, 1}})->ArgNames({"k", "sparse"});
 
 // What an upsert does to a profile between reading and writing its record:
 // decode it, merge 5 segments (set, with TTLs; expired ones trimmed on the

@@ -162,8 +162,22 @@ inline uint64_t Claim(UnixSeconds e, uint32_t row) {
   return (ExpiryRank(e) << 32) | static_cast<uint32_t>(~row);
 }
 
+// The attributes of the row `claim` names, onto out's attribute columns,
+// from its profile: the last to begin at or before it.
+[[gnu::noinline]] void AppendAttributes(std::span<const Columns* const> profiles,
+                                        const std::vector<uint32_t>& first_row, uint64_t claim,
+                                        GetResult* out) {
+  const uint32_t row = ~static_cast<uint32_t>(claim);
+  const auto p = static_cast<size_t>(std::upper_bound(first_row.begin(), first_row.end(), row) -
+                                     first_row.begin() - 1);
+  out->attr1.push_back(AttrOf(*profiles[p], row - first_row[p], 1));
+  out->attr2.push_back(AttrOf(*profiles[p], row - first_row[p], 2));
+}
+
 // Where SelectMerged puts the merged view's rows, given in id order: what
-// Select would select from them, into a GetResult.
+// Select would select from them, into a GetResult. The rows come a block or
+// a run at a time, each taken by a loop whose counts stay in registers (as
+// members, every store of an id could have changed them).
 class MergedOut {
  public:
   // `rows`: how many the group holds, live or not (the merged view holds at
@@ -178,7 +192,10 @@ class MergedOut {
         with_attrs_(!o.count_only && !o.ids_only && attrs),
         cap_(o.count_only   ? 0
              : o.limit != 0 ? std::min<size_t>(o.limit, rows)
-                            : rows) {
+                            : rows),
+        // Every live row listed with its expiry, nothing else: a get's default.
+        plain_(!windowed_ && !with_attrs_ && !o.count_only && !o.ids_only && o.limit == 0 &&
+               o.id_from == 0 && o.id_to == UINT64_MAX) {
     const bool with_expiries = !o.count_only && !o.ids_only;
     // Every row is written, and kept by advancing past it: room for one more.
     out->ids.resize(cap_ + 1);
@@ -189,16 +206,27 @@ class MergedOut {
     expires_ = with_expiries ? out->expires.data() : nullptr;
   }
 
-  [[gnu::always_inline]] void Add(uint64_t id, uint64_t claim) {
-    const UnixSeconds e = FromRank(claim);
-    ++live_;
-    if (id < o_.id_from || id > o_.id_to) return;
-    if (windowed_ && InWindow(e, o_) == o_.outside_expiry_window) return;
-    ++count_;
-    ids_[listed_] = id;
-    if (expires_ != nullptr) expires_[listed_] = e;
-    if (with_attrs_ && listed_ < cap_) AddAttributes(claim);
-    listed_ += listed_ < cap_ ? 1 : 0;
+  // Each id from + at whose bit is set in seen[0, words) (at = 64 * word +
+  // bit), with its claim best[at], which is then set to 0.
+  void AddBlock(uint64_t from, const uint64_t* seen, size_t words, uint64_t* best) {
+    auto rows = [&](auto&& add) {
+      for (size_t w = 0; w < words; ++w) {
+        for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
+          const size_t at = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+          add(from + at, best[at]);
+          best[at] = 0;  // every claim of the block is read once: all 0 again after
+        }
+      }
+    };
+    plain_ ? AddPlain(rows) : AddSelected(rows);
+  }
+
+  // The rows [rows, end).
+  void AddRun(const MergeScratch::Row* rows, const MergeScratch::Row* end) {
+    auto each = [&](auto&& add) {
+      for (const MergeScratch::Row* r = rows; r != end; ++r) add(r->id, r->claim);
+    };
+    plain_ ? AddPlain(each) : AddSelected(each);
   }
 
   // Returns how many segments the merged view holds (all live).
@@ -216,14 +244,45 @@ class MergedOut {
   }
 
  private:
-  // The attributes of the row `claim` names, from its profile: the last to
-  // begin at or before it.
-  [[gnu::noinline]] void AddAttributes(uint64_t claim) {
-    const uint32_t row = ~static_cast<uint32_t>(claim);
-    const auto p = static_cast<size_t>(std::upper_bound(first_row_.begin(), first_row_.end(), row) -
-                                       first_row_.begin() - 1);
-    out_->attr1.push_back(AttrOf(*profiles_[p], row - first_row_[p], 1));
-    out_->attr2.push_back(AttrOf(*profiles_[p], row - first_row_[p], 2));
+  // `rows(add)` calls add(id, claim) for each row.
+  template <typename Rows>
+  void AddPlain(Rows&& rows) {
+    uint64_t* const ids = ids_;
+    UnixSeconds* const expires = expires_;
+    size_t listed = listed_;
+    rows([&](uint64_t id, uint64_t claim) {
+      ids[listed] = id;
+      expires[listed] = FromRank(claim);
+      ++listed;
+    });
+    live_ += static_cast<uint32_t>(listed - listed_);
+    count_ = live_;
+    listed_ = listed;
+  }
+
+  template <typename Rows>
+  void AddSelected(Rows&& rows) {
+    uint64_t* const ids = ids_;
+    UnixSeconds* const expires = expires_;
+    const GetOptions o = o_;
+    const bool windowed = windowed_, with_attrs = with_attrs_;
+    const size_t cap = cap_;
+    size_t listed = listed_;
+    uint32_t live = live_, count = count_;
+    rows([&](uint64_t id, uint64_t claim) {
+      const UnixSeconds e = FromRank(claim);
+      ++live;
+      if (id < o.id_from || id > o.id_to) return;
+      if (windowed && InWindow(e, o) == o.outside_expiry_window) return;
+      ++count;
+      ids[listed] = id;
+      if (expires != nullptr) expires[listed] = e;
+      if (with_attrs && listed < cap) AppendAttributes(profiles_, first_row_, claim, out_);
+      listed += listed < cap ? 1 : 0;
+    });
+    live_ = live;
+    count_ = count;
+    listed_ = listed;
   }
 
   std::span<const Columns* const> profiles_;
@@ -233,6 +292,7 @@ class MergedOut {
   const bool windowed_;
   const bool with_attrs_;
   const size_t cap_;  // rows listed at most
+  const bool plain_;
   uint64_t* ids_;
   UnixSeconds* expires_;  // null: no expiries listed
   uint32_t live_ = 0, count_ = 0;
@@ -248,7 +308,7 @@ constexpr size_t kBlockIds = 2048;
 void MergeDense(std::span<const Columns* const> profiles, UnixSeconds now, uint64_t lo,
                 uint64_t last, MergeScratch* s, MergedOut* out) {
   s->cursor.assign(profiles.size(), 0);
-  if (s->best.size() < kBlockIds) s->best.resize(kBlockIds);
+  if (s->best.size() < kBlockIds) s->best.assign(kBlockIds, 0);
   uint64_t* const best = s->best.data();
   uint64_t seen[kBlockIds / 64];  // a bit an id of the block: some live row claims it
   for (uint64_t base = 0; base <= last; base += kBlockIds) {
@@ -265,22 +325,17 @@ void MergeDense(std::span<const Columns* const> profiles, UnixSeconds now, uint6
         if (at >= kBlockIds) break;
         const UnixSeconds e = expires[i];
         const uint64_t claim = Claim(e, first + static_cast<uint32_t>(i));
-        const uint64_t word = seen[at / 64], bit = uint64_t{1} << (at % 64);
-        // An expired row never beats a live one (its rank is lower): it is
-        // written like any other, only not marked seen. What an id not seen
-        // holds is left from before, and is overwritten.
-        const uint64_t old = best[at];
-        best[at] = (word & bit) != 0 ? std::max(old, claim) : claim;
-        seen[at / 64] = word | (Alive(e, now) ? bit : 0);
+        // An expired row claims nothing (0, which every claim beats: no row
+        // is numbered UINT32_MAX). In masks, not branches: which claim is
+        // larger is a coin toss.
+        const uint64_t alive = Alive(e, now) ? 1 : 0;
+        const uint64_t mine = claim & (uint64_t{0} - alive);
+        if (mine > best[at]) best[at] = mine;
+        seen[at / 64] |= alive << (at % 64);
       }
       s->cursor[p] = i;
     }
-    for (size_t w = 0; w < kBlockIds / 64; ++w) {
-      for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
-        const size_t at = w * 64 + static_cast<size_t>(std::countr_zero(bits));
-        out->Add(lo + base + at, best[at]);
-      }
-    }
+    out->AddBlock(lo + base, seen, kBlockIds / 64, best);
   }
 }
 
@@ -338,7 +393,7 @@ void MergePairwise(std::span<const Columns* const> profiles, UnixSeconds now, si
     std::swap(s->runs, s->merged);
   }
   const uint32_t n = ends.empty() ? 0 : ends[0];
-  for (uint32_t i = 0; i < n; ++i) out->Add(s->runs[i].id, s->runs[i].claim);
+  out->AddRun(s->runs.data(), s->runs.data() + n);
 }
 
 }  // namespace

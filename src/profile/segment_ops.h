@@ -38,7 +38,7 @@ void MergeProfiles(std::span<const Columns* const> profiles, UnixSeconds now, Co
 
 // Memory SelectMerged reuses from one call to the next: keep one per thread
 // (not thread-safe), so that a merged read allocates nothing once it has
-// grown. Its contents between calls mean nothing.
+// grown. Only SelectMerged reads or writes it.
 struct MergeScratch {
   // A live row's claim on its id: its expiry's rank (a later one is larger,
   // kNever the largest) in the high 32 bits, and the complement of the row's
@@ -49,7 +49,7 @@ struct MergeScratch {
     uint64_t id;
     uint64_t claim;
   };
-  std::vector<uint64_t> best;       // dense ids: per id of a block, its best claim
+  std::vector<uint64_t> best;       // dense ids: per id of a block, its best claim; all 0 after
   std::vector<size_t> cursor;       // dense ids: per profile, its first row not merged
   std::vector<Row> runs, merged;    // sparse ids: sorted runs of claims, merged pairwise
   std::vector<uint32_t> run_ends;   // sparse ids: where each run in `runs` ends
