@@ -461,7 +461,14 @@ Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
       avail -= used;
       consumed += used;
     } else {
-      g = r.SlowGap(ones, k, &buf, &avail, &consumed);
+      // Through copies: a pointer to the loop's own state would make the
+      // compiler keep it in memory, and every gap would wait on a store.
+      uint64_t b = buf, c = consumed;
+      unsigned a = avail;
+      g = r.SlowGap(ones, k, &b, &a, &c);
+      buf = b;
+      avail = a;
+      consumed = c;
     }
     if (g >= std::numeric_limits<uint64_t>::max() - id) return Corrupt("segment id overflows");
     id += g + 1;
