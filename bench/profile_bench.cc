@@ -167,8 +167,12 @@ void BM_MergedGetAnswer(benchmark::State& state) {
   const UnixSeconds now = kNow + 240 * 3600;  // a third expired
   size_t bytes = 0, segments = 0;
   MergeScratch scratch;  // a server thread's, kept across reads
+  std::vector<Columns> kept(k);
   for (auto _ : state) {
-    std::vector<Columns> columns(k);
+    // `reuse`: decoded into Columns kept from the last read (group_read.cc's
+    // pool), or into fresh ones.
+    std::vector<Columns> fresh(state.range(2) != 0 ? 0 : k);
+    std::vector<Columns>& columns = state.range(2) != 0 ? kept : fresh;
     std::vector<const Columns*> ptrs;
     for (size_t p = 0; p < k; ++p) {
       Status s = DecodeColumns(bodies[p], &columns[p]);
@@ -190,7 +194,9 @@ void BM_MergedGetAnswer(benchmark::State& state) {
   state.counters["frame_bytes"] = static_cast<double>(bytes);
   state.counters["segments"] = static_cast<double>(segments);
 }
-BENCHMARK(BM_MergedGetAnswer)->ArgsProduct({{2, 5, 10}, {0, 1}})->ArgNames({"k", "sparse"});
+BENCHMARK(BM_MergedGetAnswer)
+    ->ArgsProduct({{2, 5, 10}, {0, 1}, {0, 1}})
+    ->ArgNames({"k", "sparse", "reuse"});
 
 // The merge and select alone (SelectMerged), the k profiles decoded once.
 void BM_SelectMerged(benchmark::State& state) {

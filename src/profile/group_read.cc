@@ -32,6 +32,45 @@ bool ListsLive(const Group& g, std::string_view user, UnixSeconds now) {
   return it != g.members.end() && it->user == user && Alive(it->expires_at, now);
 }
 
+// Decoded profiles kept for the next group read on this thread (a session's
+// reads all run on its thread): a Columns keeps its buffers (a reference
+// profile's ids, expiries and bit stream, about 14 KiB), so a warm thread's
+// group reads allocate none, and zero none, for them.
+struct ReturnColumns {
+  void operator()(Columns* c) const;
+};
+using PooledColumns = std::unique_ptr<Columns, ReturnColumns>;
+
+struct ColumnsPool {
+  // At most about 2 MiB a thread: a few groups' profiles, of up to 4,096
+  // segments (a reference profile holds 1,000; larger ones are freed).
+  static constexpr size_t kMaxKept = 32;
+  static constexpr size_t kMaxRows = 4096;
+  std::vector<std::unique_ptr<Columns>> free;
+  ~ColumnsPool();
+};
+// Set once this thread's pool is destroyed (thread exit): a Columns returned
+// after that is freed. Trivially destructible, so readable to the end.
+thread_local bool pool_gone = false;
+thread_local ColumnsPool pool;
+ColumnsPool::~ColumnsPool() { pool_gone = true; }
+
+PooledColumns TakeColumns() {
+  if (pool_gone || pool.free.empty()) return PooledColumns(new Columns);
+  PooledColumns c(pool.free.back().release());
+  pool.free.pop_back();
+  return c;
+}
+
+void ReturnColumns::operator()(Columns* c) const {
+  if (pool_gone || pool.free.size() >= ColumnsPool::kMaxKept ||
+      c->ids.capacity() > ColumnsPool::kMaxRows) {
+    delete c;
+    return;
+  }
+  pool.free.emplace_back(c);
+}
+
 // Whether `c` (a profile's decoded body) says it is linked, live at `now`.
 bool LinkedLive(const Columns& c, UnixSeconds now) {
   return c.group.member && Alive(c.group.link_expires, now);
@@ -54,7 +93,7 @@ struct GroupRead {
   UnixSeconds now = 0;
   std::string master;
   // (user, profile): the master's first, then the members'.
-  std::vector<std::pair<std::string, Columns>> profiles;
+  std::vector<std::pair<std::string, PooledColumns>> profiles;
   Status error;  // the first member read that failed (not NotFound)
 
   void Finish() {
@@ -64,7 +103,7 @@ struct GroupRead {
     }
     if (profiles.size() == 1) {
       // A master none of whose members agrees: in no group.
-      AnswerAlone(profiles[0].second, now, options, done);
+      AnswerAlone(*profiles[0].second, now, options, done);
       return;
     }
     // The tie-break order of MergeProfiles: the master, then members by user.
@@ -72,7 +111,7 @@ struct GroupRead {
               [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<const Columns*> columns;
     columns.reserve(profiles.size());
-    for (const auto& p : profiles) columns.push_back(&p.second);
+    for (const auto& p : profiles) columns.push_back(p.second.get());
     // The session's thread's: every read runs on it, one Finish at a time.
     thread_local MergeScratch scratch;
     GetResult out;
@@ -194,8 +233,8 @@ void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRec
   auto read = std::make_shared<GroupRead>();
   read->options = options;
   read->now = now;
-  Columns mine;
-  if (Status s = DecodeColumns(own.body(), &mine); !s.ok()) {
+  PooledColumns mine = TakeColumns();
+  if (Status s = DecodeColumns(own.body(), mine.get()); !s.ok()) {
     done(s.WithContext(fmt::format("profile of user '{}'", own.key())));
     return;
   }
@@ -207,28 +246,30 @@ void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRec
       if (m.user != user && Alive(m.expires_at, now)) to_read.push_back(m.user);
     }
   };
-  if (mine.group.member) {
+  if (mine->group.member) {
     // A member: counts only if its master, read with it, lists it.
-    Columns master;
-    const bool agreed = LinkedLive(mine, now) && !own.reference().empty() && referenced.ok() &&
-                        DecodeColumns(referenced->body(), &master).ok() && !master.group.member &&
-                        ListsLive(master.group, user, now);
+    PooledColumns master = TakeColumns();
+    const bool agreed = LinkedLive(*mine, now) && !own.reference().empty() && referenced.ok() &&
+                        DecodeColumns(referenced->body(), master.get()).ok() &&
+                        !master->group.member && ListsLive(master->group, user, now);
     if (!agreed) {
-      AnswerAlone(mine, now, options, done);
+      AnswerAlone(*mine, now, options, done);
       return;
     }
     read->master = std::string(own.reference());
-    members_of(master.group);
+    members_of(master->group);
+    read->profiles.reserve(to_read.size() + 2);
     read->profiles.emplace_back(read->master, std::move(master));
     read->profiles.emplace_back(user, std::move(mine));
   } else {
     // A master: its group lasts while it lists a live link (as MasterOf says).
-    members_of(mine.group);
+    members_of(mine->group);
     if (to_read.empty()) {
-      AnswerAlone(mine, now, options, done);
+      AnswerAlone(*mine, now, options, done);
       return;
     }
     read->master = user;
+    read->profiles.reserve(to_read.size() + 1);
     read->profiles.emplace_back(user, std::move(mine));
   }
   read->done = std::move(done);
@@ -246,11 +287,11 @@ void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRec
       const std::string& member = to_read[i];
       const Result<GroupRecord>& r = (*all)[i];
       if (r.ok() && r->reference() == read->master) {
-        Columns c;
-        if (Status s = DecodeColumns(r->body(), &c); !s.ok()) {
+        PooledColumns c = TakeColumns();
+        if (Status s = DecodeColumns(r->body(), c.get()); !s.ok()) {
           if (read->error.ok())
             read->error = s.WithContext(fmt::format("profile of user '{}'", member));
-        } else if (LinkedLive(c, read->now)) {
+        } else if (LinkedLive(*c, read->now)) {
           read->profiles.emplace_back(member, std::move(c));
         }
       } else if (!r.ok() && !r.status().IsNotFound() && read->error.ok()) {
