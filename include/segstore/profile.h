@@ -33,8 +33,15 @@ using segstore::ExpireCondition;
 using segstore::ExpireOutcome;
 using segstore::ExpireResult;
 using segstore::ExpireSpec;
+using segstore::Field;
+using segstore::FieldMaxResult;
+using segstore::FieldSelection;
+using segstore::FieldUpdate;
+using segstore::FieldValue;
+using segstore::FieldWriteResult;
 using segstore::GetOptions;
 using segstore::GetResult;
+using segstore::IncrementResult;
 using segstore::kNever;
 using segstore::LinkedUser;
 using segstore::LinkResult;
@@ -50,6 +57,14 @@ using segstore::UpsertResult;
 struct ProfileOptions {
   // A write that would leave a profile with more segments is refused.
   uint32_t max_segments = 10000;
+  // Profile fields: a write that would leave a profile with more live
+  // fields, or a string or bytes value larger than max_field_bytes, is
+  // refused (LimitExceeded).
+  uint32_t max_fields = 256;
+  uint32_t max_field_bytes = 1024;
+  // Field names numbered in the store's name table (the rest are stored in
+  // each body, costing their bytes): src/profile/field_names.h.
+  uint32_t max_field_names = 65535;
   // Profile bridging: at most this many users linked to one master (a link
   // beyond is refused with LimitExceeded), so a merged read reads at most
   // this many profiles besides the master's.
@@ -86,6 +101,7 @@ struct SweeperStats {
   uint64_t records_rewritten = 0;  // rewritten without their expired segments
   uint64_t records_deleted = 0;    // nothing was left alive
   uint64_t segments_removed = 0;
+  uint64_t fields_removed = 0;   // expired profile fields
   uint64_t bytes_reclaimed = 0;  // record bytes no longer stored
 };
 
@@ -235,6 +251,34 @@ class ProfileSession {
   // carries, and how Link, Unlink and Delete make their writes.
   virtual void ApplyLinkStep(const WriteContext& w, const LinkStep& step,
                              Callback<LinkStepResult> done) = 0;
+
+  // ---- Profile fields (proto/PROTOCOL.md, "Profile fields"): typed values
+  // beside the segments, each with its own expiry. Every one of these is
+  // one read-modify-write of the user's record, as upsert is; a profile
+  // that has none is made. Each checks its request before reading
+  // anything: InvalidArgument (a name empty or over 64 bytes, a name twice,
+  // a time outside 32 bits, an expiry not in the future), LimitExceeded (a
+  // value over max_field_bytes, more than max_fields live fields).
+  //
+  // Sets these fields (each replaced whole: value, type and expiry).
+  virtual void FieldSet(const WriteContext& w, std::string_view user,
+                        std::span<const FieldUpdate> fields, Callback<FieldWriteResult> done) = 0;
+  // Deletes these fields; `changed` counts the live ones among them.
+  // NotFound, writing nothing, when the user has no profile.
+  virtual void FieldDelete(const WriteContext& w, std::string_view user,
+                           std::span<const std::string> names, Callback<FieldWriteResult> done) = 0;
+  // Adds `inc.delta` to an int field (a new or expired one starts at 0),
+  // atomically: see FieldIncrement. InvalidArgument when the field holds
+  // another type, or the sum overflows 64 bits.
+  virtual void FieldIncrement(const WriteContext& w, std::string_view user,
+                              const segstore::FieldIncrement& inc,
+                              Callback<IncrementResult> done) = 0;
+  // Sets the field to `f` if `f.value` is larger than the live value (an
+  // absent or expired field: always), keeping the larger: "last seen".
+  // Int, double and time values; InvalidArgument for another type or when
+  // the field holds another type.
+  virtual void FieldMax(const WriteContext& w, std::string_view user, const FieldUpdate& f,
+                        Callback<FieldMaxResult> done) = 0;
 
   // Live segments with IDs in [id_from, id_to]. NotFound when the user has
   // no live segment.

@@ -5,9 +5,11 @@
 // dependencies beyond the standard library.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace segstore {
@@ -21,6 +23,57 @@ struct Segment {
   std::optional<uint32_t> attr1;  // e.g. a partner or source id
   std::optional<uint32_t> attr2;  // e.g. flags
   bool operator==(const Segment&) const = default;
+};
+
+// Profile fields (proto/PROTOCOL.md, "Profile fields"): beside its
+// segments, a profile holds named, typed values, each with its own expiry:
+// counters, last-seen times, scores, strings.
+struct FieldValue {
+  enum class Type : uint8_t {
+    kInt = 0,     // int64 (`i`); counters are these
+    kDouble = 1,  // `d`
+    kString = 2,  // `s`, text (MessagePack str on the wire)
+    kBytes = 3,   // `s`, bytes (MessagePack bin)
+    kTime = 4,    // Unix seconds in `i`, 0..2^32-1 (MessagePack timestamp)
+  };
+  Type type = Type::kInt;
+  int64_t i = 0;
+  double d = 0;
+  std::string s;
+
+  static FieldValue Int(int64_t v) { return FieldValue{Type::kInt, v, 0, {}}; }
+  static FieldValue Double(double v) { return FieldValue{Type::kDouble, 0, v, {}}; }
+  static FieldValue String(std::string v) { return FieldValue{Type::kString, 0, 0, std::move(v)}; }
+  static FieldValue Bytes(std::string v) { return FieldValue{Type::kBytes, 0, 0, std::move(v)}; }
+  static FieldValue Time(UnixSeconds v) { return FieldValue{Type::kTime, v, 0, {}}; }
+  // Doubles compare by their bits: a stored NaN equals itself.
+  bool operator==(const FieldValue& o) const;
+};
+struct Field {
+  std::string name;  // 1 to 64 bytes
+  FieldValue value;
+  UnixSeconds expires_at = kNever;
+  bool operator==(const Field&) const = default;
+};
+
+inline bool FieldValue::operator==(const FieldValue& o) const {
+  return type == o.type && i == o.i && std::bit_cast<uint64_t>(d) == std::bit_cast<uint64_t>(o.d) &&
+         s == o.s;
+}
+
+// Which fields a get returns (none by default: a get costs what it did
+// before fields existed).
+struct FieldSelection {
+  enum class Mode : uint8_t {
+    kNone = 0,    // no fields
+    kAll = 1,     // every live field
+    kNames = 2,   // the live ones among `names`
+    kPrefix = 3,  // the live ones whose name starts with `prefix` ("cap:")
+  };
+  Mode mode = Mode::kNone;
+  std::vector<std::string> names;
+  std::string prefix;
+  bool operator==(const FieldSelection&) const = default;
 };
 
 // What a get returns and how.
@@ -46,6 +99,8 @@ struct GetOptions {
   // A linked user (profile bridging): only its own profile, not the merged
   // view of its group.
   bool own_only = false;
+  // The profile's fields to return beside its segments.
+  FieldSelection fields;
 };
 
 // The matching live segments, column by column (the read path's own layout:
@@ -66,6 +121,9 @@ struct GetResult {
   // its members'). Empty and 0 for a user in no group, or with own_only.
   std::string master;
   uint32_t profiles = 0;
+  // The live fields GetOptions::fields asked for, sorted by name (a linked
+  // user's: its master's).
+  std::vector<Field> fields;
 
   size_t size() const { return ids.size(); }
   // Row i as a Segment (expires_at is kNever when the result is ids_only).
@@ -155,6 +213,48 @@ struct LinkStepResult {
   // UpsertResult's).
   bool duplicate = false;
   bool operator==(const LinkStepResult&) const = default;
+};
+
+// One field to set: its value and its expiry, as a segment's (with `ttl`,
+// now + `expiry` seconds; without, at `expiry`; kNever: never).
+struct FieldUpdate {
+  std::string name;
+  FieldValue value;
+  uint32_t expiry = kNever;
+  bool ttl = false;
+};
+
+// An atomic increment of an int field (a counter).
+struct FieldIncrement {
+  std::string name;
+  int64_t delta = 1;
+  // Seconds the counter lives (0: never expires). kFixed: set when the
+  // counter is made (a new or expired one) and kept by later increments: a
+  // fixed window ("3 a day"). kSliding: every increment sets it again.
+  uint32_t ttl = 0;
+  enum class Window : uint8_t { kFixed = 0, kSliding = 1 };
+  Window window = Window::kFixed;
+  // With a cap, an increment that would take the value past it (above it
+  // for a positive delta, below it for a negative one) is refused:
+  // nothing is written and the result says so.
+  std::optional<int64_t> cap;
+};
+// What field_set and field_del did.
+struct FieldWriteResult {
+  uint32_t changed = 0;    // fields set; or live fields deleted
+  uint32_t count = 0;      // live fields after the write
+  bool duplicate = false;  // as UpsertResult's
+};
+// What field_max did.
+struct FieldMaxResult {
+  FieldValue value;        // the field's value after it
+  bool replaced = false;   // the given value was larger (or the field absent): it is the field now
+  bool duplicate = false;  // as UpsertResult's
+};
+struct IncrementResult {
+  int64_t value = 0;       // the counter after the increment (before it, when capped)
+  bool capped = false;     // refused: the cap would have been passed
+  bool duplicate = false;  // as UpsertResult's
 };
 
 enum class UpsertMode : uint8_t {

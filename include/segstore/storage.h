@@ -147,6 +147,12 @@ class Record {
 };
 
 // What an update function wants done with the key.
+// Keys beginning with these two bytes are the node's own records (the
+// field name table of src/profile, a cluster node's log checkpoints): never
+// a user's profile, never copied to another node (proto/PROTOCOL.md).
+inline constexpr std::string_view kReservedKeyPrefix{"\xff\x00", 2};
+inline bool IsReservedKey(std::string_view key) { return key.starts_with(kReservedKeyPrefix); }
+
 struct Mutation {
   enum class Kind : uint8_t { kKeep, kPut, kDelete };
   Kind kind = Kind::kKeep;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace segstore {
 
@@ -28,6 +29,31 @@ inline uint64_t DecodeFixed64(const void* src) {
   uint64_t v;
   std::memcpy(&v, src, sizeof v);
   return v;
+}
+
+// LEB128 varints (7 bits a byte, least significant first), as the profile
+// codec stores its counts and expiries.
+inline void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+// Reads one from [p, end), advancing p: false when it is truncated or holds
+// more than 64 bits.
+inline bool GetVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
+  uint64_t result = 0;
+  for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
+    uint8_t b = *p++;
+    result |= uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) {
+      if (shift == 63 && b > 1) return false;  // more than 64 bits
+      *v = result;
+      return true;
+    }
+  }
+  return false;
 }
 
 // Rounds `v` up or down to a multiple of `align`, which must be a power of two.

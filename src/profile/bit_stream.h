@@ -12,6 +12,17 @@
 
 namespace segstore::profile {
 
+// Rice codes of gaps (the codec's sorted ids): g as q = g >> k ones and a
+// zero, then the k low bits; q >= kEscapeRun: kEscapeRun ones, then g in 64
+// bits.
+inline constexpr unsigned kEscapeRun = 32;
+
+// Bits a gap g takes with Rice parameter k.
+inline uint64_t RiceBits(uint64_t g, unsigned k) {
+  const uint64_t q = g >> k;
+  return q >= kEscapeRun ? kEscapeRun + 64 : q + 1 + k;
+}
+
 class BitWriter {
  public:
   explicit BitWriter(std::string* out) : out_(out) {}
@@ -33,6 +44,17 @@ class BitWriter {
   }
   // `q` ones then a zero (q < 57).
   void WriteUnary(unsigned q) { Write(Mask(q), q + 1); }
+  // `g` Rice-coded with parameter k (k <= kEscapeRun).
+  void WriteRice(uint64_t g, unsigned k) {
+    const uint64_t q = g >> k;
+    if (q >= kEscapeRun) {
+      Write(Mask(kEscapeRun), kEscapeRun);
+      Write64(g);
+    } else {
+      WriteUnary(static_cast<unsigned>(q));
+      if (k > 0) Write(g, k);
+    }
+  }
   // Pads to a byte and hands everything to the output.
   void Finish() {
     while (bits_ > 0) {
@@ -84,6 +106,12 @@ class BitReader {
     buf_ >>= ones + 1;
     avail_ -= ones + 1;
     return ones;
+  }
+  // A gap WriteRice wrote with parameter k.
+  uint64_t ReadRice(unsigned k) {
+    const unsigned q = ReadUnary(kEscapeRun);
+    if (q >= kEscapeRun) return Read64();
+    return (uint64_t{q} << k) | (k > 0 ? Read(k) : 0);
   }
   bool overrun() const { return overrun_; }
   // Bits not yet read.

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <limits>
 
+#include "common/coding.h"
 #include "profile/bit_stream.h"
+#include "profile/field_codec.h"
 #include "profile/segment_ops.h"
 #include "storage/format.h"
 
@@ -21,10 +23,11 @@ namespace {
 // (and its fixture under tests/data), and this build must still decode every
 // body of the format versions it reads: codec 1 (data file format 1, and
 // later ones for bodies without a log position), codec 2 (data file format 2
-// on, for bodies with one) and codec 3 (data file format 3, which holds codec
-// 1, 2 and 3; codec 3 is written only for a profile in a group, beside the
-// record kind format 3 adds, storage::RecordKind::kPutRef).
-static_assert(kCodecVersion == 3 && storage::kFormatVersion == 3 &&
+// on, for bodies with one), codec 3 (data file format 3 on; written only for
+// a profile in a group, beside the record kind format 3 adds,
+// storage::RecordKind::kPutRef) and codec 4 (data file format 4; written
+// only for a profile with fields).
+static_assert(kCodecVersion == 4 && storage::kFormatVersion == 4 &&
                   storage::kOldestFormatVersion == 1,
               "the profile codec is part of the data file format: changing it is a new data "
               "file format version (src/storage/FORMAT.md, Versions)");
@@ -35,7 +38,12 @@ static_assert(kCodecVersion == 3 && storage::kFormatVersion == 3 &&
 constexpr uint8_t kCodecNoPosition = 1;
 constexpr uint8_t kCodecWithPosition = 2;
 constexpr uint8_t kCodecWithGroup = 3;
-static_assert(kCodecWithGroup == kCodecVersion);
+constexpr uint8_t kCodecWithFields = 4;
+static_assert(kCodecWithFields == kCodecVersion);
+
+// Version 4's section flags: which sections follow the log position.
+constexpr uint8_t kSectionGroup = 1 << 0;
+constexpr uint8_t kSectionFields = 1 << 1;
 
 // The group section (version 3).
 constexpr uint8_t kGroupFlagMember = 1 << 0;  // a link expiry follows
@@ -44,41 +52,12 @@ constexpr uint64_t kMaxUserBytes = 65535;
 // expiry (1 byte): a count the body cannot hold is refused before allocating.
 constexpr uint64_t kMinMemberBytes = 3;
 
-constexpr unsigned kEscapeRun = 32;  // unary runs this long escape to a raw 64-bit gap
 constexpr uint32_t kUnits[4] = {1, 60, 3600, 86400};
 constexpr uint8_t kFlagNever = 1 << 2;
 constexpr uint8_t kFlagAttr1 = 1 << 3;
 constexpr uint8_t kFlagAttr2 = 1 << 4;
 
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
-  uint64_t result = 0;
-  for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
-    uint8_t b = *p++;
-    result |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) {
-      if (shift == 63 && b > 1) return false;  // more than 64 bits
-      *v = result;
-      return true;
-    }
-  }
-  return false;
-}
-
 unsigned BitWidth(uint64_t v) { return static_cast<unsigned>(std::bit_width(v)); }
-
-// Bits a gap of g + 1 takes with Rice parameter k.
-uint64_t RiceBits(uint64_t g, unsigned k) {
-  const uint64_t q = g >> k;
-  return q >= kEscapeRun ? kEscapeRun + 64 : q + 1 + k;
-}
 
 // The Rice parameter that codes the gaps in the fewest bits, among the one
 // their mean suggests and its two neighbours (ties: the suggested one, then
@@ -211,17 +190,7 @@ void EncodeSegmentColumns(std::span<const Segment> segments, std::string* out) {
 
   out->reserve(out->size() + (n * (k + 2 + width) + 7) / 8 + 16);
   BitWriter bits(out);
-  for (size_t i = 1; i < n; ++i) {
-    uint64_t g = segments[i].id - segments[i - 1].id - 1;
-    uint64_t q = g >> k;
-    if (q >= kEscapeRun) {
-      bits.Write((uint64_t{1} << kEscapeRun) - 1, kEscapeRun);
-      bits.Write64(g);
-    } else {
-      bits.WriteUnary(static_cast<unsigned>(q));
-      if (k > 0) bits.Write(g, k);
-    }
-  }
+  for (size_t i = 1; i < n; ++i) bits.WriteRice(segments[i].id - segments[i - 1].id - 1, k);
   // One loop per unit, so that each divides by a constant.
   auto write_expiries = [&](auto unit_seconds) {
     for (const Segment& s : segments) {
@@ -275,15 +244,10 @@ void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, st
   EncodeSegmentColumns(segments, out);
 }
 
-void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
-                   std::string* out) {
-  if (group.empty()) {
-    EncodeSegments(segments, log_position, out);
-    return;
-  }
-  out->clear();
-  out->push_back(static_cast<char>(kCodecWithGroup));
-  PutVarint(out, log_position);
+namespace {
+
+// Appends the group section (versions 3 and 4), from its flags byte on.
+void EncodeGroupSection(const Group& group, std::string* out) {
   out->push_back(static_cast<char>(group.member ? kGroupFlagMember : 0));
   if (group.member) PutVarint(out, group.link_expires);
   PutVarint(out, group.members.size());
@@ -296,6 +260,42 @@ void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, con
     PutVarint(out, m.user.size());
     out->append(m.user);
     PutVarint(out, m.expires_at);
+  }
+}
+
+}  // namespace
+
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::string* out) {
+  EncodeProfile(segments, log_position, group, std::string_view(), out);
+}
+
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::span<const StoredField> fields, std::string* out) {
+  std::string section;
+  if (!fields.empty()) EncodeFieldSection(fields, &section);
+  EncodeProfile(segments, log_position, group, std::string_view(section), out);
+}
+
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::string_view fields, std::string* out) {
+  if (fields.empty()) {
+    if (group.empty()) {
+      EncodeSegments(segments, log_position, out);
+      return;
+    }
+    out->clear();
+    out->push_back(static_cast<char>(kCodecWithGroup));
+    PutVarint(out, log_position);
+    EncodeGroupSection(group, out);
+  } else {
+    out->clear();
+    out->push_back(static_cast<char>(kCodecWithFields));
+    PutVarint(out, log_position);
+    out->push_back(static_cast<char>(kSectionFields | (group.empty() ? 0 : kSectionGroup)));
+    if (!group.empty()) EncodeGroupSection(group, out);
+    PutVarint(out, fields.size());
+    out->append(fields);
   }
   EncodeSegmentColumns(segments, out);
 }
@@ -354,31 +354,63 @@ struct Layout {
   return Status::OK();
 }
 
-// Reads the version byte, the log position (versions 2 and 3) and, when
-// `group` is given, the group section (version 3; `group` is emptied for
-// versions 1 and 2): *p is then left on the segment count (the rest is the
-// same in every version). Without `group`, a version-3 body's *p is left on
-// its group section, unread.
+// Reads version 4's sections after its log position: the group section
+// into *group when flagged (else emptied) and the fields section's bytes
+// into *fields. Out of line, as DecodeGroup.
+[[gnu::noinline]] Status DecodeSections(const uint8_t*& p, const uint8_t* end, Group* group,
+                                        std::string* fields) {
+  if (p == end) return Corrupt("section flags");
+  const uint8_t flags = *p++;
+  // Version 4 is written only with fields.
+  if ((flags & ~(kSectionGroup | kSectionFields)) != 0 || (flags & kSectionFields) == 0) {
+    return Corrupt(fmt::format("section flags {:#x}", flags));
+  }
+  if (flags & kSectionGroup) {
+    SEGSTORE_RETURN_IF_ERROR(DecodeGroup(p, end, group));
+  } else if (!group->empty()) {
+    group->clear();
+  }
+  uint64_t length;
+  if (!GetVarint(p, end, &length) || length == 0 || length > static_cast<uint64_t>(end - p)) {
+    return Corrupt("fields section length");
+  }
+  fields->assign(reinterpret_cast<const char*>(p), length);
+  p += length;
+  return Status::OK();
+}
+
+// Reads the version byte, the log position (versions 2 to 4) and, when
+// `group` is given, the group section (versions 3 and 4; `group` is emptied
+// when the body has none) and the fields section's bytes into *fields
+// (version 4; emptied when none): *p is then left on the segment count (the
+// rest is the same in every version). Without `group`, a version-3 or 4
+// body's *p is left after its log position, the rest unread.
 Status DecodeVersionHeader(const uint8_t*& p, const uint8_t* end, uint64_t* log_position,
-                           Group* group) {
+                           Group* group, std::string* fields) {
   if (p == end) return Corrupt("empty");
   const uint8_t version = *p++;
+  auto no_sections = [&] {
+    if (group != nullptr && !group->empty()) group->clear();
+    if (fields != nullptr && !fields->empty()) fields->clear();
+  };
   if (version == kCodecNoPosition) {
     *log_position = 0;
-    if (group != nullptr && !group->empty()) group->clear();
+    no_sections();
     return Status::OK();
   }
-  if (version != kCodecWithPosition && version != kCodecWithGroup) {
+  if (version != kCodecWithPosition && version != kCodecWithGroup && version != kCodecWithFields) {
     return Corrupt(fmt::format("codec version {}", version));
   }
   if (!GetVarint(p, end, log_position)) return Corrupt("log position");
   if (version == kCodecWithPosition) {
     // Never written: a body without a position is version 1.
     if (*log_position == 0) return Corrupt("log position 0 in a version-2 body");
-    if (group != nullptr && !group->empty()) group->clear();
+    no_sections();
     return Status::OK();
   }
   if (group == nullptr) return Status::OK();
+  if (version == kCodecWithFields) return DecodeSections(p, end, group, fields);
+  if (!fields->empty()) fields->clear();
   return DecodeGroup(p, end, group);
 }
 
@@ -394,7 +426,8 @@ Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
   out->attr_present.clear();
   out->has_attr1 = out->has_attr2 = false;
   out->log_position = 0;
-  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, end, &out->log_position, &out->group));
+  SEGSTORE_RETURN_IF_ERROR(
+      DecodeVersionHeader(p, end, &out->log_position, &out->group, &out->fields));
   uint64_t n;
   if (!GetVarint(p, end, &n)) return Corrupt("segment count");
   if (n == 0) {
@@ -575,8 +608,18 @@ Status DecodeRest(const Layout& l, Columns* out) {
 Result<uint64_t> DecodeLogPosition(std::string_view body) {
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
   uint64_t position = 0;
-  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, p + body.size(), &position, nullptr));
+  SEGSTORE_RETURN_IF_ERROR(DecodeVersionHeader(p, p + body.size(), &position, nullptr, nullptr));
   return position;
+}
+
+bool HasGroupSection(std::string_view body) {
+  if (body.empty()) return false;
+  if (body[0] == kCodecWithGroup) return true;
+  if (body[0] != kCodecWithFields) return false;
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data()) + 1;
+  const uint8_t* end = p + body.size() - 1;
+  uint64_t position;
+  return GetVarint(p, end, &position) && p != end && (*p & kSectionGroup) != 0;
 }
 
 Status DecodeColumns(std::string_view body, Columns* out) {

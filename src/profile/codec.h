@@ -49,7 +49,23 @@
 //
 // Version 3 is written only for a profile in a group (never with an empty
 // group section: that body is version 1 or 2), so a profile outside every
-// group keeps the bytes and the size of versions 1 and 2. All three are read.
+// group keeps the bytes and the size of versions 1 and 2.
+//
+// Layout (version 4): the record also holds the profile's fields (issue 21:
+// typed values beside the segments; field_codec.h has the section):
+//
+//   u8      version (4)
+//   varint  log position (0 = none)
+//   u8      sections: bit 0 a group section follows, bit 1 a fields section
+//           follows (always set); bits 2-7 are 0
+//   ...     the group section as version 3 has it, from its flags on, when
+//           bit 0 is set
+//   varint  the fields section's length in bytes (>= 1), then its bytes
+//   ...     exactly the version-1 layout from `varint n` on
+//
+// Version 4 is written only for a profile with fields, so a profile without
+// any keeps the bytes of versions 1 to 3; a get that asks for no field steps
+// over the section by its length. All four are read.
 //
 // The unit is the coarsest that loses nothing (all expiries whole hours:
 // hours), so expiries stay exact to the second. Decoding is safe on any bytes:
@@ -58,8 +74,8 @@
 //
 // These bytes are part of the data file format (src/storage/FORMAT.md,
 // "Versions"): codec version 1 is what data file format version 1 holds;
-// data file format version 2 holds codec versions 1 and 2, and version 3
-// holds codec versions 1, 2 and 3. A change here is a new data file format
+// data file format version 2 holds codec versions 1 and 2, version 3 holds
+// codec versions 1 to 3, and version 4 holds 1 to 4. A change here is a new data file format
 // version, with its fixture under tests/data; the version byte only tells
 // the decoder which it is reading.
 #pragma once
@@ -70,15 +86,16 @@
 #include <string_view>
 #include <vector>
 
+#include "profile/field_codec.h"
 #include "segstore/profile.h"
 #include "segstore/result.h"
 
 namespace segstore::profile {
 
-// The newest codec version this build writes (and reads): 3, written only
-// for a profile in a group (a non-empty Group); outside every group it
-// writes version 2 for a body with a log position, version 1 without one.
-inline constexpr uint8_t kCodecVersion = 3;
+// The newest codec version this build writes (and reads): 4, written only
+// for a profile with fields; without fields, 3 for a profile in a group (a
+// non-empty Group), else 2 for a body with a log position, 1 without one.
+inline constexpr uint8_t kCodecVersion = 4;
 
 // One member of a master's group: its user ID and when its link expires.
 struct GroupMember {
@@ -119,9 +136,21 @@ void EncodeSegments(std::span<const Segment> segments, uint64_t log_position, st
 // process aborts, naming it.
 void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
                    std::string* out);
+// The same with the profile's fields (in StoredBefore order, as
+// EncodeFieldSection takes them): version 4 when there are any, otherwise
+// exactly the overload above.
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::span<const StoredField> fields, std::string* out);
+// The same with the fields section already encoded (EncodeFieldSection's
+// bytes; Columns::fields of a decoded body): empty for none.
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::string_view fields, std::string* out);
 
-// Whether `body` has a group section (is codec 3): its first byte only.
-inline bool HasGroupSection(std::string_view body) { return !body.empty() && body[0] == 3; }
+// Whether `body` has a group section (codec 3, or 4 with one): its first
+// bytes only.
+bool HasGroupSection(std::string_view body);
+// Whether `body` has a fields section (is codec 4): its first byte only.
+inline bool HasFieldSection(std::string_view body) { return !body.empty() && body[0] == 4; }
 
 // The log position a body remembers, reading only its version byte and
 // position: 0 for a version-1 body, and for a version-3 one without a
@@ -135,7 +164,8 @@ Result<uint64_t> DecodeLogPosition(std::string_view body);
 // across calls keeps its capacity.
 struct Columns {
   uint64_t log_position = 0;  // the body's (versions 2, 3); 0 when it has none
-  Group group;                // the body's group section (version 3); empty for versions 1, 2
+  Group group;                // the body's group section (versions 3, 4); empty when none
+  std::string fields;         // the body's fields section (version 4), undecoded; empty when none
   std::vector<uint64_t> ids;
   std::vector<UnixSeconds> expires;
   bool has_attr1 = false;
@@ -165,11 +195,13 @@ struct Columns {
 };
 
 // Decodes every segment of `body` (expired ones too), its log position
-// into out->log_position (0 when it has none) and its group section into
-// out->group (version 3; emptied for versions 1 and 2, at no cost when it
-// already is). Corruption when the bytes are not a valid encoding of version
-// 1, 2 or 3 (a version-3 body with an empty group section is not: it is never
-// written); `out` is then unspecified.
+// into out->log_position (0 when it has none), its group section into
+// out->group (versions 3, 4; emptied otherwise, at no cost when it already
+// is) and its fields section's bytes into out->fields (version 4; for
+// DecodeFieldSection). Corruption when the bytes are not a valid encoding of
+// versions 1 to 4 (a version-3 body with an empty group section is not: it
+// is never written); `out` is then unspecified. The fields section is only
+// checked by DecodeFieldSection.
 Status DecodeColumns(std::string_view body, Columns* out);
 // The segments alone: the log position and the group section are dropped.
 Status DecodeSegments(std::string_view body, std::vector<Segment>* out);

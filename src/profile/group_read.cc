@@ -76,11 +76,32 @@ bool LinkedLive(const Columns& c, UnixSeconds now) {
   return c.group.member && Alive(c.group.link_expires, now);
 }
 
+// The fields `options` asks for of `c` (a profile with fields) into
+// out->fields, and *live its count of live fields (needed only when the
+// segments have none: a profile with a live field exists).
+Status FieldsOf(const Columns& c, const FieldNames& names, const GetOptions& options,
+                UnixSeconds now, uint32_t live_segments, GetResult* out, uint32_t* live) {
+  *live = 0;
+  if (c.fields.empty()) return Status::OK();
+  if (options.fields.mode == FieldSelection::Mode::kNone && live_segments > 0) return Status::OK();
+  std::vector<StoredField> scratch;
+  Result<uint32_t> n = SelectFields(c.fields, names, options.fields, now, &scratch, &out->fields);
+  if (!n.ok()) return n.status();
+  *live = *n;
+  return Status::OK();
+}
+
 // `own` alone, as GetOwn answers it.
-void AnswerAlone(const Columns& own, UnixSeconds now, const GetOptions& options,
-                 const Callback<GetResult>& done) {
+void AnswerAlone(const Columns& own, const FieldNames& names, UnixSeconds now,
+                 const GetOptions& options, const Callback<GetResult>& done) {
   GetResult out;
-  if (Select(own, now, options, &out) == 0) {
+  const uint32_t live = Select(own, now, options, &out);
+  uint32_t live_fields = 0;
+  if (Status s = FieldsOf(own, names, options, now, live, &out, &live_fields); !s.ok()) {
+    done(s);
+    return;
+  }
+  if (live == 0 && live_fields == 0) {
     done(Status::NotFound("no live segments"));
     return;
   }
@@ -88,6 +109,7 @@ void AnswerAlone(const Columns& own, UnixSeconds now, const GetOptions& options,
 }
 
 struct GroupRead {
+  const FieldNames* names = nullptr;
   GetOptions options;
   Callback<GetResult> done;
   UnixSeconds now = 0;
@@ -103,7 +125,7 @@ struct GroupRead {
     }
     if (profiles.size() == 1) {
       // A master none of whose members agrees: in no group.
-      AnswerAlone(*profiles[0].second, now, options, done);
+      AnswerAlone(*profiles[0].second, *names, now, options, done);
       return;
     }
     // The tie-break order of MergeProfiles: the master, then members by user.
@@ -116,7 +138,14 @@ struct GroupRead {
     thread_local MergeScratch scratch;
     GetResult out;
     const uint32_t live = SelectMerged(columns, now, options, &scratch, &out);
-    if (live == 0) {
+    // The group's fields are its master's.
+    uint32_t live_fields = 0;
+    if (Status s = FieldsOf(*profiles[0].second, *names, options, now, live, &out, &live_fields);
+        !s.ok()) {
+      done(s.WithContext(fmt::format("profile of user '{}'", master)));
+      return;
+    }
+    if (live == 0 && live_fields == 0) {
       done(Status::NotFound("no live segments in the group"));
       return;
     }
@@ -231,6 +260,7 @@ void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRec
                                    const GetOptions& options, UnixSeconds now,
                                    Callback<GetResult> done) {
   auto read = std::make_shared<GroupRead>();
+  read->names = names_;
   read->options = options;
   read->now = now;
   PooledColumns mine = TakeColumns();
@@ -253,7 +283,7 @@ void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRec
                         DecodeColumns(referenced->body(), master.get()).ok() &&
                         !master->group.member && ListsLive(master->group, user, now);
     if (!agreed) {
-      AnswerAlone(*mine, now, options, done);
+      AnswerAlone(*mine, *names_, now, options, done);
       return;
     }
     read->master = std::string(own.reference());
@@ -265,7 +295,7 @@ void ProfileSessionImpl::ReadGroup(const GroupRecord& own, const Result<GroupRec
     // A master: its group lasts while it lists a live link (as MasterOf says).
     members_of(mine->group);
     if (to_read.empty()) {
-      AnswerAlone(*mine, now, options, done);
+      AnswerAlone(*mine, *names_, now, options, done);
       return;
     }
     read->master = user;

@@ -181,6 +181,7 @@ void ProfileSessionImpl::VerifyMembers(const std::string& user, Membership m,
 }
 
 void ProfileSessionImpl::MasterOf(std::string_view user, Callback<std::string> done) {
+  if (Reserved({user}, done)) return;
   ReadMembership(user, [done = std::move(done)](Result<Membership> m) {
     if (!m.ok()) {
       done(m.status());
@@ -194,6 +195,7 @@ void ProfileSessionImpl::MasterOf(std::string_view user, Callback<std::string> d
 
 void ProfileSessionImpl::Links(std::string_view user, std::string_view cursor, uint32_t max,
                                Callback<LinksPage> done) {
+  if (Reserved({user}, done)) return;
   if (max == 0) max = 100;
   ReadMembership(user,
                  [cursor = std::string(cursor), max, done = std::move(done)](Result<Membership> m) {
@@ -220,6 +222,7 @@ void ProfileSessionImpl::Links(std::string_view user, std::string_view cursor, u
 }
 
 void ProfileSessionImpl::Connected(std::string_view a, std::string_view b, Callback<bool> done) {
+  if (Reserved({a, b}, done)) return;
   if (a == b) {
     worker_->Defer([done = std::move(done)] { done(true); });
     return;
@@ -301,8 +304,8 @@ void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& st
           Group g;
           g.member = true;
           g.link_expires = step.expires;
-          storage::Mutation m = Store(SegmentsOf(c), w, g);
-          m.reference = step.master;
+          Result<storage::Mutation> m = Store(SegmentsOf(c), w, g, c.fields);
+          if (m.ok()) m->reference = step.master;
           return m;
         };
         auto moving = [&](std::string_view u) {
@@ -332,7 +335,7 @@ void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& st
                               step.user, g.members.size(), step.max_links));
             }
             result->members = static_cast<uint32_t>(g.members.size());
-            return Store(SegmentsOf(c), w, g);
+            return Store(SegmentsOf(c), w, g, c.fields);
           }
           case LinkStep::Kind::kName: {
             for (const GroupMember& m : c.group.members) {
@@ -363,7 +366,7 @@ void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& st
             if (cur == nullptr || !Lists(c.group, step.member)) return storage::Mutation::Keep();
             Group g = c.group;
             std::erase_if(g.members, [&](const GroupMember& m) { return m.user == step.member; });
-            return Store(SegmentsOf(c), w, g);
+            return Store(SegmentsOf(c), w, g, c.fields);
           }
           case LinkStep::Kind::kClear: {
             if (cur == nullptr) return storage::Mutation::Keep();
@@ -375,7 +378,7 @@ void ProfileSessionImpl::ApplyLinkStep(const WriteContext& w, const LinkStep& st
             g.link_expires = kNever;
             if (step.members_too) g.members.clear();
             // No segments and no link left: the record goes (Store deletes it).
-            return Store(SegmentsOf(c), w, g);
+            return Store(SegmentsOf(c), w, g, c.fields);
           }
           case LinkStep::Kind::kDeleteMember: {
             if (cur == nullptr || names != step.master) return storage::Mutation::Keep();
@@ -553,6 +556,7 @@ struct ProfileSessionImpl::LinkOp : std::enable_shared_from_this<LinkOp> {
 
 void ProfileSessionImpl::Link(const WriteContext& w, std::string_view user, std::string_view master,
                               uint32_t ttl_seconds, Callback<LinkResult> done) {
+  if (Reserved({user, master}, done)) return;
   if (w.log_position != 0) {
     FailSoon(Status::Unsupported("links are not yet replicated through the cluster's log"),
              std::move(done));
@@ -606,6 +610,7 @@ void ProfileSessionImpl::ClearLink(const WriteContext& w, const std::string& use
 }
 
 void ProfileSessionImpl::Unlink(const WriteContext& w, std::string_view user, Callback<bool> done) {
+  if (Reserved({user}, done)) return;
   if (w.log_position != 0) {
     FailSoon(Status::Unsupported("links are not yet replicated through the cluster's log"),
              std::move(done));

@@ -10,8 +10,8 @@
 namespace segstore::profile {
 
 ProfileSessionImpl::ProfileSessionImpl(storage::Store* store, const ProfileOptions& options,
-                                       std::unique_ptr<storage::Worker> worker)
-    : store_(store), options_(options), worker_(std::move(worker)) {}
+                                       FieldNames* names, std::unique_ptr<storage::Worker> worker)
+    : store_(store), options_(options), names_(names), worker_(std::move(worker)) {}
 
 UnixSeconds ProfileSessionImpl::Now() const { return store_->clock().Now(); }
 
@@ -34,15 +34,34 @@ Status ProfileSessionImpl::DecodeForWrite(const WriteContext& w, const storage::
   return Status::OK();
 }
 
-storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments,
-                                            const WriteContext& w, const Columns* current) {
-  return Store(segments, w, current != nullptr ? current->group : Group());
+Result<storage::Mutation> ProfileSessionImpl::Store(const std::vector<Segment>& segments,
+                                                    const WriteContext& w, const Columns* current) {
+  if (current == nullptr) return Store(segments, w, Group(), std::string_view());
+  return Store(segments, w, current->group, current->fields);
 }
 
-storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments,
-                                            const WriteContext& w, const Group& group) {
+Result<storage::Mutation> ProfileSessionImpl::Store(const std::vector<Segment>& segments,
+                                                    const WriteContext& w, const Group& group,
+                                                    std::string_view fields) {
   std::string body;
-  if (segments.empty() && group.empty()) {
+  field_expiries_.clear();
+  if (!fields.empty()) {
+    // The fields' expiries count in the record's times; expired ones are
+    // kept (hidden from reads) until the sweeper or a write of fields drops
+    // them, and a section with nothing live is dropped here.
+    if (Status s = DecodeFieldSection(fields, &stored_fields_); !s.ok()) return s;
+    const UnixSeconds now = Now(w);
+    bool live = false;
+    for (const StoredField& f : stored_fields_) {
+      field_expiries_.push_back(f.expires_at);
+      live |= Alive(f.expires_at, now);
+    }
+    if (!live) {
+      fields = {};
+      field_expiries_.clear();
+    }
+  }
+  if (segments.empty() && group.empty() && fields.empty()) {
     if (w.log_position == 0) return storage::Mutation::Delete();
     // Emptied by a log entry: an empty record keeps the entry's position for
     // log_grace_seconds, so a replay after a restart still skips what came
@@ -55,8 +74,8 @@ storage::Mutation ProfileSessionImpl::Store(const std::vector<Segment>& segments
     m.reference.emplace();
     return m;
   }
-  EncodeProfile(segments, w.log_position, group, &body);
-  RecordTimes t = TimesFor(segments, options_.sweep_share);
+  EncodeProfile(segments, w.log_position, group, fields, &body);
+  RecordTimes t = TimesFor(segments, options_.sweep_share, field_expiries_);
   if (!group.empty()) {
     // A record in a group stays until its links go (a write or the sweeper
     // drops them), and is due when the first of them expires.
@@ -91,6 +110,7 @@ UnixSeconds ProfileSessionImpl::SweepHorizon() const {
 
 void ProfileSessionImpl::Get(std::string_view user, const GetOptions& options,
                              Callback<GetResult> done) {
+  if (Reserved({user}, done)) return;
   if (options.own_only) {
     GetOwn(user, options, std::move(done));
     return;
@@ -133,10 +153,18 @@ void ProfileSessionImpl::GetOwn(std::string_view user, const GetOptions& options
 void ProfileSessionImpl::AnswerOwn(const storage::Record& r, const GetOptions& options,
                                    const Callback<GetResult>& done) {
   GetResult out;
-  Result<uint32_t> live = DecodeSelect(r.body(), Now(), options, &scratch_, &out);
+  const UnixSeconds now = Now();
+  Result<uint32_t> live = DecodeSelect(r.body(), now, options, &scratch_, &out);
+  uint32_t live_fields = 0;
+  if (live.ok() && !scratch_.fields.empty() &&
+      (options.fields.mode != FieldSelection::Mode::kNone || *live == 0)) {
+    // A profile with fields: those asked for, and whether any is live (a
+    // profile with live fields and no live segment exists).
+    if (Status s = AnswerFields(scratch_, options, now, &out, &live_fields); !s.ok()) live = s;
+  }
   if (!live.ok()) {
     done(live.status().WithContext(fmt::format("profile of user '{}'", r.key())));
-  } else if (*live == 0) {
+  } else if (*live == 0 && live_fields == 0) {
     done(Status::NotFound("no live segments"));
   } else {
     done(std::move(out));
@@ -170,6 +198,7 @@ void ProfileSessionImpl::BatchGet(std::span<const std::string> users, const GetO
 void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
                                 std::span<const SegmentUpdate> updates, const UpsertOptions& how,
                                 Callback<UpsertResult> done) {
+  if (Reserved({user}, done)) return;
   const UnixSeconds now = Now(w);
   if (Status s = ValidateUpsert(updates, how.mode, now); !s.ok()) {
     FailSoon(std::move(s), std::move(done));
@@ -207,6 +236,7 @@ void ProfileSessionImpl::Upsert(const WriteContext& w, std::string_view user,
 
 void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
                                 std::span<const uint64_t> ids, Callback<uint32_t> done) {
+  if (Reserved({user}, done)) return;
   auto removed = std::make_shared<uint32_t>(0);
   auto id_list = std::make_shared<std::vector<uint64_t>>(ids.begin(), ids.end());
   Write(
@@ -236,6 +266,7 @@ void ProfileSessionImpl::Remove(const WriteContext& w, std::string_view user,
 
 void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, UnixSeconds before,
                               Callback<TrimResult> done) {
+  if (Reserved({user}, done)) return;
   auto result = std::make_shared<TrimResult>();
   Write(
       w, user,
@@ -263,6 +294,7 @@ void ProfileSessionImpl::Trim(const WriteContext& w, std::string_view user, Unix
 void ProfileSessionImpl::Expire(const WriteContext& w, std::string_view user,
                                 std::span<const uint64_t> ids, const ExpireSpec& spec,
                                 Callback<ExpireResult> done) {
+  if (Reserved({user}, done)) return;
   // One reading of the clock, as Upsert: what the TTL was checked against
   // is what it is applied at (a log entry's time is fixed anyway).
   const UnixSeconds now = Now(w);
@@ -325,6 +357,7 @@ void ProfileSessionImpl::Count(std::string_view user, uint64_t id_from, uint64_t
 }
 
 void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user, Callback<bool> done) {
+  if (Reserved({user}, done)) return;
   if (w.log_position != 0) {
     // From the log: a record at or past the entry's position was written by
     // a later entry (the delete was applied before a restart, then the user
@@ -393,20 +426,39 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         std::erase_if(group.members,
                       [horizon](const GroupMember& m) { return !Alive(m.expires_at, horizon); });
         const size_t links_dropped = links_before - group.members.size() - (group.member ? 1 : 0);
-        if (t.trimmed == 0 && links_dropped == 0) return storage::Mutation::Keep();
+        // And expired fields.
+        std::string fields;
+        size_t fields_dropped = 0;
+        if (!scratch_.fields.empty()) {
+          SEGSTORE_RETURN_IF_ERROR(DecodeFieldSection(scratch_.fields, &stored_fields_));
+          fields_dropped = std::erase_if(stored_fields_, [horizon](const StoredField& f) {
+            return !Alive(f.expires_at, horizon);
+          });
+          if (fields_dropped == 0) {
+            fields = scratch_.fields;
+          } else if (!stored_fields_.empty()) {
+            EncodeFieldSection(stored_fields_, &fields);
+          }
+        }
+        if (t.trimmed == 0 && links_dropped == 0 && fields_dropped == 0) {
+          return storage::Mutation::Keep();
+        }
         if (!group.member) group.link_expires = kNever;
-        // Only expired segments and links go, so nothing live changes: the
-        // record keeps its log position. Nothing left: deleted (its last
-        // segment expired log_grace_seconds ago or more; no entry still to be
-        // applied needs it).
-        storage::Mutation m = merged_.empty() && group.empty()
-                                  ? storage::Mutation::Delete()
-                                  : Store(merged_, WriteContext{0, scratch_.log_position}, group);
+        // Only expired segments, links and fields go, so nothing live
+        // changes: the record keeps its log position. Nothing left: deleted
+        // (its last segment expired log_grace_seconds ago or more; no entry
+        // still to be applied needs it).
+        Result<storage::Mutation> m = storage::Mutation::Delete();
+        if (!merged_.empty() || !group.empty() || !fields.empty()) {
+          m = Store(merged_, WriteContext{0, scratch_.log_position}, group, fields);
+          if (!m.ok()) return m;
+        }
         swept->segments_removed = t.trimmed;
-        swept->deleted = m.kind == storage::Mutation::Kind::kDelete;
+        swept->fields_removed = static_cast<uint32_t>(fields_dropped);
+        swept->deleted = m->kind == storage::Mutation::Kind::kDelete;
         swept->rewritten = !swept->deleted;
         swept->bytes_reclaimed =
-            cur->body().size() > m.body.size() ? cur->body().size() - m.body.size() : 0;
+            cur->body().size() > m->body.size() ? cur->body().size() - m->body.size() : 0;
         return m;
       },
       [swept, done = std::move(done)](Result<storage::WriteOutcome> r) {

@@ -5,12 +5,15 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "profile/codec.h"
+#include "profile/field_names.h"
+#include "profile/fields.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
 
@@ -18,7 +21,8 @@ namespace segstore::profile {
 
 class ProfileSessionImpl final : public ProfileSession {
  public:
-  ProfileSessionImpl(storage::Store* store, const ProfileOptions& options,
+  // `names`: the store's field name table; outlives the session.
+  ProfileSessionImpl(storage::Store* store, const ProfileOptions& options, FieldNames* names,
                      std::unique_ptr<storage::Worker> worker);
 
   void Get(std::string_view user, const GetOptions& options, Callback<GetResult> done) override;
@@ -49,6 +53,14 @@ class ProfileSessionImpl final : public ProfileSession {
   void Connected(std::string_view a, std::string_view b, Callback<bool> done) override;
   void ApplyLinkStep(const WriteContext& w, const LinkStep& step,
                      Callback<LinkStepResult> done) override;
+  void FieldSet(const WriteContext& w, std::string_view user, std::span<const FieldUpdate> fields,
+                Callback<FieldWriteResult> done) override;
+  void FieldDelete(const WriteContext& w, std::string_view user, std::span<const std::string> names,
+                   Callback<FieldWriteResult> done) override;
+  void FieldIncrement(const WriteContext& w, std::string_view user,
+                      const segstore::FieldIncrement& inc, Callback<IncrementResult> done) override;
+  void FieldMax(const WriteContext& w, std::string_view user, const FieldUpdate& f,
+                Callback<FieldMaxResult> done) override;
   void SetGroupPeers(GroupPeers* peers) override { peers_ = peers; }
   void Grouped(std::string_view user, Callback<bool> done) override;
   storage::Worker& worker() override { return *worker_; }
@@ -58,6 +70,7 @@ class ProfileSessionImpl final : public ProfileSession {
     bool rewritten = false;
     bool deleted = false;
     uint32_t segments_removed = 0;
+    uint32_t fields_removed = 0;
     uint64_t bytes_reclaimed = 0;
   };
   // Rewrites the record at `ref` (found by the engine's FindDue) without the
@@ -72,16 +85,18 @@ class ProfileSessionImpl final : public ProfileSession {
   UnixSeconds Now() const;
   UnixSeconds Now(const WriteContext& w) const { return w.now != 0 ? w.now : Now(); }
   // The mutation that stores `segments` for a write made as `w`, recording
-  // its log position (if any) in the body. None left: the record is deleted,
-  // or, for a log entry, kept empty with its position for a while.
-  // `current` is the record's decoded current version (null: none): its
-  // group section (profile bridging) is kept.
-  storage::Mutation Store(const std::vector<Segment>& segments, const WriteContext& w,
-                          const Columns* current);
-  // The same with this group section: a member's record keeps naming its
-  // master (the engine's reference); any other names none.
-  storage::Mutation Store(const std::vector<Segment>& segments, const WriteContext& w,
-                          const Group& group);
+  // its log position (if any) in the body. None left (no segment, no group,
+  // no live field): the record is deleted, or, for a log entry, kept empty
+  // with its position for a while. `current` is the record's decoded current
+  // version (null: none): its group section (profile bridging) and its
+  // fields are kept. Corruption: its fields section is damaged.
+  Result<storage::Mutation> Store(const std::vector<Segment>& segments, const WriteContext& w,
+                                  const Columns* current);
+  // The same with this group section and fields section (codec.h; empty:
+  // none): a member's record keeps naming its master (the engine's
+  // reference); any other names none.
+  Result<storage::Mutation> Store(const std::vector<Segment>& segments, const WriteContext& w,
+                                  const Group& group, std::string_view fields);
   // The engine's read-modify-write, at the write's time when it has one.
   void Write(const WriteContext& w, std::string_view user, storage::UpdateFn fn,
              storage::WriteCallback done);
@@ -93,6 +108,30 @@ class ProfileSessionImpl final : public ProfileSession {
   Status DecodeForWrite(const WriteContext& w, const storage::Record* cur, const Columns** columns);
   template <typename T>
   void FailSoon(Status s, Callback<T> done);
+  // True when one of `users` is a key of the node's own records
+  // (storage::IsReservedKey: the field name table, a cluster's
+  // checkpoints), which no profile operation reads or writes: `done` then
+  // fails soon with InvalidArgument.
+  template <typename T>
+  bool Reserved(std::initializer_list<std::string_view> users, Callback<T>& done);
+  // ---- Profile fields (field_write.cc).
+  // How a field write changes the user's live fields (sorted by name; empty
+  // when it has none or no profile, `exists` false for the latter): true
+  // when it changed them, false to write nothing.
+  using FieldChange =
+      std::function<Result<bool>(std::vector<Field>* fields, UnixSeconds now, bool exists)>;
+  // One read-modify-write of `user`'s fields (its segments and group kept,
+  // expired segments and fields dropped); `done` gets the live fields
+  // after it.
+  void WriteFields(const WriteContext& w, std::string_view user, FieldChange change,
+                   Callback<uint32_t> done);
+  FieldLimits field_limits() const {
+    return FieldLimits{options_.max_fields, options_.max_field_bytes};
+  }
+  // The fields `options` asks for of the profile decoded in `c` into
+  // out->fields; *live gets its count of live fields.
+  Status AnswerFields(const Columns& c, const GetOptions& options, UnixSeconds now, GetResult* out,
+                      uint32_t* live);
   // ---- Profile bridging (group_read.cc, group_write.cc).
   struct LinkOp;
   // A record a group's operation read: from this node's engine, or as
@@ -172,16 +211,35 @@ class ProfileSessionImpl final : public ProfileSession {
 
   storage::Store* store_;
   const ProfileOptions options_;
+  FieldNames* names_;
   std::unique_ptr<storage::Worker> worker_;
   GroupPeers* peers_ = nullptr;  // a cluster node's (SetGroupPeers)
   // Reused across operations (one thread, one at a time inside callbacks).
   Columns scratch_;
   std::vector<Segment> merged_;
+  std::vector<StoredField> stored_fields_;
+  std::vector<UnixSeconds> field_expiries_;
+  std::vector<Field> fields_;
 };
 
 template <typename T>
 void ProfileSessionImpl::FailSoon(Status s, Callback<T> done) {
   worker_->Defer([s = std::move(s), done = std::move(done)] { done(s); });
+}
+
+template <typename T>
+bool ProfileSessionImpl::Reserved(std::initializer_list<std::string_view> users,
+                                  Callback<T>& done) {
+  for (std::string_view user : users) {
+    if (storage::IsReservedKey(user)) {
+      FailSoon(
+          Status::InvalidArgument(
+              "user: IDs beginning with the bytes FF 00 are reserved (the server's own records)"),
+          std::move(done));
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace segstore::profile

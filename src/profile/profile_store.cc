@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "profile/field_names.h"
 #include "profile/profile_session.h"
 #include "profile/sweeper.h"
 #include "segstore/profile.h"
@@ -16,7 +17,14 @@ namespace {
 class ProfileStoreImpl final : public ProfileStore {
  public:
   ProfileStoreImpl(storage::Store* store, const ProfileOptions& options)
-      : store_(store), options_(options), sweeper_(store) {}
+      : store_(store), options_(options), names_(options.max_field_names), sweeper_(store) {}
+
+  // Reads the field name table (before any session exists).
+  Status LoadNames() {
+    Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
+    if (!w.ok()) return w.status();
+    return names_.Load(**w);
+  }
 
   ~ProfileStoreImpl() override {
     stopping_.store(true);
@@ -31,16 +39,17 @@ class ProfileStoreImpl final : public ProfileStore {
     Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
     if (!w.ok()) return w.status();
     return std::unique_ptr<ProfileSession>(
-        std::make_unique<ProfileSessionImpl>(store_, options_, std::move(w).value()));
+        std::make_unique<ProfileSessionImpl>(store_, options_, &names_, std::move(w).value()));
   }
 
   SweeperStats sweeper_stats() const override { return sweeper_.stats(); }
 
   storage::Store& store() override { return *store_; }
+  const FieldNames& names() const { return names_; }
   Status SweepNow() override {
     Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
     if (!w.ok()) return w.status();
-    ProfileSessionImpl session(store_, options_, std::move(w).value());
+    ProfileSessionImpl session(store_, options_, &names_, std::move(w).value());
     std::lock_guard lock(sweep_mu_);
     sweeper_.RunPass(&session, SIZE_MAX);
     return Status::OK();
@@ -56,7 +65,7 @@ class ProfileStoreImpl final : public ProfileStore {
       spdlog::error("expiry sweeper is off: {}", w.status().ToString());
       return;
     }
-    ProfileSessionImpl session(store_, options_, std::move(w).value());
+    ProfileSessionImpl session(store_, options_, &names_, std::move(w).value());
     using Clock = std::chrono::steady_clock;
     const double rate = options_.sweep_records_per_second;
     const double tick = std::chrono::duration<double>(options_.sweep_interval).count();
@@ -80,6 +89,7 @@ class ProfileStoreImpl final : public ProfileStore {
 
   storage::Store* store_;
   const ProfileOptions options_;
+  FieldNames names_;
   Sweeper sweeper_;
   std::mutex sweep_mu_;  // one pass at a time (thread or SweepNow)
   std::atomic<bool> stopping_{false};
@@ -87,6 +97,10 @@ class ProfileStoreImpl final : public ProfileStore {
 };
 
 }  // namespace
+
+const FieldNames& FieldNamesOf(const ProfileStore& store) {
+  return static_cast<const ProfileStoreImpl&>(store).names();
+}
 
 Result<std::unique_ptr<ProfileStore>> ProfileStore::Open(storage::Store* store,
                                                          const ProfileOptions& options) {
@@ -99,7 +113,11 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::Open(storage::Store* store,
   if (options.sweeper && options.sweep_records_per_second == 0) {
     return Status::InvalidArgument("sweep_records_per_second must be positive");
   }
+  if (options.max_fields == 0) return Status::InvalidArgument("max_fields must be positive");
   auto impl = std::make_unique<ProfileStoreImpl>(store, options);
+  if (Status s = impl->LoadNames(); !s.ok()) {
+    return s.WithContext("reading the field name table");
+  }
   impl->StartSweeper();
   return std::unique_ptr<ProfileStore>(std::move(impl));
 }

@@ -679,26 +679,30 @@ UnixSeconds KthSmallest(std::vector<UnixSeconds>& v, size_t k, UnixSeconds lo, U
 
 }  // namespace
 
-RecordTimes TimesFor(std::span<const Segment> segments, double share) {
+RecordTimes TimesFor(std::span<const Segment> segments, double share,
+                     std::span<const UnixSeconds> fields) {
   RecordTimes t;
-  if (segments.empty()) return t;
+  const size_t n = segments.size() + fields.size();
+  if (n == 0) return t;
   std::vector<UnixSeconds> exp;
-  exp.reserve(segments.size());
+  exp.reserve(n);
   bool never = false;
   UnixSeconds lo = UINT32_MAX, hi = 0;
-  for (const Segment& s : segments) {
-    if (s.expires_at == kNever) {
+  auto add = [&](UnixSeconds e) {
+    if (e == kNever) {
       never = true;
     } else {
-      exp.push_back(s.expires_at);
-      lo = std::min(lo, s.expires_at);
-      hi = std::max(hi, s.expires_at);
+      exp.push_back(e);
+      lo = std::min(lo, e);
+      hi = std::max(hi, e);
     }
-  }
+  };
+  for (const Segment& s : segments) add(s.expires_at);
+  for (const UnixSeconds e : fields) add(e);
   if (!never) t.void_at = hi;
   // The k-th expiry, k = ceil(share * n): by then `share` of them are gone.
-  size_t k = static_cast<size_t>(std::ceil(share * static_cast<double>(segments.size())));
-  k = std::clamp<size_t>(k, 1, segments.size());
+  size_t k = static_cast<size_t>(std::ceil(share * static_cast<double>(n)));
+  k = std::clamp<size_t>(k, 1, n);
   if (k <= exp.size()) t.sweep_at = KthSmallest(exp, k, lo, hi);
   return t;
 }

@@ -106,13 +106,16 @@ uint32_t RemoveIds(const Columns& c, std::span<const uint64_t> ids, UnixSeconds 
 // Keeps the segments of `c` that are still alive at `before` (>= now).
 TrimResult TrimBefore(const Columns& c, UnixSeconds before, std::vector<Segment>* out);
 
-// The engine's times for a record holding `segments` (all live): void_at, when
-// the last one expires (0 if one never does); sweep_at, when `share` of them
-// will have expired (0 if that never happens), never later than void_at.
+// The engine's times for a record holding `segments` and fields expiring at
+// `fields` (all live; kNever: never): void_at, when the last of them expires
+// (0 if one never does); sweep_at, when `share` of them will have expired (0
+// if that never happens), never later than void_at. A field counts as a
+// segment does.
 struct RecordTimes {
   UnixSeconds sweep_at = 0;
   UnixSeconds void_at = 0;
 };
-RecordTimes TimesFor(std::span<const Segment> segments, double share);
+RecordTimes TimesFor(std::span<const Segment> segments, double share,
+                     std::span<const UnixSeconds> fields = {});
 
 }  // namespace segstore::profile

@@ -31,6 +31,7 @@ size_t Sweeper::RunPass(ProfileSessionImpl* session, size_t budget) {
         if (s->rewritten) rewritten_.fetch_add(1, std::memory_order_relaxed);
         if (s->deleted) deleted_.fetch_add(1, std::memory_order_relaxed);
         segments_.fetch_add(s->segments_removed, std::memory_order_relaxed);
+        fields_.fetch_add(s->fields_removed, std::memory_order_relaxed);
         bytes_.fetch_add(s->bytes_reclaimed, std::memory_order_relaxed);
       });
     }
@@ -45,6 +46,7 @@ SweeperStats Sweeper::stats() const {
   s.records_rewritten = rewritten_.load(std::memory_order_relaxed);
   s.records_deleted = deleted_.load(std::memory_order_relaxed);
   s.segments_removed = segments_.load(std::memory_order_relaxed);
+  s.fields_removed = fields_.load(std::memory_order_relaxed);
   s.bytes_reclaimed = bytes_.load(std::memory_order_relaxed);
   return s;
 }

@@ -4,6 +4,7 @@
 // sweep_at has passed (Store::FindDue, in DRAM) and rewrites each without
 // its expired segments (ProfileSessionImpl::SweepAt: read once at its place,
 // then a read-modify-write of its key, so a concurrent upsert is never lost).
+// Expired links and profile fields go the same way.
 // Its writes are buffered: a lost rewrite only brings back expired segments,
 // which reads hide. Records with nothing left alive are not visited at all:
 // their void_at has passed and the engine drops them unread.
@@ -33,7 +34,8 @@ class Sweeper {
   uint32_t cursor_ = 0;                    // index partition the next pass starts at
   std::vector<storage::RecordRef> due_;    // found due, not yet visited
   std::vector<storage::RecordRef> batch_;  // this pass's share of due_
-  std::atomic<uint64_t> visited_{0}, rewritten_{0}, deleted_{0}, segments_{0}, bytes_{0};
+  std::atomic<uint64_t> visited_{0}, rewritten_{0}, deleted_{0}, segments_{0}, fields_{0},
+      bytes_{0};
 };
 
 }  // namespace segstore::profile

@@ -30,14 +30,14 @@
 #include <vector>
 
 #include "segstore/result.h"
+#include "segstore/storage.h"
 
 namespace segstore::replica {
 
-// Every key starting with these two bytes is the cluster's own (PROTOCOL.md):
-// checkpoints now, whatever else later.
-inline constexpr std::string_view kReservedPrefix{"\xff\x00", 2};
-
-inline bool IsReservedKey(std::string_view key) { return key.starts_with(kReservedPrefix); }
+// Every key starting with these two bytes is the node's own (PROTOCOL.md):
+// checkpoints, and the profile layer's field name table.
+inline constexpr std::string_view kReservedPrefix = storage::kReservedKeyPrefix;
+using storage::IsReservedKey;
 std::string CheckpointKey(uint32_t log_partition);
 
 struct Checkpoint {

@@ -382,6 +382,8 @@ constexpr MetricDef kMetrics[] = {
      Value<&SweeperStats::records_deleted>},
     {kSweeper, kCounter, "sweeper_segments_removed_total", kNone, "Expired segments removed.",
      Value<&SweeperStats::segments_removed>},
+    {kSweeper, kCounter, "sweeper_fields_removed_total", kNone, "Expired profile fields removed.",
+     Value<&SweeperStats::fields_removed>},
     {kSweeper, kCounter, "sweeper_bytes_reclaimed_total", kBytes,
      "Record bytes no longer stored.", Value<&SweeperStats::bytes_reclaimed>},
     {kCluster, kGauge, "cluster_registered", kNone,

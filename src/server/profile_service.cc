@@ -301,7 +301,7 @@ class ProfileHandler : public Handler {
 
   static Status Reserved() {
     return Status::InvalidArgument(
-        "user: IDs beginning with the bytes FF 00 are reserved in a cluster (its own records)");
+        "user: IDs beginning with the bytes FF 00 are reserved (the server's own records)");
   }
 
   static Status NotHeld(uint32_t partition, uint64_t revision, std::string_view hint) {

@@ -23,8 +23,9 @@ namespace segstore::storage {
 // "Versions". Version 2: the profile codec may write its version 2 (a log
 // position in the body, src/profile/codec.h); the layouts below are the
 // same in both. Version 3: records of kind kPutRef (a put naming another
-// key, its reference).
-inline constexpr uint16_t kFormatVersion = 3;        // what this build writes
+// key, its reference). Version 4: the profile codec's version 4 (a
+// profile's fields) and the field name table's records (src/profile).
+inline constexpr uint16_t kFormatVersion = 4;        // what this build writes
 inline constexpr uint16_t kOldestFormatVersion = 1;  // the oldest it reads
 static_assert(kOldestFormatVersion >= 1 && kOldestFormatVersion <= kFormatVersion);
 

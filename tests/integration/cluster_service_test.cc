@@ -325,6 +325,26 @@ TEST_F(SingleServerTest, NodeToNodeLinkOperationsAreRefused) {
   EXPECT_EQ(c->ReadRecords(users).status().code(), Status::Code::kInvalidArgument);
 }
 
+// A single server keeps records of its own under FF 00 too (the field
+// name table): it refuses those user IDs as a cluster node does.
+TEST_F(SingleServerTest, UserIdsBeginningWithFF00AreRefused) {
+  Start();
+  auto c = served_.Connect();
+  const std::string reserved = std::string("\xff\x00", 2) + "field-name:1";
+  const std::vector<SegmentUpdate> seg = {{1, 60, true, {}, {}}};
+  EXPECT_EQ(c->Get(reserved).status().code(), Status::Code::kInvalidArgument);
+  Result<UpsertResult> up = c->Upsert(reserved, seg, UpsertMode::kSet);
+  EXPECT_EQ(up.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(up.status().message().find("reserved"), std::string::npos) << up.status().ToString();
+  EXPECT_EQ(c->Delete(reserved).status().code(), Status::Code::kInvalidArgument);
+  std::vector<std::string> users = {"u", reserved};
+  Result<BatchGetResult> b = c->BatchGet(users);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE((*b)[0].status().IsNotFound());
+  EXPECT_EQ((*b)[1].status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(c->Upsert(std::string("\xff", 1), seg, UpsertMode::kSet).ok());
+}
+
 TEST_F(SingleServerTest, ClusterMapSaysNotACluster) {
   Start();
   auto c = served_.Connect();

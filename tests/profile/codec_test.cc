@@ -442,7 +442,7 @@ TEST(CodecTest, HostileVersionTwoHeadersAreCorruption) {
   std::vector<Segment> out;
   EXPECT_TRUE(DecodeSegments(body, &out).IsCorruption());
   // No version this build reads: Corruption, and nothing is read past the version byte.
-  for (char version : {char(0), char(4), char(0x7f), char(0xff)}) {
+  for (char version : {char(0), char(5), char(0x7f), char(0xff)}) {
     const std::string b = std::string(1, version) + "\x05";
     EXPECT_TRUE(DecodeLogPosition(b).status().IsCorruption()) << int{version};
     EXPECT_TRUE(DecodeSegments(b, &out).IsCorruption()) << int{version};

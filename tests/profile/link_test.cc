@@ -716,8 +716,7 @@ TEST_F(LinkTest, LinksAndSegmentWritesOnOneGroupAtOnceLoseNothing) {
 TEST_F(LinkTest, RandomisedAgainstAModel) {
   popts_.max_links = 5;
   Open();
-  const char* fixed = std::getenv("SEGSTORE_TEST_SEED");  // to replay a failure
-  const uint64_t seed = fixed != nullptr ? std::stoull(fixed) : std::random_device{}();
+  const uint64_t seed = testing::TestSeed();
   const bool trace = std::getenv("SEGSTORE_TEST_TRACE") != nullptr;
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);

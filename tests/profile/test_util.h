@@ -80,6 +80,13 @@ class ProfileStoreFixture : public ::testing::Test {
   std::unique_ptr<ProfileSession> session_;
 };
 
+// A randomised test's seed: SEGSTORE_TEST_SEED's (to replay a failure),
+// else a fresh one. Print it with the test's failures (SCOPED_TRACE).
+inline uint64_t TestSeed() {
+  const char* fixed = std::getenv("SEGSTORE_TEST_SEED");
+  return fixed != nullptr ? std::stoull(fixed) : std::random_device{}();
+}
+
 // A profile shaped like the reference workload: `n` distinct ids uniform in
 // [0, id_space), expiries on whole hours 1..720 hours after `now` (or, with
 // `second_ttl`, now + uniform[3600, 2592000] seconds), no attributes.

@@ -263,7 +263,9 @@ inline std::vector<Example> All() {
                          .attr1 = {7u, std::nullopt, std::nullopt},
                          .attr2 = {std::nullopt, 3u, std::nullopt},
                          .count = 3,
-                         .master = {}}});
+                         .master = {},
+                         .profiles = 0,
+                         .fields = {}}});
 
   // ---- get of a linked user (profile bridging) ----
   v.push_back({"get_linked.request.hex",
@@ -292,7 +294,8 @@ inline std::vector<Example> All() {
                          .attr2 = {},
                          .count = 3,
                          .master = "user-42",
-                         .profiles = 4}});
+                         .profiles = 4,
+                         .fields = {}}});
   GetRequest get_own{.user = "cookie-77", .options = {}};
   get_own.options.ids_only = true;
   get_own.options.own_only = true;

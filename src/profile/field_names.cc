@@ -1,0 +1,155 @@
+#include "profile/field_names.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace segstore::profile {
+namespace {
+
+constexpr char kRecordVersion = 1;
+// Load reads this many numbers at a time, and stops after a batch with none.
+constexpr uint32_t kLoadBatch = 256;
+
+}  // namespace
+
+FieldNames::FieldNames(uint32_t max_names)
+    : max_names_(std::min(max_names, kMaxNames)),
+      chunks_(new std::atomic<std::string*>[max_names_ / kChunk + 1]) {
+  for (uint32_t i = 0; i <= max_names_ / kChunk; ++i) chunks_[i].store(nullptr);
+}
+
+FieldNames::~FieldNames() {
+  for (uint32_t i = 0; i <= max_names_ / kChunk; ++i) delete[] chunks_[i].load();
+}
+
+std::string FieldNames::Key(uint32_t id) {
+  return fmt::format("{}field-name:{}", storage::kReservedKeyPrefix, id);
+}
+
+Status FieldNames::Load(storage::Worker& worker) {
+  for (uint32_t from = 1; from <= max_names_; from += kLoadBatch) {
+    const uint32_t to = std::min(max_names_, from + kLoadBatch - 1);
+    std::vector<std::optional<Result<storage::Record>>> got(to - from + 1);
+    {
+      storage::Worker::Batch batch(worker);
+      for (uint32_t id = from; id <= to; ++id) {
+        worker.Get(Key(id), [&got, i = id - from](Result<storage::Record> r) {
+          got[i].emplace(std::move(r));
+        });
+      }
+    }
+    while (std::any_of(got.begin(), got.end(), [](const auto& g) { return !g.has_value(); })) {
+      worker.Wait(std::chrono::milliseconds(10));
+    }
+    bool any = false;
+    for (uint32_t id = from; id <= to; ++id) {
+      const Result<storage::Record>& r = *got[id - from];
+      if (!r.ok()) {
+        if (r.status().IsNotFound()) continue;
+        return r.status().WithContext(fmt::format("field name {}", id));
+      }
+      const std::string_view body = r->body();
+      if (body.size() < 2 || body[0] != kRecordVersion || body.size() - 1 > 255) {
+        return Status::Corruption(
+            fmt::format("field name record {}: not a name record ({} bytes)", id, body.size()));
+      }
+      std::lock_guard lock(mu_);
+      Publish(id, std::string(body.substr(1)));
+      ++loaded_;
+      any = true;
+    }
+    if (!any) break;
+  }
+  if (loaded_ != size()) {
+    spdlog::warn(
+        "field name table: {} names, but numbers run to {}: {} name records were lost "
+        "(fields naming them read as damaged)",
+        loaded_, size(), size() - loaded_);
+  }
+  return Status::OK();
+}
+
+void FieldNames::Publish(uint32_t id, std::string name) {
+  std::atomic<std::string*>& slot = chunks_[id >> kChunkBits];
+  std::string* chunk = slot.load(std::memory_order_relaxed);
+  if (chunk == nullptr) {
+    chunk = new std::string[kChunk];
+    slot.store(chunk, std::memory_order_release);
+  }
+  chunk[id & (kChunk - 1)] = name;
+  ids_.emplace(std::move(name), id);
+  if (id > published_.load(std::memory_order_relaxed)) {
+    published_.store(id, std::memory_order_release);
+  }
+}
+
+uint32_t FieldNames::Find(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  auto it = ids_.find(std::string(name));
+  return it == ids_.end() ? 0 : it->second;
+}
+
+std::string_view FieldNames::Name(uint32_t id) const {
+  if (id == 0 || id > published_.load(std::memory_order_acquire)) return {};
+  const std::string* chunk = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
+  return chunk == nullptr ? std::string_view() : std::string_view(chunk[id & (kChunk - 1)]);
+}
+
+void FieldNames::Register(std::span<const std::string> names, storage::Worker& worker) {
+  {
+    std::lock_guard lock(mu_);
+    for (const std::string& name : names) {
+      if (published_.load(std::memory_order_relaxed) + queue_.size() >= max_names_) break;
+      if (ids_.contains(name) || std::find(queue_.begin(), queue_.end(), name) != queue_.end()) {
+        continue;
+      }
+      queue_.push_back(name);
+    }
+    if (writing_ || queue_.empty()) return;
+    writing_ = true;
+  }
+  WriteNext(worker);
+}
+
+void FieldNames::WriteNext(storage::Worker& worker) {
+  std::string name;
+  uint32_t id;
+  {
+    std::lock_guard lock(mu_);
+    name = queue_.front();
+    id = published_.load(std::memory_order_relaxed) + 1;
+  }
+  std::string body(1, kRecordVersion);
+  body += name;
+  auto failed = [this, id](const Status& s) {
+    spdlog::warn("field name table: name {} not registered (its fields stay named inline): {}", id,
+                 s.ToString());
+    std::lock_guard lock(mu_);
+    queue_.clear();  // a later write asks again
+    writing_ = false;
+  };
+  worker.Put(Key(id), std::move(body), 0, 0,
+             [this, &worker, id, name, failed](Result<storage::WriteOutcome> r) {
+               if (!r.ok()) return failed(r.status());
+               // Usable only once on the device: a body naming the number
+               // must never outlive the name's record in a crash.
+               worker.Flush([this, &worker, id, name, failed](Status s) {
+                 if (!s.ok()) return failed(s);
+                 {
+                   std::lock_guard lock(mu_);
+                   Publish(id, name);
+                   queue_.erase(queue_.begin());
+                   if (queue_.empty()) {
+                     writing_ = false;
+                     return;
+                   }
+                 }
+                 WriteNext(worker);
+               });
+             });
+}
+
+}  // namespace segstore::profile

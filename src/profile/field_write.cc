@@ -1,0 +1,233 @@
+// Profile fields: the writes (field_set, field_del, field_incr, field_max)
+// and the part of a get that answers fields. Each write is one
+// read-modify-write of the user's record, as upsert is, so concurrent
+// increments never lose one (the engine runs the change again when another
+// writer got in between).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "profile/profile_session.h"
+#include "profile/segment_ops.h"
+
+namespace segstore::profile {
+
+Status ProfileSessionImpl::AnswerFields(const Columns& c, const GetOptions& options,
+                                        UnixSeconds now, GetResult* out, uint32_t* live) {
+  Result<uint32_t> n =
+      SelectFields(c.fields, *names_, options.fields, now, &stored_fields_, &out->fields);
+  if (!n.ok()) return n.status();
+  *live = *n;
+  return Status::OK();
+}
+
+void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view user,
+                                     FieldChange change, Callback<uint32_t> done) {
+  struct State {
+    uint32_t count = 0;
+    std::vector<std::string> unnumbered;
+  };
+  auto state = std::make_shared<State>();
+  Write(
+      w, user,
+      [this, w, state,
+       change = std::move(change)](const storage::Record* cur) -> Result<storage::Mutation> {
+        state->unnumbered.clear();
+        const Columns* columns = nullptr;
+        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        const UnixSeconds now = Now(w);
+        fields_.clear();
+        bool exists = false;
+        if (columns != nullptr) {
+          Status s = ResolveFields(columns->fields, *names_, &fields_);
+          if (!s.ok()) return s.WithContext(fmt::format("profile of user '{}'", cur->key()));
+          std::erase_if(fields_, [now](const Field& f) { return !Alive(f.expires_at, now); });
+          exists = !fields_.empty() || LiveCount(*columns, now) > 0;
+        }
+        Result<bool> changed = change(&fields_, now, exists);
+        if (!changed.ok()) return changed.status();
+        state->count = static_cast<uint32_t>(fields_.size());
+        if (!*changed) return storage::Mutation::Keep();
+        if (fields_.size() > options_.max_fields) {
+          return Status::LimitExceeded(
+              fmt::format("the profile would hold {} fields; the limit is {}", fields_.size(),
+                          options_.max_fields));
+        }
+        std::string section;
+        if (!fields_.empty()) EncodeFields(fields_, *names_, &section, &state->unnumbered);
+        merged_.clear();
+        if (columns != nullptr) TrimBefore(*columns, now, &merged_);
+        return Store(merged_, w, columns != nullptr ? columns->group : Group(), section);
+      },
+      [this, state, done = std::move(done)](Result<storage::WriteOutcome> r) {
+        if (!r.ok()) return done(r.status());
+        // Names this write stored inline get numbers for the next writes.
+        if (!state->unnumbered.empty()) names_->Register(state->unnumbered, *worker_);
+        done(state->count);
+      });
+}
+
+void ProfileSessionImpl::FieldSet(const WriteContext& w, std::string_view user,
+                                  std::span<const FieldUpdate> fields,
+                                  Callback<FieldWriteResult> done) {
+  if (Reserved({user}, done)) return;
+  const UnixSeconds now = Now(w);
+  if (Status s = CheckFieldSet(fields, now, field_limits()); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
+    return;
+  }
+  auto updates = std::make_shared<std::vector<FieldUpdate>>(fields.begin(), fields.end());
+  WriteFields(
+      w, user,
+      [updates](std::vector<Field>* live, UnixSeconds at, bool) -> Result<bool> {
+        for (const FieldUpdate& u : *updates) {
+          PutField(*live, Field{u.name, u.value, FieldExpiry(u.expiry, u.ttl, at)});
+        }
+        return !updates->empty();
+      },
+      [n = static_cast<uint32_t>(fields.size()), done = std::move(done)](Result<uint32_t> count) {
+        if (!count.ok()) return done(count.status());
+        done(FieldWriteResult{n, *count, false});
+      });
+}
+
+void ProfileSessionImpl::FieldDelete(const WriteContext& w, std::string_view user,
+                                     std::span<const std::string> names,
+                                     Callback<FieldWriteResult> done) {
+  if (Reserved({user}, done)) return;
+  for (const std::string& name : names) {
+    if (Status s = CheckFieldName(name); !s.ok()) {
+      FailSoon(std::move(s), std::move(done));
+      return;
+    }
+  }
+  auto list = std::make_shared<std::vector<std::string>>(names.begin(), names.end());
+  auto removed = std::make_shared<uint32_t>(0);
+  WriteFields(
+      w, user,
+      [list, removed](std::vector<Field>* live, UnixSeconds, bool exists) -> Result<bool> {
+        *removed = 0;
+        if (!exists) return Status::NotFound("no profile");
+        for (const std::string& name : *list) {
+          if (Field* f = FindField(*live, name)) {
+            live->erase(live->begin() + (f - live->data()));
+            ++*removed;
+          }
+        }
+        return *removed > 0;
+      },
+      [removed, done = std::move(done)](Result<uint32_t> count) {
+        if (!count.ok()) return done(count.status());
+        done(FieldWriteResult{*removed, *count, false});
+      });
+}
+
+void ProfileSessionImpl::FieldIncrement(const WriteContext& w, std::string_view user,
+                                        const segstore::FieldIncrement& inc,
+                                        Callback<IncrementResult> done) {
+  if (Reserved({user}, done)) return;
+  const UnixSeconds now = Now(w);
+  Status check = CheckFieldName(inc.name);
+  if (check.ok() && uint64_t{now} + inc.ttl > UINT32_MAX) {
+    check = Status::InvalidArgument(fmt::format("field {}: TTL of {} seconds runs past 2106",
+                                                QuotedFieldName(inc.name), inc.ttl));
+  }
+  if (!check.ok()) {
+    FailSoon(std::move(check), std::move(done));
+    return;
+  }
+  auto result = std::make_shared<IncrementResult>();
+  WriteFields(
+      w, user,
+      [inc, result](std::vector<Field>* live, UnixSeconds at, bool) -> Result<bool> {
+        *result = IncrementResult{};
+        Field* f = FindField(*live, inc.name);
+        if (f != nullptr && f->value.type != FieldValue::Type::kInt) {
+          return Status::InvalidArgument(fmt::format(
+              "field {} holds no int: it cannot be incremented", QuotedFieldName(inc.name)));
+        }
+        const int64_t current = f != nullptr ? f->value.i : 0;
+        int64_t next;
+        if (__builtin_add_overflow(current, inc.delta, &next)) {
+          return Status::InvalidArgument(fmt::format("field {}: {} + {} overflows 64 bits",
+                                                     QuotedFieldName(inc.name), current,
+                                                     inc.delta));
+        }
+        if (inc.cap && ((inc.delta > 0 && next > *inc.cap) || (inc.delta < 0 && next < *inc.cap))) {
+          result->value = current;
+          result->capped = true;
+          return false;
+        }
+        result->value = next;
+        const UnixSeconds fresh = inc.ttl == 0 ? kNever : at + inc.ttl;
+        if (f == nullptr) {
+          PutField(*live, Field{inc.name, FieldValue::Int(next), fresh});
+        } else {
+          f->value.i = next;
+          if (inc.window == segstore::FieldIncrement::Window::kSliding && inc.ttl != 0) {
+            f->expires_at = fresh;
+          }
+        }
+        return true;
+      },
+      [result, done = std::move(done)](Result<uint32_t> count) {
+        if (!count.ok()) return done(count.status());
+        done(*result);
+      });
+}
+
+namespace {
+
+bool Comparable(FieldValue::Type t) {
+  return t == FieldValue::Type::kInt || t == FieldValue::Type::kDouble ||
+         t == FieldValue::Type::kTime;
+}
+
+// a > b, both of one comparable type.
+bool Larger(const FieldValue& a, const FieldValue& b) {
+  return a.type == FieldValue::Type::kDouble ? a.d > b.d : a.i > b.i;
+}
+
+}  // namespace
+
+void ProfileSessionImpl::FieldMax(const WriteContext& w, std::string_view user,
+                                  const FieldUpdate& update, Callback<FieldMaxResult> done) {
+  if (Reserved({user}, done)) return;
+  const UnixSeconds now = Now(w);
+  Status check = CheckFieldSet(std::span<const FieldUpdate>(&update, 1), now, field_limits());
+  if (check.ok() && !Comparable(update.value.type)) {
+    check = Status::InvalidArgument(fmt::format(
+        "field {}: field_max takes an int, a double or a time", QuotedFieldName(update.name)));
+  }
+  if (!check.ok()) {
+    FailSoon(std::move(check), std::move(done));
+    return;
+  }
+  auto result = std::make_shared<FieldMaxResult>();
+  WriteFields(
+      w, user,
+      [update, result](std::vector<Field>* live, UnixSeconds at, bool) -> Result<bool> {
+        *result = FieldMaxResult{};
+        Field* f = FindField(*live, update.name);
+        if (f != nullptr && f->value.type != update.value.type) {
+          return Status::InvalidArgument(fmt::format(
+              "field {} holds another type than the value given", QuotedFieldName(update.name)));
+        }
+        if (f != nullptr && !Larger(update.value, f->value)) {
+          result->value = f->value;
+          return false;
+        }
+        result->value = update.value;
+        result->replaced = true;
+        PutField(*live,
+                 Field{update.name, update.value, FieldExpiry(update.expiry, update.ttl, at)});
+        return true;
+      },
+      [result, done = std::move(done)](Result<uint32_t> count) {
+        if (!count.ok()) return done(count.status());
+        done(*result);
+      });
+}
+
+}  // namespace segstore::profile

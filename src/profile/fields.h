@@ -1,0 +1,65 @@
+// Profile fields (segments.h, Field) between their stored form (a body's
+// fields section, field_codec.h, names numbered by the store's table,
+// field_names.h) and what reads and writes work on: fields by name. Pure
+// functions of their arguments and the table; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profile/field_codec.h"
+#include "profile/field_names.h"
+#include "segstore/result.h"
+#include "segstore/segments.h"
+
+namespace segstore::profile {
+
+// Limits a write of fields is held to (ProfileOptions).
+struct FieldLimits {
+  uint32_t max_fields = 256;        // live fields in one profile
+  uint32_t max_value_bytes = 1024;  // of a string or bytes value
+};
+
+// Every field of `section` (expired ones too), names resolved, sorted by
+// name, into *out. Corruption when the section is damaged or names a number
+// the table does not have.
+Status ResolveFields(std::string_view section, const FieldNames& names, std::vector<Field>* out);
+
+// The section of `fields` (sorted by name, no name twice, at least one):
+// names the table numbers by number, the others inline, and appended to
+// *unnumbered (for FieldNames::Register).
+void EncodeFields(std::span<const Field> fields, const FieldNames& names, std::string* section,
+                  std::vector<std::string>* unnumbered);
+
+// The live fields at `now` of `section` that `selection` asks for, sorted by
+// name, into *out; returns how many fields of the section are live (asked
+// for or not). Nothing is resolved for Mode::kNone. Corruption as
+// ResolveFields.
+Result<uint32_t> SelectFields(std::string_view section, const FieldNames& names,
+                              const FieldSelection& selection, UnixSeconds now,
+                              std::vector<StoredField>* scratch, std::vector<Field>* out);
+
+// A field's name for an error message: quoted, bytes outside printable
+// ASCII as \xNN (names are bytes, not text).
+std::string QuotedFieldName(std::string_view name);
+// InvalidArgument unless `name` is 1 to kMaxFieldNameBytes bytes.
+Status CheckFieldName(std::string_view name);
+// Checks a value to store: its size, a time within 32 bits.
+Status CheckFieldValue(std::string_view name, const FieldValue& v, const FieldLimits& limits);
+// Checks a field_set request before anything is read (names, values, no
+// name twice, expiries in the future or never, TTLs that fit):
+// InvalidArgument or LimitExceeded naming the first offending field.
+Status CheckFieldSet(std::span<const FieldUpdate> fields, UnixSeconds now,
+                     const FieldLimits& limits);
+// The expiry a FieldUpdate's (expiry, ttl) means at `now`.
+UnixSeconds FieldExpiry(uint32_t expiry, bool ttl, UnixSeconds now);
+
+// The field named `name` in `fields` (sorted by name), or null.
+Field* FindField(std::vector<Field>& fields, std::string_view name);
+// Sets `f` in `fields` (sorted by name), keeping them sorted.
+void PutField(std::vector<Field>& fields, Field f);
+
+}  // namespace segstore::profile
