@@ -324,6 +324,8 @@ Status CheckExpire(const ExpireSpec& spec, UnixSeconds now);
 
 // Opens profile sessions on a storage engine and runs the expiry sweeper.
 // Thread-safe. The storage::Store must outlive it; destroy every session first.
+// One at a time on an engine: it keeps the field name table the engine's
+// profiles use (read at Open).
 class ProfileStore {
  public:
   static Result<std::unique_ptr<ProfileStore>> Open(storage::Store* store,

@@ -23,20 +23,35 @@ Status ProfileSessionImpl::AnswerFields(const Columns& c, const GetOptions& opti
 }
 
 void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view user,
-                                     FieldChange change, Callback<uint32_t> done) {
+                                     FieldChange change, Callback<uint32_t> done,
+                                     std::string member, bool own) {
   struct State {
     uint32_t count = 0;
     std::vector<std::string> unnumbered;
+    std::string master;  // the write belongs to this master's record
+    bool back = false;   // the master does not list the member: its own record
   };
   auto state = std::make_shared<State>();
   Write(
       w, user,
-      [this, w, state,
-       change = std::move(change)](const storage::Record* cur) -> Result<storage::Mutation> {
+      [this, w, state, change, member,
+       own](const storage::Record* cur) -> Result<storage::Mutation> {
         state->unnumbered.clear();
+        state->master.clear();
+        state->back = false;
         const Columns* columns = nullptr;
         SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
         const UnixSeconds now = Now(w);
+        // Profile bridging: a linked user's fields live on its master.
+        if (!member.empty() && (columns == nullptr || !ListsLive(columns->group, member, now))) {
+          state->back = true;
+          return storage::Mutation::Keep();
+        }
+        if (member.empty() && !own && columns != nullptr && columns->group.member &&
+            Alive(columns->group.link_expires, now) && !cur->reference().empty()) {
+          state->master = std::string(cur->reference());
+          return storage::Mutation::Keep();
+        }
         fields_.clear();
         bool exists = false;
         if (columns != nullptr) {
@@ -60,8 +75,19 @@ void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view use
         if (columns != nullptr) TrimBefore(*columns, now, &merged_);
         return Store(merged_, w, columns != nullptr ? columns->group : Group(), section);
       },
-      [this, state, done = std::move(done)](Result<storage::WriteOutcome> r) {
+      [this, w, user = std::string(user), member, state, change,
+       done = std::move(done)](Result<storage::WriteOutcome> r) mutable {
         if (!r.ok()) return done(r.status());
+        if (!state->master.empty()) {
+          if (!HoldsHere(state->master)) {
+            return done(Status::Unsupported(
+                "a linked user's fields on a master another node holds: not yet in a cluster"));
+          }
+          return WriteFields(w, state->master, std::move(change), std::move(done), user);
+        }
+        if (state->back) {
+          return WriteFields(w, member, std::move(change), std::move(done), {}, /*own=*/true);
+        }
         // Names this write stored inline get numbers for the next writes.
         if (!state->unnumbered.empty()) names_->Register(state->unnumbered, *worker_);
         done(state->count);

@@ -25,13 +25,6 @@
 namespace segstore::profile {
 namespace {
 
-// Whether `g` (a master's group) lists `user` with a link live at `now`.
-bool ListsLive(const Group& g, std::string_view user, UnixSeconds now) {
-  auto it = std::lower_bound(g.members.begin(), g.members.end(), user,
-                             [](const GroupMember& m, std::string_view u) { return m.user < u; });
-  return it != g.members.end() && it->user == user && Alive(it->expires_at, now);
-}
-
 // Decoded profiles kept for the next group read on this thread (a session's
 // reads all run on its thread): a Columns keeps its buffers (a reference
 // profile's ids, expiries and bit stream, about 14 KiB), so a warm thread's

@@ -122,9 +122,12 @@ class ProfileSessionImpl final : public ProfileSession {
       std::function<Result<bool>(std::vector<Field>* fields, UnixSeconds now, bool exists)>;
   // One read-modify-write of `user`'s fields (its segments and group kept,
   // expired segments and fields dropped); `done` gets the live fields
-  // after it.
+  // after it. A linked user's fields are its master's: when `user`'s
+  // record names a master with a live link, the write goes to the master's
+  // record instead (`member` then names the user, and the master must list
+  // it live, else the write comes back to the user's own record).
   void WriteFields(const WriteContext& w, std::string_view user, FieldChange change,
-                   Callback<uint32_t> done);
+                   Callback<uint32_t> done, std::string member = {}, bool own = false);
   FieldLimits field_limits() const {
     return FieldLimits{options_.max_fields, options_.max_field_bytes};
   }

@@ -679,6 +679,12 @@ UnixSeconds KthSmallest(std::vector<UnixSeconds>& v, size_t k, UnixSeconds lo, U
 
 }  // namespace
 
+bool ListsLive(const Group& g, std::string_view user, UnixSeconds now) {
+  auto it = std::lower_bound(g.members.begin(), g.members.end(), user,
+                             [](const GroupMember& m, std::string_view u) { return m.user < u; });
+  return it != g.members.end() && it->user == user && Alive(it->expires_at, now);
+}
+
 RecordTimes TimesFor(std::span<const Segment> segments, double share,
                      std::span<const UnixSeconds> fields) {
   RecordTimes t;

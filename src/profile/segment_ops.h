@@ -106,6 +106,9 @@ uint32_t RemoveIds(const Columns& c, std::span<const uint64_t> ids, UnixSeconds 
 // Keeps the segments of `c` that are still alive at `before` (>= now).
 TrimResult TrimBefore(const Columns& c, UnixSeconds before, std::vector<Segment>* out);
 
+// Whether `g` (a master's group) lists `user` with a link live at `now`.
+bool ListsLive(const Group& g, std::string_view user, UnixSeconds now);
+
 // The engine's times for a record holding `segments` and fields expiring at
 // `fields` (all live; kNever: never): void_at, when the last of them expires
 // (0 if one never does); sweep_at, when `share` of them will have expired (0

@@ -606,6 +606,47 @@ TEST_F(FieldTest, AGetByALinkedUserAnswersItsMastersFields) {
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->fields.size(), 1u);
   EXPECT_EQ(got->fields[0].name, "own");
+  // Writes by a linked user land on its master: a cap counts the person.
+  segstore::FieldIncrement inc;
+  inc.name = "cap:1";
+  auto r = Incr("cookie", inc);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->value, 3);
+  ASSERT_TRUE(Set("cookie", {F("seen", FieldValue::Time(kNow))}).ok());
+  ASSERT_TRUE(Max("cookie", F("score", FieldValue::Double(0.5))).ok());
+  EXPECT_EQ(Stored("master").size(), 3u);
+  EXPECT_EQ(Stored("cookie").size(), 1u);  // its own, untouched
+  auto del = Del("cookie", {"seen"});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(del->changed, 1u);
+  EXPECT_EQ(del->count, 2u);
+  // Unlinked, it writes and reads its own again.
+  ASSERT_TRUE(*session_->UnlinkSync("cookie"));
+  r = Incr("cookie", inc);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->value, 1);
+  got = Fields("cookie");
+  ASSERT_EQ(got->fields.size(), 2u);
+  EXPECT_EQ(got->fields[0], (Field{"cap:1", FieldValue::Int(1), kNever}));
+}
+
+// A link a crash cut in two (the member names the master, the master does
+// not list it) counts as no link: the member's writes stay its own.
+TEST_F(FieldTest, AHalfLinksFieldWritesStayOnTheUsersOwnRecord) {
+  Open();
+  const std::vector<SegmentUpdate> a = {{1, 3600, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("master", a).ok());
+  ASSERT_TRUE(session_->UpsertSync("cookie", a).ok());
+  LinkStep name;
+  name.kind = LinkStep::Kind::kName;
+  name.user = "cookie";
+  name.master = "master";
+  ASSERT_TRUE(Run<LinkStepResult>([&](auto cb) { session_->ApplyLinkStep({}, name, cb); }).ok());
+  segstore::FieldIncrement inc;
+  inc.name = "cap:9";
+  ASSERT_TRUE(Incr("cookie", inc).ok());
+  EXPECT_EQ(Stored("cookie").size(), 1u);
+  EXPECT_TRUE(Stored("master").empty());
 }
 
 // Segments and fields, written and expiring at random, across restarts,
