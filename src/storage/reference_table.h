@@ -3,7 +3,7 @@
 // offset, which names one record on the device, so two keys never share a
 // slot (a digest or a tag could collide). Open addressing, linear probing,
 // backward-shift deletion: 16-byte slots kept at most 3/4 full, the keys'
-// bytes in one arena compacted once half of it is garbage. Only partitions
+// bytes in one arena compacted once half of it (and 256 bytes) is garbage. Only partitions
 // that hold a reference allocate one (Index, PartitionTable).
 //
 // Not thread-safe: it lives in its PartitionTable, under the partition's lock.
