@@ -87,6 +87,33 @@ TEST_F(ReferenceTest, AGetReadsTheReferencedRecordWithTheKeysOwn) {
   EXPECT_GT(stats.index_reference_bytes, 0u);
 }
 
+// Profile bridging's cost goal for a user in no group: a key that names
+// none costs GetWithReference exactly what Get costs, one device read (the
+// index entry's linked bit says there is nothing more to read); a key that
+// names one costs two reads, issued together.
+TEST_F(ReferenceTest, AKeyNamingNoneCostsOneDeviceReadAsGetDoes) {
+  {
+    auto store = OpenOrDie(opts_);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(Write(w.get(), "master", "M", "").ok());
+    ASSERT_TRUE(Write(w.get(), "member", "m", "master").ok());
+    ASSERT_TRUE(Write(w.get(), "plain", "p", std::nullopt).ok());
+  }
+  // Reopened: no write block in memory, every read goes to the device.
+  auto store = OpenOrDie(opts_);
+  auto w = WorkerOrDie(store.get());
+  auto reads_of = [&](auto read) {
+    const uint64_t before = store->stats().device_reads;
+    read();
+    return store->stats().device_reads - before;
+  };
+  EXPECT_EQ(reads_of([&] { EXPECT_TRUE(w->GetSync("plain").ok()); }), 1u);
+  EXPECT_EQ(reads_of([&] { EXPECT_EQ(Pair(w.get(), "plain"), "p>-"); }), 1u);
+  EXPECT_EQ(reads_of([&] { EXPECT_EQ(Pair(w.get(), "master"), "M>-"); }), 1u);
+  EXPECT_EQ(reads_of([&] { EXPECT_EQ(Pair(w.get(), "member"), "m>M"); }), 2u);
+  EXPECT_EQ(reads_of([&] { EXPECT_EQ(Pair(w.get(), "nobody"), "absent"); }), 0u);
+}
+
 TEST_F(ReferenceTest, UpdatesKeepTheReferenceUnlessTheyChangeIt) {
   auto store = OpenOrDie(opts_);
   auto w = WorkerOrDie(store.get());
