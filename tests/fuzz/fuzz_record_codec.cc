@@ -1,6 +1,9 @@
 // libFuzzer target: the profile codec (src/profile/codec.h) decoding
-// arbitrary bytes as a record body, of version 1, 2 (with a log position) or
-// 3 (with a group section). A refusal must be Corruption. What decodes must
+// arbitrary bytes as a record body, of version 1, 2 (with a log position), 3
+// (with a group section) or 4 (with a fields section, field_codec.h, and
+// maybe a group section). A refusal must be Corruption. A fields section
+// that decodes must hold valid fields that re-encode to a section decoding
+// to the same fields, and to the same bytes again. What decodes must
 // be a valid profile (ids strictly ascending; an expiry is kNever or a second
 // that exists) in a valid group (users 1..65535 bytes, strictly ascending;
 // a group section only in version 3, and never empty there) whose
@@ -25,6 +28,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "profile/codec.h"
+#include "profile/field_codec.h"
 #include "profile/segment_ops.h"
 
 namespace {
@@ -111,6 +115,38 @@ void CheckGroupRoundTrip(std::string_view in, const std::vector<segstore::Segmen
   FUZZ_CHECK(scratch.group == columns.group && scratch.log_position == position);
 }
 
+// A fields section DecodeColumns left undecoded: Corruption, or valid fields
+// that round-trip.
+void CheckFields(const std::string& section) {
+  using namespace segstore;
+  if (section.empty()) return;
+  std::vector<profile::StoredField> fields;
+  const Status s = profile::DecodeFieldSection(section, &fields);
+  if (!s.ok()) {
+    FUZZ_CHECK(s.IsCorruption());
+    return;
+  }
+  FUZZ_CHECK(!fields.empty());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const profile::StoredField& f = fields[i];
+    FUZZ_CHECK(f.name_id != 0 ? f.name.empty()
+                              : !f.name.empty() && f.name.size() <= profile::kMaxFieldNameBytes);
+    if (i > 0) FUZZ_CHECK(profile::StoredBefore(fields[i - 1], f));
+    FUZZ_CHECK(static_cast<uint8_t>(f.value.type) <= static_cast<uint8_t>(FieldValue::Type::kTime));
+    if (f.value.type == FieldValue::Type::kTime) {
+      FUZZ_CHECK(f.value.i >= 0 && f.value.i <= UINT32_MAX);
+    }
+  }
+  std::string again;
+  profile::EncodeFieldSection(fields, &again);
+  std::vector<profile::StoredField> back;
+  FUZZ_CHECK(profile::DecodeFieldSection(again, &back).ok());
+  FUZZ_CHECK(back == fields);
+  std::string third;
+  profile::EncodeFieldSection(back, &third);
+  FUZZ_CHECK(third == again);
+}
+
 }  // namespace
 
 // The get path's one-pass DecodeSelect against DecodeColumns then Select:
@@ -164,11 +200,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   CheckGroupRoundTrip(body, segments);
   // Version 1 carries no position, version 2 one of at least 1, version 3
-  // any position and a group section that is not empty.
+  // any position and a group section that is not empty, version 4 a fields
+  // section (and maybe a group section).
   FUZZ_CHECK(position.ok() && *position == reused.log_position);
   FUZZ_CHECK(body[0] != 1 || *position == 0);
   FUZZ_CHECK(body[0] != 2 || *position != 0);
-  FUZZ_CHECK(reused.group.empty() == (body[0] != 3));
+  if (body[0] != 4) FUZZ_CHECK(reused.group.empty() == (body[0] != 3));
+  FUZZ_CHECK(reused.fields.empty() == (body[0] != 4));
+  FUZZ_CHECK(profile::HasFieldSection(body) == (body[0] == 4));
+  FUZZ_CHECK(profile::HasGroupSection(body) == !reused.group.empty());
+  CheckFields(reused.fields);
   if (reused.group.empty()) FUZZ_CHECK(reused.group == profile::Group{});
   const std::vector<profile::GroupMember>& members = reused.group.members;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -182,17 +223,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 1; i < segments.size(); ++i) FUZZ_CHECK(segments[i - 1].id < segments[i].id);
 
   std::string again;
-  profile::EncodeProfile(segments, *position, reused.group, &again);
+  profile::EncodeProfile(segments, *position, reused.group, std::string_view(reused.fields),
+                         &again);
   FUZZ_CHECK(again[0] == body[0]);  // each version re-encodes as itself
   profile::Columns back;
   FUZZ_CHECK(profile::DecodeColumns(again, &back).ok());
   FUZZ_CHECK(back.log_position == *position);
   FUZZ_CHECK(back.group == reused.group);
+  FUZZ_CHECK(back.fields == reused.fields);
   FUZZ_CHECK(back.size() == segments.size());
   for (size_t i = 0; i < segments.size(); ++i) FUZZ_CHECK(back.At(i) == segments[i]);
   std::string third;
-  profile::EncodeProfile(segments, back.log_position, back.group, &third);
+  profile::EncodeProfile(segments, back.log_position, back.group, std::string_view(back.fields),
+                         &third);
   FUZZ_CHECK(third == again);
+  if (!reused.fields.empty()) {
+    // Without its fields: the body of versions 1 to 3 it would be.
+    profile::EncodeProfile(segments, *position, reused.group, &again);
+    FUZZ_CHECK(again[0] != 4);
+  }
   // Without the position and the group: the version-1 body, which is the
   // version-2 or 3 one without its position and group section.
   std::string v1;

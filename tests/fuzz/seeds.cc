@@ -31,6 +31,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "profile/codec.h"
+#include "profile/field_codec.h"
 #include "proto/protocol.h"
 #include "replica/checkpoint.h"
 #include "replica/entry.h"
@@ -208,6 +209,20 @@ void CodecSeeds() {
   Write("record_codec", "profile-many", body);
   profile::EncodeSegments(many, 1'000'000'007, &body);
   Write("record_codec", "profile-many-position", body);
+  // Version 4: fields of every type, numbered and inline, with and without
+  // a group section.
+  const std::vector<profile::StoredField> fields = {
+      {3, {}, FieldValue::Int(-7), t + kHour},
+      {40, {}, FieldValue::Double(0.5), kNever},
+      {41, {}, FieldValue::Time(t), t + 24 * kHour},
+      {0, "country", FieldValue::String("FR"), kNever},
+      {0, "raw", FieldValue::Bytes(std::string("\0\xff", 2)), t + kHour}};
+  profile::EncodeProfile(profiles[0], 0, profile::Group(), fields, &body);
+  Write("record_codec", "profile-fields", body);
+  profile::Group group;
+  group.members = {{"cookie-1", kNever}, {"cookie-2", t + kHour}};
+  profile::EncodeProfile(many, 77, group, fields, &body);
+  Write("record_codec", "profile-fields-group", body);
 }
 
 // A multibulk of `args`.
