@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "profile/codec.h"
 #include "profile/segment_ops.h"
 
 namespace segstore::profile {
@@ -77,6 +78,32 @@ void EncodeFields(std::span<const Field> fields, const FieldNames& names, std::s
   std::sort(stored.begin(), stored.end(), StoredBefore);
   section->clear();
   EncodeFieldSection(stored, section);
+}
+
+Status PortableBody(std::string_view body, const FieldNames& names, std::string* out) {
+  if (!HasFieldSection(body)) {
+    out->assign(body);
+    return Status::OK();
+  }
+  Columns c;
+  SEGSTORE_RETURN_IF_ERROR(DecodeColumns(body, &c));
+  std::vector<StoredField> fields;
+  SEGSTORE_RETURN_IF_ERROR(DecodeFieldSection(c.fields, &fields));
+  for (StoredField& f : fields) {
+    if (f.name_id == 0) continue;
+    const std::string_view name = names.Name(f.name_id);
+    if (name.empty()) {
+      return Status::Corruption(
+          fmt::format("profile body: field name number {} is not in the name table", f.name_id));
+    }
+    f.name = name;
+    f.name_id = 0;
+  }
+  std::sort(fields.begin(), fields.end(), StoredBefore);
+  std::vector<Segment> segments(c.size());
+  for (size_t i = 0; i < c.size(); ++i) c.CopyTo(i, &segments[i]);
+  EncodeProfile(segments, c.log_position, c.group, fields, out);
+  return Status::OK();
 }
 
 Result<uint32_t> SelectFields(std::string_view section, const FieldNames& names,

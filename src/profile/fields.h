@@ -45,6 +45,13 @@ Result<uint32_t> SelectFields(std::string_view section, const FieldNames& names,
 // A field's name for an error message: quoted, bytes outside printable
 // ASCII as \xNN (names are bytes, not text).
 std::string QuotedFieldName(std::string_view name);
+// `body` (a record body of any codec version) as another node can read it:
+// a body with fields gets every name inline, since numbers are this node's
+// own (field_names.h); any other body is copied as it is. Corruption when
+// the body, or its fields section, is damaged or names a number the table
+// does not have.
+Status PortableBody(std::string_view body, const FieldNames& names, std::string* out);
+
 // InvalidArgument unless `name` is 1 to kMaxFieldNameBytes bytes.
 Status CheckFieldName(std::string_view name);
 // Checks a value to store: its size, a time within 32 bits.

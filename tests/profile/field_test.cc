@@ -535,6 +535,46 @@ TEST_F(FieldTest, NamesAreNumberedOnceRegisteredAndSurviveARestart) {
   EXPECT_TRUE(storage::IsReservedKey(rec->key()));
 }
 
+// Numbers are a node's own: a body sent to another node names its fields
+// inline, and reads the same there with a table that knows none of them.
+TEST_F(FieldTest, APortableBodyNamesEveryFieldInline) {
+  Open();
+  const std::vector<SegmentUpdate> seg = {{1, 3600, true, 4u, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", seg).ok());
+  ASSERT_TRUE(
+      Set("u", {F("cap:1", FieldValue::Int(1), 60, true), F("zz", FieldValue::Int(2))}).ok());
+  AwaitNumbered("cap:1");
+  AwaitNumbered("zz");
+  ASSERT_TRUE(Set("u", {F("new", FieldValue::String("x"))}).ok());  // numbered and inline
+  auto rec = session_->worker().GetSync("u");
+  ASSERT_TRUE(rec.ok());
+  std::string portable;
+  ASSERT_TRUE(PortableBody(rec->body(), names(), &portable).ok());
+  Columns here, there;
+  ASSERT_TRUE(DecodeColumns(rec->body(), &here).ok());
+  ASSERT_TRUE(DecodeColumns(portable, &there).ok());
+  EXPECT_EQ(there.log_position, here.log_position);
+  EXPECT_EQ(there.group, here.group);
+  ASSERT_EQ(there.size(), here.size());
+  EXPECT_EQ(there.At(0), here.At(0));
+  std::vector<StoredField> stored;
+  ASSERT_TRUE(DecodeFieldSection(there.fields, &stored).ok());
+  for (const StoredField& f : stored) EXPECT_EQ(f.name_id, 0u) << f.name;
+  const FieldNames empty(16);
+  std::vector<Field> mine, theirs;
+  ASSERT_TRUE(ResolveFields(here.fields, names(), &mine).ok());
+  ASSERT_TRUE(ResolveFields(there.fields, empty, &theirs).ok());
+  EXPECT_EQ(theirs, mine);
+  EXPECT_EQ(theirs.size(), 3u);
+  // A body without fields goes as it is; a number the table lacks is damage.
+  const std::vector<Segment> plain = {{5, kNever, {}, {}}};
+  std::string body, out;
+  EncodeProfile(plain, 0, Group(), &body);
+  ASSERT_TRUE(PortableBody(body, names(), &out).ok());
+  EXPECT_EQ(out, body);
+  EXPECT_TRUE(PortableBody(rec->body(), empty, &out).IsCorruption());
+}
+
 // The name table's records are the node's own: no profile operation
 // reaches them (a single server's clients included).
 TEST_F(FieldTest, TheNameTablesKeysAreNoUsersKeys) {
