@@ -2700,15 +2700,14 @@ TEST(FieldWireTest, OmittedOptionalsTakeTheirDefaults) {
 }
 
 TEST(FieldWireTest, ValuesTakeTheirMessagePackForms) {
+  // The bytes of `v` in a field_max answer: between "value" and "replaced".
   auto value_bytes = [](const FieldValue& v) {
-    const std::string body = EncodeToString(FieldIncrementResponse{});  // unused; keeps the helper
-    (void)body;
-    FieldMaxResponse r{v, false, false};
-    const std::string all = EncodeToString(r);
-    const std::string head = std::string(Mp().Map(2).Str("value"));
+    const std::string all = EncodeToString(FieldMaxResponse{v, false, false});
+    const std::string head(Mp().Map(2).Str("value"));
+    const std::string tail(Mp().Str("replaced").Bool(false));
     EXPECT_EQ(all.substr(0, head.size()), head);
-    return all.substr(head.size(), all.size() - head.size() -
-                                       std::string(Mp().Str("replaced").Bool(false)).size());
+    EXPECT_EQ(all.substr(all.size() - tail.size()), tail);
+    return all.substr(head.size(), all.size() - head.size() - tail.size());
   };
   EXPECT_EQ(value_bytes(FieldValue::Int(2)), std::string(Mp().U(2)));
   EXPECT_EQ(value_bytes(FieldValue::Int(-1)), std::string("\xff", 1));
