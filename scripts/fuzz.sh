@@ -22,7 +22,7 @@ jobs=${SEGSTORE_FUZZ_JOBS:-2}
 build=${SEGSTORE_FUZZ_BUILD_DIR:-build-fuzz}
 started=$(date +%s)
 
-all_targets=(frame hello get batch_get count upsert batch_upsert remove trim delete expire link
+all_targets=(frame hello get batch_get count upsert batch_upsert remove trim delete expire link field
              copy_partition get_reader resp record_codec log_entry recovery)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 

@@ -57,8 +57,16 @@ using segstore::ExpireCondition;
 using segstore::ExpireOutcome;
 using segstore::ExpireResult;
 using segstore::ExpireSpec;
+using segstore::Field;
+using segstore::FieldIncrement;
+using segstore::FieldMaxResult;
+using segstore::FieldSelection;
+using segstore::FieldUpdate;
+using segstore::FieldValue;
+using segstore::FieldWriteResult;
 using segstore::GetOptions;
 using segstore::GetResult;
+using segstore::IncrementResult;
 using segstore::SegmentUpdate;
 using segstore::ServerInfo;
 using segstore::TrimResult;
@@ -200,6 +208,31 @@ class AsyncClient {
                      Callback<LinksPage> done) = 0;
   // Whether `a` and `b` share a master (or are the same ID).
   virtual void Connected(std::string_view a, std::string_view b, Callback<bool> done) = 0;
+  // Profile fields (proto/PROTOCOL.md, "Profile fields"): typed values
+  // beside the segments, each with its own expiry; a get returns them when
+  // GetOptions::fields asks. Each is one read-modify-write of the user's
+  // record. InvalidArgument for a name empty or over 64 bytes, a name twice,
+  // an expiry not in the future, a type that does not fit; LimitExceeded
+  // past the server's max_fields or max_field_bytes: nothing is written
+  // then. Unsupported from a cluster node (fields are not replicated yet).
+  //
+  // Sets these fields, each whole (value, type and expiry): `changed` is
+  // how many, `count` the live fields after.
+  virtual void FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
+                        const WriteId& write_id, Callback<FieldWriteResult> done) = 0;
+  // Deletes these fields: `changed` counts the live ones among them.
+  // NotFound, writing nothing, when the user has no profile.
+  virtual void FieldDelete(std::string_view user, std::span<const std::string> names,
+                           const WriteId& write_id, Callback<FieldWriteResult> done) = 0;
+  // Adds increment.delta to an int field (a counter; absent or expired: 0),
+  // atomically. With a cap that the sum would pass, nothing is written and
+  // the result says `capped` with the current value: not an error.
+  virtual void FieldIncrement(std::string_view user, const segstore::FieldIncrement& increment,
+                              const WriteId& write_id, Callback<IncrementResult> done) = 0;
+  // Keeps the larger of the field's live value and field.value (an int, a
+  // double or a time, of the field's type), the given expiry with it.
+  virtual void FieldMax(std::string_view user, const FieldUpdate& field, const WriteId& write_id,
+                        Callback<FieldMaxResult> done) = 0;
   // Node to node: one page of a routing partition's records, from a cluster
   // node that serves the partition, for a node copying it to itself
   // (proto/PROTOCOL.md, "copy_partition"; clients have no need of it).
@@ -291,6 +324,16 @@ class Client {
   Result<CopyPartitionResponse> CopyPartition(const CopyPartitionRequest& request);
   Result<LinkStepResult> SendLinkStep(const LinkStep& step, const WriteId& write_id = {});
   Result<std::vector<Result<StoredRecord>>> ReadRecords(std::span<const std::string> users);
+  // Profile fields, as AsyncClient's.
+  Result<FieldWriteResult> FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
+                                    const WriteId& write_id = {});
+  Result<FieldWriteResult> FieldDelete(std::string_view user, std::span<const std::string> names,
+                                       const WriteId& write_id = {});
+  Result<IncrementResult> FieldIncrement(std::string_view user,
+                                         const segstore::FieldIncrement& increment,
+                                         const WriteId& write_id = {});
+  Result<FieldMaxResult> FieldMax(std::string_view user, const FieldUpdate& field,
+                                  const WriteId& write_id = {});
   // Profile bridging, as AsyncClient's.
   Result<LinkResult> Link(std::string_view user, std::string_view master, uint32_t ttl = 0);
   Result<bool> Unlink(std::string_view user);

@@ -124,6 +124,10 @@ struct GetResult {
   // The live fields GetOptions::fields asked for, sorted by name (a linked
   // user's: its master's).
   std::vector<Field> fields;
+  // Whether fields were asked for (GetOptions::fields not kNone): the wire
+  // answer then carries "fields", even when none is live. Set by the server
+  // before it answers, and by the client when the answer carries them.
+  bool fields_asked = false;
 
   size_t size() const { return ids.size(); }
   // Row i as a Segment (expires_at is kNever when the result is ids_only).

@@ -218,6 +218,40 @@ class AsyncClientImpl final : public AsyncClient {
                                            [](proto::ConnectedResponse r) { return r.connected; }));
   }
 
+  void FieldSet(std::string_view user, std::span<const FieldUpdate> fields, const WriteId& write_id,
+                Callback<FieldWriteResult> done) override {
+    proto::FieldSetRequest req{std::string(user),
+                               std::vector<FieldUpdate>(fields.begin(), fields.end()), write_id};
+    Send(Op::kFieldSet, req,
+         Decoding<proto::FieldWriteResponse>(Op::kFieldSet, std::move(done),
+                                             Identity<FieldWriteResult>()));
+  }
+
+  void FieldDelete(std::string_view user, std::span<const std::string> names,
+                   const WriteId& write_id, Callback<FieldWriteResult> done) override {
+    proto::FieldDeleteRequest req{std::string(user),
+                                  std::vector<std::string>(names.begin(), names.end()), write_id};
+    Send(Op::kFieldDelete, req,
+         Decoding<proto::FieldWriteResponse>(Op::kFieldDelete, std::move(done),
+                                             Identity<FieldWriteResult>()));
+  }
+
+  void FieldIncrement(std::string_view user, const segstore::FieldIncrement& increment,
+                      const WriteId& write_id, Callback<IncrementResult> done) override {
+    proto::FieldIncrementRequest req{std::string(user), increment, write_id};
+    Send(Op::kFieldIncrement, req,
+         Decoding<proto::FieldIncrementResponse>(Op::kFieldIncrement, std::move(done),
+                                                 Identity<IncrementResult>()));
+  }
+
+  void FieldMax(std::string_view user, const FieldUpdate& field, const WriteId& write_id,
+                Callback<FieldMaxResult> done) override {
+    proto::FieldMaxRequest req{std::string(user), field, write_id};
+    Send(Op::kFieldMax, req,
+         Decoding<proto::FieldMaxResponse>(Op::kFieldMax, std::move(done),
+                                           Identity<FieldMaxResult>()));
+  }
+
   void SendLinkStep(const LinkStep& step, const WriteId& write_id,
                     Callback<LinkStepResult> done) override {
     proto::LinkStepRequest req{step, write_id};
@@ -467,6 +501,34 @@ Result<std::vector<Result<StoredRecord>>> Client::ReadRecords(std::span<const st
       [&](Callback<std::vector<Result<StoredRecord>>> cb) {
         impl_->async->ReadRecords(users, cb);
       });
+}
+
+Result<FieldWriteResult> Client::FieldSet(std::string_view user,
+                                          std::span<const FieldUpdate> fields,
+                                          const WriteId& write_id) {
+  return impl_->Wait<FieldWriteResult>(
+      [&](Callback<FieldWriteResult> cb) { impl_->async->FieldSet(user, fields, write_id, cb); });
+}
+
+Result<FieldWriteResult> Client::FieldDelete(std::string_view user,
+                                             std::span<const std::string> names,
+                                             const WriteId& write_id) {
+  return impl_->Wait<FieldWriteResult>(
+      [&](Callback<FieldWriteResult> cb) { impl_->async->FieldDelete(user, names, write_id, cb); });
+}
+
+Result<IncrementResult> Client::FieldIncrement(std::string_view user,
+                                               const segstore::FieldIncrement& increment,
+                                               const WriteId& write_id) {
+  return impl_->Wait<IncrementResult>([&](Callback<IncrementResult> cb) {
+    impl_->async->FieldIncrement(user, increment, write_id, cb);
+  });
+}
+
+Result<FieldMaxResult> Client::FieldMax(std::string_view user, const FieldUpdate& field,
+                                        const WriteId& write_id) {
+  return impl_->Wait<FieldMaxResult>(
+      [&](Callback<FieldMaxResult> cb) { impl_->async->FieldMax(user, field, write_id, cb); });
 }
 
 Result<LinkResult> Client::Link(std::string_view user, std::string_view master, uint32_t ttl) {

@@ -51,6 +51,11 @@ enum class Op : uint8_t {
   kExpire = 0x25,
   kLink = 0x26,
   kUnlink = 0x27,
+  // Profile fields (proto/PROTOCOL.md, "Profile fields").
+  kFieldSet = 0x28,
+  kFieldDelete = 0x29,
+  kFieldIncrement = 0x2A,
+  kFieldMax = 0x2B,
   // Node to node (a cluster's own traffic; clients have no need of these).
   kCopyPartition = 0x30,
   kLinkStep = 0x31,
@@ -59,12 +64,12 @@ enum class Op : uint8_t {
 
 // Every operation in a fixed order. An operation's place in it (OpSlot)
 // numbers per-operation counters; codes outside the table get kOpCount.
-inline constexpr Op kOps[] = {Op::kHello,      Op::kPing,      Op::kStats,         Op::kClusterMap,
-                              Op::kGet,        Op::kBatchGet,  Op::kCount,         Op::kMasterOf,
-                              Op::kLinks,      Op::kConnected, Op::kUpsert,        Op::kBatchUpsert,
-                              Op::kRemove,     Op::kTrim,      Op::kDelete,        Op::kExpire,
-                              Op::kLink,       Op::kUnlink,    Op::kCopyPartition, Op::kLinkStep,
-                              Op::kReadRecords};
+inline constexpr Op kOps[] = {
+    Op::kHello,          Op::kPing,        Op::kStats,         Op::kClusterMap, Op::kGet,
+    Op::kBatchGet,       Op::kCount,       Op::kMasterOf,      Op::kLinks,      Op::kConnected,
+    Op::kUpsert,         Op::kBatchUpsert, Op::kRemove,        Op::kTrim,       Op::kDelete,
+    Op::kExpire,         Op::kLink,        Op::kUnlink,        Op::kFieldSet,   Op::kFieldDelete,
+    Op::kFieldIncrement, Op::kFieldMax,    Op::kCopyPartition, Op::kLinkStep,   Op::kReadRecords};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

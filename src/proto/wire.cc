@@ -51,6 +51,14 @@ std::string_view OpName(uint8_t op) {
       return "link";
     case Op::kUnlink:
       return "unlink";
+    case Op::kFieldSet:
+      return "field_set";
+    case Op::kFieldDelete:
+      return "field_del";
+    case Op::kFieldIncrement:
+      return "field_incr";
+    case Op::kFieldMax:
+      return "field_max";
     case Op::kLinkStep:
       return "link_step";
     case Op::kReadRecords:
@@ -123,6 +131,90 @@ void DuplicateField(Packer& pk, bool duplicate) {
   Bool(pk, true);
 }
 
+// A float 64 (0xcb) whatever the value: msgpack-c's pack_double writes
+// whole values as integers, and a double must keep its type.
+void Float64(std::string* out, double d) {
+  const auto bits = std::bit_cast<uint64_t>(d);
+  char buf[9];
+  buf[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+  out->append(buf, sizeof buf);
+}
+
+// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points
+// past U+10FFFF).
+bool IsUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  const auto* const end = p + s.size();
+  while (p < end) {
+    const uint8_t b = *p;
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++p;
+      continue;
+    } else if ((b & 0xe0) == 0xc0) {
+      n = 1;
+      cp = b & 0x1fu;
+    } else if ((b & 0xf0) == 0xe0) {
+      n = 2;
+      cp = b & 0x0fu;
+    } else if ((b & 0xf8) == 0xf0) {
+      n = 3;
+      cp = b & 0x07u;
+    } else {
+      return false;
+    }
+    if (static_cast<size_t>(end - p) <= n) return false;
+    for (size_t i = 1; i <= n; ++i) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[i] & 0x3fu);
+    }
+    static constexpr uint32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    p += n + 1;
+  }
+  return true;
+}
+
+// A profile field's name: a str when it is UTF-8 text (as names usually
+// are), else a bin (names are bytes).
+void FieldName(Packer& pk, std::string_view name) {
+  if (IsUtf8(name)) {
+    Str(pk, name);
+  } else {
+    Bin(pk, name);
+  }
+}
+
+// A profile field's value, typed by its MessagePack form: int, float 64,
+// str, bin, or a time as the timestamp extension's 32-bit form (fixext 4,
+// type -1, the seconds big-endian).
+void FieldValueOf(Packer& pk, std::string* out, const FieldValue& v) {
+  switch (v.type) {
+    case FieldValue::Type::kInt:
+      pk.pack_int64(v.i);
+      return;
+    case FieldValue::Type::kDouble:
+      Float64(out, v.d);
+      return;
+    case FieldValue::Type::kString:
+      Str(pk, v.s);
+      return;
+    case FieldValue::Type::kBytes:
+      Bin(pk, v.s);
+      return;
+    case FieldValue::Type::kTime: {
+      const auto t = static_cast<uint32_t>(v.i);
+      const char b[4] = {static_cast<char>(t >> 24), static_cast<char>(t >> 16),
+                         static_cast<char>(t >> 8), static_cast<char>(t)};
+      pk.pack_ext(4, -1);
+      pk.pack_ext_body(b, 4);
+      return;
+    }
+  }
+}
+
 std::string_view ModeName(UpsertMode m) {
   switch (m) {
     case UpsertMode::kSet:
@@ -187,6 +279,28 @@ uint32_t OptionFields(Packer* pk, const GetOptions& o) {
   flag("count_only", o.count_only);
   u64("limit", o.limit, d.limit);
   flag("own", o.own_only);
+  switch (o.fields.mode) {
+    case FieldSelection::Mode::kNone:
+      break;
+    case FieldSelection::Mode::kAll:
+      flag("fields", true);
+      break;
+    case FieldSelection::Mode::kNames:
+      ++n;
+      if (pk != nullptr) {
+        Str(*pk, "fields");
+        pk->pack_array(static_cast<uint32_t>(o.fields.names.size()));
+        for (const std::string& name : o.fields.names) FieldName(*pk, name);
+      }
+      break;
+    case FieldSelection::Mode::kPrefix:
+      ++n;
+      if (pk != nullptr) {
+        Str(*pk, "field_prefix");
+        FieldName(*pk, o.fields.prefix);
+      }
+      break;
+  }
   return n;
 }
 
@@ -275,8 +389,10 @@ void UintArray(Packer& pk, std::string* out, const std::vector<T>& v) {
 // reserved up front, a batch answer of 20 profiles is built without the
 // string growing (perf had a fifth of a batch get's CPU in that growth).
 size_t GetFieldsBound(const GetResult& m) {
+  size_t fields = 0;
+  for (const Field& f : m.fields) fields += 24 + f.name.size() + f.value.s.size();
   return 96 + m.master.size() + 9 * (m.ids.size() + m.expires.size()) +
-         5 * (m.attr1.size() + m.attr2.size());
+         5 * (m.attr1.size() + m.attr2.size()) + fields;
 }
 
 void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_status) {
@@ -285,7 +401,7 @@ void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_statu
   const bool expires = !m.expires.empty();
   const bool merged = !m.master.empty();  // a linked user's merged view: "master", "profiles"
   pk.pack_map(2 + (with_status ? 1 : 0) + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0) +
-              (merged ? 2 : 0));
+              (merged ? 2 : 0) + (m.fields_asked ? 1 : 0));
   if (with_status) {
     Str(pk, "status");
     pk.pack_uint8(0);
@@ -313,6 +429,16 @@ void GetFields(Packer& pk, std::string* out, const GetResult& m, bool with_statu
     Bin(pk, m.master);
     Str(pk, "profiles");
     pk.pack_uint32(m.profiles);
+  }
+  if (m.fields_asked) {  // {name: [value, expires_at]...}, names in bytewise order
+    Str(pk, "fields");
+    pk.pack_map(static_cast<uint32_t>(m.fields.size()));
+    for (const Field& f : m.fields) {
+      FieldName(pk, f.name);
+      pk.pack_array(2);
+      FieldValueOf(pk, out, f.value);
+      pk.pack_uint32(f.expires_at);
+    }
   }
 }
 
@@ -388,8 +514,11 @@ constexpr uint64_t kMaxMapEntries = 4096;  // entries of one map, at most
 // whatever a header claims: what it builds is at most one object (24 bytes)
 // for each byte of the body. At most kMaxDepth containers nest, a map has at
 // most kMaxMapEntries entries, and extension types and the unused byte 0xc1
-// are refused.
-Status CheckShape(std::string_view body, size_t* length) {
+// are refused, except, when `timestamps` is not null, the timestamp
+// extension (type -1) in its 32- and 64-bit forms, counted in *timestamps
+// (the body's reader then takes each one as a profile field's value, or
+// refuses the body).
+Status CheckShape(std::string_view body, size_t* length, size_t* timestamps) {
   const auto* const begin = reinterpret_cast<const uint8_t*>(body.data());
   const auto* p = begin;
   const auto* const end = begin + body.size();
@@ -439,6 +568,14 @@ Status CheckShape(std::string_view body, size_t* length) {
     } else if (b == 0xc1) {
       return Status::InvalidArgument("body is not valid MessagePack: byte 0xc1 at offset " +
                                      std::to_string(p - begin));
+    } else if (timestamps != nullptr && (b == 0xd6 || b == 0xd7) && (end - p < 2 || p[1] == 0xff)) {
+      head = 2;  // fixext 4 or 8 of type -1: a timestamp of 32 or 64 bits
+      payload = b == 0xd6 ? 4 : 8;
+      ++*timestamps;
+    } else if (timestamps != nullptr) {
+      return Status::InvalidArgument(
+          "body: MessagePack extension types are not accepted, but for a timestamp (type -1, "
+          "32 or 64 bits) as a profile field's value");
     } else {
       return Status::InvalidArgument("body: MessagePack extension types are not accepted");
     }
@@ -465,8 +602,10 @@ Status CheckShape(std::string_view body, size_t* length) {
   return Status::OK();
 }
 
-// Parses `body` into a tree of objects owned by *oh. An empty body is an empty map.
-Status Parse(std::string_view body, msgpack::object_handle* oh, const object** root) {
+// Parses `body` into a tree of objects owned by *oh. An empty body is an
+// empty map. `timestamps`: as CheckShape's.
+Status Parse(std::string_view body, msgpack::object_handle* oh, const object** root,
+             size_t* timestamps = nullptr) {
   static const object kEmptyMap = [] {
     object o;
     o.type = mt::MAP;
@@ -482,7 +621,7 @@ Status Parse(std::string_view body, msgpack::object_handle* oh, const object** r
   // list a valid body holds: a list over its field's limit is then refused by
   // the field's check, naming it (and, in a batch, failing only its item).
   size_t length = 0;
-  SEGSTORE_RETURN_IF_ERROR(CheckShape(body, &length));
+  SEGSTORE_RETURN_IF_ERROR(CheckShape(body, &length, timestamps));
   if (length != body.size()) {
     return Status::InvalidArgument("body: " + std::to_string(body.size() - length) +
                                    " trailing bytes after the MessagePack value");
@@ -491,7 +630,8 @@ Status Parse(std::string_view body, msgpack::object_handle* oh, const object** r
     size_t off = 0;
     *oh = msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr,
                           msgpack::unpack_limit(body.size(), body.size(), body.size(), body.size(),
-                                                /*ext=*/0, kMaxDepth + 1));  // CheckShape decided
+                                                /*ext=*/timestamps != nullptr ? 9 : 0,
+                                                kMaxDepth + 1));  // CheckShape decided
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("body is not valid MessagePack: ") + e.what());
   }
@@ -778,6 +918,169 @@ Status ReadIds(const Fields& f, const DecodeLimits& lim, std::vector<uint64_t>* 
   return Status::OK();
 }
 
+// A profile field's name: a str or bin of 1 to kMaxFieldNameBytes bytes.
+Status ReadFieldName(const object& o, const std::string& name, std::string* v) {
+  if (o.type != mt::STR && o.type != mt::BIN)
+    return WrongType(name, "a field name (str or bin)", o);
+  const std::string_view bytes = o.type == mt::STR
+                                     ? std::string_view(o.via.str.ptr, o.via.str.size)
+                                     : std::string_view(o.via.bin.ptr, o.via.bin.size);
+  if (bytes.empty()) return Bad(name, "an empty field name");
+  if (bytes.size() > kMaxFieldNameBytes) {
+    return Bad(name, "a field name of " + std::to_string(bytes.size()) + " bytes, the limit is " +
+                         std::to_string(kMaxFieldNameBytes));
+  }
+  v->assign(bytes);
+  return Status::OK();
+}
+
+// What a get's field options may hold: at most kMaxFieldNamesAsked names,
+// each a field name; a prefix of at most kMaxFieldNameBytes bytes. For a
+// selection decoded, and for one that arrives as a value (Check).
+Status CheckSelection(const FieldSelection& s) {
+  if (s.mode == FieldSelection::Mode::kNames) {
+    if (s.names.size() > kMaxFieldNamesAsked) {
+      return Status::LimitExceeded("fields: " + std::to_string(s.names.size()) +
+                                   " names, the limit is " + std::to_string(kMaxFieldNamesAsked));
+    }
+    for (size_t i = 0; i < s.names.size(); ++i) {
+      const std::string name = "fields[" + std::to_string(i) + "]";
+      if (s.names[i].empty()) return Bad(name, "an empty field name");
+      if (s.names[i].size() > kMaxFieldNameBytes) {
+        return Bad(name, "a field name of " + std::to_string(s.names[i].size()) +
+                             " bytes, the limit is " + std::to_string(kMaxFieldNameBytes));
+      }
+    }
+  }
+  if (s.mode == FieldSelection::Mode::kPrefix && s.prefix.size() > kMaxFieldNameBytes) {
+    return Bad("field_prefix", "a prefix of " + std::to_string(s.prefix.size()) +
+                                   " bytes, the limit is " + std::to_string(kMaxFieldNameBytes));
+  }
+  return Status::OK();
+}
+
+// A get's "fields" (true: all; false: none; an array of names) or
+// "field_prefix" (a str or bin), not both.
+Status ReadFieldSelection(const Fields& f, FieldSelection* sel) {
+  *sel = FieldSelection{};
+  const object* fields = f.Find("fields");
+  const object* prefix = f.Find("field_prefix");
+  if (fields != nullptr && fields->type == mt::NIL) fields = nullptr;
+  if (prefix != nullptr && prefix->type == mt::NIL) prefix = nullptr;
+  if (fields != nullptr && prefix != nullptr) {
+    return Bad(f.Name("fields"), "given with field_prefix; a get takes one or the other");
+  }
+  if (prefix != nullptr) {
+    if (prefix->type == mt::STR) {
+      sel->prefix.assign(prefix->via.str.ptr, prefix->via.str.size);
+    } else if (prefix->type == mt::BIN) {
+      sel->prefix.assign(prefix->via.bin.ptr, prefix->via.bin.size);
+    } else {
+      return WrongType(f.Name("field_prefix"), "a str or bin", *prefix);
+    }
+    sel->mode = FieldSelection::Mode::kPrefix;
+    return CheckSelection(*sel);
+  }
+  if (fields == nullptr) return Status::OK();
+  if (fields->type == mt::BOOLEAN) {
+    sel->mode = fields->via.boolean ? FieldSelection::Mode::kAll : FieldSelection::Mode::kNone;
+    return Status::OK();
+  }
+  if (fields->type != mt::ARRAY) {
+    return WrongType(f.Name("fields"), "true or an array of field names", *fields);
+  }
+  const uint32_t n = fields->via.array.size;
+  if (n > kMaxFieldNamesAsked) {
+    return Status::LimitExceeded(f.Name("fields") + ": " + std::to_string(n) +
+                                 " names, the limit is " + std::to_string(kMaxFieldNamesAsked));
+  }
+  sel->mode = FieldSelection::Mode::kNames;
+  sel->names.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    SEGSTORE_RETURN_IF_ERROR(ReadFieldName(fields->via.array.ptr[i],
+                                           f.Name("fields") + "[" + std::to_string(i) + "]",
+                                           &sel->names[i]));
+  }
+  return Status::OK();
+}
+
+// A signed 64-bit integer in any MessagePack integer form.
+Status ReadInt64(const object& o, const std::string& name, int64_t* v) {
+  if (o.type == mt::NEGATIVE_INTEGER) {
+    *v = o.via.i64;
+    return Status::OK();
+  }
+  if (o.type != mt::POSITIVE_INTEGER) return WrongType(name, "an integer", o);
+  if (o.via.u64 > static_cast<uint64_t>(INT64_MAX)) {
+    return Bad(name, std::to_string(o.via.u64) + " is past the largest 64-bit signed integer");
+  }
+  *v = static_cast<int64_t>(o.via.u64);
+  return Status::OK();
+}
+
+// A profile field's value as its MessagePack form types it: an integer
+// (int64), a float (32 or 64 bits: a double), a str, a bin, or a timestamp
+// (a time: the 32-bit form, or the 64-bit form with 0 nanoseconds, within
+// 32 bits of seconds). Each timestamp read counts in *timestamps.
+Status ReadFieldValue(const object& o, const std::string& name, size_t* timestamps, FieldValue* v) {
+  switch (o.type) {
+    case mt::POSITIVE_INTEGER:
+    case mt::NEGATIVE_INTEGER: {
+      int64_t i = 0;
+      SEGSTORE_RETURN_IF_ERROR(ReadInt64(o, name, &i));
+      *v = FieldValue::Int(i);
+      return Status::OK();
+    }
+    case mt::FLOAT32:
+    case mt::FLOAT64:
+      *v = FieldValue::Double(o.via.f64);
+      return Status::OK();
+    case mt::STR:
+      *v = FieldValue::String(std::string(o.via.str.ptr, o.via.str.size));
+      return Status::OK();
+    case mt::BIN:
+      *v = FieldValue::Bytes(std::string(o.via.bin.ptr, o.via.bin.size));
+      return Status::OK();
+    case mt::EXT: {
+      if (o.via.ext.type() != -1 || (o.via.ext.size != 4 && o.via.ext.size != 8)) {
+        return Bad(name, "an extension that is not a timestamp of 32 or 64 bits");
+      }
+      const auto* b = reinterpret_cast<const uint8_t*>(o.via.ext.data());
+      uint64_t x = 0;
+      for (uint32_t i = 0; i < o.via.ext.size; ++i) x = (x << 8) | b[i];
+      if (o.via.ext.size == 8) {  // 30 bits of nanoseconds, 34 of seconds
+        if ((x >> 34) != 0)
+          return Bad(name, "a timestamp with nanoseconds; times are whole seconds");
+        if (x > UINT32_MAX) {
+          return Bad(name, "time " + std::to_string(x) + " is past 2^32-1 (2106)");
+        }
+      }
+      ++*timestamps;
+      *v = FieldValue::Time(static_cast<UnixSeconds>(x));
+      return Status::OK();
+    }
+    default:
+      return WrongType(name, "a field value (an integer, a float, a str, a bin or a timestamp)", o);
+  }
+}
+
+// An optional expiry (u32; absent or nil: 0) and TTL flag of a field.
+Status ReadFieldExpiry(const object* expiry, const object* ttl, const std::string& expiry_name,
+                       const std::string& ttl_name, FieldUpdate* u) {
+  u->expiry = kNever;
+  u->ttl = false;
+  if (expiry != nullptr && expiry->type != mt::NIL) {
+    uint64_t e = 0;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(*expiry, expiry_name, UINT32_MAX, &e));
+    u->expiry = static_cast<uint32_t>(e);
+  }
+  if (ttl != nullptr && ttl->type != mt::NIL) {
+    if (ttl->type != mt::BOOLEAN) return WrongType(ttl_name, "a boolean", *ttl);
+    u->ttl = ttl->via.boolean;
+  }
+  return Status::OK();
+}
+
 Status ReadOptions(const Fields& f, GetOptions* o) {
   std::string projection;
   SEGSTORE_RETURN_IF_ERROR(f.Text("projection", &projection));
@@ -795,7 +1098,8 @@ Status ReadOptions(const Fields& f, GetOptions* o) {
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("id_to", &o->id_to));
   SEGSTORE_RETURN_IF_ERROR(f.Flag("count_only", &o->count_only));
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("limit", &o->limit));
-  return f.Flag("own", &o->own_only);
+  SEGSTORE_RETURN_IF_ERROR(f.Flag("own", &o->own_only));
+  return ReadFieldSelection(f, &o->fields);
 }
 
 Status ReadOptU32(const object& o, const std::string& name, std::optional<uint32_t>* v) {
@@ -893,7 +1197,43 @@ Status ReadAttrColumn(const Fields& f, std::string_view key, size_t rows,
   return Status::OK();
 }
 
-Status ReadGetResult(const Fields& f, const DecodeLimits& lim, GetResult* m) {
+// A get answer's "fields": {name: [value, expires_at]...}, names (str or
+// bin) in strictly increasing bytewise order.
+Status ReadAnswerFields(const Fields& f, size_t* timestamps, GetResult* m) {
+  m->fields.clear();
+  m->fields_asked = false;
+  const object* map = f.Find("fields");
+  if (map == nullptr || map->type == mt::NIL) return Status::OK();
+  const std::string name = f.Name("fields");
+  if (map->type != mt::MAP) return WrongType(name, "a map of fields", *map);
+  m->fields_asked = true;
+  m->fields.reserve(map->via.map.size);
+  for (uint32_t i = 0; i < map->via.map.size; ++i) {
+    const msgpack::object_kv& kv = map->via.map.ptr[i];
+    const std::string at = name + "[" + std::to_string(i) + "]";
+    Field field;
+    SEGSTORE_RETURN_IF_ERROR(ReadFieldName(kv.key, at + ".name", &field.name));
+    if (!m->fields.empty() && !(m->fields.back().name < field.name)) {
+      return Bad(at + ".name", "\"" + Printable(field.name) +
+                                   "\" is out of order or twice (names come in bytewise order)");
+    }
+    if (kv.val.type != mt::ARRAY) return WrongType(at, "an array [value, expires_at]", kv.val);
+    if (kv.val.via.array.size != 2) {
+      return Bad(at, "has " + std::to_string(kv.val.via.array.size) +
+                         " elements, expected 2 [value, expires_at]");
+    }
+    SEGSTORE_RETURN_IF_ERROR(
+        ReadFieldValue(kv.val.via.array.ptr[0], at + ".value", timestamps, &field.value));
+    uint64_t e = 0;
+    SEGSTORE_RETURN_IF_ERROR(
+        Fields::ReadUint(kv.val.via.array.ptr[1], at + ".expires_at", UINT32_MAX, &e));
+    field.expires_at = static_cast<UnixSeconds>(e);
+    m->fields.push_back(std::move(field));
+  }
+  return Status::OK();
+}
+
+Status ReadGetResult(const Fields& f, const DecodeLimits& lim, size_t* timestamps, GetResult* m) {
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("count", &m->count, true));
   const object* ids = nullptr;
   SEGSTORE_RETURN_IF_ERROR(f.Array("ids", UINT32_MAX, &ids, true));
@@ -919,7 +1259,7 @@ Status ReadGetResult(const Fields& f, const DecodeLimits& lim, GetResult* m) {
   uint32_t profiles = 0;
   SEGSTORE_RETURN_IF_ERROR(f.UintAs("profiles", &profiles));
   m->profiles = m->master.empty() ? 0 : profiles;
-  return Status::OK();
+  return ReadAnswerFields(f, timestamps, m);
 }
 
 Status ReadUpsertResult(const Fields& f, UpsertResult* m) {
@@ -1010,6 +1350,27 @@ Status DecodeMap(std::string_view body, Read read) {
   std::optional<Fields> f;
   SEGSTORE_RETURN_IF_ERROR(Fields::Of(*root, "body", "", &f));
   return read(*f);
+}
+
+// As DecodeMap, for a body where profile fields' values may stand: `read`
+// also gets a count of the timestamps it took as values, which must be every
+// timestamp of the body (anywhere else one is refused, as any extension).
+template <typename Read>
+Status DecodeMapWithValues(std::string_view body, Read read) {
+  msgpack::object_handle oh;
+  const object* root = nullptr;
+  size_t present = 0;
+  SEGSTORE_RETURN_IF_ERROR(Parse(body, &oh, &root, &present));
+  std::optional<Fields> f;
+  SEGSTORE_RETURN_IF_ERROR(Fields::Of(*root, "body", "", &f));
+  size_t taken = 0;
+  SEGSTORE_RETURN_IF_ERROR(read(*f, &taken));
+  if (taken != present) {
+    return Status::InvalidArgument(
+        "body: a MessagePack timestamp where no profile field's value stands (a timestamp is "
+        "accepted only as a field's value)");
+  }
+  return Status::OK();
 }
 
 template <typename Write>
@@ -1273,10 +1634,12 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetRequest* m
 }
 
 Status Check(const DecodeLimits& lim, const GetRequest& m) {
-  return Fields::CheckUser(m.user, "user", lim);
+  SEGSTORE_RETURN_IF_ERROR(Fields::CheckUser(m.user, "user", lim));
+  return CheckSelection(m.options.fields);
 }
 
 Status Check(const DecodeLimits& lim, BatchGetRequest* m) {
+  SEGSTORE_RETURN_IF_ERROR(CheckSelection(m->options.fields));
   const size_t n = m->users.size();
   if (n > lim.max_batch) {
     return Status::LimitExceeded("users: " + std::to_string(n) + " elements, the limit is " +
@@ -1547,13 +1910,7 @@ void Encode(const StatsResponse& m, std::string* out) {
       if (const auto* u = std::get_if<uint64_t>(&e.value)) {
         pk.pack_uint64(*u);
       } else if (const auto* d = std::get_if<double>(&e.value)) {
-        // Always float64 (0xcb): msgpack-c's pack_double writes whole values
-        // as integers, and a gauge must keep its type.
-        const auto bits = std::bit_cast<uint64_t>(*d);
-        char buf[9];
-        buf[0] = static_cast<char>(0xcb);
-        for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
-        out->append(buf, sizeof buf);
+        Float64(out, *d);  // a gauge keeps its type
       } else {
         Str(pk, std::get<std::string>(e.value));
       }
@@ -1840,15 +2197,21 @@ Status Decode(std::string_view body, const DecodeLimits& lim, BatchGetResponse* 
 
 Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim, GetResult* m) {
   *m = {};
-  return DecodeMap(body, [&](const Fields& f) { return ReadGetResult(f, lim, m); });
+  return DecodeMapWithValues(body, [&](const Fields& f, size_t* timestamps) {
+    return ReadGetResult(f, lim, timestamps, m);
+  });
 }
 
 Status internal::DecodeGeneral(std::string_view body, const DecodeLimits& lim,
                                BatchGetResponse* m) {
   *m = {};
-  return DecodeMap(body, [&](const Fields& f) {
+  return DecodeMapWithValues(body, [&](const Fields& f, size_t* timestamps) {
     return ReadResults<GetResult>(
-        f, [&lim](const Fields& e, GetResult* r) { return ReadGetResult(e, lim, r); }, m);
+        f,
+        [&lim, timestamps](const Fields& e, GetResult* r) {
+          return ReadGetResult(e, lim, timestamps, r);
+        },
+        m);
   });
 }
 
@@ -2243,6 +2606,253 @@ Status Decode(std::string_view body, const DecodeLimits& lim, ReadRecordsRespons
           return Status::OK();
         },
         m);
+  });
+}
+
+// ---- profile fields ----
+
+void Encode(const FieldSetRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "fields");
+    pk.pack_array(static_cast<uint32_t>(m.fields.size()));
+    for (const FieldUpdate& u : m.fields) {  // [name, value, expiry?, ttl?]
+      const uint32_t len = u.ttl ? 4 : u.expiry != kNever ? 3 : 2;
+      pk.pack_array(len);
+      FieldName(pk, u.name);
+      FieldValueOf(pk, out, u.value);
+      if (len >= 3) pk.pack_uint32(u.expiry);
+      if (len >= 4) Bool(pk, u.ttl);
+    }
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, FieldSetRequest* m) {
+  *m = {};
+  return DecodeMapWithValues(body, [&](const Fields& f, size_t* timestamps) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("fields", lim.max_list, &arr, /*required=*/true));
+    m->fields.resize(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      const object& e = arr->via.array.ptr[i];
+      const std::string name = "fields[" + std::to_string(i) + "]";
+      if (e.type != mt::ARRAY) return WrongType(name, "an array [name, value, expiry, ttl]", e);
+      const uint32_t n = e.via.array.size;
+      if (n < 2 || n > 4) {
+        return Bad(name, "has " + std::to_string(n) + " elements, expected 2 to 4");
+      }
+      FieldUpdate& u = m->fields[i];
+      const object* el = e.via.array.ptr;
+      SEGSTORE_RETURN_IF_ERROR(ReadFieldName(el[0], name + ".name", &u.name));
+      SEGSTORE_RETURN_IF_ERROR(ReadFieldValue(el[1], name + ".value", timestamps, &u.value));
+      SEGSTORE_RETURN_IF_ERROR(ReadFieldExpiry(n >= 3 ? &el[2] : nullptr, n >= 4 ? &el[3] : nullptr,
+                                               name + ".expiry", name + ".ttl", &u));
+    }
+    return Status::OK();
+  });
+}
+
+void Encode(const FieldDeleteRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "names");
+    pk.pack_array(static_cast<uint32_t>(m.names.size()));
+    for (const std::string& name : m.names) FieldName(pk, name);
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, FieldDeleteRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("names", lim.max_list, &arr, /*required=*/true));
+    m->names.resize(arr->via.array.size);
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      SEGSTORE_RETURN_IF_ERROR(
+          ReadFieldName(arr->via.array.ptr[i], "names[" + std::to_string(i) + "]", &m->names[i]));
+    }
+    return Status::OK();
+  });
+}
+
+namespace {
+
+// The "name" of field_incr and field_max: required.
+Status ReadNameKey(const Fields& f, std::string* name) {
+  const object* o = f.Find("name");
+  if (o == nullptr || o->type == mt::NIL) return Bad(f.Name("name"), "missing");
+  return ReadFieldName(*o, f.Name("name"), name);
+}
+
+}  // namespace
+
+void Encode(const FieldIncrementRequest& m, std::string* out) {
+  const FieldIncrement& inc = m.increment;
+  const bool sliding = inc.window == FieldIncrement::Window::kSliding;
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3 + (inc.ttl != 0 ? 1 : 0) + (sliding ? 1 : 0) + (inc.cap ? 1 : 0) +
+                WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "name");
+    FieldName(pk, inc.name);
+    Str(pk, "delta");
+    pk.pack_int64(inc.delta);
+    if (inc.ttl != 0) {
+      Str(pk, "ttl");
+      pk.pack_uint32(inc.ttl);
+    }
+    if (sliding) {
+      Str(pk, "window");
+      Str(pk, "sliding");
+    }
+    if (inc.cap) {
+      Str(pk, "cap");
+      pk.pack_int64(*inc.cap);
+    }
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, FieldIncrementRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    FieldIncrement& inc = m->increment;
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
+    SEGSTORE_RETURN_IF_ERROR(ReadNameKey(f, &inc.name));
+    if (const object* d = f.Find("delta"); d != nullptr && d->type != mt::NIL) {
+      SEGSTORE_RETURN_IF_ERROR(ReadInt64(*d, f.Name("delta"), &inc.delta));
+    }
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("ttl", &inc.ttl));
+    std::string window;
+    SEGSTORE_RETURN_IF_ERROR(f.Text("window", &window));
+    if (window == "sliding") {
+      inc.window = FieldIncrement::Window::kSliding;
+    } else if (!window.empty() && window != "fixed") {
+      return Bad(f.Name("window"), "\"" + Printable(window) + "\" is not one of fixed, sliding");
+    }
+    if (const object* c = f.Find("cap"); c != nullptr && c->type != mt::NIL) {
+      int64_t cap = 0;
+      SEGSTORE_RETURN_IF_ERROR(ReadInt64(*c, f.Name("cap"), &cap));
+      inc.cap = cap;
+    }
+    return Status::OK();
+  });
+}
+
+void Encode(const FieldMaxRequest& m, std::string* out) {
+  const FieldUpdate& u = m.field;
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(3 + (u.expiry != kNever ? 1 : 0) + (u.ttl ? 1 : 0) + WriteIdFields(m.write_id));
+    Str(pk, "user");
+    Str(pk, m.user);
+    Str(pk, "name");
+    FieldName(pk, u.name);
+    Str(pk, "value");
+    FieldValueOf(pk, out, u.value);
+    if (u.expiry != kNever) {
+      Str(pk, "expiry");
+      pk.pack_uint32(u.expiry);
+    }
+    if (u.ttl) {
+      Str(pk, "ttl");
+      pk.pack_true();
+    }
+    WriteIdField(pk, m.write_id);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, FieldMaxRequest* m) {
+  *m = {};
+  return DecodeMapWithValues(body, [&](const Fields& f, size_t* timestamps) {
+    FieldUpdate& u = m->field;
+    SEGSTORE_RETURN_IF_ERROR(f.User(lim, &m->user));
+    SEGSTORE_RETURN_IF_ERROR(f.Id(&m->write_id));
+    SEGSTORE_RETURN_IF_ERROR(ReadNameKey(f, &u.name));
+    const object* v = f.Find("value");
+    if (v == nullptr || v->type == mt::NIL) return Bad(f.Name("value"), "missing");
+    SEGSTORE_RETURN_IF_ERROR(ReadFieldValue(*v, f.Name("value"), timestamps, &u.value));
+    if (u.value.type == FieldValue::Type::kString || u.value.type == FieldValue::Type::kBytes) {
+      return Bad(f.Name("value"), "field_max takes an integer, a float or a timestamp");
+    }
+    return ReadFieldExpiry(f.Find("expiry"), f.Find("ttl"), f.Name("expiry"), f.Name("ttl"), &u);
+  });
+}
+
+void Encode(const FieldWriteResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + (m.duplicate ? 1 : 0));
+    Str(pk, "changed");
+    pk.pack_uint32(m.changed);
+    Str(pk, "count");
+    pk.pack_uint32(m.count);
+    DuplicateField(pk, m.duplicate);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, FieldWriteResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("changed", &m->changed, true));
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("count", &m->count, true));
+    return f.Flag("duplicate", &m->duplicate);
+  });
+}
+
+void Encode(const FieldIncrementResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + (m.duplicate ? 1 : 0));
+    Str(pk, "value");
+    pk.pack_int64(m.value);
+    Str(pk, "capped");
+    Bool(pk, m.capped);
+    DuplicateField(pk, m.duplicate);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, FieldIncrementResponse* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    const object* v = f.Find("value");
+    if (v == nullptr || v->type == mt::NIL) return Bad("value", "missing");
+    SEGSTORE_RETURN_IF_ERROR(ReadInt64(*v, "value", &m->value));
+    if (f.Find("capped") == nullptr) return Bad("capped", "missing");
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("capped", &m->capped));
+    return f.Flag("duplicate", &m->duplicate);
+  });
+}
+
+void Encode(const FieldMaxResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + (m.duplicate ? 1 : 0));
+    Str(pk, "value");
+    FieldValueOf(pk, out, m.value);
+    Str(pk, "replaced");
+    Bool(pk, m.replaced);
+    DuplicateField(pk, m.duplicate);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, FieldMaxResponse* m) {
+  *m = {};
+  return DecodeMapWithValues(body, [&](const Fields& f, size_t* timestamps) {
+    const object* v = f.Find("value");
+    if (v == nullptr || v->type == mt::NIL) return Bad("value", "missing");
+    SEGSTORE_RETURN_IF_ERROR(ReadFieldValue(*v, "value", timestamps, &m->value));
+    if (f.Find("replaced") == nullptr) return Bad("replaced", "missing");
+    SEGSTORE_RETURN_IF_ERROR(f.Flag("replaced", &m->replaced));
+    return f.Flag("duplicate", &m->duplicate);
   });
 }
 

@@ -9,7 +9,8 @@
 // (LimitExceeded for a batch or list over the limits) with a message that
 // names the field; they never throw or over-read. A body's shape is checked
 // before it is built (no container claims more elements than the bytes left,
-// at most 8 levels, maps of at most 4,096 entries, no extension types), so a
+// at most 8 levels, maps of at most 4,096 entries, no extension types but a
+// timestamp where a profile field's value may stand), so a
 // decode holds at most one msgpack object (24 bytes) for each byte of the
 // body, whatever its headers claim.
 #pragma once
@@ -128,6 +129,36 @@ struct LinkStepRequest {
 struct ReadRecordsRequest {
   std::vector<std::string> users;  // 1 to max_batch
 };
+// Profile fields (proto/PROTOCOL.md, "Profile fields"). Names are 1 to
+// kMaxFieldNameBytes bytes (str or bin on the wire); a value is typed by its
+// MessagePack form (int, float 64, str, bin, timestamp).
+inline constexpr size_t kMaxFieldNameBytes = 64;
+// Names a get may list in its "fields" option, at most.
+inline constexpr size_t kMaxFieldNamesAsked = 256;
+// field_set: {"user", "fields": [[name, value, expiry?, ttl?]...], "write_id"?}.
+struct FieldSetRequest {
+  std::string user;
+  std::vector<FieldUpdate> fields;  // 0 to max_list
+  WriteId write_id = {};
+};
+// field_del: {"user", "names": [name...], "write_id"?}.
+struct FieldDeleteRequest {
+  std::string user;
+  std::vector<std::string> names;  // 0 to max_list
+  WriteId write_id = {};
+};
+// field_incr: {"user", "name", "delta"?, "ttl"?, "window"?, "cap"?, "write_id"?}.
+struct FieldIncrementRequest {
+  std::string user;
+  FieldIncrement increment;
+  WriteId write_id = {};
+};
+// field_max: {"user", "name", "value", "expiry"?, "ttl"?, "write_id"?}.
+struct FieldMaxRequest {
+  std::string user;
+  FieldUpdate field;
+  WriteId write_id = {};
+};
 
 // ---- responses ----
 
@@ -168,6 +199,12 @@ using StoredRecord = segstore::StoredRecord;
 // one per user asked, in order; NotFound for a user without a record,
 // WrongNode for one the node does not serve.
 using ReadRecordsResponse = std::vector<Result<StoredRecord>>;
+// field_set and field_del: {"changed": u32, "count": u32, "duplicate"?}.
+using FieldWriteResponse = FieldWriteResult;
+// field_incr: {"value": int, "capped": bool, "duplicate"?}.
+using FieldIncrementResponse = IncrementResult;
+// field_max: {"value": int|float|timestamp, "replaced": bool, "duplicate"?}.
+using FieldMaxResponse = FieldMaxResult;
 
 // The bytes record `r` takes in a copy_partition answer's body (exact), and
 // the most the rest of that body takes (its map, "next", "cursor" and the
@@ -290,6 +327,26 @@ void Encode(const ReadRecordsRequest& m, std::string* out);
 Status Decode(std::string_view body, const DecodeLimits& limits, ReadRecordsRequest* m);
 void Encode(const ReadRecordsResponse& m, std::string* out);
 Status Decode(std::string_view body, const DecodeLimits& limits, ReadRecordsResponse* m);
+// Profile fields. Decode holds names to 1..kMaxFieldNameBytes bytes, lists
+// to limits.max_list, values to their MessagePack forms (a timestamp only in
+// its 32-bit form or its 64-bit form with 0 nanoseconds, within 32 bits of
+// seconds), "window" to "fixed" or "sliding", and field_max's value to an
+// int, a float or a time. What the profile layer checks (a name twice, an
+// expiry in the past, a value over max_field_bytes) it leaves to it.
+void Encode(const FieldSetRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldSetRequest* m);
+void Encode(const FieldDeleteRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldDeleteRequest* m);
+void Encode(const FieldIncrementRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldIncrementRequest* m);
+void Encode(const FieldMaxRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldMaxRequest* m);
+void Encode(const FieldWriteResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldWriteResponse* m);
+void Encode(const FieldIncrementResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldIncrementResponse* m);
+void Encode(const FieldMaxResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, FieldMaxResponse* m);
 
 // The body of an error response: {"message": str}. DecodeError never fails:
 // a body it cannot read gives a message saying so.

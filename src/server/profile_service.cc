@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "profile/field_codec.h"
 #include "proto/wire.h"
 #include "replica/bootstrap.h"
 #include "replica/checkpoint.h"
@@ -17,6 +18,9 @@
 #include "server/peer_links.h"
 
 namespace segstore::server {
+
+static_assert(proto::kMaxFieldNameBytes == profile::kMaxFieldNameBytes,
+              "the wire and the profile layer agree on the longest field name");
 
 using proto::FrameHeader;
 using proto::Op;
@@ -169,6 +173,14 @@ class ProfileHandler : public Handler {
         return LinkStep(h, body, std::move(to));
       case Op::kReadRecords:
         return ReadRecords(h, body, std::move(to));
+      case Op::kFieldSet:
+        return FieldSet(h, body, std::move(to));
+      case Op::kFieldDelete:
+        return FieldDelete(h, body, std::move(to));
+      case Op::kFieldIncrement:
+        return FieldIncrement(h, body, std::move(to));
+      case Op::kFieldMax:
+        return FieldMax(h, body, std::move(to));
     }
     ReplyError(h, Status::Unsupported("unknown operation code " + std::to_string(h.op)), to);
   }
@@ -407,7 +419,17 @@ class ProfileHandler : public Handler {
   void Get(const FrameHeader& h, const proto::GetRequest& req, Responder to) {
     if (!Serves(h, req.user, to)) return;
     const bool stale = LeaseLate() || Stale(req.user);
-    session_->Get(req.user, req.options, AnswerRead<GetResult>(h, MarkStale(std::move(to), stale)));
+    if (req.options.fields.mode == FieldSelection::Mode::kNone) {
+      session_->Get(req.user, req.options,
+                    AnswerRead<GetResult>(h, MarkStale(std::move(to), stale)));
+      return;
+    }
+    // The answer carries "fields" (even empty) when fields were asked.
+    session_->Get(req.user, req.options,
+                  [h, to = MarkStale(std::move(to), stale)](Result<GetResult> r) mutable {
+                    if (r.ok()) r->fields_asked = true;
+                    ReplyRead(h, std::move(r), to);
+                  });
   }
 
   // A batch get, its request checked. Users whose ID was rejected get their
@@ -423,8 +445,17 @@ class ProfileHandler : public Handler {
       stale = (req.rejected.empty() || req.rejected[i].ok()) && Stale(req.users[i]);
     }
     to = MarkStale(std::move(to), stale);
+    const bool fields_asked = req.options.fields.mode != FieldSelection::Mode::kNone;
     if (req.rejected.empty()) {
-      session_->BatchGet(req.users, req.options, AnswerRead<BatchGetResult>(h, std::move(to)));
+      if (!fields_asked) {
+        session_->BatchGet(req.users, req.options, AnswerRead<BatchGetResult>(h, std::move(to)));
+        return;
+      }
+      session_->BatchGet(req.users, req.options,
+                         [h, to = std::move(to)](Result<BatchGetResult> r) mutable {
+                           MarkFieldsAsked(&r);
+                           ReplyRead(h, std::move(r), to);
+                         });
       return;
     }
     std::vector<std::string> valid;
@@ -432,9 +463,10 @@ class ProfileHandler : public Handler {
       if (req.rejected[i].ok()) valid.push_back(std::move(req.users[i]));
     }
     session_->BatchGet(valid, req.options,
-                       [h, to = std::move(to),
-                        rejected = std::move(req.rejected)](Result<BatchGetResult> r) mutable {
+                       [h, to = std::move(to), rejected = std::move(req.rejected),
+                        fields_asked](Result<BatchGetResult> r) mutable {
                          if (!r.ok()) return ReplyRead(h, std::move(r), to);
+                         if (fields_asked) MarkFieldsAsked(&r);
                          BatchGetResult all;
                          all.reserve(rejected.size());
                          size_t next = 0;
@@ -443,6 +475,14 @@ class ProfileHandler : public Handler {
                          }
                          ReplyRead(h, Result<BatchGetResult>(std::move(all)), to);
                        });
+  }
+
+  // Every user's answer of a batch get that asked for fields says so.
+  static void MarkFieldsAsked(Result<BatchGetResult>* r) {
+    if (!r->ok()) return;
+    for (Result<GetResult>& one : **r) {
+      if (one.ok()) one->fields_asked = true;
+    }
   }
 
   void Count(const FrameHeader& h, std::string_view body, Responder to) {
@@ -621,6 +661,52 @@ class ProfileHandler : public Handler {
                     });
     }
     session_->Expire(req.user, req.ids, req.spec(), AnswerAsIs<ExpireResult>(h, std::move(to)));
+  }
+
+  // ---- Profile fields (PROTOCOL.md, "Profile fields"). A single server's
+  // writes like any other's; a cluster does not carry them through its log
+  // yet, so a cluster node refuses them (after checking the request).
+  template <typename Request>
+  bool ReadFieldWrite(const FrameHeader& h, std::string_view body, Request* req, Responder& to) {
+    if (!Read(h, body, req, to)) return false;
+    if (RefusedAsPassive(h, to)) return false;
+    if (board_ != nullptr) {
+      ReplyError(h,
+                 Status::Unsupported(std::string(proto::OpName(h.op)) +
+                                     ": profile fields are not yet replicated through the "
+                                     "cluster's log"),
+                 to);
+      return false;
+    }
+    return true;
+  }
+
+  void FieldSet(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::FieldSetRequest req;
+    if (!ReadFieldWrite(h, body, &req, to)) return;
+    session_->FieldSet(profile::WriteContext{}, req.user, req.fields,
+                       AnswerAsIs<FieldWriteResult>(h, std::move(to)));
+  }
+
+  void FieldDelete(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::FieldDeleteRequest req;
+    if (!ReadFieldWrite(h, body, &req, to)) return;
+    session_->FieldDelete(profile::WriteContext{}, req.user, req.names,
+                          AnswerAsIs<FieldWriteResult>(h, std::move(to)));
+  }
+
+  void FieldIncrement(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::FieldIncrementRequest req;
+    if (!ReadFieldWrite(h, body, &req, to)) return;
+    session_->FieldIncrement(profile::WriteContext{}, req.user, req.increment,
+                             AnswerAsIs<IncrementResult>(h, std::move(to)));
+  }
+
+  void FieldMax(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::FieldMaxRequest req;
+    if (!ReadFieldWrite(h, body, &req, to)) return;
+    session_->FieldMax(profile::WriteContext{}, req.user, req.field,
+                       AnswerAsIs<FieldMaxResult>(h, std::move(to)));
   }
 
   // ---- Profile bridging (PROTOCOL.md, "Linked profiles"). On a cluster

@@ -52,13 +52,24 @@ std::string FormatLeft(uint32_t t, uint32_t now) {
   return std::to_string(s) + "s";
 }
 
-Status ParseU64(std::string_view text, std::string_view what, uint64_t* v) {
+// The whole of `text` as an integer of *v's type; `kind` names the type in
+// the error ("an unsigned integer").
+template <typename Int>
+Status ParseInteger(std::string_view text, std::string_view what, std::string_view kind, Int* v) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    return Status::InvalidArgument(std::string(what) + " \"" + std::string(text) +
-                                   "\" is not an unsigned integer");
+    return Status::InvalidArgument(std::string(what) + " \"" + std::string(text) + "\" is not " +
+                                   std::string(kind));
   }
   return Status::OK();
+}
+
+Status ParseU64(std::string_view text, std::string_view what, uint64_t* v) {
+  return ParseInteger(text, what, "an unsigned integer", v);
+}
+
+Status ParseI64(std::string_view text, std::string_view what, int64_t* v) {
+  return ParseInteger(text, what, "a 64-bit integer", v);
 }
 
 // A duration: "90", "90s", "15m", "5h", "30d".
@@ -185,6 +196,146 @@ Status ParseExpiry(std::string_view when, std::string_view condition, segstore::
   return Status::OK();
 }
 
+// ---- profile fields ----
+
+Status ParseDouble(std::string_view text, std::string_view what, double* v) {
+  const std::string s(text);
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) {
+    return Status::InvalidArgument(std::string(what) + " \"" + s + "\" is not a number");
+  }
+  return Status::OK();
+}
+
+Status ParseHex(std::string_view text, std::string* bytes) {
+  if (text.size() % 2 != 0) {
+    return Status::InvalidArgument("bytes \"" + std::string(text) +
+                                   "\": an odd number of hex digits");
+  }
+  bytes->clear();
+  for (size_t i = 0; i < text.size(); i += 2) {
+    uint8_t b = 0;
+    auto [end, ec] = std::from_chars(text.data() + i, text.data() + i + 2, b, 16);
+    if (ec != std::errc() || end != text.data() + i + 2) {
+      return Status::InvalidArgument("bytes \"" + std::string(text) + "\" is not hex");
+    }
+    bytes->push_back(static_cast<char>(b));
+  }
+  return Status::OK();
+}
+
+// A field's value: TYPE:VALUE with TYPE int, double, str, bytes (hex) or
+// time (Unix seconds or YYYY-MM-DDTHH:MM:SSZ); without a type, an int when
+// it reads as one, else a double when it is a decimal number, else a str.
+Status ParseFieldValue(std::string_view text, segstore::FieldValue* v) {
+  using V = segstore::FieldValue;
+  const size_t colon = text.find(':');
+  const std::string_view type = colon == std::string_view::npos ? "" : text.substr(0, colon);
+  const std::string_view rest = colon == std::string_view::npos ? text : text.substr(colon + 1);
+  if (type == "int") {
+    int64_t i = 0;
+    SEGSTORE_RETURN_IF_ERROR(ParseI64(rest, "int", &i));
+    *v = V::Int(i);
+  } else if (type == "double") {
+    double d = 0;
+    SEGSTORE_RETURN_IF_ERROR(ParseDouble(rest, "double", &d));
+    *v = V::Double(d);
+  } else if (type == "str") {
+    *v = V::String(std::string(rest));
+  } else if (type == "bytes") {
+    std::string bytes;
+    SEGSTORE_RETURN_IF_ERROR(ParseHex(rest, &bytes));
+    *v = V::Bytes(std::move(bytes));
+  } else if (type == "time") {
+    uint32_t t = 0;
+    SEGSTORE_RETURN_IF_ERROR(ParseTime(rest, &t));
+    *v = V::Time(t);
+  } else if (int64_t i = 0; ParseI64(text, "int", &i).ok()) {
+    *v = V::Int(i);
+  } else if (double d = 0; text.find_first_not_of("0123456789+-.eE") == std::string_view::npos &&
+                           ParseDouble(text, "double", &d).ok()) {  // not "nan", "inf", hex
+    *v = V::Double(d);
+  } else {
+    *v = V::String(std::string(text));
+  }
+  return Status::OK();
+}
+
+// NAME=VALUE (the name ends at the first '=').
+Status ParseFieldArg(std::string_view text, segstore::FieldUpdate* u) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return Status::InvalidArgument("field \"" + std::string(text) +
+                                   "\": expected NAME=VALUE, e.g. country=str:FR or visits=3");
+  }
+  u->name = std::string(text.substr(0, eq));
+  return ParseFieldValue(text.substr(eq + 1), &u->value);
+}
+
+const char* FieldTypeName(segstore::FieldValue::Type t) {
+  switch (t) {
+    case segstore::FieldValue::Type::kInt:
+      return "int";
+    case segstore::FieldValue::Type::kDouble:
+      return "double";
+    case segstore::FieldValue::Type::kString:
+      return "str";
+    case segstore::FieldValue::Type::kBytes:
+      return "bytes";
+    case segstore::FieldValue::Type::kTime:
+      return "time";
+  }
+  return "unknown";
+}
+
+std::string Hex(std::string_view bytes) {
+  std::string out;
+  char buf[3];
+  for (unsigned char c : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", c);
+    out += buf;
+  }
+  return out;
+}
+
+// A value for people: bytes in hex, a time in UTC.
+std::string FieldText(const segstore::FieldValue& v) {
+  switch (v.type) {
+    case segstore::FieldValue::Type::kInt:
+      return std::to_string(v.i);
+    case segstore::FieldValue::Type::kDouble: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", v.d);
+      return buf;
+    }
+    case segstore::FieldValue::Type::kString:
+      return v.s;
+    case segstore::FieldValue::Type::kBytes:
+      return Hex(v.s);
+    case segstore::FieldValue::Type::kTime:
+      return FormatTime(static_cast<uint32_t>(v.i));
+  }
+  return "";
+}
+
+// A value for scripts: ints, doubles and times (Unix seconds) as numbers,
+// strings as strings, bytes as hex.
+json FieldValueJson(const segstore::FieldValue& v) {
+  switch (v.type) {
+    case segstore::FieldValue::Type::kInt:
+    case segstore::FieldValue::Type::kTime:
+      return v.i;
+    case segstore::FieldValue::Type::kDouble:
+      return v.d;
+    case segstore::FieldValue::Type::kString:
+      return v.s;
+    case segstore::FieldValue::Type::kBytes:
+      return Hex(v.s);
+  }
+  return nullptr;
+}
+
 const char* OutcomeName(segstore::ExpireOutcome o) {
   switch (o) {
     case segstore::ExpireOutcome::kMissing:
@@ -225,6 +376,32 @@ json GetJson(const segstore::GetResult& r, bool ids_only) {
   }
   out["segments"] = std::move(segs);
   return out;
+}
+
+// {"fields": {name: {"type", "value", "expires_at"}...}} beside a get's answer.
+void AddFieldsJson(const segstore::GetResult& r, json* out) {
+  if (!r.fields_asked) return;
+  json fields = json::object();
+  for (const segstore::Field& f : r.fields) {
+    fields[f.name] = json{{"type", FieldTypeName(f.value.type)},
+                          {"value", FieldValueJson(f.value)},
+                          {"expires_at", f.expires_at}};
+  }
+  (*out)["fields"] = std::move(fields);
+}
+
+void PrintFields(const segstore::GetResult& r) {
+  if (!r.fields_asked) return;
+  std::printf("%zu fields\n", r.fields.size());
+  if (r.fields.empty()) return;
+  const uint32_t now = Now();
+  std::printf("%-24s  %-6s  %-24s  %-19s  %-9s\n", "FIELD", "TYPE", "VALUE", "EXPIRES (UTC)",
+              "LEFT");
+  for (const segstore::Field& f : r.fields) {
+    std::printf("%-24s  %-6s  %-24s  %-19s  %-9s\n", f.name.c_str(), FieldTypeName(f.value.type),
+                FieldText(f.value).c_str(), FormatTime(f.expires_at).c_str(),
+                FormatLeft(f.expires_at, now).c_str());
+  }
 }
 
 void PrintGet(const std::string& user, const segstore::GetResult& r, bool ids_only,
@@ -277,6 +454,16 @@ struct Args {
   std::string ttl;     // link: how long it lasts (empty: never)
   std::string cursor;  // links: start after this user
   bool all = false;    // links: every page
+  // profile fields
+  bool fields_given = false;  // get: --fields was given (with names or not)
+  std::string fields;         // get: comma-separated names (empty: all)
+  std::string field_prefix;   // get: names starting with this
+  std::string field_ttl;      // field-set, field-max: --ttl
+  std::string field_expiry;   // field-set, field-max: --expiry
+  std::string name;           // incr: the counter
+  std::string by = "1";       // incr: the delta
+  std::string cap;            // incr: the cap (empty: none)
+  bool sliding = false;       // incr: every increment restarts the TTL
   // load
   std::vector<std::string> files;
   std::string format = "auto";
@@ -556,7 +743,7 @@ int RunNodeCommand(const std::string& command, const Args& a, client::Client& c,
   return fail(Status::InvalidArgument("unknown command " + command));
 }
 
-// Exit status of get, count, remove, trim and expire for a user with no live segment.
+// Exit status of get, count, remove, trim, expire and field-del for a user with no profile.
 constexpr int kExitNoProfile = 3;
 
 // Runs `command`; returns the exit code.
@@ -653,6 +840,100 @@ int RunLinkCommand(const std::string& command, const Args& a, uint32_t ttl, clie
   return 0;
 }
 
+// --ttl DURATION or --expiry TIME of field-set and field-max, onto each field.
+Status ApplyFieldExpiry(const Args& a, segstore::FieldUpdate* u) {
+  if (!a.field_ttl.empty() && !a.field_expiry.empty()) {
+    return Status::InvalidArgument("--ttl and --expiry: give one or the other");
+  }
+  if (!a.field_ttl.empty()) {
+    u->ttl = true;
+    return ParseDuration(a.field_ttl, &u->expiry);
+  }
+  if (!a.field_expiry.empty()) return ParseTime(a.field_expiry, &u->expiry);
+  return Status::OK();
+}
+
+// Profile fields' writes, sent to the node holding the user (a single
+// server holds every user). Everything is parsed before connecting.
+template <typename Fail, typename FailOrAbsent>
+int RunFieldCommand(const std::string& command, const Args& a, const client::ClientOptions& options,
+                    Fail fail, FailOrAbsent fail_or_absent) {
+  std::vector<segstore::FieldUpdate> updates;
+  if (command == "field-set" || command == "field-max") {
+    for (const std::string& item : a.items) {
+      segstore::FieldUpdate u;
+      if (Status s = ParseFieldArg(item, &u); !s.ok()) return fail(s);
+      if (Status s = ApplyFieldExpiry(a, &u); !s.ok()) return fail(s);
+      updates.push_back(std::move(u));
+    }
+    if (command == "field-max" && updates.size() != 1) {
+      return fail(Status::InvalidArgument("field-max takes one NAME=VALUE"));
+    }
+  }
+  segstore::FieldIncrement inc;
+  if (command == "incr") {
+    inc.name = a.name;
+    if (Status s = ParseI64(a.by, "--by", &inc.delta); !s.ok()) return fail(s);
+    if (!a.field_ttl.empty()) {
+      if (Status s = ParseDuration(a.field_ttl, &inc.ttl); !s.ok()) return fail(s);
+    }
+    if (a.sliding) inc.window = segstore::FieldIncrement::Window::kSliding;
+    if (!a.cap.empty()) {
+      int64_t cap = 0;
+      if (Status s = ParseI64(a.cap, "--cap", &cap); !s.ok()) return fail(s);
+      inc.cap = cap;
+    }
+  }
+  client::ClusterClientOptions routed_options;
+  routed_options.node = options;
+  auto routed = client::ClusterClient::Connect(routed_options);
+  if (!routed.ok()) return fail(routed.status());
+  auto node = (*routed)->NodeClient((*routed)->NodeOf(a.user));
+  if (!node.ok()) return fail(node.status());
+  client::Client& c = **node;
+
+  if (command == "field-set" || command == "field-del") {
+    const bool set = command == "field-set";
+    auto r = set ? c.FieldSet(a.user, updates) : c.FieldDelete(a.user, a.items);
+    if (!r.ok()) return fail_or_absent(r.status());
+    if (a.json) {
+      std::cout << json{{"changed", r->changed}, {"count", r->count}}.dump() << "\n";
+    } else {
+      std::printf("%u fields %s, %u live fields now\n", r->changed, set ? "set" : "deleted",
+                  r->count);
+    }
+    return 0;
+  }
+  if (command == "incr") {
+    auto r = c.FieldIncrement(a.user, inc);
+    if (!r.ok()) return fail(r.status());
+    if (a.json) {
+      std::cout << json{{"value", r->value}, {"capped", r->capped}}.dump() << "\n";
+    } else if (r->capped) {
+      std::printf("%s = %lld (capped: %+lld would pass the cap %lld; nothing written)\n",
+                  inc.name.c_str(), static_cast<long long>(r->value),
+                  static_cast<long long>(inc.delta), static_cast<long long>(*inc.cap));
+    } else {
+      std::printf("%s = %lld\n", inc.name.c_str(), static_cast<long long>(r->value));
+    }
+    return 0;
+  }
+  // field-max
+  auto r = c.FieldMax(a.user, updates.front());
+  if (!r.ok()) return fail(r.status());
+  if (a.json) {
+    std::cout << json{{"type", FieldTypeName(r->value.type)},
+                      {"value", FieldValueJson(r->value)},
+                      {"replaced", r->replaced}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("%s = %s (%s)\n", updates.front().name.c_str(), FieldText(r->value).c_str(),
+                r->replaced ? "replaced" : "kept: the field's value is not smaller");
+  }
+  return 0;
+}
+
 int Run(const std::string& command, const Args& a) {
   client::ClientOptions options;
   auto fail = [&](const Status& s) {
@@ -684,6 +965,10 @@ int Run(const std::string& command, const Args& a) {
   options.client_name = "segctl";
   options.hello = command == "info";
   if (Status s = ApplySecurity(a, &options); !s.ok()) return fail(s);
+  if (command == "field-set" || command == "field-del" || command == "incr" ||
+      command == "field-max") {
+    return RunFieldCommand(command, a, options, fail, fail_or_absent);
+  }
 
   // Everything is parsed before connecting: bad input never reaches the server.
   segstore::GetOptions get;
@@ -692,6 +977,23 @@ int Run(const std::string& command, const Args& a) {
   get.outside_expiry_window = a.outside;
   get.limit = a.limit;
   get.own_only = a.own;
+  if (a.fields_given && !a.field_prefix.empty()) {
+    return fail(Status::InvalidArgument("--fields and --field-prefix: give one or the other"));
+  }
+  if (!a.field_prefix.empty()) {
+    get.fields.mode = segstore::FieldSelection::Mode::kPrefix;
+    get.fields.prefix = a.field_prefix;
+  } else if (a.fields_given && a.fields.empty()) {
+    get.fields.mode = segstore::FieldSelection::Mode::kAll;
+  } else if (a.fields_given) {
+    get.fields.mode = segstore::FieldSelection::Mode::kNames;
+    std::string_view rest = a.fields;
+    while (!rest.empty()) {
+      const std::string_view name = rest.substr(0, rest.find(','));
+      if (!name.empty()) get.fields.names.emplace_back(name);
+      rest = name.size() < rest.size() ? rest.substr(name.size() + 1) : std::string_view();
+    }
+  }
   uint64_t id_from = 0, id_to = UINT64_MAX;
   if (!a.id_from.empty()) {
     if (Status s = ParseU64(a.id_from, "--id-from", &id_from); !s.ok()) return fail(s);
@@ -771,9 +1073,12 @@ int Run(const std::string& command, const Args& a) {
     auto r = c.Get(a.user, get);
     if (!r.ok()) return fail_or_absent(r.status());
     if (a.json) {
-      std::cout << GetJson(*r, a.ids_only).dump() << "\n";
+      json out = GetJson(*r, a.ids_only);
+      AddFieldsJson(*r, &out);
+      std::cout << out.dump() << "\n";
     } else {
       PrintGet(a.user, *r, a.ids_only, a.count_only);
+      PrintFields(*r);
     }
     return 0;
   }
@@ -863,9 +1168,9 @@ int main(int argc, char** argv) {
   CLI::App app{"segctl: talk to a segstore server"};
   app.footer(
       "Exit status: 0 success; 1 an error (bad arguments, the server unreachable or answering\n"
-      "an error); 3 get, count, remove, trim or expire of a user who has no profile (no\n"
-      "live segment), and master-of or links of a user in no group. segctl load has its\n"
-      "own (segctl load --help).");
+      "an error); 3 get, count, remove, trim, expire or field-del of a user who has no\n"
+      "profile (no live segment or field), and master-of or links of a user in no group.\n"
+      "segctl load has its own (segctl load --help).");
   app.require_subcommand(1);
   app.fallthrough();  // --server, --json, --timeout may come after the command too
   Args a;
@@ -896,6 +1201,10 @@ int main(int argc, char** argv) {
   get->add_flag("--outside", a.outside, "segments expiring outside the window instead");
   get->add_option("--limit", a.limit, "list at most this many (lowest IDs)");
   get->add_flag("--own", a.own, "a linked user's own profile only, not its group's merged view");
+  get->add_option("--fields", a.fields,
+                  "profile fields too: every live one, or those NAME,NAME,... named")
+      ->expected(0, 1);
+  get->add_option("--field-prefix", a.field_prefix, "profile fields whose name starts so too");
   CLI::App* upsert = app.add_subcommand(
       "upsert",
       "insert or update segments: ID@WHEN[,a1=N][,a2=N], WHEN = +DURATION (90s, 15m, 5h, 30d), "
@@ -950,6 +1259,39 @@ int main(int argc, char** argv) {
   user(connected);
   connected->add_option("other", a.master, "the other user")->required();
 
+  CLI::App* field_set = app.add_subcommand(
+      "field-set",
+      "set profile fields: NAME=VALUE, VALUE = int:N, double:X, str:TEXT, bytes:HEX, "
+      "time:WHEN (Unix seconds or YYYY-MM-DDTHH:MM:SSZ), or untyped (an int, else a double, "
+      "else a str)");
+  user(field_set);
+  field_set->add_option("fields", a.items, "NAME=VALUE")->required();
+  field_set->add_option("--ttl", a.field_ttl, "the fields expire after 90s, 15m, 12h, 30d");
+  field_set->add_option("--expiry", a.field_expiry,
+                        "the fields expire at this time (Unix s or ISO UTC; default never)");
+  CLI::App* field_del = app.add_subcommand("field-del", "delete profile fields by name");
+  user(field_del);
+  field_del->add_option("names", a.items, "field names")->required();
+  CLI::App* incr = app.add_subcommand(
+      "incr", "add to a counter (an int field; absent or expired: 0), atomically; print it");
+  user(incr);
+  incr->add_option("name", a.name, "the counter's field name")->required();
+  incr->add_option("--by", a.by, "the delta, may be negative: --by=-1 (default 1)");
+  incr->add_option("--ttl", a.field_ttl,
+                   "a new counter expires after 90s, 15m, 12h, 30d (default never)");
+  incr->add_flag("--sliding", a.sliding,
+                 "every increment restarts the TTL (default: fixed window)");
+  incr->add_option("--cap", a.cap,
+                   "refuse (write nothing, say capped) an increment that would pass this value");
+  CLI::App* field_max = app.add_subcommand(
+      "field-max",
+      "keep the larger of a field's value and NAME=VALUE (int, double or time, as field-set)");
+  user(field_max);
+  field_max->add_option("field", a.items, "NAME=VALUE")->required()->expected(1);
+  field_max->add_option("--ttl", a.field_ttl, "a value kept expires after 90s, 15m, 12h, 30d");
+  field_max->add_option("--expiry", a.field_expiry,
+                        "a value kept expires at this time (Unix s or ISO UTC; default never)");
+
   CLI::App* load = app.add_subcommand(
       "load",
       "bulk-load DMP segment files (rows: user,segment[,ttl|expiry[,a1[,a2]]]; grouped: "
@@ -988,6 +1330,7 @@ int main(int argc, char** argv) {
     return load->parsed() ? 2 : 1;
   }
   const std::string command = app.get_subcommands().front()->get_name();
+  a.fields_given = get->count("--fields") > 0;
   if (command == "load") return RunLoadCommand(a, load->count("--mode") > 0);
   return Run(command, a);
 }

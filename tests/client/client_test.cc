@@ -145,6 +145,18 @@ void Standard(FakeConn& c, const Frame& f) {
       c.Reply(f, r);
       return;
     }
+    case Op::kFieldSet:
+      c.Reply(f, FieldWriteResult{2, 5, false});
+      return;
+    case Op::kFieldDelete:
+      c.Reply(f, FieldWriteResult{1, 4, false});
+      return;
+    case Op::kFieldIncrement:
+      c.Reply(f, IncrementResult{3, true, false});
+      return;
+    case Op::kFieldMax:
+      c.Reply(f, FieldMaxResult{FieldValue::Time(1'900'000'000), false, false});
+      return;
   }
   c.ReplyError(f, Status::Unsupported("unknown op"));
 }
@@ -630,6 +642,74 @@ TEST_F(EveryOpTest, UnlinkMasterOfLinksConnected) {
   auto cr = Last<proto::ConnectedRequest>(Op::kConnected);
   EXPECT_EQ(cr.a, "x");
   EXPECT_EQ(cr.b, "y");
+}
+
+TEST_F(EveryOpTest, ProfileFields) {
+  const std::vector<FieldUpdate> set = {
+      {"score", FieldValue::Double(0.5), 3600, true},
+      {"consent", FieldValue::Bytes(std::string("\0\xff", 2)), 1'900'000'000, false},
+      {"seen", FieldValue::Time(1'800'000'000), 0, false}};
+  const WriteId id{7, 8};
+  auto w = client_->FieldSet("u", set, id);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->changed, 2u);
+  EXPECT_EQ(w->count, 5u);
+  auto sr = Last<proto::FieldSetRequest>(Op::kFieldSet);
+  EXPECT_EQ(sr.user, "u");
+  ASSERT_EQ(sr.fields.size(), 3u);
+  for (size_t i = 0; i < set.size(); ++i) {
+    EXPECT_EQ(sr.fields[i].name, set[i].name);
+    EXPECT_EQ(sr.fields[i].value, set[i].value);
+    EXPECT_EQ(sr.fields[i].expiry, set[i].expiry);
+    EXPECT_EQ(sr.fields[i].ttl, set[i].ttl);
+  }
+  EXPECT_EQ(sr.write_id, id);
+
+  const std::vector<std::string> names = {"score", "cap:77"};
+  w = client_->FieldDelete("u", names);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->changed, 1u);
+  auto dr = Last<proto::FieldDeleteRequest>(Op::kFieldDelete);
+  EXPECT_EQ(dr.names, names);
+  EXPECT_TRUE(dr.write_id.empty());
+
+  FieldIncrement inc;
+  inc.name = "cap:77";
+  inc.delta = -2;
+  inc.ttl = 86400;
+  inc.window = FieldIncrement::Window::kSliding;
+  inc.cap = 0;
+  auto i = client_->FieldIncrement("u", inc, id);
+  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  EXPECT_EQ(i->value, 3);
+  EXPECT_TRUE(i->capped);
+  auto ir = Last<proto::FieldIncrementRequest>(Op::kFieldIncrement);
+  EXPECT_EQ(ir.increment.name, "cap:77");
+  EXPECT_EQ(ir.increment.delta, -2);
+  EXPECT_EQ(ir.increment.ttl, 86400u);
+  EXPECT_EQ(ir.increment.window, FieldIncrement::Window::kSliding);
+  EXPECT_EQ(ir.increment.cap, std::optional<int64_t>(0));
+  EXPECT_EQ(ir.write_id, id);
+
+  auto m = client_->FieldMax("u", {"seen", FieldValue::Time(1'800'000'000), 0, false});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->value, FieldValue::Time(1'900'000'000));
+  EXPECT_FALSE(m->replaced);
+  auto mr = Last<proto::FieldMaxRequest>(Op::kFieldMax);
+  EXPECT_EQ(mr.field.name, "seen");
+  EXPECT_EQ(mr.field.value, FieldValue::Time(1'800'000'000));
+}
+
+TEST_F(EveryOpTest, GetCarriesTheFieldOptions) {
+  GetOptions opts;
+  opts.fields.mode = FieldSelection::Mode::kNames;
+  opts.fields.names = {"cap:77", "country"};
+  ASSERT_TRUE(client_->Get("alice", opts).ok());
+  EXPECT_EQ(Last<proto::GetRequest>(Op::kGet).options.fields, opts.fields);
+  opts.fields = FieldSelection{FieldSelection::Mode::kPrefix, {}, "cap:"};
+  std::vector<std::string> users = {"a"};
+  ASSERT_TRUE(client_->BatchGet(users, opts).ok());
+  EXPECT_EQ(Last<proto::BatchGetRequest>(Op::kBatchGet).options.fields, opts.fields);
 }
 
 TEST_F(EveryOpTest, CopyPartition) {

@@ -120,6 +120,14 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::LinkStepRequest>(h, body, l);
     case Op::kReadRecords:
       return ServeRequest<proto::ReadRecordsRequest>(h, body, l);
+    case Op::kFieldSet:
+      return ServeRequest<proto::FieldSetRequest>(h, body, l);
+    case Op::kFieldDelete:
+      return ServeRequest<proto::FieldDeleteRequest>(h, body, l);
+    case Op::kFieldIncrement:
+      return ServeRequest<proto::FieldIncrementRequest>(h, body, l);
+    case Op::kFieldMax:
+      return ServeRequest<proto::FieldMaxRequest>(h, body, l);
   }
   FUZZ_CHECK(false);  // IsKnownOp said yes
 }
@@ -182,6 +190,13 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<proto::LinkStepResponse>(body, l);
     case Op::kReadRecords:
       return ReadAnswer<proto::ReadRecordsResponse>(body, l);
+    case Op::kFieldSet:
+    case Op::kFieldDelete:
+      return ReadAnswer<proto::FieldWriteResponse>(body, l);
+    case Op::kFieldIncrement:
+      return ReadAnswer<proto::FieldIncrementResponse>(body, l);
+    case Op::kFieldMax:
+      return ReadAnswer<proto::FieldMaxResponse>(body, l);
   }
 }
 

@@ -37,6 +37,7 @@ inline void CheckDecoded(const proto::HelloRequest&, const proto::DecodeLimits&)
 inline void CheckDecoded(const proto::EmptyRequest&, const proto::DecodeLimits&) {}
 inline void CheckDecoded(const proto::GetRequest& m, const proto::DecodeLimits& l) {
   CheckUser(m.user, l);
+  FUZZ_CHECK(proto::Check(l, m).ok());  // the field options too
 }
 // An entry of a batch that failed alone: a clean refusal, its fields empty.
 // Returns whether entry i was accepted.
@@ -148,6 +149,36 @@ inline void CheckDecoded(const proto::LinkStepRequest& m, const proto::DecodeLim
 inline void CheckDecoded(const proto::ReadRecordsRequest& m, const proto::DecodeLimits& l) {
   FUZZ_CHECK(!m.users.empty() && m.users.size() <= l.max_batch);
   for (const std::string& u : m.users) CheckUser(u, l);
+}
+inline void CheckFieldName(const std::string& name) {
+  FUZZ_CHECK(!name.empty() && name.size() <= proto::kMaxFieldNameBytes);
+}
+inline void CheckDecoded(const proto::FieldSetRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  FUZZ_CHECK(m.fields.size() <= l.max_list);
+  for (const FieldUpdate& u : m.fields) {
+    CheckFieldName(u.name);
+    if (u.value.type == FieldValue::Type::kTime)
+      FUZZ_CHECK(u.value.i >= 0 && u.value.i <= UINT32_MAX);
+  }
+}
+inline void CheckDecoded(const proto::FieldDeleteRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  FUZZ_CHECK(m.names.size() <= l.max_list);
+  for (const std::string& n : m.names) CheckFieldName(n);
+}
+inline void CheckDecoded(const proto::FieldIncrementRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  CheckFieldName(m.increment.name);
+  FUZZ_CHECK(m.increment.window == FieldIncrement::Window::kFixed ||
+             m.increment.window == FieldIncrement::Window::kSliding);
+}
+inline void CheckDecoded(const proto::FieldMaxRequest& m, const proto::DecodeLimits& l) {
+  CheckUser(m.user, l);
+  CheckFieldName(m.field.name);
+  FUZZ_CHECK(m.field.value.type == FieldValue::Type::kInt ||
+             m.field.value.type == FieldValue::Type::kDouble ||
+             m.field.value.type == FieldValue::Type::kTime);
 }
 inline void CheckDecoded(const proto::CopyPartitionRequest& m, const proto::DecodeLimits&) {
   FUZZ_CHECK(m.partition < kPartitions);

@@ -6,10 +6,10 @@
 //
 // - frame: every example frame of proto/examples (*.hex to bytes), and two
 //   requests pipelined in one input;
-// - hello, get, ..., expire, link, ..., connected: the bodies of that operation's
-//   example requests, and an empty body;
+// - hello, get, ..., expire, link, ..., connected, field: the bodies of that
+//   operation's example requests, and an empty body;
 // - get_reader: the bodies of the get and batch_get example answers (a merged
-//   view's, get_linked, too);
+//   view's, get_linked, and those with fields too);
 // - copy_partition: the bodies of its example requests (behind a 0 byte) and
 //   of its OK answers (behind a 1 byte), and both selectors alone;
 // - record_codec: the codec's encodings of a few profiles of every shape;
@@ -80,6 +80,10 @@ void ProtoSeeds(const fs::path& examples) {
                             "connected", "link_step", "read_records"};
   for (int i = 0; i < 7; ++i)
     Write("link", std::string(kLinkOps[i]) + ".empty", std::string(1, static_cast<char>(i)));
+  // fuzz_field: the first byte picks the request (its index here, modulo 4).
+  const char* kFieldOps[] = {"field_set", "field_del", "field_incr", "field_max"};
+  for (int i = 0; i < 4; ++i)
+    Write("field", std::string(kFieldOps[i]) + ".empty", std::string(1, static_cast<char>(i)));
   Write("copy_partition", "empty-request", std::string(1, '\0'));
   Write("copy_partition", "empty-response", "\x01");
   std::string get_request, ping_request;
@@ -101,6 +105,10 @@ void ProtoSeeds(const fs::path& examples) {
       if (direction == "request" && op == kLinkOps[i])
         Write("link", name, std::string(1, static_cast<char>(i)) + body);
     }
+    for (int i = 0; i < 4; ++i) {  // field_incr_capped feeds field_incr
+      if (direction == "request" && op.rfind(kFieldOps[i], 0) == 0)
+        Write("field", name, std::string(1, static_cast<char>(i)) + body);
+    }
     if (direction == "request") {
       for (const char* t : kBodyTargets) {
         // get_full feeds get, upsert_add feeds upsert.
@@ -109,7 +117,7 @@ void ProtoSeeds(const fs::path& examples) {
         }
       }
     } else if (op == "get" || op == "get_full" || op == "get_linked" || op == "get_own" ||
-               op == "batch_get") {
+               op == "get_fields" || op == "get_field_prefix" || op == "batch_get") {
       Write("get_reader", name, body);
     }
     // copy_partition and copy_partition_*: requests, and answers with status 0.

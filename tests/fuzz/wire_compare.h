@@ -14,7 +14,7 @@ inline bool Same(const GetOptions& a, const GetOptions& b) {
   return a.expiry_from == b.expiry_from && a.expiry_to == b.expiry_to &&
          a.outside_expiry_window == b.outside_expiry_window && a.id_from == b.id_from &&
          a.id_to == b.id_to && a.count_only == b.count_only && a.limit == b.limit &&
-         a.ids_only == b.ids_only && a.own_only == b.own_only;
+         a.ids_only == b.ids_only && a.own_only == b.own_only && a.fields == b.fields;
 }
 
 inline bool Same(const SegmentUpdate& a, const SegmentUpdate& b) {
@@ -91,9 +91,34 @@ inline bool Same(const proto::CopyPartitionRequest& a, const proto::CopyPartitio
          a.max_bytes == b.max_bytes;
 }
 
+inline bool Same(const FieldUpdate& a, const FieldUpdate& b) {
+  return a.name == b.name && a.value == b.value && a.expiry == b.expiry && a.ttl == b.ttl;
+}
+inline bool Same(const proto::FieldSetRequest& a, const proto::FieldSetRequest& b) {
+  if (a.user != b.user || a.write_id != b.write_id || a.fields.size() != b.fields.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.fields.size(); ++i) {
+    if (!Same(a.fields[i], b.fields[i])) return false;
+  }
+  return true;
+}
+inline bool Same(const proto::FieldDeleteRequest& a, const proto::FieldDeleteRequest& b) {
+  return a.user == b.user && a.names == b.names && a.write_id == b.write_id;
+}
+inline bool Same(const proto::FieldIncrementRequest& a, const proto::FieldIncrementRequest& b) {
+  const FieldIncrement &x = a.increment, &y = b.increment;
+  return a.user == b.user && x.name == y.name && x.delta == y.delta && x.ttl == y.ttl &&
+         x.window == y.window && x.cap == y.cap && a.write_id == b.write_id;
+}
+inline bool Same(const proto::FieldMaxRequest& a, const proto::FieldMaxRequest& b) {
+  return a.user == b.user && Same(a.field, b.field) && a.write_id == b.write_id;
+}
+
 inline bool Same(const GetResult& a, const GetResult& b) {
   return a.count == b.count && a.ids == b.ids && a.expires == b.expires && a.attr1 == b.attr1 &&
-         a.attr2 == b.attr2 && a.master == b.master && a.profiles == b.profiles;
+         a.attr2 == b.attr2 && a.master == b.master && a.profiles == b.profiles &&
+         a.fields_asked == b.fields_asked && a.fields == b.fields;
 }
 inline bool Same(const Status& a, const Status& b) {
   return a.code() == b.code() && a.message() == b.message();

@@ -35,7 +35,7 @@ namespace {
 // ---- a MessagePack reader for the annotations ----
 
 struct Node {
-  enum Kind { kNil, kBool, kUint, kInt, kFloat, kStr, kBin, kArray, kMap } kind = kNil;
+  enum Kind { kNil, kBool, kUint, kInt, kFloat, kStr, kBin, kArray, kMap, kTimestamp } kind = kNil;
   size_t begin = 0;     // offset of the first byte
   size_t head_end = 0;  // end of the type byte and length/value bytes before any payload
   size_t end = 0;       // one past the last byte, children included
@@ -142,6 +142,16 @@ class Reader {
           n.format = "int" + std::to_string(8 * width);
           break;
         }
+        case 0xd6:    // fixext 4: type -1 is the 32-bit timestamp (seconds)
+        case 0xd7: {  // fixext 8: the 64-bit one (30 bits nanoseconds, 34 seconds)
+          if (Byte() != 0xff) Die("an extension that is not a timestamp");
+          const uint64_t raw = Be(t == 0xd6 ? 4 : 8);
+          n.kind = Node::kTimestamp;
+          n.u = t == 0xd6 ? raw : raw & ((uint64_t{1} << 34) - 1);
+          n.format =
+              t == 0xd6 ? "fixext4 type -1 (timestamp 32)" : "fixext8 type -1 (timestamp 64)";
+          break;
+        }
         case 0xd9:
           sized(Node::kStr, "str8", Be(1));
           break;
@@ -244,6 +254,8 @@ std::string Compact(const Node& n) {
       return Quote(n.s);
     case Node::kBin:
       return "bin(" + Hex(n.s, 0, n.s.size()) + ")";
+    case Node::kTimestamp:
+      return "timestamp(" + std::to_string(n.u) + ")";
     case Node::kArray: {
       std::string out = "[";
       for (size_t k = 0; k < n.children.size(); ++k) {

@@ -112,13 +112,45 @@ std::string Q(std::string_view s) {
   return out + "\"";
 }
 
+std::string Text(const FieldSelection& f) {
+  switch (f.mode) {
+    case FieldSelection::Mode::kNone:
+      return "none";
+    case FieldSelection::Mode::kAll:
+      return "all";
+    case FieldSelection::Mode::kNames:
+      return "names " + List(f.names, Q);
+    case FieldSelection::Mode::kPrefix:
+      return "prefix " + Q(f.prefix);
+  }
+  return "?";
+}
 std::string Text(const GetOptions& o) {
   std::ostringstream s;
   s << "expiry=[" << o.expiry_from << "," << o.expiry_to << "]"
     << (o.outside_expiry_window ? " outside" : "") << " id=[" << o.id_from << "," << o.id_to
     << "] count_only=" << o.count_only << " limit=" << o.limit << " ids_only=" << o.ids_only
-    << " own_only=" << o.own_only;
+    << " own_only=" << o.own_only << " fields=" << Text(o.fields);
   return s.str();
+}
+std::string Text(const FieldValue& v) {
+  switch (v.type) {
+    case FieldValue::Type::kInt:
+      return "int " + std::to_string(v.i);
+    case FieldValue::Type::kDouble:
+      return "double " + U(std::bit_cast<uint64_t>(v.d));  // exact, NaN included
+    case FieldValue::Type::kString:
+      return "str " + Q(v.s);
+    case FieldValue::Type::kBytes:
+      return "bytes " + Q(v.s);
+    case FieldValue::Type::kTime:
+      return "time " + std::to_string(v.i);
+  }
+  return "?";
+}
+std::string Text(const Field& f) { return Q(f.name) + "=" + Text(f.value) + "@" + U(f.expires_at); }
+std::string Text(const FieldUpdate& u) {
+  return Q(u.name) + "=" + Text(u.value) + (u.ttl ? " ttl " : " at ") + U(u.expiry);
 }
 std::string Text(const SegmentUpdate& u) {
   return "[" + U(u.id) + " " + U(u.value) + (u.ttl ? " ttl" : " abs") + " " + Opt(u.attr1) + " " +
@@ -176,7 +208,9 @@ std::string Text(const HelloResponse& m) {
 std::string Text(const GetResult& m) {
   return "get_result count " + U(m.count) + " ids " + List(m.ids, U) + " expires " +
          List(m.expires, [](UnixSeconds e) { return U(e); }) + " attr1 " + List(m.attr1, Opt) +
-         " attr2 " + List(m.attr2, Opt) + " master " + Q(m.master) + " profiles " + U(m.profiles);
+         " attr2 " + List(m.attr2, Opt) + " master " + Q(m.master) + " profiles " + U(m.profiles) +
+         (m.fields_asked ? " fields " + List(m.fields, [](const Field& f) { return Text(f); })
+                         : "");
 }
 std::string Text(const UpsertResult& m) {
   return "upsert_result " + U(m.inserted) + " " + U(m.updated) + " " + U(m.trimmed) + " " +
@@ -294,6 +328,35 @@ std::string Text(const ReadRecordsResponse& m) {
   return "records " + List(m, [](const Result<StoredRecord>& r) {
            return r.ok() ? "[" + Q(r->body) + " " + Q(r->reference) + "]" : r.status().ToString();
          });
+}
+std::string Text(const FieldSetRequest& m) {
+  return "field_set " + Q(m.user) + " " +
+         List(m.fields, [](const FieldUpdate& u) { return Text(u); }) + Text(m.write_id);
+}
+std::string Text(const FieldDeleteRequest& m) {
+  return "field_del " + Q(m.user) + " " + List(m.names, Q) + Text(m.write_id);
+}
+std::string Text(const FieldIncrementRequest& m) {
+  const FieldIncrement& i = m.increment;
+  return "field_incr " + Q(m.user) + " " + Q(i.name) + " delta " + std::to_string(i.delta) +
+         " ttl " + U(i.ttl) +
+         (i.window == FieldIncrement::Window::kSliding ? " sliding" : " fixed") +
+         (i.cap ? " cap " + std::to_string(*i.cap) : "") + Text(m.write_id);
+}
+std::string Text(const FieldMaxRequest& m) {
+  return "field_max " + Q(m.user) + " " + Text(m.field) + Text(m.write_id);
+}
+std::string Text(const FieldWriteResponse& m) {
+  return "field_write changed " + U(m.changed) + " count " + U(m.count) +
+         (m.duplicate ? " duplicate" : "");
+}
+std::string Text(const FieldIncrementResponse& m) {
+  return "field_incr_result " + std::to_string(m.value) + (m.capped ? " capped" : "") +
+         (m.duplicate ? " duplicate" : "");
+}
+std::string Text(const FieldMaxResponse& m) {
+  return "field_max_result " + Text(m.value) + (m.replaced ? " replaced" : "") +
+         (m.duplicate ? " duplicate" : "");
 }
 std::string Text(const examples::Body& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
@@ -417,6 +480,13 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<LinkStepResponse>("LinkStepResponse", lim),
       DecoderOf<ReadRecordsRequest>("ReadRecordsRequest", lim),
       DecoderOf<ReadRecordsResponse>("ReadRecordsResponse", lim),
+      DecoderOf<FieldSetRequest>("FieldSetRequest", lim),
+      DecoderOf<FieldDeleteRequest>("FieldDeleteRequest", lim),
+      DecoderOf<FieldIncrementRequest>("FieldIncrementRequest", lim),
+      DecoderOf<FieldMaxRequest>("FieldMaxRequest", lim),
+      DecoderOf<FieldWriteResponse>("FieldWriteResponse", lim),
+      DecoderOf<FieldIncrementResponse>("FieldIncrementResponse", lim),
+      DecoderOf<FieldMaxResponse>("FieldMaxResponse", lim),
       {"DecodeError",
        [](std::string_view b) {
          (void)DecodeError(b);
@@ -2536,6 +2606,423 @@ TEST(LinkWireTest, AMergedViewsFieldsAreChecked) {
 
 // ---- hostile input ----
 
+// ---- profile fields ----
+
+FieldUpdate Upd(std::string name, FieldValue v, uint32_t expiry = kNever, bool ttl = false) {
+  return FieldUpdate{std::move(name), std::move(v), expiry, ttl};
+}
+
+TEST(FieldWireTest, RequestsRoundTripEveryTypeAndLeaveOutTheirDefaults) {
+  const std::string binary_name("\xff\x00name", 6);  // not UTF-8: sent as a bin
+  ExpectRoundTrip(FieldSetRequest{
+      "u",
+      {Upd("i", FieldValue::Int(INT64_MIN)), Upd("j", FieldValue::Int(INT64_MAX), 90, true),
+       Upd("d", FieldValue::Double(-0.0), 1'900'000'000), Upd("nan", FieldValue::Double(NAN)),
+       Upd("s", FieldValue::String(std::string(300, 'x'))),
+       Upd("b", FieldValue::Bytes(std::string("\0\xff", 2))), Upd("t", FieldValue::Time(0)),
+       Upd("t2", FieldValue::Time(UINT32_MAX)), Upd(binary_name, FieldValue::Int(1)),
+       Upd(std::string(kMaxFieldNameBytes, 'n'), FieldValue::Int(2))},
+      WriteId{1, 2}});
+  ExpectRoundTrip(FieldSetRequest{"u", {}, {}});
+  ExpectRoundTrip(FieldDeleteRequest{"u", {"a", binary_name, "a"}, WriteId{3, 4}});
+  ExpectRoundTrip(FieldDeleteRequest{"u", {}, {}});
+  FieldIncrement inc;
+  inc.name = "cap:77";
+  ExpectRoundTrip(FieldIncrementRequest{"u", inc, {}});
+  inc.delta = -5;
+  inc.ttl = 86400;
+  inc.window = FieldIncrement::Window::kSliding;
+  inc.cap = INT64_MIN;
+  ExpectRoundTrip(FieldIncrementRequest{"u", inc, WriteId{0, 9}});
+  ExpectRoundTrip(FieldMaxRequest{"u", Upd("seen", FieldValue::Time(1'800'000'000)), {}});
+  ExpectRoundTrip(FieldMaxRequest{"u", Upd("score", FieldValue::Double(2.5), 60, true), {}});
+  ExpectRoundTrip(FieldMaxRequest{"u", Upd("n", FieldValue::Int(-3), 1'900'000'000), {1, 1}});
+  // Defaults: a field without expiry is [name, value]; an increment without
+  // TTL, window or cap sends user, name and delta alone.
+  EXPECT_EQ(
+      EncodeToString(FieldSetRequest{"u", {Upd("n", FieldValue::Int(1))}, {}}),
+      std::string(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Arr(2).Str("n").U(1)));
+  FieldIncrement plain;
+  plain.name = "n";
+  EXPECT_EQ(EncodeToString(FieldIncrementRequest{"u", plain, {}}),
+            std::string(Mp().Map(3).Str("user").Str("u").Str("name").Str("n").Str("delta").U(1)));
+  // A name that is not UTF-8 goes as a bin; one that is, as a str.
+  EXPECT_EQ(
+      EncodeToString(FieldDeleteRequest{"u", {binary_name, "é"}, {}}),
+      std::string(Mp().Map(2).Str("user").Str("u").Str("names").Arr(2).Bin(binary_name).Str("é")));
+}
+
+TEST(FieldWireTest, OmittedOptionalsTakeTheirDefaults) {
+  FieldIncrementRequest inc;
+  ASSERT_TRUE(
+      Decode(Mp().Map(3).Str("user").Str("u").Str("name").Bin("n").Str("window").Nil(), {}, &inc)
+          .ok());
+  EXPECT_EQ(inc.increment.delta, 1);
+  EXPECT_EQ(inc.increment.ttl, 0u);
+  EXPECT_EQ(inc.increment.window, FieldIncrement::Window::kFixed);
+  EXPECT_FALSE(inc.increment.cap.has_value());
+  ASSERT_TRUE(Decode(Mp().Map(4)
+                         .Str("user")
+                         .Str("u")
+                         .Str("name")
+                         .Str("n")
+                         .Str("window")
+                         .Str("fixed")
+                         .Str("cap")
+                         .Nil(),
+                     {}, &inc)
+                  .ok());
+  EXPECT_EQ(inc.increment.window, FieldIncrement::Window::kFixed);
+  FieldSetRequest set;
+  ASSERT_TRUE(
+      Decode(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Arr(4).Str("n").U(1).Nil().Nil(),
+             {}, &set)
+          .ok());
+  ASSERT_EQ(set.fields.size(), 1u);
+  EXPECT_EQ(set.fields[0].expiry, kNever);
+  EXPECT_FALSE(set.fields[0].ttl);
+  // Any integer form, and a float 32 (a double), are accepted.
+  ASSERT_TRUE(Decode(Mp().Map(2)
+                         .Str("user")
+                         .Str("u")
+                         .Str("fields")
+                         .Arr(2)
+                         .Arr(2)
+                         .Str("a")
+                         .U64(7)
+                         .Arr(2)
+                         .Str("b")
+                         .F32(0.5f),
+                     {}, &set)
+                  .ok());
+  EXPECT_EQ(set.fields[0].value, FieldValue::Int(7));
+  EXPECT_EQ(set.fields[1].value, FieldValue::Double(0.5));
+}
+
+TEST(FieldWireTest, ValuesTakeTheirMessagePackForms) {
+  // The bytes of `v` in a field_max answer: between "value" and "replaced".
+  auto value_bytes = [](const FieldValue& v) {
+    const std::string all = EncodeToString(FieldMaxResponse{v, false, false});
+    const std::string head(Mp().Map(2).Str("value"));
+    const std::string tail(Mp().Str("replaced").Bool(false));
+    EXPECT_EQ(all.substr(0, head.size()), head);
+    EXPECT_EQ(all.substr(all.size() - tail.size()), tail);
+    return all.substr(head.size(), all.size() - head.size() - tail.size());
+  };
+  EXPECT_EQ(value_bytes(FieldValue::Int(2)), std::string(Mp().U(2)));
+  EXPECT_EQ(value_bytes(FieldValue::Int(-1)), std::string("\xff", 1));
+  EXPECT_EQ(value_bytes(FieldValue::Int(INT64_MIN)),
+            std::string(Mp().Raw({0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0})));
+  EXPECT_EQ(value_bytes(FieldValue::Double(1.0)),
+            std::string(Mp().F64(1.0)));  // a float, whole or not
+  EXPECT_EQ(value_bytes(FieldValue::String("FR")), std::string(Mp().Str("FR")));
+  EXPECT_EQ(value_bytes(FieldValue::Bytes("FR")), std::string(Mp().Bin("FR")));
+  EXPECT_EQ(value_bytes(FieldValue::Time(0x01020304)), std::string(Mp().Ts32(0x01020304)));
+}
+
+TEST(FieldWireTest, ResponsesRoundTrip) {
+  ExpectRoundTrip(FieldWriteResponse{0, 0, false});
+  ExpectRoundTrip(FieldWriteResponse{3, 256, true});
+  ExpectRoundTrip(FieldIncrementResponse{INT64_MIN, false, false});
+  ExpectRoundTrip(FieldIncrementResponse{3, true, true});
+  ExpectRoundTrip(FieldMaxResponse{FieldValue::Time(UINT32_MAX), true, false});
+  ExpectRoundTrip(FieldMaxResponse{FieldValue::Double(-1e300), false, true});
+  ExpectRoundTrip(FieldMaxResponse{FieldValue::Int(42), false, false});
+}
+
+TEST(FieldWireTest, GetAsksForFieldsOnlyWhenTold) {
+  GetRequest plain{"u", {}};
+  const std::string before = EncodeToString(plain);
+  EXPECT_EQ(before, std::string(Mp().Map(1).Str("user").Str("u")));  // as before fields
+  GetRequest all{"u", {}};
+  all.options.fields.mode = FieldSelection::Mode::kAll;
+  EXPECT_EQ(EncodeToString(all),
+            std::string(Mp().Map(2).Str("user").Str("u").Str("fields").Bool(true)));
+  ExpectRoundTrip(all);
+  GetRequest names{"u", {}};
+  names.options.fields.mode = FieldSelection::Mode::kNames;
+  names.options.fields.names = {"cap:1", std::string("\xc3\x28", 2), "cap:1"};
+  ExpectRoundTrip(names);
+  names.options.fields.names.clear();  // asks for none by name: an empty "fields" map
+  ExpectRoundTrip(names);
+  GetRequest prefix{"u", {}};
+  prefix.options.fields.mode = FieldSelection::Mode::kPrefix;
+  prefix.options.fields.prefix = "cap:";
+  ExpectRoundTrip(prefix);
+  prefix.options.fields.prefix = "";  // every field
+  ExpectRoundTrip(prefix);
+  BatchGetRequest batch{{"a", "b"}, prefix.options};
+  ExpectRoundTrip(batch);
+  // "fields": false and nil ask for none.
+  GetRequest got;
+  ASSERT_TRUE(Decode(Mp().Map(2).Str("user").Str("u").Str("fields").Bool(false), {}, &got).ok());
+  EXPECT_EQ(got.options.fields.mode, FieldSelection::Mode::kNone);
+  ASSERT_TRUE(
+      Decode(Mp().Map(3).Str("user").Str("u").Str("fields").Nil().Str("field_prefix").Str("c"), {},
+             &got)
+          .ok());
+  EXPECT_EQ(got.options.fields.mode, FieldSelection::Mode::kPrefix);
+}
+
+TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
+  auto get = [](std::string_view m) { return DecodeAs<GetRequest>(m); };
+  ExpectInvalid(
+      get(Mp().Map(3).Str("user").Str("u").Str("fields").Bool(true).Str("field_prefix").Str("c")),
+      {"fields", "field_prefix"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Str("all")),
+                {"fields", "true or an array"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Str("")),
+                {"fields[0]", "empty field name"});
+  ExpectInvalid(
+      get(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(2).Str("a").Str(std::string(65, 'n'))),
+      {"fields[1]", "65 bytes"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).U(5)), {"fields[0]"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").U(5)), {"field_prefix"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Str(std::string(65, 'p'))),
+                {"field_prefix", "65 bytes"});
+  Mp many;
+  many.Map(2).Str("user").Str("u").Str("fields").Arr(kMaxFieldNamesAsked + 1);
+  for (size_t i = 0; i <= kMaxFieldNamesAsked; ++i) many.Str("n" + std::to_string(i));
+  ExpectError(get(many), Status::Code::kLimitExceeded, {"fields", "257"});
+  // In a batch get, the shared option fails the frame.
+  ExpectInvalid(DecodeAs<BatchGetRequest>(
+                    Mp().Map(2).Str("users").Arr(1).Str("a").Str("fields").Arr(1).Bin("")),
+                {"fields[0]"});
+  // A request that arrives as a value is held to the same rules.
+  GetRequest value{"u", {}};
+  value.options.fields.mode = FieldSelection::Mode::kNames;
+  value.options.fields.names = {"ok", std::string(65, 'n')};
+  ExpectInvalid(Check(DecodeLimits{}, value), {"fields[1]"});
+  value.options.fields.names.assign(kMaxFieldNamesAsked + 1, "n");
+  ExpectError(Check(DecodeLimits{}, value), Status::Code::kLimitExceeded, {"fields"});
+  BatchGetRequest batch{{"a"}, value.options};
+  ExpectError(Check(DecodeLimits{}, &batch), Status::Code::kLimitExceeded, {"fields"});
+}
+
+GetResult WithFields(std::vector<Field> fields) {
+  GetResult r;
+  r.ids = {5};
+  r.count = 1;
+  r.fields_asked = true;
+  r.fields = std::move(fields);
+  return r;
+}
+
+TEST(FieldWireTest, GetAnswersCarryFieldsOnlyWhenAsked) {
+  GetResult plain;
+  plain.ids = {5};
+  plain.count = 1;
+  const std::string before = EncodeToString(plain);
+  EXPECT_EQ(before.find("fields"), std::string::npos);  // byte for byte the answer before fields
+  GetResult none = WithFields({});
+  EXPECT_EQ(EncodeToString(none),
+            std::string(Mp().Map(3).Str("count").U(1).Str("ids").Arr(1).U(5).Str("fields").Map(0)));
+  ExpectRoundTrip(none);
+  GetResult every = WithFields({{"b", FieldValue::Bytes(std::string("\0", 1)), 7},
+                                {"cap:1", FieldValue::Int(-2), 0},
+                                {"d", FieldValue::Double(0.25), 0},
+                                {"s", FieldValue::String(""), 9},
+                                {"t", FieldValue::Time(1'800'000'000), UINT32_MAX},
+                                {std::string("\xff", 1), FieldValue::Int(1), 0}});
+  ExpectRoundTrip(every);
+  every.master = "m";
+  every.profiles = 2;
+  ExpectRoundTrip(every);
+  BatchGetResponse batch;
+  batch.push_back(every);
+  batch.push_back(Status::NotFound("no profile"));
+  batch.push_back(none);
+  ExpectRoundTrip(batch);
+  // The one-pass reader falls back to the general path for these: same answers.
+  GetResult fast;
+  ASSERT_TRUE(Decode(EncodeToString(every), {}, &fast).ok());
+  EXPECT_EQ(Text(fast), Text(every));
+}
+
+TEST(FieldWireTest, GetAnswerFieldRefusalsNameTheField) {
+  auto answer = [](std::string_view m) { return DecodeAs<GetResult>(m); };
+  auto head = [] { return Mp().Map(3).Str("count").U(0).Str("ids").Arr(0).Str("fields"); };
+  ExpectInvalid(answer(head().Arr(0)), {"fields", "a map"});
+  ExpectInvalid(answer(head().Map(1).Str("a").U(1)), {"fields[0]", "[value, expires_at]"});
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(3).U(1).U(0).U(0)), {"fields[0]", "3 elements"});
+  ExpectInvalid(answer(head().Map(2).Str("b").Arr(2).U(1).U(0).Str("a").Arr(2).U(1).U(0)),
+                {"fields[1].name", "order"});
+  ExpectInvalid(answer(head().Map(2).Str("a").Arr(2).U(1).U(0).Bin("a").Arr(2).U(1).U(0)),
+                {"fields[1].name", "twice"});
+  ExpectInvalid(answer(head().Map(1).Str("").Arr(2).U(1).U(0)), {"fields[0].name", "empty"});
+  ExpectInvalid(answer(head().Map(1).U(1).Arr(2).U(1).U(0)), {"fields[0].name"});
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).Nil().U(0)), {"fields[0].value"});
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).Bool(true).U(0)), {"fields[0].value"});
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).Arr(0).U(0)), {"fields[0].value"});
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).U(1).U(uint64_t{1} << 32)),
+                {"fields[0].expires_at"});
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).U64(uint64_t{1} << 63).U(0)),
+                {"fields[0].value", "64-bit signed"});
+}
+
+TEST(FieldWireTest, TimestampsAreAcceptedOnlyAsFieldValues) {
+  auto set_one = [](auto&& value) {
+    return Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Arr(2).Str("t").Append(value);
+  };
+  FieldSetRequest m;
+  ASSERT_TRUE(Decode(set_one(std::string(Mp().Ts32(1'800'000'000))), {}, &m).ok());
+  EXPECT_EQ(m.fields[0].value, FieldValue::Time(1'800'000'000));
+  // The 64-bit form with 0 nanoseconds is the same time.
+  ASSERT_TRUE(Decode(set_one(std::string(Mp().Ts64(UINT32_MAX))), {}, &m).ok());
+  EXPECT_EQ(m.fields[0].value, FieldValue::Time(UINT32_MAX));
+  ExpectInvalid(DecodeAs<FieldSetRequest>(set_one(std::string(Mp().Ts64((uint64_t{1} << 34) | 5)))),
+                {"fields[0].value", "nanoseconds"});
+  ExpectInvalid(DecodeAs<FieldSetRequest>(set_one(std::string(Mp().Ts64(uint64_t{1} << 32)))),
+                {"fields[0].value", "past 2^32-1"});
+  // The 96-bit form, other extension types and sizes: refused.
+  std::string ts96 = std::string(Mp().Raw({0xc7, 12, 0xff}));
+  ts96.append(12, '\0');
+  ExpectInvalid(DecodeAs<FieldSetRequest>(set_one(ts96)), {"extension"});
+  ExpectInvalid(DecodeAs<FieldSetRequest>(set_one(std::string(Mp().Raw({0xd6, 0x01, 0, 0, 0, 1})))),
+                {"extension"});
+  ExpectInvalid(DecodeAs<FieldSetRequest>(set_one(std::string(Mp().Raw({0xd4, 0xff, 0})))),
+                {"extension"});
+  // A timestamp anywhere but a value: refused, even where nothing is read.
+  ExpectInvalid(DecodeAs<FieldSetRequest>(Mp().Map(2).Str("user").Ts32(1).Str("fields").Arr(0)),
+                {"user"});
+  ExpectInvalid(
+      DecodeAs<FieldSetRequest>(
+          Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Arr(3).Str("t").U(1).Ts32(5)),
+      {"fields[0].expiry"});
+  ExpectInvalid(DecodeAs<FieldSetRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("fields").Arr(0).Str("later").Ts32(5)),
+                {"timestamp", "field's value"});
+  ExpectInvalid(DecodeAs<FieldMaxRequest>(Mp().Map(4)
+                                              .Str("user")
+                                              .Str("u")
+                                              .Str("name")
+                                              .Str("n")
+                                              .Str("value")
+                                              .Ts32(5)
+                                              .Str("expiry")
+                                              .Ts32(6)),
+                {"expiry"});
+  // Bodies that hold no field value refuse every extension, as before.
+  ExpectInvalid(DecodeAs<GetRequest>(Mp().Map(2).Str("user").Str("u").Str("x").Ts32(1)),
+                {"extension types"});
+  ExpectInvalid(
+      DecodeAs<FieldDeleteRequest>(Mp().Map(2).Str("user").Str("u").Str("names").Arr(1).Ts32(1)),
+      {"extension types"});
+  ExpectInvalid(DecodeAs<FieldIncrementRequest>(
+                    Mp().Map(3).Str("user").Str("u").Str("name").Str("n").Str("cap").Ts32(1)),
+                {"extension types"});
+  ExpectInvalid(DecodeAs<UpsertRequest>(
+                    Mp().Map(2).Str("user").Str("u").Str("segments").Arr(1).Arr(2).U(1).Ts32(1)),
+                {"extension types"});
+  ExpectInvalid(
+      DecodeAs<FieldIncrementResponse>(Mp().Map(2).Str("value").Ts32(1).Str("capped").Bool(false)),
+      {"extension types"});
+  // In an answer, timestamps stand as values only.
+  ExpectInvalid(DecodeAs<GetResult>(Mp().Map(2).Str("count").Ts32(0).Str("ids").Arr(0)), {"count"});
+  ExpectInvalid(DecodeAs<GetResult>(Mp().Map(3)
+                                        .Str("count")
+                                        .U(0)
+                                        .Str("ids")
+                                        .Arr(0)
+                                        .Str("fields")
+                                        .Map(1)
+                                        .Str("a")
+                                        .Arr(2)
+                                        .U(1)
+                                        .Ts32(0)),
+                {"fields[0].expires_at"});
+}
+
+TEST(FieldWireTest, FieldRequestRefusalsNameTheField) {
+  DecodeLimits lim;
+  lim.max_list = 2;
+  auto set = [&](std::string_view fields) {
+    return DecodeAs<FieldSetRequest>(Mp().Map(2).Str("user").Str("u").Str("fields").Append(fields),
+                                     lim);
+  };
+  ExpectInvalid(DecodeAs<FieldSetRequest>(Mp().Map(1).Str("user").Str("u")), {"fields", "missing"});
+  ExpectInvalid(DecodeAs<FieldSetRequest>(Mp().Map(1).Str("fields").Arr(0)), {"user", "missing"});
+  ExpectInvalid(set(Mp().Map(0)), {"fields", "an array"});
+  ExpectInvalid(set(Mp().Arr(1).Str("n")), {"fields[0]", "[name, value, expiry, ttl]"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(1).Str("n")), {"fields[0]", "1 elements"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(5).Str("n").U(1).U(0).Bool(false).U(0)),
+                {"fields[0]", "5 elements"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(2).Str("").U(1)), {"fields[0].name", "empty"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(2).Str(std::string(65, 'n')).U(1)),
+                {"fields[0].name", "65 bytes"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(2).U(7).U(1)), {"fields[0].name"});
+  ExpectInvalid(set(Mp().Arr(2).Arr(2).Str("a").U(1).Arr(2).Str("b").Nil()), {"fields[1].value"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(2).Str("a").Map(0)), {"fields[0].value"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(2).Str("a").U64(uint64_t{1} << 63)), {"fields[0].value"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(3).Str("a").U(1).I(-1)), {"fields[0].expiry", "negative"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(3).Str("a").U(1).U(uint64_t{1} << 32)), {"fields[0].expiry"});
+  ExpectInvalid(set(Mp().Arr(1).Arr(4).Str("a").U(1).U(5).U(1)), {"fields[0].ttl", "a boolean"});
+  ExpectError(set(Mp().Arr(3).Arr(2).Str("a").U(1).Arr(2).Str("b").U(1).Arr(2).Str("c").U(1)),
+              Status::Code::kLimitExceeded, {"fields", "3 elements"});
+
+  ExpectInvalid(DecodeAs<FieldDeleteRequest>(Mp().Map(1).Str("user").Str("u")),
+                {"names", "missing"});
+  ExpectInvalid(
+      DecodeAs<FieldDeleteRequest>(Mp().Map(2).Str("user").Str("u").Str("names").Arr(1).Str("")),
+      {"names[0]", "empty"});
+  ExpectInvalid(
+      DecodeAs<FieldDeleteRequest>(Mp().Map(2).Str("user").Str("u").Str("names").Str("a")),
+      {"names", "an array"});
+  ExpectError(
+      DecodeAs<FieldDeleteRequest>(
+          Mp().Map(2).Str("user").Str("u").Str("names").Arr(3).Str("a").Str("b").Str("c"), lim),
+      Status::Code::kLimitExceeded, {"names"});
+  ExpectInvalid(
+      DecodeAs<FieldDeleteRequest>(
+          Mp().Map(3).Str("user").Str("u").Str("names").Arr(0).Str("write_id").Bin("short")),
+      {"write_id"});
+
+  auto incr = [](std::string_view rest, uint32_t extra) {
+    return DecodeAs<FieldIncrementRequest>(
+        Mp().Map(2 + extra).Str("user").Str("u").Str("name").Str("n").Append(rest));
+  };
+  ExpectInvalid(DecodeAs<FieldIncrementRequest>(Mp().Map(1).Str("user").Str("u")),
+                {"name", "missing"});
+  ExpectInvalid(DecodeAs<FieldIncrementRequest>(Mp().Map(2).Str("user").Str("u").Str("name").Nil()),
+                {"name", "missing"});
+  ExpectInvalid(incr(Mp().Str("delta").Str("1"), 1), {"delta", "an integer"});
+  ExpectInvalid(incr(Mp().Str("delta").F64(1.0), 1), {"delta", "an integer"});
+  ExpectInvalid(incr(Mp().Str("delta").U64(uint64_t{1} << 63), 1), {"delta", "64-bit signed"});
+  ExpectInvalid(incr(Mp().Str("ttl").I(-1), 1), {"ttl", "negative"});
+  ExpectInvalid(incr(Mp().Str("ttl").U(uint64_t{1} << 32), 1), {"ttl"});
+  ExpectInvalid(incr(Mp().Str("window").Str("daily"), 1), {"window", "fixed, sliding"});
+  ExpectInvalid(incr(Mp().Str("window").U(1), 1), {"window", "a string"});
+  ExpectInvalid(incr(Mp().Str("cap").Bool(true), 1), {"cap", "an integer"});
+
+  auto max = [](std::string_view rest, uint32_t extra) {
+    return DecodeAs<FieldMaxRequest>(
+        Mp().Map(2 + extra).Str("user").Str("u").Str("name").Str("n").Append(rest));
+  };
+  ExpectInvalid(max(Mp(), 0), {"value", "missing"});
+  ExpectInvalid(max(Mp().Str("value").Str("x"), 1),
+                {"value", "an integer, a float or a timestamp"});
+  ExpectInvalid(max(Mp().Str("value").Bin("x"), 1),
+                {"value", "an integer, a float or a timestamp"});
+  ExpectInvalid(max(Mp().Str("value").U(1).Str("ttl").U(1), 2), {"ttl", "a boolean"});
+  ExpectInvalid(max(Mp().Str("value").U(1).Str("expiry").Str("x"), 2), {"expiry"});
+}
+
+TEST(FieldWireTest, FieldResponseRefusalsNameTheField) {
+  ExpectInvalid(DecodeAs<FieldWriteResponse>(Mp().Map(1).Str("changed").U(1)),
+                {"count", "missing"});
+  ExpectInvalid(DecodeAs<FieldIncrementResponse>(Mp().Map(1).Str("capped").Bool(false)),
+                {"value", "missing"});
+  ExpectInvalid(DecodeAs<FieldIncrementResponse>(Mp().Map(1).Str("value").U(1)),
+                {"capped", "missing"});
+  ExpectInvalid(
+      DecodeAs<FieldIncrementResponse>(Mp().Map(2).Str("value").Str("1").Str("capped").Bool(false)),
+      {"value"});
+  ExpectInvalid(DecodeAs<FieldMaxResponse>(Mp().Map(1).Str("value").U(1)), {"replaced", "missing"});
+  ExpectInvalid(
+      DecodeAs<FieldMaxResponse>(Mp().Map(2).Str("value").Nil().Str("replaced").Bool(false)),
+      {"value", "missing"});
+}
+
 TEST(HostileInputTest, EmptyBodyIsAnEmptyMap) {
   // Fine where nothing is required...
   EXPECT_TRUE(DecodeAs<HelloRequest>("").ok());
@@ -3347,6 +3834,10 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
       {Op::kCopyPartition, "copy_partition"},
       {Op::kLinkStep, "link_step"},
       {Op::kReadRecords, "read_records"},
+      {Op::kFieldSet, "field_set"},
+      {Op::kFieldDelete, "field_del"},
+      {Op::kFieldIncrement, "field_incr"},
+      {Op::kFieldMax, "field_max"},
   };
   int known = 0;
   for (int op = 0; op <= 0xff; ++op) known += IsKnownOp(static_cast<uint8_t>(op)) ? 1 : 0;
@@ -3355,7 +3846,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x05, 0x16, 0x28, 0x33, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x16, 0x2c, 0x33, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }

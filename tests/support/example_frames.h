@@ -49,7 +49,9 @@ using Body =
                  LinksRequest, ConnectedRequest, HelloResponse, GetResult, BatchGetResponse,
                  UpsertResult, BatchUpsertResponse, RemoveResponse, TrimResult, CountResponse,
                  DeleteResponse, ExpireResponse, StatsResponse, ClusterMap, LinkResponse,
-                 UnlinkResponse, MasterOfResponse, LinksResponse, ConnectedResponse, RawBody>;
+                 UnlinkResponse, MasterOfResponse, LinksResponse, ConnectedResponse, RawBody,
+                 FieldSetRequest, FieldDeleteRequest, FieldIncrementRequest, FieldMaxRequest,
+                 FieldWriteResponse, FieldIncrementResponse, FieldMaxResponse>;
 
 // One example file: a frame, described. `BodyOf` is the variant of the
 // bodies its table uses (this table's Body; node_example_frames.h has its own).
@@ -728,6 +730,160 @@ inline std::vector<Example> All() {
                ok,
                UnlinkResponse{true}});
 
+  // ---- profile fields ----
+  GetRequest get_fields{.user = "user-42", .options = {}};
+  get_fields.options.ids_only = true;
+  get_fields.options.fields.mode = FieldSelection::Mode::kNames;
+  get_fields.options.fields.names = {"cap:77", "country", "last_seen", "score", "consent", "gone"};
+  v.push_back({"get_fields.request.hex",
+               "get request: segment IDs and some profile fields by name",
+               {"\"fields\": true asks for every live field, an array of names (str or bin,",
+                "1 to 64 bytes each, at most 256) for those; \"field_prefix\" (str or bin) for",
+                "those whose name starts with it. Absent: no field, and the answer is",
+                "exactly what it was before fields existed. Also an option of batch_get."},
+               Op::kGet,
+               36,
+               ok,
+               get_fields});
+  GetResult fields_answer = IdsOnly({5484}, 1);
+  fields_answer.fields_asked = true;
+  fields_answer.fields = {
+      {"cap:77", FieldValue::Int(2), kJan2030 + 86400},
+      {"consent", FieldValue::Bytes(std::string("\x01\x9f", 2)), kNever},
+      {"country", FieldValue::String("FR"), kNever},
+      {"last_seen", FieldValue::Time(kJan2030 - 60), kFeb2030},
+      {"score", FieldValue::Double(0.75), kNever},
+  };
+  v.push_back({"get_fields.response.hex",
+               "get response with \"fields\": name -> [value, expires_at], names sorted",
+               {"Every live field asked for (\"gone\" is not live: left out), names in",
+                "bytewise order. A value's MessagePack form is its type: int (cap:77, a",
+                "counter), float 64 (score), str (country), bin (consent, bytes), or the",
+                "timestamp extension d6 ff + 4 bytes of seconds (last_seen, a time).",
+                "expires_at: u32 Unix seconds, 0 never. \"fields\" is present (an empty map",
+                "when nothing matched) whenever fields were asked for, and only then."},
+               Op::kGet,
+               36,
+               ok,
+               fields_answer});
+  GetRequest get_prefix{.user = "cookie-9", .options = {}};
+  get_prefix.options.ids_only = true;
+  get_prefix.options.fields.mode = FieldSelection::Mode::kPrefix;
+  get_prefix.options.fields.prefix = "cap:";
+  v.push_back({"get_field_prefix.request.hex",
+               "get request: the fields whose name starts with \"cap:\" (frequency caps)",
+               {"\"field_prefix\" and \"fields\" are not given together (InvalidArgument)."},
+               Op::kGet,
+               37,
+               ok,
+               get_prefix});
+  GetResult prefix_answer = IdsOnly({}, 0);
+  prefix_answer.fields_asked = true;
+  prefix_answer.fields = {{"cap:77", FieldValue::Int(3), kJan2030 + 86400},
+                          {"cap:80", FieldValue::Int(1), kJan2030 + 3600}};
+  v.push_back({"get_field_prefix.response.hex",
+               "get response of a profile of fields alone: no segment, two counters",
+               {"A user with a live field but no live segment has a profile: count 0, ids",
+                "empty, and its fields."},
+               Op::kGet,
+               37,
+               ok,
+               prefix_answer});
+  v.push_back({"field_set.request.hex",
+               "field_set request: three fields, [name, value, expiry?, ttl?] each",
+               {"expiry (u32, default 0): absolute Unix seconds, 0 never; with ttl true, seconds",
+                "from the server's now. Each field is replaced whole (value, type, expiry).",
+                "Here country never expires, score expires 2030-02-01, last_seen in 30 days."},
+               Op::kFieldSet,
+               38,
+               ok,
+               FieldSetRequest{.user = "user-42",
+                               .fields = {{"country", FieldValue::String("FR"), kNever, false},
+                                          {"score", FieldValue::Double(0.75), kFeb2030, false},
+                                          {"last_seen", FieldValue::Time(kJan2030), 2592000, true}},
+                               .write_id = {}}});
+  v.push_back({"field_set.response.hex",
+               "field_set response: fields set, and live fields after",
+               {"\"changed\": the fields the request set (all of them); \"count\": the",
+                "profile's live fields after the write."},
+               Op::kFieldSet,
+               38,
+               ok,
+               FieldWriteResponse{.changed = 3, .count = 7, .duplicate = false}});
+  v.push_back({"field_del.request.hex",
+               "field_del request: delete fields by name",
+               {"Names the profile does not hold live are not an error. NotFound (status 1)",
+                "when the user has no profile."},
+               Op::kFieldDelete,
+               39,
+               ok,
+               FieldDeleteRequest{.user = "user-42", .names = {"score", "nope"}, .write_id = {}}});
+  v.push_back({"field_del.response.hex",
+               "field_del response: live fields deleted, and live fields after",
+               {},
+               Op::kFieldDelete,
+               39,
+               ok,
+               FieldWriteResponse{.changed = 1, .count = 6, .duplicate = false}});
+  FieldIncrement cap_77;
+  cap_77.name = "cap:77";
+  cap_77.delta = 1;
+  cap_77.ttl = 86400;
+  cap_77.cap = 3;
+  v.push_back({"field_incr.request.hex",
+               "field_incr request: \"at most 3 impressions of campaign 77 a day\"",
+               {"\"delta\" (int, default 1), \"ttl\" (u32 seconds, default 0: never), \"window\"",
+                "(\"fixed\", the default: the TTL is set when the counter is made and kept; or",
+                "\"sliding\": every increment sets it again), \"cap\" (int, optional)."},
+               Op::kFieldIncrement,
+               40,
+               ok,
+               FieldIncrementRequest{.user = "user-42", .increment = cap_77, .write_id = {}}});
+  v.push_back({"field_incr.response.hex",
+               "field_incr response: the counter after the increment",
+               {"\"value\": an int; \"capped\": false, the increment was made."},
+               Op::kFieldIncrement,
+               40,
+               ok,
+               FieldIncrementResponse{.value = 3, .capped = false, .duplicate = false}});
+  v.push_back({"field_incr_capped.request.hex",
+               "field_incr request again, the counter at its cap",
+               {},
+               Op::kFieldIncrement,
+               41,
+               ok,
+               FieldIncrementRequest{.user = "user-42", .increment = cap_77, .write_id = {}}});
+  v.push_back({"field_incr_capped.response.hex",
+               "field_incr response refusing to pass the cap: a result, not an error",
+               {"Status 0, \"capped\": true and the counter's current value: nothing was",
+                "written (the bidder skips the impression)."},
+               Op::kFieldIncrement,
+               41,
+               ok,
+               FieldIncrementResponse{.value = 3, .capped = true, .duplicate = false}});
+  v.push_back(
+      {"field_max.request.hex",
+       "field_max request: keep the later last-seen time",
+       {"\"value\": an int, a float or a timestamp, of the field's type when it",
+        "exists; \"expiry\" and \"ttl\" as in field_set, the field's new expiry when",
+        "the value given is kept."},
+       Op::kFieldMax,
+       42,
+       ok,
+       FieldMaxRequest{.user = "user-42",
+                       .field = {"last_seen", FieldValue::Time(kJan2030 + 7200), 2592000, true},
+                       .write_id = {}}});
+  v.push_back(
+      {"field_max.response.hex",
+       "field_max response: the field's value after, and whether it is the one given",
+       {"\"replaced\": false when the field's live value was as large or larger (it",
+        "is then the \"value\" answered, unchanged)."},
+       Op::kFieldMax,
+       42,
+       ok,
+       FieldMaxResponse{
+           .value = FieldValue::Time(kJan2030 + 7200), .replaced = true, .duplicate = false}});
+
   // ---- errors ----
   v.push_back({"error.response.hex",
                "error response: a get whose \"limit\" was a string",
@@ -809,6 +965,15 @@ inline std::vector<Example> All() {
                ok,
                stale_get,
                kFlagStale});
+  v.push_back({"field_cluster.response.hex",
+               "error response of a cluster node to a profile field write",
+               {"Status 11 (Unsupported): clusters do not carry profile fields yet; nothing",
+                "was written. The request that got it: a field_incr."},
+               Op::kFieldIncrement,
+               43,
+               Status::Code::kUnsupported,
+               ErrorBody{"field_incr: profile fields are not yet replicated through the "
+                         "cluster's log"}});
   v.push_back({"ping_bad_body.request.hex",
                "ping request whose body is not MessagePack (the byte c1, never used)",
                {"ping and stats read no field, but their body is a body: empty, or a",

@@ -52,6 +52,11 @@ class Mp {
     return Byte(0xd3).Be(static_cast<uint64_t>(v), 8);
   }
   Mp& F64(double v) { return Byte(0xcb).Be(std::bit_cast<uint64_t>(v), 8); }
+  Mp& F32(float v) { return Byte(0xca).Be(std::bit_cast<uint32_t>(v), 4); }
+  // The timestamp extension (type -1): 32-bit seconds; the 64-bit form's raw
+  // 8 bytes (nanoseconds << 34 | seconds).
+  Mp& Ts32(uint32_t seconds) { return Byte(0xd6).Byte(0xff).Be(seconds, 4); }
+  Mp& Ts64(uint64_t raw) { return Byte(0xd7).Byte(0xff).Be(raw, 8); }
   Mp& Nil() { return Byte(0xc0); }
   Mp& Bool(bool v) { return Byte(v ? 0xc3 : 0xc2); }
   Mp& Raw(std::initializer_list<uint8_t> bytes) {

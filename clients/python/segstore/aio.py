@@ -47,8 +47,14 @@ from .models import (
     CountResult,
     DeleteResult,
     ExpireResult,
+    FieldMaxResult,
+    FieldName,
+    FieldUpdate,
+    FieldValue,
+    FieldWriteResult,
     GetOptions,
     GetResult,
+    IncrementResult,
     LinkedUser,
     LinkResult,
     LinksPage,
@@ -487,6 +493,46 @@ class AsyncClient(ClientBase):
         """Sets these segments' expiry where ``condition`` holds (see
         :meth:`segstore.Client.expire`); NotFound without a profile."""
         return await self._execute(p.expire_request(user, ids, value, ttl, condition, write_id))
+
+    async def field_set(
+        self, user: UserId, fields: Iterable[FieldUpdate], write_id: Optional[bytes] = None
+    ) -> FieldWriteResult:
+        """Sets these fields, each whole (see :meth:`segstore.Client.field_set`)."""
+        return await self._execute(p.field_set_request(user, fields, write_id))
+
+    async def field_del(
+        self, user: UserId, names: Iterable[FieldName], write_id: Optional[bytes] = None
+    ) -> FieldWriteResult:
+        """Deletes these fields; NotFound without a profile."""
+        return await self._execute(p.field_del_request(user, names, write_id))
+
+    async def field_incr(
+        self,
+        user: UserId,
+        name: FieldName,
+        delta: int = 1,
+        ttl: int = 0,
+        window: str = "fixed",
+        cap: Optional[int] = None,
+        write_id: Optional[bytes] = None,
+    ) -> IncrementResult:
+        """Adds to a counter, refusing to pass ``cap`` (see
+        :meth:`segstore.Client.field_incr`)."""
+        return await self._execute(
+            p.field_incr_request(user, name, delta, ttl, window, cap, write_id)
+        )
+
+    async def field_max(
+        self,
+        user: UserId,
+        name: FieldName,
+        value: FieldValue,
+        expiry: int = 0,
+        ttl: bool = False,
+        write_id: Optional[bytes] = None,
+    ) -> FieldMaxResult:
+        """Keeps the larger value (see :meth:`segstore.Client.field_max`)."""
+        return await self._execute(p.field_max_request(user, name, value, expiry, ttl, write_id))
 
     async def link(
         self, user: UserId, master: UserId, ttl: int = 0, write_id: Optional[bytes] = None

@@ -43,8 +43,14 @@ from .models import (
     CountResult,
     DeleteResult,
     ExpireResult,
+    FieldMaxResult,
+    FieldName,
+    FieldUpdate,
+    FieldValue,
+    FieldWriteResult,
     GetOptions,
     GetResult,
+    IncrementResult,
     LinkedUser,
     LinkResult,
     LinksPage,
@@ -584,6 +590,72 @@ class Client(ClientBase):
             NotFound: the user has no profile (nothing written).
         """
         return self._execute(p.expire_request(user, ids, value, ttl, condition, write_id))
+
+    # ---- profile fields (PROTOCOL.md, "Profile fields") ----
+
+    def field_set(
+        self, user: UserId, fields: Iterable[FieldUpdate], write_id: Optional[bytes] = None
+    ) -> FieldWriteResult:
+        """Sets these fields (:class:`FieldUpdate`), each whole: value, type and
+        expiry. ``changed``: the fields set; ``count``: live fields after.
+
+        Raises:
+            InvalidArgument: a bad name, a name twice, an expiry not in the future.
+            LimitExceeded: a value over the server's max_field_bytes, or more
+                than its max_fields live fields.
+            Unsupported: a cluster node (fields are not replicated yet).
+        """
+        return self._execute(p.field_set_request(user, fields, write_id))
+
+    def field_del(
+        self, user: UserId, names: Iterable[FieldName], write_id: Optional[bytes] = None
+    ) -> FieldWriteResult:
+        """Deletes these fields; ``changed`` counts the live ones among them.
+
+        Raises:
+            NotFound: the user has no profile (nothing written).
+        """
+        return self._execute(p.field_del_request(user, names, write_id))
+
+    def field_incr(
+        self,
+        user: UserId,
+        name: FieldName,
+        delta: int = 1,
+        ttl: int = 0,
+        window: str = "fixed",
+        cap: Optional[int] = None,
+        write_id: Optional[bytes] = None,
+    ) -> IncrementResult:
+        """Adds ``delta`` to a counter (absent or expired: 0), atomically.
+
+        ``ttl`` (seconds, 0: never) is set when the counter is made
+        (``window="fixed"``) or by every increment (``"sliding"``). With
+        ``cap``, an increment that would pass it writes nothing and answers
+        ``capped`` with the current value: "at most 3 a day" is
+        ``field_incr(user, "cap:77", ttl=86400, cap=3)``.
+
+        Raises:
+            InvalidArgument: the field holds another type, or the sum overflows.
+        """
+        return self._execute(p.field_incr_request(user, name, delta, ttl, window, cap, write_id))
+
+    def field_max(
+        self,
+        user: UserId,
+        name: FieldName,
+        value: FieldValue,
+        expiry: int = 0,
+        ttl: bool = False,
+        write_id: Optional[bytes] = None,
+    ) -> FieldMaxResult:
+        """Keeps the larger of the field's live value and ``value`` (an int, a
+        float or a :class:`Time`), with ``expiry`` when ``value`` is kept.
+
+        Raises:
+            InvalidArgument: a str or bytes value, or a field of another type.
+        """
+        return self._execute(p.field_max_request(user, name, value, expiry, ttl, write_id))
 
     # ---- profile bridging (PROTOCOL.md, "Linked profiles") ----
 

@@ -14,7 +14,7 @@ import datetime as _dt
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgument
 
@@ -103,6 +103,124 @@ def _unix_seconds(name: str, when: Union[int, _dt.datetime]) -> int:
     return when
 
 
+# ---- profile fields (PROTOCOL.md, "Profile fields") ----
+
+FieldName = Union[str, bytes]
+MAX_FIELD_NAME_BYTES = 64
+MAX_FIELD_NAMES_ASKED = 256
+MIN_I64 = -(2**63)
+MAX_I64 = 2**63 - 1
+
+
+def _name_bytes(name: FieldName) -> bytes:
+    return name.encode("utf-8") if isinstance(name, str) else bytes(name)
+
+
+def check_field_name(name: FieldName, where: str = "name") -> FieldName:
+    """``name`` when it is a field name (str or bytes, 1 to 64 bytes)."""
+    if not isinstance(name, (str, bytes)):
+        raise InvalidArgument(f"{where}: a field name is a str or bytes, not {type(name).__name__}")
+    n = len(_name_bytes(name))
+    if n == 0:
+        raise InvalidArgument(f"{where}: an empty field name")
+    if n > MAX_FIELD_NAME_BYTES:
+        raise InvalidArgument(
+            f"{where}: a field name of {n} bytes, the limit is {MAX_FIELD_NAME_BYTES}"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Time:
+    """A profile field's time value: Unix seconds, 0 to 2^32-1 (MessagePack's
+    timestamp extension on the wire). A plain int is an int field."""
+
+    seconds: int
+
+    def __post_init__(self) -> None:
+        _check_uint("time", self.seconds, MAX_U32)
+
+
+FieldValue = Union[int, float, str, bytes, Time]
+"""A field's value: int (64-bit), float (a double), str, bytes or :class:`Time`."""
+
+
+def check_field_value(value: FieldValue, where: str = "value") -> FieldValue:
+    """``value`` when it is a field value (bytearray as bytes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, bytes, bytearray, Time)):
+        raise InvalidArgument(
+            f"{where}: a field value is an int, a float, a str, bytes or a Time, not "
+            f"{type(value).__name__}"
+        )
+    if isinstance(value, int) and not MIN_I64 <= value <= MAX_I64:
+        raise InvalidArgument(f"{where}: {value} is outside a 64-bit signed integer")
+    return bytes(value) if isinstance(value, bytearray) else value
+
+
+@dataclass(frozen=True)
+class Field:
+    """A live profile field in a get's answer: its value and expiry (0: never)."""
+
+    value: FieldValue
+    expires_at: int = 0
+
+
+@dataclass(frozen=True)
+class FieldUpdate:
+    """One field of a field_set: ``[name, value, expiry, ttl]`` on the wire.
+
+    ``expiry`` is an absolute Unix time (0: never expires), or with ``ttl``
+    seconds from the server's now (at least 1).
+    """
+
+    name: FieldName
+    value: FieldValue
+    expiry: int = 0
+    ttl: bool = False
+
+    def __post_init__(self) -> None:
+        check_field_name(self.name)
+        object.__setattr__(self, "value", check_field_value(self.value))
+        _check_uint("expiry", self.expiry, MAX_U32)
+
+    def to_wire(self, wire_value) -> list:  # wire_value: the value's MessagePack form
+        if self.ttl:
+            return [self.name, wire_value, self.expiry, True]
+        if self.expiry:
+            return [self.name, wire_value, self.expiry]
+        return [self.name, wire_value]
+
+
+@dataclass(frozen=True)
+class FieldWriteResult:
+    """What field_set or field_del did: fields set (or live fields deleted),
+    and the profile's live fields after."""
+
+    changed: int
+    count: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class IncrementResult:
+    """The counter after a field_incr; with ``capped``, the increment was
+    refused (it would have passed the cap: nothing written) and ``value``
+    is the counter as it is."""
+
+    value: int
+    capped: bool = False
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class FieldMaxResult:
+    """The field's value after a field_max, and whether it is the one given."""
+
+    value: FieldValue
+    replaced: bool = False
+    duplicate: bool = False
+
+
 @dataclass(frozen=True)
 class GetOptions:
     """Which segments a get, batch_get (or count) reports; every field optional.
@@ -119,6 +237,11 @@ class GetOptions:
         own: read the user's own profile only, not the merged view of the
             group it is linked into (profile bridging; no effect for a user
             in no group).
+        fields: profile fields to return too: ``True`` every live one, a
+            list of names the live ones among them (at most 256); ``None``
+            or ``False`` none (the default).
+        field_prefix: profile fields whose name starts with this (str or
+            bytes, at most 64 bytes); not with ``fields``.
     """
 
     projection: Union[Projection, str] = Projection.FULL
@@ -130,6 +253,8 @@ class GetOptions:
     count_only: bool = False
     limit: int = 0
     own: bool = False
+    fields: Union[bool, Sequence[FieldName], None] = None
+    field_prefix: Optional[FieldName] = None
 
     def __post_init__(self) -> None:
         try:
@@ -143,6 +268,26 @@ class GetOptions:
         _check_uint("expiry_from", self.expiry_from, MAX_U32)
         _check_uint("expiry_to", self.expiry_to, MAX_U32)
         _check_uint("limit", self.limit, MAX_U32)
+        if self.field_prefix is not None:
+            if self.fields:
+                raise InvalidArgument("fields and field_prefix: give one or the other")
+            if not isinstance(self.field_prefix, (str, bytes)):
+                raise InvalidArgument("field_prefix: expected a str or bytes")
+            if len(_name_bytes(self.field_prefix)) > MAX_FIELD_NAME_BYTES:
+                raise InvalidArgument(
+                    f"field_prefix: longer than {MAX_FIELD_NAME_BYTES} bytes"
+                )
+        if self.fields is not None and not isinstance(self.fields, bool):
+            if isinstance(self.fields, (str, bytes)):
+                raise InvalidArgument("fields: expected True or a list of names, not one name")
+            names = tuple(self.fields)
+            if len(names) > MAX_FIELD_NAMES_ASKED:
+                raise InvalidArgument(
+                    f"fields: {len(names)} names, at most {MAX_FIELD_NAMES_ASKED}"
+                )
+            for i, n in enumerate(names):
+                check_field_name(n, f"fields[{i}]")
+            object.__setattr__(self, "fields", names)
 
 
 @dataclass(frozen=True)
@@ -319,6 +464,9 @@ class GetResult:
             a user in no group, and for a get with ``own``.
         profiles: how many profiles the merged view merged (the master's
             and its members'); 0 when ``master`` is None.
+        fields: the live profile fields asked for (GetOptions ``fields`` or
+            ``field_prefix``), by name (a linked user's: its master's); None
+            when none were asked.
     """
 
     count: int
@@ -329,6 +477,7 @@ class GetResult:
     stale: bool = False
     master: Optional[UserId] = None
     profiles: int = 0
+    fields: Optional[Dict[FieldName, Field]] = None
 
     @property
     def merged(self) -> bool:

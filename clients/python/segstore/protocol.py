@@ -39,8 +39,15 @@ from .models import (
     DeleteResult,
     ExpireOutcome,
     ExpireResult,
+    Field,
+    FieldMaxResult,
+    FieldName,
+    FieldUpdate,
+    FieldValue,
+    FieldWriteResult,
     GetOptions,
     GetResult,
+    IncrementResult,
     LinkedUser,
     LinkResult,
     LinksPage,
@@ -59,6 +66,9 @@ from .models import (
     UserId,
     _check_uint,
     as_segment,
+    Time,
+    check_field_name,
+    check_field_value,
     check_write_id,
 )
 
@@ -97,6 +107,10 @@ class Op(enum.IntEnum):
     EXPIRE = 0x25
     LINK = 0x26
     UNLINK = 0x27
+    FIELD_SET = 0x28
+    FIELD_DEL = 0x29
+    FIELD_INCR = 0x2A
+    FIELD_MAX = 0x2B
     COPY_PARTITION = 0x30
     LINK_STEP = 0x31
     READ_RECORDS = 0x32
@@ -376,6 +390,14 @@ def _option_fields(o: GetOptions, d: Dict[str, Any]) -> Dict[str, Any]:
         d["limit"] = o.limit
     if o.own:
         d["own"] = True
+    if o.fields is True:
+        d["fields"] = True
+    elif o.fields:
+        d["fields"] = list(o.fields)
+    elif o.fields is not None and o.fields is not False:  # an empty list: none by name
+        d["fields"] = []
+    if o.field_prefix is not None:
+        d["field_prefix"] = o.field_prefix
     return d
 
 
@@ -477,7 +499,47 @@ def _get_result(b: Mapping[str, Any], stale: bool, op: str) -> GetResult:
     if b.get("master") is not None:
         master = _user_field(b, "master", op)
         profiles = _field(b, "profiles", int, "an integer", op)
-    return GetResult(count, ids, columns[0], columns[1], columns[2], stale, master, profiles)
+    return GetResult(
+        count, ids, columns[0], columns[1], columns[2], stale, master, profiles, _fields(b, op)
+    )
+
+
+# profile fields (PROTOCOL.md, "Profile fields")
+
+
+def _wire_value(value: FieldValue) -> Any:
+    """A field value in its MessagePack form (a Time as the timestamp)."""
+    if isinstance(value, Time):
+        return msgpack.Timestamp(value.seconds, 0)
+    return value
+
+
+def _field_value(v: Any, op: str) -> FieldValue:
+    """A field value as the server sent it (a timestamp as a Time)."""
+    if isinstance(v, msgpack.Timestamp):
+        if v.nanoseconds != 0 or not 0 <= v.seconds <= MAX_U32:
+            raise ProtocolError(f"{op} answer: a time that is not whole seconds in 32 bits: {v!r}")
+        return Time(v.seconds)
+    if isinstance(v, bool) or not isinstance(v, (int, float, str, bytes)):
+        raise ProtocolError(f"{op} answer: {v!r} is not a field value")
+    return v
+
+
+def _fields(b: Mapping[str, Any], op: str) -> Optional[Dict[FieldName, Field]]:
+    raw = b.get("fields")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{op} answer: 'fields' is not a map")
+    out: Dict[FieldName, Field] = {}
+    for name, entry in raw.items():
+        if not isinstance(name, (str, bytes)) or not isinstance(entry, list) or len(entry) != 2:
+            raise ProtocolError(f"{op} answer: field {name!r} is not [value, expires_at]")
+        expires_at = entry[1]
+        if isinstance(expires_at, bool) or not isinstance(expires_at, int):
+            raise ProtocolError(f"{op} answer: field {name!r}: expires_at is not an integer")
+        out[name] = Field(_field_value(entry[0], op), expires_at)
+    return out
 
 
 def _parse_get(body: Any, frame: Frame) -> GetResult:
@@ -725,6 +787,113 @@ def expire_request(
         )
 
     return Request(Op.EXPIRE, body, False, parse)
+
+
+def _field_write_result(b: Any, op: str) -> FieldWriteResult:
+    b = _map(b, op)
+    return FieldWriteResult(
+        _field(b, "changed", int, "an integer", op),
+        _field(b, "count", int, "an integer", op),
+        b.get("duplicate") is True,
+    )
+
+
+def field_set_request(
+    user: UserId, fields: Iterable[FieldUpdate], write_id: Optional[bytes] = None
+) -> Request:
+    """field_set: set these fields of one user, each whole (value, type, expiry)."""
+    if isinstance(fields, (str, bytes)) or not isinstance(fields, Iterable):
+        raise InvalidArgument("fields: expected a list of FieldUpdate")
+    wire = []
+    for i, f in enumerate(fields):
+        if not isinstance(f, FieldUpdate):
+            raise InvalidArgument(f"fields[{i}]: expected a FieldUpdate")
+        wire.append(f.to_wire(_wire_value(f.value)))
+    body = pack(_write_id_into({"user": _user(user), "fields": wire}, write_id))
+    return Request(Op.FIELD_SET, body, False, lambda b, frame: _field_write_result(b, "field_set"))
+
+
+def field_del_request(
+    user: UserId, names: Iterable[FieldName], write_id: Optional[bytes] = None
+) -> Request:
+    """field_del: delete these fields of one user."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+        raise InvalidArgument("names: expected a list of field names, not one")
+    names = [check_field_name(n, f"names[{i}]") for i, n in enumerate(names)]
+    body = pack(_write_id_into({"user": _user(user), "names": names}, write_id))
+    return Request(Op.FIELD_DEL, body, False, lambda b, frame: _field_write_result(b, "field_del"))
+
+
+def field_incr_request(
+    user: UserId,
+    name: FieldName,
+    delta: int = 1,
+    ttl: int = 0,
+    window: str = "fixed",
+    cap: Optional[int] = None,
+    write_id: Optional[bytes] = None,
+) -> Request:
+    """field_incr: add ``delta`` to a counter, refusing to pass ``cap``."""
+    check_field_name(name)
+    if isinstance(delta, bool) or not isinstance(delta, int):
+        raise InvalidArgument("delta: expected an int")
+    check_field_value(delta, "delta")
+    _check_uint("ttl", ttl, MAX_U32)
+    if window not in ("fixed", "sliding"):
+        raise InvalidArgument(f"window: {window!r} is not one of 'fixed', 'sliding'")
+    d: Dict[str, Any] = {"user": _user(user), "name": name, "delta": delta}
+    if ttl:
+        d["ttl"] = ttl
+    if window == "sliding":
+        d["window"] = "sliding"
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, int):
+            raise InvalidArgument("cap: expected an int")
+        d["cap"] = check_field_value(cap, "cap")
+    body = pack(_write_id_into(d, write_id))
+
+    def parse(b: Any, frame: Frame) -> IncrementResult:
+        b = _map(b, "field_incr")
+        return IncrementResult(
+            _field(b, "value", int, "an integer", "field_incr"),
+            _field(b, "capped", bool, "a bool", "field_incr"),
+            b.get("duplicate") is True,
+        )
+
+    return Request(Op.FIELD_INCR, body, False, parse)
+
+
+def field_max_request(
+    user: UserId,
+    name: FieldName,
+    value: FieldValue,
+    expiry: int = 0,
+    ttl: bool = False,
+    write_id: Optional[bytes] = None,
+) -> Request:
+    """field_max: keep the larger of the field's value and ``value`` (an int,
+    a float or a Time), with ``expiry`` when ``value`` is kept."""
+    f = FieldUpdate(name, value, expiry, ttl)
+    if isinstance(f.value, (str, bytes)):
+        raise InvalidArgument("value: field_max takes an int, a float or a Time")
+    d: Dict[str, Any] = {"user": _user(user), "name": name, "value": _wire_value(f.value)}
+    if expiry:
+        d["expiry"] = expiry
+    if ttl:
+        d["ttl"] = True
+    body = pack(_write_id_into(d, write_id))
+
+    def parse(b: Any, frame: Frame) -> FieldMaxResult:
+        b = _map(b, "field_max")
+        if "value" not in b:
+            raise ProtocolError("field_max answer: no 'value'")
+        return FieldMaxResult(
+            _field_value(b["value"], "field_max"),
+            _field(b, "replaced", bool, "a bool", "field_max"),
+            b.get("duplicate") is True,
+        )
+
+    return Request(Op.FIELD_MAX, body, False, parse)
 
 
 # profile bridging (PROTOCOL.md, "Linked profiles")

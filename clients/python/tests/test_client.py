@@ -354,6 +354,56 @@ def test_link_step_and_read_records_need_a_cluster(client, user):
     client.ping()
 
 
+def test_profile_fields(client, user):
+    """The four field writes and a get's field options, every value type."""
+    now = int(time.time())
+    w = client.field_set(
+        user,
+        [
+            segstore.FieldUpdate("country", "FR"),
+            segstore.FieldUpdate("score", 0.5, DAY, ttl=True),
+            segstore.FieldUpdate("raw", b"\x00\xff"),
+            segstore.FieldUpdate("seen", segstore.Time(1_800_000_000)),
+        ],
+    )
+    assert (w.changed, w.count) == (4, 4)
+    got = client.get(user, projection="ids", fields=True)
+    assert got.count == 0  # a profile of fields alone
+    assert set(got.fields) == {"country", "score", "raw", "seen"}
+    assert got.fields["country"] == segstore.Field("FR", 0)
+    assert got.fields["raw"].value == b"\x00\xff"
+    assert got.fields["seen"].value == segstore.Time(1_800_000_000)
+    assert got.fields["score"].value == 0.5 and got.fields["score"].expires_at >= now + DAY
+    assert client.get(user).fields is None  # none asked: none answered
+    assert set(client.get(user, field_prefix="s").fields) == {"score", "seen"}
+    assert set(client.get(user, fields=["raw", "nope"]).fields) == {"raw"}
+
+    assert client.field_incr(user, "cap:77", ttl=DAY, cap=2) == segstore.IncrementResult(1)
+    assert client.field_incr(user, "cap:77", ttl=DAY, cap=2).value == 2
+    capped = client.field_incr(user, "cap:77", ttl=DAY, cap=2)
+    assert capped.capped and capped.value == 2
+    assert client.field_incr(user, "cap:77", delta=-5).value == -3
+    with pytest.raises(InvalidArgument):
+        client.field_incr(user, "country")  # holds a str
+    m = client.field_max(user, "seen", segstore.Time(1_700_000_000))
+    assert m == segstore.FieldMaxResult(segstore.Time(1_800_000_000), replaced=False)
+    assert client.field_max(user, "best", 7).replaced
+    with pytest.raises(InvalidArgument):
+        client.field_max(user, "best", 2.5)  # the field holds an int
+    d = client.field_del(user, ["country", "nope"])
+    assert (d.changed, d.count) == (1, 5)
+    with pytest.raises(NotFound):
+        client.field_del(user + "-nobody", ["country"])
+    # Refused before sending: a name too long, a bad value, both selections.
+    with pytest.raises(InvalidArgument):
+        segstore.FieldUpdate("n" * 65, 1)
+    with pytest.raises(InvalidArgument):
+        segstore.FieldUpdate("n", True)
+    with pytest.raises(InvalidArgument):
+        GetOptions(fields=True, field_prefix="c")
+    client.ping()
+
+
 def test_unknown_operation_is_unsupported(client):
     with pytest.raises(segstore.Unsupported) as e:
         client.call(0x7F, {})

@@ -24,9 +24,14 @@ from segstore import (
     DeleteResult,
     ExpireOutcome,
     ExpireResult,
+    Field,
+    FieldMaxResult,
+    FieldUpdate,
+    FieldWriteResult,
     GetOptions,
     GetResult,
     InDoubt,
+    IncrementResult,
     InvalidArgument,
     LimitExceeded,
     LinkedUser,
@@ -42,8 +47,10 @@ from segstore import (
     SegmentUpdate as S,
     ServerInfo,
     StoredRecord,
+    Time,
     TrimResult,
     UpsertItem,
+    Unsupported,
     UpsertResult,
     WrongNode,
 )
@@ -232,6 +239,55 @@ CALLS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
         ),
         LinkStepResult(applied=True, changed=False, members=1),
     ),
+    # Profile fields: a value's type is its MessagePack form; a time is a Time.
+    "get_fields": (
+        lambda c: c.get(
+            "user-42",
+            projection="ids",
+            fields=["cap:77", "country", "last_seen", "score", "consent", "gone"],
+        ),
+        GetResult(
+            1,
+            [5484],
+            fields={
+                "cap:77": Field(2, 1893542400),
+                "consent": Field(b"\x01\x9f", 0),
+                "country": Field("FR", 0),
+                "last_seen": Field(Time(1893455940), 1896134400),
+                "score": Field(0.75, 0),
+            },
+        ),
+    ),
+    "get_field_prefix": (
+        lambda c: c.get("cookie-9", projection="ids", field_prefix="cap:"),
+        GetResult(
+            0, [], fields={"cap:77": Field(3, 1893542400), "cap:80": Field(1, 1893459600)}
+        ),
+    ),
+    "field_set": (
+        lambda c: c.field_set(
+            "user-42",
+            [
+                FieldUpdate("country", "FR"),
+                FieldUpdate("score", 0.75, 1896134400),
+                FieldUpdate("last_seen", Time(1893456000), 2592000, ttl=True),
+            ],
+        ),
+        FieldWriteResult(3, 7),
+    ),
+    "field_del": (lambda c: c.field_del("user-42", ["score", "nope"]), FieldWriteResult(1, 6)),
+    "field_incr": (
+        lambda c: c.field_incr("user-42", "cap:77", ttl=86400, cap=3),
+        IncrementResult(3, capped=False),
+    ),
+    "field_incr_capped": (
+        lambda c: c.field_incr("user-42", "cap:77", ttl=86400, cap=3),
+        IncrementResult(3, capped=True),
+    ),
+    "field_max": (
+        lambda c: c.field_max("user-42", "last_seen", Time(1893463200), 2592000, ttl=True),
+        FieldMaxResult(Time(1893463200), replaced=True),
+    ),
     "read_records": (
         lambda c: c.read_records(["phone", "tablet"]),
         [
@@ -278,6 +334,10 @@ ANSWERS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
             "this node belongs to a passive cluster, which applies another cluster's log and "
             "takes no writes: send writes to the active cluster",
         ),
+    ),
+    "field_cluster": (
+        lambda c: c.field_incr("user-42", "cap:77", ttl=86400, cap=3),
+        (Unsupported, "field_incr: profile fields are not yet replicated through the cluster's log"),
     ),
     "copy_partition_busy": (
         lambda c: c.copy_partition(3045, 3000000000, min_next=1234),
