@@ -494,6 +494,11 @@ TEST_F(FieldTest, AProfileOfFieldsAloneExistsUntilTheyExpire) {
   EXPECT_TRUE(Fields("u").status().IsNotFound());
   // The engine drops the record at its void_at, unread.
   EXPECT_TRUE(session_->worker().GetSync("u").status().IsNotFound());
+  // A delete of a profile of fields alone deletes it, and says there was one.
+  ASSERT_TRUE(Set("v", {F("a", FieldValue::Int(1))}).ok());
+  EXPECT_TRUE(*session_->DeleteSync("v"));
+  EXPECT_TRUE(Fields("v").status().IsNotFound());
+  EXPECT_FALSE(*session_->DeleteSync("v"));
 }
 
 TEST_F(FieldTest, NamesAreNumberedOnceRegisteredAndSurviveARestart) {
