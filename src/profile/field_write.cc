@@ -13,15 +13,6 @@
 
 namespace segstore::profile {
 
-Status ProfileSessionImpl::AnswerFields(const Columns& c, const GetOptions& options,
-                                        UnixSeconds now, GetResult* out, uint32_t* live) {
-  Result<uint32_t> n =
-      SelectFields(c.fields, *names_, options.fields, now, &stored_fields_, &out->fields);
-  if (!n.ok()) return n.status();
-  *live = *n;
-  return Status::OK();
-}
-
 void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view user,
                                      FieldChange change, Callback<uint32_t> done,
                                      std::string member, bool own) {

@@ -138,6 +138,18 @@ Result<uint32_t> SelectFields(std::string_view section, const FieldNames& names,
   return live;
 }
 
+Status AnswerFields(std::string_view section, const FieldNames& names,
+                    const FieldSelection& selection, UnixSeconds now, uint32_t live_segments,
+                    std::vector<StoredField>* scratch, std::vector<Field>* out, uint32_t* live) {
+  *live = 0;
+  if (section.empty()) return Status::OK();
+  if (selection.mode == FieldSelection::Mode::kNone && live_segments > 0) return Status::OK();
+  Result<uint32_t> n = SelectFields(section, names, selection, now, scratch, out);
+  if (!n.ok()) return n.status();
+  *live = *n;
+  return Status::OK();
+}
+
 Status CheckFieldName(std::string_view name) {
   if (name.empty()) return Status::InvalidArgument("a field name is empty");
   if (name.size() > kMaxFieldNameBytes) {

@@ -52,6 +52,15 @@ std::string QuotedFieldName(std::string_view name);
 // does not have.
 Status PortableBody(std::string_view body, const FieldNames& names, std::string* out);
 
+// A get's fields: those `selection` asks for of a body's fields `section`
+// into *out, and in *live the section's count of live fields. Nothing is
+// decoded when the section is empty, or when no field is asked and the
+// profile has live segments (the count only tells whether a profile without
+// live segments exists).
+Status AnswerFields(std::string_view section, const FieldNames& names,
+                    const FieldSelection& selection, UnixSeconds now, uint32_t live_segments,
+                    std::vector<StoredField>* scratch, std::vector<Field>* out, uint32_t* live);
+
 // InvalidArgument unless `name` is 1 to kMaxFieldNameBytes bytes.
 Status CheckFieldName(std::string_view name);
 // Checks a value to store: its size, a time within 32 bits.

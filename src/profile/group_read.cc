@@ -69,19 +69,12 @@ bool LinkedLive(const Columns& c, UnixSeconds now) {
   return c.group.member && Alive(c.group.link_expires, now);
 }
 
-// The fields `options` asks for of `c` (a profile with fields) into
-// out->fields, and *live its count of live fields (needed only when the
-// segments have none: a profile with a live field exists).
+// The fields `options` asks for of `c` into out->fields (AnswerFields).
 Status FieldsOf(const Columns& c, const FieldNames& names, const GetOptions& options,
                 UnixSeconds now, uint32_t live_segments, GetResult* out, uint32_t* live) {
-  *live = 0;
-  if (c.fields.empty()) return Status::OK();
-  if (options.fields.mode == FieldSelection::Mode::kNone && live_segments > 0) return Status::OK();
   std::vector<StoredField> scratch;
-  Result<uint32_t> n = SelectFields(c.fields, names, options.fields, now, &scratch, &out->fields);
-  if (!n.ok()) return n.status();
-  *live = *n;
-  return Status::OK();
+  return AnswerFields(c.fields, names, options.fields, now, live_segments, &scratch, &out->fields,
+                      live);
 }
 
 // `own` alone, as GetOwn answers it.

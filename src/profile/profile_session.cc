@@ -156,11 +156,11 @@ void ProfileSessionImpl::AnswerOwn(const storage::Record& r, const GetOptions& o
   const UnixSeconds now = Now();
   Result<uint32_t> live = DecodeSelect(r.body(), now, options, &scratch_, &out);
   uint32_t live_fields = 0;
-  if (live.ok() && !scratch_.fields.empty() &&
-      (options.fields.mode != FieldSelection::Mode::kNone || *live == 0)) {
-    // A profile with fields: those asked for, and whether any is live (a
-    // profile with live fields and no live segment exists).
-    if (Status s = AnswerFields(scratch_, options, now, &out, &live_fields); !s.ok()) live = s;
+  if (live.ok()) {
+    // A profile with live fields and no live segment exists.
+    Status s = AnswerFields(scratch_.fields, *names_, options.fields, now, *live, &stored_fields_,
+                            &out.fields, &live_fields);
+    if (!s.ok()) live = s;
   }
   if (!live.ok()) {
     done(live.status().WithContext(fmt::format("profile of user '{}'", r.key())));

@@ -131,10 +131,6 @@ class ProfileSessionImpl final : public ProfileSession {
   FieldLimits field_limits() const {
     return FieldLimits{options_.max_fields, options_.max_field_bytes};
   }
-  // The fields `options` asks for of the profile decoded in `c` into
-  // out->fields; *live gets its count of live fields.
-  Status AnswerFields(const Columns& c, const GetOptions& options, UnixSeconds now, GetResult* out,
-                      uint32_t* live);
   // ---- Profile bridging (group_read.cc, group_write.cc).
   struct LinkOp;
   // A record a group's operation read: from this node's engine, or as
