@@ -67,6 +67,52 @@ class Cursor {
     return *v <= max;
   }
 
+  // A signed 64-bit integer in any integer form.
+  bool Int64(int64_t* v) {
+    if (at_end()) return false;
+    const auto b = static_cast<uint8_t>(*p_);
+    if (b >= 0xe0) {  // negative fixint
+      *v = static_cast<int8_t>(b);
+      ++p_;
+      return true;
+    }
+    if (b >= 0xd0 && b <= 0xd3) {
+      const int bytes = 1 << (b - 0xd0);
+      uint64_t x = 0;
+      if (!BigEndianAfterTag(bytes, &x)) return false;
+      if (bytes < 8) {  // sign-extend
+        const uint64_t sign = uint64_t{1} << (8 * bytes - 1);
+        x = (x ^ sign) - sign;
+      }
+      *v = static_cast<int64_t>(x);
+      return true;
+    }
+    uint64_t u = 0;
+    if (!Uint(static_cast<uint64_t>(INT64_MAX), &u)) return false;
+    *v = static_cast<int64_t>(u);
+    return true;
+  }
+
+  // A float 64.
+  bool Float64(double* d) {
+    if (at_end() || static_cast<uint8_t>(*p_) != 0xcb) return false;
+    uint64_t x = 0;
+    if (!BigEndianAfterTag(8, &x)) return false;
+    std::memcpy(d, &x, sizeof x);
+    return true;
+  }
+
+  // A timestamp in its 32-bit form (fixext 4, type -1): the seconds.
+  bool Timestamp32(uint64_t* seconds) {
+    if (left() < 2 || static_cast<uint8_t>(p_[0]) != 0xd6 || static_cast<uint8_t>(p_[1]) != 0xff) {
+      return false;
+    }
+    ++p_;  // the tag; BigEndianAfterTag steps over the type
+    return BigEndianAfterTag(4, seconds);
+  }
+
+  uint8_t Peek() const { return static_cast<uint8_t>(*p_); }
+
   bool Nil() {
     if (at_end() || static_cast<uint8_t>(*p_) != 0xc0) return false;
     ++p_;
@@ -119,7 +165,7 @@ class AnswerReader {
     if (!in_.MapHeader(&n) || n > in_.left()) return false;
     bool seen_status = false, seen_count = false, seen_ids = false, seen_expires = false;
     bool seen_attr1 = false, seen_attr2 = false, seen_message = false;
-    bool seen_master = false, seen_profiles = false;
+    bool seen_master = false, seen_profiles = false, seen_fields = false;
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view key;
       if (!in_.Str(&key)) return false;
@@ -146,6 +192,9 @@ class AnswerReader {
         uint64_t v = 0;
         ok = Once(&seen_profiles) && in_.Uint(UINT32_MAX, &v);
         m->profiles = static_cast<uint32_t>(v);
+      } else if (key == "fields") {
+        ok = Once(&seen_fields) && Fields(&m->fields);
+        m->fields_asked = true;
       } else if (in_batch && key == "status") {
         uint64_t v = 0;
         ok = Once(&seen_status) && in_.Uint(UINT8_MAX, &v);
@@ -158,8 +207,10 @@ class AnswerReader {
       if (!ok) return false;
     }
     if (in_batch && !seen_status) return false;
-    if (in_batch && *status != 0) return true;  // an error answer: its other fields do not count
-    if (m->master.empty()) m->profiles = 0;     // as the general path: only beside a master
+    // An error answer: its other keys do not count (but a timestamp among
+    // them, which the general path refuses anywhere but in a value it reads).
+    if (in_batch && *status != 0) return !seen_fields;
+    if (m->master.empty()) m->profiles = 0;  // as the general path: only beside a master
     const uint64_t rows = m->ids.size();
     return seen_count && seen_ids && (!seen_expires || m->expires.size() == rows) &&
            (!seen_attr1 || m->attr1.size() == rows) && (!seen_attr2 || m->attr2.size() == rows);
@@ -199,6 +250,63 @@ class AnswerReader {
       uint64_t v = 0;
       if (!in_.Uint(UINT32_MAX, &v)) return false;
       (*out)[i] = static_cast<uint32_t>(v);
+    }
+    return true;
+  }
+
+  // {name: [value, expires_at]...}: names str or bin, 1 to
+  // kMaxFieldNameBytes bytes, in strictly increasing bytewise order; values
+  // in the forms the server writes (an int, a float 64, a str, a bin, a
+  // 32-bit timestamp).
+  bool Fields(std::vector<Field>* out) {
+    uint32_t n = 0;
+    if (!in_.MapHeader(&n) || n > kMaxMapEntries || !Fits(n)) return false;
+    out->clear();
+    out->reserve(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view name;
+      if (in_.at_end()) return false;
+      const uint8_t tag = in_.Peek();
+      if (!(tag == 0xc4 || tag == 0xc5 || tag == 0xc6 ? in_.Bin(&name) : in_.Str(&name))) {
+        return false;
+      }
+      if (name.empty() || name.size() > kMaxFieldNameBytes) return false;
+      if (!out->empty() && !(std::string_view(out->back().name) < name)) return false;
+      uint32_t pair = 0;
+      if (!in_.ArrayHeader(&pair) || pair != 2) return false;
+      Field f;
+      f.name.assign(name);
+      if (!Value(&f.value)) return false;
+      uint64_t e = 0;
+      if (!in_.Uint(UINT32_MAX, &e)) return false;
+      f.expires_at = static_cast<UnixSeconds>(e);
+      out->push_back(std::move(f));
+    }
+    return true;
+  }
+
+  bool Value(FieldValue* v) {
+    if (in_.at_end()) return false;
+    const uint8_t b = in_.Peek();
+    std::string_view s;
+    if (b == 0xcb) {
+      double d = 0;
+      if (!in_.Float64(&d)) return false;
+      *v = FieldValue::Double(d);
+    } else if ((b & 0xe0) == 0xa0 || b == 0xd9 || b == 0xda || b == 0xdb) {
+      if (!in_.Str(&s)) return false;
+      *v = FieldValue::String(std::string(s));
+    } else if (b == 0xc4 || b == 0xc5 || b == 0xc6) {
+      if (!in_.Bin(&s)) return false;
+      *v = FieldValue::Bytes(std::string(s));
+    } else if (b == 0xd6) {
+      uint64_t t = 0;
+      if (!in_.Timestamp32(&t)) return false;
+      *v = FieldValue::Time(static_cast<UnixSeconds>(t));
+    } else {
+      int64_t i = 0;
+      if (!in_.Int64(&i)) return false;
+      *v = FieldValue::Int(i);
     }
     return true;
   }

@@ -504,8 +504,7 @@ Status WrongType(std::string_view field, std::string_view want, const object& go
   return Bad(field, "expected " + std::string(want) + ", got " + std::string(TypeName(got.type)));
 }
 
-constexpr int kMaxDepth = 8;               // containers nested in a body, at most
-constexpr uint64_t kMaxMapEntries = 4096;  // entries of one map, at most
+constexpr int kMaxDepth = 8;  // containers nested in a body, at most
 
 // Walks the MessagePack value at the start of `body` without building it,
 // and gives its length. Each container must claim no more elements than the

@@ -129,6 +129,8 @@ struct LinkStepRequest {
 struct ReadRecordsRequest {
   std::vector<std::string> users;  // 1 to max_batch
 };
+// Entries of one map in a body, at most (PROTOCOL.md, "Limits").
+inline constexpr uint64_t kMaxMapEntries = 4096;
 // Profile fields (proto/PROTOCOL.md, "Profile fields"). Names are 1 to
 // kMaxFieldNameBytes bytes (str or bin on the wire); a value is typed by its
 // MessagePack form (int, float 64, str, bin, timestamp).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <msgpack.hpp>
 #include <random>
 #include <string>
@@ -13,7 +14,8 @@ namespace {
 
 bool SameRows(const GetResult& a, const GetResult& b) {
   return a.count == b.count && a.ids == b.ids && a.expires == b.expires && a.attr1 == b.attr1 &&
-         a.attr2 == b.attr2 && a.master == b.master && a.profiles == b.profiles;
+         a.attr2 == b.attr2 && a.master == b.master && a.profiles == b.profiles &&
+         a.fields_asked == b.fields_asked && a.fields == b.fields;
 }
 
 bool SameResult(const Result<GetResult>& a, const Result<GetResult>& b) {
@@ -66,6 +68,34 @@ GetResult Merged(std::string master, uint32_t profiles) {
   return r;
 }
 
+// An answer with profile fields: every value type and width, names as str
+// and as bin (not UTF-8), one at the length limit.
+GetResult WithFields() {
+  GetResult r = Profile(3);
+  r.fields_asked = true;
+  r.fields = {
+      Field{"cap:1", FieldValue::Int(0), kNever},
+      Field{"cap:2", FieldValue::Int(-1), 1790000000u},
+      Field{"cap:3", FieldValue::Int(INT64_MIN), UINT32_MAX},
+      Field{"cap:4", FieldValue::Int(INT64_MAX), 7},
+      Field{"cap:5", FieldValue::Int(-129), 0},
+      Field{"cap:6", FieldValue::Int(-40000), 0},
+      Field{"cap:7", FieldValue::Int(-3000000000ll), 0},
+      Field{"cap:8", FieldValue::Int(300), 0},
+      Field{"country", FieldValue::String("DE"), 0},
+      Field{"empty", FieldValue::String(""), 0},
+      Field{"long", FieldValue::String(std::string(70000, 'x')), 0},
+      Field{"raw", FieldValue::Bytes(std::string("\0\xff", 2)), 0},
+      Field{"score", FieldValue::Double(-0.25), 0},
+      Field{"seen", FieldValue::Time(1790000000u), 0},
+      Field{"seen0", FieldValue::Time(0), 0},
+      Field{"seenmax", FieldValue::Time(UINT32_MAX), 0},
+      Field{std::string(kMaxFieldNameBytes, 'z'), FieldValue::Double(1e300), 0},
+      Field{std::string("\xfe\x01", 2), FieldValue::Int(1), 0},
+  };
+  return r;
+}
+
 BatchGetResponse Batch() {
   BatchGetResponse m;
   m.push_back(Profile(1));
@@ -74,6 +104,10 @@ BatchGetResponse Batch() {
   m.push_back(Wide());
   m.push_back(Status::FromCode(Status::kMaxCode, ""));
   m.push_back(Merged("user-42", 3));
+  m.push_back(WithFields());
+  GetResult none_found;  // asked for fields, the profile has none
+  none_found.fields_asked = true;
+  m.push_back(none_found);
   return m;
 }
 
@@ -123,6 +157,14 @@ TEST(GetReaderTest, ReadsEveryAnswerTheServerWrites) {
   merged_count.master = "m";
   merged_count.profiles = 65;
   answers.push_back(merged_count);
+  answers.push_back(WithFields());
+  GetResult merged_fields = WithFields();
+  merged_fields.master = "m";
+  merged_fields.profiles = 3;
+  answers.push_back(merged_fields);
+  GetResult asked_none;
+  asked_none.fields_asked = true;
+  answers.push_back(asked_none);
   for (const GetResult& r : answers) {
     GetResult out;
     ASSERT_TRUE(ReadGetAnswer(Encoded(r), {}, &out));
@@ -272,6 +314,161 @@ TEST(GetReaderTest, LeavesOtherFormsToTheGeneralPath) {
   expect_general(body(), false);
 }
 
+// Profile fields in forms the server never writes: read generally or refused
+// there, never by the one-pass reader.
+TEST(GetReaderTest, LeavesOtherFieldFormsToTheGeneralPath) {
+  msgpack::sbuffer b;
+  msgpack::packer<msgpack::sbuffer> pk(b);
+  auto body = [&] { return std::string(b.data(), b.size()); };
+  // {"count": 0, "ids": [], "fields": <map of n entries, packed by the caller>}
+  auto fields = [&](uint32_t n) {
+    b.clear();
+    pk.pack_map(3);
+    pk.pack(std::string("count"));
+    pk.pack_uint32(0);
+    pk.pack(std::string("ids"));
+    pk.pack_array(0);
+    pk.pack(std::string("fields"));
+    pk.pack_map(n);
+  };
+  auto entry = [&](const std::string& name, auto pack_value, uint64_t expires = 0) {
+    pk.pack(name);
+    pk.pack_array(2);
+    pack_value();
+    pk.pack_uint64(expires);
+  };
+  auto expect_general = [&](const std::string& s, bool general_ok) {
+    GetResult out;
+    EXPECT_FALSE(ReadGetAnswer(s, {}, &out));
+    GetResult general;
+    const Status st = DecodeGeneral(s, {}, &general);
+    EXPECT_EQ(st.ok(), general_ok) << st.ToString();
+    ExpectAgree<GetResult>(s);
+  };
+  auto timestamp = [&](const std::string& ext) {
+    pk.pack_ext(ext.size(), -1);
+    pk.pack_ext_body(ext.data(), ext.size());
+  };
+
+  // Read generally: a float 32, a 64-bit timestamp, nil for the map.
+  fields(1);
+  entry("f", [&] { pk.pack_float(1.5f); });
+  expect_general(body(), true);
+  fields(1);
+  entry("t", [&] { timestamp(std::string("\0\0\0\0\x6a\xb0\0\0", 8)); });
+  expect_general(body(), true);
+  b.clear();
+  pk.pack_map(3);
+  pk.pack(std::string("count"));
+  pk.pack_uint32(0);
+  pk.pack(std::string("ids"));
+  pk.pack_array(0);
+  pk.pack(std::string("fields"));
+  pk.pack_nil();
+  expect_general(body(), true);
+
+  // Refused: names out of order or twice, empty, too long, not a name; an
+  // entry not a pair; an integer past int64; an expiry past 32 bits; a
+  // timestamp with nanoseconds; another extension; "fields" twice; a map of
+  // more entries than a body's map may hold.
+  fields(2);
+  entry("b", [&] { pk.pack_int32(1); });
+  entry("a", [&] { pk.pack_int32(1); });
+  expect_general(body(), false);
+  fields(2);
+  entry("a", [&] { pk.pack_int32(1); });
+  entry("a", [&] { pk.pack_int32(1); });
+  expect_general(body(), false);
+  fields(1);
+  entry("", [&] { pk.pack_int32(1); });
+  expect_general(body(), false);
+  fields(1);
+  entry(std::string(kMaxFieldNameBytes + 1, 'n'), [&] { pk.pack_int32(1); });
+  expect_general(body(), false);
+  fields(1);
+  pk.pack_uint32(5);
+  pk.pack_array(2);
+  pk.pack_int32(1);
+  pk.pack_uint32(0);
+  expect_general(body(), false);
+  fields(1);
+  pk.pack(std::string("a"));
+  pk.pack_array(3);
+  pk.pack_int32(1);
+  pk.pack_uint32(0);
+  pk.pack_uint32(0);
+  expect_general(body(), false);
+  fields(1);
+  entry("a", [&] { pk.pack_uint64(uint64_t{INT64_MAX} + 1); });
+  expect_general(body(), false);
+  fields(1);
+  entry(
+      "a", [&] { pk.pack_int32(1); }, uint64_t{1} << 32);
+  expect_general(body(), false);
+  fields(1);
+  entry("t", [&] { timestamp(std::string("\0\0\0\x04\x6a\xb0\0\0", 8)); });
+  expect_general(body(), false);
+  fields(1);
+  entry("x", [&] {
+    pk.pack_ext(4, 7);
+    pk.pack_ext_body("abcd", 4);
+  });
+  expect_general(body(), false);
+  fields(0);
+  pk.pack(std::string("fields"));
+  pk.pack_map(0);
+  {
+    std::string twice = body();
+    twice[0] = '\x84';
+    expect_general(twice, false);
+  }
+  fields(static_cast<uint32_t>(kMaxMapEntries + 1));
+  for (uint64_t i = 0; i <= kMaxMapEntries; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "f%05u", static_cast<unsigned>(i));
+    entry(name, [&] { pk.pack_int32(1); });
+  }
+  expect_general(body(), false);
+  fields(static_cast<uint32_t>(kMaxMapEntries));
+  for (uint64_t i = 0; i < kMaxMapEntries; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "f%05u", static_cast<unsigned>(i));
+    entry(name, [&] { pk.pack_int32(1); });
+  }
+  {
+    GetResult out;
+    ASSERT_TRUE(ReadGetAnswer(body(), {}, &out));
+    EXPECT_EQ(out.fields.size(), kMaxMapEntries);
+    ExpectAgree<GetResult>(body());
+  }
+
+  // A batch's error answer with fields beside it: its other keys do not
+  // count, but a timestamp there is refused as anywhere a value is not read.
+  for (bool with_time : {false, true}) {
+    b.clear();
+    pk.pack_map(1);
+    pk.pack(std::string("results"));
+    pk.pack_array(1);
+    pk.pack_map(2);
+    pk.pack(std::string("status"));
+    pk.pack_uint8(2);
+    pk.pack(std::string("fields"));
+    pk.pack_map(1);
+    entry("t", [&] {
+      if (with_time) {
+        timestamp(std::string("\0\0\0\x01", 4));
+      } else {
+        pk.pack_int32(1);
+      }
+    });
+    BatchGetResponse out;
+    EXPECT_FALSE(ReadGetAnswer(body(), {}, &out));
+    BatchGetResponse general;
+    EXPECT_EQ(DecodeGeneral(body(), {}, &general).ok(), !with_time);
+    ExpectAgree<BatchGetResponse>(body());
+  }
+}
+
 // The reader holds "master" to the caller's limits as the general path does.
 TEST(GetReaderTest, AMastersLengthIsHeldToTheLimits) {
   DecodeLimits lim;
@@ -335,6 +532,10 @@ TEST(GetReaderTest, DamagedBodiesGetTheGeneralPathsAnswer) {
   const std::string single = Encoded(Wide());
   const std::string merged = Encoded(Merged("user-42", 3));
   const std::string batch = Encoded(Batch());
+  const std::string with_fields = Encoded(WithFields());
+  for (size_t n = 0; n < with_fields.size(); n += 97) {
+    ExpectAgree<GetResult>(with_fields.substr(0, n));
+  }
   for (size_t n = 0; n < single.size(); ++n) ExpectAgree<GetResult>(single.substr(0, n));
   for (size_t n = 0; n < merged.size(); ++n) ExpectAgree<GetResult>(merged.substr(0, n));
   for (size_t n = 0; n < batch.size(); n += 7) ExpectAgree<BatchGetResponse>(batch.substr(0, n));
