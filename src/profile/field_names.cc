@@ -17,21 +17,23 @@ constexpr uint32_t kLoadBatch = 256;
 
 FieldNames::FieldNames(uint32_t max_names)
     : max_names_(std::min(max_names, kMaxNames)),
-      chunks_(new std::atomic<std::string*>[max_names_ / kChunk + 1]) {
-  for (uint32_t i = 0; i <= max_names_ / kChunk; ++i) chunks_[i].store(nullptr);
+      chunks_(new std::atomic<std::string*>[kMaxNames / kChunk + 1]) {
+  for (uint32_t i = 0; i <= kMaxNames / kChunk; ++i) chunks_[i].store(nullptr);
 }
 
 FieldNames::~FieldNames() {
-  for (uint32_t i = 0; i <= max_names_ / kChunk; ++i) delete[] chunks_[i].load();
+  for (uint32_t i = 0; i <= kMaxNames / kChunk; ++i) delete[] chunks_[i].load();
 }
 
 std::string FieldNames::Key(uint32_t id) {
   return fmt::format("{}field-name:{}", storage::kReservedKeyPrefix, id);
 }
 
+// Every name the store holds, past max_names_ too (a store written with a
+// larger limit keeps reading its fields; only new numbers stop).
 Status FieldNames::Load(storage::Worker& worker) {
-  for (uint32_t from = 1; from <= max_names_; from += kLoadBatch) {
-    const uint32_t to = std::min(max_names_, from + kLoadBatch - 1);
+  for (uint32_t from = 1; from <= kMaxNames; from += kLoadBatch) {
+    const uint32_t to = std::min(kMaxNames, from + kLoadBatch - 1);
     std::vector<std::optional<Result<storage::Record>>> got(to - from + 1);
     {
       storage::Worker::Batch batch(worker);

@@ -38,7 +38,8 @@ namespace segstore::profile {
 
 class FieldNames {
  public:
-  // At most `max_names` numbers (at most kMaxNames); names past them stay inline.
+  // At most `max_names` numbers given (at most kMaxNames); names past them
+  // stay inline. Numbers a store already holds are read whatever the limit.
   static constexpr uint32_t kMaxNames = 1 << 20;
   explicit FieldNames(uint32_t max_names);
   ~FieldNames();

@@ -540,6 +540,41 @@ TEST_F(FieldTest, NamesAreNumberedOnceRegisteredAndSurviveARestart) {
   EXPECT_TRUE(storage::IsReservedKey(rec->key()));
 }
 
+// A lower max_field_names on a store that numbered more names keeps
+// reading every field (the table loads every number it holds); only new
+// names stop being numbered.
+TEST_F(FieldTest, ALowerNameLimitKeepsEveryNumberedName) {
+  Open();
+  ASSERT_TRUE(Set("a", {F("n1", FieldValue::Int(1)), F("n2", FieldValue::Int(2)),
+                        F("n3", FieldValue::Int(3))})
+                  .ok());
+  AwaitNumbered("n1");
+  AwaitNumbered("n2");
+  AwaitNumbered("n3");
+  segstore::FieldIncrement inc;
+  inc.name = "n3";
+  ASSERT_TRUE(Incr("a", inc).ok());  // renumbers the record's inline names
+  for (const StoredField& f : Stored("a")) ASSERT_NE(f.name_id, 0u) << f.name;
+  Close();
+  ProfileOptions o;
+  o.max_field_names = 1;
+  Open(o);
+  EXPECT_EQ(names().size(), 3u);
+  auto got = Fields("a");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->fields.size(), 3u);
+  EXPECT_EQ(got->fields[2], (Field{"n3", FieldValue::Int(4), kNever}));
+  // A new name is stored inline, and stays so.
+  ASSERT_TRUE(Set("a", {F("n4", FieldValue::Int(5))}).ok());
+  ASSERT_TRUE(Set("b", {F("n4", FieldValue::Int(6))}).ok());
+  EXPECT_EQ(names().Find("n4"), 0u);
+  const std::vector<StoredField> b = Stored("b");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].name_id, 0u);
+  EXPECT_EQ(b[0].name, "n4");
+  EXPECT_EQ(Fields("a")->fields.size(), 4u);
+}
+
 // Numbers are a node's own: a body sent to another node names its fields
 // inline, and reads the same there with a table that knows none of them.
 TEST_F(FieldTest, APortableBodyNamesEveryFieldInline) {
