@@ -24,6 +24,10 @@ struct ServerInfo {
   uint32_t max_key_bytes = 0;    // bytes of a user ID
   uint32_t max_segments = 0;     // segments one profile may hold
   uint32_t max_in_flight = 0;    // requests it reads ahead per connection
+  // Profile fields: live fields one profile may hold, bytes of a string or
+  // bytes value (0: a server older than fields did not say).
+  uint32_t max_fields = 0;
+  uint32_t max_field_bytes = 0;
 };
 
 // One counter, gauge or setting of a server.

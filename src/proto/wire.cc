@@ -1790,7 +1790,7 @@ Status Decode(std::string_view body, const DecodeLimits& lim, ConnectedRequest* 
 
 void Encode(const HelloResponse& m, std::string* out) {
   EncodeWith(out, [&](Packer& pk) {
-    pk.pack_map(7);
+    pk.pack_map(9);
     Str(pk, "protocol");
     pk.pack_uint32(m.protocol);
     Str(pk, "server");
@@ -1805,6 +1805,10 @@ void Encode(const HelloResponse& m, std::string* out) {
     pk.pack_uint32(m.max_segments);
     Str(pk, "max_in_flight");
     pk.pack_uint32(m.max_in_flight);
+    Str(pk, "max_fields");
+    pk.pack_uint32(m.max_fields);
+    Str(pk, "max_field_bytes");
+    pk.pack_uint32(m.max_field_bytes);
   });
 }
 
@@ -2180,7 +2184,10 @@ Status Decode(std::string_view body, const DecodeLimits& /*lim*/, HelloResponse*
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_batch", &m->max_batch, true));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_key_bytes", &m->max_key_bytes, true));
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_segments", &m->max_segments, true));
-    return f.UintAs("max_in_flight", &m->max_in_flight, true);
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_in_flight", &m->max_in_flight, true));
+    // Optional: servers before profile fields do not send them.
+    SEGSTORE_RETURN_IF_ERROR(f.UintAs("max_fields", &m->max_fields));
+    return f.UintAs("max_field_bytes", &m->max_field_bytes);
   });
 }
 

@@ -369,6 +369,16 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"max_links", IntSetter(1, 10'000, [](Config* c, int64_t v) {
               c->profile.max_links = static_cast<uint32_t>(v);
             })},
+           // At most a body's map (proto::kMaxMapEntries): a get answers them in one.
+           {"max_fields", IntSetter(1, 4096, [](Config* c, int64_t v) {
+              c->profile.max_fields = static_cast<uint32_t>(v);
+            })},
+           {"max_field_bytes", IntSetter(1, 65'536, [](Config* c, int64_t v) {
+              c->profile.max_field_bytes = static_cast<uint32_t>(v);
+            })},
+           {"max_field_names", IntSetter(0, 1 << 20, [](Config* c, int64_t v) {
+              c->profile.max_field_names = static_cast<uint32_t>(v);
+            })},
            {"sweeper", BoolSetter([](Config* c, bool v) { c->profile.sweeper = v; })},
            {"sweep_records_per_second", IntSetter(1, 10'000'000, [](Config* c, int64_t v) {
               c->profile.sweep_records_per_second = static_cast<uint32_t>(v);
@@ -770,6 +780,9 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("storage.rotate_blocks_per_second", c.storage.rotate_blocks_per_second);
   add("profile.max_segments", c.profile.max_segments);
   add("profile.max_links", c.profile.max_links);
+  add("profile.max_fields", c.profile.max_fields);
+  add("profile.max_field_bytes", c.profile.max_field_bytes);
+  add("profile.max_field_names", c.profile.max_field_names);
   add("profile.sweeper", c.profile.sweeper ? 1 : 0);
   add("profile.sweep_records_per_second", c.profile.sweep_records_per_second);
   add("profile.sweep_share", c.profile.sweep_share);

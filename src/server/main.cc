@@ -238,6 +238,8 @@ int Serve(const server::Config& config) {
   service_options.max_frame_bytes = config.server.max_frame_bytes;
   service_options.max_in_flight = config.server.max_in_flight;
   service_options.max_segments = config.profile.max_segments;
+  service_options.max_fields = config.profile.max_fields;
+  service_options.max_field_bytes = config.profile.max_field_bytes;
   service_options.config = server::Describe(config);
   segstore::cluster::ViewBoard cluster_board;
   if (config.cluster_enabled) service_options.cluster = &cluster_board;

@@ -220,6 +220,8 @@ class ProfileHandler : public Handler {
     info.max_key_bytes = limits_.max_key_bytes;
     info.max_segments = o.max_segments;
     info.max_in_flight = o.max_in_flight;
+    info.max_fields = o.max_fields;
+    info.max_field_bytes = o.max_field_bytes;
     ReplyOk(h, info, to);
   }
 

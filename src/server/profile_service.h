@@ -33,6 +33,8 @@ struct ProfileServiceOptions {
   uint32_t max_frame_bytes = proto::kDefaultMaxFrameBytes;
   uint32_t max_in_flight = proto::kDefaultMaxInFlight;
   uint32_t max_segments = 10000;  // as the profile store was opened with
+  uint32_t max_fields = 256;      // likewise
+  uint32_t max_field_bytes = 1024;
   // Settings reported by the stats operation, as "config.<name>".
   std::vector<StatEntry> config;
   // In a cluster: where the node's view of it is published (it must outlive

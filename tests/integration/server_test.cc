@@ -58,6 +58,8 @@ class ServerTest : public ::testing::Test {
     ProfileServiceOptions so;
     so.max_batch = 100;
     so.max_segments = kMaxSegments;
+    so.max_fields = 9;
+    so.max_field_bytes = 77;
     so.max_in_flight = server_options_.max_in_flight;
     so.max_frame_bytes = server_options_.max_frame_bytes;
     server_options_.threads = 2;
@@ -87,6 +89,8 @@ TEST_F(ServerTest, EveryOperationThroughTheClient) {
   EXPECT_EQ(c->server_info().protocol, 1u);
   EXPECT_EQ(c->server_info().max_segments, kMaxSegments);
   EXPECT_EQ(c->server_info().max_batch, 100u);
+  EXPECT_EQ(c->server_info().max_fields, 9u);
+  EXPECT_EQ(c->server_info().max_field_bytes, 77u);
   ASSERT_TRUE(c->Ping().ok());
 
   std::vector<SegmentUpdate> up = {{5484, 3600, true, {}, {}},

@@ -68,6 +68,10 @@ Config EveryKeyChanged() {
   c.storage.defrag_blocks_per_second = 7;
   c.storage.rotate_blocks_per_second = 7;
   c.profile.max_segments = 7;
+  c.profile.max_links = 7;
+  c.profile.max_fields = 7;
+  c.profile.max_field_bytes = 7;
+  c.profile.max_field_names = 7;
   c.profile.sweeper = !c.profile.sweeper;
   c.profile.sweep_records_per_second = 7;
   c.profile.sweep_share = 0.07;
@@ -142,6 +146,9 @@ defrag_threshold = 0
 [profile]
 sweeper = false
 sweep_share = 1
+max_fields = 4096
+max_field_bytes = 65536
+max_field_names = 0
 [log]
 level = "debug"
 )",
@@ -162,6 +169,9 @@ level = "debug"
   EXPECT_EQ(c.storage.defrag_threshold, 0.0);
   EXPECT_FALSE(c.profile.sweeper);
   EXPECT_EQ(c.profile.sweep_share, 1.0);
+  EXPECT_EQ(c.profile.max_fields, 4096u);
+  EXPECT_EQ(c.profile.max_field_bytes, 65536u);
+  EXPECT_EQ(c.profile.max_field_names, 0u);
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_TRUE(Validate(c).ok());
 }
@@ -266,6 +276,11 @@ TEST(ConfigTest, OutOfRangeValuesAreRejected) {
   EXPECT_TRUE(Rejected("[storage]\ndefrag_threshold = 0.99\n", "storage.defrag_threshold"));
   EXPECT_TRUE(Rejected("[storage]\ndefrag_threshold = nan\n", "storage.defrag_threshold"));
   EXPECT_TRUE(Rejected("[profile]\nsweep_share = 0\n", "profile.sweep_share"));
+  EXPECT_TRUE(Rejected("[profile]\nmax_fields = 0\n", "profile.max_fields"));
+  EXPECT_TRUE(Rejected("[profile]\nmax_fields = 4097\n", "profile.max_fields"));
+  EXPECT_TRUE(Rejected("[profile]\nmax_field_bytes = 0\n", "profile.max_field_bytes"));
+  EXPECT_TRUE(Rejected("[profile]\nmax_field_bytes = 65537\n", "profile.max_field_bytes"));
+  EXPECT_TRUE(Rejected("[profile]\nmax_field_names = 1048577\n", "profile.max_field_names"));
   EXPECT_TRUE(Rejected("[storage]\nqueue_depth = 4\n", "storage.queue_depth"));
   // Values that are the wrong word.
   EXPECT_TRUE(Rejected("[storage]\ndurability = \"sometimes\"\n", "storage.durability"));

@@ -143,7 +143,10 @@ inline std::vector<Example> All() {
                {"Every field is an unsigned integer except \"server\" (free text).",
                 "max_frame_bytes bounds a request's body; max_batch the users (or items) of one",
                 "batch request; max_key_bytes the bytes of a user ID; max_segments the segments",
-                "one profile may hold; max_in_flight the requests read ahead per connection."},
+                "one profile may hold; max_in_flight the requests read ahead per connection;",
+                "max_fields the live profile fields one profile may hold; max_field_bytes the",
+                "bytes of one string or bytes field value (both absent from servers older than",
+                "profile fields)."},
                Op::kHello,
                1,
                ok,
@@ -153,7 +156,9 @@ inline std::vector<Example> All() {
                              .max_batch = kDefaultMaxBatch,
                              .max_key_bytes = kDefaultMaxKeyBytes,
                              .max_segments = 10000,
-                             .max_in_flight = kDefaultMaxInFlight}});
+                             .max_in_flight = kDefaultMaxInFlight,
+                             .max_fields = 256,
+                             .max_field_bytes = 1024}});
 
   // ---- ping ----
   v.push_back({"ping.request.hex",

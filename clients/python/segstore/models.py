@@ -421,6 +421,8 @@ class ServerInfo:
     max_key_bytes: int
     max_segments: int
     max_in_flight: int
+    max_fields: int = 0  # live fields a profile may hold (0: a server older than fields)
+    max_field_bytes: int = 0  # bytes of a string or bytes field value
 
 
 @dataclass(frozen=True)

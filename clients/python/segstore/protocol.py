@@ -253,6 +253,16 @@ def _field(body: Mapping[str, Any], key: str, types: Any, what: str, op: str) ->
     return v
 
 
+def _optional_int(body: Mapping[str, Any], key: str, op: str) -> int:
+    """An integer the answer may lack (0 then, as for a nil)."""
+    v = body.get(key)
+    if v is None:
+        return 0
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ProtocolError(f"{op} answer: {key!r} is not an integer: {v!r}")
+    return v
+
+
 def _map(value: Any, op: str, where: str = "the body") -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise ProtocolError(f"{op} answer: {where} is not a map")
@@ -423,6 +433,9 @@ def _parse_hello(body: Any, frame: Frame) -> ServerInfo:
         max_key_bytes=_field(b, "max_key_bytes", int, "an integer", "hello"),
         max_segments=_field(b, "max_segments", int, "an integer", "hello"),
         max_in_flight=_field(b, "max_in_flight", int, "an integer", "hello"),
+        # 0 when the server is older than profile fields.
+        max_fields=_optional_int(b, "max_fields", "hello"),
+        max_field_bytes=_optional_int(b, "max_field_bytes", "hello"),
     )
 
 

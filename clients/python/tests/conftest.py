@@ -44,6 +44,8 @@ max_key_bytes = 64
 [profile]
 max_segments = 50
 max_links = 4
+max_fields = 12
+max_field_bytes = 100
 """
 
 

@@ -60,6 +60,7 @@ def test_hello_reports_the_servers_limits(client):
         64,
         50,
     )
+    assert (info.max_fields, info.max_field_bytes) == (12, 100)
     assert info.max_in_flight == 256
     assert client.server_info == info
 
@@ -401,6 +402,15 @@ def test_profile_fields(client, user):
         segstore.FieldUpdate("n", True)
     with pytest.raises(InvalidArgument):
         GetOptions(fields=True, field_prefix="c")
+    # The server's limits, as hello says them: refused, nothing written.
+    info = client.hello()
+    with pytest.raises(LimitExceeded):
+        client.field_set(user, [segstore.FieldUpdate("long", "x" * (info.max_field_bytes + 1))])
+    with pytest.raises(LimitExceeded):
+        client.field_set(
+            user, [segstore.FieldUpdate(f"f{i}", i) for i in range(info.max_fields + 1)]
+        )
+    assert set(client.get(user, fields=True).fields) == {"score", "raw", "seen", "cap:77", "best"}
     client.ping()
 
 
