@@ -4,8 +4,10 @@
 // (one map fetch at a time), Busy and unreachable nodes (a pause, the next
 // replica); write IDs in a cluster with a log, resent with the same ID when
 // the outcome is unknown, never resent without one; stale gets; a single
-// server; Close and the destructor. The real thing, three segstored
-// processes, is in tests/cluster/cluster_load_test.cc.
+// server; Close and the destructor; the profile field writes routed and
+// resent as every write, and gets' field options carried to every node
+// asked. The real thing, three segstored processes, is in
+// tests/cluster/cluster_load_test.cc.
 #include "segstore/async_cluster_client.h"
 
 #include <gtest/gtest.h>
@@ -680,6 +682,344 @@ TEST_F(AsyncClusterClientTest, ConnectFailsWithTheSeedsError) {
   EXPECT_NE(r->status().message().find("127.0.0.1:" + std::to_string(o.node.port)),
             std::string_view::npos)
       << r->status().ToString();
+}
+
+// ---- profile fields ----
+
+// One of each field write, as the tests below send them.
+struct FieldWrites {
+  std::vector<FieldUpdate> set = {{"country", FieldValue::String("FR"), 0, false},
+                                  {"seen", FieldValue::Time(1'800'000'000), 3600, true}};
+  std::vector<std::string> names = {"country", "cap:77"};
+  FieldIncrement inc{"cap:77", 10, 86400, FieldIncrement::Window::kSliding, 100};
+  FieldUpdate max{"score", FieldValue::Double(0.5), 1'900'000'000, false};
+};
+
+constexpr Op kFieldOps[] = {Op::kFieldSet, Op::kFieldDelete, Op::kFieldIncrement, Op::kFieldMax};
+
+TEST_F(AsyncClusterClientTest, FieldWritesGoToTheHolderOfTheirUserEachWithItsOwnWriteId) {
+  FakeCluster cluster(3, AnswerAsHolder);
+  cluster.SetMap(cluster.SpreadMap(5, 1, /*log=*/true));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  const FieldWrites w;
+  const std::vector<std::string> users = Users(12);
+  for (const std::string& user : users) {
+    const uint32_t holder = cluster.ReplicasOf(user)[0];
+    Result<FieldWriteResult> s =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, w.set, cb); });
+    ASSERT_TRUE(s.ok()) << user << ": " << s.status().ToString();
+    EXPECT_EQ(s->changed, 2u);
+    EXPECT_EQ(s->count, holder + 1) << user;
+    Result<FieldWriteResult> d =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, w.names, cb); });
+    ASSERT_TRUE(d.ok()) << user << ": " << d.status().ToString();
+    EXPECT_EQ(d->count, holder + 1) << user;
+    Result<IncrementResult> i =
+        Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, cb); });
+    ASSERT_TRUE(i.ok()) << user << ": " << i.status().ToString();
+    EXPECT_EQ(i->value, holder + 10) << user;
+    EXPECT_FALSE(i->capped);
+    Result<FieldMaxResult> m =
+        Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, w.max, cb); });
+    ASSERT_TRUE(m.ok()) << user << ": " << m.status().ToString();
+    EXPECT_EQ(m->value, FieldValue::Int(holder)) << user;
+    EXPECT_TRUE(m->replaced);
+  }
+  EXPECT_EQ(client->retries(), 0u);
+  EXPECT_EQ(client->in_flight(), 0u);
+  // Each write went to its user's node alone, with a write ID of its own.
+  std::set<std::pair<uint64_t, uint64_t>> ids;
+  size_t frames = 0;
+  for (int n = 0; n < 3; ++n) {
+    for (Op op : kFieldOps) {
+      for (const Frame& f : cluster.Received(n, op)) {
+        auto [user, id] = UserAndId(f);
+        EXPECT_EQ(cluster.ReplicasOf(user)[0], n) << user;
+        EXPECT_FALSE(id.empty()) << user;
+        ids.insert({id.hi, id.lo});
+        ++frames;
+      }
+    }
+  }
+  EXPECT_EQ(frames, 4 * users.size());
+  EXPECT_EQ(ids.size(), 4 * users.size());
+  // The requests as sent: the first user's, on its node.
+  const int first = cluster.ReplicasOf(users[0])[0];
+  proto::FieldSetRequest sr;
+  ASSERT_TRUE(proto::Decode(cluster.Received(first, Op::kFieldSet)[0].body, kLimits, &sr).ok());
+  EXPECT_EQ(sr.user, users[0]);
+  ASSERT_EQ(sr.fields.size(), 2u);
+  for (size_t k = 0; k < w.set.size(); ++k) {
+    EXPECT_EQ(sr.fields[k].name, w.set[k].name);
+    EXPECT_EQ(sr.fields[k].value, w.set[k].value);
+    EXPECT_EQ(sr.fields[k].expiry, w.set[k].expiry);
+    EXPECT_EQ(sr.fields[k].ttl, w.set[k].ttl);
+  }
+  proto::FieldDeleteRequest dr;
+  ASSERT_TRUE(proto::Decode(cluster.Received(first, Op::kFieldDelete)[0].body, kLimits, &dr).ok());
+  EXPECT_EQ(dr.names, w.names);
+  proto::FieldIncrementRequest ir;
+  ASSERT_TRUE(
+      proto::Decode(cluster.Received(first, Op::kFieldIncrement)[0].body, kLimits, &ir).ok());
+  EXPECT_EQ(ir.increment.name, "cap:77");
+  EXPECT_EQ(ir.increment.delta, 10);
+  EXPECT_EQ(ir.increment.ttl, 86400u);
+  EXPECT_EQ(ir.increment.window, FieldIncrement::Window::kSliding);
+  EXPECT_EQ(ir.increment.cap, std::optional<int64_t>(100));
+  proto::FieldMaxRequest mr;
+  ASSERT_TRUE(proto::Decode(cluster.Received(first, Op::kFieldMax)[0].body, kLimits, &mr).ok());
+  EXPECT_EQ(mr.field.name, "score");
+  EXPECT_EQ(mr.field.value, FieldValue::Double(0.5));
+  EXPECT_EQ(mr.field.expiry, 1'900'000'000u);
+}
+
+TEST_F(AsyncClusterClientTest, AFieldWriteFollowsWrongNodeWithItsWriteId) {
+  // Before each write the client's map puts every user on node 0; then the
+  // cluster spreads them, and node 0 says WrongNode for a user it lost.
+  FakeCluster cluster(3, AnswerAsHolder);
+  const auto all_on_0 = [](uint32_t) { return std::vector<uint16_t>{0}; };
+  cluster.SetMap(cluster.MakeMap(1, 1, true, all_on_0));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  std::string user;  // one that moves away from node 0
+  cluster.SetMap(cluster.SpreadMap(2, 1, true));
+  for (const std::string& u : Users(50)) {
+    if (cluster.ReplicasOf(u)[0] != 0) user = u;
+  }
+  ASSERT_FALSE(user.empty());
+  const int holder = cluster.ReplicasOf(user)[0];
+  const FieldWrites w;
+  uint64_t revision = 2;
+  const auto moving = [&] {
+    cluster.SetMap(cluster.MakeMap(++revision, 1, true, all_on_0));
+    std::optional<Result<std::monostate>> refreshed;
+    client->RefreshMap([&](Result<std::monostate> r) { refreshed.emplace(std::move(r)); });
+    EXPECT_TRUE(RunUntil(io_, [&] { return refreshed.has_value(); }));
+    EXPECT_EQ(client->NodeOf(user), cluster.address(0));
+    cluster.SetMap(cluster.SpreadMap(++revision, 1, true));
+  };
+  moving();
+  Result<FieldWriteResult> s =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, w.set, cb); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->count, holder + 1u);
+  moving();
+  Result<FieldWriteResult> d =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, w.names, cb); });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->count, holder + 1u);
+  moving();
+  Result<IncrementResult> i =
+      Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, cb); });
+  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  EXPECT_EQ(i->value, holder + 10);
+  moving();
+  Result<FieldMaxResult> m =
+      Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, w.max, cb); });
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->value, FieldValue::Int(holder));
+  EXPECT_EQ(client->retries(), 4u);
+  // Each: once to node 0, once to the holder, with one write ID.
+  for (Op op : kFieldOps) {
+    const std::vector<Frame> wrong = cluster.Received(0, op);
+    const std::vector<Frame> right = cluster.Received(holder, op);
+    ASSERT_EQ(wrong.size(), 1u) << int{static_cast<uint8_t>(op)};
+    ASSERT_EQ(right.size(), 1u) << int{static_cast<uint8_t>(op)};
+    EXPECT_FALSE(UserAndId(wrong[0]).second.empty());
+    EXPECT_EQ(UserAndId(wrong[0]).second, UserAndId(right[0]).second);
+  }
+}
+
+TEST_F(AsyncClusterClientTest, AFieldWriteInDoubtIsResentWithItsWriteIdAndARefusalIsNot) {
+  // Node 0, first replica of everything, answers "doubt"'s field writes
+  // InDoubt, "old"'s Unsupported (what nodes answer while fields are not
+  // carried through the log) and "bad"'s InvalidArgument.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    const auto op = static_cast<Op>(f.op());
+    const bool field_write = op == Op::kFieldSet || op == Op::kFieldDelete ||
+                             op == Op::kFieldIncrement || op == Op::kFieldMax;
+    if (node == 0 && field_write) {
+      const std::string user = UserAndId(f).first;
+      if (user == "doubt") return c.ReplyError(f, Status::InDoubt("apply timed out"));
+      if (user == "old") {
+        return c.ReplyError(f, Status::Unsupported("profile fields are not yet replicated"));
+      }
+      if (user == "bad") return c.ReplyError(f, Status::InvalidArgument("a name twice"));
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  const FieldWrites w;
+  Result<FieldWriteResult> s =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldSet("doubt", w.set, cb); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->count, 2u);  // node 1's answer
+  Result<FieldWriteResult> d =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete("doubt", w.names, cb); });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->count, 2u);
+  Result<IncrementResult> i =
+      Wait<IncrementResult>([&](auto cb) { client->FieldIncrement("doubt", w.inc, cb); });
+  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  EXPECT_EQ(i->value, 11);
+  Result<FieldMaxResult> m =
+      Wait<FieldMaxResult>([&](auto cb) { client->FieldMax("doubt", w.max, cb); });
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->value, FieldValue::Int(1));
+  EXPECT_EQ(client->retries(), 4u);
+  for (Op op : kFieldOps) {
+    const std::vector<Frame> first = cluster.Received(0, op);
+    const std::vector<Frame> second = cluster.Received(1, op);
+    ASSERT_EQ(first.size(), 1u) << int{static_cast<uint8_t>(op)};
+    ASSERT_EQ(second.size(), 1u) << int{static_cast<uint8_t>(op)};
+    EXPECT_FALSE(UserAndId(first[0]).second.empty());
+    EXPECT_EQ(UserAndId(first[0]).second, UserAndId(second[0]).second);
+  }
+
+  // A node's refusal is the answer: never resent.
+  for (const std::string user : {"old", "bad"}) {
+    const Status::Code code =
+        user == "old" ? Status::Code::kUnsupported : Status::Code::kInvalidArgument;
+    EXPECT_EQ(
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, w.set, cb); }).status().code(),
+        code);
+    EXPECT_EQ(Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, w.names, cb); })
+                  .status()
+                  .code(),
+              code);
+    EXPECT_EQ(Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, cb); })
+                  .status()
+                  .code(),
+              code);
+    EXPECT_EQ(
+        Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, w.max, cb); }).status().code(),
+        code);
+  }
+  EXPECT_EQ(client->retries(), 4u);
+  for (Op op : kFieldOps) {
+    EXPECT_EQ(cluster.Received(0, op).size(), 3u);  // doubt, old, bad
+    EXPECT_EQ(cluster.Received(1, op).size(), 1u);  // doubt again
+  }
+}
+
+TEST_F(AsyncClusterClientTest, FieldWritesOverTheNodesFrameLimitAreRefusedAndSentNowhere) {
+  // FakeInfo's max_frame_bytes is 1 MiB: each of these bodies is over it.
+  FakeCluster cluster(2, AnswerAsHolder);
+  cluster.SetMap(cluster.SpreadMap(1, 2, true));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  const std::string big(2 << 20, 'x');
+  const std::vector<FieldUpdate> set = {{"consent", FieldValue::Bytes(big), 0, false}};
+  const std::vector<std::string> names = {big};
+  FieldIncrement inc;
+  inc.name = big;
+  const FieldUpdate max{big, FieldValue::Int(1), 0, false};
+  for (const std::string& user : Users(4)) {
+    Result<FieldWriteResult> s =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, set, cb); });
+    EXPECT_EQ(s.status().code(), Status::Code::kLimitExceeded) << s.status().ToString();
+    Result<FieldWriteResult> d =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, names, cb); });
+    EXPECT_EQ(d.status().code(), Status::Code::kLimitExceeded) << d.status().ToString();
+    Result<IncrementResult> i =
+        Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, inc, cb); });
+    EXPECT_EQ(i.status().code(), Status::Code::kLimitExceeded) << i.status().ToString();
+    Result<FieldMaxResult> m =
+        Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, max, cb); });
+    EXPECT_EQ(m.status().code(), Status::Code::kLimitExceeded) << m.status().ToString();
+  }
+  for (int n = 0; n < 2; ++n) {
+    for (Op op : kFieldOps) EXPECT_TRUE(cluster.Received(n, op).empty());
+  }
+  EXPECT_EQ(client->retries(), 0u);
+  // The nodes still answer what fits.
+  Result<FieldWriteResult> s =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldSet("alice", FieldWrites().set, cb); });
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+}
+
+TEST_F(AsyncClusterClientTest, OnASingleServerFieldWritesGoToItWithoutWriteIds) {
+  FakeCluster cluster(1, AnswerAsHolder);
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  ASSERT_FALSE(client->map().cluster);
+  const FieldWrites w;
+  EXPECT_EQ(Wait<FieldWriteResult>([&](auto cb) { client->FieldSet("alice", w.set, cb); })->count,
+            1u);
+  EXPECT_EQ(
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete("alice", w.names, cb); })->changed,
+      2u);
+  EXPECT_EQ(
+      Wait<IncrementResult>([&](auto cb) { client->FieldIncrement("alice", w.inc, cb); })->value,
+      10);
+  EXPECT_TRUE(
+      Wait<FieldMaxResult>([&](auto cb) { client->FieldMax("alice", w.max, cb); })->replaced);
+  for (Op op : kFieldOps) {
+    const std::vector<Frame> sent = cluster.Received(0, op);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_TRUE(UserAndId(sent[0]).second.empty());
+  }
+  EXPECT_EQ(client->in_flight(), 0u);
+}
+
+TEST_F(AsyncClusterClientTest, GetsCarryTheirFieldOptionsToEveryNodeAsked) {
+  // Node 0 (first replica) answers gets marked stale, so a get asks node 1
+  // too; batches return what node 0 answered.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node != 0 || f.op() != static_cast<uint8_t>(Op::kGet)) {
+      return AnswerAsHolder(fc, node, c, f);
+    }
+    proto::GetRequest req;
+    ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+    GetResult r;
+    r.ids = {0};
+    r.count = 1;
+    r = testing::WithFields(r, req.options, node);
+    std::string out;
+    (void)proto::AppendFrame(&out, f.op(), f.id(), 0, UINT32_MAX,
+                             [&](std::string* o) { proto::Encode(r, o); });
+    out[5] = static_cast<char>(proto::kFlagStale);
+    c.Write(out);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  GetOptions by_name;
+  by_name.fields.mode = FieldSelection::Mode::kNames;
+  by_name.fields.names = {"cap:77", "country"};
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", by_name, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(g->stale);
+  EXPECT_TRUE(g->fields_asked);
+  EXPECT_EQ(g->fields, (std::vector<Field>{{"node", FieldValue::Int(1), kNever}}));
+  for (int n = 0; n < 2; ++n) {
+    const std::vector<Frame> sent = cluster.Received(n, Op::kGet);
+    ASSERT_EQ(sent.size(), 1u) << n;
+    proto::GetRequest req;
+    ASSERT_TRUE(proto::Decode(sent[0].body, kLimits, &req).ok());
+    EXPECT_EQ(req.options.fields, by_name.fields) << n;
+  }
+
+  GetOptions by_prefix;
+  by_prefix.fields = FieldSelection{FieldSelection::Mode::kPrefix, {}, "cap:"};
+  const std::vector<std::string> users = Users(5);
+  Result<BatchGetResult> b =
+      Wait<BatchGetResult>([&](auto cb) { client->BatchGet(users, by_prefix, cb); });
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->size(), users.size());
+  for (const Result<GetResult>& one : *b) {
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    EXPECT_TRUE(one->fields_asked);
+    EXPECT_EQ(one->fields, (std::vector<Field>{{"node", FieldValue::Int(0), kNever}}));
+  }
+  const std::vector<Frame> batches = cluster.Received(0, Op::kBatchGet);
+  ASSERT_EQ(batches.size(), 1u);
+  proto::BatchGetRequest req;
+  ASSERT_TRUE(proto::Decode(batches[0].body, kLimits, &req).ok());
+  EXPECT_EQ(req.options.fields, by_prefix.fields);
 }
 
 }  // namespace

@@ -162,9 +162,19 @@ class FakeCluster {
   std::vector<std::unique_ptr<FakeServer>> servers_;
 };
 
+// `r` with, when `options` ask for fields, one field: "node", node `node`.
+inline GetResult WithFields(GetResult r, const GetOptions& options, int node) {
+  if (options.fields.mode == FieldSelection::Mode::kNone) return r;
+  r.fields_asked = true;
+  r.fields = {Field{"node", FieldValue::Int(node), kNever}};
+  return r;
+}
+
 // Answers as a node of the map would: a request on a user it holds with
-// `answer` (GetResult ids {node}, or UpsertResult inserted = node + 1, ...),
-// one it does not hold with WrongNode, per entry in batches.
+// `answer` (GetResult ids {node} and WithFields, or UpsertResult inserted =
+// node + 1, ...; the field writes: count node + 1, an increment's value
+// node + delta, field_max's value node), one it does not hold with
+// WrongNode, per entry in batches.
 inline void AnswerAsHolder(FakeCluster& cluster, int node, FakeConn& c, const Frame& f) {
   const auto wrong = [&](std::string_view user) {
     return Status::WrongNode("node-" + std::to_string(node) + " does not hold " +
@@ -186,12 +196,13 @@ inline void AnswerAsHolder(FakeCluster& cluster, int node, FakeConn& c, const Fr
       proto::GetRequest req;
       ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
       if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
-      c.Reply(f, got);
+      c.Reply(f, WithFields(got, req.options, node));
       return;
     }
     case Op::kBatchGet: {
       proto::BatchGetRequest req;
       ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      got = WithFields(got, req.options, node);
       BatchGetResult all;
       for (const std::string& u : req.users) {
         if (cluster.Holds(node, u)) {
@@ -246,6 +257,36 @@ inline void AnswerAsHolder(FakeCluster& cluster, int node, FakeConn& c, const Fr
       c.Reply(f, r);
       return;
     }
+    case Op::kFieldSet: {
+      proto::FieldSetRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      c.Reply(f, FieldWriteResult{static_cast<uint32_t>(req.fields.size()),
+                                  static_cast<uint32_t>(node + 1), false});
+      return;
+    }
+    case Op::kFieldDelete: {
+      proto::FieldDeleteRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      c.Reply(f, FieldWriteResult{static_cast<uint32_t>(req.names.size()),
+                                  static_cast<uint32_t>(node + 1), false});
+      return;
+    }
+    case Op::kFieldIncrement: {
+      proto::FieldIncrementRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      c.Reply(f, IncrementResult{node + req.increment.delta, false, false});
+      return;
+    }
+    case Op::kFieldMax: {
+      proto::FieldMaxRequest req;
+      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
+      c.Reply(f, FieldMaxResult{FieldValue::Int(node), true, false});
+      return;
+    }
     default:
       c.ReplyError(f, Status::Unsupported("not scripted"));
   }
@@ -271,6 +312,26 @@ inline std::pair<std::string, WriteId> UserAndId(const Frame& f) {
     }
     case Op::kExpire: {
       proto::ExpireRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
+    }
+    case Op::kFieldSet: {
+      proto::FieldSetRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
+    }
+    case Op::kFieldDelete: {
+      proto::FieldDeleteRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
+    }
+    case Op::kFieldIncrement: {
+      proto::FieldIncrementRequest r;
+      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
+      return {r.user, r.write_id};
+    }
+    case Op::kFieldMax: {
+      proto::FieldMaxRequest r;
       EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
       return {r.user, r.write_id};
     }
