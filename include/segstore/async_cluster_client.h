@@ -120,6 +120,21 @@ class AsyncClusterClient {
   void Delete(std::string_view user, Callback<bool> done);
   void Expire(std::string_view user, std::span<const uint64_t> ids, const ExpireSpec& expiry,
               Callback<ExpireResult> done);
+  // Profile fields' writes (AsyncClient::FieldSet, FieldDelete,
+  // FieldIncrement, FieldMax: same requests, same answers), sent to the node
+  // holding `user` and retried as every write, with one write ID per call in
+  // a cluster with a log. What the caller gets besides: the node's refusal
+  // as it is (InvalidArgument, LimitExceeded: nothing written, never
+  // retried), and Unsupported (not retried) from a cluster whose nodes do
+  // not carry fields through their log yet. A request over the node's
+  // max_frame_bytes (from its hello) is LimitExceeded, sent nowhere.
+  void FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
+                Callback<FieldWriteResult> done);
+  void FieldDelete(std::string_view user, std::span<const std::string> names,
+                   Callback<FieldWriteResult> done);
+  void FieldIncrement(std::string_view user, const segstore::FieldIncrement& increment,
+                      Callback<IncrementResult> done);
+  void FieldMax(std::string_view user, const FieldUpdate& field, Callback<FieldMaxResult> done);
   // Profile bridging's link (AsyncClient::Link: `user` joins `master`'s
   // group for `ttl` seconds, 0: never), sent to the node holding `user`,
   // which coordinates it, as Delete is. Unsupported (not retried) from a

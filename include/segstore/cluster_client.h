@@ -103,6 +103,18 @@ class ClusterClient {
   Result<bool> Delete(std::string_view user);
   Result<ExpireResult> Expire(std::string_view user, std::span<const uint64_t> ids,
                               const ExpireSpec& expiry);
+  // Profile fields' writes, as Client's (same requests, same answers), sent
+  // to the node holding `user` and retried as every write above, with one
+  // write ID per call in a cluster with a log. A node's refusal
+  // (InvalidArgument, LimitExceeded: nothing written) is returned as it is,
+  // never retried, and so is Unsupported from a cluster whose nodes do not
+  // carry fields through their log yet. A request over the node's
+  // max_frame_bytes (from its hello) is LimitExceeded, sent nowhere.
+  Result<FieldWriteResult> FieldSet(std::string_view user, std::span<const FieldUpdate> fields);
+  Result<FieldWriteResult> FieldDelete(std::string_view user, std::span<const std::string> names);
+  Result<IncrementResult> FieldIncrement(std::string_view user,
+                                         const segstore::FieldIncrement& increment);
+  Result<FieldMaxResult> FieldMax(std::string_view user, const FieldUpdate& field);
 
   // The client of the node at `address` ("host:port"), connected if needed.
   Result<Client*> NodeClient(const std::string& address);

@@ -1032,6 +1032,87 @@ void AsyncClusterClient::Delete(std::string_view user, Callback<bool> done) {
       ->Start();
 }
 
+// The field writes: each as Delete, one write ID per call, resent with it.
+
+void AsyncClusterClient::FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
+                                  Callback<FieldWriteResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->FieldSet(user, fields, WriteId{}, r.Counted(std::move(done)));
+    }
+  }
+  const WriteId id = NewWriteId();
+  std::make_shared<RoutedOp<FieldWriteResult>>(
+      router_, std::string(user), internal::WriteKind(id),
+      [list = std::vector<FieldUpdate>(fields.begin(), fields.end()), id](
+          AsyncClient& c, const std::string& u, Callback<FieldWriteResult> cb) {
+        c.FieldSet(u, list, id, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
+void AsyncClusterClient::FieldDelete(std::string_view user, std::span<const std::string> names,
+                                     Callback<FieldWriteResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->FieldDelete(user, names, WriteId{}, r.Counted(std::move(done)));
+    }
+  }
+  const WriteId id = NewWriteId();
+  std::make_shared<RoutedOp<FieldWriteResult>>(
+      router_, std::string(user), internal::WriteKind(id),
+      [list = std::vector<std::string>(names.begin(), names.end()), id](
+          AsyncClient& c, const std::string& u, Callback<FieldWriteResult> cb) {
+        c.FieldDelete(u, list, id, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
+void AsyncClusterClient::FieldIncrement(std::string_view user,
+                                        const segstore::FieldIncrement& increment,
+                                        Callback<IncrementResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->FieldIncrement(user, increment, WriteId{}, r.Counted(std::move(done)));
+    }
+  }
+  const WriteId id = NewWriteId();
+  std::make_shared<RoutedOp<IncrementResult>>(
+      router_, std::string(user), internal::WriteKind(id),
+      [increment, id](AsyncClient& c, const std::string& u, Callback<IncrementResult> cb) {
+        c.FieldIncrement(u, increment, id, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
+void AsyncClusterClient::FieldMax(std::string_view user, const FieldUpdate& field,
+                                  Callback<FieldMaxResult> done) {
+  ClusterRouter& r = *router_;
+  if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
+  if (!r.map().cluster) {
+    if (AsyncClient* c = r.Direct(r.seed())) {
+      return c->FieldMax(user, field, WriteId{}, r.Counted(std::move(done)));
+    }
+  }
+  const WriteId id = NewWriteId();
+  std::make_shared<RoutedOp<FieldMaxResult>>(
+      router_, std::string(user), internal::WriteKind(id),
+      [field, id](AsyncClient& c, const std::string& u, Callback<FieldMaxResult> cb) {
+        c.FieldMax(u, field, id, std::move(cb));
+      },
+      std::move(done))
+      ->Start();
+}
+
 void AsyncClusterClient::SendLinkStep(const LinkStep& step, Callback<LinkStepResult> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());

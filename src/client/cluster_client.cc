@@ -300,6 +300,34 @@ Result<ExpireResult> ClusterClient::Expire(std::string_view user, std::span<cons
                                      [&](Client& c) { return c.Expire(user, ids, expiry, id); });
 }
 
+Result<FieldWriteResult> ClusterClient::FieldSet(std::string_view user,
+                                                 std::span<const FieldUpdate> fields) {
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<FieldWriteResult>(user, internal::WriteKind(id),
+                                         [&](Client& c) { return c.FieldSet(user, fields, id); });
+}
+
+Result<FieldWriteResult> ClusterClient::FieldDelete(std::string_view user,
+                                                    std::span<const std::string> names) {
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<FieldWriteResult>(user, internal::WriteKind(id),
+                                         [&](Client& c) { return c.FieldDelete(user, names, id); });
+}
+
+Result<IncrementResult> ClusterClient::FieldIncrement(std::string_view user,
+                                                      const segstore::FieldIncrement& increment) {
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<IncrementResult>(user, internal::WriteKind(id), [&](Client& c) {
+    return c.FieldIncrement(user, increment, id);
+  });
+}
+
+Result<FieldMaxResult> ClusterClient::FieldMax(std::string_view user, const FieldUpdate& field) {
+  const WriteId id = impl_->NewWriteId();
+  return impl_->Routed<FieldMaxResult>(user, internal::WriteKind(id),
+                                       [&](Client& c) { return c.FieldMax(user, field, id); });
+}
+
 Result<bool> ClusterClient::Delete(std::string_view user) {
   const WriteId id = impl_->NewWriteId();
   return impl_->Routed<bool>(user, internal::WriteKind(id),

@@ -853,8 +853,10 @@ Status ApplyFieldExpiry(const Args& a, segstore::FieldUpdate* u) {
   return Status::OK();
 }
 
-// Profile fields' writes, sent to the node holding the user (a single
-// server holds every user). Everything is parsed before connecting.
+// Profile fields' writes, through the cluster client as upsert's: to the
+// node holding the user (a single server holds every user), retried as
+// every write, with one write ID in a cluster with a log. Everything is
+// parsed before connecting.
 template <typename Fail, typename FailOrAbsent>
 int RunFieldCommand(const std::string& command, const Args& a, const client::ClientOptions& options,
                     Fail fail, FailOrAbsent fail_or_absent) {
@@ -888,9 +890,7 @@ int RunFieldCommand(const std::string& command, const Args& a, const client::Cli
   routed_options.node = options;
   auto routed = client::ClusterClient::Connect(routed_options);
   if (!routed.ok()) return fail(routed.status());
-  auto node = (*routed)->NodeClient((*routed)->NodeOf(a.user));
-  if (!node.ok()) return fail(node.status());
-  client::Client& c = **node;
+  client::ClusterClient& c = **routed;
 
   if (command == "field-set" || command == "field-del") {
     const bool set = command == "field-set";

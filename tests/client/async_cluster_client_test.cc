@@ -1,11 +1,13 @@
-// AsyncClusterClient against scripted fake nodes (fake_server.h): a fake
+// AsyncClusterClient against scripted fake nodes (fake_cluster.h): a fake
 // cluster whose map names the fake servers themselves, each answering as the
 // test says. Routing by partition and batches gathered in order; WrongNode
 // (one map fetch at a time), Busy and unreachable nodes (a pause, the next
 // replica); write IDs in a cluster with a log, resent with the same ID when
 // the outcome is unknown, never resent without one; stale gets; a single
-// server; Close and the destructor. The real thing, three segstored
-// processes, is in tests/cluster/cluster_load_test.cc.
+// server; Close and the destructor; the profile field writes routed and
+// resent as every write, and gets' field options carried to every node
+// asked. The real thing, three segstored processes, is in
+// tests/cluster/cluster_load_test.cc.
 #include "segstore/async_cluster_client.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "client/fake_cluster.h"
 #include "client/fake_server.h"
 #include "proto/wire.h"
 #include "segstore/routing.h"
@@ -33,23 +36,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using proto::Op;
+using testing::AnswerAsHolder;
+using testing::FakeCluster;
 using testing::FakeConn;
 using testing::FakeServer;
 using testing::Frame;
-
-constexpr proto::DecodeLimits kLimits{UINT32_MAX, UINT32_MAX, UINT32_MAX};
-
-ServerInfo FakeInfo() {
-  ServerInfo info;
-  info.protocol = 1;
-  info.server = "fake 0.0";
-  info.max_frame_bytes = 1 << 20;
-  info.max_batch = 1000;
-  info.max_key_bytes = 256;
-  info.max_segments = 10000;
-  info.max_in_flight = 256;
-  return info;
-}
+using testing::kLimits;
+using testing::UserAndId;
+using testing::Users;
 
 // Runs `io` until `pred` holds; false after `timeout`.
 bool RunUntil(boost::asio::io_context& io, const std::function<bool()>& pred,
@@ -69,244 +63,6 @@ uint16_t ClosedPort() {
   boost::asio::ip::tcp::acceptor a(
       io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();
-}
-
-std::vector<std::string> Users(int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) out.push_back("user-" + std::to_string(i));
-  return out;
-}
-
-// N fake nodes sharing one map (which the test may change). Each answers
-// hello and cluster_map itself, and every other request as `script` says.
-// Scripts run on the nodes' threads, one at a time (under the cluster's
-// mutex), and may read map_locked().
-class FakeCluster {
- public:
-  using Script = std::function<void(FakeCluster& cluster, int node, FakeConn& c, const Frame& f)>;
-
-  FakeCluster(int nodes, Script script) : script_(std::move(script)) {
-    for (int i = 0; i < nodes; ++i) {
-      servers_.push_back(std::make_unique<FakeServer>(
-          [this, i](FakeConn& c, const Frame& f) { Handle(i, c, f); }));
-    }
-  }
-  ~FakeCluster() { servers_.clear(); }
-
-  uint16_t port(int i) const { return servers_[i]->port(); }
-  std::string address(int i) const { return "127.0.0.1:" + std::to_string(port(i)); }
-  FakeServer& server(int i) { return *servers_[i]; }
-
-  // A map of these nodes (node i at address(i), unless `addresses` says),
-  // replicas of partition p: place(p) (node indices).
-  ClusterMap MakeMap(uint64_t revision, uint32_t replication, bool log,
-                     const std::function<std::vector<uint16_t>(uint32_t)>& place,
-                     std::vector<std::string> addresses = {}) const {
-    ClusterMap m;
-    m.cluster = true;
-    m.revision = revision;
-    m.replication = replication;
-    m.log = log;
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      m.nodes.push_back({"node-" + std::to_string(i),
-                         i < addresses.size() ? addresses[i] : address(static_cast<int>(i)), ""});
-    }
-    for (uint32_t p = 0; p < kPartitions; ++p) {
-      for (uint16_t n : place(p)) m.replicas.push_back(n);
-    }
-    EXPECT_TRUE(m.Check().ok()) << m.Check().ToString();
-    return m;
-  }
-  // Replicas of partition p: p mod N, then the following nodes.
-  ClusterMap SpreadMap(uint64_t revision, uint32_t replication, bool log) const {
-    const auto n = static_cast<uint16_t>(servers_.size());
-    return MakeMap(revision, replication, log, [n, replication](uint32_t p) {
-      std::vector<uint16_t> r;
-      for (uint32_t k = 0; k < replication; ++k) r.push_back(static_cast<uint16_t>((p + k) % n));
-      return r;
-    });
-  }
-
-  void SetScript(Script script) {
-    std::lock_guard lock(mu_);
-    script_ = std::move(script);
-  }
-  void SetMap(ClusterMap m) {
-    std::lock_guard lock(mu_);
-    map_ = std::move(m);
-  }
-  // The replicas of `user` in the map in force.
-  std::vector<uint16_t> ReplicasOf(const std::string& user) {
-    std::lock_guard lock(mu_);
-    std::span<const uint16_t> r = map_.ReplicasOf(PartitionOf(user));
-    return {r.begin(), r.end()};
-  }
-  int map_requests() {
-    std::lock_guard lock(mu_);
-    return map_requests_;
-  }
-  // Requests of `op` that node `node` received, in order.
-  std::vector<Frame> Received(int node, Op op) {
-    std::vector<Frame> out;
-    for (const Frame& f : servers_[node]->received()) {
-      if (f.op() == static_cast<uint8_t>(op)) out.push_back(f);
-    }
-    return out;
-  }
-
-  // For scripts: the map in force (the cluster's mutex is held).
-  const ClusterMap& map_locked() const { return map_; }
-  // Whether node `node` holds `user` in the map in force (mutex held).
-  bool Holds(int node, std::string_view user) const {
-    if (!map_.cluster) return true;
-    for (uint16_t n : map_.ReplicasOf(PartitionOf(user))) {
-      if (n == node) return true;
-    }
-    return false;
-  }
-
- private:
-  void Handle(int node, FakeConn& c, const Frame& f) {
-    std::lock_guard lock(mu_);
-    switch (static_cast<Op>(f.op())) {
-      case Op::kHello:
-        c.Reply(f, FakeInfo());
-        return;
-      case Op::kClusterMap: {
-        ++map_requests_;
-        ClusterMap m = map_;
-        if (m.cluster) m.self = "node-" + std::to_string(node);
-        c.Reply(f, m);
-        return;
-      }
-      default:
-        script_(*this, node, c, f);
-    }
-  }
-
-  Script script_;
-  std::mutex mu_;
-  ClusterMap map_;
-  int map_requests_ = 0;
-  std::vector<std::unique_ptr<FakeServer>> servers_;
-};
-
-// Answers as a node of the map would: a request on a user it holds with
-// `answer` (GetResult ids {node}, or UpsertResult inserted = node + 1, ...),
-// one it does not hold with WrongNode, per entry in batches.
-void AnswerAsHolder(FakeCluster& cluster, int node, FakeConn& c, const Frame& f) {
-  const auto wrong = [&](std::string_view user) {
-    return Status::WrongNode("node-" + std::to_string(node) + " does not hold " +
-                             std::string(user));
-  };
-  const auto wrong_frame = [&](std::string_view user) {
-    std::string out;
-    proto::AppendWrongNodeFrame(&out, f.op(), f.id(), wrong(user).message(),
-                                cluster.map_locked().revision);
-    c.Write(out);
-  };
-  GetResult got;
-  got.ids = {static_cast<uint64_t>(node)};
-  got.expires = {0};
-  got.count = 1;
-  const UpsertResult upserted{static_cast<uint32_t>(node + 1), 0, 0, 1};
-  switch (static_cast<Op>(f.op())) {
-    case Op::kGet: {
-      proto::GetRequest req;
-      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
-      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
-      c.Reply(f, got);
-      return;
-    }
-    case Op::kBatchGet: {
-      proto::BatchGetRequest req;
-      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
-      BatchGetResult all;
-      for (const std::string& u : req.users) {
-        if (cluster.Holds(node, u)) {
-          all.emplace_back(got);
-        } else {
-          all.emplace_back(wrong(u));
-        }
-      }
-      c.Reply(f, all);
-      return;
-    }
-    case Op::kUpsert: {
-      proto::UpsertRequest req;
-      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
-      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
-      c.Reply(f, upserted);
-      return;
-    }
-    case Op::kBatchUpsert: {
-      proto::BatchUpsertRequest req;
-      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
-      BatchUpsertResult all;
-      for (const UpsertItem& item : req.items) {
-        if (cluster.Holds(node, item.user)) {
-          all.emplace_back(upserted);
-        } else {
-          all.emplace_back(wrong(item.user));
-        }
-      }
-      c.Reply(f, all);
-      return;
-    }
-    case Op::kCount:
-      c.Reply(f, proto::CountResponse{static_cast<uint32_t>(node)});
-      return;
-    case Op::kRemove:
-      c.Reply(f, proto::RemoveResponse{static_cast<uint32_t>(node)});
-      return;
-    case Op::kTrim:
-      c.Reply(f, TrimResult{static_cast<uint32_t>(node), 0});
-      return;
-    case Op::kDelete:
-      c.Reply(f, proto::DeleteResponse{true});
-      return;
-    case Op::kExpire: {
-      proto::ExpireRequest req;
-      ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
-      if (!cluster.Holds(node, req.user)) return wrong_frame(req.user);
-      ExpireResult r;
-      r.results.assign(req.ids.size(), ExpireOutcome::kSet);
-      r.count = static_cast<uint32_t>(node);
-      c.Reply(f, r);
-      return;
-    }
-    default:
-      c.ReplyError(f, Status::Unsupported("not scripted"));
-  }
-}
-
-// The user of a request frame on one user, and its write ID.
-std::pair<std::string, WriteId> UserAndId(const Frame& f) {
-  switch (static_cast<Op>(f.op())) {
-    case Op::kUpsert: {
-      proto::UpsertRequest r;
-      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
-      return {r.user, r.write_id};
-    }
-    case Op::kDelete: {
-      proto::DeleteRequest r;
-      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
-      return {r.user, r.write_id};
-    }
-    case Op::kGet: {
-      proto::GetRequest r;
-      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
-      return {r.user, {}};
-    }
-    case Op::kExpire: {
-      proto::ExpireRequest r;
-      EXPECT_TRUE(proto::Decode(f.body, kLimits, &r).ok());
-      return {r.user, r.write_id};
-    }
-    default:
-      ADD_FAILURE() << "op " << int{f.op()};
-      return {};
-  }
 }
 
 class AsyncClusterClientTest : public ::testing::Test {
@@ -926,6 +682,344 @@ TEST_F(AsyncClusterClientTest, ConnectFailsWithTheSeedsError) {
   EXPECT_NE(r->status().message().find("127.0.0.1:" + std::to_string(o.node.port)),
             std::string_view::npos)
       << r->status().ToString();
+}
+
+// ---- profile fields ----
+
+// One of each field write, as the tests below send them.
+struct FieldWrites {
+  std::vector<FieldUpdate> set = {{"country", FieldValue::String("FR"), 0, false},
+                                  {"seen", FieldValue::Time(1'800'000'000), 3600, true}};
+  std::vector<std::string> names = {"country", "cap:77"};
+  FieldIncrement inc{"cap:77", 10, 86400, FieldIncrement::Window::kSliding, 100};
+  FieldUpdate max{"score", FieldValue::Double(0.5), 1'900'000'000, false};
+};
+
+constexpr Op kFieldOps[] = {Op::kFieldSet, Op::kFieldDelete, Op::kFieldIncrement, Op::kFieldMax};
+
+TEST_F(AsyncClusterClientTest, FieldWritesGoToTheHolderOfTheirUserEachWithItsOwnWriteId) {
+  FakeCluster cluster(3, AnswerAsHolder);
+  cluster.SetMap(cluster.SpreadMap(5, 1, /*log=*/true));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  const FieldWrites w;
+  const std::vector<std::string> users = Users(12);
+  for (const std::string& user : users) {
+    const uint32_t holder = cluster.ReplicasOf(user)[0];
+    Result<FieldWriteResult> s =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, w.set, cb); });
+    ASSERT_TRUE(s.ok()) << user << ": " << s.status().ToString();
+    EXPECT_EQ(s->changed, 2u);
+    EXPECT_EQ(s->count, holder + 1) << user;
+    Result<FieldWriteResult> d =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, w.names, cb); });
+    ASSERT_TRUE(d.ok()) << user << ": " << d.status().ToString();
+    EXPECT_EQ(d->count, holder + 1) << user;
+    Result<IncrementResult> i =
+        Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, cb); });
+    ASSERT_TRUE(i.ok()) << user << ": " << i.status().ToString();
+    EXPECT_EQ(i->value, holder + 10) << user;
+    EXPECT_FALSE(i->capped);
+    Result<FieldMaxResult> m =
+        Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, w.max, cb); });
+    ASSERT_TRUE(m.ok()) << user << ": " << m.status().ToString();
+    EXPECT_EQ(m->value, FieldValue::Int(holder)) << user;
+    EXPECT_TRUE(m->replaced);
+  }
+  EXPECT_EQ(client->retries(), 0u);
+  EXPECT_EQ(client->in_flight(), 0u);
+  // Each write went to its user's node alone, with a write ID of its own.
+  std::set<std::pair<uint64_t, uint64_t>> ids;
+  size_t frames = 0;
+  for (int n = 0; n < 3; ++n) {
+    for (Op op : kFieldOps) {
+      for (const Frame& f : cluster.Received(n, op)) {
+        auto [user, id] = UserAndId(f);
+        EXPECT_EQ(cluster.ReplicasOf(user)[0], n) << user;
+        EXPECT_FALSE(id.empty()) << user;
+        ids.insert({id.hi, id.lo});
+        ++frames;
+      }
+    }
+  }
+  EXPECT_EQ(frames, 4 * users.size());
+  EXPECT_EQ(ids.size(), 4 * users.size());
+  // The requests as sent: the first user's, on its node.
+  const int first = cluster.ReplicasOf(users[0])[0];
+  proto::FieldSetRequest sr;
+  ASSERT_TRUE(proto::Decode(cluster.Received(first, Op::kFieldSet)[0].body, kLimits, &sr).ok());
+  EXPECT_EQ(sr.user, users[0]);
+  ASSERT_EQ(sr.fields.size(), 2u);
+  for (size_t k = 0; k < w.set.size(); ++k) {
+    EXPECT_EQ(sr.fields[k].name, w.set[k].name);
+    EXPECT_EQ(sr.fields[k].value, w.set[k].value);
+    EXPECT_EQ(sr.fields[k].expiry, w.set[k].expiry);
+    EXPECT_EQ(sr.fields[k].ttl, w.set[k].ttl);
+  }
+  proto::FieldDeleteRequest dr;
+  ASSERT_TRUE(proto::Decode(cluster.Received(first, Op::kFieldDelete)[0].body, kLimits, &dr).ok());
+  EXPECT_EQ(dr.names, w.names);
+  proto::FieldIncrementRequest ir;
+  ASSERT_TRUE(
+      proto::Decode(cluster.Received(first, Op::kFieldIncrement)[0].body, kLimits, &ir).ok());
+  EXPECT_EQ(ir.increment.name, "cap:77");
+  EXPECT_EQ(ir.increment.delta, 10);
+  EXPECT_EQ(ir.increment.ttl, 86400u);
+  EXPECT_EQ(ir.increment.window, FieldIncrement::Window::kSliding);
+  EXPECT_EQ(ir.increment.cap, std::optional<int64_t>(100));
+  proto::FieldMaxRequest mr;
+  ASSERT_TRUE(proto::Decode(cluster.Received(first, Op::kFieldMax)[0].body, kLimits, &mr).ok());
+  EXPECT_EQ(mr.field.name, "score");
+  EXPECT_EQ(mr.field.value, FieldValue::Double(0.5));
+  EXPECT_EQ(mr.field.expiry, 1'900'000'000u);
+}
+
+TEST_F(AsyncClusterClientTest, AFieldWriteFollowsWrongNodeWithItsWriteId) {
+  // Before each write the client's map puts every user on node 0; then the
+  // cluster spreads them, and node 0 says WrongNode for a user it lost.
+  FakeCluster cluster(3, AnswerAsHolder);
+  const auto all_on_0 = [](uint32_t) { return std::vector<uint16_t>{0}; };
+  cluster.SetMap(cluster.MakeMap(1, 1, true, all_on_0));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  std::string user;  // one that moves away from node 0
+  cluster.SetMap(cluster.SpreadMap(2, 1, true));
+  for (const std::string& u : Users(50)) {
+    if (cluster.ReplicasOf(u)[0] != 0) user = u;
+  }
+  ASSERT_FALSE(user.empty());
+  const int holder = cluster.ReplicasOf(user)[0];
+  const FieldWrites w;
+  uint64_t revision = 2;
+  const auto moving = [&] {
+    cluster.SetMap(cluster.MakeMap(++revision, 1, true, all_on_0));
+    std::optional<Result<std::monostate>> refreshed;
+    client->RefreshMap([&](Result<std::monostate> r) { refreshed.emplace(std::move(r)); });
+    EXPECT_TRUE(RunUntil(io_, [&] { return refreshed.has_value(); }));
+    EXPECT_EQ(client->NodeOf(user), cluster.address(0));
+    cluster.SetMap(cluster.SpreadMap(++revision, 1, true));
+  };
+  moving();
+  Result<FieldWriteResult> s =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, w.set, cb); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->count, holder + 1u);
+  moving();
+  Result<FieldWriteResult> d =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, w.names, cb); });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->count, holder + 1u);
+  moving();
+  Result<IncrementResult> i =
+      Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, cb); });
+  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  EXPECT_EQ(i->value, holder + 10);
+  moving();
+  Result<FieldMaxResult> m =
+      Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, w.max, cb); });
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->value, FieldValue::Int(holder));
+  EXPECT_EQ(client->retries(), 4u);
+  // Each: once to node 0, once to the holder, with one write ID.
+  for (Op op : kFieldOps) {
+    const std::vector<Frame> wrong = cluster.Received(0, op);
+    const std::vector<Frame> right = cluster.Received(holder, op);
+    ASSERT_EQ(wrong.size(), 1u) << int{static_cast<uint8_t>(op)};
+    ASSERT_EQ(right.size(), 1u) << int{static_cast<uint8_t>(op)};
+    EXPECT_FALSE(UserAndId(wrong[0]).second.empty());
+    EXPECT_EQ(UserAndId(wrong[0]).second, UserAndId(right[0]).second);
+  }
+}
+
+TEST_F(AsyncClusterClientTest, AFieldWriteInDoubtIsResentWithItsWriteIdAndARefusalIsNot) {
+  // Node 0, first replica of everything, answers "doubt"'s field writes
+  // InDoubt, "old"'s Unsupported (what nodes answer while fields are not
+  // carried through the log) and "bad"'s InvalidArgument.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    const auto op = static_cast<Op>(f.op());
+    const bool field_write = op == Op::kFieldSet || op == Op::kFieldDelete ||
+                             op == Op::kFieldIncrement || op == Op::kFieldMax;
+    if (node == 0 && field_write) {
+      const std::string user = UserAndId(f).first;
+      if (user == "doubt") return c.ReplyError(f, Status::InDoubt("apply timed out"));
+      if (user == "old") {
+        return c.ReplyError(f, Status::Unsupported("profile fields are not yet replicated"));
+      }
+      if (user == "bad") return c.ReplyError(f, Status::InvalidArgument("a name twice"));
+    }
+    AnswerAsHolder(fc, node, c, f);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(1));
+  ASSERT_NE(client, nullptr);
+  const FieldWrites w;
+  Result<FieldWriteResult> s =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldSet("doubt", w.set, cb); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->count, 2u);  // node 1's answer
+  Result<FieldWriteResult> d =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete("doubt", w.names, cb); });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->count, 2u);
+  Result<IncrementResult> i =
+      Wait<IncrementResult>([&](auto cb) { client->FieldIncrement("doubt", w.inc, cb); });
+  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  EXPECT_EQ(i->value, 11);
+  Result<FieldMaxResult> m =
+      Wait<FieldMaxResult>([&](auto cb) { client->FieldMax("doubt", w.max, cb); });
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->value, FieldValue::Int(1));
+  EXPECT_EQ(client->retries(), 4u);
+  for (Op op : kFieldOps) {
+    const std::vector<Frame> first = cluster.Received(0, op);
+    const std::vector<Frame> second = cluster.Received(1, op);
+    ASSERT_EQ(first.size(), 1u) << int{static_cast<uint8_t>(op)};
+    ASSERT_EQ(second.size(), 1u) << int{static_cast<uint8_t>(op)};
+    EXPECT_FALSE(UserAndId(first[0]).second.empty());
+    EXPECT_EQ(UserAndId(first[0]).second, UserAndId(second[0]).second);
+  }
+
+  // A node's refusal is the answer: never resent.
+  for (const std::string user : {"old", "bad"}) {
+    const Status::Code code =
+        user == "old" ? Status::Code::kUnsupported : Status::Code::kInvalidArgument;
+    EXPECT_EQ(
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, w.set, cb); }).status().code(),
+        code);
+    EXPECT_EQ(Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, w.names, cb); })
+                  .status()
+                  .code(),
+              code);
+    EXPECT_EQ(Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, cb); })
+                  .status()
+                  .code(),
+              code);
+    EXPECT_EQ(
+        Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, w.max, cb); }).status().code(),
+        code);
+  }
+  EXPECT_EQ(client->retries(), 4u);
+  for (Op op : kFieldOps) {
+    EXPECT_EQ(cluster.Received(0, op).size(), 3u);  // doubt, old, bad
+    EXPECT_EQ(cluster.Received(1, op).size(), 1u);  // doubt again
+  }
+}
+
+TEST_F(AsyncClusterClientTest, FieldWritesOverTheNodesFrameLimitAreRefusedAndSentNowhere) {
+  // FakeInfo's max_frame_bytes is 1 MiB: each of these bodies is over it.
+  FakeCluster cluster(2, AnswerAsHolder);
+  cluster.SetMap(cluster.SpreadMap(1, 2, true));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  const std::string big(2 << 20, 'x');
+  const std::vector<FieldUpdate> set = {{"consent", FieldValue::Bytes(big), 0, false}};
+  const std::vector<std::string> names = {big};
+  FieldIncrement inc;
+  inc.name = big;
+  const FieldUpdate max{big, FieldValue::Int(1), 0, false};
+  for (const std::string& user : Users(4)) {
+    Result<FieldWriteResult> s =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldSet(user, set, cb); });
+    EXPECT_EQ(s.status().code(), Status::Code::kLimitExceeded) << s.status().ToString();
+    Result<FieldWriteResult> d =
+        Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete(user, names, cb); });
+    EXPECT_EQ(d.status().code(), Status::Code::kLimitExceeded) << d.status().ToString();
+    Result<IncrementResult> i =
+        Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, inc, cb); });
+    EXPECT_EQ(i.status().code(), Status::Code::kLimitExceeded) << i.status().ToString();
+    Result<FieldMaxResult> m =
+        Wait<FieldMaxResult>([&](auto cb) { client->FieldMax(user, max, cb); });
+    EXPECT_EQ(m.status().code(), Status::Code::kLimitExceeded) << m.status().ToString();
+  }
+  for (int n = 0; n < 2; ++n) {
+    for (Op op : kFieldOps) EXPECT_TRUE(cluster.Received(n, op).empty());
+  }
+  EXPECT_EQ(client->retries(), 0u);
+  // The nodes still answer what fits.
+  Result<FieldWriteResult> s =
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldSet("alice", FieldWrites().set, cb); });
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+}
+
+TEST_F(AsyncClusterClientTest, OnASingleServerFieldWritesGoToItWithoutWriteIds) {
+  FakeCluster cluster(1, AnswerAsHolder);
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  ASSERT_FALSE(client->map().cluster);
+  const FieldWrites w;
+  EXPECT_EQ(Wait<FieldWriteResult>([&](auto cb) { client->FieldSet("alice", w.set, cb); })->count,
+            1u);
+  EXPECT_EQ(
+      Wait<FieldWriteResult>([&](auto cb) { client->FieldDelete("alice", w.names, cb); })->changed,
+      2u);
+  EXPECT_EQ(
+      Wait<IncrementResult>([&](auto cb) { client->FieldIncrement("alice", w.inc, cb); })->value,
+      10);
+  EXPECT_TRUE(
+      Wait<FieldMaxResult>([&](auto cb) { client->FieldMax("alice", w.max, cb); })->replaced);
+  for (Op op : kFieldOps) {
+    const std::vector<Frame> sent = cluster.Received(0, op);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_TRUE(UserAndId(sent[0]).second.empty());
+  }
+  EXPECT_EQ(client->in_flight(), 0u);
+}
+
+TEST_F(AsyncClusterClientTest, GetsCarryTheirFieldOptionsToEveryNodeAsked) {
+  // Node 0 (first replica) answers gets marked stale, so a get asks node 1
+  // too; batches return what node 0 answered.
+  FakeCluster cluster(2, [](FakeCluster& fc, int node, FakeConn& c, const Frame& f) {
+    if (node != 0 || f.op() != static_cast<uint8_t>(Op::kGet)) {
+      return AnswerAsHolder(fc, node, c, f);
+    }
+    proto::GetRequest req;
+    ASSERT_TRUE(proto::Decode(f.body, kLimits, &req).ok());
+    GetResult r;
+    r.ids = {0};
+    r.count = 1;
+    r = testing::WithFields(r, req.options, node);
+    std::string out;
+    (void)proto::AppendFrame(&out, f.op(), f.id(), 0, UINT32_MAX,
+                             [&](std::string* o) { proto::Encode(r, o); });
+    out[5] = static_cast<char>(proto::kFlagStale);
+    c.Write(out);
+  });
+  cluster.SetMap(cluster.MakeMap(1, 2, true, [](uint32_t) { return std::vector<uint16_t>{0, 1}; }));
+  auto client = ConnectTo(cluster.port(0));
+  ASSERT_NE(client, nullptr);
+  GetOptions by_name;
+  by_name.fields.mode = FieldSelection::Mode::kNames;
+  by_name.fields.names = {"cap:77", "country"};
+  Result<GetResult> g = Wait<GetResult>([&](auto cb) { client->Get("alice", by_name, cb); });
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(g->stale);
+  EXPECT_TRUE(g->fields_asked);
+  EXPECT_EQ(g->fields, (std::vector<Field>{{"node", FieldValue::Int(1), kNever}}));
+  for (int n = 0; n < 2; ++n) {
+    const std::vector<Frame> sent = cluster.Received(n, Op::kGet);
+    ASSERT_EQ(sent.size(), 1u) << n;
+    proto::GetRequest req;
+    ASSERT_TRUE(proto::Decode(sent[0].body, kLimits, &req).ok());
+    EXPECT_EQ(req.options.fields, by_name.fields) << n;
+  }
+
+  GetOptions by_prefix;
+  by_prefix.fields = FieldSelection{FieldSelection::Mode::kPrefix, {}, "cap:"};
+  const std::vector<std::string> users = Users(5);
+  Result<BatchGetResult> b =
+      Wait<BatchGetResult>([&](auto cb) { client->BatchGet(users, by_prefix, cb); });
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->size(), users.size());
+  for (const Result<GetResult>& one : *b) {
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    EXPECT_TRUE(one->fields_asked);
+    EXPECT_EQ(one->fields, (std::vector<Field>{{"node", FieldValue::Int(0), kNever}}));
+  }
+  const std::vector<Frame> batches = cluster.Received(0, Op::kBatchGet);
+  ASSERT_EQ(batches.size(), 1u);
+  proto::BatchGetRequest req;
+  ASSERT_TRUE(proto::Decode(batches[0].body, kLimits, &req).ok());
+  EXPECT_EQ(req.options.fields, by_prefix.fields);
 }
 
 }  // namespace
