@@ -7,7 +7,10 @@
 // The same with links (profile bridging): every acknowledged link holds and
 // every acknowledged unlink stays, and no link reads half-made.
 //
-// 20 kill cycles by default (links: 10); SEGSTORE_CRASH_CYCLES=N runs N (for example
+// The same with counters (profile fields): every acknowledged increment
+// counts once after a restart, none is lost and none is applied twice.
+//
+// 20 kill cycles by default (links and counters: 10); SEGSTORE_CRASH_CYCLES=N runs N (for example
 // `SEGSTORE_CRASH_CYCLES=500 ./build/tests/integration/integration_test
 // --gtest_filter='CrashTest.*'`). SEGSTORE_CRASH_SEED repeats a run.
 #include <gtest/gtest.h>
@@ -373,6 +376,168 @@ TEST_F(CrashTest, SigkillUnderLinksLosesNoAcknowledgedLinkAndLeavesNoHalfLink) {
               static_cast<unsigned long long>(acked_links.load()),
               static_cast<unsigned long long>(acked_unlinks.load()));
   EXPECT_GT(acked_links.load(), cycles);
+}
+
+// Each writer owns kCounterUsers users and increments their counters (one
+// with a cap it reaches), raises a "seen" time with field_max and adds a
+// segment now and then, one request in flight, until a kill at a random
+// moment. After each restart every counter holds its acknowledged value, or
+// that value plus the one increment in flight at the kill: never less (an
+// acknowledged increment lost) and never that increment twice.
+TEST_F(CrashTest, SigkillUnderIncrementsLosesNoneAndAppliesNoneTwice) {
+  constexpr int kCounterUsers = 8;
+  constexpr int kCounters = 4;  // "cap:0".."cap:3"; "cap:3" has a cap
+  constexpr int64_t kCap = 60;
+  const uint64_t cycles = EnvOr("SEGSTORE_CRASH_CYCLES", 10);
+  const uint64_t seed = EnvOr("SEGSTORE_CRASH_SEED", std::random_device{}());
+  SCOPED_TRACE("SEGSTORE_CRASH_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  WriteConfig();
+  NotifySocket notify(Path("notify.sock"));
+  const std::string log = Path("segstored.log");
+  auto user = [](int w, int i) { return "ctr-" + std::to_string(w) + "-" + std::to_string(i); };
+  auto counter = [](int k) { return "cap:" + std::to_string(k); };
+  // A field's acknowledged value and the write in flight at the kill: for a
+  // counter the delta it may have added, for "seen" the time it may have raised to.
+  struct Value {
+    int64_t acked = 0;
+    std::optional<int64_t> pending;
+  };
+  struct User {
+    Value counters[kCounters];
+    Value seen;
+  };
+  std::map<std::string, User> users;
+  for (int w = 0; w < kWriters; ++w) {
+    for (int i = 0; i < kCounterUsers; ++i) users.try_emplace(user(w, i));
+  }
+  std::atomic<uint64_t> acked_increments{0}, capped{0};
+
+  for (uint64_t cycle = 0; cycle <= cycles; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    Daemon d(dir_.File(""), {"--config", Path("segstored.toml")}, log,
+             {"NOTIFY_SOCKET=" + notify.path()});
+    const std::string ready = notify.WaitFor("READY=1");
+    ASSERT_FALSE(ready.empty()) << ReadFile(log);
+    const uint16_t port = PortOf(ready);
+    {
+      auto c = testing::Connect(port);
+      ASSERT_NE(c, nullptr);
+      GetOptions all;
+      all.fields.mode = FieldSelection::Mode::kAll;
+      for (auto& [name, u] : users) {
+        auto got = c->Get(name, all);
+        std::map<std::string, FieldValue> now;
+        if (got.ok()) {
+          for (const Field& f : got->fields) now[f.name] = f.value;
+        } else {
+          ASSERT_TRUE(got.status().IsNotFound()) << name << ": " << got.status().ToString();
+        }
+        for (int k = 0; k < kCounters; ++k) {
+          Value& v = u.counters[k];
+          const auto it = now.find(counter(k));
+          int64_t found = 0;
+          if (it != now.end()) {
+            ASSERT_EQ(it->second.type, FieldValue::Type::kInt) << name;
+            found = it->second.i;
+          }
+          ASSERT_TRUE(found == v.acked || (v.pending && found == v.acked + *v.pending))
+              << name << " " << counter(k) << " is " << found << ", acknowledged " << v.acked
+              << (v.pending ? ", one increment of " + std::to_string(*v.pending) + " in flight"
+                            : std::string());
+          if (k == kCounters - 1) {
+            ASSERT_LE(found, kCap) << name;
+          }
+          v.acked = found;
+          v.pending.reset();
+        }
+        const auto seen = now.find("seen");
+        const int64_t found = seen == now.end() ? 0 : seen->second.i;
+        ASSERT_TRUE(found == u.seen.acked ||
+                    (u.seen.pending && found == std::max(u.seen.acked, *u.seen.pending)))
+            << name << " seen " << found << ", acknowledged " << u.seen.acked;
+        u.seen.acked = found;
+        u.seen.pending.reset();
+      }
+      EXPECT_EQ(UintStat(StatsOf(*c), "storage.corruptions"), 0u);
+    }
+    if (cycle == cycles) break;
+
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> done_ops{0};
+    std::atomic<int> writing{kWriters};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w, wseed = rng()] {
+        CountDown done{writing};
+        std::mt19937_64 r(wseed);
+        auto c = TryConnect(port);
+        if (c == nullptr) return;
+        while (!stop.load()) {
+          const std::string name = user(w, static_cast<int>(r() % kCounterUsers));
+          User& u = users.at(name);  // its own: no other thread touches it
+          const uint64_t op = r() % 10;
+          if (op == 0) {
+            std::vector<SegmentUpdate> up = {{r() % 1000, 30 * 86400, true, {}, {}}};
+            if (!c->Upsert(name, up).ok()) return;
+          } else if (op == 1) {
+            const auto t = static_cast<int64_t>(1700000000 + r() % 100000000);
+            u.seen.pending = t;
+            FieldUpdate f;
+            f.name = "seen";
+            f.value = FieldValue::Time(static_cast<UnixSeconds>(t));
+            auto m = c->FieldMax(name, f);
+            if (!m.ok()) return;  // killed: stays pending
+            u.seen.acked = std::max(u.seen.acked, t);
+            u.seen.pending.reset();
+          } else {
+            const int k = static_cast<int>(r() % kCounters);
+            Value& v = u.counters[k];
+            FieldIncrement inc;
+            inc.name = counter(k);
+            inc.delta = 1 + static_cast<int64_t>(r() % 5);
+            if (k == kCounters - 1) inc.cap = kCap;
+            if (k == 1) {  // a long window, sliding: it is set again by every increment
+              inc.ttl = 30 * 86400;
+              inc.window = FieldIncrement::Window::kSliding;
+            }
+            // A capped increment writes nothing: the model allows only what fits.
+            if (!inc.cap || v.acked + inc.delta <= *inc.cap) v.pending = inc.delta;
+            auto result = c->FieldIncrement(name, inc);
+            if (!result.ok()) return;  // killed: stays pending
+            if (result->capped) {
+              EXPECT_GT(v.acked + inc.delta, kCap) << name;
+              EXPECT_EQ(result->value, v.acked) << name;
+              ++capped;
+            } else {
+              EXPECT_EQ(result->value, v.acked + inc.delta) << name << " " << inc.name;
+              v.acked = result->value;
+              ++acked_increments;
+            }
+            v.pending.reset();
+          }
+          ++done_ops;
+        }
+      });
+    }
+    const uint64_t target = 20 + rng() % 1500;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (done_ops.load() < target && writing.load() > 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_EQ(writing.load(), kWriters) << "a writer stopped before the kill";
+    d.Signal(SIGKILL);
+    EXPECT_EQ(d.Wait(), 128 + SIGKILL);
+    stop = true;
+    for (auto& t : writers) t.join();
+  }
+  std::printf(
+      "crash test (counters): %llu kill cycles, %llu acknowledged increments, %llu capped\n",
+      static_cast<unsigned long long>(cycles),
+      static_cast<unsigned long long>(acked_increments.load()),
+      static_cast<unsigned long long>(capped.load()));
+  EXPECT_GT(acked_increments.load(), cycles);
 }
 
 }  // namespace
