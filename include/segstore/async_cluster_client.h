@@ -125,16 +125,34 @@ class AsyncClusterClient {
   // holding `user` and retried as every write, with one write ID per call in
   // a cluster with a log. What the caller gets besides: the node's refusal
   // as it is (InvalidArgument, LimitExceeded: nothing written, never
-  // retried), and Unsupported (not retried) from a cluster whose nodes do
-  // not carry fields through their log yet. A request over the node's
+  // retried), and Unsupported (not retried) from a cluster where a node
+  // runs a build without fields. A request over the node's
   // max_frame_bytes (from its hello) is LimitExceeded, sent nowhere.
-  void FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
+  // `write_id`: the write's ID (empty: one is made), for a caller that
+  // resends a write of its own (a node sending a linked user's write on).
+  void FieldSet(std::string_view user, std::span<const FieldUpdate> fields, const WriteId& write_id,
                 Callback<FieldWriteResult> done);
   void FieldDelete(std::string_view user, std::span<const std::string> names,
-                   Callback<FieldWriteResult> done);
+                   const WriteId& write_id, Callback<FieldWriteResult> done);
   void FieldIncrement(std::string_view user, const segstore::FieldIncrement& increment,
-                      Callback<IncrementResult> done);
-  void FieldMax(std::string_view user, const FieldUpdate& field, Callback<FieldMaxResult> done);
+                      const WriteId& write_id, Callback<IncrementResult> done);
+  void FieldMax(std::string_view user, const FieldUpdate& field, const WriteId& write_id,
+                Callback<FieldMaxResult> done);
+  void FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
+                Callback<FieldWriteResult> done) {
+    FieldSet(user, fields, WriteId{}, std::move(done));
+  }
+  void FieldDelete(std::string_view user, std::span<const std::string> names,
+                   Callback<FieldWriteResult> done) {
+    FieldDelete(user, names, WriteId{}, std::move(done));
+  }
+  void FieldIncrement(std::string_view user, const segstore::FieldIncrement& increment,
+                      Callback<IncrementResult> done) {
+    FieldIncrement(user, increment, WriteId{}, std::move(done));
+  }
+  void FieldMax(std::string_view user, const FieldUpdate& field, Callback<FieldMaxResult> done) {
+    FieldMax(user, field, WriteId{}, std::move(done));
+  }
   // Profile bridging's link (AsyncClient::Link: `user` joins `master`'s
   // group for `ttl` seconds, 0: never), sent to the node holding `user`,
   // which coordinates it, as Delete is. Unsupported (not retried) from a

@@ -214,7 +214,8 @@ class AsyncClient {
   // record. InvalidArgument for a name empty or over 64 bytes, a name twice,
   // an expiry not in the future, a type that does not fit; LimitExceeded
   // past the server's max_fields or max_field_bytes: nothing is written
-  // then. Unsupported from a cluster node (fields are not replicated yet).
+  // then. Unsupported from a cluster where a node runs a build without
+  // fields.
   //
   // Sets these fields, each whole (value, type and expiry): `changed` is
   // how many, `count` the live fields after.

@@ -107,8 +107,8 @@ class ClusterClient {
   // to the node holding `user` and retried as every write above, with one
   // write ID per call in a cluster with a log. A node's refusal
   // (InvalidArgument, LimitExceeded: nothing written) is returned as it is,
-  // never retried, and so is Unsupported from a cluster whose nodes do not
-  // carry fields through their log yet. A request over the node's
+  // never retried, and so is Unsupported from a cluster where a node runs a
+  // build without fields. A request over the node's
   // max_frame_bytes (from its hello) is LimitExceeded, sent nowhere.
   Result<FieldWriteResult> FieldSet(std::string_view user, std::span<const FieldUpdate> fields);
   Result<FieldWriteResult> FieldDelete(std::string_view user, std::span<const std::string> names);

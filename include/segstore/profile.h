@@ -340,6 +340,11 @@ class ProfileStore {
   // The storage engine under it: for work on records as stored (a cluster
   // node copying a partition's records to another node, byte for byte).
   virtual storage::Store& store() = 0;
+  // A record's body as stored here, made readable by another node: profile
+  // fields named by this store's name table get their names inline; any
+  // other body is copied as it is. Corruption when the body is damaged.
+  // For records sent to other nodes (copy_partition, read_records).
+  virtual Status PortableBody(std::string_view body, std::string* out) const = 0;
 };
 
 }  // namespace segstore::profile

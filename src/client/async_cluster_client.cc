@@ -1032,18 +1032,19 @@ void AsyncClusterClient::Delete(std::string_view user, Callback<bool> done) {
       ->Start();
 }
 
-// The field writes: each as Delete, one write ID per call, resent with it.
+// The field writes: each as Delete, one write ID per call (the caller's, or
+// one made here), resent with it.
 
 void AsyncClusterClient::FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
-                                  Callback<FieldWriteResult> done) {
+                                  const WriteId& write_id, Callback<FieldWriteResult> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
   if (!r.map().cluster) {
     if (AsyncClient* c = r.Direct(r.seed())) {
-      return c->FieldSet(user, fields, WriteId{}, r.Counted(std::move(done)));
+      return c->FieldSet(user, fields, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = NewWriteId();
+  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
   std::make_shared<RoutedOp<FieldWriteResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [list = std::vector<FieldUpdate>(fields.begin(), fields.end()), id](
@@ -1055,15 +1056,15 @@ void AsyncClusterClient::FieldSet(std::string_view user, std::span<const FieldUp
 }
 
 void AsyncClusterClient::FieldDelete(std::string_view user, std::span<const std::string> names,
-                                     Callback<FieldWriteResult> done) {
+                                     const WriteId& write_id, Callback<FieldWriteResult> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
   if (!r.map().cluster) {
     if (AsyncClient* c = r.Direct(r.seed())) {
-      return c->FieldDelete(user, names, WriteId{}, r.Counted(std::move(done)));
+      return c->FieldDelete(user, names, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = NewWriteId();
+  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
   std::make_shared<RoutedOp<FieldWriteResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [list = std::vector<std::string>(names.begin(), names.end()), id](
@@ -1076,15 +1077,15 @@ void AsyncClusterClient::FieldDelete(std::string_view user, std::span<const std:
 
 void AsyncClusterClient::FieldIncrement(std::string_view user,
                                         const segstore::FieldIncrement& increment,
-                                        Callback<IncrementResult> done) {
+                                        const WriteId& write_id, Callback<IncrementResult> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
   if (!r.map().cluster) {
     if (AsyncClient* c = r.Direct(r.seed())) {
-      return c->FieldIncrement(user, increment, WriteId{}, r.Counted(std::move(done)));
+      return c->FieldIncrement(user, increment, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = NewWriteId();
+  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
   std::make_shared<RoutedOp<IncrementResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [increment, id](AsyncClient& c, const std::string& u, Callback<IncrementResult> cb) {
@@ -1095,15 +1096,15 @@ void AsyncClusterClient::FieldIncrement(std::string_view user,
 }
 
 void AsyncClusterClient::FieldMax(std::string_view user, const FieldUpdate& field,
-                                  Callback<FieldMaxResult> done) {
+                                  const WriteId& write_id, Callback<FieldMaxResult> done) {
   ClusterRouter& r = *router_;
   if (r.closed()) return PostFailure(r.io(), std::move(done), internal::Closed());
   if (!r.map().cluster) {
     if (AsyncClient* c = r.Direct(r.seed())) {
-      return c->FieldMax(user, field, WriteId{}, r.Counted(std::move(done)));
+      return c->FieldMax(user, field, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = NewWriteId();
+  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
   std::make_shared<RoutedOp<FieldMaxResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [field, id](AsyncClient& c, const std::string& u, Callback<FieldMaxResult> cb) {

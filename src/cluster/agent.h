@@ -48,9 +48,11 @@
 namespace segstore::cluster {
 
 // The features this build registers with (ClusterNode::features): "links",
-// profile bridging's log entries (link_step), which a build without it
-// could not apply. A feature is used only once every node of the map has it.
-inline const std::vector<std::string> kNodeFeatures = {"links"};
+// profile bridging's log entries (link_step), and "fields", profile fields'
+// log entries (field_set, field_del, field_incr, field_max), which a build
+// without them could not apply. A feature is used only once every node of
+// the map has it.
+inline const std::vector<std::string> kNodeFeatures = {"links", "fields"};
 // Whether every node of `map` registered with `feature`; the first that did
 // not in *without.
 bool EveryNodeHas(const ClusterMap& map, std::string_view feature, std::string* without);

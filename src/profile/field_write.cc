@@ -33,13 +33,17 @@ void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view use
         const Columns* columns = nullptr;
         SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
         const UnixSeconds now = Now(w);
-        // Profile bridging: a linked user's fields live on its master.
+        // Profile bridging: a linked user's fields live on its master. A
+        // write from a cluster's log names its record (the node that took it
+        // sent a linked user's write to its master's node): never redirected,
+        // so every replica writes the same record whatever it holds.
         if (!member.empty() && (columns == nullptr || !ListsLive(columns->group, member, now))) {
           state->back = true;
           return storage::Mutation::Keep();
         }
-        if (member.empty() && !own && columns != nullptr && columns->group.member &&
-            Alive(columns->group.link_expires, now) && !cur->reference().empty()) {
+        if (member.empty() && !own && w.log_position == 0 && columns != nullptr &&
+            columns->group.member && Alive(columns->group.link_expires, now) &&
+            !cur->reference().empty()) {
           state->master = std::string(cur->reference());
           return storage::Mutation::Keep();
         }
@@ -71,8 +75,11 @@ void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view use
         if (!r.ok()) return done(r.status());
         if (!state->master.empty()) {
           if (!HoldsHere(state->master)) {
-            return done(Status::Unsupported(
-                "a linked user's fields on a master another node holds: not yet in a cluster"));
+            // A cluster node sends a linked user's write to its master's
+            // node before it gets here; the user was linked meanwhile.
+            return done(Status::Busy(
+                "the user joined a group whose master another node holds while the write was "
+                "under way; send it again"));
           }
           return WriteFields(w, state->master, std::move(change), std::move(done), user);
         }

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "profile/field_names.h"
+#include "profile/fields.h"
 #include "profile/profile_session.h"
 #include "profile/sweeper.h"
 #include "segstore/profile.h"
@@ -46,6 +47,9 @@ class ProfileStoreImpl final : public ProfileStore {
 
   storage::Store& store() override { return *store_; }
   const FieldNames& names() const { return names_; }
+  Status PortableBody(std::string_view body, std::string* out) const override {
+    return profile::PortableBody(body, names_, out);
+  }
   Status SweepNow() override {
     Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();
     if (!w.ok()) return w.status();

@@ -332,6 +332,22 @@ class Applier::Loop {
           } else if constexpr (std::is_same_v<R, proto::LinkStepRequest>) {
             session_->ApplyLinkStep(
                 w, r.step, finish([](WriteAnswer& a, const LinkStepResult& v) { a.step = v; }));
+          } else if constexpr (std::is_same_v<R, proto::FieldSetRequest>) {
+            session_->FieldSet(w, r.user, r.fields, finish([](WriteAnswer& a, FieldWriteResult v) {
+                                 a.field_write = v;
+                               }));
+          } else if constexpr (std::is_same_v<R, proto::FieldDeleteRequest>) {
+            session_->FieldDelete(
+                w, r.user, r.names,
+                finish([](WriteAnswer& a, FieldWriteResult v) { a.field_write = v; }));
+          } else if constexpr (std::is_same_v<R, proto::FieldIncrementRequest>) {
+            session_->FieldIncrement(
+                w, r.user, r.increment,
+                finish([](WriteAnswer& a, IncrementResult v) { a.increment = v; }));
+          } else if constexpr (std::is_same_v<R, proto::FieldMaxRequest>) {
+            session_->FieldMax(w, r.user, r.field, finish([](WriteAnswer& a, FieldMaxResult& v) {
+                                 a.field_max = std::move(v);
+                               }));
           } else if constexpr (std::is_same_v<R, proto::ExpireRequest>) {
             session_->Expire(
                 w, r.user, r.ids, r.spec(),

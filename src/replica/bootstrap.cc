@@ -41,11 +41,13 @@ void Drain(storage::Worker& worker, const size_t* pending) {
 
 }  // namespace
 
-void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t partition,
-                       uint64_t cursor, uint32_t max_bytes,
+void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profiles,
+                       storage::Worker& worker, uint32_t partition, uint64_t cursor,
+                       uint32_t max_bytes,
                        std::function<void(Result<CopyPartitionResponse>)> done) {
   struct Page {
     storage::Store* store = nullptr;
+    const profile::ProfileStore* profiles = nullptr;
     storage::Worker* worker = nullptr;
     uint32_t partition = 0;
     uint64_t cursor = 0;
@@ -61,6 +63,7 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
   };
   auto page = std::make_shared<Page>();
   page->store = &store;
+  page->profiles = profiles;
   page->worker = &worker;
   page->partition = partition;
   page->cursor = cursor;
@@ -148,9 +151,15 @@ void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t 
       page->worker->GetAt(page->refs[i], [page, i, finish](Result<storage::Record> r) {
         if (r.ok()) {
           if (!IsReservedKey(r->key())) {
-            page->records[i] =
-                CopiedRecord{std::string(r->key()), std::string(r->body()), r->sweep_at(),
-                             r->void_at(), std::string(r->reference())};
+            std::string body;
+            Status s = page->profiles != nullptr ? page->profiles->PortableBody(r->body(), &body)
+                                                 : (body.assign(r->body()), Status::OK());
+            if (s.ok()) {
+              page->records[i] = CopiedRecord{std::string(r->key()), std::move(body), r->sweep_at(),
+                                              r->void_at(), std::string(r->reference())};
+            } else if (page->failure.ok()) {
+              page->failure = s.WithContext(fmt::format("record of user '{}'", r->key()));
+            }
           }
         } else if (r.status().IsNotFound()) {
           page->moved = true;

@@ -118,8 +118,10 @@ class Bootstrapper {
 // keys left out, and the cursor of the next page. `next` is left for the
 // caller to fill in: the applier's AppliedNext, read before this is called.
 // Runs on `worker`'s thread; `done` runs there, never inside the call.
-void ReadPartitionPage(storage::Store& store, storage::Worker& worker, uint32_t partition,
-                       uint64_t cursor, uint32_t max_bytes,
-                       std::function<void(Result<CopyPartitionResponse>)> done);
+// `profiles` (null: bodies as stored) makes each body portable
+// (ProfileStore::PortableBody): another node's name table is not this one's.
+void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profiles,
+                       storage::Worker& worker, uint32_t partition, uint64_t cursor,
+                       uint32_t max_bytes, std::function<void(Result<CopyPartitionResponse>)> done);
 
 }  // namespace segstore::replica

@@ -55,6 +55,14 @@ proto::Op WriteEntry::op() const {
           return proto::Op::kDelete;
         } else if constexpr (std::is_same_v<R, proto::LinkStepRequest>) {
           return proto::Op::kLinkStep;
+        } else if constexpr (std::is_same_v<R, proto::FieldSetRequest>) {
+          return proto::Op::kFieldSet;
+        } else if constexpr (std::is_same_v<R, proto::FieldDeleteRequest>) {
+          return proto::Op::kFieldDelete;
+        } else if constexpr (std::is_same_v<R, proto::FieldIncrementRequest>) {
+          return proto::Op::kFieldIncrement;
+        } else if constexpr (std::is_same_v<R, proto::FieldMaxRequest>) {
+          return proto::Op::kFieldMax;
         } else {
           static_assert(std::is_same_v<R, proto::ExpireRequest>);
           return proto::Op::kExpire;
@@ -128,6 +136,18 @@ Status DecodeEntry(std::string_view bytes, const proto::DecodeLimits& limits, Wr
       break;
     case proto::Op::kLinkStep:
       s = DecodeBody<proto::LinkStepRequest>(body, limits, entry);
+      break;
+    case proto::Op::kFieldSet:
+      s = DecodeBody<proto::FieldSetRequest>(body, limits, entry);
+      break;
+    case proto::Op::kFieldDelete:
+      s = DecodeBody<proto::FieldDeleteRequest>(body, limits, entry);
+      break;
+    case proto::Op::kFieldIncrement:
+      s = DecodeBody<proto::FieldIncrementRequest>(body, limits, entry);
+      break;
+    case proto::Op::kFieldMax:
+      s = DecodeBody<proto::FieldMaxRequest>(body, limits, entry);
       break;
     default:
       return Status::InvalidArgument(

@@ -8,7 +8,11 @@
 //   0      1     format (kEntryFormat, 1)
 //   1      1     op: the proto::Op of the write (upsert, remove, trim, delete,
 //                expire, link_step: one step of a link, unlink or group
-//                delete, on the record of its user)
+//                delete, on the record of its user; field_set, field_del,
+//                field_incr, field_max: on the record of its user, never
+//                its master's: the node that took the write sent a linked
+//                user's field write to its master's node, which logs it
+//                under the master)
 //   2      2     reserved, 0
 //   4      4     now: Unix seconds; the time every replica applies it at
 //   8      16    write ID: hi then lo, big-endian (as on the wire)
@@ -48,7 +52,8 @@ struct WriteEntry {
   // Which write. Leave its own write_id empty: the header carries the
   // entry's (a decoded entry has it in both).
   std::variant<proto::UpsertRequest, proto::RemoveRequest, proto::TrimRequest, proto::DeleteRequest,
-               proto::ExpireRequest, proto::LinkStepRequest>
+               proto::ExpireRequest, proto::LinkStepRequest, proto::FieldSetRequest,
+               proto::FieldDeleteRequest, proto::FieldIncrementRequest, proto::FieldMaxRequest>
       request;
 
   proto::Op op() const;

@@ -1,5 +1,6 @@
 #include "replica/write_ids.h"
 
+#include <bit>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,29 @@ bool WriteIdWindow::Admit(const WriteId& id, std::string_view user, UnixSeconds 
     answer->trim = TrimResult{k.v[0], k.v[1], true};
     answer->deleted = k.v[0] != 0;
     answer->step = LinkStepResult{k.v[0] != 0, k.v[1] != 0, k.v[2], true};
+    answer->field_write = FieldWriteResult{k.v[0], k.v[1], true};
+    const uint64_t bits = (uint64_t{k.v[1]} << 32) | k.v[0];
+    answer->increment = IncrementResult{static_cast<int64_t>(bits), k.v[2] != 0, true};
+    if (k.op == proto::Op::kFieldMax) {
+      // A string or bytes value is not kept (v[2] 0): the answer's value is
+      // then int 0, as counts a node does not know are 0.
+      answer->field_max.duplicate = true;
+      answer->field_max.replaced = k.v[3] != 0;
+      switch (k.v[2]) {
+        case 1 + static_cast<uint32_t>(FieldValue::Type::kInt):
+          answer->field_max.value = FieldValue::Int(static_cast<int64_t>(bits));
+          break;
+        case 1 + static_cast<uint32_t>(FieldValue::Type::kDouble):
+          answer->field_max.value = FieldValue::Double(std::bit_cast<double>(bits));
+          break;
+        case 1 + static_cast<uint32_t>(FieldValue::Type::kTime):
+          answer->field_max.value = FieldValue::Time(static_cast<UnixSeconds>(bits));
+          break;
+        default:
+          answer->field_max.value = FieldValue::Int(0);
+          break;
+      }
+    }
     if (k.op == proto::Op::kExpire) {
       answer->expire.count = k.v[0];
       answer->expire.duplicate = true;
@@ -110,6 +134,33 @@ void WriteIdWindow::Answered(const WriteAnswer& answer) {
       k.v[1] = answer.step.changed ? 1 : 0;
       k.v[2] = answer.step.members;
       break;
+    case proto::Op::kFieldSet:
+    case proto::Op::kFieldDelete:
+      k.v[0] = answer.field_write.changed;
+      k.v[1] = answer.field_write.count;
+      break;
+    case proto::Op::kFieldIncrement: {
+      const auto bits = static_cast<uint64_t>(answer.increment.value);
+      k.v[0] = static_cast<uint32_t>(bits);
+      k.v[1] = static_cast<uint32_t>(bits >> 32);
+      k.v[2] = answer.increment.capped ? 1 : 0;
+      break;
+    }
+    case proto::Op::kFieldMax: {
+      const FieldValue& v = answer.field_max.value;
+      uint64_t bits = 0;
+      if (v.type == FieldValue::Type::kDouble) {
+        bits = std::bit_cast<uint64_t>(v.d);
+      } else if (v.type == FieldValue::Type::kInt || v.type == FieldValue::Type::kTime) {
+        bits = static_cast<uint64_t>(v.i);
+      }
+      const bool kept = v.type != FieldValue::Type::kString && v.type != FieldValue::Type::kBytes;
+      k.v[0] = static_cast<uint32_t>(bits);
+      k.v[1] = static_cast<uint32_t>(bits >> 32);
+      k.v[2] = kept ? 1 + static_cast<uint32_t>(v.type) : 0;
+      k.v[3] = answer.field_max.replaced ? 1 : 0;
+      break;
+    }
     default:
       k.v[0] = answer.deleted ? 1 : 0;
       break;

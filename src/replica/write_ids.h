@@ -26,14 +26,17 @@ namespace segstore::replica {
 
 // The answer to one write, whichever it was (the op says which field).
 struct WriteAnswer {
-  Status status;           // OK, or the write's own error (NotFound, LimitExceeded, ...)
-  UpsertResult upsert;     // upsert
-  uint32_t removed = 0;    // remove
-  TrimResult trim;         // trim
-  bool deleted = false;    // delete
-  ExpireResult expire;     // expire
-  LinkStepResult step;     // link_step
-  bool duplicate = false;  // applied before: not again
+  Status status;                 // OK, or the write's own error (NotFound, LimitExceeded, ...)
+  UpsertResult upsert;           // upsert
+  uint32_t removed = 0;          // remove
+  TrimResult trim;               // trim
+  bool deleted = false;          // delete
+  ExpireResult expire;           // expire
+  LinkStepResult step;           // link_step
+  FieldWriteResult field_write;  // field_set, field_del
+  IncrementResult increment;     // field_incr
+  FieldMaxResult field_max;      // field_max
+  bool duplicate = false;        // applied before: not again
 };
 
 class WriteIdWindow {
@@ -76,6 +79,9 @@ class WriteIdWindow {
     proto::Op op = proto::Op::kUpsert;
     uint8_t code = 0;        // the status code of a write that failed
     uint32_t v[4] = {};      // the op's counts, in its result's field order
+                             // (field_incr: the value's low then high half,
+                             // capped; field_max: the value's bits likewise,
+                             // its type + 1, replaced)
     UnixSeconds latest = 0;  // the latest entry time seen for the key
     uint32_t entries = 0;    // of the window's entries with this key
     // expire: v[0] is the count, v[1] how many outcomes are kept here, two

@@ -1,11 +1,10 @@
 #include "server/peer_links.h"
 
+#include <boost/asio.hpp>
 #include <deque>
 #include <optional>
 #include <thread>
 #include <utility>
-
-#include <boost/asio.hpp>
 
 #include "segstore/async_cluster_client.h"
 
@@ -102,6 +101,54 @@ void PeerLinks::SendLinkStep(LinkStep step, std::function<void(Result<LinkStepRe
                         c->SendLinkStep(step, std::move(done));
                       });
                     });
+}
+
+template <typename T, typename SendFn>
+void PeerLinks::Send(SendFn send, std::function<void(Result<T>)> done) {
+  boost::asio::post(impl_->io,
+                    [impl = impl_.get(), send = std::move(send), done = std::move(done)]() mutable {
+                      impl->WithClient([send = std::move(send), done = std::move(done)](
+                                           client::AsyncClusterClient* c, const Status& s) mutable {
+                        if (c == nullptr) return done(s);
+                        send(*c, std::move(done));
+                      });
+                    });
+}
+
+void PeerLinks::SendFieldSet(proto::FieldSetRequest req,
+                             std::function<void(Result<FieldWriteResult>)> done) {
+  Send<FieldWriteResult>(
+      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
+        c.FieldSet(req.user, req.fields, req.write_id, std::move(done));
+      },
+      std::move(done));
+}
+
+void PeerLinks::SendFieldDelete(proto::FieldDeleteRequest req,
+                                std::function<void(Result<FieldWriteResult>)> done) {
+  Send<FieldWriteResult>(
+      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
+        c.FieldDelete(req.user, req.names, req.write_id, std::move(done));
+      },
+      std::move(done));
+}
+
+void PeerLinks::SendFieldIncrement(proto::FieldIncrementRequest req,
+                                   std::function<void(Result<IncrementResult>)> done) {
+  Send<IncrementResult>(
+      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
+        c.FieldIncrement(req.user, req.increment, req.write_id, std::move(done));
+      },
+      std::move(done));
+}
+
+void PeerLinks::SendFieldMax(proto::FieldMaxRequest req,
+                             std::function<void(Result<FieldMaxResult>)> done) {
+  Send<FieldMaxResult>(
+      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
+        c.FieldMax(req.user, req.field, req.write_id, std::move(done));
+      },
+      std::move(done));
 }
 
 }  // namespace segstore::server

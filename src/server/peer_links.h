@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cluster/view.h"
+#include "proto/wire.h"
 #include "segstore/client.h"
 #include "segstore/messages.h"
 #include "segstore/segments.h"
@@ -34,9 +35,21 @@ class PeerLinks {
   void ReadRecords(std::vector<std::string> users,
                    std::function<void(Result<std::vector<Result<StoredRecord>>>)> done);
   void SendLinkStep(LinkStep step, std::function<void(Result<LinkStepResult>)> done);
+  // A profile field write of a linked user's master, sent to the node
+  // holding the master as the master's own write, with the client's write
+  // ID (one is made when it has none), so a retry is applied once there.
+  void SendFieldSet(proto::FieldSetRequest req, std::function<void(Result<FieldWriteResult>)> done);
+  void SendFieldDelete(proto::FieldDeleteRequest req,
+                       std::function<void(Result<FieldWriteResult>)> done);
+  void SendFieldIncrement(proto::FieldIncrementRequest req,
+                          std::function<void(Result<IncrementResult>)> done);
+  void SendFieldMax(proto::FieldMaxRequest req, std::function<void(Result<FieldMaxResult>)> done);
 
  private:
   struct Impl;
+  // Runs `send(client, done)` on the thread with a connected client.
+  template <typename T, typename Send>
+  void Send(Send send, std::function<void(Result<T>)> done);
   std::unique_ptr<Impl> impl_;
 };
 

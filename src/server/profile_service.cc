@@ -295,8 +295,8 @@ class ProfileHandler : public Handler {
     const uint32_t cap = service_->options_.max_frame_bytes / 2;
     const uint32_t max_bytes = req.max_bytes == 0 ? cap : std::min(req.max_bytes, cap);
     replica::ReadPartitionPage(
-        *service_->store_, session_->worker(), req.partition, req.cursor, max_bytes,
-        [h, to = std::move(to), next](Result<CopyPartitionResponse> page) mutable {
+        *service_->store_, service_->profiles_, session_->worker(), req.partition, req.cursor,
+        max_bytes, [h, to = std::move(to), next](Result<CopyPartitionResponse> page) mutable {
           if (!page.ok()) return ReplyError(h, page.status().WithContext("copy_partition"), to);
           page->next = static_cast<uint64_t>(next);
           ReplyOk(h, *page, to);
@@ -665,67 +665,133 @@ class ProfileHandler : public Handler {
     session_->Expire(req.user, req.ids, req.spec(), AnswerAsIs<ExpireResult>(h, std::move(to)));
   }
 
-  // ---- Profile fields (PROTOCOL.md, "Profile fields"). A single server's
-  // writes like any other's; a cluster does not carry them through its log
-  // yet, so a cluster node refuses them (after checking the request).
+  // ---- Profile fields (PROTOCOL.md, "Profile fields"). A single server
+  // applies a write at once (the profile layer sends a linked user's to its
+  // master's record). A cluster node first finds the record the write
+  // changes: the user's own, or its master's when the user is a linked
+  // member; it logs a write of its own records (answered once applied
+  // here), and sends a write of a master another node holds there, as that
+  // master's write with the client's write ID (so a retry is applied once).
+  // Log entries name their record: replicas never redirect them.
   template <typename Request>
   bool ReadFieldWrite(const FrameHeader& h, std::string_view body, Request* req, Responder& to) {
     if (!Read(h, body, req, to)) return false;
     if (RefusedAsPassive(h, to)) return false;
-    if (board_ != nullptr) {
-      ReplyError(h,
-                 Status::Unsupported(std::string(proto::OpName(h.op)) +
-                                     ": profile fields are not yet replicated through the "
-                                     "cluster's log"),
-                 to);
-      return false;
-    }
-    return true;
+    if (board_ == nullptr) return true;
+    if (RefusedInCluster(h, "fields", to)) return false;
+    return Serves(h, req->user, to);
   }
+
+  // A cluster node's field write of req.user: see above. `apply(req, done)`
+  // writes a record this node holds without a log; `send(req, done)` sends
+  // it to the node holding req.user; `field` reads the answer from a log
+  // entry's.
+  template <typename Request, typename T, typename Apply, typename Send, typename Field>
+  void FieldWriteInCluster(const FrameHeader& h, Request req, Responder to, Apply apply, Send send,
+                           Field field) {
+    const std::string user = req.user;
+    session_->MasterOf(user, [this, h, req = std::move(req), to = std::move(to), apply, send,
+                              field](Result<std::string> master) mutable {
+      if (!master.ok() && !master.status().IsNotFound()) return ReplyError(h, master.status(), to);
+      if (master.ok() && *master != req.user) req.user = std::move(*master);
+      if (!group_peers_->Holds(req.user)) {
+        auto done = [poster = poster_, h, to = std::move(to)](Result<T> r) mutable {
+          poster->Post([h, r = std::move(r), to = std::move(to)]() mutable {
+            if (!r.ok()) return ReplyError(h, ClientError(r.status()), to);
+            ReplyOk(h, *r, to);
+          });
+        };
+        return send(std::move(req), std::move(done));
+      }
+      if (replicator_ == nullptr) return apply(req, AnswerAsIs<T>(h, std::move(to)));
+      Submit(service_->store_->clock().Now(), std::move(req),
+             [h, to = std::move(to), field](const replica::WriteAnswer& a) mutable {
+               ReplyApplied(h, a, to, [field](const replica::WriteAnswer& x) {
+                 T r = field(x);
+                 r.duplicate = x.duplicate;
+                 return r;
+               });
+             });
+    });
+  }
+
+  PeerLinks& peers() { return *service_->options_.peers; }
 
   void FieldSet(const FrameHeader& h, std::string_view body, Responder to) {
     proto::FieldSetRequest req;
     if (!ReadFieldWrite(h, body, &req, to)) return;
-    session_->FieldSet(profile::WriteContext{}, req.user, req.fields,
-                       AnswerAsIs<FieldWriteResult>(h, std::move(to)));
+    auto apply = [this](const proto::FieldSetRequest& r, profile::Callback<FieldWriteResult> done) {
+      session_->FieldSet(profile::WriteContext{}, r.user, r.fields, std::move(done));
+    };
+    if (board_ == nullptr) return apply(req, AnswerAsIs<FieldWriteResult>(h, std::move(to)));
+    FieldWriteInCluster<proto::FieldSetRequest, FieldWriteResult>(
+        h, std::move(req), std::move(to), apply,
+        [this](proto::FieldSetRequest r, auto done) { peers().SendFieldSet(std::move(r), done); },
+        [](const replica::WriteAnswer& a) { return a.field_write; });
   }
 
   void FieldDelete(const FrameHeader& h, std::string_view body, Responder to) {
     proto::FieldDeleteRequest req;
     if (!ReadFieldWrite(h, body, &req, to)) return;
-    session_->FieldDelete(profile::WriteContext{}, req.user, req.names,
-                          AnswerAsIs<FieldWriteResult>(h, std::move(to)));
+    auto apply = [this](const proto::FieldDeleteRequest& r,
+                        profile::Callback<FieldWriteResult> done) {
+      session_->FieldDelete(profile::WriteContext{}, r.user, r.names, std::move(done));
+    };
+    if (board_ == nullptr) return apply(req, AnswerAsIs<FieldWriteResult>(h, std::move(to)));
+    FieldWriteInCluster<proto::FieldDeleteRequest, FieldWriteResult>(
+        h, std::move(req), std::move(to), apply,
+        [this](proto::FieldDeleteRequest r, auto done) {
+          peers().SendFieldDelete(std::move(r), done);
+        },
+        [](const replica::WriteAnswer& a) { return a.field_write; });
   }
 
   void FieldIncrement(const FrameHeader& h, std::string_view body, Responder to) {
     proto::FieldIncrementRequest req;
     if (!ReadFieldWrite(h, body, &req, to)) return;
-    session_->FieldIncrement(profile::WriteContext{}, req.user, req.increment,
-                             AnswerAsIs<IncrementResult>(h, std::move(to)));
+    auto apply = [this](const proto::FieldIncrementRequest& r,
+                        profile::Callback<IncrementResult> done) {
+      session_->FieldIncrement(profile::WriteContext{}, r.user, r.increment, std::move(done));
+    };
+    if (board_ == nullptr) return apply(req, AnswerAsIs<IncrementResult>(h, std::move(to)));
+    FieldWriteInCluster<proto::FieldIncrementRequest, IncrementResult>(
+        h, std::move(req), std::move(to), apply,
+        [this](proto::FieldIncrementRequest r, auto done) {
+          peers().SendFieldIncrement(std::move(r), done);
+        },
+        [](const replica::WriteAnswer& a) { return a.increment; });
   }
 
   void FieldMax(const FrameHeader& h, std::string_view body, Responder to) {
     proto::FieldMaxRequest req;
     if (!ReadFieldWrite(h, body, &req, to)) return;
-    session_->FieldMax(profile::WriteContext{}, req.user, req.field,
-                       AnswerAsIs<FieldMaxResult>(h, std::move(to)));
+    auto apply = [this](const proto::FieldMaxRequest& r, profile::Callback<FieldMaxResult> done) {
+      session_->FieldMax(profile::WriteContext{}, r.user, r.field, std::move(done));
+    };
+    if (board_ == nullptr) return apply(req, AnswerAsIs<FieldMaxResult>(h, std::move(to)));
+    FieldWriteInCluster<proto::FieldMaxRequest, FieldMaxResult>(
+        h, std::move(req), std::move(to), apply,
+        [this](proto::FieldMaxRequest r, auto done) { peers().SendFieldMax(std::move(r), done); },
+        [](const replica::WriteAnswer& a) { return a.field_max; });
   }
 
   // ---- Profile bridging (PROTOCOL.md, "Linked profiles"). On a cluster
   // node the session reaches the records and steps of other nodes' users
   // through ClusterPeers; links are refused until every node of the map
   // runs a build that applies their log entries.
-  bool RefusedInCluster(const FrameHeader& h, Responder& to) {
+  bool RefusedInCluster(const FrameHeader& h, std::string_view feature, Responder& to) {
     if (board_ == nullptr) return false;
     std::string without;
     Status s;
     if (group_peers_ == nullptr) {
       s = Status::Unsupported(std::string(proto::OpName(h.op)) +
-                              ": this cluster node cannot reach its peers for links");
-    } else if (!cluster::EveryNodeHas(View()->map, "links", &without)) {
+                              ": this cluster node cannot reach its peers for " +
+                              std::string(feature));
+    } else if (!cluster::EveryNodeHas(View()->map, feature, &without)) {
       s = Status::Unsupported(std::string(proto::OpName(h.op)) + ": node " + without +
-                              " of the cluster runs a build without links; links are made once "
-                              "every node is upgraded");
+                              " of the cluster runs a build without " + std::string(feature) +
+                              (feature == "links" ? "; links are made" : "; fields are written") +
+                              " once every node is upgraded");
     }
     if (s.ok()) return false;
     ReplyError(h, s, to);
@@ -843,16 +909,24 @@ class ProfileHandler : public Handler {
     storage::Worker::Batch batch(session_->worker());
     for (size_t i = 0; i < req.users.size(); ++i) {
       if (!rejected.empty() && !rejected[i].ok()) continue;
-      session_->worker().Get(req.users[i], [join, i](Result<storage::Record> r) {
-        if (r.ok()) {
-          join->results[i] = StoredRecord{std::string(r->body()), std::string(r->reference())};
-        } else if (r.status().IsNotFound()) {
-          join->results[i] = Status::NotFound("the user has no record");
-        } else {
-          join->results[i] = r.status();
-        }
-        if (--join->remaining == 0) ReplyOk(join->h, join->results, join->to);
-      });
+      session_->worker().Get(
+          req.users[i], [join, i, profiles = service_->profiles_](Result<storage::Record> r) {
+            if (r.ok()) {
+              // Fields as another node reads them: names inline, not this
+              // node's numbers.
+              std::string body;
+              if (Status s = profiles->PortableBody(r->body(), &body); s.ok()) {
+                join->results[i] = StoredRecord{std::move(body), std::string(r->reference())};
+              } else {
+                join->results[i] = s;
+              }
+            } else if (r.status().IsNotFound()) {
+              join->results[i] = Status::NotFound("the user has no record");
+            } else {
+              join->results[i] = r.status();
+            }
+            if (--join->remaining == 0) ReplyOk(join->h, join->results, join->to);
+          });
     }
   }
 
@@ -873,7 +947,7 @@ class ProfileHandler : public Handler {
   void Link(const FrameHeader& h, std::string_view body, Responder to) {
     proto::LinkRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedAsPassive(h, to) || RefusedInCluster(h, to)) return;
+    if (RefusedAsPassive(h, to) || RefusedInCluster(h, "links", to)) return;
     if (!Serves(h, req.user, to)) return;
     session_->Link(profile::WriteContext{}, req.user, req.master, req.ttl,
                    Answer<LinkResult>(h, std::move(to), [](LinkResult r) { return r; }));
@@ -882,7 +956,7 @@ class ProfileHandler : public Handler {
   void Unlink(const FrameHeader& h, std::string_view body, Responder to) {
     proto::UnlinkRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedAsPassive(h, to) || RefusedInCluster(h, to)) return;
+    if (RefusedAsPassive(h, to) || RefusedInCluster(h, "links", to)) return;
     if (!Serves(h, req.user, to)) return;
     session_->Unlink(
         profile::WriteContext{}, req.user,
@@ -892,7 +966,7 @@ class ProfileHandler : public Handler {
   void MasterOf(const FrameHeader& h, std::string_view body, Responder to) {
     proto::MasterOfRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedInCluster(h, to)) return;
+    if (RefusedInCluster(h, "links", to)) return;
     if (!Serves(h, req.user, to)) return;
     session_->MasterOf(req.user, AnswerGroup<std::string>(h, std::move(to), [](std::string m) {
                          return proto::MasterOfResponse{std::move(m)};
@@ -902,7 +976,7 @@ class ProfileHandler : public Handler {
   void Links(const FrameHeader& h, std::string_view body, Responder to) {
     proto::LinksRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedInCluster(h, to)) return;
+    if (RefusedInCluster(h, "links", to)) return;
     if (!Serves(h, req.user, to)) return;
     session_->Links(req.user, req.cursor, req.limit,
                     AnswerGroup<LinksPage>(h, std::move(to), [](LinksPage p) { return p; }));
@@ -911,7 +985,7 @@ class ProfileHandler : public Handler {
   void Connected(const FrameHeader& h, std::string_view body, Responder to) {
     proto::ConnectedRequest req;
     if (!Read(h, body, &req, to)) return;
-    if (RefusedInCluster(h, to)) return;
+    if (RefusedInCluster(h, "links", to)) return;
     if (!Serves(h, req.a, to)) return;
     session_->Connected(req.a, req.b, Answer<bool>(h, std::move(to), [](bool c) {
                           return proto::ConnectedResponse{c};

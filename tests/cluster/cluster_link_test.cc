@@ -5,13 +5,15 @@
 // node, which writes each step on the node holding that step's record
 // (through the log when there is one), and a get by any of them gathers
 // the group from the nodes holding its members; every replica answers the
-// same; unlink and a master's delete take effect across the nodes.
+// same; unlink and a master's delete take effect across the nodes. Profile
+// fields likewise: a linked user's writes count on its master's node.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/segstored_cluster.h"
@@ -204,6 +206,91 @@ TEST_P(ClusterLinkTest, HostileLinksAreRefusedAndWriteNothing) {
   ASSERT_TRUE(cycle.ok()) << cycle.status().ToString();
   EXPECT_EQ(cycle->master, a);
   EXPECT_EQ(ViewEverywhere(b), "1,2 @" + a);
+}
+
+// Profile fields (proto/PROTOCOL.md, "Profile fields", "Clusters"): each
+// write is applied on every replica of its record; a linked user's goes to
+// its master's node and counts there; a merged get gathers the master's
+// fields from its node by name (each node numbers names its own way: node
+// 1 numbers another name first); a retry with the same write ID is applied
+// once.
+TEST_P(ClusterLinkTest, FieldWritesReachEveryReplicaAndALinkedUsersCountOnItsMaster) {
+  const std::string home = UserOn("home-", 0);
+  const std::string phone = UserOn("phone-", 1);
+  const std::string other = UserOn("other-", 1);
+  const std::vector<FieldUpdate> first = {
+      FieldUpdate{"country", FieldValue::String("FR"), kNever, false}};
+  ASSERT_TRUE(NodeOf(other).FieldSet(other, first).ok());
+  Put(phone, 2);
+  FieldIncrement inc;
+  inc.name = "cap:77";
+  inc.ttl = 86400;
+  inc.cap = 10;
+  for (int i = 1; i <= 3; ++i) {
+    auto r = NodeOf(home).FieldIncrement(home, inc);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->value, i);
+    std::this_thread::sleep_for(50ms);  // the name gets its number meanwhile
+  }
+  // What a get asking every field answers from each replica, once they agree.
+  auto fields_everywhere = [&](const std::string& user) {
+    std::set<std::string> seen;
+    testing::WaitFor(
+        [&] {
+          seen.clear();
+          for (uint16_t n : map_.ReplicasOf(PartitionOf(user))) {
+            Result<client::Client*> c = routed_->NodeClient(map_.nodes[n].address);
+            if (!c.ok()) {
+              seen.insert(c.status().ToString());
+              continue;
+            }
+            GetOptions o;
+            o.fields.mode = FieldSelection::Mode::kAll;
+            auto r = (*c)->Get(user, o);
+            std::string out = r.ok() ? "" : r.status().ToString();
+            if (r.ok()) {
+              for (const Field& f : r->fields) {
+                out += f.name + "=" +
+                       (f.value.type == FieldValue::Type::kInt ? std::to_string(f.value.i)
+                                                               : f.value.s) +
+                       ";";
+              }
+            }
+            seen.insert(out);
+          }
+          return seen.size() == 1;
+        },
+        10s, 10ms);
+    EXPECT_EQ(seen.size(), 1u) << user << ": the replicas disagree: " << *seen.begin() << " | "
+                               << *seen.rbegin();
+    return *seen.begin();
+  };
+  EXPECT_EQ(fields_everywhere(home), "cap:77=3;");
+
+  ASSERT_TRUE(NodeOf(phone).Link(phone, home).ok());
+  // Through the member, on node 1: the master's counter, on node 0.
+  const WriteId id{4242, 1};
+  auto r = NodeOf(phone).FieldIncrement(phone, inc, id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->value, 4);
+  if (GetParam()) {  // with a log: the retry is the same write, applied once
+    auto again = NodeOf(phone).FieldIncrement(phone, inc, id);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_TRUE(again->duplicate);
+    EXPECT_EQ(again->value, 4);
+  }
+  EXPECT_EQ(fields_everywhere(home), "cap:77=4;");
+  // The member's get, on node 1, answers the master's fields by name.
+  EXPECT_EQ(fields_everywhere(phone), "cap:77=4;");
+  EXPECT_EQ(fields_everywhere(other), "country=FR;");
+  const std::vector<FieldUpdate> more = {
+      FieldUpdate{"device", FieldValue::String("ios"), kNever, false}};
+  ASSERT_TRUE(NodeOf(phone).FieldSet(phone, more).ok());
+  EXPECT_EQ(fields_everywhere(phone), "cap:77=4;device=ios;");
+  // Unlinked, the member's fields are its own again (it had none).
+  ASSERT_TRUE(NodeOf(phone).Unlink(phone).ok());
+  EXPECT_EQ(fields_everywhere(phone), "");
+  EXPECT_EQ(fields_everywhere(home), "cap:77=4;device=ios;");
 }
 
 std::string Name(const ::testing::TestParamInfo<bool>& info) {

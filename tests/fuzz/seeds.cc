@@ -155,6 +155,25 @@ void LogEntrySeeds() {
                                                       "bin",
                                                       5),
                                           {}});
+  proto::FieldSetRequest field_set;
+  field_set.user = "user-46";
+  field_set.fields = {FieldUpdate{"cap:77", FieldValue::Int(-3), 0, false},
+                      FieldUpdate{"score", FieldValue::Double(0.5), 600, true},
+                      FieldUpdate{"country", FieldValue::String("FR"), 1'900'000'000, false},
+                      FieldUpdate{std::string("\xff\x00", 2), FieldValue::Bytes("raw"), 0, false},
+                      FieldUpdate{"seen", FieldValue::Time(1'800'000'000), 0, false}};
+  requests.push_back(field_set);
+  requests.push_back(proto::FieldDeleteRequest{"user-47", {"cap:77", "score"}, {}});
+  proto::FieldIncrementRequest fi;
+  fi.user = "user-48";
+  fi.increment.name = "cap:9";
+  fi.increment.delta = -2;
+  fi.increment.ttl = 86400;
+  fi.increment.window = FieldIncrement::Window::kSliding;
+  fi.increment.cap = 3;
+  requests.push_back(fi);
+  requests.push_back(proto::FieldMaxRequest{
+      "user-49", FieldUpdate{"seen", FieldValue::Time(1'800'000'001), 30, true}, {}});
   for (size_t i = 0; i < requests.size(); ++i) {
     e.request = requests[i];
     std::string bytes(1, '\0');

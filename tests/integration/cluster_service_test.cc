@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,6 +13,9 @@
 #include "cluster/view.h"
 #include "common/clock.h"
 #include "integration/in_process.h"
+#include "profile/codec.h"
+#include "profile/field_codec.h"
+#include "profile/field_names.h"
 #include "proto/wire.h"
 #include "replica/replicator.h"
 #include "segstore/client.h"
@@ -259,6 +263,46 @@ TEST_F(ClusterLinkServiceTest, LinksWaitForEveryNodeToHaveTheFeature) {
   EXPECT_EQ(c->Get(a)->profiles, 2u);
 }
 
+// Field writes, like links, wait for every node of the map to run a build
+// that applies their log entries; in a cluster without a log they are then
+// applied at once, a linked user's on its master's record.
+TEST_F(ClusterLinkServiceTest, FieldWritesWaitForEveryNodeToHaveTheFeature) {
+  Publish({"links", "fields"}, {"links"}, /*hold_all=*/true);
+  auto c = served_.Connect();
+  const std::string a = UserIn(true, 21), m = UserIn(false, 22);
+  FieldIncrement inc;
+  inc.name = "cap:1";
+  auto refused = c->FieldIncrement(a, inc);
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnsupported) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("node b of the cluster runs a build without fields"),
+            std::string::npos)
+      << refused.status().ToString();
+  const std::vector<FieldUpdate> one = {FieldUpdate{"x", FieldValue::Int(1), kNever, false}};
+  EXPECT_EQ(c->FieldSet(a, one).status().code(), Status::Code::kUnsupported);
+  EXPECT_EQ(c->FieldDelete(a, std::vector<std::string>{"x"}).status().code(),
+            Status::Code::kUnsupported);
+  EXPECT_EQ(c->FieldMax(a, one[0]).status().code(), Status::Code::kUnsupported);
+  // A malformed one is InvalidArgument first.
+  const std::vector<FieldUpdate> bad = {FieldUpdate{"", FieldValue::Int(1), kNever, false}};
+  EXPECT_EQ(c->FieldSet(a, bad).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(c->Get(a).status().IsNotFound());  // nothing was written
+
+  Publish({"links", "fields"}, {"links", "fields"}, true);
+  EXPECT_EQ(c->FieldIncrement(a, inc)->value, 1);
+  ASSERT_TRUE(c->Upsert(m, One()).ok());
+  ASSERT_TRUE(c->Link(a, m).ok());
+  EXPECT_EQ(c->FieldIncrement(a, inc)->value, 1);  // the master's counter
+  EXPECT_EQ(c->FieldIncrement(m, inc)->value, 2);
+  GetOptions own;
+  own.own_only = true;
+  own.fields.mode = FieldSelection::Mode::kAll;
+  ASSERT_EQ(c->Get(a, own)->fields.size(), 1u);
+  EXPECT_EQ(c->Get(a, own)->fields[0].value, FieldValue::Int(1));  // its own, from before
+  // A user this node does not hold: WrongNode.
+  Publish({"links", "fields"}, {"links", "fields"}, false);
+  EXPECT_EQ(c->FieldIncrement(UserIn(false, 23), inc).status().code(), Status::Code::kWrongNode);
+}
+
 TEST_F(ClusterLinkServiceTest, NodeToNodeOperationsAnswerForTheUsersHeldHere) {
   Publish({"links"}, {"links"}, /*hold_all=*/false);
   auto c = served_.Connect();
@@ -389,13 +433,15 @@ TEST_F(SingleServerTest, ClusterClientReplacesAConnectionTheServerClosed) {
 // as PROTOCOL.md defines them.
 class ReplicatedServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    board_.Publish(ViewOf(TwoNodeMap(7), true));
+  void SetUp() override { Start(ViewOf(TwoNodeMap(7), true), nullptr); }
+  void Start(std::shared_ptr<const cluster::ClusterView> view, PeerLinks* peers) {
+    board_.Publish(std::move(view));
     storage::StoreOptions o = testing::SmallStore(dir_.File("data"), &clock_);
     profile::ProfileOptions p;
     p.sweeper = false;
     ProfileServiceOptions so;
     so.cluster = &board_;
+    so.peers = peers;
     ServerOptions server;
     server.threads = 2;
     served_.Start(o, nullptr, p, so, server,
@@ -595,6 +641,193 @@ TEST_F(ReplicatedServiceTest, TheClusterClientRetriesAWriteInDoubtWithItsWriteId
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->duplicate);
   EXPECT_EQ((*c)->Get(user)->expires, std::vector<UnixSeconds>{kStart + 120});
+}
+
+// Profile fields through the log: each write applied once per write ID (a
+// retry answered with the first write's outcome), a linked user's writes on
+// its master's record, and records leaving the node with their field names
+// in full. The node holds every partition, and every node has the features.
+class ReplicatedFieldTest : public ReplicatedServiceTest {
+ protected:
+  void SetUp() override {
+    ClusterMap m = TwoNodeMap(8);
+    m.nodes[0].features = {"links", "fields"};
+    m.nodes[1].features = {"links", "fields"};
+    Start(ViewOf(m, true, /*hold_all=*/true), &peers_);
+  }
+  static FieldUpdate Set(std::string name, FieldValue v) {
+    return FieldUpdate{std::move(name), std::move(v), kNever, false};
+  }
+  std::map<std::string, FieldValue> FieldsOf(client::Client& c, const std::string& user,
+                                             bool own = false) {
+    GetOptions o;
+    o.fields.mode = FieldSelection::Mode::kAll;
+    o.own_only = own;
+    std::map<std::string, FieldValue> out;
+    auto got = c.Get(user, o);
+    if (got.ok()) {
+      for (const Field& f : got->fields) out.emplace(f.name, f.value);
+    }
+    return out;
+  }
+  uint64_t Applied() { return served_.replicator->stats().applier.applied; }
+
+  PeerLinks peers_{client::ClientOptions{}, &board_};
+};
+
+TEST_F(ReplicatedFieldTest, EachFieldWriteGoesThroughTheLogOncePerWriteId) {
+  auto c = served_.Connect();
+  ASSERT_NE(c, nullptr);
+  const std::string user = UserIn(true, 11);
+  const uint64_t before = Applied();
+  const std::vector<FieldUpdate> set = {Set("country", FieldValue::String("DE")),
+                                        Set("score", FieldValue::Double(0.5))};
+  auto w = c->FieldSet(user, set, WriteId{90, 1});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->count, 2u);
+  auto again = c->FieldSet(user, set, WriteId{90, 1});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->changed, 2u);  // the first answer's
+  EXPECT_EQ(again->count, 2u);
+
+  FieldIncrement inc;
+  inc.name = "cap:1";
+  inc.delta = 5;
+  inc.cap = 7;
+  auto i1 = c->FieldIncrement(user, inc, WriteId{90, 2});
+  ASSERT_TRUE(i1.ok()) << i1.status().ToString();
+  EXPECT_EQ(i1->value, 5);
+  auto i1_again = c->FieldIncrement(user, inc, WriteId{90, 2});
+  ASSERT_TRUE(i1_again.ok());
+  EXPECT_TRUE(i1_again->duplicate);
+  EXPECT_EQ(i1_again->value, 5);  // not applied twice
+  auto capped = c->FieldIncrement(user, inc, WriteId{90, 3});
+  ASSERT_TRUE(capped.ok());
+  EXPECT_TRUE(capped->capped);
+  auto capped_again = c->FieldIncrement(user, inc, WriteId{90, 3});
+  ASSERT_TRUE(capped_again.ok());
+  EXPECT_TRUE(capped_again->duplicate && capped_again->capped);
+  inc.delta = -9;
+  inc.cap.reset();
+  EXPECT_EQ(c->FieldIncrement(user, inc, WriteId{90, 4})->value, -4);
+  EXPECT_EQ(c->FieldIncrement(user, inc, WriteId{90, 4})->value, -4);
+
+  auto m = c->FieldMax(user, Set("seen", FieldValue::Time(kStart + 5)), WriteId{90, 5});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->replaced);
+  auto m_again = c->FieldMax(user, Set("seen", FieldValue::Time(kStart + 5)), WriteId{90, 5});
+  ASSERT_TRUE(m_again.ok());
+  EXPECT_TRUE(m_again->duplicate && m_again->replaced);
+  EXPECT_EQ(m_again->value, FieldValue::Time(kStart + 5));
+  // A string is no value for field_max: refused before the log, as anywhere.
+  auto refused = c->FieldMax(user, Set("name", FieldValue::String("b")), WriteId{90, 6});
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument) << refused.status().ToString();
+  auto refused_again = c->FieldMax(user, Set("name", FieldValue::String("b")), WriteId{90, 6});
+  EXPECT_EQ(refused_again.status().code(), Status::Code::kInvalidArgument);
+
+  const std::vector<std::string> names = {"score", "nope"};
+  auto d = c->FieldDelete(user, names, WriteId{90, 7});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->changed, 1u);
+  auto d_again = c->FieldDelete(user, names, WriteId{90, 7});
+  ASSERT_TRUE(d_again.ok());
+  EXPECT_TRUE(d_again->duplicate);
+  EXPECT_EQ(d_again->changed, 1u);
+
+  const auto now = FieldsOf(*c, user);
+  EXPECT_EQ(now.size(), 3u);
+  EXPECT_EQ(now.at("cap:1"), FieldValue::Int(-4));
+  EXPECT_EQ(now.at("country"), FieldValue::String("DE"));
+  EXPECT_EQ(now.at("seen"), FieldValue::Time(kStart + 5));
+  // Six writes applied (the capped one as a refusal); the retries were not
+  // (the applier publishes its figures as it goes).
+  EXPECT_TRUE(WaitFor([&] { return Applied() - before >= 6; })) << Applied() - before;
+  EXPECT_EQ(Applied() - before, 6u);
+  EXPECT_GE(served_.replicator->stats().applier.duplicates, 6u);
+  // A refused write is refused alike through the log, writing nothing.
+  const std::vector<FieldUpdate> bad = {Set("country", FieldValue::String(std::string(2000, 'x')))};
+  EXPECT_EQ(c->FieldSet(user, bad).status().code(), Status::Code::kLimitExceeded);
+  EXPECT_EQ(FieldsOf(*c, user).at("country"), FieldValue::String("DE"));
+}
+
+TEST_F(ReplicatedFieldTest, ALinkedUsersFieldWritesChangeItsMastersRecord) {
+  auto c = served_.Connect();
+  const std::string member = UserIn(true, 12), master = UserIn(false, 13);
+  const std::vector<SegmentUpdate> one = {SegmentUpdate{7, 3600, true, {}, {}}};
+  ASSERT_TRUE(c->Upsert(member, one).ok());
+  ASSERT_TRUE(c->Upsert(master, one).ok());
+  auto linked = c->Link(member, master);
+  ASSERT_TRUE(linked.ok()) << linked.status().ToString();
+  FieldIncrement inc;
+  inc.name = "cap:9";
+  for (int i = 0; i < 3; ++i) {
+    auto r = c->FieldIncrement(member, inc, WriteId{91, static_cast<uint64_t>(i + 1)});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->value, i + 1);
+  }
+  ASSERT_TRUE(c->FieldIncrement(master, inc).ok());
+  EXPECT_EQ(FieldsOf(*c, master).at("cap:9"), FieldValue::Int(4));
+  EXPECT_EQ(FieldsOf(*c, member).at("cap:9"), FieldValue::Int(4));  // the master's, merged
+  EXPECT_TRUE(FieldsOf(*c, member, /*own=*/true).empty());
+  // Unlinked, the member's writes are its own again.
+  ASSERT_TRUE(c->Unlink(member).ok());
+  EXPECT_EQ(c->FieldIncrement(member, inc)->value, 1);
+  EXPECT_EQ(FieldsOf(*c, master).at("cap:9"), FieldValue::Int(4));
+}
+
+TEST_F(ReplicatedFieldTest, RecordsSentToOtherNodesNameTheirFieldsInFull) {
+  auto c = served_.Connect();
+  const std::string user = UserIn(true, 14);
+  FieldIncrement inc;
+  inc.name = "cap:numbered";
+  ASSERT_TRUE(c->FieldIncrement(user, inc).ok());
+  const profile::FieldNames& names = profile::FieldNamesOf(*served_.profiles);
+  ASSERT_TRUE(WaitFor([&] { return names.Find("cap:numbered") != 0; }));
+  ASSERT_TRUE(c->FieldIncrement(user, inc).ok());  // now stored by number
+  auto fields_of = [](std::string_view body) {
+    profile::Columns columns;
+    std::vector<profile::StoredField> out;
+    EXPECT_TRUE(profile::DecodeColumns(body, &columns).ok());
+    EXPECT_TRUE(profile::DecodeFieldSection(columns.fields, &out).ok());
+    return out;
+  };
+  {
+    auto w = served_.store->NewWorker();
+    ASSERT_TRUE(w.ok());
+    auto stored = (*w)->GetSync(user);
+    ASSERT_TRUE(stored.ok());
+    const auto here = fields_of(stored->body());
+    ASSERT_EQ(here.size(), 1u);
+    EXPECT_EQ(here[0].name_id, names.Find("cap:numbered"));
+  }
+  const std::vector<std::string> users = {user};
+  auto records = c->ReadRecords(users);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_TRUE((*records)[0].ok());
+  const auto sent = fields_of((*records)[0]->body);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].name_id, 0u);
+  EXPECT_EQ(sent[0].name, "cap:numbered");
+  // copy_partition's pages likewise.
+  CopyPartitionRequest page_request;
+  page_request.partition = PartitionOf(user);
+  bool found = false;
+  while (!found) {
+    auto page = c->CopyPartition(page_request);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const CopiedRecord& r : page->records) {
+      if (r.key != user) continue;
+      found = true;
+      const auto copied = fields_of(r.body);
+      ASSERT_EQ(copied.size(), 1u);
+      EXPECT_EQ(copied[0].name_id, 0u);
+      EXPECT_EQ(copied[0].name, "cap:numbered");
+    }
+    if (page->cursor >= storage::kPartitionListEnd) break;
+    page_request.cursor = page->cursor;
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(ReplicatedServiceTest, UserIdsBeginningWithFF00AreRefused) {

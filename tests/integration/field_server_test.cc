@@ -351,32 +351,5 @@ TEST_F(FieldServerTest, SegctlDrivesFields) {
   EXPECT_TRUE(Has(out, "InvalidArgument")) << out;
 }
 
-// A cluster node answers field writes Unsupported (fields are not carried
-// through a cluster's log yet), after checking them.
-class ClusterFieldTest : public FieldServerTest {
- protected:
-  void SetUp() override { Start(&board_); }
-
-  cluster::ViewBoard board_;
-};
-
-TEST_F(ClusterFieldTest, FieldWritesAreUnsupported) {
-  Client* c = client_.get();
-  auto w = c->FieldSet("u", std::vector<FieldUpdate>{Set("a", FieldValue::Int(1))});
-  EXPECT_EQ(w.status().code(), Status::Code::kUnsupported) << w.status().ToString();
-  EXPECT_TRUE(Has(std::string(w.status().message()), "not yet replicated"))
-      << w.status().ToString();
-  EXPECT_EQ(c->FieldDelete("u", std::vector<std::string>{"a"}).status().code(),
-            Status::Code::kUnsupported);
-  FieldIncrement inc;
-  inc.name = "n";
-  EXPECT_EQ(c->FieldIncrement("u", inc).status().code(), Status::Code::kUnsupported);
-  EXPECT_EQ(c->FieldMax("u", Set("n", FieldValue::Int(1))).status().code(),
-            Status::Code::kUnsupported);
-  // A malformed one is still InvalidArgument first.
-  EXPECT_EQ(c->FieldSet("u", std::vector<FieldUpdate>{Set("", FieldValue::Int(1))}).status().code(),
-            Status::Code::kInvalidArgument);
-}
-
 }  // namespace
 }  // namespace segstore::server

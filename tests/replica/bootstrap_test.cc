@@ -41,7 +41,7 @@ Result<CopyPartitionResponse> ReadPage(storage::Store& store, storage::Worker& w
                                        uint32_t partition, uint64_t cursor, uint32_t max_bytes,
                                        bool* ran_inside = nullptr) {
   auto got = std::make_shared<std::optional<Result<CopyPartitionResponse>>>();
-  ReadPartitionPage(store, worker, partition, cursor, max_bytes,
+  ReadPartitionPage(store, nullptr, worker, partition, cursor, max_bytes,
                     [got](Result<CopyPartitionResponse> r) { got->emplace(std::move(r)); });
   if (ran_inside != nullptr) *ran_inside = got->has_value();
   const auto deadline = std::chrono::steady_clock::now() + 10s;

@@ -110,6 +110,85 @@ TEST(EntryTest, RoundTripsALinkStep) {
   EXPECT_EQ(step.write_id, Id(8));
 }
 
+TEST(EntryTest, RoundTripsFieldWrites) {
+  proto::DecodeLimits lim;
+  WriteEntry e;
+  e.now = kStart;
+  e.write_id = Id(9);
+  proto::FieldSetRequest set;
+  set.user = "alice";
+  set.fields = {FieldUpdate{"country", FieldValue::String("FR"), 0, false},
+                FieldUpdate{"seen", FieldValue::Time(kStart), 60, true},
+                FieldUpdate{"score", FieldValue::Double(-0.5), kStart + 9, false}};
+  proto::FieldIncrementRequest inc;
+  inc.user = "bob";
+  inc.increment.name = "cap:77";
+  inc.increment.delta = -3;
+  inc.increment.ttl = 86400;
+  inc.increment.window = FieldIncrement::Window::kSliding;
+  inc.increment.cap = -10;
+  const proto::FieldDeleteRequest del{"carol", {"a", "b"}, {}};
+  const proto::FieldMaxRequest max{"dave", FieldUpdate{"n", FieldValue::Int(7), 0, false}, {}};
+  const proto::Op ops[] = {proto::Op::kFieldSet, proto::Op::kFieldIncrement,
+                           proto::Op::kFieldDelete, proto::Op::kFieldMax};
+  size_t k = 0;
+  for (auto req : std::vector<decltype(e.request)>{set, inc, del, max}) {
+    e.request = req;
+    std::string bytes;
+    EncodeEntry(e, &bytes);
+    WriteEntry back;
+    ASSERT_TRUE(DecodeEntry(bytes, lim, &back).ok());
+    EXPECT_EQ(back.op(), ops[k++]);
+    EXPECT_EQ(static_cast<uint8_t>(bytes[1]), static_cast<uint8_t>(back.op()));
+    EXPECT_EQ(back.user(), e.user());
+    std::string again;
+    std::visit([](auto& r) { r.write_id = {}; }, back.request);
+    EncodeEntry(back, &again);
+    EXPECT_EQ(again, bytes);
+  }
+  e.request = inc;
+  std::string bytes;
+  EncodeEntry(e, &bytes);
+  WriteEntry back;
+  ASSERT_TRUE(DecodeEntry(bytes, lim, &back).ok());
+  const auto& b = std::get<proto::FieldIncrementRequest>(back.request);
+  EXPECT_EQ(b.increment.delta, -3);
+  EXPECT_EQ(b.increment.window, FieldIncrement::Window::kSliding);
+  EXPECT_EQ(b.increment.cap, -10);
+  EXPECT_EQ(b.write_id, Id(9));
+}
+
+TEST(WriteIdWindowTest, AFieldWritesRetryGetsTheFirstAnswer) {
+  WriteIdWindow w(60, 100);
+  WriteAnswer a;
+  ASSERT_FALSE(w.Admit(Id(1), "u", kStart, proto::Op::kFieldIncrement, &a));
+  WriteAnswer first;
+  first.increment = IncrementResult{-5'000'000'000ll, true, false};
+  w.Answered(first);
+  ASSERT_TRUE(w.Admit(Id(1), "u", kStart + 1, proto::Op::kFieldIncrement, &a));
+  EXPECT_TRUE(a.duplicate);
+  EXPECT_EQ(a.increment.value, -5'000'000'000ll);
+  EXPECT_TRUE(a.increment.capped);
+  ASSERT_FALSE(w.Admit(Id(2), "u", kStart, proto::Op::kFieldSet, &a));
+  first.field_write = FieldWriteResult{3, 9, false};
+  w.Answered(first);
+  ASSERT_TRUE(w.Admit(Id(2), "u", kStart, proto::Op::kFieldSet, &a));
+  EXPECT_EQ(a.field_write.changed, 3u);
+  EXPECT_EQ(a.field_write.count, 9u);
+  // field_max: an int, double or time value is kept; a string is not.
+  const FieldValue kept[] = {FieldValue::Int(-7), FieldValue::Double(2.5), FieldValue::Time(kStart),
+                             FieldValue::String("zz")};
+  for (uint64_t i = 0; i < std::size(kept); ++i) {
+    ASSERT_FALSE(w.Admit(Id(10 + i), "u", kStart, proto::Op::kFieldMax, &a));
+    first.field_max = FieldMaxResult{kept[i], true, false};
+    w.Answered(first);
+    ASSERT_TRUE(w.Admit(Id(10 + i), "u", kStart, proto::Op::kFieldMax, &a));
+    EXPECT_TRUE(a.field_max.duplicate);
+    EXPECT_TRUE(a.field_max.replaced);
+    EXPECT_EQ(a.field_max.value, i < 3 ? kept[i] : FieldValue::Int(0)) << i;
+  }
+}
+
 TEST(EntryTest, RefusesWhatIsNotAnEntry) {
   proto::DecodeLimits lim;
   WriteEntry back;
@@ -623,6 +702,55 @@ TEST_F(ReplicatorTest, ARestartReplaysTheLogWithoutApplyingAnythingTwice) {
   got = n.Get("carol");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->expires[0], kStart + 3600 + 20 * 10);
+}
+
+// Counters through the log: every replica counts each increment once, a
+// retry with its write ID is not counted again, and a restart that replays
+// the whole log counts none twice.
+TEST_F(ReplicatorTest, IncrementsCountOnceOnEveryReplicaAndAcrossAReplay) {
+  Node a(dir_.File("a"), log_, kStart);
+  Node b(dir_.File("b"), log_, kStart + 7);
+  a.Open();
+  b.Open();
+  proto::FieldIncrementRequest inc;
+  inc.user = "frank";
+  inc.increment.name = "cap:1";
+  inc.increment.delta = 2;
+  inc.increment.ttl = 3600;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    WriteAnswer w = a.Write(inc, Id(100 + i));
+    ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+    EXPECT_EQ(w.increment.value, static_cast<int64_t>(2 * i));
+  }
+  WriteAnswer again = a.Write(inc, Id(103));
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.increment.value, 6);  // the third increment's answer
+  proto::FieldSetRequest set{
+      "frank", {FieldUpdate{"seen", FieldValue::Time(kStart), 0, false}}, {}};
+  ASSERT_TRUE(a.Write(set, Id(110)).status.ok());
+  auto fields = [](Node& n) {
+    auto s = n.profiles().NewSession();
+    EXPECT_TRUE(s.ok());
+    GetOptions o;
+    o.fields.mode = FieldSelection::Mode::kAll;
+    auto got = (*s)->GetSync("frank", o);
+    return got.ok() ? got->fields : std::vector<Field>{};
+  };
+  const std::vector<Field> want = {Field{"cap:1", FieldValue::Int(10), kStart + 3600},
+                                   Field{"seen", FieldValue::Time(kStart), kNever}};
+  EXPECT_EQ(fields(a), want);
+  // b applies the entries at its own clock, 7 s later: the same record.
+  ASSERT_TRUE(b.WaitApplied(6));  // the retry is not applied
+  EXPECT_EQ(fields(b), want);
+  // The whole log replayed on b: nothing counted twice.
+  b.ForgetCheckpoints();
+  b.Close();
+  b.Open();
+  ASSERT_TRUE(WaitFor([&] { return b.replicator().caught_up(); }));
+  EXPECT_EQ(fields(b), want);
+  EXPECT_EQ(b.Stats().applied, 0u);
+  EXPECT_EQ(b.Stats().replayed, 6u);
 }
 
 TEST_F(ReplicatorTest, WriteIdsAppliedBeforeARestartAreStillRecognised) {

@@ -972,13 +972,14 @@ inline std::vector<Example> All() {
                kFlagStale});
   v.push_back({"field_cluster.response.hex",
                "error response of a cluster node to a profile field write",
-               {"Status 11 (Unsupported): clusters do not carry profile fields yet; nothing",
-                "was written. The request that got it: a field_incr."},
+               {"Status 11 (Unsupported): a node of the cluster runs a build that cannot",
+                "apply profile fields' log entries; nothing was written. The request that got",
+                "it: a field_incr."},
                Op::kFieldIncrement,
                43,
                Status::Code::kUnsupported,
-               ErrorBody{"field_incr: profile fields are not yet replicated through the "
-                         "cluster's log"}});
+               ErrorBody{"field_incr: node b of the cluster runs a build without fields; "
+                         "fields are written once every node is upgraded"}});
   v.push_back({"ping_bad_body.request.hex",
                "ping request whose body is not MessagePack (the byte c1, never used)",
                {"ping and stats read no field, but their body is a body: empty, or a",

@@ -603,7 +603,7 @@ class Client(ClientBase):
             InvalidArgument: a bad name, a name twice, an expiry not in the future.
             LimitExceeded: a value over the server's max_field_bytes, or more
                 than its max_fields live fields.
-            Unsupported: a cluster node (fields are not replicated yet).
+            Unsupported: a cluster where a node runs a build without fields.
         """
         return self._execute(p.field_set_request(user, fields, write_id))
 

@@ -337,7 +337,11 @@ ANSWERS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
     ),
     "field_cluster": (
         lambda c: c.field_incr("user-42", "cap:77", ttl=86400, cap=3),
-        (Unsupported, "field_incr: profile fields are not yet replicated through the cluster's log"),
+        (
+            Unsupported,
+            "field_incr: node b of the cluster runs a build without fields; fields are written "
+            "once every node is upgraded",
+        ),
     ),
     "copy_partition_busy": (
         lambda c: c.copy_partition(3045, 3000000000, min_next=1234),
