@@ -6,6 +6,8 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <tuple>
 
 namespace segstore::server {
 
@@ -54,12 +56,14 @@ constexpr RespCommandDef kTable[] = {
      "OK: segstore never redirects with ASK.", ""},
     {RespCmd::kSegGet, "seg.get", -2, "readonly", K::kFirst, "segstore",
      "A user's live segments (its group's merged view), selected and projected as the binary "
-     "protocol's get.",
-     "user [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] [LIMIT n] [IDSONLY] [OWN]"},
+     "protocol's get, and the profile fields asked for.",
+     "user [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] [LIMIT n] [IDSONLY] [OWN] "
+     "[FIELDS numfields name [name ...] | ALLFIELDS | FIELDPREFIX prefix]"},
     {RespCmd::kSegMget, "seg.mget", -3, "readonly movablekeys", K::kCounted, "segstore",
-     "Many users' segments at once, as the binary protocol's batch_get.",
+     "Many users' segments (and fields) at once, as the binary protocol's batch_get.",
      "numusers user [user ...] [WINDOW from to | NOTEXPIRING from to] [IDS lo hi] [COUNT] "
-     "[LIMIT n] [IDSONLY] [OWN]"},
+     "[LIMIT n] [IDSONLY] [OWN] [FIELDS numfields name [name ...] | ALLFIELDS | FIELDPREFIX "
+     "prefix]"},
     {RespCmd::kSegCount, "seg.count", -2, "readonly fast", K::kFirst, "segstore",
      "How many live segments a user has (in an ID range).", "user [IDS lo hi]"},
     {RespCmd::kSegUpsert, "seg.upsert", -4, "write", K::kFirst, "segstore",
@@ -87,6 +91,20 @@ constexpr RespCommandDef kTable[] = {
      "user [CURSOR cursor] [COUNT n]"},
     {RespCmd::kSegConnected, "seg.connected", 3, "readonly fast", K::kTwo, "segstore",
      "1 when two users share a group (or are the same user), else 0.", "user user"},
+    {RespCmd::kSegFieldset, "seg.fieldset", -6, "write fast", K::kFirst, "segstore",
+     "Sets profile fields: typed values (string by default), each with its expiry.",
+     "user [WRITEID id] [TYPE int | double | string | bytes | time] [EX seconds | EXAT "
+     "unix-time] FIELDS numfields name value [name value ...] [[TYPE type] [EX seconds | EXAT "
+     "unix-time] FIELDS numfields name value [name value ...] ...]"},
+    {RespCmd::kSegFielddel, "seg.fielddel", -5, "write fast", K::kFirst, "segstore",
+     "Deletes profile fields; null when the user has no profile.",
+     "user [WRITEID id] FIELDS numfields name [name ...]"},
+    {RespCmd::kSegIncr, "seg.incr", -4, "write fast", K::kFirst, "segstore",
+     "Adds to a counter field: its new value, or null when the cap refuses the increment.",
+     "user name delta [TTL seconds] [SLIDING] [CAP n] [WRITEID id]"},
+    {RespCmd::kSegFieldmax, "seg.fieldmax", -4, "write fast", K::kFirst, "segstore",
+     "Keeps the larger of a field's value and the one given (int by default).",
+     "user name value [TYPE int | double | time] [EX seconds | EXAT unix-time] [WRITEID id]"},
     {RespCmd::kDel, "del", -2, "write", K::kAll, "generic",
      "Deletes profiles; returns how many existed.", "key [key ...]"},
     {RespCmd::kUnlink, "unlink", -2, "write fast", K::kAll, "generic",
@@ -335,6 +353,123 @@ Status ParseWriteId(std::string_view text, WriteId* id) {
   return Status::OK();
 }
 
+namespace {
+
+// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points
+// past U+10FFFF): what a string value must be, as MessagePack's str is text.
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((b & 0xe0) == 0xc0) {
+      n = 1;
+      cp = b & 0x1fu;
+    } else if ((b & 0xf0) == 0xe0) {
+      n = 2;
+      cp = b & 0x0fu;
+    } else if ((b & 0xf8) == 0xf0) {
+      n = 3;
+      cp = b & 0x07u;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if ((c & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3fu);
+    }
+    static constexpr uint32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+// A decimal int64: an optional '-', then digits without leading zeros
+// ("0" alone; not "-0"), in range. Redis's INCRBY reads numbers so.
+bool ParseI64(std::string_view text, int64_t* v) {
+  const std::string_view digits = text.starts_with('-') ? text.substr(1) : text;
+  if (!IsNumber(digits) || (digits.size() > 1 && digits[0] == '0') ||
+      (digits == "0" && digits.size() != text.size())) {
+    return false;
+  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *v);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+std::string_view TypeName(FieldValue::Type type) {
+  switch (type) {
+    case FieldValue::Type::kInt:
+      return "int";
+    case FieldValue::Type::kDouble:
+      return "double";
+    case FieldValue::Type::kString:
+      return "string";
+    case FieldValue::Type::kBytes:
+      return "bytes";
+    case FieldValue::Type::kTime:
+      return "time";
+  }
+  return "int";
+}
+
+// args[at] as a field name: 1 to kMaxFieldNameBytes bytes.
+Status ParseFieldName(RespArgs args, size_t at, std::string* name) {
+  const std::string_view n = args[at];
+  if (n.empty()) return ArgError(args, "a field name is empty (names are 1 to 64 bytes)");
+  if (n.size() > proto::kMaxFieldNameBytes) {
+    return ArgError(args, fmt::format("field name '{}...' is {} bytes; the limit is {}",
+                                      n.substr(0, 16), n.size(), proto::kMaxFieldNameBytes));
+  }
+  name->assign(n);
+  return Status::OK();
+}
+
+// "numfields" at args[at]: a number from 1 with at least `per_field` *
+// numfields arguments after it (all of them, and no more, with `exact`).
+Status ParseNumFields(RespArgs args, size_t at, size_t per_field, bool exact, size_t* n) {
+  uint64_t v = 0;
+  if (at >= args.size() || !ParseRespNumber(args[at], "numfields", UINT32_MAX, &v).ok() || v == 0) {
+    return ArgError(args, "FIELDS needs numfields, a whole number greater than 0");
+  }
+  const size_t rest = args.size() - at - 1;
+  if (v > rest / per_field || (exact && v * per_field != rest)) {
+    return ArgError(args, fmt::format("FIELDS {}: the numfields parameter must match the number "
+                                      "of {} that follow",
+                                      v, per_field == 1 ? "names" : "name value pairs"));
+  }
+  *n = static_cast<size_t>(v);
+  return Status::OK();
+}
+
+// EX seconds (from now, at least 1) or EXAT unix-time (0: never) at args[i]:
+// into *expiry and *ttl.
+Status ParseFieldExpiry(RespArgs args, size_t i, uint32_t* expiry, bool* ttl) {
+  const bool ex = EqualsNoCase(args[i], "EX");
+  SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, ex ? "EX" : "EXAT", expiry));
+  if (ex && *expiry == 0) return ArgError(args, "EX must be at least 1 (without EX: never)");
+  *ttl = ex;
+  return Status::OK();
+}
+
+// args[i] as a value of `type`, for field `name`.
+Status ParseValueOf(RespArgs args, size_t i, std::string_view name, FieldValue::Type type,
+                    FieldValue* v) {
+  if (Status s = ParseTypedValue(args[i], type, v); !s.ok()) {
+    return ArgError(args, fmt::format("field '{}': {}", name.substr(0, 64), s.message()));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o) {
   bool window = false;
   for (size_t i = first; i < args.size(); ++i) {
@@ -359,9 +494,36 @@ Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o) {
       o->ids_only = true;
     } else if (EqualsNoCase(a, "OWN")) {
       o->own_only = true;
+    } else if (EqualsNoCase(a, "FIELDS") || EqualsNoCase(a, "ALLFIELDS") ||
+               EqualsNoCase(a, "FIELDPREFIX")) {
+      using Mode = FieldSelection::Mode;
+      if (o->fields.mode != Mode::kNone) {
+        return ArgError(args, "give one of FIELDS, ALLFIELDS and FIELDPREFIX, once");
+      }
+      if (EqualsNoCase(a, "ALLFIELDS")) {
+        o->fields.mode = Mode::kAll;
+      } else if (EqualsNoCase(a, "FIELDPREFIX")) {
+        if (i + 1 >= args.size()) return ArgError(args, "FIELDPREFIX is missing its prefix");
+        if (args[i + 1].size() > proto::kMaxFieldNameBytes) {
+          return ArgError(args, fmt::format("FIELDPREFIX is {} bytes; the limit is {}",
+                                            args[i + 1].size(), proto::kMaxFieldNameBytes));
+        }
+        o->fields.mode = Mode::kPrefix;
+        o->fields.prefix = std::string(args[i + 1]);
+        i += 1;
+      } else {
+        size_t n = 0;
+        SEGSTORE_RETURN_IF_ERROR(ParseNumFields(args, i + 1, 1, false, &n));
+        o->fields.mode = Mode::kNames;
+        o->fields.names.resize(n);
+        for (size_t k = 0; k < n; ++k) {
+          SEGSTORE_RETURN_IF_ERROR(ParseFieldName(args, i + 2 + k, &o->fields.names[k]));
+        }
+        i += 1 + n;
+      }
     } else {
       return ArgError(args, fmt::format("unknown option '{}' (WINDOW, NOTEXPIRING, IDS, COUNT, "
-                                        "LIMIT, IDSONLY, OWN)",
+                                        "LIMIT, IDSONLY, OWN, FIELDS, ALLFIELDS, FIELDPREFIX)",
                                         a.substr(0, 64)));
     }
   }
@@ -520,6 +682,233 @@ Status ParseLinks(RespArgs args, proto::LinksRequest* req) {
     }
   }
   return Status::OK();
+}
+
+// ---- profile fields ----
+
+Status ParseValueType(RespArgs args, size_t at, FieldValue::Type* type) {
+  if (at >= args.size()) return ArgError(args, "TYPE is missing its type");
+  for (const auto t : {FieldValue::Type::kInt, FieldValue::Type::kDouble, FieldValue::Type::kString,
+                       FieldValue::Type::kBytes, FieldValue::Type::kTime}) {
+    if (EqualsNoCase(args[at], TypeName(t))) {
+      *type = t;
+      return Status::OK();
+    }
+  }
+  return ArgError(args, fmt::format("unknown TYPE '{}' (int, double, string, bytes, time)",
+                                    args[at].substr(0, 64)));
+}
+
+Status ParseTypedValue(std::string_view text, FieldValue::Type type, FieldValue* v) {
+  const std::string_view shown = text.substr(0, 64);
+  switch (type) {
+    case FieldValue::Type::kInt: {
+      int64_t i = 0;
+      if (!ParseI64(text, &i)) {
+        return Status::InvalidArgument(
+            fmt::format("'{}' is not an int: a whole number from -9223372036854775808 to "
+                        "9223372036854775807 without '+' or leading zeros",
+                        shown));
+      }
+      *v = FieldValue::Int(i);
+      return Status::OK();
+    }
+    case FieldValue::Type::kDouble: {
+      // Decimal or exponent form, inf, -inf (and a '+' before a number, as
+      // Redis's "+inf"); no spaces, no hexadecimal, no nan.
+      std::string_view t = text;
+      if (t.size() > 1 && t[0] == '+' && t[1] != '-' && t[1] != '+') t.remove_prefix(1);
+      double d = 0;
+      const auto [end, ec] =
+          std::from_chars(t.data(), t.data() + t.size(), d, std::chars_format::general);
+      if (t.empty() || ec != std::errc() || end != t.data() + t.size() || std::isnan(d)) {
+        return Status::InvalidArgument(
+            fmt::format("'{}' is not a double: a decimal number (3.5, -1e-3), inf or -inf", shown));
+      }
+      *v = FieldValue::Double(d);
+      return Status::OK();
+    }
+    case FieldValue::Type::kString:
+      if (!IsUtf8(text)) {
+        return Status::InvalidArgument(
+            "the value is not UTF-8 text: give TYPE bytes for a value of any bytes");
+      }
+      *v = FieldValue::String(std::string(text));
+      return Status::OK();
+    case FieldValue::Type::kBytes:
+      *v = FieldValue::Bytes(std::string(text));
+      return Status::OK();
+    case FieldValue::Type::kTime: {
+      uint64_t t = 0;
+      if (!ParseRespNumber(text, "time", UINT32_MAX, &t).ok()) {
+        return Status::InvalidArgument(fmt::format(
+            "'{}' is not a time: Unix seconds from 0 to 4294967295 without sign or leading zeros",
+            shown));
+      }
+      *v = FieldValue::Time(static_cast<UnixSeconds>(t));
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("unknown value type");
+}
+
+Status ParseFieldSet(RespArgs args, proto::FieldSetRequest* req) {
+  req->user = std::string(args[1]);
+  bool write_id = false;
+  // What the next FIELDS takes: TYPE and EX/EXAT given since the last one.
+  std::optional<FieldValue::Type> type;
+  std::optional<std::pair<uint32_t, bool>> expiry;
+  bool group = false;
+  for (size_t i = 2; i < args.size();) {
+    const std::string_view a = args[i];
+    if (EqualsNoCase(a, "WRITEID")) {
+      if (write_id) return ArgError(args, "WRITEID given twice");
+      write_id = true;
+      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+    } else if (EqualsNoCase(a, "TYPE")) {
+      if (type) return ArgError(args, "TYPE given twice before one FIELDS");
+      FieldValue::Type t = FieldValue::Type::kString;
+      SEGSTORE_RETURN_IF_ERROR(ParseValueType(args, i + 1, &t));
+      type = t;
+      i += 2;
+    } else if (EqualsNoCase(a, "EX") || EqualsNoCase(a, "EXAT")) {
+      if (expiry) return ArgError(args, "give one of EX and EXAT, once, before one FIELDS");
+      uint32_t e = kNever;
+      bool ttl = false;
+      SEGSTORE_RETURN_IF_ERROR(ParseFieldExpiry(args, i, &e, &ttl));
+      expiry.emplace(e, ttl);
+      i += 2;
+    } else if (EqualsNoCase(a, "FIELDS")) {
+      size_t n = 0;
+      SEGSTORE_RETURN_IF_ERROR(ParseNumFields(args, i + 1, 2, false, &n));
+      i += 2;
+      for (size_t k = 0; k < n; ++k, i += 2) {
+        FieldUpdate u;
+        SEGSTORE_RETURN_IF_ERROR(ParseFieldName(args, i, &u.name));
+        SEGSTORE_RETURN_IF_ERROR(
+            ParseValueOf(args, i + 1, u.name, type.value_or(FieldValue::Type::kString), &u.value));
+        if (expiry) std::tie(u.expiry, u.ttl) = *expiry;
+        req->fields.push_back(std::move(u));
+      }
+      type.reset();
+      expiry.reset();
+      group = true;
+    } else {
+      return ArgError(args, fmt::format("unknown option '{}' (WRITEID, TYPE, EX, EXAT, FIELDS)",
+                                        a.substr(0, 64)));
+    }
+  }
+  if (type || expiry) return ArgError(args, "TYPE, EX and EXAT must come before a FIELDS");
+  if (!group) return ArgError(args, "FIELDS numfields name value [name value ...] is missing");
+  return Status::OK();
+}
+
+Status ParseFieldDelete(RespArgs args, proto::FieldDeleteRequest* req) {
+  req->user = std::string(args[1]);
+  size_t i = 2;
+  SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+  if (i >= args.size() || !EqualsNoCase(args[i], "FIELDS")) {
+    return ArgError(args,
+                    fmt::format("expected FIELDS numfields name [name ...]{}",
+                                i < args.size() ? fmt::format(", not '{}'", args[i].substr(0, 64))
+                                                : std::string()));
+  }
+  size_t n = 0;
+  SEGSTORE_RETURN_IF_ERROR(ParseNumFields(args, i + 1, 1, true, &n));
+  req->names.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    SEGSTORE_RETURN_IF_ERROR(ParseFieldName(args, i + 2 + k, &req->names[k]));
+  }
+  return Status::OK();
+}
+
+Status ParseFieldIncrement(RespArgs args, proto::FieldIncrementRequest* req) {
+  req->user = std::string(args[1]);
+  FieldIncrement& inc = req->increment;
+  SEGSTORE_RETURN_IF_ERROR(ParseFieldName(args, 2, &inc.name));
+  if (!ParseI64(args[3], &inc.delta)) {
+    return ArgError(args, fmt::format("delta must be a whole number from -9223372036854775808 "
+                                      "to 9223372036854775807 without '+' or leading zeros, "
+                                      "not '{}'",
+                                      args[3].substr(0, 64)));
+  }
+  bool ttl = false;
+  bool write_id = false;
+  for (size_t i = 4; i < args.size();) {
+    const std::string_view a = args[i];
+    if (EqualsNoCase(a, "TTL")) {
+      if (ttl) return ArgError(args, "TTL given twice");
+      ttl = true;
+      SEGSTORE_RETURN_IF_ERROR(ParseU32(args, i + 1, "TTL", &inc.ttl));
+      i += 2;
+    } else if (EqualsNoCase(a, "SLIDING")) {
+      if (inc.window == FieldIncrement::Window::kSliding) {
+        return ArgError(args, "SLIDING given twice");
+      }
+      inc.window = FieldIncrement::Window::kSliding;
+      ++i;
+    } else if (EqualsNoCase(a, "CAP")) {
+      if (inc.cap) return ArgError(args, "CAP given twice");
+      int64_t cap = 0;
+      if (i + 1 >= args.size() || !ParseI64(args[i + 1], &cap)) {
+        return ArgError(args, fmt::format("CAP must be a whole number from -9223372036854775808 "
+                                          "to 9223372036854775807 without '+' or leading zeros{}",
+                                          i + 1 < args.size()
+                                              ? fmt::format(", not '{}'", args[i + 1].substr(0, 64))
+                                              : std::string()));
+      }
+      inc.cap = cap;
+      i += 2;
+    } else if (EqualsNoCase(a, "WRITEID")) {
+      if (write_id) return ArgError(args, "WRITEID given twice");
+      write_id = true;
+      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+    } else {
+      return ArgError(
+          args, fmt::format("unknown option '{}' (TTL, SLIDING, CAP, WRITEID)", a.substr(0, 64)));
+    }
+  }
+  if (inc.window == FieldIncrement::Window::kSliding && inc.ttl == 0) {
+    return ArgError(args,
+                    "SLIDING needs TTL seconds, at least 1: the window each increment "
+                    "starts again");
+  }
+  return Status::OK();
+}
+
+Status ParseFieldMax(RespArgs args, proto::FieldMaxRequest* req) {
+  req->user = std::string(args[1]);
+  FieldUpdate& f = req->field;
+  SEGSTORE_RETURN_IF_ERROR(ParseFieldName(args, 2, &f.name));
+  std::optional<FieldValue::Type> type;
+  bool expiry = false;
+  bool write_id = false;
+  for (size_t i = 4; i < args.size();) {
+    const std::string_view a = args[i];
+    if (EqualsNoCase(a, "TYPE")) {
+      if (type) return ArgError(args, "TYPE given twice");
+      FieldValue::Type t = FieldValue::Type::kInt;
+      SEGSTORE_RETURN_IF_ERROR(ParseValueType(args, i + 1, &t));
+      if (t == FieldValue::Type::kString || t == FieldValue::Type::kBytes) {
+        return ArgError(args, "TYPE must be int, double or time: only numbers and times compare");
+      }
+      type = t;
+      i += 2;
+    } else if (EqualsNoCase(a, "EX") || EqualsNoCase(a, "EXAT")) {
+      if (expiry) return ArgError(args, "give one of EX and EXAT, once");
+      expiry = true;
+      SEGSTORE_RETURN_IF_ERROR(ParseFieldExpiry(args, i, &f.expiry, &f.ttl));
+      i += 2;
+    } else if (EqualsNoCase(a, "WRITEID")) {
+      if (write_id) return ArgError(args, "WRITEID given twice");
+      write_id = true;
+      SEGSTORE_RETURN_IF_ERROR(MaybeWriteId(args, &i, &req->write_id));
+    } else {
+      return ArgError(
+          args, fmt::format("unknown option '{}' (TYPE, EX, EXAT, WRITEID)", a.substr(0, 64)));
+    }
+  }
+  return ParseValueOf(args, 3, f.name, type.value_or(FieldValue::Type::kInt), &f.value);
 }
 
 // ---- hashes ----
@@ -748,14 +1137,27 @@ void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> att
 
 namespace {
 
-// The last pairs of a merged view's SEG.GET map: none for any other read,
-// so a user in no group is answered as before groups were.
-void WriteGroupPairs(const GetResult& r, proto::RespWriter* w) {
-  if (r.master.empty()) return;
-  w->Bulk("master");
-  w->Bulk(r.master);
-  w->Bulk("profiles");
-  w->Integer(r.profiles);
+// The last pairs of SEG.GET's map: master and profiles for a merged view,
+// then fields when fields were asked; none for any other read, so a read
+// of a user in no group that asks for no field is answered as before
+// groups and fields were.
+void WriteLastPairs(const GetResult& r, proto::RespWriter* w) {
+  if (!r.master.empty()) {
+    w->Bulk("master");
+    w->Bulk(r.master);
+    w->Bulk("profiles");
+    w->Integer(r.profiles);
+  }
+  if (!r.fields_asked) return;
+  w->Bulk("fields");
+  w->Map(r.fields.size());
+  for (const Field& f : r.fields) {
+    w->Bulk(f.name);
+    w->Array(3);
+    w->Bulk(TypeName(f.value.type));
+    WriteFieldValue(f.value, w);
+    w->Integer(f.expires_at);
+  }
 }
 
 }  // namespace
@@ -770,7 +1172,8 @@ void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::R
   w->Reserve(64 + r.size() * (expires ? 28 : 14) + (attr1 ? 8 * r.size() : 0) +
              (attr2 ? 8 * r.size() : 0));
   const bool merged = !r.master.empty();
-  w->Map(3 + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0) + (merged ? 2 : 0));
+  w->Map(3 + (expires ? 1 : 0) + (attr1 ? 1 : 0) + (attr2 ? 1 : 0) + (merged ? 2 : 0) +
+         (r.fields_asked ? 1 : 0));
   w->Bulk("count");
   w->Integer(r.count);
   w->Bulk("stale");
@@ -778,7 +1181,7 @@ void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::R
   w->Bulk("ids");
   w->Array(r.size());
   w->BulkNumbers(r.ids);
-  if (!expires) return WriteGroupPairs(r, w);
+  if (!expires) return WriteLastPairs(r, w);
   w->Bulk("expires");
   w->Array(r.size());
   w->Integers(r.expires);
@@ -795,7 +1198,7 @@ void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::R
   };
   if (attr1) column("attr1", r.attr1);
   if (attr2) column("attr2", r.attr2);
-  WriteGroupPairs(r, w);
+  WriteLastPairs(r, w);
 }
 
 void WriteUpsertReply(const UpsertResult& r, proto::RespWriter* w) {
@@ -845,6 +1248,39 @@ void WriteLinksReply(const LinksPage& page, proto::RespWriter* w) {
   }
   w->Bulk("next");
   w->Bulk(page.next);
+}
+
+void WriteFieldValue(const FieldValue& v, proto::RespWriter* w) {
+  switch (v.type) {
+    case FieldValue::Type::kInt:
+    case FieldValue::Type::kTime:
+      return w->Integer(v.i);
+    case FieldValue::Type::kDouble:
+      return w->Double(v.d);
+    case FieldValue::Type::kString:
+    case FieldValue::Type::kBytes:
+      return w->Bulk(v.s);
+  }
+}
+
+void WriteFieldWriteReply(const FieldWriteResult& r, proto::RespWriter* w) {
+  w->Map(3);
+  w->Bulk("changed");
+  w->Integer(r.changed);
+  w->Bulk("count");
+  w->Integer(r.count);
+  w->Bulk("duplicate");
+  w->Boolean(r.duplicate);
+}
+
+void WriteFieldMaxReply(const FieldMaxResult& r, proto::RespWriter* w) {
+  w->Map(3);
+  w->Bulk("value");
+  WriteFieldValue(r.value, w);
+  w->Bulk("replaced");
+  w->Boolean(r.replaced);
+  w->Bulk("duplicate");
+  w->Boolean(r.duplicate);
 }
 
 namespace {

@@ -55,6 +55,10 @@ enum class RespCmd : uint8_t {
   kSegMasterof,
   kSegLinks,
   kSegConnected,
+  kSegFieldset,
+  kSegFielddel,
+  kSegIncr,
+  kSegFieldmax,
   // keys
   kDel,
   kUnlink,
@@ -143,7 +147,9 @@ Status ParseRespNumber(std::string_view text, std::string_view what, uint64_t ma
 Status ParseWriteId(std::string_view text, WriteId* id);
 
 // SEG.GET user [options], from args[first] on (the options): WINDOW from to,
-// NOTEXPIRING from to, IDS lo hi, COUNT, LIMIT n, IDSONLY, OWN.
+// NOTEXPIRING from to, IDS lo hi, COUNT, LIMIT n, IDSONLY, OWN, and the
+// profile fields to return: FIELDS numfields name ..., ALLFIELDS or
+// FIELDPREFIX prefix (one of the three).
 Status ParseGetOptions(RespArgs args, size_t first, GetOptions* o);
 // SEG.UPSERT user [SET|EXTEND|ADD] [TTL] [WRITEID id] id value [ATTR1 n]
 // [ATTR2 n] [id value ...].
@@ -163,6 +169,31 @@ Status ParseUnlink(RespArgs args, proto::UnlinkRequest* req);
 // SEG.LINKS user [CURSOR cursor] [COUNT n]: COUNT at least 1 (none: the
 // server's default); CURSOR "" is the start.
 Status ParseLinks(RespArgs args, proto::LinksRequest* req);
+
+// ---- profile fields ----
+// proto/RESP.md, "Profile fields". RESP carries only strings: a value's type
+// is the one TYPE states, else the command's default (SEG.FIELDSET:
+// string; SEG.FIELDMAX: int). Field names are counted (FIELDS numfields) or
+// stand at a fixed place, so a name is never taken for a keyword.
+
+// "int", "double", "string", "bytes" or "time", whatever its case.
+Status ParseValueType(RespArgs args, size_t at, FieldValue::Type* type);
+// `text` as a value of `type`: int a decimal int64 without '+' or leading
+// zeros; double a decimal or exponent number, inf or -inf (not nan); string
+// valid UTF-8; bytes anything; time Unix seconds (a u32, as ParseRespNumber).
+// InvalidArgument (without the command's name) when it is not one.
+Status ParseTypedValue(std::string_view text, FieldValue::Type type, FieldValue* v);
+// SEG.FIELDSET user [WRITEID id] [TYPE type] [EX seconds | EXAT unix-time]
+// FIELDS numfields name value [name value ...], the part from TYPE on
+// repeated for fields of other types or expiries; one field_set.
+Status ParseFieldSet(RespArgs args, proto::FieldSetRequest* req);
+// SEG.FIELDDEL user [WRITEID id] FIELDS numfields name [name ...].
+Status ParseFieldDelete(RespArgs args, proto::FieldDeleteRequest* req);
+// SEG.INCR user name delta [TTL seconds] [SLIDING] [CAP n] [WRITEID id].
+Status ParseFieldIncrement(RespArgs args, proto::FieldIncrementRequest* req);
+// SEG.FIELDMAX user name value [TYPE int | double | time] [EX seconds |
+// EXAT unix-time] [WRITEID id].
+Status ParseFieldMax(RespArgs args, proto::FieldMaxRequest* req);
 
 // ---- hashes ----
 // A hash's field is a segment ID (ParseRespNumber's form, any u64); its
@@ -203,7 +234,8 @@ void AppendFieldValue(std::optional<uint32_t> attr1, std::optional<uint32_t> att
 // A get's result as SEG.GET answers it: a map of count, stale and the
 // segments in columns (ids, expires, attr1, attr2; ids alone for IDSONLY,
 // none for COUNT), then master and profiles for a merged view (a linked
-// user's read: r.master not empty) and only then.
+// user's read: r.master not empty) and only then, then fields (name to
+// [type, value, expires_at]) when fields were asked (r.fields_asked).
 void WriteGetReply(const GetResult& r, const GetOptions& o, bool stale, proto::RespWriter* w);
 void WriteUpsertReply(const UpsertResult& r, proto::RespWriter* w);
 void WriteTrimReply(const TrimResult& r, proto::RespWriter* w);
@@ -212,6 +244,14 @@ void WriteLinkReply(const LinkResult& r, proto::RespWriter* w);
 // SEG.LINKS's: a map of master, links ([user, expires_at] pairs) and next
 // ("" at the end).
 void WriteLinksReply(const LinksPage& page, proto::RespWriter* w);
+// A profile field's value as its type reads in RESP: int and time an
+// integer, double a double (RESP2: a bulk string), string and bytes a bulk
+// string.
+void WriteFieldValue(const FieldValue& v, proto::RespWriter* w);
+// SEG.FIELDSET's and SEG.FIELDDEL's: a map of changed, count, duplicate.
+void WriteFieldWriteReply(const FieldWriteResult& r, proto::RespWriter* w);
+// SEG.FIELDMAX's: a map of value, replaced, duplicate.
+void WriteFieldMaxReply(const FieldMaxResult& r, proto::RespWriter* w);
 
 // COMMAND's entry for one command, and COMMAND DOCS's.
 void WriteCommandInfo(const RespCommandDef& def, proto::RespWriter* w);

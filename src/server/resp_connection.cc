@@ -361,6 +361,14 @@ void RespConnection::Serve(const RespCommandDef* def, RespArgs args, Pending& p)
       return SegLinks(args, p);
     case RespCmd::kSegConnected:
       return SegConnected(args, p);
+    case RespCmd::kSegFieldset:
+      return SegFieldset(args, p);
+    case RespCmd::kSegFielddel:
+      return SegFielddel(args, p);
+    case RespCmd::kSegIncr:
+      return SegIncr(args, p);
+    case RespCmd::kSegFieldmax:
+      return SegFieldmax(args, p);
     case RespCmd::kDel:
     case RespCmd::kUnlink:
       return Del(args, p);
@@ -887,6 +895,55 @@ void RespConnection::SegConnected(RespArgs args, Pending& p) {
       p, proto::Op::kConnected, req,
       [this](Pending& q, const proto::ConnectedResponse& r, const proto::FrameHeader&) {
         Writer(q).Integer(r.connected ? 1 : 0);
+      });
+}
+
+void RespConnection::SegFieldset(RespArgs args, Pending& p) {
+  proto::FieldSetRequest req;
+  if (Status s = ParseFieldSet(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  Call<proto::FieldWriteResponse>(
+      p, proto::Op::kFieldSet, req,
+      [this](Pending& q, const proto::FieldWriteResponse& r, const proto::FrameHeader&) {
+        proto::RespWriter w = Writer(q);
+        WriteFieldWriteReply(r, &w);
+      });
+}
+
+void RespConnection::SegFielddel(RespArgs args, Pending& p) {
+  proto::FieldDeleteRequest req;
+  if (Status s = ParseFieldDelete(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  Call<proto::FieldWriteResponse>(
+      p, proto::Op::kFieldDelete, req,
+      [this](Pending& q, const proto::FieldWriteResponse& r, const proto::FrameHeader&) {
+        proto::RespWriter w = Writer(q);
+        WriteFieldWriteReply(r, &w);
+      },
+      NullReply());
+}
+
+void RespConnection::SegIncr(RespArgs args, Pending& p) {
+  proto::FieldIncrementRequest req;
+  if (Status s = ParseFieldIncrement(args, &req); !s.ok()) {
+    return ReplyError(p, "ERR", s.message());
+  }
+  // The counter after the increment; null when the cap refused it (a
+  // result, not an error: nothing was written, and the bidder skips).
+  Call<proto::FieldIncrementResponse>(
+      p, proto::Op::kFieldIncrement, req,
+      [this](Pending& q, const proto::FieldIncrementResponse& r, const proto::FrameHeader&) {
+        if (r.capped) return Writer(q).Null();
+        Writer(q).Integer(r.value);
+      });
+}
+
+void RespConnection::SegFieldmax(RespArgs args, Pending& p) {
+  proto::FieldMaxRequest req;
+  if (Status s = ParseFieldMax(args, &req); !s.ok()) return ReplyError(p, "ERR", s.message());
+  Call<proto::FieldMaxResponse>(
+      p, proto::Op::kFieldMax, req,
+      [this](Pending& q, const proto::FieldMaxResponse& r, const proto::FrameHeader&) {
+        proto::RespWriter w = Writer(q);
+        WriteFieldMaxReply(r, &w);
       });
 }
 

@@ -174,6 +174,11 @@ class RespConnection final : public Connection {
   void SegMasterof(RespArgs args, Pending& p);
   void SegLinks(RespArgs args, Pending& p);
   void SegConnected(RespArgs args, Pending& p);
+  // Profile fields: field_set, field_del, field_incr, field_max.
+  void SegFieldset(RespArgs args, Pending& p);
+  void SegFielddel(RespArgs args, Pending& p);
+  void SegIncr(RespArgs args, Pending& p);
+  void SegFieldmax(RespArgs args, Pending& p);
   void Type(RespArgs args, Pending& p);
   void Del(RespArgs args, Pending& p);
   void Exists(RespArgs args, Pending& p);

@@ -19,16 +19,19 @@
 //   and as a simple string or error stays on one line.
 // Each command then goes through every parser of src/server/resp_commands.h
 // (a refusal is InvalidArgument naming the command; what is accepted is
-// consistent with the arguments), and each argument through
+// consistent with the arguments: the profile field commands' names valid,
+// SEG.INCR's delta its argument), and each argument through
 // ParseRespNumber, ParseWriteId and ParseField against a plain
-// reimplementation, and ParseFieldValue (what it accepts, AppendFieldValue
-// writes back alike).
+// reimplementation, ParseFieldValue (what it accepts, AppendFieldValue
+// writes back alike) and ParseTypedValue as each type of profile field
+// (what it accepts is the argument's own value).
 //
 // Seeds: fuzz_seeds writes RESP streams (multibulk, inline, quoted,
 // pipelined, empty commands, each SEG.* command).
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -117,6 +120,92 @@ void CheckArgument(std::string_view a) {
   }
 }
 
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+bool IsFieldName(std::string_view n) { return !n.empty() && n.size() <= proto::kMaxFieldNameBytes; }
+
+// An argument as a profile field's value of each type, against a plain
+// reading of RESP.md's rule: what is accepted is the argument's own value.
+void CheckTypedValue(std::string_view a) {
+  using T = FieldValue::Type;
+  FieldValue v;
+  const Status i = server::ParseTypedValue(a, T::kInt, &v);
+  FUZZ_CHECK(i.ok() || i.code() == Status::Code::kInvalidArgument);
+  if (i.ok()) FUZZ_CHECK(v.type == T::kInt && std::to_string(v.i) == a);
+  // Digits without leading zeros, an optional '-', not "-0": what to_string writes back.
+  const std::string_view digits = a.starts_with('-') ? a.substr(1) : a;
+  if (IsDecimal(digits) && digits.size() <= 18 && (digits.size() == 1 || digits[0] != '0') &&
+      a != "-0") {
+    FUZZ_CHECK(i.ok());
+  }
+  const Status d = server::ParseTypedValue(a, T::kDouble, &v);
+  FUZZ_CHECK(d.ok() || d.code() == Status::Code::kInvalidArgument);
+  if (d.ok()) {
+    FUZZ_CHECK(v.type == T::kDouble && !std::isnan(v.d));
+    FUZZ_CHECK(!a.empty() && !IsSpace(a.front()) && !IsSpace(a.back()));
+  }
+  if (i.ok()) FUZZ_CHECK(d.ok());  // every int reads as a double too
+  const Status s = server::ParseTypedValue(a, T::kString, &v);
+  if (s.ok()) FUZZ_CHECK(v.type == T::kString && v.s == a);
+  if (std::all_of(a.begin(), a.end(), [](char c) { return (c & 0x80) == 0; })) FUZZ_CHECK(s.ok());
+  FUZZ_CHECK(server::ParseTypedValue(a, T::kBytes, &v).ok() && v.type == T::kBytes && v.s == a);
+  const Status t = server::ParseTypedValue(a, T::kTime, &v);
+  FUZZ_CHECK(t.ok() == (FitsU64(a) && (a.size() < 10 || (a.size() == 10 && a <= "4294967295"))));
+  if (t.ok()) FUZZ_CHECK(v.type == T::kTime && std::to_string(v.i) == a);
+}
+
+// The profile field commands' parsers: a refusal names the command; what
+// is accepted has the user, valid names, and what RESP.md says of it.
+void ParseFieldCommands(RespArgs args) {
+  {
+    proto::FieldSetRequest r;
+    const Status s = server::ParseFieldSet(args, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) {
+      FUZZ_CHECK(r.user == args[1]);
+      FUZZ_CHECK(!r.fields.empty() && r.fields.size() <= (args.size() - 2) / 2);
+      for (const FieldUpdate& u : r.fields) {
+        FUZZ_CHECK(IsFieldName(u.name));
+        FUZZ_CHECK(!(u.ttl && u.expiry == 0));
+      }
+    }
+  }
+  {
+    proto::FieldDeleteRequest r;
+    const Status s = server::ParseFieldDelete(args, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) {
+      FUZZ_CHECK(r.user == args[1]);
+      FUZZ_CHECK(r.names.size() + (r.write_id.empty() ? 4 : 6) == args.size());
+      for (const std::string& n : r.names) FUZZ_CHECK(IsFieldName(n));
+    }
+  }
+  if (args.size() < 4) return;  // SEG.INCR's and SEG.FIELDMAX's arity
+  {
+    proto::FieldIncrementRequest r;
+    const Status s = server::ParseFieldIncrement(args, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) {
+      FUZZ_CHECK(r.user == args[1] && r.increment.name == args[2]);
+      FUZZ_CHECK(std::to_string(r.increment.delta) == args[3]);
+      FUZZ_CHECK(r.increment.window == FieldIncrement::Window::kFixed || r.increment.ttl > 0);
+    }
+  }
+  {
+    proto::FieldMaxRequest r;
+    const Status s = server::ParseFieldMax(args, &r);
+    CheckRefusal(s, args);
+    if (s.ok()) {
+      FUZZ_CHECK(r.user == args[1] && r.field.name == args[2]);
+      FUZZ_CHECK(r.field.value.type != FieldValue::Type::kString &&
+                 r.field.value.type != FieldValue::Type::kBytes);
+      FUZZ_CHECK(!(r.field.ttl && r.field.expiry == 0));
+    }
+  }
+}
+
 // Every parser and key lookup on one command, whatever its name.
 void ParseCommand(RespArgs args) {
   const server::RespCommandDef* def = server::FindRespCommand(args[0]);
@@ -137,7 +226,10 @@ void ParseCommand(RespArgs args) {
       CheckRefusal(server::ParseGetOptions(args, 2 + positions.size(), &o), args);
     }
   }
-  for (std::string_view a : args) CheckArgument(a);
+  for (std::string_view a : args) {
+    CheckArgument(a);
+    CheckTypedValue(a);
+  }
   // Hashes: each argument as a field and as a field's value; FIELDS clauses
   // where HTTL and its kin have them, and around.
   for (size_t i = 0; i < args.size(); ++i) {
@@ -233,6 +325,14 @@ void ParseCommand(RespArgs args) {
       FUZZ_CHECK(args.size() == 2 || args.size() == 5);
     }
   }
+  if (o.fields.mode == FieldSelection::Mode::kNames) {
+    FUZZ_CHECK(!o.fields.names.empty());
+    for (const std::string& n : o.fields.names) FUZZ_CHECK(IsFieldName(n));
+  }
+  if (o.fields.mode == FieldSelection::Mode::kPrefix) {
+    FUZZ_CHECK(o.fields.prefix.size() <= proto::kMaxFieldNameBytes);
+  }
+  ParseFieldCommands(args);
 }
 
 // The arguments written back: as a multibulk they read back the same; as a
@@ -267,10 +367,6 @@ void CheckWriteBack(const std::vector<std::string>& args) {
     FUZZ_CHECK(simple.find_first_of("\r\n") == simple.size() - 2 && simple.ends_with("\r\n"));
     FUZZ_CHECK(err.find_first_of("\r\n") == err.size() - 2 && err.ends_with("\r\n"));
   }
-}
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
 // "<integer>\r\n" at stream[*at], stepped over; false when not there.

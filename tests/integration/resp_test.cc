@@ -733,7 +733,7 @@ TEST_F(RespTest, LinkCommandErrorsNameTheCommandAndTheArgument) {
             "-ERR SEG.LINKS: unknown option 'MATCH' (CURSOR, COUNT)\r\n");
   EXPECT_EQ(c->Call({"SEG.GET", "u", "OWNED"}),
             "-ERR SEG.GET: unknown option 'OWNED' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, "
-            "IDSONLY, OWN)\r\n");
+            "IDSONLY, OWN, FIELDS, ALLFIELDS, FIELDPREFIX)\r\n");
   // The operation's own refusals come back with their status's prefix.
   EXPECT_EQ(c->Call({"SEG.LINK", "u", "u"}), "-ERR a user cannot be linked to itself\r\n");
   const std::string big = c->Call({"SEG.LINK", std::string(300, 'k'), "m"});
@@ -797,6 +797,412 @@ TEST_F(RespTest, MetricsCountCommandsAndErrors) {
   EXPECT_EQ(after.resp_errors[static_cast<size_t>(RespCmd::kSegLinks)], 1u);
   EXPECT_EQ(after.resp_commands[static_cast<size_t>(RespCmd::kSegConnected)], 1u);
   EXPECT_EQ(RespSlotName(static_cast<size_t>(RespCmd::kSegMasterof)), "seg.masterof");
+}
+
+// ---- profile fields (proto/RESP.md, "Profile fields") ----
+
+// A map of changed, count, duplicate: SEG.FIELDSET's and SEG.FIELDDEL's reply.
+std::string FieldWrite2(int changed, int count) {
+  return "*6\r\n$7\r\nchanged\r\n:" + std::to_string(changed) +
+         "\r\n$5\r\ncount\r\n:" + std::to_string(count) + "\r\n$9\r\nduplicate\r\n:0\r\n";
+}
+
+TEST_F(RespTest, FieldCommandsAnswerInRespTwoByteForByte) {
+  Start();
+  auto c = Connect();
+  // Without TYPE a value is a string; one command sets fields of every type,
+  // each group with its own TYPE and expiry.
+  EXPECT_EQ(c->Call({"SEG.FIELDSET", "u1", "FIELDS", "2", "country", "FR", "city", "Paris"}),
+            FieldWrite2(2, 2));
+  EXPECT_EQ(c->Call({"seg.fieldset", "u1",     "type",   "INT",
+                     "FIELDS",       "1",      "visits", "-3",
+                     "TYPE",         "double", "FIELDS", "1",
+                     "score",        "0.75",   "TYPE",   "bytes",
+                     "FIELDS",       "1",      "blob",   std::string("\x00\xff", 2),
+                     "EX",           "3600",   "TYPE",   "time",
+                     "FIELDS",       "1",      "seen",   "1790000000"}),
+            FieldWrite2(4, 6));
+  // A profile of fields alone: count 0, no IDs; fields only when asked,
+  // names in bytewise order, each [type, value, expires_at].
+  const std::string blob =
+      "$4\r\nblob\r\n*3\r\n$5\r\nbytes\r\n$2\r\n" + std::string("\x00\xff", 2) + "\r\n:0\r\n";
+  const std::string city = "$4\r\ncity\r\n*3\r\n$6\r\nstring\r\n$5\r\nParis\r\n:0\r\n";
+  const std::string country = "$7\r\ncountry\r\n*3\r\n$6\r\nstring\r\n$2\r\nFR\r\n:0\r\n";
+  const std::string score = "$5\r\nscore\r\n*3\r\n$6\r\ndouble\r\n$4\r\n0.75\r\n:0\r\n";
+  const std::string seen = "$4\r\nseen\r\n*3\r\n$4\r\ntime\r\n:1790000000\r\n:1790003600\r\n";
+  const std::string visits = "$6\r\nvisits\r\n*3\r\n$3\r\nint\r\n:-3\r\n:0\r\n";
+  const std::string head =
+      "*8\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n$6\r\nfields\r\n";
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "ALLFIELDS"}),
+            head + "*12\r\n" + blob + city + country + score + seen + visits);
+  EXPECT_EQ(c->Call({"SEG.GET", "u1"}),
+            "*6\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "3", "visits", "nosuch", "seen", "IDSONLY"}),
+            head + "*4\r\n" + seen + visits);
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDPREFIX", "c"}), head + "*4\r\n" + city + country);
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDPREFIX", "zz"}), head + "*0\r\n");
+  // Beside segments, after them; the segment options leave fields alone.
+  ASSERT_EQ(c->Call({"SEG.UPSERT", "u1", "7", "0"}).substr(0, 5), "*10\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "COUNT", "FIELDS", "1", "city"}),
+            "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n"
+            "$6\r\nfields\r\n*2\r\n" +
+                city);
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "1", "city"}),
+            "*10\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n7\r\n"
+            "$7\r\nexpires\r\n*1\r\n:0\r\n$6\r\nfields\r\n*2\r\n" +
+                city);
+  EXPECT_EQ(c->Call({"SEG.MGET", "2", "u1", "nobody", "IDSONLY", "FIELDS", "1", "visits"}),
+            "*2\r\n*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n7\r\n"
+            "$6\r\nfields\r\n*2\r\n" +
+                visits + "$-1\r\n");
+
+  // SEG.INCR: the new value.
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "visits", "5"}), ":2\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "visits", "-2"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "new", "0"}), ":0\r\n");
+  // SEG.FIELDMAX: the field's value after it, and whether the one given won.
+  EXPECT_EQ(
+      c->Call({"SEG.FIELDMAX", "u1", "seen", "1790000500", "TYPE", "time"}),
+      "*6\r\n$5\r\nvalue\r\n:1790000500\r\n$8\r\nreplaced\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(
+      c->Call({"SEG.FIELDMAX", "u1", "seen", "1790000400", "TYPE", "time"}),
+      "*6\r\n$5\r\nvalue\r\n:1790000500\r\n$8\r\nreplaced\r\n:0\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDMAX", "u1", "score", "0.5", "TYPE", "DOUBLE"}),
+            "*6\r\n$5\r\nvalue\r\n$4\r\n0.75\r\n$8\r\nreplaced\r\n:0\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDMAX", "u1", "score", "1e3", "TYPE", "double"}),
+            "*6\r\n$5\r\nvalue\r\n$4\r\n1000\r\n$8\r\nreplaced\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  // Without TYPE, an int; an absent field takes the value and its expiry.
+  EXPECT_EQ(c->Call({"SEG.FIELDMAX", "u1", "best", "-7", "EX", "60"}),
+            "*6\r\n$5\r\nvalue\r\n:-7\r\n$8\r\nreplaced\r\n:1\r\n$9\r\nduplicate\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "IDSONLY", "FIELDS", "5", "best", "score", "seen", "visits",
+                     "new"}),
+            "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n7\r\n"
+            "$6\r\nfields\r\n*10\r\n"
+            "$4\r\nbest\r\n*3\r\n$3\r\nint\r\n:-7\r\n:1790000060\r\n"
+            "$3\r\nnew\r\n*3\r\n$3\r\nint\r\n:0\r\n:0\r\n"
+            "$5\r\nscore\r\n*3\r\n$6\r\ndouble\r\n$4\r\n1000\r\n:0\r\n"
+            "$4\r\nseen\r\n*3\r\n$4\r\ntime\r\n:1790000500\r\n:0\r\n"
+            "$6\r\nvisits\r\n*3\r\n$3\r\nint\r\n:0\r\n:0\r\n");
+
+  // SEG.FIELDDEL: how many of the names were live, and the live fields left.
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "u1", "FIELDS", "3", "city", "nosuch", "city"}),
+            FieldWrite2(1, 7));
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "nobody", "FIELDS", "1", "city"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "u1", "WRITEID", "0123456789abcdef0123456789ABCDEF", "FIELDS",
+                     "1", "nosuch"}),
+            FieldWrite2(0, 7));
+  // A profile of fields alone is a profile: DEL counts it.
+  ASSERT_EQ(c->Call({"SEG.FIELDSET", "u2", "FIELDS", "1", "a", "b"}), FieldWrite2(1, 1));
+  EXPECT_EQ(c->Call({"SEG.COUNT", "u2"}), ":0\r\n");
+  // As a hash (a user's live segments) it does not exist; DEL still deletes it.
+  EXPECT_EQ(c->Call({"EXISTS", "u2"}), ":0\r\n");
+  EXPECT_EQ(c->Call({"TYPE", "u2"}), "+none\r\n");
+  EXPECT_EQ(c->Call({"HGETALL", "u2"}), "*0\r\n");
+  EXPECT_EQ(c->Call({"DEL", "u2"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u2", "ALLFIELDS"}), "$-1\r\n");
+  // Deleting the last field of a profile without segments removes it.
+  ASSERT_EQ(c->Call({"SEG.FIELDSET", "u3", "FIELDS", "1", "a", "b"}), FieldWrite2(1, 1));
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "u3", "FIELDS", "1", "a"}), FieldWrite2(1, 0));
+  EXPECT_EQ(c->Call({"SEG.GET", "u3"}), "$-1\r\n");
+}
+
+TEST_F(RespTest, FieldCommandsAnswerInRespThree) {
+  Start();
+  auto c = Connect();
+  ASSERT_EQ(c->Call({"HELLO", "3"}).substr(0, 4), "%8\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDSET", "u1", "TYPE", "double", "FIELDS", "2", "score", "-0.125",
+                     "big", "+inf"}),
+            "%3\r\n$7\r\nchanged\r\n:2\r\n$5\r\ncount\r\n:2\r\n$9\r\nduplicate\r\n#f\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "ALLFIELDS"}),
+            "%4\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n#f\r\n$3\r\nids\r\n*0\r\n"
+            "$6\r\nfields\r\n%2\r\n"
+            "$3\r\nbig\r\n*3\r\n$6\r\ndouble\r\n,inf\r\n:0\r\n"
+            "$5\r\nscore\r\n*3\r\n$6\r\ndouble\r\n,-0.125\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDSET", "u2", "TYPE", "double", "FIELDS", "3", "a", ".5", "b", "1E6",
+                     "c", "-inf"}),
+            "%3\r\n$7\r\nchanged\r\n:3\r\n$5\r\ncount\r\n:3\r\n$9\r\nduplicate\r\n#f\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u2", "ALLFIELDS"}),
+            "%4\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n#f\r\n$3\r\nids\r\n*0\r\n"
+            "$6\r\nfields\r\n%3\r\n"
+            "$1\r\na\r\n*3\r\n$6\r\ndouble\r\n,0.5\r\n:0\r\n"
+            "$1\r\nb\r\n*3\r\n$6\r\ndouble\r\n,1e+06\r\n:0\r\n"
+            "$1\r\nc\r\n*3\r\n$6\r\ndouble\r\n,-inf\r\n:0\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDMAX", "u1", "score", "2.5", "TYPE", "double"}),
+            "%3\r\n$5\r\nvalue\r\n,2.5\r\n$8\r\nreplaced\r\n#t\r\n$9\r\nduplicate\r\n#f\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "cap", "1", "CAP", "1"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "cap", "1", "CAP", "1"}), "_\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "nobody", "FIELDS", "1", "cap"}), "_\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "nobody", "ALLFIELDS"}), "_\r\n");
+}
+
+TEST_F(RespTest, CountersRefuseAtTheCapAndKeepFixedOrSlidingWindows) {
+  Start();
+  auto c = Connect();
+  // "At most 2 a day": a fixed window, set when the counter is made.
+  const std::vector<std::string> day = {"SEG.INCR", "u1",    "cap:77", "1",
+                                        "TTL",      "86400", "CAP",    "2"};
+  EXPECT_EQ(c->Call(day), ":1\r\n");
+  clock_.Advance(3600);
+  EXPECT_EQ(c->Call(day), ":2\r\n");
+  // Refused: null, nothing written (the count and its expiry stay).
+  EXPECT_EQ(c->Call(day), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "1", "cap:77"}),
+            "*8\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n$6\r\nfields\r\n"
+            "*2\r\n$6\r\ncap:77\r\n*3\r\n$3\r\nint\r\n:2\r\n:1790086400\r\n");
+  clock_.Advance(86400 - 3600 - 1);
+  EXPECT_EQ(c->Call(day), "$-1\r\n");
+  clock_.Advance(1);  // the window ends: a new counter, a new window
+  EXPECT_EQ(c->Call(day), ":1\r\n");
+  // A delta may be negative, and the cap a floor then.
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "floor", "-5", "CAP", "-5"}), ":-5\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "floor", "-1", "CAP", "-5"}), "$-1\r\n");
+  // Upwards, the same cap is a ceiling the counter is already past.
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "floor", "1", "CAP", "-5"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "floor", "1"}), ":-4\r\n");
+
+  // Fixed: later increments keep the first expiry. Sliding: each sets it anew.
+  const std::vector<std::string> fixed = {"SEG.INCR", "u1", "fixed", "1", "TTL", "100"};
+  const std::vector<std::string> sliding = {"SEG.INCR", "u1",  "sliding", "1",
+                                            "TTL",      "100", "SLIDING"};
+  EXPECT_EQ(c->Call(fixed), ":1\r\n");
+  EXPECT_EQ(c->Call(sliding), ":1\r\n");
+  clock_.Advance(60);
+  EXPECT_EQ(c->Call(fixed), ":2\r\n");
+  EXPECT_EQ(c->Call(sliding), ":2\r\n");
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "2", "fixed", "sliding"}),
+            "*8\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n$6\r\nfields\r\n"
+            "*4\r\n$5\r\nfixed\r\n*3\r\n$3\r\nint\r\n:2\r\n:" +
+                std::to_string(clock_.Now() + 40) +
+                "\r\n$7\r\nsliding\r\n*3\r\n$3\r\nint\r\n:2\r\n:" +
+                std::to_string(clock_.Now() + 100) + "\r\n");
+  clock_.Advance(60);
+  EXPECT_EQ(c->Call(fixed), ":1\r\n");    // expired at 100 s: counted afresh
+  EXPECT_EQ(c->Call(sliding), ":3\r\n");  // alive until 160 s
+  // A counter past 2^63-1 is an error, not a wrap; nothing written.
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "big", "9223372036854775807"}), ":9223372036854775807\r\n");
+  const std::string overflow = c->Call({"SEG.INCR", "u1", "big", "1"});
+  EXPECT_EQ(overflow, "-ERR field 'big': 9223372036854775807 + 1 overflows 64 bits\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "u1", "big", "-9223372036854775808"}), ":-1\r\n");
+}
+
+TEST_F(RespTest, FieldsExpireAsTheirExOrExatSays) {
+  Start();
+  auto c = Connect();
+  EXPECT_EQ(
+      c->Call({"SEG.FIELDSET", "u1", "EX", "10", "FIELDS", "1", "a",      "1", "EXAT", "1790000020",
+               "FIELDS",       "1",  "b",  "2",  "EXAT",   "0", "FIELDS", "1", "c",    "3"}),
+      FieldWrite2(3, 3));
+  const std::string head =
+      "*8\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n$6\r\nfields\r\n";
+  const std::string a = "$1\r\na\r\n*3\r\n$6\r\nstring\r\n$1\r\n1\r\n:1790000010\r\n";
+  const std::string b = "$1\r\nb\r\n*3\r\n$6\r\nstring\r\n$1\r\n2\r\n:1790000020\r\n";
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "2", "a", "b"}), head + "*4\r\n" + a + b);
+  clock_.Advance(10);  // a is expired from its expiry's second on
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "2", "a", "b"}), head + "*2\r\n" + b);
+  // A field set again takes exactly the expiry given: none here.
+  EXPECT_EQ(c->Call({"SEG.FIELDSET", "u1", "FIELDS", "1", "b", "2"}), FieldWrite2(1, 2));
+  clock_.Advance(100);
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "FIELDS", "1", "b"}),
+            head + "*2\r\n$1\r\nb\r\n*3\r\n$6\r\nstring\r\n$1\r\n2\r\n:0\r\n");
+  // The binary protocol's refusal of a time not in the future.
+  const std::string past =
+      c->Call({"SEG.FIELDSET", "u1", "EXAT", "1790000000", "FIELDS", "1", "d", "x"});
+  EXPECT_EQ(past.substr(0, 5), "-ERR ") << past;
+  // Once every field expired, the profile is gone.
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "u1", "FIELDS", "2", "b", "c"}), FieldWrite2(2, 0));
+  EXPECT_EQ(c->Call({"SEG.GET", "u1", "ALLFIELDS"}), "$-1\r\n");
+}
+
+TEST_F(RespTest, ALinkedUsersFieldWritesLandOnItsMaster) {
+  Start();
+  auto c = Connect();
+  LinkFixture(c.get());
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(c->Call({"SEG.LINK", "phone", "home"}).substr(0, 4), "*6\r\n");
+  // Counted through any ID of the group, the person is counted.
+  EXPECT_EQ(c->Call({"SEG.INCR", "phone", "cap", "1", "CAP", "2"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "home", "cap", "1", "CAP", "2"}), ":2\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "phone", "cap", "1", "CAP", "2"}), "$-1\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDSET", "phone", "FIELDS", "1", "country", "FR"}), FieldWrite2(1, 2));
+  EXPECT_EQ(c->Call({"SEG.FIELDMAX", "phone", "seen", "5"}).substr(0, 19),
+            "*6\r\n$5\r\nvalue\r\n:5\r\n");
+  const std::string fields =
+      "$6\r\nfields\r\n*6\r\n$3\r\ncap\r\n*3\r\n$3\r\nint\r\n:2\r\n:0\r\n"
+      "$7\r\ncountry\r\n*3\r\n$6\r\nstring\r\n$2\r\nFR\r\n:0\r\n"
+      "$4\r\nseen\r\n*3\r\n$3\r\nint\r\n:5\r\n:0\r\n";
+  // The merged view carries the master's fields; OWN, the user's own.
+  EXPECT_EQ(c->Call({"SEG.GET", "phone", "IDSONLY", "ALLFIELDS"}),
+            "*12\r\n$5\r\ncount\r\n:2\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*2\r\n$1\r\n1\r\n"
+            "$1\r\n3\r\n$6\r\nmaster\r\n$4\r\nhome\r\n$8\r\nprofiles\r\n:2\r\n" +
+                fields);
+  EXPECT_EQ(
+      c->Call({"SEG.GET", "home", "IDSONLY", "OWN", "ALLFIELDS"}),
+      "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n1\r\n" + fields);
+  EXPECT_EQ(c->Call({"SEG.GET", "phone", "IDSONLY", "OWN", "ALLFIELDS"}),
+            "*8\r\n$5\r\ncount\r\n:1\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*1\r\n$1\r\n3\r\n"
+            "$6\r\nfields\r\n*0\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "phone", "FIELDS", "1", "country"}), FieldWrite2(1, 2));
+  // Unlinked, the user's writes are its own again.
+  EXPECT_EQ(c->Call({"SEG.UNLINK", "phone"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "phone", "cap", "1", "CAP", "2"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.INCR", "home", "cap", "1", "CAP", "2"}), "$-1\r\n");
+}
+
+TEST_F(RespTest, FieldCommandErrorsNameTheCommandAndWriteNothing) {
+  Start();
+  auto c = Connect();
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"seg.fieldset", {"SEG.FIELDSET", "u", "FIELDS", "1", "a"}},
+           {"seg.fielddel", {"SEG.FIELDDEL", "u", "FIELDS", "1"}},
+           {"seg.incr", {"SEG.INCR", "u", "n"}},
+           {"seg.fieldmax", {"SEG.FIELDMAX", "u", "n"}}}) {
+    EXPECT_EQ(c->Call(args), "-ERR wrong number of arguments for '" + name + "' command\r\n");
+  }
+  const std::string long_name(65, 'n');
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      // SEG.FIELDSET
+      {{"SEG.FIELDSET", "u", "a", "1", "b", "2"},
+       "SEG.FIELDSET: unknown option 'a' (WRITEID, TYPE, EX, EXAT, FIELDS)"},
+      {{"SEG.FIELDSET", "u", "FIELDS", "2", "a", "1", "b"},
+       "SEG.FIELDSET: FIELDS 2: the numfields parameter must match the number of name value "
+       "pairs that follow"},
+      {{"SEG.FIELDSET", "u", "FIELDS", "0", "a", "1"},
+       "SEG.FIELDSET: FIELDS needs numfields, a whole number greater than 0"},
+      {{"SEG.FIELDSET", "u", "FIELDS", "1", "a", "1", "TYPE", "int"},
+       "SEG.FIELDSET: TYPE, EX and EXAT must come before a FIELDS"},
+      {{"SEG.FIELDSET", "u", "TYPE", "float", "FIELDS", "1", "a", "1"},
+       "SEG.FIELDSET: unknown TYPE 'float' (int, double, string, bytes, time)"},
+      {{"SEG.FIELDSET", "u", "TYPE", "int", "TYPE", "int", "FIELDS", "1", "a", "1"},
+       "SEG.FIELDSET: TYPE given twice before one FIELDS"},
+      {{"SEG.FIELDSET", "u", "TYPE", "int", "FIELDS", "1", "a", "1.5"},
+       "SEG.FIELDSET: field 'a': '1.5' is not an int: a whole number from -9223372036854775808 "
+       "to 9223372036854775807 without '+' or leading zeros"},
+      {{"SEG.FIELDSET", "u", "TYPE", "int", "FIELDS", "1", "a", "9223372036854775808"},
+       "SEG.FIELDSET: field 'a': '9223372036854775808' is not an int: a whole number from "
+       "-9223372036854775808 to 9223372036854775807 without '+' or leading zeros"},
+      {{"SEG.FIELDSET", "u", "TYPE", "int", "FIELDS", "1", "a", "007"},
+       "SEG.FIELDSET: field 'a': '007' is not an int: a whole number from -9223372036854775808 "
+       "to 9223372036854775807 without '+' or leading zeros"},
+      {{"SEG.FIELDSET", "u", "TYPE", "double", "FIELDS", "1", "a", "nan"},
+       "SEG.FIELDSET: field 'a': 'nan' is not a double: a decimal number (3.5, -1e-3), inf or "
+       "-inf"},
+      {{"SEG.FIELDSET", "u", "TYPE", "double", "FIELDS", "1", "a", "1e999"},
+       "SEG.FIELDSET: field 'a': '1e999' is not a double: a decimal number (3.5, -1e-3), inf "
+       "or -inf"},
+      {{"SEG.FIELDSET", "u", "TYPE", "double", "FIELDS", "1", "a", " 1"},
+       "SEG.FIELDSET: field 'a': ' 1' is not a double: a decimal number (3.5, -1e-3), inf or "
+       "-inf"},
+      {{"SEG.FIELDSET", "u", "TYPE", "time", "FIELDS", "1", "a", "4294967296"},
+       "SEG.FIELDSET: field 'a': '4294967296' is not a time: Unix seconds from 0 to "
+       "4294967295 without sign or leading zeros"},
+      {{"SEG.FIELDSET", "u", "FIELDS", "1", "a", std::string("\xff\xfe", 2)},
+       "SEG.FIELDSET: field 'a': the value is not UTF-8 text: give TYPE bytes for a value of "
+       "any bytes"},
+      {{"SEG.FIELDSET", "u", "FIELDS", "1", "", "1"},
+       "SEG.FIELDSET: a field name is empty (names are 1 to 64 bytes)"},
+      {{"SEG.FIELDSET", "u", "FIELDS", "1", long_name, "1"},
+       "SEG.FIELDSET: field name 'nnnnnnnnnnnnnnnn...' is 65 bytes; the limit is 64"},
+      {{"SEG.FIELDSET", "u", "EX", "0", "FIELDS", "1", "a", "1"},
+       "SEG.FIELDSET: EX must be at least 1 (without EX: never)"},
+      {{"SEG.FIELDSET", "u", "EX", "1", "EXAT", "5", "FIELDS", "1", "a", "1"},
+       "SEG.FIELDSET: give one of EX and EXAT, once, before one FIELDS"},
+      {{"SEG.FIELDSET", "u", "WRITEID", "xyz", "FIELDS", "1", "a", "1"},
+       "SEG.FIELDSET: WRITEID must be 32 hexadecimal digits"},
+      // SEG.FIELDDEL
+      {{"SEG.FIELDDEL", "u", "a", "b", "c"},
+       "SEG.FIELDDEL: expected FIELDS numfields name [name ...], not 'a'"},
+      {{"SEG.FIELDDEL", "u", "FIELDS", "1", "a", "b"},
+       "SEG.FIELDDEL: FIELDS 1: the numfields parameter must match the number of names that "
+       "follow"},
+      {{"SEG.FIELDDEL", "u", "FIELDS", "1", long_name},
+       "SEG.FIELDDEL: field name 'nnnnnnnnnnnnnnnn...' is 65 bytes; the limit is 64"},
+      // SEG.INCR
+      {{"SEG.INCR", "u", "n", "+1"},
+       "SEG.INCR: delta must be a whole number from -9223372036854775808 to "
+       "9223372036854775807 without '+' or leading zeros, not '+1'"},
+      {{"SEG.INCR", "u", "n", "1", "SLIDING"},
+       "SEG.INCR: SLIDING needs TTL seconds, at least 1: the window each increment starts "
+       "again"},
+      {{"SEG.INCR", "u", "n", "1", "TTL", "-1"},
+       "SEG.INCR: TTL must be a whole number from 0 to 4294967295 written without sign or "
+       "leading zeros, not '-1'"},
+      {{"SEG.INCR", "u", "n", "1", "CAP"},
+       "SEG.INCR: CAP must be a whole number from -9223372036854775808 to 9223372036854775807 "
+       "without '+' or leading zeros"},
+      {{"SEG.INCR", "u", "n", "1", "CAP", "1", "CAP", "2"}, "SEG.INCR: CAP given twice"},
+      {{"SEG.INCR", "u", "n", "1", "WINDOW", "fixed"},
+       "SEG.INCR: unknown option 'WINDOW' (TTL, SLIDING, CAP, WRITEID)"},
+      {{"SEG.INCR", "u", "", "1"}, "SEG.INCR: a field name is empty (names are 1 to 64 bytes)"},
+      // SEG.FIELDMAX
+      {{"SEG.FIELDMAX", "u", "n", "1", "TYPE", "string"},
+       "SEG.FIELDMAX: TYPE must be int, double or time: only numbers and times compare"},
+      {{"SEG.FIELDMAX", "u", "n", "1.5"},
+       "SEG.FIELDMAX: field 'n': '1.5' is not an int: a whole number from "
+       "-9223372036854775808 to 9223372036854775807 without '+' or leading zeros"},
+      {{"SEG.FIELDMAX", "u", "n", "1", "PX", "5"},
+       "SEG.FIELDMAX: unknown option 'PX' (TYPE, EX, EXAT, WRITEID)"},
+      // SEG.GET's field options
+      {{"SEG.GET", "u", "ALLFIELDS", "FIELDPREFIX", "a"},
+       "SEG.GET: give one of FIELDS, ALLFIELDS and FIELDPREFIX, once"},
+      {{"SEG.GET", "u", "FIELDS", "3", "a", "b"},
+       "SEG.GET: FIELDS 3: the numfields parameter must match the number of names that follow"},
+      {{"SEG.GET", "u", "FIELDPREFIX", long_name},
+       "SEG.GET: FIELDPREFIX is 65 bytes; the limit is 64"},
+      {{"SEG.MGET", "1", "u", "FIELDS", "1", ""},
+       "SEG.MGET: a field name is empty (names are 1 to 64 bytes)"},
+      {{"SEG.GET", "u", "FIELD"},
+       "SEG.GET: unknown option 'FIELD' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN, "
+       "FIELDS, ALLFIELDS, FIELDPREFIX)"},
+  };
+  for (const auto& [args, message] : refused) {
+    EXPECT_EQ(c->Call(args), "-ERR " + message + "\r\n") << args[0] << " " << args[1];
+  }
+  EXPECT_EQ(c->Call({"DBSIZE"}), ":0\r\n");
+  // The operation's own refusals, with their status's prefix.
+  ASSERT_EQ(c->Call({"SEG.FIELDSET", "u", "FIELDS", "1", "s", "text"}), FieldWrite2(1, 1));
+  const std::string twice = c->Call({"SEG.FIELDSET", "u", "FIELDS", "2", "a", "1", "a", "2"});
+  EXPECT_EQ(twice, "-ERR field 'a' appears twice in one write\r\n");
+  const std::string large =
+      c->Call({"SEG.FIELDSET", "u", "FIELDS", "1", "a", std::string(1025, 'x')});
+  EXPECT_EQ(large.substr(0, 7), "-LIMIT ") << large;
+  const std::string not_int = c->Call({"SEG.INCR", "u", "s", "1"});
+  EXPECT_EQ(not_int.substr(0, 5), "-ERR ") << not_int;
+  const std::string other_type = c->Call({"SEG.FIELDMAX", "u", "s", "1"});
+  EXPECT_EQ(other_type.substr(0, 5), "-ERR ") << other_type;
+  std::vector<std::string> many = {"SEG.GET", "u", "FIELDS", "257"};
+  for (int i = 0; i < 257; ++i) many.push_back("f" + std::to_string(i));
+  const std::string over = c->Call(many);
+  EXPECT_EQ(over, "-LIMIT get: fields: 257 names, the limit is 256\r\n");
+  // Nothing but the one field was written by any of it.
+  EXPECT_EQ(c->Call({"SEG.GET", "u", "ALLFIELDS"}),
+            "*8\r\n$5\r\ncount\r\n:0\r\n$5\r\nstale\r\n:0\r\n$3\r\nids\r\n*0\r\n$6\r\nfields\r\n"
+            "*2\r\n$1\r\ns\r\n*3\r\n$6\r\nstring\r\n$4\r\ntext\r\n:0\r\n");
+  // A field name is never taken for a keyword: it is counted, or fixed in place.
+  EXPECT_EQ(c->Call({"SEG.FIELDSET", "k", "FIELDS", "2", "TYPE", "EX", "FIELDS", "WRITEID"}),
+            FieldWrite2(2, 2));
+  EXPECT_EQ(c->Call({"SEG.INCR", "k", "CAP", "1"}), ":1\r\n");
+  EXPECT_EQ(c->Call({"SEG.FIELDDEL", "k", "FIELDS", "1", "FIELDS"}), FieldWrite2(1, 2));
+  // Keys as COMMAND reports them: the user alone.
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "SEG.INCR", "u", "n", "1", "CAP", "3"}),
+            "*1\r\n$1\r\nu\r\n");
+  EXPECT_EQ(c->Call({"COMMAND", "GETKEYS", "SEG.FIELDSET", "u", "FIELDS", "1", "a", "b"}),
+            "*1\r\n$1\r\nu\r\n");
+  EXPECT_EQ(c->Call({"COMMAND", "INFO", "seg.incr"}),
+            "*1\r\n*10\r\n$8\r\nseg.incr\r\n:-4\r\n*2\r\n+write\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"
+            "*0\r\n*0\r\n*0\r\n*0\r\n");
+}
+
+TEST_F(RespTest, RedisCliDrivesFields) {
+  Start();
+  EXPECT_EQ(Cli("SEG.FIELDSET u1 FIELDS 1 country FR TYPE double FIELDS 1 score 0.5"),
+            "changed\n2\ncount\n2\nduplicate\n0\n");
+  EXPECT_EQ(Cli("SEG.INCR u1 cap 1 TTL 86400 CAP 1"), "1\n");
+  EXPECT_EQ(Cli("--no-raw SEG.INCR u1 cap 1 TTL 86400 CAP 1"), "(nil)\n");
+  EXPECT_EQ(Cli("-3 --no-raw SEG.GET u1 FIELDS 2 score cap"),
+            "1# \"count\" => (integer) 0\n2# \"stale\" => (false)\n3# \"ids\" => (empty array)\n"
+            "4# \"fields\" => \n   1# \"cap\" => \n      1) \"int\"\n      2) (integer) 1\n"
+            "      3) (integer) 1790086400\n   2# \"score\" => \n      1) \"double\"\n"
+            "      2) (double) 0.5\n      3) (integer) 0\n");
 }
 
 }  // namespace
