@@ -362,13 +362,15 @@ TEST(ParseGetOptionsTest, RefusalsNameTheCommandAndTheArgument) {
   EXPECT_EQ(refusal({"seg.get", "u", "LIMIT", "01"}),
             "SEG.GET: " + NotNumber("LIMIT", UINT32_MAX, "01"));
   EXPECT_EQ(refusal({"seg.get", "u", "COUNT", "FOO"}),
-            "SEG.GET: unknown option 'FOO' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN)");
+            "SEG.GET: unknown option 'FOO' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN, "
+            "FIELDS, ALLFIELDS, FIELDPREFIX)");
   EXPECT_EQ(refusal({"seg.get", "u", "5"}),
-            "SEG.GET: unknown option '5' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN)");
+            "SEG.GET: unknown option '5' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN, "
+            "FIELDS, ALLFIELDS, FIELDPREFIX)");
   GetOptions o;
-  EXPECT_EQ(
-      Refusal(ParseGetOptions(Args{"Seg.MGet", "1", "u", "bogus"}, 3, &o)),
-      "SEG.MGET: unknown option 'bogus' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, OWN)");
+  EXPECT_EQ(Refusal(ParseGetOptions(Args{"Seg.MGet", "1", "u", "bogus"}, 3, &o)),
+            "SEG.MGET: unknown option 'bogus' (WINDOW, NOTEXPIRING, IDS, COUNT, LIMIT, IDSONLY, "
+            "OWN, FIELDS, ALLFIELDS, FIELDPREFIX)");
 }
 
 // ---- SEG.UPSERT ----
