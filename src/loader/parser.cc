@@ -341,6 +341,8 @@ Status ParseGrouped(std::string_view line, const ParseOptions& options, ParsedLi
 
 std::string Quoted(std::string_view text) { return Quote(text); }
 
+bool ParseIsoTime(std::string_view text, int64_t* seconds) { return ParseIso8601(text, seconds); }
+
 Status ParseWhen(std::string_view text, const ParseOptions& options, uint32_t* value, bool* ttl) {
   if (text.empty()) return Status::InvalidArgument("TTL or expiry is empty");
   if (text == "never") {

@@ -87,6 +87,11 @@ class LineParser {
 // if it is malformed, zero, in the past or beyond 32-bit Unix time).
 Status ParseWhen(std::string_view text, const ParseOptions& options, uint32_t* value, bool* ttl);
 
+// "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)" into Unix seconds (the
+// fraction dropped; before 1970 negative). False when `text` is not of that
+// form or names no real time (a 13th month, a 31st of April).
+bool ParseIsoTime(std::string_view text, int64_t* seconds);
+
 // `text` for a reason: in double quotes, cut at 40 bytes (then its length
 // follows), control bytes escaped as \xNN.
 std::string Quoted(std::string_view text);

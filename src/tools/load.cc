@@ -968,10 +968,452 @@ class LinkLoader : public LoadBase {
   uint64_t lines_ = 0, links_ = 0, linked_ = 0, moved_ = 0, failed_links_ = 0;
 };
 
+// `segctl load --fields`: one field a row, its rows gathered by user into
+// field_set requests. A user's group stays open while the open groups fit
+// in o_.memory_bytes (as the segment loader groups rows), so that the rows
+// of one user anywhere near each other in the file cost one request; it is
+// sent when it holds max_fields_ fields or about frame_budget_ bytes, when
+// the open groups take more memory than that (the oldest first), and at the
+// end of its file. A name given twice in one group: the later row wins.
+// Groups of one user are sent one after the other, in file order (a later
+// row's value wins across groups too); the others go side by side, at most
+// o_.connections * o_.in_flight at once. The server's fields are not
+// replicated through a cluster's log, so this talks to one server over
+// plain AsyncClient connections (a cluster node answers Unsupported, and the
+// load stops). A group the server refuses as a whole (InvalidArgument,
+// LimitExceeded: a field over a limit the parser could not know, a profile
+// past max_fields) is sent again a field at a time, so that only the bad
+// rows fail, each reported with its line.
+class FieldLoader : public LoadBase {
+ public:
+  explicit FieldLoader(const LoadOptions& o) : LoadBase(o) {}
+
+  int Run() {
+    Begin();
+    if (!o_.dry_run) {
+      if (Status s = ConnectAll(); !s.ok()) {
+        std::fprintf(stderr, "segctl load: %s\n", s.ToString().c_str());
+        return 2;
+      }
+    }
+    for (uint32_t f = 0; f < o_.files.size(); ++f) {
+      if (!ReadFile(f)) break;
+    }
+    Drain();
+    EndProgress();
+    return Summary();
+  }
+
+ private:
+  static constexpr size_t kWindow = 4096;  // groups closed and not finished, at most
+  // Fields in one field_set: the server's max_fields (its default; hello
+  // does not say it), and never more than its max_segments.
+  static constexpr uint32_t kMaxFieldsPerRequest = 256;
+
+  // One field_set: a user's fields (a name once) and the lines they came from.
+  struct Group {
+    std::string user;
+    uint64_t key = 0;  // XXH3 of the user: its queue
+    uint32_t file = 0;
+    std::vector<FieldUpdate> fields;
+    std::vector<uint64_t> lines;  // lines[i]: the line of fields[i]
+    size_t bytes = 0;             // about what it takes in a request
+    size_t memory = 0;            // about what it takes here, while open
+    unsigned attempt = 0;
+    std::list<std::shared_ptr<Group>>::iterator open_at;  // while open
+  };
+  using GroupPtr = std::shared_ptr<Group>;
+
+  // Opens o_.connections connections; the first one's hello gives the
+  // server's limits.
+  Status ConnectAll() {
+    for (unsigned i = 0; i < std::max(1u, o_.connections); ++i) {
+      std::optional<Result<std::unique_ptr<client::AsyncClient>>> r;
+      client::AsyncClient::Connect(
+          io_, o_.client,
+          [&r](Result<std::unique_ptr<client::AsyncClient>> c) { r.emplace(std::move(c)); });
+      while (!r) io_.run_one();
+      if (!r->ok()) return r->status();
+      conns_.push_back(std::move(*r).value());
+    }
+    const ServerInfo& info = conns_.front()->server_info();
+    if (info.max_key_bytes != 0) o_.field_parse.max_key_bytes = info.max_key_bytes;
+    if (info.max_segments != 0) max_fields_ = std::min(max_fields_, info.max_segments);
+    if (info.max_frame_bytes != 0) frame_budget_ = info.max_frame_bytes / 2;
+    return Status::OK();
+  }
+
+  // Reads one file; false when the load must stop.
+  bool ReadFile(uint32_t file) {
+    const std::string& path = o_.files[file];
+    std::unique_ptr<loader::LineReader> reader = Open(path);
+    if (!reader) return false;
+    loader::FieldParser parser(o_.field_parse);
+    loader::FieldRow row;
+    std::string_view line;
+    uint64_t since_poll = 0;
+    while (reader->Next(&line)) {
+      const uint64_t n = reader->line_number();
+      if (Status s = parser.Parse(line, n, &row); !s.ok()) {
+        if (!BadRow(path, n, s)) return false;
+        continue;
+      }
+      if (row.user.empty()) {
+        if (row.header) SkippedHeader(path, n);
+        continue;
+      }
+      Add(file, n, row, reader.get());
+      if (stopped_) return false;
+      if (++since_poll >= 1024) {
+        since_poll = 0;
+        if (!o_.dry_run) io_.poll();
+        Progress(reader.get(), false);
+        if (stopped_) return false;
+      }
+    }
+    if (!EndFile(*reader)) return false;
+    while (!open_.empty() && !stopped_) Close(open_.front(), reader.get());
+    Progress(nullptr, false);
+    return !stopped_;
+  }
+
+  // About what a field takes in a request, and in memory while its group is open.
+  static size_t FieldBytes(const FieldUpdate& f) { return f.name.size() + f.value.s.size() + 24; }
+  static size_t FieldMemory(const FieldUpdate& f) {
+    return sizeof(FieldUpdate) + sizeof(uint64_t) + f.name.size() + f.value.s.size();
+  }
+  // A group's own, beside its fields: it, its user, its list and map entries.
+  static constexpr size_t kGroupMemory = sizeof(Group) + 128;
+
+  // Puts the row's field in its user's open group (opened if need be).
+  void Add(uint32_t file, uint64_t line, const loader::FieldRow& row,
+           const loader::LineReader* reader) {
+    ++rows_;
+    const uint64_t key = XXH3_64bits(row.user.data(), row.user.size());
+    users_seen_.insert(key);
+    GroupPtr g;
+    if (auto it = open_by_user_.find(row.user); it != open_by_user_.end()) {
+      g = it->second;
+    } else {
+      g = std::make_shared<Group>();
+      g->user = row.user;
+      g->key = key;
+      g->file = file;
+      g->memory = kGroupMemory + g->user.size();
+      g->open_at = open_.insert(open_.end(), g);
+      open_by_user_.emplace(g->user, g);
+      open_memory_ += g->memory;
+    }
+    g->bytes += FieldBytes(row.field);
+    g->memory += FieldMemory(row.field);
+    open_memory_ += FieldMemory(row.field);
+    auto same = std::find_if(g->fields.begin(), g->fields.end(),
+                             [&](const FieldUpdate& f) { return f.name == row.field.name; });
+    if (same != g->fields.end()) {  // the later row wins
+      g->bytes -= FieldBytes(*same);
+      g->memory -= FieldMemory(*same);
+      open_memory_ -= FieldMemory(*same);
+      *same = row.field;
+      g->lines[static_cast<size_t>(same - g->fields.begin())] = line;
+    } else {
+      g->fields.push_back(row.field);
+      g->lines.push_back(line);
+    }
+    if (g->fields.size() >= max_fields_ || g->bytes >= frame_budget_) Close(g, reader);
+    while (open_memory_ > o_.memory_bytes && !open_.empty()) Close(open_.front(), reader);
+  }
+
+  // Closes an open group and queues it to be sent (in a dry run, counts
+  // it). Waits while kWindow groups are not finished.
+  void Close(GroupPtr g, const loader::LineReader* reader) {
+    open_.erase(g->open_at);
+    open_by_user_.erase(g->user);
+    open_memory_ -= g->memory;
+    fields_ += g->fields.size();
+    if (o_.dry_run) {
+      ++requests_;
+      return;
+    }
+    ++live_;
+    auto [queue, fresh] = queues_.try_emplace(g->key);
+    if (fresh) {
+      ready_.push_back(std::move(g));
+    } else {
+      queue->second.push_back(std::move(g));  // after the user's earlier group
+    }
+    Dispatch();
+    while (!stopped_ && live_ >= kWindow) {
+      io_.run_one();
+      Progress(reader, false);
+    }
+  }
+
+  // Sends what may go, while there is room in flight. Fields whose absolute
+  // expiry has passed since their row was read are dropped first, and
+  // counted; a group left empty is done.
+  void Dispatch() {
+    const size_t room = size_t{std::max(1u, o_.connections)} * std::max(1u, o_.in_flight);
+    while (!stopped_ && !ready_.empty() && in_flight_ < room) {
+      GroupPtr g = std::move(ready_.front());
+      ready_.pop_front();
+      if (DropExpired(*g)) {
+        --live_;
+        Advance(g->key);
+        continue;
+      }
+      ++in_flight_;
+      Send(std::move(g));
+    }
+  }
+
+  // Drops the fields of `g` that expired before sending; true when none is left.
+  bool DropExpired(Group& g) {
+    const auto now = static_cast<uint32_t>(std::time(nullptr)) + 1;
+    size_t kept = 0;
+    for (size_t i = 0; i < g.fields.size(); ++i) {
+      const FieldUpdate& f = g.fields[i];
+      if (!f.ttl && f.expiry != kNever && f.expiry <= now) {
+        ++expired_rows_;
+        continue;
+      }
+      if (kept != i) {
+        g.fields[kept] = std::move(g.fields[i]);
+        g.lines[kept] = g.lines[i];
+      }
+      ++kept;
+    }
+    g.fields.resize(kept);
+    g.lines.resize(kept);
+    return kept == 0;
+  }
+
+  // The open connection with the fewest requests in flight; null when none
+  // is open. Starts a new connection when fewer than o_.connections are open.
+  client::AsyncClient* Pick() {
+    client::AsyncClient* best = nullptr;
+    size_t open = 0;
+    for (const auto& c : conns_) {
+      if (!c->is_open()) continue;
+      ++open;
+      if (best == nullptr || c->in_flight() < best->in_flight()) best = c.get();
+    }
+    if (open < std::max(1u, o_.connections) && !connecting_) Reconnect();
+    return best;
+  }
+
+  // Opens one more connection; the groups waiting for one go on it, or
+  // fail with its error (and are retried, or given up, as any failure).
+  void Reconnect() {
+    connecting_ = true;
+    client::AsyncClient::Connect(
+        io_, o_.client, [this](Result<std::unique_ptr<client::AsyncClient>> r) {
+          connecting_ = false;
+          if (closing_) return;
+          std::erase_if(conns_, [](const auto& c) { return !c->is_open() && c->in_flight() == 0; });
+          if (r.ok()) conns_.push_back(std::move(r).value());
+          std::deque<GroupPtr> waiting = std::move(no_connection_);
+          no_connection_.clear();
+          for (GroupPtr& g : waiting) {
+            if (r.ok()) {
+              Send(std::move(g));
+            } else {
+              Answer(std::move(g), r.status());
+            }
+          }
+        });
+  }
+
+  // Sends `g`, counted in flight, on the least busy connection (or once
+  // one is open again).
+  void Send(GroupPtr g) {
+    client::AsyncClient* c = Pick();
+    if (c == nullptr) {
+      no_connection_.push_back(std::move(g));
+      return;
+    }
+    c->FieldSet(g->user, g->fields, WriteId{}, [this, g](Result<FieldWriteResult> r) {
+      if (closing_) return;  // the load stopped: what was in flight is left
+      if (r.ok()) {
+        ++requests_;
+        fields_set_ += g->fields.size();
+        return Finish(g);
+      }
+      Answer(g, r.status());
+    });
+  }
+
+  // A failure of `g`: sent again, split, or reported.
+  void Answer(GroupPtr g, const Status& s) {
+    if (closing_) return;
+    if (s.code() == Status::Code::kUnsupported || s.code() == Status::Code::kReadOnly) {
+      // No field can go in (a cluster node, a passive cluster): the load
+      // stops, said once, instead of failing every row.
+      if (!stopped_) {
+        std::fprintf(stderr, "segctl load: the server takes no field writes: %s\n",
+                     s.ToString().c_str());
+        Stop();
+      }
+      --in_flight_;
+      return;
+    }
+    if (Transient(s) && g->attempt < o_.retries) return Retry(g);
+    // Out of attempts without an answer: the server is gone for good.
+    if ((s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) &&
+        !stopped_) {
+      std::fprintf(stderr, "segctl load: stopping: no answer after %u attempts: %s\n",
+                   g->attempt + 1, s.ToString().c_str());
+      Stop();
+    }
+    const bool refused =
+        s.code() == Status::Code::kInvalidArgument || s.code() == Status::Code::kLimitExceeded;
+    if (refused && g->fields.size() > 1 && !stopped_) return Split(g);
+    Failed(*g, s);
+    Finish(g);
+  }
+
+  // Sends `g` again after a pause (200 ms, doubling, at most 3.2 s); it
+  // stays in flight, and first in its user's queue, meanwhile.
+  void Retry(GroupPtr g) {
+    ++g->attempt;
+    ++retries_;
+    auto timer = std::make_shared<boost::asio::steady_timer>(
+        io_, std::chrono::milliseconds(200 << std::min(g->attempt - 1, 4u)));
+    timer->async_wait([this, timer, g](const boost::system::error_code&) {
+      if (closing_ || stopped_) return;
+      Send(g);
+    });
+  }
+
+  // The server refused `g` whole: its fields go again one a request, first
+  // in the user's queue, so that each bad one fails alone.
+  void Split(GroupPtr g) {
+    std::deque<GroupPtr>& queue = queues_[g->key];
+    for (size_t i = g->fields.size(); i-- > 0;) {
+      auto one = std::make_shared<Group>();
+      one->user = g->user;
+      one->key = g->key;
+      one->file = g->file;
+      one->fields.push_back(std::move(g->fields[i]));
+      one->lines.push_back(g->lines[i]);
+      queue.push_front(std::move(one));
+      ++live_;
+    }
+    g->fields.clear();
+    Finish(g);
+  }
+
+  void Failed(const Group& g, const Status& s) {
+    failed_fields_ += g.fields.size();
+    if (g.fields.empty() || !Report()) return;
+    const std::string& path = o_.files[g.file];
+    const std::string after =
+        g.attempt > 0 ? " (after " + std::to_string(g.attempt + 1) + " attempts)" : "";
+    if (g.fields.size() == 1) {
+      std::fprintf(stderr, "%s:%llu: user %s, field %s: %s%s\n", path.c_str(),
+                   static_cast<unsigned long long>(g.lines[0]), g.user.c_str(),
+                   g.fields[0].name.c_str(), s.ToString().c_str(), after.c_str());
+      return;
+    }
+    std::string lines;
+    for (size_t i = 0; i < g.lines.size() && i < 5; ++i) {
+      lines += (i > 0 ? ", " : "") + std::to_string(g.lines[i]);
+    }
+    if (g.lines.size() > 5) lines += ", ...";
+    std::fprintf(stderr, "%s:%llu: user %s: %zu fields (lines %s) failed: %s%s\n", path.c_str(),
+                 static_cast<unsigned long long>(g.lines[0]), g.user.c_str(), g.fields.size(),
+                 lines.c_str(), s.ToString().c_str(), after.c_str());
+  }
+
+  // `g` is done (written, failed or split): the user's next group may go.
+  void Finish(const GroupPtr& g) {
+    --in_flight_;
+    --live_;
+    Advance(g->key);
+    Dispatch();
+  }
+
+  // The group first in `key`'s queue is done: the next one is ready.
+  void Advance(uint64_t key) {
+    auto queue = queues_.find(key);
+    if (queue->second.empty()) {
+      queues_.erase(queue);
+    } else {
+      ready_.push_back(std::move(queue->second.front()));
+      queue->second.pop_front();
+    }
+  }
+
+  // Waits for every group, resending the ones to retry; after a stop,
+  // leaves what is in flight or queued.
+  void Drain() {
+    if (o_.dry_run) return;
+    while (!stopped_ && live_ > 0) {
+      io_.run_one();
+      Progress(nullptr, false);
+    }
+    closing_ = true;
+    conns_.clear();  // fails (and so forgets) whatever is still in flight
+  }
+
+  void Progress(const loader::LineReader* reader, bool final) {
+    ShowProgress(reader, final,
+                 "rows " + CountAndRate(rows_) + "  fields set " +
+                     Human(static_cast<double>(fields_set_)) + "  bad rows " +
+                     std::to_string(bad_rows_) + "  failed " + std::to_string(failed_fields_));
+  }
+
+  int Summary() {
+    const double secs = Seconds();
+    const auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+    if (o_.json) {
+      std::printf(
+          "{\"rows\":%llu,\"users\":%zu,\"fields\":%llu,\"fields_set\":%llu,\"requests\":%llu,"
+          "\"bad_rows\":%llu,\"expired_rows\":%llu,\"failed_fields\":%llu,\"retries\":%llu,"
+          "\"seconds\":%.3f,\"rows_per_second\":%.0f,\"dry_run\":%s}\n",
+          u(rows_), users_seen_.size(), u(fields_), u(fields_set_), u(requests_), u(bad_rows_),
+          u(expired_rows_), u(failed_fields_), u(retries_), secs, rows_ / std::max(secs, 1e-9),
+          o_.dry_run ? "true" : "false");
+    } else if (o_.dry_run) {
+      std::printf(
+          "dry run: %llu rows, %zu users, %llu fields valid (%llu requests) in %.1f s; %llu bad "
+          "rows\n",
+          u(rows_), users_seen_.size(), u(fields_), u(requests_), secs, u(bad_rows_));
+    } else {
+      std::printf(
+          "%llu rows, %zu users: %llu fields set in %llu requests in %.1f s (%.0f rows/s); %llu "
+          "bad rows, %llu expired before sending, %llu fields failed, %llu retries\n",
+          u(rows_), users_seen_.size(), u(fields_set_), u(requests_), secs,
+          rows_ / std::max(secs, 1e-9), u(bad_rows_), u(expired_rows_), u(failed_fields_),
+          u(retries_));
+    }
+    if (exit_ != 0) return exit_;
+    return bad_rows_ == 0 && failed_fields_ == 0 && expired_rows_ == 0 ? 0 : 1;
+  }
+
+  std::vector<std::unique_ptr<client::AsyncClient>> conns_;
+  bool connecting_ = false;                                      // Reconnect is under way
+  std::deque<GroupPtr> no_connection_;                           // waiting for Reconnect
+  std::list<GroupPtr> open_;                                     // open groups, oldest first
+  std::unordered_map<std::string_view, GroupPtr> open_by_user_;  // keys: the groups' users
+  uint64_t open_memory_ = 0;                                     // the open groups' memory
+  // A user's groups after the one ready or in flight, by the user's hash
+  // (two users sharing one only wait for each other); an entry while one is.
+  std::unordered_map<uint64_t, std::deque<GroupPtr>> queues_;
+  std::deque<GroupPtr> ready_;  // first in their queues, not sent yet
+  size_t in_flight_ = 0;        // sent, or waiting to be sent again
+  size_t live_ = 0;             // closed and not finished
+  uint32_t max_fields_ = kMaxFieldsPerRequest;
+  size_t frame_budget_ = 2u << 20;
+  std::unordered_set<uint64_t> users_seen_;  // users' hashes, for the count
+  uint64_t rows_ = 0, fields_ = 0, fields_set_ = 0, requests_ = 0;
+  uint64_t failed_fields_ = 0, expired_rows_ = 0;
+};
+
 }  // namespace
 
 // Each statement here is held by a test (tests/loader/parser_test.cc,
-// tests/integration/server_test.cc); README's "Bulk loading" paragraph says
+// link_parser_test.cc, field_parser_test.cc; tests/integration/server_test.cc,
+// link_load_test.cc, field_load_test.cc); README's "Bulk loading" paragraph says
 // the same in short. The exit codes are Summary()'s and exit_'s above.
 const char kLoadHelp[] =
     R"(Files: plain or gzip (told from the bytes, not the name); '-' reads standard
@@ -1050,19 +1492,69 @@ again after a pause, up to 5 times. A server that takes no links (a
 cluster with a node whose build has none, a passive cluster) stops the
 load at once.
 
+With --fields the files are profile field files: each row sets one field
+of one user (a named, typed value with its own expiry; segctl field-set
+sets one by hand):
+
+  USER,NAME,VALUE[,TTL]    a comma or a tab between the fields (told from
+                           the first data line, or --delimiter)
+
+USER is 1 to 256 bytes (or the server's limit), NAME 1 to 64 bytes. VALUE's
+type is its prefix, when it starts with one of these:
+  int:-42                  64-bit signed integer
+  double:0.5               double (decimal or exponent form)
+  str:FR                   text, valid UTF-8, the rest as it is ("str:" is
+                           the empty string)
+  bytes:00ff               bytes, in hex
+  time:1790000000          Unix seconds, or ISO-8601 with Z or an offset
+                           (time:2026-12-01T00:00:00Z)
+Without one, --field-type says (int, double, str, bytes or time); by default
+(auto) a value that is a JSON number is a number: an int without a fraction
+or an exponent (42, -7), a double with one (0.5, 1e3); anything else is a
+str (FR, 01234, +33, .5, true). An empty VALUE is a bad row. A prefix always
+wins: the text "int:3" is written str:int:3. A str or bytes value is at most
+1,024 bytes (the server's max_field_bytes). Fields may be quoted as in CSV
+(RFC 4180): "a,b" is a,b and "say ""hi""" is say "hi"; the quotes are not a
+type ("42" is the int 42). An unquoted field is taken as it is.
+
+TTL is any WHEN form above (86400, 90s 15m 12h 30d, @1767225600,
+2026-12-01T00:00:00Z, never). An empty or absent TTL takes --default-ttl;
+without it the field never expires. Line 1 is skipped as a header when each
+of its fields is a column name (user, user_id, uid, id, name, field,
+field_name, key, value, type, ttl, expiry, expires_at; any case).
+
+The rows of one user go in one request of up to 256 fields, wherever they
+are in the file, as long as the users read meanwhile fit in --memory-mib
+(the oldest user's request goes first when they do not); a name given twice
+for a user, the later row wins, also across requests (one user's requests
+go in file order).
+Bad rows (a name over 64 bytes, a value over the limit, a bad type or TTL)
+are reported as FILE:LINE: reason and skipped. A request the server refuses
+whole is sent again a field at a time, so that only the fields at fault
+fail, each reported as FILE:LINE: user USER, field NAME: reason (a profile
+holds at most 256 live fields). A request refused for want of resources is
+sent again after a pause, up to 5 times. A server that takes no field writes
+(a cluster node: fields are not replicated yet) stops the load at once.
+
 Exit status:
   0  every row was written (with --dry-run: every row is valid)
   1  the load ran to the end, but some rows were bad, the server refused some
-     users' upserts or some links, or some absolute expiries passed before
-     they could be sent (each reported, and counted in the summary)
+     users' upserts, some links or some fields, or some absolute expiries
+     passed before they could be sent (each reported, and counted in the
+     summary)
   2  the load stopped or never started: a bad option, a file that cannot be
      read (missing, unreadable, a corrupt or cut gzip stream), a server that
      cannot be reached or refuses the connection (TLS, shared secret) or is
      gone for good (a cluster's node too), --max-errors reached, or with
      --links a server that takes no links or a file whose format cannot be
-     told; part of the input may have been written)";
+     told, with --fields a server that takes no field writes; part of the
+     input may have been written)";
 
 int RunLoad(const LoadOptions& options) {
+  if (options.fields) {
+    FieldLoader loader(options);
+    return loader.Run();
+  }
   if (options.links) {
     LinkLoader loader(options);
     return loader.Run();

@@ -22,6 +22,17 @@
 // (a group past its limit) is reported with its file, line and IDs; a
 // server that takes no links at all (a cluster node, for now) stops the
 // load at once.
+//
+// With `fields`, each row sets one profile field (loader/field_parser.h).
+// The rows of one user are gathered in memory, up to `memory_bytes`, into
+// one field_set request (a name once: the later row wins); one user's requests
+// go one after the other, in file order, the others side by side. A request
+// refused for want of resources is sent again after a pause; one the server
+// refuses whole (a value or a profile past a limit) is sent again a field
+// at a time, so that each field at fault is reported with its file and
+// line and the others are written. Fields are not carried through a
+// cluster's log yet: this talks to one server, and a server that takes no
+// field writes (a cluster node) stops the load at once.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/field_parser.h"
 #include "loader/link_parser.h"
 #include "loader/parser.h"
 #include "segstore/client.h"
@@ -43,7 +55,7 @@ struct LoadOptions {
   bool dry_run = false;
   uint64_t max_errors = 0;   // stop after this many bad rows (0: never stop)
   unsigned connections = 4;  // to the server; in a cluster, to each node
-  // Requests in flight per connection: batch upserts, or links.
+  // Requests in flight per connection: batch upserts, links or field sets.
   unsigned in_flight = 4;
   uint32_t batch_users = 100;
   uint64_t memory_bytes = uint64_t{1} << 30;  // grouping budget
@@ -57,6 +69,12 @@ struct LoadOptions {
   // `mode`, `batch_users` and `memory_bytes` do not apply.
   bool links = false;
   loader::LinkParseOptions link_parse;
+  // Profile field files instead (user,name,value[,ttl]): `field_parse`
+  // reads them (its max_key_bytes is the server's, when the server says
+  // it), and their rows are grouped by user within `memory_bytes`; `parse`,
+  // `mode` and `batch_users` do not apply.
+  bool fields = false;
+  loader::FieldParseOptions field_parse;
   bool json = false;
   // Progress: a bar on a terminal, else a line every few seconds.
   bool progress = true;
@@ -67,7 +85,8 @@ struct LoadOptions {
 // bad, some users (or links) failed, or some absolute expiries passed before
 // sending; 2 when it stopped or never started (an unreachable server or node,
 // unreadable input, max_errors reached; for links, a server that takes none,
-// or a file whose format cannot be told).
+// or a file whose format cannot be told; for fields, a server that takes no
+// field writes).
 int RunLoad(const LoadOptions& options);
 
 // What `segctl load --help` prints after the options: the file formats, the

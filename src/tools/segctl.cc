@@ -475,8 +475,10 @@ struct Args {
   uint32_t batch_users = 100;
   uint64_t memory_mib = 1024;
   bool no_progress = false;
-  bool links_files = false;  // load --links
-  unsigned in_flight = 0;    // load: per connection (0: 4 batches, 16 links)
+  bool links_files = false;   // load --links
+  bool fields_files = false;  // load --fields
+  std::string field_type;     // load --fields: the type of values without a TYPE: prefix
+  unsigned in_flight = 0;     // load: per connection (0: 4 batches, 16 links or field sets)
 };
 
 // Applies a.security to `options`; a loose secret file is warned about on stderr.
@@ -487,7 +489,8 @@ Status ApplySecurity(const Args& a, client::ClientOptions* options) {
   return Status::OK();
 }
 
-// `mode_given`: --mode was on the command line (it does not apply to links).
+// `mode_given`: --mode was on the command line (it does not apply to links
+// or fields).
 int RunLoadCommand(const Args& a, bool mode_given) {
   segstore::tools::LoadOptions o;
   auto fail = [](const Status& s) {
@@ -501,7 +504,23 @@ int RunLoadCommand(const Args& a, bool mode_given) {
   if (Status s = ApplySecurity(a, &o.client); !s.ok()) return fail(s);
   o.files = a.files;
   o.links = a.links_files;
-  if (o.links) {
+  o.fields = a.fields_files;
+  if (!a.field_type.empty() && !o.fields) {
+    return fail(Status::InvalidArgument("--field-type is for --fields files"));
+  }
+  if (o.fields) {
+    if (o.links) return fail(Status::InvalidArgument("--links and --fields: give one of them"));
+    if (a.format != "auto") {
+      return fail(Status::InvalidArgument(
+          "--format does not apply to --fields (one field a row; --delimiter says comma or tab)"));
+    }
+    if (mode_given) return fail(Status::InvalidArgument("--mode does not apply to --fields"));
+    if (!a.field_type.empty() &&
+        !segstore::loader::ParseFieldTypeName(a.field_type, &o.field_parse.untyped)) {
+      return fail(
+          Status::InvalidArgument("--field-type must be auto, int, double, str, bytes or time"));
+    }
+  } else if (o.links) {
     if (a.format == "rows") {
       o.link_parse.format = segstore::loader::LinkFormat::kRows;
     } else if (a.format == "components") {
@@ -528,15 +547,18 @@ int RunLoadCommand(const Args& a, bool mode_given) {
     return fail(Status::InvalidArgument("--delimiter must be auto, comma or tab"));
   }
   o.link_parse.delimiter = o.parse.delimiter;
+  o.field_parse.delimiter = o.parse.delimiter;
   if (!a.default_ttl.empty()) {
     uint32_t ttl = 0;
     if (Status s = ParseDuration(a.default_ttl, &ttl); !s.ok()) return fail(s);
     if (ttl == 0) return fail(Status::InvalidArgument("--default-ttl must be positive"));
     o.parse.default_ttl = ttl;
     o.link_parse.default_ttl = ttl;
+    o.field_parse.default_ttl = ttl;
   }
   o.parse.now = Now();
   o.link_parse.now = o.parse.now;
+  o.field_parse.now = o.parse.now;
   if (a.mode == "extend") {
     o.mode = segstore::UpsertMode::kExtend;
   } else if (a.mode != "set") {
@@ -545,7 +567,7 @@ int RunLoadCommand(const Args& a, bool mode_given) {
   o.dry_run = a.dry_run;
   o.max_errors = a.max_errors;
   o.connections = std::max(1u, a.connections);
-  o.in_flight = a.in_flight != 0 ? a.in_flight : o.links ? 16 : 4;
+  o.in_flight = a.in_flight != 0 ? a.in_flight : o.links || o.fields ? 16 : 4;
   o.batch_users = std::max<uint32_t>(1, a.batch_users);
   o.memory_bytes = std::max<uint64_t>(1, a.memory_mib) << 20;
   o.json = a.json;
@@ -1295,29 +1317,40 @@ int main(int argc, char** argv) {
   CLI::App* load = app.add_subcommand(
       "load",
       "bulk-load DMP segment files (rows: user,segment[,ttl|expiry[,a1[,a2]]]; grouped: "
-      "user<TAB>seg[:ttl|expiry],...), or with --links identity-graph link files; plain or "
-      "gzip, '-' for stdin; exit status 0, 1 or 2");
+      "user<TAB>seg[:ttl|expiry],...), with --links identity-graph link files, or with --fields "
+      "profile field files (user,name,value[,ttl]); plain or gzip, '-' for stdin; exit status 0, "
+      "1 or 2");
   load->footer(segstore::tools::kLoadHelp);
   load->add_option("files", a.files, "files to load ('-': standard input)")->required();
   load->add_flag("--links", a.links_files,
                  "the files are link files (rows: id,master[,ttl]; components: "
                  "master<TAB>id,id,...): each ID is linked to its master");
+  load->add_flag("--fields", a.fields_files,
+                 "the files are profile field files (user,name,value[,ttl]): each row sets "
+                 "one field of one user");
+  load->add_option("--field-type", a.field_type,
+                   "with --fields: the type of a value without a TYPE: prefix: auto (default: "
+                   "a JSON number is an int or a double, else a str), int, double, str, bytes "
+                   "(hex) or time");
   load->add_option("--format", a.format,
                    "auto (default), rows or grouped; with --links: auto, rows or components");
-  load->add_option("--delimiter", a.delimiter, "row files: auto (default), comma or tab");
+  load->add_option("--delimiter", a.delimiter,
+                   "row, link and field files: auto (default), comma or tab");
   load->add_option("--default-ttl", a.default_ttl,
-                   "TTL for a segment (or link) given without one: 86400 (seconds), 90s, 15m, "
-                   "12h, 30d; without it such a segment row is bad, and such a link never "
-                   "expires");
+                   "TTL for a segment (or link, or field) given without one: 86400 (seconds), "
+                   "90s, 15m, 12h, 30d; without it such a segment row is bad, and such a link "
+                   "or field never expires");
   load->add_option("--mode", a.mode, "set (default) or extend (keep later expiries)");
   load->add_flag("--dry-run", a.dry_run, "parse and validate, write nothing");
   load->add_option("--max-errors", a.max_errors,
                    "stop (exit status 2) after this many bad rows (default: never)");
   load->add_option("--connections", a.connections, "connections to the server (default 4)");
   load->add_option("--in-flight", a.in_flight,
-                   "requests in flight per connection (default 4 batches, or 16 links)");
+                   "requests in flight per connection (default 4 batches, or 16 links or "
+                   "field sets)");
   load->add_option("--batch-users", a.batch_users, "users in one batch upsert (default 100)");
-  load->add_option("--memory-mib", a.memory_mib, "memory for grouping rows by user (default 1024)");
+  load->add_option("--memory-mib", a.memory_mib,
+                   "memory for grouping rows (segments or fields) by user (default 1024)");
   load->add_flag("--no-progress", a.no_progress, "no progress output");
 
   try {
