@@ -48,16 +48,16 @@ const char* OpKindName(OpKind k);
 
 struct RunSpec {
   Workload workload = Workload::kGet;
-  uint64_t users = 100000;   // the data set: users [first_user, first_user + users)
-  uint64_t first_user = 0;   // every request draws its users from that range
-  double zipf = 0;           // > 0: gets pick users by Zipf with this exponent
+  uint64_t users = 100000;  // the data set: users [first_user, first_user + users)
+  uint64_t first_user = 0;  // every request draws its users from that range
+  double zipf = 0;          // > 0: gets pick users by Zipf with this exponent
   unsigned connections = 32;
-  unsigned depth = 1;        // requests in flight per connection (the most, open loop)
-  unsigned threads = 1;      // client threads; connections are spread over them
+  unsigned depth = 1;    // requests in flight per connection (the most, open loop)
+  unsigned threads = 1;  // client threads; connections are spread over them
   double warmup_seconds = 3;
   double seconds = 20;
-  double rate = 0;           // requests a second over all connections; 0: closed loop
-  unsigned batch = 20;       // users per batch get
+  double rate = 0;      // requests a second over all connections; 0: closed loop
+  unsigned batch = 20;  // users per batch get
   uint64_t seed = 42;
   // kMixedBusy: users per background Replace (whole profiles rewritten, one
   // request in flight on one extra connection, as fast as it goes).
@@ -77,7 +77,8 @@ struct KindFigures {
   Histogram latency;      // nanoseconds, one sample per successful request of the window
 
   double segments_per_request() const {
-    return latency.count() ? static_cast<double>(segments) / static_cast<double>(latency.count()) : 0;
+    return latency.count() ? static_cast<double>(segments) / static_cast<double>(latency.count())
+                           : 0;
   }
   double profiles_per_request() const {
     if (latency.count() == 0) return 0;
@@ -87,11 +88,11 @@ struct KindFigures {
 
 struct RunResult {
   RunSpec spec;
-  double seconds = 0;            // the measured window, as it ran
-  KindFigures all;               // every foreground request
+  double seconds = 0;  // the measured window, as it ran
+  KindFigures all;     // every foreground request
   std::array<KindFigures, static_cast<size_t>(OpKind::kCount)> by_kind;
-  std::string first_error;       // the first error seen, if any
-  uint64_t backlog_max = 0;      // open loop: most requests waiting for a slot
+  std::string first_error;   // the first error seen, if any
+  uint64_t backlog_max = 0;  // open loop: most requests waiting for a slot
   // kMixedBusy's background load, over the window.
   uint64_t background_users = 0;
   uint64_t background_errors = 0;

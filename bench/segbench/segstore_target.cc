@@ -1,9 +1,11 @@
 #include "bench/segbench/segstore_target.h"
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+// clang-format off
 #include <utility>
 
 #include <boost/asio.hpp>
+// clang-format on
 
 #include <map>
 #include <optional>
@@ -74,14 +76,15 @@ class SegstoreConnection final : public Connection {
     });
   }
 
-  void Replace(std::span<const std::string> users, std::span<const std::vector<Assignment>> profiles,
-               Done done) override {
+  void Replace(std::span<const std::string> users,
+               std::span<const std::vector<Assignment>> profiles, Done done) override {
     std::vector<UpsertItem> items;
     items.reserve(users.size());
     for (size_t i = 0; i < users.size() && i < profiles.size(); ++i) {
       UpsertItem item{users[i], {}, UpsertMode::kSet};
       item.segments.reserve(profiles[i].size());
-      for (const Assignment& a : profiles[i]) item.segments.push_back({a.id, a.expires, false, {}, {}});
+      for (const Assignment& a : profiles[i])
+        item.segments.push_back({a.id, a.expires, false, {}, {}});
       items.push_back(std::move(item));
     }
     client_->BatchUpsert(items, [done = std::move(done)](Result<BatchUpsertResult> r) {
