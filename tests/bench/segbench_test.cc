@@ -1,9 +1,9 @@
-// segbench's pieces: the user picker, the run loop against a fake store (open
-// loop must not hide a stall), and the whole tool against an in-process
-// server: the driver's load, gets, expiry and trims, then the segbench
-// binary's JSON report (profile bridging's link and linked gets too). Last,
-// segstored's RESP port as a subject: the RESP target's replies, and
-// segbench through it, against a segstored process.
+// segbench's pieces: the user picker, the reference profile fields, the run
+// loop against a fake store (open loop must not hide a stall), and the whole
+// tool against an in-process server: the driver's load, gets, expiry and
+// trims, then the segbench binary's JSON report (profile bridging's link and
+// linked gets too). Last, segstored's RESP port as a subject: the RESP
+// target's replies, and segbench through it, against a segstored process.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -119,6 +119,74 @@ TEST(UserPicker, RanksMapToDistinctUsers) {
   std::set<uint64_t> users;
   for (uint64_t r = 0; r < 1000; ++r) users.insert(p.RankToUser(r));
   EXPECT_EQ(users.size(), 1000u);
+}
+
+// workload.md, "Profile fields": 20 counters named after 6-digit campaigns
+// of 5,000, values in [0, 10], expiring at the end of the UTC day; then
+// last_seen, country, score, device and consent as it says. Deterministic
+// in the user: only the expiries follow the time given.
+TEST(ReferenceFields, TheWorkloadsTwentyFiveFields) {
+  constexpr uint32_t kNow = 1'790'000'000;
+  std::set<uint32_t> numbers;
+  for (uint32_t c = 0; c < kReferenceCampaigns; ++c) numbers.insert(CampaignNumber(c));
+  EXPECT_EQ(numbers.size(), kReferenceCampaigns);
+  EXPECT_GE(*numbers.begin(), 100000u);
+  EXPECT_LE(*numbers.rbegin(), 999999u);
+  const std::vector<std::string> names = ReferenceFieldNameList();
+  EXPECT_EQ(names.size(), 5005u);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 5005u);
+
+  const std::set<std::string> all_names(names.begin(), names.end());
+  std::set<uint32_t> campaigns_seen;
+  for (uint64_t u = 0; u < 300; ++u) {
+    const std::vector<ReferenceField> f = ReferenceFields(u, kNow);
+    ASSERT_EQ(f.size(), 25u);
+    const std::vector<uint32_t> campaigns = ReferenceCampaigns(u);
+    ASSERT_EQ(campaigns.size(), 20u);
+    EXPECT_EQ(std::set<uint32_t>(campaigns.begin(), campaigns.end()).size(), 20u);
+    for (size_t i = 0; i < 20; ++i) {
+      campaigns_seen.insert(campaigns[i]);
+      EXPECT_EQ(f[i].name, CapName(campaigns[i]));
+      EXPECT_EQ(f[i].name.size(), 10u);  // "cap:" and 6 digits
+      EXPECT_EQ(f[i].type, ReferenceField::Type::kInt);
+      EXPECT_GE(f[i].i, 0);
+      EXPECT_LE(f[i].i, 10);
+      EXPECT_EQ(f[i].expires_at, EndOfUtcDay(kNow));
+    }
+    for (const ReferenceField& one : f) EXPECT_TRUE(all_names.contains(one.name)) << one.name;
+    EXPECT_EQ(f[20].name, "last_seen");
+    EXPECT_EQ(f[20].type, ReferenceField::Type::kTime);
+    EXPECT_LE(f[20].i, int64_t{kNow});
+    EXPECT_GT(f[20].i, int64_t{kNow} - 30 * 86400);
+    EXPECT_EQ(f[20].expires_at, 0u);
+    EXPECT_EQ(f[21].name, "country");
+    EXPECT_EQ(f[21].s.size(), 2u);
+    EXPECT_EQ(f[21].expires_at, 0u);
+    EXPECT_EQ(f[22].name, "score");
+    EXPECT_EQ(f[22].type, ReferenceField::Type::kDouble);
+    EXPECT_GE(f[22].d, 0.0);
+    EXPECT_LT(f[22].d, 1.0);
+    EXPECT_EQ(f[22].expires_at, kNow + 7 * 86400);
+    EXPECT_EQ(f[23].name, "device");
+    EXPECT_GE(f[23].s.size(), 8u);
+    EXPECT_LE(f[23].s.size(), 16u);
+    EXPECT_EQ(f[23].expires_at, 0u);
+    EXPECT_EQ(f[24].name, "consent");
+    EXPECT_EQ(f[24].s.size(), 120u);
+    EXPECT_EQ(f[24].expires_at, kNow + 390 * 86400);
+    EXPECT_EQ(StringBytes(f), 2 + f[23].s.size() + 120);
+    // The same values a day later; only the expiries moved.
+    const std::vector<ReferenceField> later = ReferenceFields(u, kNow + 86400);
+    for (size_t i = 0; i < f.size(); ++i) {
+      EXPECT_EQ(later[i].name, f[i].name);
+      EXPECT_EQ(later[i].s, f[i].s);
+      EXPECT_EQ(later[i].d, f[i].d);
+      if (i != 20) {
+        EXPECT_EQ(later[i].i, f[i].i);  // last_seen follows the time
+      }
+    }
+  }
+  EXPECT_GT(campaigns_seen.size(), 1000u);  // users count different campaigns
 }
 
 TEST(GroupPlan, ConsecutiveGroupsWithinTheBoundsAndTheUsers) {
