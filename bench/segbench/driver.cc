@@ -170,6 +170,12 @@ class Worker {
         return OpKind::kUpsert;
       case Workload::kTrim:
         return OpKind::kTrim;
+      case Workload::kGetFields:
+        return OpKind::kGetFields;
+      case Workload::kIncrement:
+        return OpKind::kIncrement;
+      case Workload::kUpsertOne:
+        return OpKind::kUpsert;
       case Workload::kMixed: {
         const uint64_t r = rng_() % 100;
         return r < 90 ? OpKind::kGet : r < 99 ? OpKind::kUpsert : OpKind::kTrim;
@@ -199,9 +205,24 @@ class Worker {
         conn.BatchGet(users, std::move(done));
         break;
       }
+      case OpKind::kGetFields:
+        conn.GetFields(UserKey(spec_.first_user + picker_.Pick(rng_)), kCapPrefix, std::move(done));
+        break;
+      case OpKind::kIncrement: {
+        // One of the user's 20 counters, in a window to the end of the UTC
+        // day (a loaded counter keeps the expiry it has).
+        const uint64_t u = spec_.first_user + uniform_.Pick(rng_);
+        const std::vector<uint32_t> campaigns = ReferenceCampaigns(u);
+        const uint32_t now = NowSeconds();
+        conn.Increment(UserKey(u), CapName(campaigns[rng_() % campaigns.size()]),
+                       EndOfUtcDay(now) - now, std::move(done));
+        break;
+      }
       case OpKind::kUpsert: {
-        // 1 to 10 distinct segments, each expiring 1 to 720 whole hours ahead.
-        const unsigned n = 1 + static_cast<unsigned>(rng_() % 10);
+        // 1 to 10 distinct segments (upsert-1: one), each expiring 1 to 720
+        // whole hours ahead.
+        const unsigned n =
+            spec_.workload == Workload::kUpsertOne ? 1 : 1 + static_cast<unsigned>(rng_() % 10);
         const uint32_t now = NowSeconds();
         std::vector<Assignment> segs;
         segs.reserve(n);
@@ -243,6 +264,7 @@ class Worker {
       f->segments += o.segments;
       f->missing += o.missing;
       f->profiles += o.profiles;
+      f->fields += o.fields;
     }
     if (!o.ok) {
       if (figures_.first_error.empty()) figures_.first_error = o.error;
@@ -320,6 +342,7 @@ void MergeKind(KindFigures* into, const KindFigures& from) {
   into->segments += from.segments;
   into->missing += from.missing;
   into->profiles += from.profiles;
+  into->fields += from.fields;
   into->latency.Merge(from.latency);
 }
 
@@ -339,6 +362,12 @@ const char* WorkloadName(Workload w) {
       return "mixed";
     case Workload::kMixedBusy:
       return "mixed-busy";
+    case Workload::kGetFields:
+      return "get-fields";
+    case Workload::kIncrement:
+      return "incr";
+    case Workload::kUpsertOne:
+      return "upsert-1";
   }
   return "?";
 }
@@ -353,6 +382,10 @@ const char* OpKindName(OpKind k) {
       return "upsert";
     case OpKind::kTrim:
       return "trim";
+    case OpKind::kGetFields:
+      return "get-fields";
+    case OpKind::kIncrement:
+      return "incr";
     case OpKind::kCount:
       break;
   }
@@ -538,23 +571,58 @@ Status DriveMeasured(Target& target, unsigned connections, uint64_t units, const
 
 }  // namespace
 
-Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections) {
+Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections, bool fields) {
   if (users == 0 || connections == 0) {
     return Status::InvalidArgument("users and connections must be positive");
   }
   LoadResult r;
   r.users = users;
+  r.fields = fields;
+  if (fields) {
+    if (!target.fields_supported()) {
+      return Status::Unsupported(target.name() + ": profile fields are not measured here");
+    }
+    const std::vector<std::string> names = ReferenceFieldNameList();
+    Result<uint64_t> registered = target.RegisterFieldNames(names, 120);
+    if (!registered.ok()) return registered.status();
+    r.field_names_registered = *registered;
+  }
   const uint64_t per = std::max<size_t>(1, target.load_batch());
   const uint64_t units = (users + per - 1) / per;
   auto load = [&](Connection& c, uint64_t unit, Done& done) {
     std::vector<std::string> keys;
     std::vector<std::vector<Assignment>> profiles;
     const uint32_t now = NowSeconds();
-    for (uint64_t u = unit * per; u < std::min(users, (unit + 1) * per); ++u) {
+    const uint64_t first = unit * per;
+    for (uint64_t u = first; u < std::min(users, (unit + 1) * per); ++u) {
       keys.push_back(UserKey(u));
       profiles.push_back(ReferenceProfile(u, now));
     }
-    c.Replace(keys, profiles, std::move(done));
+    if (!fields) {
+      c.Replace(keys, profiles, std::move(done));
+      return true;
+    }
+    // Then each user's fields, one SetFields a user, all in flight at once;
+    // done once the last is answered (with the first failure, if any).
+    auto user_keys = std::make_shared<std::vector<std::string>>(std::move(keys));
+    c.Replace(*user_keys, profiles, [&c, &r, first, user_keys, done = std::move(done)](Outcome o) {
+      if (!o.ok) return done(std::move(o));
+      struct Join {
+        size_t remaining;
+        Outcome first_failure;
+        Done done;
+      };
+      auto join = std::make_shared<Join>(Join{user_keys->size(), Outcome{}, std::move(done)});
+      const uint32_t at = NowSeconds();
+      for (size_t i = 0; i < user_keys->size(); ++i) {
+        const std::vector<ReferenceField> f = ReferenceFields(first + i, at);
+        r.field_string_bytes += StringBytes(f);
+        c.SetFields((*user_keys)[i], f, [join](Outcome one) {
+          if (!one.ok && join->first_failure.ok) join->first_failure = std::move(one);
+          if (--join->remaining == 0) join->done(std::move(join->first_failure));
+        });
+      }
+    });
     return true;
   };
   SEGSTORE_RETURN_IF_ERROR(DriveMeasured(target, connections, units, load, "loading", &r));

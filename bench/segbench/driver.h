@@ -39,25 +39,29 @@ enum class Workload {
   kTrim,       // drop one user's expired segments
   kMixed,      // 90 % get, 9 % upsert, 1 % trim
   kMixedBusy,  // get, beside a background load (whole profiles rewritten)
+  // Profile fields (issue 21):
+  kGetFields,  // get of one user asking for its cap counters too (prefix "cap:")
+  kIncrement,  // field_incr of one of a user's cap counters, to the end of the UTC day
+  kUpsertOne,  // upsert of exactly one segment (what an increment is held against)
 };
 const char* WorkloadName(Workload w);
 
 // What one request was, for per-kind figures in mixed runs.
-enum class OpKind { kGet, kBatchGet, kUpsert, kTrim, kCount };
+enum class OpKind { kGet, kBatchGet, kUpsert, kTrim, kGetFields, kIncrement, kCount };
 const char* OpKindName(OpKind k);
 
 struct RunSpec {
   Workload workload = Workload::kGet;
-  uint64_t users = 100000;   // the data set: users [first_user, first_user + users)
-  uint64_t first_user = 0;   // every request draws its users from that range
-  double zipf = 0;           // > 0: gets pick users by Zipf with this exponent
+  uint64_t users = 100000;  // the data set: users [first_user, first_user + users)
+  uint64_t first_user = 0;  // every request draws its users from that range
+  double zipf = 0;          // > 0: gets pick users by Zipf with this exponent
   unsigned connections = 32;
-  unsigned depth = 1;        // requests in flight per connection (the most, open loop)
-  unsigned threads = 1;      // client threads; connections are spread over them
+  unsigned depth = 1;    // requests in flight per connection (the most, open loop)
+  unsigned threads = 1;  // client threads; connections are spread over them
   double warmup_seconds = 3;
   double seconds = 20;
-  double rate = 0;           // requests a second over all connections; 0: closed loop
-  unsigned batch = 20;       // users per batch get
+  double rate = 0;      // requests a second over all connections; 0: closed loop
+  unsigned batch = 20;  // users per batch get
   uint64_t seed = 42;
   // kMixedBusy: users per background Replace (whole profiles rewritten, one
   // request in flight on one extra connection, as fast as it goes).
@@ -74,24 +78,30 @@ struct KindFigures {
   uint64_t segments = 0;  // returned (reads) or removed as expired (writes)
   uint64_t missing = 0;   // users without a profile
   uint64_t profiles = 0;  // profiles merged into linked users' answers (Outcome::profiles)
+  uint64_t fields = 0;    // profile fields returned (Outcome::fields)
   Histogram latency;      // nanoseconds, one sample per successful request of the window
 
   double segments_per_request() const {
-    return latency.count() ? static_cast<double>(segments) / static_cast<double>(latency.count()) : 0;
+    return latency.count() ? static_cast<double>(segments) / static_cast<double>(latency.count())
+                           : 0;
   }
   double profiles_per_request() const {
     if (latency.count() == 0) return 0;
     return static_cast<double>(profiles) / static_cast<double>(latency.count());
   }
+  double fields_per_request() const {
+    if (latency.count() == 0) return 0;
+    return static_cast<double>(fields) / static_cast<double>(latency.count());
+  }
 };
 
 struct RunResult {
   RunSpec spec;
-  double seconds = 0;            // the measured window, as it ran
-  KindFigures all;               // every foreground request
+  double seconds = 0;  // the measured window, as it ran
+  KindFigures all;     // every foreground request
   std::array<KindFigures, static_cast<size_t>(OpKind::kCount)> by_kind;
-  std::string first_error;       // the first error seen, if any
-  uint64_t backlog_max = 0;      // open loop: most requests waiting for a slot
+  std::string first_error;   // the first error seen, if any
+  uint64_t backlog_max = 0;  // open loop: most requests waiting for a slot
   // kMixedBusy's background load, over the window.
   uint64_t background_users = 0;
   uint64_t background_errors = 0;
@@ -107,15 +117,23 @@ struct RunResult {
 Result<RunResult> Run(Target& target, const RunSpec& spec);
 
 // Loading the data set: every user's reference profile (1,000 segments,
-// whole-hour expiries), written with Replace over `connections`.
+// whole-hour expiries), written with Replace over `connections`. With
+// `fields`, each user also gets its 25 reference fields (ReferenceFields:
+// one SetFields a user after its Replace), the server's field name table
+// first given every name they use (Target::RegisterFieldNames, before the
+// `before` sample, so the table's records are not the load's); Unsupported
+// where !target.fields_supported().
 struct LoadResult {
   uint64_t users = 0;
   double seconds = 0;
   ServerSample before;
   ServerSample after;
   std::optional<double> server_cpu_seconds;
+  bool fields = false;
+  uint64_t field_names_registered = 0;  // name records that appeared (RegisterFieldNames)
+  uint64_t field_string_bytes = 0;      // bytes of the string values set, over every user
 };
-Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections);
+Result<LoadResult> Load(Target& target, uint64_t users, unsigned connections, bool fields = false);
 
 // Makes `share` (0..1) of every user's reference segments expire, users
 // [first_user, first_user + users): upserts them with an expiry three

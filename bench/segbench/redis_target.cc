@@ -561,6 +561,18 @@ class RedisConnection final : public Connection {
   void Link(const std::string&, const std::string&, Done done) override {
     link_->Unsupported("link (profile bridging: segstore's binary protocol only)", std::move(done));
   }
+  void SetFields(const std::string&, std::span<const ReferenceField>, Done done) override {
+    link_->Unsupported("field_set (profile fields: segstore's binary protocol only)",
+                       std::move(done));
+  }
+  void Increment(const std::string&, const std::string&, uint32_t, Done done) override {
+    link_->Unsupported("field_incr (profile fields: segstore's binary protocol only)",
+                       std::move(done));
+  }
+  void GetFields(const std::string&, const std::string&, Done done) override {
+    link_->Unsupported("get with fields (profile fields: segstore's binary protocol only)",
+                       std::move(done));
+  }
   size_t in_flight() const override { return link_->in_flight(); }
 
  private:
@@ -1249,6 +1261,7 @@ ServerSample SegstoreSampleOf(std::string_view info) {
   s.memory_bytes = number("process.resident_memory_bytes");
   s.device_bytes_used = (number("storage.write_blocks") - number("storage.write_blocks_free")) *
                         number("storage.write_block_bytes");
+  s.live_bytes = number("storage.live_bytes");
   s.records = number("storage.index_entries");
   s.sweeper_segments_removed = number("sweeper.segments_removed");
   s.sweeper_records_rewritten = number("sweeper.records_rewritten");

@@ -46,8 +46,11 @@
 // operation, name:value) for the same figures as the segstore target.
 // Neither TLS nor the shared secret is spoken: the port must serve plain
 // TCP without a secret.
-// Link (profile bridging) is the binary protocol's alone in segbench: in
-// both dialects it fails, from a posted handler, "not supported".
+// Link (profile bridging) and the profile field calls (SetFields,
+// Increment, GetFields) are the binary protocol's alone in segbench: in
+// both dialects they fail, from a posted handler, "not supported" (Redis
+// would need a second hash a user and scripts of its own; the RESP port has
+// no field commands yet).
 //
 // Each Connection is one hiredis asynchronous context driven by the Asio
 // io_context it was opened on (one non-blocking socket, requests pipelined

@@ -8,6 +8,8 @@
 //   segbench --segstore 127.0.0.1:7700 --json limits get
 //   segbench --segstore 127.0.0.1:7700 --connections 16 load link get get-linked get-50
 //            get-linked-50                                   (profile bridging, issue 20)
+//   segbench --segstore 127.0.0.1:7700 --fields load get get-fields incr upsert-1
+//                                                            (profile fields, issue 21)
 //
 // Workloads run in the order given; with both --segstore and --redis each
 // runs on segstore, then on Redis, interleaved, and the report prints both
@@ -53,6 +55,25 @@
 //               just measured (or --rate)
 //   get-linked-50  get-linked, open loop at 50 % of the same get rate; with
 //               get-50 the report gives their p99s' ratio (the goal: 2x)
+// Profile fields (proto/PROTOCOL.md, "Profile fields"), never in `all`:
+//   --fields    load also gives each user the workload's 25 fields
+//               (workload.md, "Profile fields": 20 cap:<campaign> counters
+//               expiring at the end of the UTC day, last_seen, country,
+//               score, device, consent), one field_set a user after its
+//               segments, the server's field name table given the 5,005
+//               names first; per user, the report gives the records' bytes
+//               on the device (storage.live_bytes' growth over the load) and
+//               the string values' bytes
+//   get-fields  get of one user asking also for its counters (field_prefix
+//               "cap:", what a frequency-capping bidder asks)
+//   incr        field_incr of one of a random user's 20 counters, no cap,
+//               TTL to the end of the UTC day in a fixed window
+//   upsert-1    upsert of exactly one segment into a random user, expiring 1
+//               to 720 hours ahead (upsert sends 1 to 10): with incr, the
+//               report gives their server CPU per request side by side
+// The fields are segstore's binary protocol's to a single server: --fields
+// loads the segments alone, and get-fields and incr are skipped with a
+// note, on Redis, --resp and a cluster; upsert-1 runs everywhere.
 //
 // --segstore may name any node of a cluster: segbench then routes each
 // request to a node holding its user (AsyncClusterClient; --connections
@@ -104,6 +125,7 @@ struct Options {
   unsigned group_size = 0;  // > 0: every group this size (min = max)
   double linked_share = 0.5;
   bool ids_only = false;
+  bool fields = false;        // load: the workload's profile fields too
   bool resp_hgetall = false;  // reads also through HGETALL on --resp
   std::string limits_dir;
   uint64_t limits_file_mib = 1024;
@@ -213,6 +235,9 @@ json RowJson(const Row& row) {
   if (r.all.profiles > 0 || row.workload.rfind("get-linked", 0) == 0) {
     j["profiles_per_op"] = r.all.profiles_per_request();
   }
+  if (r.all.fields > 0 || r.spec.workload == Workload::kGetFields) {
+    j["fields_per_op"] = r.all.fields_per_request();
+  }
   if (r.spec.rate > 0) {
     j["target_rate"] = r.spec.rate;
     j["backlog_max"] = r.backlog_max;
@@ -257,6 +282,11 @@ json RowJson(const Row& row) {
 struct PerUser {
   std::optional<double> memory;  // growth over the load / users
   std::optional<double> disk;    // device bytes in use / records, after the load
+  // The records' bytes on the device (storage.live_bytes, garbage not
+  // included): their growth over the load / users.
+  std::optional<double> live;
+  // A load with fields: the bytes of the string values set / users (in `live`).
+  std::optional<double> field_strings;
   std::string note;
 };
 
@@ -268,8 +298,11 @@ PerUser PerUserOf(const Subject& s) {
   if (!s.target->topology().empty()) {
     add_note("summed over the cluster's nodes: each user is on every replica of its partition");
   }
-  if (l.before.records > 0) {
-    add_note("the server held " + std::to_string(l.before.records) +
+  // A load with fields had the server number their names first: those
+  // records are its field name table's, not users'.
+  const uint64_t table = l.fields ? std::min(l.before.records, l.field_names_registered) : 0;
+  if (l.before.records > table) {
+    add_note("the server held " + std::to_string(l.before.records - table) +
              " records before the load: memory growth not per user");
   } else if (l.after.memory_bytes >= l.before.memory_bytes) {
     p.memory = static_cast<double>(l.after.memory_bytes - l.before.memory_bytes) /
@@ -280,8 +313,21 @@ PerUser PerUserOf(const Subject& s) {
     add_note("the server's memory shrank over the load (" + std::to_string(l.before.memory_bytes) +
              " to " + std::to_string(l.after.memory_bytes) + " bytes): memory growth not per user");
   }
-  if (l.after.device_bytes_used > 0 && l.after.records > 0) {
-    p.disk = static_cast<double>(l.after.device_bytes_used) / static_cast<double>(l.after.records);
+  if (l.after.device_bytes_used > 0 && l.after.records > table) {
+    p.disk = static_cast<double>(l.after.device_bytes_used) /
+             static_cast<double>(l.after.records - table);
+  }
+  if (l.fields) {
+    add_note(
+        "each user's fields were set after its segments: the write blocks in use hold its record "
+        "before them too, until defragmented; the records' own bytes are the live bytes");
+  }
+  if (l.after.live_bytes > 0 && l.after.live_bytes >= l.before.live_bytes) {
+    p.live = static_cast<double>(l.after.live_bytes - l.before.live_bytes) /
+             static_cast<double>(l.users);
+  }
+  if (l.fields) {
+    p.field_strings = static_cast<double>(l.field_string_bytes) / static_cast<double>(l.users);
   }
   return p;
 }
@@ -324,21 +370,21 @@ class Bench {
     static const std::vector<std::string> kAll = {"limits",    "load",   "get",       "get-zipf",
                                                   "batch-get", "get-70", "get-80",    "upsert",
                                                   "mixed",     "trim",   "mixed-busy"};
-    // Profile bridging's, never in `all`.
-    static const std::vector<std::string> kLinked = {"link", "get-linked", "get-50",
-                                                     "get-linked-50"};
+    // Profile bridging's and profile fields', never in `all`.
+    static const std::vector<std::string> kApart = {
+        "link", "get-linked", "get-50", "get-linked-50", "get-fields", "incr", "upsert-1"};
     std::vector<std::string> names;
     for (const std::string& w : o_.workloads) {
       if (w == "all") {
         names.insert(names.end(), kAll.begin(), kAll.end());
       } else if (std::find(kAll.begin(), kAll.end(), w) != kAll.end() ||
-                 std::find(kLinked.begin(), kLinked.end(), w) != kLinked.end()) {
+                 std::find(kApart.begin(), kApart.end(), w) != kApart.end()) {
         names.push_back(w);
       } else {
         return Fail(Status::InvalidArgument(
             "no workload \"" + w +
             "\" (limits load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy "
-            "all; link get-linked get-50 get-linked-50)"));
+            "all; link get-linked get-50 get-linked-50; get-fields incr upsert-1)"));
       }
     }
     if (o_.group_size > 0) o_.group_min = o_.group_max = o_.group_size;
@@ -504,12 +550,23 @@ class Bench {
           s->loaded_by = same->label;
           continue;
         }
-        std::fprintf(stderr, "segbench: loading %s users into %s\n",
-                     Thousands(static_cast<double>(o_.spec.users)).c_str(), s->label.c_str());
-        auto l = Load(*s->target, o_.spec.users, o_.load_connections);
+        const bool fields = o_.fields && s->target->fields_supported();
+        if (o_.fields && !fields) {
+          Note(s->label +
+               " load: segments only (profile fields are measured through segstore's "
+               "binary protocol to a single server only)");
+        }
+        std::fprintf(stderr, "segbench: loading %s users into %s%s\n",
+                     Thousands(static_cast<double>(o_.spec.users)).c_str(), s->label.c_str(),
+                     fields ? ", with their fields" : "");
+        auto l = Load(*s->target, o_.spec.users, o_.load_connections, fields);
         if (!l.ok()) return l.status().WithContext(s->label);
         std::fprintf(stderr, "segbench: loaded in %.1f s (%s users/s)\n", l->seconds,
                      Thousands(static_cast<double>(l->users) / l->seconds).c_str());
+        if (fields) {
+          std::fprintf(stderr, "segbench: %s field names newly numbered before the load\n",
+                       Thousands(static_cast<double>(l->field_names_registered)).c_str());
+        }
         s->load = *l;
       }
       return Status::OK();
@@ -547,6 +604,13 @@ class Bench {
       reads = true;
     } else if (w == "upsert") {
       spec.workload = Workload::kUpsert;
+    } else if (w == "upsert-1") {
+      spec.workload = Workload::kUpsertOne;
+    } else if (w == "get-fields") {
+      spec.workload = Workload::kGetFields;
+      reads = true;
+    } else if (w == "incr") {
+      spec.workload = Workload::kIncrement;
     } else if (w == "mixed") {
       spec.workload = Workload::kMixed;
     } else if (w == "trim") {
@@ -563,6 +627,14 @@ class Bench {
         Note(s->label + " " + w +
              ": skipped (nothing linked through it: link runs on segstore's binary protocol "
              "only)");
+        continue;
+      }
+      if ((w == "get-fields" || w == "incr") && !s->target->fields_supported()) {
+        if (!s->whole) {
+          Note(s->label + " " + w +
+               ": skipped (profile fields are measured through segstore's binary protocol to a "
+               "single server only)");
+        }
         continue;
       }
       Row row;
@@ -688,9 +760,10 @@ class Bench {
     const RunSpec& s = o_.spec;
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "%s users of 1,000 segments (the reference workload%s), %u connections x depth "
-                  "%u, %u client thread%s, %g s measured after %g s warm-up",
+                  "%s users of 1,000 segments%s (the reference workload%s), %u connections x "
+                  "depth %u, %u client thread%s, %g s measured after %g s warm-up",
                   Thousands(static_cast<double>(s.users)).c_str(),
+                  o_.fields ? " and 25 profile fields" : "",
                   s.users < 500000 ? "; its full size is 500,000 users" : "", s.connections,
                   s.depth, s.threads, s.threads == 1 ? "" : "s", s.seconds, s.warmup_seconds);
     return buf;
@@ -730,6 +803,17 @@ class Bench {
       }
       one["memory_bytes_per_user"] = p.memory ? json(*p.memory) : json(nullptr);
       one["disk_bytes_per_user"] = p.disk ? json(*p.disk) : json(nullptr);
+      one["live_bytes_per_user"] = p.live ? json(*p.live) : json(nullptr);
+      if (s.load) {
+        one["load"]["live_bytes_before"] = s.load->before.live_bytes;
+        one["load"]["live_bytes_after"] = s.load->after.live_bytes;
+        one["load"]["fields"] = s.load->fields;
+        if (s.load->fields) {
+          one["load"]["field_names_registered"] = s.load->field_names_registered;
+          one["load"]["field_string_bytes"] = s.load->field_string_bytes;
+          one["field_string_bytes_per_user"] = *p.field_strings;
+        }
+      }
       if (!p.note.empty()) one["note"] = p.note;
       if (s.link) {
         const LinkRunResult& l = *s.link;
@@ -775,6 +859,20 @@ class Bench {
                        {"goal_at_most", 2.0}});
     }
     if (!goals.empty()) j["linked_p99_goal"] = goals;
+    json field_goals = json::array();
+    for (const FieldGoal& g : FieldGoals()) {
+      auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+      field_goals.push_back({{"target", g.label},
+                             {"incr_ops_per_second", g.incr->run.ops_per_second()},
+                             {"upsert_1_ops_per_second", g.upsert->run.ops_per_second()},
+                             {"incr_server_cpu_us_per_op", opt(CpuUsPerOp(g.incr->run))},
+                             {"upsert_1_server_cpu_us_per_op", opt(CpuUsPerOp(g.upsert->run))},
+                             {"incr_p50_us", Us(g.incr->run.all.latency.Percentile(0.5))},
+                             {"upsert_1_p50_us", Us(g.upsert->run.all.latency.Percentile(0.5))},
+                             {"incr_p99_us", Us(g.incr->run.all.latency.Percentile(0.99))},
+                             {"upsert_1_p99_us", Us(g.upsert->run.all.latency.Percentile(0.99))}});
+    }
+    if (!field_goals.empty()) j["incr_vs_upsert_1"] = field_goals;
     if (!notes_.empty()) j["notes"] = notes_;
     json rows = json::array();
     for (const Row& r : rows_) rows.push_back(RowJson(r));
@@ -842,6 +940,7 @@ class Bench {
           o_.spec.batch);
       PrintNotes();
       PrintLinkedGoal();
+      PrintFieldGoal();
       PrintRespRatios();
       PrintHgetallRatios();
       PrintRatios();
@@ -885,6 +984,45 @@ class Bench {
           "%s us, groups of %u to %u, %u connections\n",
           g.label.c_str(), g.linked_p99 / g.p99, Thousands(g.linked_p99).c_str(),
           Thousands(g.p99).c_str(), o_.group_min, o_.group_max, o_.spec.connections);
+    }
+  }
+
+  // Issue 21's goal: an increment costs no more than an upsert of one
+  // segment; each subject's incr and upsert-1 rows, when both ran.
+  struct FieldGoal {
+    std::string label;
+    const Row* incr = nullptr;
+    const Row* upsert = nullptr;
+  };
+  std::vector<FieldGoal> FieldGoals() const {
+    std::vector<FieldGoal> out;
+    for (const Subject& s : subjects_) {
+      const Row* incr = Find(s.label, "incr");
+      const Row* upsert = Find(s.label, "upsert-1");
+      if (incr != nullptr && upsert != nullptr) out.push_back({s.label, incr, upsert});
+    }
+    return out;
+  }
+
+  void PrintFieldGoal() const {
+    for (const FieldGoal& g : FieldGoals()) {
+      const RunResult& i = g.incr->run;
+      const RunResult& u = g.upsert->run;
+      std::printf(
+          "%s incr against upsert-1 (goal: an increment costs no more than an upsert of "
+          "one segment): ",
+          g.label.c_str());
+      const auto ci = CpuUsPerOp(i), cu = CpuUsPerOp(u);
+      if (ci && cu && *cu > 0) {
+        std::printf("server CPU %.2fx (%s us against %s us a request), ", *ci / *cu,
+                    Thousands(*ci).c_str(), Thousands(*cu).c_str());
+      }
+      std::printf("%s requests/s against %s, p50 %s us against %s us, p99 %s us against %s us\n",
+                  Thousands(i.ops_per_second()).c_str(), Thousands(u.ops_per_second()).c_str(),
+                  Thousands(Us(i.all.latency.Percentile(0.5))).c_str(),
+                  Thousands(Us(u.all.latency.Percentile(0.5))).c_str(),
+                  Thousands(Us(i.all.latency.Percentile(0.99))).c_str(),
+                  Thousands(Us(u.all.latency.Percentile(0.99))).c_str());
     }
   }
 
@@ -949,6 +1087,11 @@ class Bench {
             row.subject.c_str(), row.workload.c_str(),
             Thousands(static_cast<double>(r.spec.users - 1)).c_str(), r.all.profiles_per_request(),
             r.all.segments_per_request());
+      }
+      if (r.spec.workload == Workload::kGetFields) {
+        std::printf("%s %s: answers of %.1f fields (prefix \"%s\") and %.0f segments on average\n",
+                    row.subject.c_str(), row.workload.c_str(), r.all.fields_per_request(),
+                    kCapPrefix, r.all.segments_per_request());
       }
       if (r.spec.rate > 0) {
         std::printf("%s %s: open loop at %s/s asked; at most %s requests waited for a free slot\n",
@@ -1094,11 +1237,18 @@ class Bench {
         continue;
       }
       const PerUser p = PerUserOf(s);
-      std::printf("%-17s loaded %s users/s; memory %s B/user%s", s.label.c_str(),
+      std::printf("%-17s loaded %s users/s%s; memory %s B/user%s", s.label.c_str(),
                   Thousands(static_cast<double>(s.load->users) / s.load->seconds).c_str(),
+                  s.load->fields ? " with their 25 fields" : "",
                   p.memory ? Thousands(*p.memory).c_str() : "?",
                   s.segstore || s.resp ? " (resident set growth)" : " (used_memory growth)");
       if (p.disk) std::printf(", disk %s B/user (write blocks in use)", Thousands(*p.disk).c_str());
+      if (p.live) {
+        std::printf(", records %.1f B/user on the device (live bytes' growth)", *p.live);
+      }
+      if (p.field_strings) {
+        std::printf(", of which %.1f B/user string values of fields", *p.field_strings);
+      }
       if (!p.note.empty()) std::printf(" [%s]", p.note.c_str());
       std::printf("\n");
       if (s.segstore && p.memory && p.disk) seg_total = *p.memory + *p.disk;
@@ -1177,7 +1327,7 @@ int main(int argc, char** argv) {
   app.add_option("workloads", o.workloads,
                  "limits load get get-zipf batch-get get-70 get-80 upsert mixed trim mixed-busy, "
                  "or all; and profile bridging's (never in all): link get-linked get-50 "
-                 "get-linked-50")
+                 "get-linked-50; and profile fields' (never in all): get-fields incr upsert-1")
       ->required();
   app.add_option("--segstore", o.segstore, "host:port of segstored (default 127.0.0.1:7700)");
   segstore::tools::AddClientFlags(&app, &o.security);
@@ -1238,6 +1388,9 @@ int main(int argc, char** argv) {
                  "link: the share of the users linked, the first ones (default 0.5); every "
                  "other workload after link draws from the rest")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--fields", o.fields,
+               "load also gives each user the workload's 25 profile fields (segstore's binary "
+               "protocol to a single server)");
   app.add_flag("--ids-only", o.ids_only,
                "segstore gets ask for segment IDs only (binary protocol and RESP)");
   app.add_option("--limits-dir", o.limits_dir,

@@ -1,13 +1,18 @@
 #include "bench/segbench/segstore_target.h"
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+// clang-format off
 #include <utility>
 
 #include <boost/asio.hpp>
+// clang-format on
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -18,6 +23,20 @@ namespace {
 
 Outcome Failed(const Status& s) { return Outcome{false, s.ToString(), 0, 0}; }
 
+FieldValue ValueOf(const ReferenceField& f) {
+  switch (f.type) {
+    case ReferenceField::Type::kInt:
+      return FieldValue::Int(f.i);
+    case ReferenceField::Type::kDouble:
+      return FieldValue::Double(f.d);
+    case ReferenceField::Type::kString:
+      return FieldValue::String(f.s);
+    case ReferenceField::Type::kTime:
+      return FieldValue::Time(static_cast<UnixSeconds>(f.i));
+  }
+  return FieldValue::Int(f.i);
+}
+
 // One segbench connection over `Client`: an AsyncClient to a single server,
 // or an AsyncClusterClient routing to a cluster's nodes (one connection to
 // each). Both take the same calls; a single server's runs are the same code
@@ -25,12 +44,29 @@ Outcome Failed(const Status& s) { return Outcome{false, s.ToString(), 0, 0}; }
 template <typename Client>
 class SegstoreConnection final : public Connection {
  public:
-  SegstoreConnection(std::unique_ptr<Client> c, const GetOptions& get)
-      : client_(std::move(c)), get_(get) {}
+  SegstoreConnection(boost::asio::io_context& io, std::unique_ptr<Client> c, const GetOptions& get)
+      : io_(io), client_(std::move(c)), get_(get), get_fields_(get) {}
+  ~SegstoreConnection() override { Deliver(*unsupported_); }
 
   void Get(const std::string& user, Done done) override {
     client_->Get(user, get_, [done = std::move(done)](Result<GetResult> r) {
       if (r.ok()) return done(Outcome{true, {}, r->count, 0, r->profiles});
+      if (r.status().IsNotFound()) return done(Outcome{true, {}, 0, 1});
+      done(Failed(r.status()));
+    });
+  }
+
+  void GetFields(const std::string& user, const std::string& prefix, Done done) override {
+    if (get_fields_.fields.mode != FieldSelection::Mode::kPrefix ||
+        get_fields_.fields.prefix != prefix) {
+      get_fields_.fields = FieldSelection{FieldSelection::Mode::kPrefix, {}, prefix};
+    }
+    client_->Get(user, get_fields_, [done = std::move(done)](Result<GetResult> r) {
+      if (r.ok()) {
+        Outcome o{true, {}, r->count, 0, r->profiles};
+        o.fields = static_cast<uint32_t>(r->fields.size());
+        return done(std::move(o));
+      }
       if (r.status().IsNotFound()) return done(Outcome{true, {}, 0, 1});
       done(Failed(r.status()));
     });
@@ -74,14 +110,15 @@ class SegstoreConnection final : public Connection {
     });
   }
 
-  void Replace(std::span<const std::string> users, std::span<const std::vector<Assignment>> profiles,
-               Done done) override {
+  void Replace(std::span<const std::string> users,
+               std::span<const std::vector<Assignment>> profiles, Done done) override {
     std::vector<UpsertItem> items;
     items.reserve(users.size());
     for (size_t i = 0; i < users.size() && i < profiles.size(); ++i) {
       UpsertItem item{users[i], {}, UpsertMode::kSet};
       item.segments.reserve(profiles[i].size());
-      for (const Assignment& a : profiles[i]) item.segments.push_back({a.id, a.expires, false, {}, {}});
+      for (const Assignment& a : profiles[i])
+        item.segments.push_back({a.id, a.expires, false, {}, {}});
       items.push_back(std::move(item));
     }
     client_->BatchUpsert(items, [done = std::move(done)](Result<BatchUpsertResult> r) {
@@ -100,11 +137,70 @@ class SegstoreConnection final : public Connection {
     });
   }
 
-  size_t in_flight() const override { return client_->in_flight(); }
+  void SetFields(const std::string& user, std::span<const ReferenceField> fields,
+                 Done done) override {
+    if constexpr (!kFieldWrites) {
+      return NotSupported("field_set", std::move(done));
+    } else {
+      std::vector<FieldUpdate> updates;
+      updates.reserve(fields.size());
+      for (const ReferenceField& f : fields) {
+        updates.push_back(FieldUpdate{f.name, ValueOf(f), f.expires_at, false});
+      }
+      client_->FieldSet(user, updates, WriteId{},
+                        [done = std::move(done)](Result<FieldWriteResult> r) {
+                          if (!r.ok()) return done(Failed(r.status()));
+                          done(Outcome{});
+                        });
+    }
+  }
+
+  void Increment(const std::string& user, const std::string& name, uint32_t ttl,
+                 Done done) override {
+    if constexpr (!kFieldWrites) {
+      return NotSupported("field_incr", std::move(done));
+    } else {
+      segstore::FieldIncrement inc;
+      inc.name = name;
+      inc.delta = 1;
+      inc.ttl = ttl;
+      inc.window = segstore::FieldIncrement::Window::kFixed;
+      client_->FieldIncrement(user, inc, WriteId{},
+                              [done = std::move(done)](Result<IncrementResult> r) {
+                                if (!r.ok()) return done(Failed(r.status()));
+                                done(Outcome{});
+                              });
+    }
+  }
+
+  size_t in_flight() const override { return client_->in_flight() + unsupported_->size(); }
 
  private:
+  // The field writes: AsyncClient's; a cluster's nodes refuse them for now
+  // (their log does not carry fields), and AsyncClusterClient has none.
+  static constexpr bool kFieldWrites = std::is_same_v<Client, client::AsyncClient>;
+  using Refused = std::vector<std::pair<Done, Outcome>>;
+
+  // Fails `what` from a posted handler, never inside the call; the
+  // destructor fails those not yet delivered.
+  void NotSupported(const char* what, Done done) {
+    unsupported_->emplace_back(
+        std::move(done),
+        Outcome{false, std::string(what) + ": not supported by a cluster (profile fields)", 0, 0});
+    if (unsupported_->size() > 1) return;
+    boost::asio::post(io_, [refused = unsupported_] { Deliver(*refused); });
+  }
+  static void Deliver(Refused& refused) {
+    Refused now = std::move(refused);
+    refused.clear();
+    for (auto& [done, outcome] : now) done(std::move(outcome));
+  }
+
+  boost::asio::io_context& io_;
   std::unique_ptr<Client> client_;
   GetOptions get_;
+  GetOptions get_fields_;  // get_, asking for the fields of a prefix
+  std::shared_ptr<Refused> unsupported_ = std::make_shared<Refused>();
 };
 
 // A server's figures, from its stats.
@@ -129,6 +225,7 @@ ServerSample SampleOf(segstore::Stats stats) {
   s.memory_bytes = number("process.resident_memory_bytes");
   s.device_bytes_used = (number("storage.write_blocks") - number("storage.write_blocks_free")) *
                         number("storage.write_block_bytes");
+  s.live_bytes = number("storage.live_bytes");
   s.records = number("storage.index_entries");
   s.sweeper_segments_removed = number("sweeper.segments_removed");
   s.sweeper_records_rewritten = number("sweeper.records_rewritten");
@@ -167,10 +264,10 @@ class SegstoreTarget final : public Target {
             std::function<void(Result<std::unique_ptr<Connection>>)> done) override {
     client::AsyncClient::Connect(
         io, options_.client,
-        [this, done = std::move(done)](Result<std::unique_ptr<client::AsyncClient>> r) {
+        [this, &io, done = std::move(done)](Result<std::unique_ptr<client::AsyncClient>> r) {
           if (!r.ok()) return done(r.status());
           done(std::unique_ptr<Connection>(
-              new SegstoreConnection<client::AsyncClient>(std::move(*r), get_)));
+              new SegstoreConnection<client::AsyncClient>(io, std::move(*r), get_)));
         });
   }
 
@@ -178,7 +275,71 @@ class SegstoreTarget final : public Target {
 
   size_t load_batch() const override { return 20; }
 
+  bool fields_supported() const override { return true; }
+
+  Result<uint64_t> RegisterFieldNames(std::span<const std::string> names,
+                                      double timeout_seconds) override {
+    auto c = client::Client::Connect(options_.client);
+    if (!c.ok()) return c.status();
+    auto records = [&c]() -> Result<uint64_t> {
+      auto stats = (*c)->Stats();
+      if (!stats.ok()) return stats.status();
+      return SampleOf(std::move(*stats)).records;
+    };
+    const Result<uint64_t> before = records();
+    if (!before.ok()) return before.status();
+    // A scratch profile may hold at most profile.max_fields fields.
+    const size_t per_user = std::max<size_t>(1, std::min<size_t>(200, MaxFields(**c)));
+    for (size_t first = 0, k = 0; first < names.size(); first += per_user, ++k) {
+      std::vector<FieldUpdate> fields;
+      for (size_t i = first; i < std::min(names.size(), first + per_user); ++i) {
+        fields.push_back(FieldUpdate{names[i], FieldValue::Int(0), kNever, false});
+      }
+      const std::string user = "segbench-field-names-" + std::to_string(k);
+      if (auto set = (*c)->FieldSet(user, fields); !set.ok()) {
+        return set.status().WithContext("registering field names: " + user);
+      }
+      if (auto del = (*c)->Delete(user); !del.ok()) {
+        return del.status().WithContext("registering field names: deleting " + user);
+      }
+    }
+    // The server writes the table's records one after another, each once
+    // the one before is on the device: wait for all of them (a fresh
+    // server), or until none has appeared for two seconds (a server that
+    // numbered some names before).
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    auto last_change = start;
+    uint64_t grown = 0;
+    while (grown < names.size()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const Result<uint64_t> now = records();
+      if (!now.ok()) return now.status();
+      const uint64_t g = *now > *before ? *now - *before : 0;
+      const auto t = Clock::now();
+      if (g != grown) {
+        grown = g;
+        last_change = t;
+      } else if (t - last_change > std::chrono::seconds(2) ||
+                 t - start > std::chrono::duration<double>(timeout_seconds)) {
+        break;
+      }
+    }
+    return grown;
+  }
+
  private:
+  // The server's profile.max_fields (256 when it does not say).
+  static uint64_t MaxFields(client::Client& c) {
+    auto stats = c.Stats();
+    if (!stats.ok()) return 256;
+    for (const StatEntry& e : stats->entries) {
+      if (e.name != "config.profile.max_fields") continue;
+      if (const auto* u = std::get_if<uint64_t>(&e.value)) return *u;
+    }
+    return 256;
+  }
+
   SegstoreOptions options_;
   GetOptions get_;
 };
@@ -209,10 +370,10 @@ class SegstoreClusterTarget final : public Target {
     o.connections_per_node = 1;
     client::AsyncClusterClient::Connect(
         io, o,
-        [this, done = std::move(done)](Result<std::unique_ptr<client::AsyncClusterClient>> r) {
+        [this, &io, done = std::move(done)](Result<std::unique_ptr<client::AsyncClusterClient>> r) {
           if (!r.ok()) return done(r.status());
           done(std::unique_ptr<Connection>(
-              new SegstoreConnection<client::AsyncClusterClient>(std::move(*r), get_)));
+              new SegstoreConnection<client::AsyncClusterClient>(io, std::move(*r), get_)));
         });
   }
 
@@ -231,6 +392,7 @@ class SegstoreClusterTarget final : public Target {
       total->more_pids.push_back(one->pid);
       total->memory_bytes += one->memory_bytes;
       total->device_bytes_used += one->device_bytes_used;
+      total->live_bytes += one->live_bytes;
       total->records += one->records;
       total->sweeper_segments_removed += one->sweeper_segments_removed;
       total->sweeper_records_rewritten += one->sweeper_records_rewritten;

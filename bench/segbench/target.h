@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/workload.h"
 #include "segstore/result.h"
 
 namespace boost::asio {
@@ -44,6 +45,8 @@ struct Outcome {
   // Reads of a linked user (profile bridging): how many profiles the merged
   // answer merged (the master's included); 0 for a user in no group.
   uint32_t profiles = 0;
+  // Profile fields returned (a get asking for fields).
+  uint32_t fields = 0;
 };
 using Done = std::function<void(Outcome)>;
 
@@ -75,6 +78,21 @@ class Connection {
   // only: other stores fail it (ok == false, "not supported", never inside
   // the call).
   virtual void Link(const std::string& user, const std::string& master, Done done) = 0;
+  // Profile fields (proto/PROTOCOL.md, "Profile fields"), segstore's binary
+  // protocol to a single server only: other stores, and a cluster, fail
+  // these (ok == false, "not supported", never inside the call).
+  // Sets these fields of `user` (one field_set), each with its absolute
+  // expiry, creating the profile if need be. Used to load the data set.
+  virtual void SetFields(const std::string& user, std::span<const ReferenceField> fields,
+                         Done done) = 0;
+  // Adds 1 to `user`'s counter `name` (one field_incr, no cap), in a fixed
+  // window of `ttl` seconds: a counter made by it (absent or expired)
+  // expires `ttl` seconds on, one that exists keeps its expiry.
+  virtual void Increment(const std::string& user, const std::string& name, uint32_t ttl,
+                         Done done) = 0;
+  // Get, also asking for the live fields whose names start with `prefix`;
+  // `fields` counts them.
+  virtual void GetFields(const std::string& user, const std::string& prefix, Done done) = 0;
   // Requests sent whose callback has not run yet.
   virtual size_t in_flight() const = 0;
 };
@@ -85,7 +103,11 @@ struct ServerSample {
   std::vector<int64_t> more_pids;  // a cluster's other nodes' (the sums below cover them all)
   uint64_t memory_bytes = 0;       // Redis: used_memory; segstore: resident set
   uint64_t device_bytes_used = 0;  // bytes of the data device in use, garbage included (0: none)
-  uint64_t records = 0;            // profiles (segstore) or keys (Redis) stored
+  // segstore: the bytes of the records its index points to
+  // (storage.live_bytes: what the profiles take on the device, garbage not
+  // included); 0 elsewhere.
+  uint64_t live_bytes = 0;
+  uint64_t records = 0;  // profiles (segstore) or keys (Redis) stored
   // Background work, cumulative (segstore only; 0 elsewhere).
   uint64_t sweeper_segments_removed = 0;
   uint64_t sweeper_records_rewritten = 0;
@@ -119,6 +141,21 @@ class Target {
   virtual Result<ServerSample> Sample() = 0;
   // Users per Replace call that suit this store when loading.
   virtual size_t load_batch() const = 0;
+  // Whether Connection's profile field calls work here (segstore's binary
+  // protocol to a single server).
+  virtual bool fields_supported() const { return false; }
+  // Profile fields: gives `names` numbers in the server's field name table
+  // (src/profile/field_names.h), as a store that has served them a while
+  // has them, so that the profiles loaded next name their fields by number
+  // rather than inline: sets them on scratch users (the server numbers a
+  // name once a write has stored it), deletes those, and waits until the
+  // table's records stop appearing (at most `timeout_seconds`). Returns how
+  // many records appeared (the names newly numbered). Unsupported where
+  // !fields_supported().
+  virtual Result<uint64_t> RegisterFieldNames(std::span<const std::string> /*names*/,
+                                              double /*timeout_seconds*/) {
+    return Status::Unsupported(name() + ": profile fields are not measured here");
+  }
 };
 
 }  // namespace segstore::bench

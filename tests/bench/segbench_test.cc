@@ -1,9 +1,10 @@
-// segbench's pieces: the user picker, the run loop against a fake store (open
-// loop must not hide a stall), and the whole tool against an in-process
-// server: the driver's load, gets, expiry and trims, then the segbench
-// binary's JSON report (profile bridging's link and linked gets too). Last,
-// segstored's RESP port as a subject: the RESP target's replies, and
-// segbench through it, against a segstored process.
+// segbench's pieces: the user picker, the reference profile fields, the run
+// loop against a fake store (open loop must not hide a stall), and the whole
+// tool against an in-process server: the driver's load, gets, expiry and
+// trims, then the segbench binary's JSON report (profile bridging's link and
+// linked gets, profile fields' load and workloads too). Last, segstored's
+// RESP port as a subject: the RESP target's replies, and segbench through
+// it, against a segstored process.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,9 +13,11 @@
 #include <unistd.h>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (C++20).
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +124,86 @@ TEST(UserPicker, RanksMapToDistinctUsers) {
   EXPECT_EQ(users.size(), 1000u);
 }
 
+// Whether a test crossed a UTC midnight: the reference cap counters expire
+// at the end of the UTC day they were loaded in.
+class DayWatch {
+ public:
+  DayWatch() : end_(EndOfUtcDay(Now())) {}
+  bool Crossed() const { return Now() >= end_; }
+  static uint32_t Now() { return static_cast<uint32_t>(std::time(nullptr)); }
+
+ private:
+  uint32_t end_;
+};
+
+// workload.md, "Profile fields": 20 counters named after 6-digit campaigns
+// of 5,000, values in [0, 10], expiring at the end of the UTC day; then
+// last_seen, country, score, device and consent as it says. Deterministic
+// in the user: only the expiries follow the time given.
+TEST(ReferenceFields, TheWorkloadsTwentyFiveFields) {
+  constexpr uint32_t kNow = 1'790'000'000;
+  std::set<uint32_t> numbers;
+  for (uint32_t c = 0; c < kReferenceCampaigns; ++c) numbers.insert(CampaignNumber(c));
+  EXPECT_EQ(numbers.size(), kReferenceCampaigns);
+  EXPECT_GE(*numbers.begin(), 100000u);
+  EXPECT_LE(*numbers.rbegin(), 999999u);
+  const std::vector<std::string> names = ReferenceFieldNameList();
+  EXPECT_EQ(names.size(), 5005u);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 5005u);
+
+  const std::set<std::string> all_names(names.begin(), names.end());
+  std::set<uint32_t> campaigns_seen;
+  for (uint64_t u = 0; u < 300; ++u) {
+    const std::vector<ReferenceField> f = ReferenceFields(u, kNow);
+    ASSERT_EQ(f.size(), 25u);
+    const std::vector<uint32_t> campaigns = ReferenceCampaigns(u);
+    ASSERT_EQ(campaigns.size(), 20u);
+    EXPECT_EQ(std::set<uint32_t>(campaigns.begin(), campaigns.end()).size(), 20u);
+    for (size_t i = 0; i < 20; ++i) {
+      campaigns_seen.insert(campaigns[i]);
+      EXPECT_EQ(f[i].name, CapName(campaigns[i]));
+      EXPECT_EQ(f[i].name.size(), 10u);  // "cap:" and 6 digits
+      EXPECT_EQ(f[i].type, ReferenceField::Type::kInt);
+      EXPECT_GE(f[i].i, 0);
+      EXPECT_LE(f[i].i, 10);
+      EXPECT_EQ(f[i].expires_at, EndOfUtcDay(kNow));
+    }
+    for (const ReferenceField& one : f) EXPECT_TRUE(all_names.contains(one.name)) << one.name;
+    EXPECT_EQ(f[20].name, "last_seen");
+    EXPECT_EQ(f[20].type, ReferenceField::Type::kTime);
+    EXPECT_LE(f[20].i, int64_t{kNow});
+    EXPECT_GT(f[20].i, int64_t{kNow} - 30 * 86400);
+    EXPECT_EQ(f[20].expires_at, 0u);
+    EXPECT_EQ(f[21].name, "country");
+    EXPECT_EQ(f[21].s.size(), 2u);
+    EXPECT_EQ(f[21].expires_at, 0u);
+    EXPECT_EQ(f[22].name, "score");
+    EXPECT_EQ(f[22].type, ReferenceField::Type::kDouble);
+    EXPECT_GE(f[22].d, 0.0);
+    EXPECT_LT(f[22].d, 1.0);
+    EXPECT_EQ(f[22].expires_at, kNow + 7 * 86400);
+    EXPECT_EQ(f[23].name, "device");
+    EXPECT_GE(f[23].s.size(), 8u);
+    EXPECT_LE(f[23].s.size(), 16u);
+    EXPECT_EQ(f[23].expires_at, 0u);
+    EXPECT_EQ(f[24].name, "consent");
+    EXPECT_EQ(f[24].s.size(), 120u);
+    EXPECT_EQ(f[24].expires_at, kNow + 390 * 86400);
+    EXPECT_EQ(StringBytes(f), 2 + f[23].s.size() + 120);
+    // The same values a day later; only the expiries moved.
+    const std::vector<ReferenceField> later = ReferenceFields(u, kNow + 86400);
+    for (size_t i = 0; i < f.size(); ++i) {
+      EXPECT_EQ(later[i].name, f[i].name);
+      EXPECT_EQ(later[i].s, f[i].s);
+      EXPECT_EQ(later[i].d, f[i].d);
+      if (i != 20) {
+        EXPECT_EQ(later[i].i, f[i].i);  // last_seen follows the time
+      }
+    }
+  }
+  EXPECT_GT(campaigns_seen.size(), 1000u);  // users count different campaigns
+}
+
 TEST(GroupPlan, ConsecutiveGroupsWithinTheBoundsAndTheUsers) {
   const GroupPlan plan = PlanGroups(1000, 2, 10);
   ASSERT_FALSE(plan.sizes.empty());
@@ -193,6 +276,15 @@ class SlowTarget final : public Target {
       Push(std::move(done));
     }
     void Link(const std::string&, const std::string&, Done done) override { Push(std::move(done)); }
+    void SetFields(const std::string&, std::span<const ReferenceField>, Done done) override {
+      Push(std::move(done));
+    }
+    void Increment(const std::string&, const std::string&, uint32_t, Done done) override {
+      Push(std::move(done));
+    }
+    void GetFields(const std::string&, const std::string&, Done done) override {
+      Push(std::move(done));
+    }
     size_t in_flight() const override { return queue_.size(); }
 
    private:
@@ -662,6 +754,103 @@ TEST_F(SegbenchServerTest, ToolLinksUsersAndReadsTheirMergedViews) {
   EXPECT_TRUE((*c)->MasterOf(UserKey(linked)).status().IsNotFound());
 }
 
+// Profile fields' load and workloads: load --fields numbers the 5,005 names
+// first, gives every user its 25 fields and reports their bytes on the
+// device; get-fields answers the 20 counters, incr adds to the loaded ones
+// (no field made), and the report holds incr against upsert-1. Presence and
+// sanity only, never speed.
+TEST_F(SegbenchServerTest, ToolLoadsFieldsAndRunsTheirWorkloads) {
+  constexpr uint64_t kUsers = 30;
+  const HourWatch hours;
+  const DayWatch day;
+  const std::string tool = std::string(SEGBENCH_PATH) +
+                           " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
+                           " --users " + std::to_string(kUsers) +
+                           " --connections 2 --seconds 0.3 --warmup 0.05 --load-connections 2 ";
+  // The segments alone first: what the fields load then adds is the fields'.
+  auto [rc, out] = RunTool(tool + "--json load 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  const double segments_only = j["servers"][0]["live_bytes_per_user"].get<double>();
+  EXPECT_GT(segments_only, 2000.0);
+  EXPECT_FALSE(j["servers"][0]["load"]["fields"].get<bool>());
+  const uint32_t loaded_at = DayWatch::Now();
+  std::tie(rc, out) = RunTool(tool +
+                              "--fields --json load get get-fields incr upsert-1 2>&1 "
+                              ">" +
+                              dir_.File("fields.json"));
+  ASSERT_EQ(rc, 0) << out;
+  std::ifstream in(dir_.File("fields.json"));
+  j = nlohmann::json::parse(in);
+  const auto& server = j["servers"][0];
+  EXPECT_TRUE(server["load"]["fields"].get<bool>());
+  EXPECT_EQ(server["load"]["field_names_registered"], 5005);
+  // The table's records came before the load: its records are the users'.
+  EXPECT_EQ(server["load"]["after"]["records"].get<uint64_t>(),
+            server["load"]["before"]["records"].get<uint64_t>());
+  const double strings = server["field_string_bytes_per_user"].get<double>();
+  EXPECT_GE(strings, 130.0);
+  EXPECT_LE(strings, 138.0);
+  // Every user held its segments already: the records grew by their fields.
+  const double grown = server["live_bytes_per_user"].get<double>();
+  std::printf("reference fields: %.1f bytes a user on the device, %.1f of them string values\n",
+              grown, strings);
+  EXPECT_GT(grown, strings);
+  EXPECT_LT(grown - strings, 200.0);
+
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& run : j["runs"]) runs[run["workload"].get<std::string>()] = run;
+  ASSERT_EQ(runs.size(), 4u) << j["runs"].dump();
+  for (const auto& [w, run] : runs) {
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_EQ(run["missing"], 0) << run.dump();
+    EXPECT_GT(run["ops"].get<uint64_t>(), 0u) << run.dump();
+    EXPECT_TRUE(run["server_cpu_us_per_op"].is_null());  // in-process: no CPU figure
+  }
+  ExpectWholeProfiles(runs["get"]["segments_per_op"].get<double>(), 1, kUsers, hours);
+  EXPECT_FALSE(runs["get"].contains("fields_per_op"));
+  ExpectWholeProfiles(runs["get-fields"]["segments_per_op"].get<double>(), 1, kUsers, hours);
+  if (!day.Crossed()) {
+    EXPECT_EQ(runs["get-fields"]["fields_per_op"].get<double>(), 20.0);
+  }
+  EXPECT_EQ(runs["get-fields"]["by_kind"]["get-fields"]["ops"], runs["get-fields"]["ops"]);
+  EXPECT_EQ(runs["incr"]["by_kind"]["incr"]["ops"], runs["incr"]["ops"]);
+  EXPECT_EQ(runs["upsert-1"]["by_kind"]["upsert"]["ops"], runs["upsert-1"]["ops"]);
+  ASSERT_EQ(j["incr_vs_upsert_1"].size(), 1u);
+  EXPECT_EQ(j["incr_vs_upsert_1"][0]["target"], "segstore");
+  EXPECT_EQ(j["incr_vs_upsert_1"][0]["incr_ops_per_second"].get<double>(),
+            runs["incr"]["ops_per_second"].get<double>());
+
+  // On the server: every user's 25 fields, and the increments on its
+  // loaded counters (at least one a request answered in the window).
+  if (day.Crossed()) GTEST_SKIP() << "a UTC midnight passed: the counters expired";
+  client::ClientOptions o;
+  o.port = server_->port();
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  GetOptions all;
+  all.fields.mode = FieldSelection::Mode::kAll;
+  int64_t loaded = 0, now = 0;
+  for (uint64_t u = 0; u < kUsers; ++u) {
+    auto got = (*c)->Get(UserKey(u), all);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->fields.size(), 25u) << u;
+    for (const ReferenceField& f : ReferenceFields(u, loaded_at)) {
+      const auto it = std::find_if(got->fields.begin(), got->fields.end(),
+                                   [&f](const Field& g) { return g.name == f.name; });
+      ASSERT_NE(it, got->fields.end()) << f.name;
+      if (f.name.starts_with(kCapPrefix)) {
+        loaded += f.i;
+        now += it->value.i;
+        EXPECT_EQ(it->expires_at, EndOfUtcDay(loaded_at)) << f.name;
+      } else if (f.type == ReferenceField::Type::kString) {
+        EXPECT_EQ(it->value.s, f.s) << f.name;
+      }
+    }
+  }
+  EXPECT_GE(now - loaded, runs["incr"]["ops"].get<int64_t>());
+}
+
 TEST_F(SegbenchServerTest, ToolWantsLinkBeforeTheLinkedGets) {
   const std::string cmd = std::string(SEGBENCH_PATH) +
                           " --segstore 127.0.0.1:" + std::to_string(server_->port()) +
@@ -880,6 +1069,16 @@ TEST_F(SegbenchRespTest, TargetReadsSegstoresReplies) {
   o1 = call([&](Done d) { conn->Link("u2", "u1", std::move(d)); });
   EXPECT_FALSE(o1.ok);
   EXPECT_NE(o1.error.find("not supported"), std::string::npos) << o1.error;
+  // So are profile fields.
+  const std::vector<ReferenceField> fields = ReferenceFields(1, now);
+  for (const auto& start : std::vector<std::function<void(Done)>>{
+           [&](Done d) { conn->SetFields("u1", fields, std::move(d)); },
+           [&](Done d) { conn->Increment("u1", CapName(7), 3600, std::move(d)); },
+           [&](Done d) { conn->GetFields("u1", kCapPrefix, std::move(d)); }}) {
+    o1 = call(start);
+    EXPECT_FALSE(o1.ok);
+    EXPECT_NE(o1.error.find("not supported"), std::string::npos) << o1.error;
+  }
   conn.reset();
 
   // whole_profiles: the same reads as HGETALL, the hash view of a profile.
@@ -1034,6 +1233,37 @@ TEST_F(SegbenchRespTest, ToolLinksThroughTheBinaryProtocolOnly) {
   for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
   EXPECT_NE(notes.find("segstore resp link: skipped"), std::string::npos) << notes;
   EXPECT_NE(notes.find("segstore resp get-linked: skipped"), std::string::npos) << notes;
+}
+
+// The field workloads beside the RESP port: get-fields and incr skipped on
+// the RESP subject with a note, upsert-1 run on both; a segstored process,
+// so incr and upsert-1 have server CPU figures side by side. (No --fields:
+// the increments make the counters; ToolLoadsFieldsAndRunsTheirWorkloads
+// loads them, which takes the server a flush per name.)
+TEST_F(SegbenchRespTest, ToolMeasuresFieldsThroughTheBinaryProtocolOnly) {
+  auto [rc, out] = RunTool(std::string(SEGBENCH_PATH) +
+                           " --connections 2 --seconds 0.3 --warmup 0.05 --json --segstore " +
+                           Address(server_.port()) + " --resp " + Address(server_.resp_port()) +
+                           " --users 20 load get-fields incr upsert-1 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  std::set<std::string> rows;
+  for (const auto& run : j["runs"]) {
+    rows.insert(run["target"].get<std::string>() + " " + run["workload"].get<std::string>());
+    EXPECT_EQ(run["errors"], 0) << run.dump();
+    EXPECT_FALSE(run["server_cpu_us_per_op"].is_null()) << run.dump();
+  }
+  EXPECT_EQ(rows, (std::set<std::string>{"segstore get-fields", "segstore incr",
+                                         "segstore upsert-1", "segstore resp upsert-1"}));
+  std::string notes;
+  for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("segstore resp get-fields: skipped"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("segstore resp incr: skipped"), std::string::npos) << notes;
+  ASSERT_EQ(j["incr_vs_upsert_1"].size(), 1u);
+  const auto& goal = j["incr_vs_upsert_1"][0];
+  EXPECT_EQ(goal["target"], "segstore");
+  EXPECT_GT(goal["incr_server_cpu_us_per_op"].get<double>(), 0.0);
+  EXPECT_GT(goal["upsert_1_server_cpu_us_per_op"].get<double>(), 0.0);
 }
 
 }  // namespace
