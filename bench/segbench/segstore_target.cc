@@ -290,7 +290,8 @@ class SegstoreTarget final : public Target {
     if (!before.ok()) return before.status();
     // A scratch profile may hold at most profile.max_fields fields.
     const size_t per_user = std::max<size_t>(1, std::min<size_t>(200, MaxFields(**c)));
-    for (size_t first = 0, k = 0; first < names.size(); first += per_user, ++k) {
+    size_t users = 0;  // scratch users: each leaves a tombstone, a record too
+    for (size_t first = 0, k = 0; first < names.size(); first += per_user, ++k, ++users) {
       std::vector<FieldUpdate> fields;
       for (size_t i = first; i < std::min(names.size(), first + per_user); ++i) {
         fields.push_back(FieldUpdate{names[i], FieldValue::Int(0), kNever, false});
@@ -303,15 +304,15 @@ class SegstoreTarget final : public Target {
         return del.status().WithContext("registering field names: deleting " + user);
       }
     }
-    // The server writes the table's records one after another, each once
-    // the one before is on the device: wait for all of them (a fresh
-    // server), or until none has appeared for two seconds (a server that
-    // numbered some names before).
+    // The server writes the table's records in batches, each once the one
+    // before is on the device: wait for all of them (a fresh server), or
+    // until none has appeared for two seconds (a server that numbered some
+    // names before).
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     auto last_change = start;
     uint64_t grown = 0;
-    while (grown < names.size()) {
+    while (grown < names.size() + users) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       const Result<uint64_t> now = records();
       if (!now.ok()) return now.status();
@@ -325,7 +326,7 @@ class SegstoreTarget final : public Target {
         break;
       }
     }
-    return grown;
+    return grown > users ? grown - users : 0;
   }
 
  private:

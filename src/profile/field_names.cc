@@ -12,6 +12,10 @@ namespace {
 constexpr char kRecordVersion = 1;
 // Load reads this many numbers at a time, and stops after a batch with none.
 constexpr uint32_t kLoadBatch = 256;
+// New names' records written together, durable after one flush. At most
+// kLoadBatch, so that a batch cut short by a crash leaves no run of missing
+// numbers Load would stop at.
+constexpr size_t kWriteBatch = kLoadBatch;
 
 }  // namespace
 
@@ -117,41 +121,61 @@ void FieldNames::Register(std::span<const std::string> names, storage::Worker& w
 }
 
 void FieldNames::WriteNext(storage::Worker& worker) {
-  std::string name;
-  uint32_t id;
+  // The queue's first names (at most kWriteBatch) get the next numbers: their
+  // records are written together and made durable by one flush, so a load
+  // meeting thousands of new names waits for a flush per batch, not per name.
+  struct Batch {
+    uint32_t first = 0;  // the first name's number
+    std::vector<std::string> names;
+    size_t pending = 0;
+    Status failure;
+  };
+  auto batch = std::make_shared<Batch>();
   {
     std::lock_guard lock(mu_);
-    name = queue_.front();
-    id = published_.load(std::memory_order_relaxed) + 1;
+    batch->first = published_.load(std::memory_order_relaxed) + 1;
+    const size_t n = std::min(queue_.size(), kWriteBatch);
+    batch->names.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
   }
-  std::string body(1, kRecordVersion);
-  body += name;
-  auto failed = [this, id](const Status& s) {
-    spdlog::warn("field name table: name {} not registered (its fields stay named inline): {}", id,
-                 s.ToString());
+  batch->pending = batch->names.size();
+  auto failed = [this, batch](const Status& s) {
+    spdlog::warn(
+        "field name table: names {} to {} not registered (their fields stay named inline): {}",
+        batch->first, batch->first + batch->names.size() - 1, s.ToString());
     std::lock_guard lock(mu_);
     queue_.clear();  // a later write asks again
     writing_ = false;
   };
-  worker.Put(Key(id), std::move(body), 0, 0,
-             [this, &worker, id, name, failed](Result<storage::WriteOutcome> r) {
-               if (!r.ok()) return failed(r.status());
-               // Usable only once on the device: a body naming the number
-               // must never outlive the name's record in a crash.
-               worker.Flush([this, &worker, id, name, failed](Status s) {
-                 if (!s.ok()) return failed(s);
-                 {
-                   std::lock_guard lock(mu_);
-                   Publish(id, name);
-                   queue_.erase(queue_.begin());
-                   if (queue_.empty()) {
-                     writing_ = false;
-                     return;
-                   }
-                 }
-                 WriteNext(worker);
+  auto written = [this, &worker, batch, failed] {
+    if (!batch->failure.ok()) return failed(batch->failure);
+    // Usable only once on the device: a body naming a number must never
+    // outlive the name's record in a crash.
+    worker.Flush([this, &worker, batch, failed](Status s) {
+      if (!s.ok()) return failed(s);
+      {
+        std::lock_guard lock(mu_);
+        for (size_t i = 0; i < batch->names.size(); ++i) {
+          Publish(batch->first + static_cast<uint32_t>(i), batch->names[i]);
+        }
+        queue_.erase(queue_.begin(),
+                     queue_.begin() + static_cast<std::ptrdiff_t>(batch->names.size()));
+        if (queue_.empty()) {
+          writing_ = false;
+          return;
+        }
+      }
+      WriteNext(worker);
+    });
+  };
+  for (size_t i = 0; i < batch->names.size(); ++i) {
+    std::string body(1, kRecordVersion);
+    body += batch->names[i];
+    worker.Put(Key(batch->first + static_cast<uint32_t>(i)), std::move(body), 0, 0,
+               [batch, written](Result<storage::WriteOutcome> r) {
+                 if (!r.ok() && batch->failure.ok()) batch->failure = r.status();
+                 if (--batch->pending == 0) written();
                });
-             });
+  }
 }
 
 }  // namespace segstore::profile

@@ -69,8 +69,9 @@ class FieldNames {
   static constexpr uint32_t kChunk = 1 << kChunkBits;
   // Makes `id` name `name`: with mu_ held.
   void Publish(uint32_t id, std::string name);
-  // Writes queue_'s first name's record, then the next, until it is empty:
-  // with mu_ not held, writing_ set.
+  // Writes the records of queue_'s first names (a batch), flushes, numbers
+  // them, then the next batch, until it is empty: with mu_ not held,
+  // writing_ set.
   void WriteNext(storage::Worker& worker);
 
   const uint32_t max_names_;
