@@ -9,6 +9,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "proto/wire.h"
+
 namespace segstore::server {
 
 namespace {
@@ -355,43 +357,6 @@ Status ParseWriteId(std::string_view text, WriteId* id) {
 
 namespace {
 
-// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points
-// past U+10FFFF): what a string value must be, as MessagePack's str is text.
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<uint8_t>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    if ((b & 0xe0) == 0xc0) {
-      n = 1;
-      cp = b & 0x1fu;
-    } else if ((b & 0xf0) == 0xe0) {
-      n = 2;
-      cp = b & 0x0fu;
-    } else if ((b & 0xf8) == 0xf0) {
-      n = 3;
-      cp = b & 0x07u;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= n) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto c = static_cast<uint8_t>(s[i + k]);
-      if ((c & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (c & 0x3fu);
-    }
-    static constexpr uint32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n + 1;
-  }
-  return true;
-}
-
 // A decimal int64: an optional '-', then digits without leading zeros
 // ("0" alone; not "-0"), in range. Redis's INCRBY reads numbers so.
 bool ParseI64(std::string_view text, int64_t* v) {
@@ -729,7 +694,7 @@ Status ParseTypedValue(std::string_view text, FieldValue::Type type, FieldValue*
       return Status::OK();
     }
     case FieldValue::Type::kString:
-      if (!IsUtf8(text)) {
+      if (!proto::IsUtf8(text)) {
         return Status::InvalidArgument(
             "the value is not UTF-8 text: give TYPE bytes for a value of any bytes");
       }
