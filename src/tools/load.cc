@@ -977,10 +977,11 @@ class LinkLoader : public LoadBase {
 // end of its file. A name given twice in one group: the later row wins.
 // Groups of one user are sent one after the other, in file order (a later
 // row's value wins across groups too); the others go side by side, at most
-// o_.connections * o_.in_flight at once. The server's fields are not
-// replicated through a cluster's log, so this talks to one server over
-// plain AsyncClient connections (a cluster node answers Unsupported, and the
-// load stops). A group the server refuses as a whole (InvalidArgument,
+// o_.connections * o_.in_flight at once, through the cluster client: a
+// cluster's users go to their nodes (a group keeps one write ID across its
+// resends, in a cluster with a log), a single server gets them all. A
+// cluster where a node runs a build without fields answers Unsupported, and
+// the load stops. A group the server refuses as a whole (InvalidArgument,
 // LimitExceeded: a field over a limit the parser could not know, a profile
 // past max_fields) is sent again a field at a time, so that only the bad
 // rows fail, each reported with its line.
@@ -1006,8 +1007,9 @@ class FieldLoader : public LoadBase {
 
  private:
   static constexpr size_t kWindow = 4096;  // groups closed and not finished, at most
-  // Fields in one field_set: the server's max_fields (its default; hello
-  // does not say it), and never more than its max_segments.
+  // Fields in one field_set: the server's max_fields (hello says it; this
+  // is its default, for a server that does not), and never more than its
+  // max_segments.
   static constexpr uint32_t kMaxFieldsPerRequest = 256;
 
   // One field_set: a user's fields (a name once) and the lines they came from.
@@ -1020,24 +1022,18 @@ class FieldLoader : public LoadBase {
     size_t bytes = 0;             // about what it takes in a request
     size_t memory = 0;            // about what it takes here, while open
     unsigned attempt = 0;
+    WriteId write_id;  // made at its first send, kept for its resends
     std::list<std::shared_ptr<Group>>::iterator open_at;  // while open
   };
   using GroupPtr = std::shared_ptr<Group>;
 
-  // Opens o_.connections connections; the first one's hello gives the
-  // server's limits.
+  // Connects (any node of a cluster); the hello gives the server's limits.
   Status ConnectAll() {
-    for (unsigned i = 0; i < std::max(1u, o_.connections); ++i) {
-      std::optional<Result<std::unique_ptr<client::AsyncClient>>> r;
-      client::AsyncClient::Connect(
-          io_, o_.client,
-          [&r](Result<std::unique_ptr<client::AsyncClient>> c) { r.emplace(std::move(c)); });
-      while (!r) io_.run_one();
-      if (!r->ok()) return r->status();
-      conns_.push_back(std::move(*r).value());
-    }
-    const ServerInfo& info = conns_.front()->server_info();
+    SEGSTORE_RETURN_IF_ERROR(Connect());
+    const ServerInfo& info = client_->server_info();
     if (info.max_key_bytes != 0) o_.field_parse.max_key_bytes = info.max_key_bytes;
+    if (info.max_field_bytes != 0) o_.field_parse.max_value_bytes = info.max_field_bytes;
+    if (info.max_fields != 0) max_fields_ = info.max_fields;
     if (info.max_segments != 0) max_fields_ = std::min(max_fields_, info.max_segments);
     if (info.max_frame_bytes != 0) frame_budget_ = info.max_frame_bytes / 2;
     return Status::OK();
@@ -1187,51 +1183,10 @@ class FieldLoader : public LoadBase {
     return kept == 0;
   }
 
-  // The open connection with the fewest requests in flight; null when none
-  // is open. Starts a new connection when fewer than o_.connections are open.
-  client::AsyncClient* Pick() {
-    client::AsyncClient* best = nullptr;
-    size_t open = 0;
-    for (const auto& c : conns_) {
-      if (!c->is_open()) continue;
-      ++open;
-      if (best == nullptr || c->in_flight() < best->in_flight()) best = c.get();
-    }
-    if (open < std::max(1u, o_.connections) && !connecting_) Reconnect();
-    return best;
-  }
-
-  // Opens one more connection; the groups waiting for one go on it, or
-  // fail with its error (and are retried, or given up, as any failure).
-  void Reconnect() {
-    connecting_ = true;
-    client::AsyncClient::Connect(
-        io_, o_.client, [this](Result<std::unique_ptr<client::AsyncClient>> r) {
-          connecting_ = false;
-          if (closing_) return;
-          std::erase_if(conns_, [](const auto& c) { return !c->is_open() && c->in_flight() == 0; });
-          if (r.ok()) conns_.push_back(std::move(r).value());
-          std::deque<GroupPtr> waiting = std::move(no_connection_);
-          no_connection_.clear();
-          for (GroupPtr& g : waiting) {
-            if (r.ok()) {
-              Send(std::move(g));
-            } else {
-              Answer(std::move(g), r.status());
-            }
-          }
-        });
-  }
-
-  // Sends `g`, counted in flight, on the least busy connection (or once
-  // one is open again).
+  // Sends `g`, counted in flight, to the node holding its user.
   void Send(GroupPtr g) {
-    client::AsyncClient* c = Pick();
-    if (c == nullptr) {
-      no_connection_.push_back(std::move(g));
-      return;
-    }
-    c->FieldSet(g->user, g->fields, WriteId{}, [this, g](Result<FieldWriteResult> r) {
+    if (g->write_id.empty() && client_->map().log) g->write_id = client_->NewWriteId();
+    client_->FieldSet(g->user, g->fields, g->write_id, [this, g](Result<FieldWriteResult> r) {
       if (closing_) return;  // the load stopped: what was in flight is left
       if (r.ok()) {
         ++requests_;
@@ -1246,7 +1201,8 @@ class FieldLoader : public LoadBase {
   void Answer(GroupPtr g, const Status& s) {
     if (closing_) return;
     if (s.code() == Status::Code::kUnsupported || s.code() == Status::Code::kReadOnly) {
-      // No field can go in (a cluster node, a passive cluster): the load
+      // No field can go in (a cluster where a node runs a build without
+      // fields, a passive cluster): the load
       // stops, said once, instead of failing every row.
       if (!stopped_) {
         std::fprintf(stderr, "segctl load: the server takes no field writes: %s\n",
@@ -1352,7 +1308,7 @@ class FieldLoader : public LoadBase {
       Progress(nullptr, false);
     }
     closing_ = true;
-    conns_.clear();  // fails (and so forgets) whatever is still in flight
+    client_.reset();  // fails (and so forgets) whatever is still in flight
   }
 
   void Progress(const loader::LineReader* reader, bool final) {
@@ -1390,9 +1346,6 @@ class FieldLoader : public LoadBase {
     return bad_rows_ == 0 && failed_fields_ == 0 && expired_rows_ == 0 ? 0 : 1;
   }
 
-  std::vector<std::unique_ptr<client::AsyncClient>> conns_;
-  bool connecting_ = false;                                      // Reconnect is under way
-  std::deque<GroupPtr> no_connection_;                           // waiting for Reconnect
   std::list<GroupPtr> open_;                                     // open groups, oldest first
   std::unordered_map<std::string_view, GroupPtr> open_by_user_;  // keys: the groups' users
   uint64_t open_memory_ = 0;                                     // the open groups' memory
@@ -1532,9 +1485,11 @@ Bad rows (a name over 64 bytes, a value over the limit, a bad type or TTL)
 are reported as FILE:LINE: reason and skipped. A request the server refuses
 whole is sent again a field at a time, so that only the fields at fault
 fail, each reported as FILE:LINE: user USER, field NAME: reason (a profile
-holds at most 256 live fields). A request refused for want of resources is
-sent again after a pause, up to 5 times. A server that takes no field writes
-(a cluster node: fields are not replicated yet) stops the load at once.
+holds at most the server's max_fields live fields, 256 by default). The
+server may be any node of a cluster: each user's request goes to its node.
+A request refused for want of resources is sent again after a pause, up to
+5 times. A server that takes no field writes (a cluster where a node runs a
+build without fields, a passive cluster) stops the load at once.
 
 Exit status:
   0  every row was written (with --dry-run: every row is valid)

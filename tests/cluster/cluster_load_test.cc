@@ -184,6 +184,30 @@ TEST_P(ClusterLoadTest, SegctlLoadPutsEveryRowWhereAGetThroughAnyNodeFindsIt) {
   Result<BatchGetResult> again = c->BatchGet(users);
   ASSERT_TRUE(again.ok());
   for (int u = 0; u < kUsers; ++u) EXPECT_EQ((*again)[u]->ids, expected(u)) << users[u];
+
+  // Profile fields: each user's field_set goes to its node (and, with a
+  // log, to every replica), read back through any node.
+  const std::string fields = cluster_.dir().File("fields.csv");
+  {
+    std::ofstream f(fields);
+    for (int u = 0; u < kUsers; u += 3) {
+      f << "u" << u << ",cap:7," << u << ",1d\n";
+      f << "u" << u << ",country,str:FR\n";
+    }
+  }
+  std::tie(rc, out) = Segctl(port(2), "load --fields --no-progress --json " + fields);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "\"fields_set\":" + std::to_string(2 * (kUsers / 3)))) << out;
+  GetOptions with_fields;
+  with_fields.fields.mode = FieldSelection::Mode::kAll;
+  for (int u = 0; u < kUsers; u += 3 * 11) {
+    Result<GetResult> g = c->Get(users[u], with_fields);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    ASSERT_EQ(g->fields.size(), 2u) << users[u];
+    EXPECT_EQ(g->fields[0].name, "cap:7");
+    EXPECT_EQ(g->fields[0].value, FieldValue::Int(u));
+    EXPECT_EQ(g->fields[1].value, FieldValue::String("FR"));
+  }
 }
 
 TEST_P(ClusterLoadTest, TheAsyncClientSplitsABatchAcrossTheNodesAndGathersItInOrder) {
