@@ -90,34 +90,13 @@ std::string_view Text(const Cell& cell, std::string* scratch) {
   return *scratch;
 }
 
-// A header's field: one of the usual column names, in any case, quoted or not.
-bool IsColumnName(std::string_view field) {
+// Line 1 as a header: two fields or more, each one of the usual column
+// names, in any case, quoted or not.
+bool IsHeader(std::string_view line) {
   static constexpr std::string_view kNames[] = {"user",  "user_id",    "uid",       "id",    "name",
                                                 "field", "field_name", "key",       "value", "type",
                                                 "ttl",   "expiry",     "expires_at"};
-  if (field.size() >= 2 && field.front() == '"' && field.back() == '"') {
-    field = field.substr(1, field.size() - 2);
-  }
-  if (field.empty() || field.size() > 10) return false;
-  char lower[10];
-  for (size_t i = 0; i < field.size(); ++i) {
-    const char c = field[i];
-    lower[i] = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  }
-  const std::string_view name(lower, field.size());
-  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
-}
-
-// Line 1 as a header: two fields or more (split at ',' and tabs), each a column name.
-bool IsHeader(std::string_view line) {
-  size_t fields = 0;
-  for (;;) {
-    const size_t end = line.find_first_of(",\t");
-    if (!IsColumnName(line.substr(0, end))) return false;
-    ++fields;
-    if (end == std::string_view::npos) return fields >= 2;
-    line.remove_prefix(end + 1);
-  }
+  return text::IsHeaderLine(line, kNames, /*unquote=*/true);
 }
 
 // Whether `s` is a JSON number; *integral: without a fraction or an exponent.

@@ -24,31 +24,13 @@ using text::Find;
 using text::IsBlank;
 using text::IsDigit;
 
-// A header's field: one of the usual column names, in any case.
-bool IsColumnName(std::string_view field) {
+// Line 1 as a header: two fields or more, each one of the usual column
+// names, in any case.
+bool IsHeader(std::string_view line) {
   static constexpr std::string_view kNames[] = {
       "id",      "ids",       "user",       "users",  "user_id",   "user_ids", "member",
       "members", "member_id", "member_ids", "master", "master_id", "ttl"};
-  if (field.empty() || field.size() > 10) return false;
-  char lower[10];
-  for (size_t i = 0; i < field.size(); ++i) {
-    const char c = field[i];
-    lower[i] = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  }
-  const std::string_view name(lower, field.size());
-  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
-}
-
-// Line 1 as a header: two fields or more (split at ',' and tabs), each a column name.
-bool IsHeader(std::string_view line) {
-  size_t fields = 0;
-  for (;;) {
-    const size_t end = line.find_first_of(",\t");
-    if (!IsColumnName(line.substr(0, end))) return false;
-    ++fields;
-    if (end == std::string_view::npos) return fields >= 2;
-    line.remove_prefix(end + 1);
-  }
+  return text::IsHeaderLine(line, kNames, /*unquote=*/false);
 }
 
 Status CheckId(std::string_view what, std::string_view id, const LinkParseOptions& options) {

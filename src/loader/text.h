@@ -1,6 +1,7 @@
-// The small text helpers both parsers of src/loader use (parser.cc for
-// segment files, link_parser.cc for link files): finding and counting a
-// byte, blank lines, and cutting a row into its fields.
+// The small text helpers the parsers of src/loader share (parser.cc for
+// segment files, link_parser.cc for link files, field_parser.cc for field
+// files): finding and counting a byte, blank lines, header lines, and
+// cutting a row into its fields.
 #pragma once
 
 #include <fmt/format.h>
@@ -29,6 +30,34 @@ inline bool IsBlank(std::string_view line) {
 }
 
 inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Line 1 as a header: two fields or more (split at ',' and tabs), each one
+// of `names` (lowercase, at most 10 bytes), compared without case;
+// `unquote`: a field in double quotes counts without them.
+inline bool IsHeaderLine(std::string_view line, std::span<const std::string_view> names,
+                         bool unquote) {
+  auto is_name = [&](std::string_view field) {
+    if (unquote && field.size() >= 2 && field.front() == '"' && field.back() == '"') {
+      field = field.substr(1, field.size() - 2);
+    }
+    if (field.empty() || field.size() > 10) return false;
+    char lower[10];
+    for (size_t i = 0; i < field.size(); ++i) {
+      const char c = field[i];
+      lower[i] = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    }
+    return std::find(names.begin(), names.end(), std::string_view(lower, field.size())) !=
+           names.end();
+  };
+  size_t fields = 0;
+  for (;;) {
+    const size_t end = line.find_first_of(",\t");
+    if (!is_name(line.substr(0, end))) return false;
+    ++fields;
+    if (end == std::string_view::npos) return fields >= 2;
+    line.remove_prefix(end + 1);
+  }
+}
 
 // "tab", or the delimiter quoted: for messages.
 inline std::string DelimiterName(char d) {

@@ -169,6 +169,31 @@ class LoadBase {
     exit_ = 2;
   }
 
+  // Whether `s` says the server takes no `what` at all (Unsupported: a
+  // cluster where a node runs a build without them; ReadOnly: a passive
+  // cluster): the load then stops, said once, instead of failing every row.
+  bool TakesNone(const Status& s, const char* what) {
+    if (s.code() != Status::Code::kUnsupported && s.code() != Status::Code::kReadOnly) {
+      return false;
+    }
+    if (!stopped_) {
+      std::fprintf(stderr, "segctl load: the server takes no %s: %s\n", what, s.ToString().c_str());
+      Stop();
+    }
+    return true;
+  }
+
+  // A request out of attempts without an answer: the server is gone for
+  // good, and the load stops.
+  void StopIfGone(const Status& s, unsigned attempts) {
+    if ((s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) &&
+        !stopped_) {
+      std::fprintf(stderr, "segctl load: stopping: no answer after %u attempts: %s\n", attempts,
+                   s.ToString().c_str());
+      Stop();
+    }
+  }
+
   // Opens `path`; null when it cannot be read (said, and the load stopped).
   std::unique_ptr<loader::LineReader> Open(const std::string& path) {
     std::unique_ptr<loader::LineReader> reader;
@@ -836,26 +861,12 @@ class LinkLoader : public LoadBase {
         return Finish(l);
       }
       const Status& s = r.status();
-      if (s.code() == Status::Code::kUnsupported || s.code() == Status::Code::kReadOnly) {
-        // No link can go in (a cluster with a node whose build has no
-        // links; a passive cluster):
-        // the load stops, said once, instead of failing every line.
-        if (!stopped_) {
-          std::fprintf(stderr, "segctl load: the server takes no links: %s\n",
-                       s.ToString().c_str());
-          Stop();
-        }
+      if (TakesNone(s, "links")) {
         --in_flight_;
         return;
       }
       if (Transient(s) && l->attempt < o_.retries) return Retry(l);
-      // Out of attempts without an answer: the server is gone for good.
-      if ((s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) &&
-          !stopped_) {
-        std::fprintf(stderr, "segctl load: stopping: no answer after %u attempts: %s\n",
-                     l->attempt + 1, s.ToString().c_str());
-        Stop();
-      }
+      StopIfGone(s, l->attempt + 1);
       Failed(l, s);
       Finish(l);
     });
@@ -1200,26 +1211,12 @@ class FieldLoader : public LoadBase {
   // A failure of `g`: sent again, split, or reported.
   void Answer(GroupPtr g, const Status& s) {
     if (closing_) return;
-    if (s.code() == Status::Code::kUnsupported || s.code() == Status::Code::kReadOnly) {
-      // No field can go in (a cluster where a node runs a build without
-      // fields, a passive cluster): the load
-      // stops, said once, instead of failing every row.
-      if (!stopped_) {
-        std::fprintf(stderr, "segctl load: the server takes no field writes: %s\n",
-                     s.ToString().c_str());
-        Stop();
-      }
+    if (TakesNone(s, "field writes")) {
       --in_flight_;
       return;
     }
     if (Transient(s) && g->attempt < o_.retries) return Retry(g);
-    // Out of attempts without an answer: the server is gone for good.
-    if ((s.code() == Status::Code::kUnavailable || s.code() == Status::Code::kTimeout) &&
-        !stopped_) {
-      std::fprintf(stderr, "segctl load: stopping: no answer after %u attempts: %s\n",
-                   g->attempt + 1, s.ToString().c_str());
-      Stop();
-    }
+    StopIfGone(s, g->attempt + 1);
     const bool refused =
         s.code() == Status::Code::kInvalidArgument || s.code() == Status::Code::kLimitExceeded;
     if (refused && g->fields.size() > 1 && !stopped_) return Split(g);

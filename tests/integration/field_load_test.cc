@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "integration/daemon.h"
 #include "integration/in_process.h"
+#include "integration/request_faults.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
 #include "server/service.h"
@@ -36,83 +37,9 @@ using testing::Segctl;
 constexpr UnixSeconds kStart = 1'790'000'000;
 constexpr uint32_t kMaxFields = 8;  // live fields a profile holds, in these tests
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-}
-
-void WriteGzip(const std::string& path, const std::string& text) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
-}
-
-// ProfileService with a say in its field_set requests: `decide` (when set)
-// may answer one with an error instead, as a busy server or a cluster node
-// would. Everything else goes through.
-class FieldFaults : public Service {
- public:
-  using Decide = std::function<Status(const proto::FieldSetRequest&)>;
-  explicit FieldFaults(Service* inner) : inner_(inner) {}
-
-  void set_decide(Decide decide) {
-    std::lock_guard<std::mutex> lock(mu_);
-    decide_ = std::move(decide);
-  }
-  Status Decide1(const proto::FieldSetRequest& r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++requests_;
-    return decide_ ? decide_(r) : Status::OK();
-  }
-  uint64_t requests() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return requests_;
-  }
-
-  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index,
-                                              std::shared_ptr<LoopPoster> poster) override {
-    auto inner = inner_->NewHandler(thread_index, std::move(poster));
-    if (!inner.ok()) return inner.status();
-    return std::unique_ptr<Handler>(new Faulty(std::move(*inner), this));
-  }
-
- private:
-  class Faulty : public Handler {
-   public:
-    Faulty(std::unique_ptr<Handler> inner, FieldFaults* faults)
-        : inner_(std::move(inner)), faults_(faults) {}
-    void Handle(const proto::FrameHeader& header, std::string_view body,
-                Responder responder) override {
-      proto::FieldSetRequest req;
-      if (header.op == static_cast<uint8_t>(proto::Op::kFieldSet) &&
-          proto::Decode(body, proto::DecodeLimits{}, &req).ok()) {
-        if (Status s = faults_->Decide1(req); !s.ok()) {
-          std::string frame;
-          proto::AppendErrorFrame(&frame, header.op, header.request_id, s);
-          responder.Send(std::move(frame));
-          return;
-        }
-      }
-      inner_->Handle(header, body, std::move(responder));
-    }
-    int event_fd() const override { return inner_->event_fd(); }
-    void OnEvent() override { inner_->OnEvent(); }
-    void BeginBurst() override { inner_->BeginBurst(); }
-    void EndBurst() override { inner_->EndBurst(); }
-
-   private:
-    std::unique_ptr<Handler> inner_;
-    FieldFaults* faults_;
-  };
-
-  Service* inner_;
-  std::mutex mu_;
-  Decide decide_;
-  uint64_t requests_ = 0;
-};
+using FieldFaults = testing::RequestFaults<proto::FieldSetRequest, proto::Op::kFieldSet>;
+using testing::WriteFile;
+using testing::WriteGzip;
 
 bool HasName(const proto::FieldSetRequest& r, const std::string& name) {
   for (const FieldUpdate& f : r.fields) {

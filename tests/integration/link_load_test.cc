@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "integration/daemon.h"
 #include "integration/in_process.h"
+#include "integration/request_faults.h"
 #include "proto/wire.h"
 #include "segstore/client.h"
 #include "server/service.h"
@@ -33,83 +34,9 @@ using testing::Segctl;
 constexpr UnixSeconds kStart = 1'790'000'000;
 constexpr uint32_t kMaxLinks = 4;
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-}
-
-void WriteGzip(const std::string& path, const std::string& text) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
-}
-
-// ProfileService with a say in its link requests: `decide` (when set) may
-// answer one with an error instead, as a busy server, or a cluster node
-// (which refuses links for now), would. Everything else goes through.
-class LinkFaults : public Service {
- public:
-  using Decide = std::function<Status(const proto::LinkRequest&)>;
-  explicit LinkFaults(Service* inner) : inner_(inner) {}
-
-  void set_decide(Decide decide) {
-    std::lock_guard<std::mutex> lock(mu_);
-    decide_ = std::move(decide);
-  }
-  Status Decide1(const proto::LinkRequest& r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++links_;
-    return decide_ ? decide_(r) : Status::OK();
-  }
-  uint64_t links() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return links_;
-  }
-
-  Result<std::unique_ptr<Handler>> NewHandler(unsigned thread_index,
-                                              std::shared_ptr<LoopPoster> poster) override {
-    auto inner = inner_->NewHandler(thread_index, std::move(poster));
-    if (!inner.ok()) return inner.status();
-    return std::unique_ptr<Handler>(new Faulty(std::move(*inner), this));
-  }
-
- private:
-  class Faulty : public Handler {
-   public:
-    Faulty(std::unique_ptr<Handler> inner, LinkFaults* faults)
-        : inner_(std::move(inner)), faults_(faults) {}
-    void Handle(const proto::FrameHeader& header, std::string_view body,
-                Responder responder) override {
-      proto::LinkRequest req;
-      if (header.op == static_cast<uint8_t>(proto::Op::kLink) &&
-          proto::Decode(body, proto::DecodeLimits{}, &req).ok()) {
-        if (Status s = faults_->Decide1(req); !s.ok()) {
-          std::string frame;
-          proto::AppendErrorFrame(&frame, header.op, header.request_id, s);
-          responder.Send(std::move(frame));
-          return;
-        }
-      }
-      inner_->Handle(header, body, std::move(responder));
-    }
-    int event_fd() const override { return inner_->event_fd(); }
-    void OnEvent() override { inner_->OnEvent(); }
-    void BeginBurst() override { inner_->BeginBurst(); }
-    void EndBurst() override { inner_->EndBurst(); }
-
-   private:
-    std::unique_ptr<Handler> inner_;
-    LinkFaults* faults_;
-  };
-
-  Service* inner_;
-  std::mutex mu_;
-  Decide decide_;
-  uint64_t links_ = 0;
-};
+using LinkFaults = testing::RequestFaults<proto::LinkRequest, proto::Op::kLink>;
+using testing::WriteFile;
+using testing::WriteGzip;
 
 class LinkLoadTest : public ::testing::Test {
  protected:
@@ -431,7 +358,7 @@ TEST_F(LinkLoadTest, BusyLinksAreSentAgain) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "3 lines, 3 links: 3 made")) << out;
   EXPECT_TRUE(Has(out, "0 links failed, 3 retries")) << out;
-  EXPECT_EQ(faults_->links(), 6u);
+  EXPECT_EQ(faults_->requests(), 6u);
   EXPECT_EQ(MasterOf("c"), "o");
 
   // Out of attempts (5 retries): failed, reported, and the load goes on.
@@ -475,7 +402,7 @@ TEST_F(LinkLoadTest, AServerThatTakesNoLinksStopsTheLoadAtOnce) {
   EXPECT_EQ(out.find("Unsupported"), out.rfind("Unsupported")) << out;  // said once
   EXPECT_TRUE(Has(out, "0 links failed")) << out;
   // What was in flight (4 connections x 16) when the first answer came, not every line.
-  EXPECT_LE(faults_->links(), 64u) << out;
+  EXPECT_LE(faults_->requests(), 64u) << out;
 }
 
 // A server that never takes a link, however often it is sent (here one
@@ -492,7 +419,7 @@ TEST_F(LinkLoadTest, AServerGoneForGoodStopsTheLoad) {
   EXPECT_EQ(rc, 2) << out;
   EXPECT_TRUE(Has(out, "segctl load: stopping: no answer after 6 attempts: Unavailable: ")) << out;
   EXPECT_TRUE(Has(out, "long.csv:1: link u0 to m0: Unavailable: ")) << out;
-  EXPECT_EQ(faults_->links(), 6u);  // one link in flight, sent 6 times; nothing after it
+  EXPECT_EQ(faults_->requests(), 6u);  // one link in flight, sent 6 times; nothing after it
 }
 
 TEST_F(LinkLoadTest, BadOptionsExitWithTwo) {
