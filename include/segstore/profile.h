@@ -246,6 +246,11 @@ class ProfileSession {
   // group section): one read here. A cluster node deletes such a user with
   // Delete (its group's steps), any other with a plain delete entry.
   virtual void Grouped(std::string_view user, Callback<bool> done) = 0;
+  // The user whose record a field write of `user` changes: its master when
+  // `user` is a member whose link counts, else `user` itself. The user's
+  // record and its master's are read (the master's perhaps on another node),
+  // never the other members': how a cluster node routes a field write.
+  virtual void FieldTarget(std::string_view user, Callback<std::string> done) = 0;
   // One step of a link, unlink or group delete on `step.user`'s record
   // alone (segments.h): how a cluster node applies the steps its log
   // carries, and how Link, Unlink and Delete make their writes.
@@ -321,6 +326,14 @@ class ProfileSession {
 Status CheckUpsert(std::span<const SegmentUpdate> updates, UpsertMode mode, UnixSeconds now);
 // The same for expire: InvalidArgument when a TTL at `now` runs past 2^32-1.
 Status CheckExpire(const ExpireSpec& spec, UnixSeconds now);
+// The same for the field writes, under `options`' limits (max_fields,
+// max_field_bytes): what ProfileSession's FieldSet, FieldDelete,
+// FieldIncrement and FieldMax refuse before reading anything.
+Status CheckFieldSet(std::span<const FieldUpdate> fields, UnixSeconds now,
+                     const ProfileOptions& options);
+Status CheckFieldDelete(std::span<const std::string> names);
+Status CheckFieldIncrement(const segstore::FieldIncrement& inc, UnixSeconds now);
+Status CheckFieldMax(const FieldUpdate& field, UnixSeconds now, const ProfileOptions& options);
 
 // Opens profile sessions on a storage engine and runs the expiry sweeper.
 // Thread-safe. The storage::Store must outlive it; destroy every session first.
@@ -342,9 +355,12 @@ class ProfileStore {
   virtual storage::Store& store() = 0;
   // A record's body as stored here, made readable by another node: profile
   // fields named by this store's name table get their names inline; any
-  // other body is copied as it is. Corruption when the body is damaged.
-  // For records sent to other nodes (copy_partition, read_records).
-  virtual Status PortableBody(std::string_view body, std::string* out) const = 0;
+  // other body is copied as it is. For records sent to other nodes
+  // (copy_partition, read_records), so it never fails: a damaged body goes
+  // as it is (the other node reads it as damaged, as this one does), and a
+  // field whose name record was lost is left out; both are logged.
+  virtual void PortableBody(std::string_view key, std::string_view body,
+                            std::string* out) const = 0;
 };
 
 }  // namespace segstore::profile

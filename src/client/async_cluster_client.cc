@@ -1033,7 +1033,15 @@ void AsyncClusterClient::Delete(std::string_view user, Callback<bool> done) {
 }
 
 // The field writes: each as Delete, one write ID per call (the caller's, or
-// one made here), resent with it.
+// one made here), resent with it. Without a log nothing names a write: a
+// caller's ID would make a lost answer's write be sent again and applied
+// twice, so it is dropped.
+namespace {
+WriteId IdFor(ClusterRouter& r, const WriteId& given) {
+  if (!r.map().log) return WriteId{};
+  return given.empty() ? r.write_ids.Next(true) : given;
+}
+}  // namespace
 
 void AsyncClusterClient::FieldSet(std::string_view user, std::span<const FieldUpdate> fields,
                                   const WriteId& write_id, Callback<FieldWriteResult> done) {
@@ -1044,7 +1052,7 @@ void AsyncClusterClient::FieldSet(std::string_view user, std::span<const FieldUp
       return c->FieldSet(user, fields, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
+  const WriteId id = IdFor(r, write_id);
   std::make_shared<RoutedOp<FieldWriteResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [list = std::vector<FieldUpdate>(fields.begin(), fields.end()), id](
@@ -1064,7 +1072,7 @@ void AsyncClusterClient::FieldDelete(std::string_view user, std::span<const std:
       return c->FieldDelete(user, names, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
+  const WriteId id = IdFor(r, write_id);
   std::make_shared<RoutedOp<FieldWriteResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [list = std::vector<std::string>(names.begin(), names.end()), id](
@@ -1085,7 +1093,7 @@ void AsyncClusterClient::FieldIncrement(std::string_view user,
       return c->FieldIncrement(user, increment, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
+  const WriteId id = IdFor(r, write_id);
   std::make_shared<RoutedOp<IncrementResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [increment, id](AsyncClient& c, const std::string& u, Callback<IncrementResult> cb) {
@@ -1104,7 +1112,7 @@ void AsyncClusterClient::FieldMax(std::string_view user, const FieldUpdate& fiel
       return c->FieldMax(user, field, write_id, r.Counted(std::move(done)));
     }
   }
-  const WriteId id = write_id.empty() ? NewWriteId() : write_id;
+  const WriteId id = IdFor(r, write_id);
   std::make_shared<RoutedOp<FieldMaxResult>>(
       router_, std::string(user), internal::WriteKind(id),
       [field, id](AsyncClient& c, const std::string& u, Callback<FieldMaxResult> cb) {

@@ -71,8 +71,9 @@ Status FieldNames::Load(storage::Worker& worker) {
   }
   if (loaded_ != size()) {
     spdlog::warn(
-        "field name table: {} names, but numbers run to {}: {} name records were lost "
-        "(fields naming them read as damaged)",
+        "field name table: {} names, but numbers run to {}: {} numbers have no record (a crash "
+        "while names were being registered leaves unused ones; a lost record's fields read as "
+        "damaged)",
         loaded_, size(), size() - loaded_);
   }
   return Status::OK();

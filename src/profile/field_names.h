@@ -4,17 +4,20 @@
 //
 // On the device: one record per name, under the key kReservedKeyPrefix +
 // "field-name:" + its number in decimal, its body a version byte (1) then
-// the name. Numbers run from 1 with no gap: a name is registered only once
-// the one before it is on the device, so Load reads them back by trying 1,
-// 2, ... in batches until a whole batch is missing (a record lost to damage
-// costs only its own name). A body uses a number only once its
+// the name. Numbers run from 1: new names are written in batches of at most
+// 256 (one flush each), a batch only once the one before is on the device,
+// so the only gaps are what a crash cut from one batch (numbers no body
+// ever used), and Load reads them back by trying 1, 2, ... in batches of
+// 256 until a whole batch is missing (a record lost to damage costs only
+// its own name). A body uses a number only once its
 // record is on the device (Flush), so a crash never leaves a body naming a
 // number the table does not have. A name not yet registered is written
 // inline (always valid); registering is asynchronous and never holds a
 // write up, and a later write of the profile names it by number.
 //
 // Numbers are this node's own: a body sent to another node (a cluster's
-// partition copy) goes with its names inline (field_codec.h).
+// partition copy, read_records) goes with its names inline
+// (ProfileStore::PortableBody).
 //
 // Thread-safe: lookups from any thread (Name is lock-free); registration
 // runs on the worker of the session that asked for it.

@@ -96,8 +96,7 @@ void ProfileSessionImpl::FieldSet(const WriteContext& w, std::string_view user,
                                   std::span<const FieldUpdate> fields,
                                   Callback<FieldWriteResult> done) {
   if (Reserved({user}, done)) return;
-  const UnixSeconds now = Now(w);
-  if (Status s = CheckFieldSet(fields, now, field_limits()); !s.ok()) {
+  if (Status s = CheckFieldSet(fields, Now(w), options_); !s.ok()) {
     FailSoon(std::move(s), std::move(done));
     return;
   }
@@ -120,11 +119,9 @@ void ProfileSessionImpl::FieldDelete(const WriteContext& w, std::string_view use
                                      std::span<const std::string> names,
                                      Callback<FieldWriteResult> done) {
   if (Reserved({user}, done)) return;
-  for (const std::string& name : names) {
-    if (Status s = CheckFieldName(name); !s.ok()) {
-      FailSoon(std::move(s), std::move(done));
-      return;
-    }
+  if (Status s = CheckFieldDelete(names); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
+    return;
   }
   auto list = std::make_shared<std::vector<std::string>>(names.begin(), names.end());
   auto removed = std::make_shared<uint32_t>(0);
@@ -151,14 +148,8 @@ void ProfileSessionImpl::FieldIncrement(const WriteContext& w, std::string_view 
                                         const segstore::FieldIncrement& inc,
                                         Callback<IncrementResult> done) {
   if (Reserved({user}, done)) return;
-  const UnixSeconds now = Now(w);
-  Status check = CheckFieldName(inc.name);
-  if (check.ok() && uint64_t{now} + inc.ttl > UINT32_MAX) {
-    check = Status::InvalidArgument(fmt::format("field {}: TTL of {} seconds runs past 2106",
-                                                QuotedFieldName(inc.name), inc.ttl));
-  }
-  if (!check.ok()) {
-    FailSoon(std::move(check), std::move(done));
+  if (Status s = CheckFieldIncrement(inc, Now(w)); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
     return;
   }
   auto result = std::make_shared<IncrementResult>();
@@ -218,14 +209,8 @@ bool Larger(const FieldValue& a, const FieldValue& b) {
 void ProfileSessionImpl::FieldMax(const WriteContext& w, std::string_view user,
                                   const FieldUpdate& update, Callback<FieldMaxResult> done) {
   if (Reserved({user}, done)) return;
-  const UnixSeconds now = Now(w);
-  Status check = CheckFieldSet(std::span<const FieldUpdate>(&update, 1), now, field_limits());
-  if (check.ok() && !Comparable(update.value.type)) {
-    check = Status::InvalidArgument(fmt::format(
-        "field {}: field_max takes an int, a double or a time", QuotedFieldName(update.name)));
-  }
-  if (!check.ok()) {
-    FailSoon(std::move(check), std::move(done));
+  if (Status s = CheckFieldMax(update, Now(w), options_); !s.ok()) {
+    FailSoon(std::move(s), std::move(done));
     return;
   }
   auto result = std::make_shared<FieldMaxResult>();
@@ -252,6 +237,34 @@ void ProfileSessionImpl::FieldMax(const WriteContext& w, std::string_view user,
         if (!count.ok()) return done(count.status());
         done(*result);
       });
+}
+
+Status CheckFieldSet(std::span<const FieldUpdate> fields, UnixSeconds now,
+                     const ProfileOptions& options) {
+  return CheckFieldSet(fields, now, FieldLimits{options.max_fields, options.max_field_bytes});
+}
+
+Status CheckFieldDelete(std::span<const std::string> names) {
+  for (const std::string& name : names) SEGSTORE_RETURN_IF_ERROR(CheckFieldName(name));
+  return Status::OK();
+}
+
+Status CheckFieldIncrement(const segstore::FieldIncrement& inc, UnixSeconds now) {
+  SEGSTORE_RETURN_IF_ERROR(CheckFieldName(inc.name));
+  if (uint64_t{now} + inc.ttl > UINT32_MAX) {
+    return Status::InvalidArgument(fmt::format("field {}: TTL of {} seconds runs past 2106",
+                                               QuotedFieldName(inc.name), inc.ttl));
+  }
+  return Status::OK();
+}
+
+Status CheckFieldMax(const FieldUpdate& field, UnixSeconds now, const ProfileOptions& options) {
+  SEGSTORE_RETURN_IF_ERROR(CheckFieldSet(std::span<const FieldUpdate>(&field, 1), now, options));
+  if (!Comparable(field.value.type)) {
+    return Status::InvalidArgument(fmt::format(
+        "field {}: field_max takes an int, a double or a time", QuotedFieldName(field.name)));
+  }
+  return Status::OK();
 }
 
 }  // namespace segstore::profile

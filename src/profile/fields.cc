@@ -80,7 +80,8 @@ void EncodeFields(std::span<const Field> fields, const FieldNames& names, std::s
   EncodeFieldSection(stored, section);
 }
 
-Status PortableBody(std::string_view body, const FieldNames& names, std::string* out) {
+Status PortableBody(std::string_view body, const FieldNames& names, std::string* out,
+                    std::vector<uint32_t>* dropped) {
   if (!HasFieldSection(body)) {
     out->assign(body);
     return Status::OK();
@@ -93,11 +94,18 @@ Status PortableBody(std::string_view body, const FieldNames& names, std::string*
     if (f.name_id == 0) continue;
     const std::string_view name = names.Name(f.name_id);
     if (name.empty()) {
-      return Status::Corruption(
-          fmt::format("profile body: field name number {} is not in the name table", f.name_id));
+      if (dropped == nullptr) {
+        return Status::Corruption(
+            fmt::format("profile body: field name number {} is not in the name table", f.name_id));
+      }
+      dropped->push_back(f.name_id);
+      continue;
     }
     f.name = name;
     f.name_id = 0;
+  }
+  if (dropped != nullptr) {
+    std::erase_if(fields, [](const StoredField& f) { return f.name_id != 0; });
   }
   std::sort(fields.begin(), fields.end(), StoredBefore);
   std::vector<Segment> segments(c.size());

@@ -49,8 +49,10 @@ std::string QuotedFieldName(std::string_view name);
 // a body with fields gets every name inline, since numbers are this node's
 // own (field_names.h); any other body is copied as it is. Corruption when
 // the body, or its fields section, is damaged or names a number the table
-// does not have.
-Status PortableBody(std::string_view body, const FieldNames& names, std::string* out);
+// does not have; with `dropped`, such fields (their name record was lost:
+// reads here say damaged) are left out instead, their numbers in *dropped.
+Status PortableBody(std::string_view body, const FieldNames& names, std::string* out,
+                    std::vector<uint32_t>* dropped = nullptr);
 
 // A get's fields: those `selection` asks for of a body's fields `section`
 // into *out, and in *live the section's count of live fields. Nothing is

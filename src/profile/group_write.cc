@@ -193,6 +193,19 @@ void ProfileSessionImpl::MasterOf(std::string_view user, Callback<std::string> d
   });
 }
 
+void ProfileSessionImpl::FieldTarget(std::string_view user, Callback<std::string> done) {
+  if (Reserved({user}, done)) return;
+  // Unverified: the other members' agreement changes which of them count,
+  // never whose record the user's fields are on.
+  ReadMembership(
+      user,
+      [user = std::string(user), done = std::move(done)](Result<Membership> m) mutable {
+        if (!m.ok()) return done(m.status());
+        done(m->master.empty() ? std::move(user) : std::move(m->master));
+      },
+      /*verify=*/false);
+}
+
 void ProfileSessionImpl::Links(std::string_view user, std::string_view cursor, uint32_t max,
                                Callback<LinksPage> done) {
   if (Reserved({user}, done)) return;

@@ -63,6 +63,7 @@ class ProfileSessionImpl final : public ProfileSession {
                 Callback<FieldMaxResult> done) override;
   void SetGroupPeers(GroupPeers* peers) override { peers_ = peers; }
   void Grouped(std::string_view user, Callback<bool> done) override;
+  void FieldTarget(std::string_view user, Callback<std::string> done) override;
   storage::Worker& worker() override { return *worker_; }
 
   // What a sweep of one record did.

@@ -47,8 +47,19 @@ class ProfileStoreImpl final : public ProfileStore {
 
   storage::Store& store() override { return *store_; }
   const FieldNames& names() const { return names_; }
-  Status PortableBody(std::string_view body, std::string* out) const override {
-    return profile::PortableBody(body, names_, out);
+  void PortableBody(std::string_view key, std::string_view body, std::string* out) const override {
+    std::vector<uint32_t> dropped;
+    if (Status s = profile::PortableBody(body, names_, out, &dropped); !s.ok()) {
+      spdlog::error("profile of user '{}' sent to another node as it is: {}", key, s.ToString());
+      out->assign(body);
+      return;
+    }
+    if (!dropped.empty()) {
+      spdlog::error(
+          "profile of user '{}' sent to another node without {} fields whose name records were "
+          "lost (numbers {} ...)",
+          key, dropped.size(), dropped.front());
+    }
   }
   Status SweepNow() override {
     Result<std::unique_ptr<storage::Worker>> w = store_->NewWorker();

@@ -152,14 +152,13 @@ void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profi
         if (r.ok()) {
           if (!IsReservedKey(r->key())) {
             std::string body;
-            Status s = page->profiles != nullptr ? page->profiles->PortableBody(r->body(), &body)
-                                                 : (body.assign(r->body()), Status::OK());
-            if (s.ok()) {
-              page->records[i] = CopiedRecord{std::string(r->key()), std::move(body), r->sweep_at(),
-                                              r->void_at(), std::string(r->reference())};
-            } else if (page->failure.ok()) {
-              page->failure = s.WithContext(fmt::format("record of user '{}'", r->key()));
+            if (page->profiles != nullptr) {
+              page->profiles->PortableBody(r->key(), r->body(), &body);
+            } else {
+              body.assign(r->body());
             }
+            page->records[i] = CopiedRecord{std::string(r->key()), std::move(body), r->sweep_at(),
+                                            r->void_at(), std::string(r->reference())};
           }
         } else if (r.status().IsNotFound()) {
           page->moved = true;

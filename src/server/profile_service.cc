@@ -682,18 +682,23 @@ class ProfileHandler : public Handler {
     return Serves(h, req->user, to);
   }
 
-  // A cluster node's field write of req.user: see above. `apply(req, done)`
-  // writes a record this node holds without a log; `send(req, done)` sends
-  // it to the node holding req.user; `field` reads the answer from a log
-  // entry's.
-  template <typename Request, typename T, typename Apply, typename Send, typename Field>
-  void FieldWriteInCluster(const FrameHeader& h, Request req, Responder to, Apply apply, Send send,
-                           Field field) {
+  // A cluster node's field write of req.user: see above. `check(now)` is
+  // what the profile layer would refuse, run first with the time the write
+  // is taken at (as upsert's: a refused write never reaches the log);
+  // `apply(req, done)` writes a record this node holds without a log;
+  // `send(req, done)` sends it to the node holding req.user; `field` reads
+  // the answer from a log entry's.
+  template <typename Request, typename T, typename Check, typename Apply, typename Send,
+            typename Field>
+  void FieldWriteInCluster(const FrameHeader& h, Request req, Responder to, Check check,
+                           Apply apply, Send send, Field field) {
+    const UnixSeconds now = service_->store_->clock().Now();
+    if (Status s = check(req, now); !s.ok()) return ReplyError(h, s, to);
     const std::string user = req.user;
-    session_->MasterOf(user, [this, h, req = std::move(req), to = std::move(to), apply, send,
-                              field](Result<std::string> master) mutable {
-      if (!master.ok() && !master.status().IsNotFound()) return ReplyError(h, master.status(), to);
-      if (master.ok() && *master != req.user) req.user = std::move(*master);
+    session_->FieldTarget(user, [this, h, now, req = std::move(req), to = std::move(to), apply,
+                                 send, field](Result<std::string> target) mutable {
+      if (!target.ok()) return ReplyError(h, target.status(), to);
+      req.user = std::move(*target);
       if (!group_peers_->Holds(req.user)) {
         auto done = [poster = poster_, h, to = std::move(to)](Result<T> r) mutable {
           poster->Post([h, r = std::move(r), to = std::move(to)]() mutable {
@@ -704,7 +709,7 @@ class ProfileHandler : public Handler {
         return send(std::move(req), std::move(done));
       }
       if (replicator_ == nullptr) return apply(req, AnswerAsIs<T>(h, std::move(to)));
-      Submit(service_->store_->clock().Now(), std::move(req),
+      Submit(now, std::move(req),
              [h, to = std::move(to), field](const replica::WriteAnswer& a) mutable {
                ReplyApplied(h, a, to, [field](const replica::WriteAnswer& x) {
                  T r = field(x);
@@ -716,6 +721,13 @@ class ProfileHandler : public Handler {
   }
 
   PeerLinks& peers() { return *service_->options_.peers; }
+  // The field limits the profile store was opened with.
+  profile::ProfileOptions FieldLimits() const {
+    profile::ProfileOptions o;
+    o.max_fields = service_->options_.max_fields;
+    o.max_field_bytes = service_->options_.max_field_bytes;
+    return o;
+  }
 
   void FieldSet(const FrameHeader& h, std::string_view body, Responder to) {
     proto::FieldSetRequest req;
@@ -725,7 +737,11 @@ class ProfileHandler : public Handler {
     };
     if (board_ == nullptr) return apply(req, AnswerAsIs<FieldWriteResult>(h, std::move(to)));
     FieldWriteInCluster<proto::FieldSetRequest, FieldWriteResult>(
-        h, std::move(req), std::move(to), apply,
+        h, std::move(req), std::move(to),
+        [this](const proto::FieldSetRequest& r, UnixSeconds now) {
+          return profile::CheckFieldSet(r.fields, now, FieldLimits());
+        },
+        apply,
         [this](proto::FieldSetRequest r, auto done) { peers().SendFieldSet(std::move(r), done); },
         [](const replica::WriteAnswer& a) { return a.field_write; });
   }
@@ -739,7 +755,11 @@ class ProfileHandler : public Handler {
     };
     if (board_ == nullptr) return apply(req, AnswerAsIs<FieldWriteResult>(h, std::move(to)));
     FieldWriteInCluster<proto::FieldDeleteRequest, FieldWriteResult>(
-        h, std::move(req), std::move(to), apply,
+        h, std::move(req), std::move(to),
+        [](const proto::FieldDeleteRequest& r, UnixSeconds) {
+          return profile::CheckFieldDelete(r.names);
+        },
+        apply,
         [this](proto::FieldDeleteRequest r, auto done) {
           peers().SendFieldDelete(std::move(r), done);
         },
@@ -755,7 +775,11 @@ class ProfileHandler : public Handler {
     };
     if (board_ == nullptr) return apply(req, AnswerAsIs<IncrementResult>(h, std::move(to)));
     FieldWriteInCluster<proto::FieldIncrementRequest, IncrementResult>(
-        h, std::move(req), std::move(to), apply,
+        h, std::move(req), std::move(to),
+        [](const proto::FieldIncrementRequest& r, UnixSeconds now) {
+          return profile::CheckFieldIncrement(r.increment, now);
+        },
+        apply,
         [this](proto::FieldIncrementRequest r, auto done) {
           peers().SendFieldIncrement(std::move(r), done);
         },
@@ -770,7 +794,11 @@ class ProfileHandler : public Handler {
     };
     if (board_ == nullptr) return apply(req, AnswerAsIs<FieldMaxResult>(h, std::move(to)));
     FieldWriteInCluster<proto::FieldMaxRequest, FieldMaxResult>(
-        h, std::move(req), std::move(to), apply,
+        h, std::move(req), std::move(to),
+        [this](const proto::FieldMaxRequest& r, UnixSeconds now) {
+          return profile::CheckFieldMax(r.field, now, FieldLimits());
+        },
+        apply,
         [this](proto::FieldMaxRequest r, auto done) { peers().SendFieldMax(std::move(r), done); },
         [](const replica::WriteAnswer& a) { return a.field_max; });
   }
@@ -915,11 +943,8 @@ class ProfileHandler : public Handler {
               // Fields as another node reads them: names inline, not this
               // node's numbers.
               std::string body;
-              if (Status s = profiles->PortableBody(r->body(), &body); s.ok()) {
-                join->results[i] = StoredRecord{std::move(body), std::string(r->reference())};
-              } else {
-                join->results[i] = s;
-              }
+              profiles->PortableBody(r->key(), r->body(), &body);
+              join->results[i] = StoredRecord{std::move(body), std::string(r->reference())};
             } else if (r.status().IsNotFound()) {
               join->results[i] = Status::NotFound("the user has no record");
             } else {

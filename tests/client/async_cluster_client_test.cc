@@ -774,6 +774,30 @@ TEST_F(AsyncClusterClientTest, FieldWritesGoToTheHolderOfTheirUserEachWithItsOwn
   EXPECT_EQ(mr.field.expiry, 1'900'000'000u);
 }
 
+// A caller's write ID (a node sending a linked user's write on to the
+// master's node) goes as it is with a log; without one nothing names a
+// write, so it is dropped (a lost answer's write would be applied twice).
+TEST_F(AsyncClusterClientTest, AFieldWritesGivenWriteIdGoesOnlyWithALog) {
+  for (bool log : {true, false}) {
+    SCOPED_TRACE(log ? "with a log" : "without a log");
+    FakeCluster cluster(3, AnswerAsHolder);
+    cluster.SetMap(cluster.SpreadMap(5, 1, log));
+    auto client = ConnectTo(cluster.port(0));
+    ASSERT_NE(client, nullptr);
+    const FieldWrites w;
+    const std::string user = Users(1)[0];
+    const WriteId given{0xabc, 42};
+    ASSERT_TRUE(
+        Wait<IncrementResult>([&](auto cb) { client->FieldIncrement(user, w.inc, given, cb); })
+            .ok());
+    const int holder = cluster.ReplicasOf(user)[0];
+    ASSERT_EQ(cluster.Received(holder, Op::kFieldIncrement).size(), 1u);
+    auto [who, id] = UserAndId(cluster.Received(holder, Op::kFieldIncrement)[0]);
+    EXPECT_EQ(who, user);
+    EXPECT_EQ(id, log ? given : WriteId{});
+  }
+}
+
 TEST_F(AsyncClusterClientTest, AFieldWriteFollowsWrongNodeWithItsWriteId) {
   // Before each write the client's map puts every user on node 0; then the
   // cluster spreads them, and node 0 says WrongNode for a user it lost.

@@ -745,9 +745,15 @@ TEST_F(ReplicatedFieldTest, EachFieldWriteGoesThroughTheLogOncePerWriteId) {
   EXPECT_TRUE(WaitFor([&] { return Applied() - before >= 6; })) << Applied() - before;
   EXPECT_EQ(Applied() - before, 6u);
   EXPECT_GE(served_.replicator->stats().applier.duplicates, 6u);
-  // A refused write is refused alike through the log, writing nothing.
+  // A write over a limit is refused before the log, writing nothing.
+  const uint64_t submitted = served_.replicator->stats().submitted;
   const std::vector<FieldUpdate> bad = {Set("country", FieldValue::String(std::string(2000, 'x')))};
   EXPECT_EQ(c->FieldSet(user, bad).status().code(), Status::Code::kLimitExceeded);
+  FieldIncrement past;
+  past.name = "n";
+  past.ttl = UINT32_MAX;
+  EXPECT_EQ(c->FieldIncrement(user, past).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(served_.replicator->stats().submitted, submitted);
   EXPECT_EQ(FieldsOf(*c, user).at("country"), FieldValue::String("DE"));
 }
 

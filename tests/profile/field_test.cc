@@ -613,6 +613,18 @@ TEST_F(FieldTest, APortableBodyNamesEveryFieldInline) {
   ASSERT_TRUE(PortableBody(body, names(), &out).ok());
   EXPECT_EQ(out, body);
   EXPECT_TRUE(PortableBody(rec->body(), empty, &out).IsCorruption());
+  // Asked to, the fields whose numbers the table lacks are left out (a lost
+  // name record), the rest kept.
+  std::vector<uint32_t> dropped;
+  ASSERT_TRUE(PortableBody(rec->body(), empty, &out, &dropped).ok());
+  EXPECT_EQ(dropped.size(), 2u);
+  Columns kept;
+  ASSERT_TRUE(DecodeColumns(out, &kept).ok());
+  ASSERT_EQ(kept.size(), 1u);
+  std::vector<Field> left;
+  ASSERT_TRUE(ResolveFields(kept.fields, empty, &left).ok());
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].name, "new");
 }
 
 // The name table's records are the node's own: no profile operation
