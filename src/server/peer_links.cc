@@ -118,8 +118,8 @@ void PeerLinks::Send(SendFn send, std::function<void(Result<T>)> done) {
 void PeerLinks::SendFieldSet(proto::FieldSetRequest req,
                              std::function<void(Result<FieldWriteResult>)> done) {
   Send<FieldWriteResult>(
-      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
-        c.FieldSet(req.user, req.fields, req.write_id, std::move(done));
+      [req = std::move(req)](client::AsyncClusterClient& c, auto answered) {
+        c.FieldSet(req.user, req.fields, req.write_id, std::move(answered));
       },
       std::move(done));
 }
@@ -127,8 +127,8 @@ void PeerLinks::SendFieldSet(proto::FieldSetRequest req,
 void PeerLinks::SendFieldDelete(proto::FieldDeleteRequest req,
                                 std::function<void(Result<FieldWriteResult>)> done) {
   Send<FieldWriteResult>(
-      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
-        c.FieldDelete(req.user, req.names, req.write_id, std::move(done));
+      [req = std::move(req)](client::AsyncClusterClient& c, auto answered) {
+        c.FieldDelete(req.user, req.names, req.write_id, std::move(answered));
       },
       std::move(done));
 }
@@ -136,8 +136,8 @@ void PeerLinks::SendFieldDelete(proto::FieldDeleteRequest req,
 void PeerLinks::SendFieldIncrement(proto::FieldIncrementRequest req,
                                    std::function<void(Result<IncrementResult>)> done) {
   Send<IncrementResult>(
-      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
-        c.FieldIncrement(req.user, req.increment, req.write_id, std::move(done));
+      [req = std::move(req)](client::AsyncClusterClient& c, auto answered) {
+        c.FieldIncrement(req.user, req.increment, req.write_id, std::move(answered));
       },
       std::move(done));
 }
@@ -145,8 +145,8 @@ void PeerLinks::SendFieldIncrement(proto::FieldIncrementRequest req,
 void PeerLinks::SendFieldMax(proto::FieldMaxRequest req,
                              std::function<void(Result<FieldMaxResult>)> done) {
   Send<FieldMaxResult>(
-      [req = std::move(req)](client::AsyncClusterClient& c, auto done) {
-        c.FieldMax(req.user, req.field, req.write_id, std::move(done));
+      [req = std::move(req)](client::AsyncClusterClient& c, auto answered) {
+        c.FieldMax(req.user, req.field, req.write_id, std::move(answered));
       },
       std::move(done));
 }

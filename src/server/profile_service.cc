@@ -942,9 +942,9 @@ class ProfileHandler : public Handler {
             if (r.ok()) {
               // Fields as another node reads them: names inline, not this
               // node's numbers.
-              std::string body;
-              profiles->PortableBody(r->key(), r->body(), &body);
-              join->results[i] = StoredRecord{std::move(body), std::string(r->reference())};
+              std::string portable;
+              profiles->PortableBody(r->key(), r->body(), &portable);
+              join->results[i] = StoredRecord{std::move(portable), std::string(r->reference())};
             } else if (r.status().IsNotFound()) {
               join->results[i] = Status::NotFound("the user has no record");
             } else {
