@@ -64,7 +64,7 @@ WRITE_ID = bytes.fromhex("0123456789abcdef000000000000002a")
 CALLS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
     "hello": (
         lambda c: c.hello(),
-        ServerInfo(1, "segstored 0.1.0", 4194304, 1000, 256, 10000, 256),
+        ServerInfo(1, "segstored 0.1.0", 4194304, 1000, 256, 10000, 256, 256, 1024),
     ),
     "ping": (lambda c: c.ping(), None),
     "ping_bad_body": (
