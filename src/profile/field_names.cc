@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "profile/field_codec.h"
+
 namespace segstore::profile {
 namespace {
 
@@ -58,7 +60,7 @@ Status FieldNames::Load(storage::Worker& worker) {
         return r.status().WithContext(fmt::format("field name {}", id));
       }
       const std::string_view body = r->body();
-      if (body.size() < 2 || body[0] != kRecordVersion || body.size() - 1 > 255) {
+      if (body.size() < 2 || body[0] != kRecordVersion || body.size() - 1 > kMaxFieldNameBytes) {
         return Status::Corruption(
             fmt::format("field name record {}: not a name record ({} bytes)", id, body.size()));
       }
