@@ -466,16 +466,27 @@ void StoreProfile(const std::vector<Segment>& segments, const Group& group,
   benchmark::DoNotOptimize(out->data());
 }
 
+// The reference profile at kRead: with its 25 fields or none; with the
+// third of its segments that expired by then, or swept (only the live ones:
+// what the sweeper, or a write that trims them, leaves).
+std::string ReferenceBody(bool fields, bool swept) {
+  std::vector<Segment> segments = ReferenceProfile(1, false);
+  if (swept) std::erase_if(segments, [](const Segment& s) { return !Alive(s.expires_at, kRead); });
+  std::string body;
+  if (fields) {
+    EncodeProfile(segments, 0, Group(), ReferenceStoredFields(1, kRead), &body);
+  } else {
+    EncodeSegments(segments, &body);
+  }
+  return body;
+}
+
 // An upsert of one segment (segbench's upsert-1), as the session does it:
 // decode, merge the segment (expired ones trimmed on the way), store. On the
-// reference profile without fields (fields:0) or with its 25 (fields:1).
+// reference profile without fields (fields:0) or with its 25 (fields:1),
+// a third of its segments expired (swept:0) or none (swept:1).
 void BM_UpsertOneRewrite(benchmark::State& state) {
-  std::string body;
-  if (state.range(0) != 0) {
-    EncodeProfile(ReferenceProfile(1, false), 0, Group(), ReferenceStoredFields(1, kRead), &body);
-  } else {
-    EncodeSegments(ReferenceProfile(1, false), &body);
-  }
+  const std::string body = ReferenceBody(state.range(0) != 0, state.range(1) != 0);
   // Expiring on a whole hour, as segbench's upsert-1 (and the workload's
   // segments) do: the profile keeps its expiries in hours.
   SegmentUpdate u;
@@ -496,46 +507,86 @@ void BM_UpsertOneRewrite(benchmark::State& state) {
   }
   state.counters["bytes"] = static_cast<double>(out.size());
 }
-BENCHMARK(BM_UpsertOneRewrite)->Arg(0)->Arg(1)->ArgName("fields");
+BENCHMARK(BM_UpsertOneRewrite)->ArgsProduct({{0, 1}, {0, 1}})->ArgNames({"fields", "swept"});
 
-// An increment of one of the profile's 20 counters (segbench's incr, fixed
-// window), as field_write.cc's WriteFields does it between reading and
-// writing the record: decode, resolve the fields' names, drop expired
-// fields, add 1, encode the section again (names by number), keep the live
-// segments, store. Issue 21's goal: no more than BM_UpsertOneRewrite/fields:1.
+// An increment of one of the profile's 20 counters (segbench's incr), as
+// field_write.cc's WriteFields does it between reading and writing the
+// record: read the body up to its segments, resolve the fields' names, drop
+// expired fields, add 1, encode the section again (names by number). Then:
+// - swept:1, a profile none of whose segments expired, or fewer than the
+//   sweeper's share: the section goes before the segments' bytes, kept as
+//   they are; in a fixed window (sliding:0) the fields expire as before, so
+//   the record's times stay; in a sliding one (sliding:1) they are worked
+//   out again from the segments' expiries (decoded) and the fields';
+// - swept:0, a profile due for the sweeper (a third of its segments
+//   expired): the segments are decoded, trimmed and encoded again, as an
+//   upsert does, which saves the sweeper that rewrite.
+// Issue 21's goal: no more than BM_UpsertOneRewrite/fields:1 on the same
+// profile.
 void BM_IncrementRewrite(benchmark::State& state) {
+  const bool swept = state.range(0) != 0, sliding = state.range(1) != 0;
   const FieldNames& names = ReferenceNames::Get();
-  std::string body;
-  EncodeProfile(ReferenceProfile(1, false), 0, Group(), ReferenceStoredFields(1, kRead), &body);
+  const std::string body = ReferenceBody(true, swept);
   const std::string counter = bench::CapName(bench::ReferenceCampaigns(1)[7]);
+  BodyHead head;
   Columns columns;
   std::vector<Field> fields;
+  std::vector<UnixSeconds> before, after;
   std::vector<std::string> unnumbered;
-  std::string section;
   std::vector<Segment> merged;
   std::vector<StoredField> stored;
   std::vector<UnixSeconds> expiries;
+  std::string section;
   std::string out;
+  UnixSeconds window = kRead + 86400;
   for (auto _ : state) {
-    Status s = DecodeColumns(body, &columns);
+    Status s = DecodeHead(body, &head);
     benchmark::DoNotOptimize(s.ok());
-    s = ResolveFields(columns.fields, names, &fields);
+    if (Alive(head.earliest, kRead) != swept) std::abort();
+    s = ResolveFields(head.fields, names, &fields);
     benchmark::DoNotOptimize(s.ok());
+    before.clear();
+    for (const Field& f : fields) before.push_back(f.expires_at);
     std::erase_if(fields, [](const Field& f) { return !Alive(f.expires_at, kRead); });
     Field* f = FindField(fields, counter);
     if (f == nullptr) std::abort();
     ++f->value.i;
+    if (sliding) f->expires_at = ++window;
     section.clear();
     unnumbered.clear();
     EncodeFields(fields, names, &section, &unnumbered);
-    TrimResult t = TrimBefore(columns, kRead, &merged);
-    benchmark::DoNotOptimize(t.trimmed);
-    StoreProfile(merged, columns.group, section, &stored, &expiries, &out);
+    after.clear();
+    for (const Field& g : fields) after.push_back(g.expires_at);
+    if (!swept) {
+      s = DecodeColumns(body, &columns);
+      benchmark::DoNotOptimize(s.ok());
+      TrimResult t = TrimBefore(columns, kRead, &merged);
+      benchmark::DoNotOptimize(t.trimmed);
+      EncodeProfile(merged, 0, head.group, std::string_view(section), &out);
+      RecordTimes times = TimesFor(merged, 0.25, after);
+      benchmark::DoNotOptimize(times.sweep_at + times.void_at);
+      continue;
+    }
+    EncodeProfileKeeping(head.segments, head.log_position, head.group, section, &out);
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    if ((before == after) == sliding) std::abort();
+    if (sliding) {
+      s = DecodeColumns(body, &columns);
+      benchmark::DoNotOptimize(s.ok());
+      RecordTimes times = TimesFor(columns.expires, 0.25, after);
+      benchmark::DoNotOptimize(times.sweep_at + times.void_at);
+    }
+    benchmark::DoNotOptimize(out.data());
   }
   if (!unnumbered.empty()) std::abort();  // every name has its number
   state.counters["bytes"] = static_cast<double>(out.size());
 }
-BENCHMARK(BM_IncrementRewrite);
+BENCHMARK(BM_IncrementRewrite)
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->ArgNames({"swept", "sliding"});
 
 // Encoding the reference profile with its 25 fields; the counters: bytes of
 // the profile without and with them (the record body, and on the device:

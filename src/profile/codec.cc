@@ -277,27 +277,45 @@ void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, con
   EncodeProfile(segments, log_position, group, std::string_view(section), out);
 }
 
-void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
-                   std::string_view fields, std::string* out) {
-  if (fields.empty()) {
-    if (group.empty()) {
-      EncodeSegments(segments, log_position, out);
-      return;
-    }
-    out->clear();
-    out->push_back(static_cast<char>(kCodecWithGroup));
-    PutVarint(out, log_position);
-    EncodeGroupSection(group, out);
-  } else {
-    out->clear();
+namespace {
+
+// Replaces *out with a body's head, up to its segment count: the version its
+// sections call for (the lowest that holds them), then its log position and
+// sections.
+void EncodeHead(uint64_t log_position, const Group& group, std::string_view fields,
+                std::string* out) {
+  out->clear();
+  if (!fields.empty()) {
     out->push_back(static_cast<char>(kCodecWithFields));
     PutVarint(out, log_position);
     out->push_back(static_cast<char>(kSectionFields | (group.empty() ? 0 : kSectionGroup)));
     if (!group.empty()) EncodeGroupSection(group, out);
     PutVarint(out, fields.size());
     out->append(fields);
+  } else if (!group.empty()) {
+    out->push_back(static_cast<char>(kCodecWithGroup));
+    PutVarint(out, log_position);
+    EncodeGroupSection(group, out);
+  } else if (log_position == 0) {
+    out->push_back(static_cast<char>(kCodecNoPosition));
+  } else {
+    out->push_back(static_cast<char>(kCodecWithPosition));
+    PutVarint(out, log_position);
   }
+}
+
+}  // namespace
+
+void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
+                   std::string_view fields, std::string* out) {
+  EncodeHead(log_position, group, fields, out);
   EncodeSegmentColumns(segments, out);
+}
+
+void EncodeProfileKeeping(std::string_view segments, uint64_t log_position, const Group& group,
+                          std::string_view fields, std::string* out) {
+  EncodeHead(log_position, group, fields, out);
+  out->append(segments);
 }
 
 namespace {
@@ -620,6 +638,37 @@ bool HasGroupSection(std::string_view body) {
   const uint8_t* end = p + body.size() - 1;
   uint64_t position;
   return GetVarint(p, end, &position) && p != end && (*p & kSectionGroup) != 0;
+}
+
+Status DecodeHead(std::string_view body, BodyHead* out) {
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  const uint8_t* end = p + body.size();
+  out->log_position = 0;
+  SEGSTORE_RETURN_IF_ERROR(
+      DecodeVersionHeader(p, end, &out->log_position, &out->group, &out->fields));
+  out->segments = std::string_view(reinterpret_cast<const char*>(p), static_cast<size_t>(end - p));
+  out->earliest = kNever;
+  if (!GetVarint(p, end, &out->count)) return Corrupt("segment count");
+  if (out->count == 0) return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
+  // The segments' header, as DecodeIds reads it: the expiry base is the
+  // earliest finite expiry in units (EncodeSegmentColumns), and no segment
+  // has one when some never expires and the width leaves room for no other.
+  uint64_t first_id, base;
+  if (!GetVarint(p, end, &first_id) || end - p < 2) return Corrupt("header");
+  const unsigned k = *p++;
+  const uint8_t flags = *p++;
+  if (!GetVarint(p, end, &base) || p == end) return Corrupt("header");
+  const unsigned width = *p++;
+  if (k > kEscapeRun || width > 32 || (flags & ~0x1fu) != 0 || base > UINT32_MAX) {
+    return Corrupt("header fields");
+  }
+  if ((flags & kFlagNever) != 0 && width == 0) return Status::OK();
+  const uint64_t earliest = base * kUnits[flags & 3];
+  if (earliest > UINT32_MAX) return Corrupt("expiry base");
+  // A base of 0 is never written (a finite expiry is at least one unit);
+  // 1 stays below every finite expiry such a body may decode to.
+  out->earliest = earliest == 0 ? 1 : static_cast<UnixSeconds>(earliest);
+  return Status::OK();
 }
 
 Status DecodeColumns(std::string_view body, Columns* out) {

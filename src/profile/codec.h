@@ -146,6 +146,35 @@ void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, con
 void EncodeProfile(std::span<const Segment> segments, uint64_t log_position, const Group& group,
                    std::string_view fields, std::string* out);
 
+// A body read up to its segments, which are left as they are: what a write
+// that changes none of them (a write of fields) needs.
+struct BodyHead {
+  uint64_t log_position = 0;  // as Columns
+  Group group;                // as Columns
+  std::string fields;         // as Columns
+  // The body's bytes from its segment count on: the same layout in every
+  // version (version 1's), so any version's may follow any version's head.
+  std::string_view segments;
+  uint64_t count = 0;  // segments
+  // The earliest finite expiry of a segment, read from the segments' header
+  // (not their columns; a bound below it for bodies this codec never
+  // writes); kNever when none has one.
+  UnixSeconds earliest = kNever;
+};
+
+// Reads `body`'s head, and the segments' header for `count` and `earliest`;
+// out->segments points into `body`. Corruption when the head or that header
+// is damaged; the segments' columns are not read (DecodeColumns checks them).
+Status DecodeHead(std::string_view body, BodyHead* out);
+
+// The body of the segments `segments` encodes (BodyHead::segments' bytes,
+// copied as they are) with this log position, group and fields section: what
+// EncodeProfile gives for those segments, byte for byte, whenever the bytes
+// are what this codec writes (an encoding is canonical: decoding and encoding
+// again gives the same bytes).
+void EncodeProfileKeeping(std::string_view segments, uint64_t log_position, const Group& group,
+                          std::string_view fields, std::string* out);
+
 // Whether `body` has a group section (codec 3, or 4 with one): its first
 // bytes only.
 bool HasGroupSection(std::string_view body);

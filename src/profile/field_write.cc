@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "profile/profile_session.h"
@@ -30,33 +31,70 @@ void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view use
         state->unnumbered.clear();
         state->master.clear();
         state->back = false;
-        const Columns* columns = nullptr;
-        SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
+        // A write of fields changes no segment: the record is read up to its
+        // segments, and their bytes are kept as they are, expired ones too
+        // (hidden from reads, as they were; the sweeper trims them).
+        const BodyHead* head = nullptr;
+        if (cur != nullptr) {
+          if (Status s = DecodeHead(cur->body(), &head_); !s.ok()) {
+            return s.WithContext(fmt::format("profile of user '{}'", cur->key()));
+          }
+          if (w.log_position != 0 && head_.log_position >= w.log_position) {
+            return Status::Conflict(fmt::format("already applied: the record holds log position {}",
+                                                head_.log_position));
+          }
+          head = &head_;
+        }
         const UnixSeconds now = Now(w);
         // Profile bridging: a linked user's fields live on its master. A
         // write from a cluster's log names its record (the node that took it
         // sent a linked user's write to its master's node): never redirected,
         // so every replica writes the same record whatever it holds.
-        if (!member.empty() && (columns == nullptr || !ListsLive(columns->group, member, now))) {
+        // (A master that joined another group is a master no more: reads
+        // do not count its list either.)
+        if (!member.empty() &&
+            (head == nullptr || head->group.member || !ListsLive(head->group, member, now))) {
           state->back = true;
           return storage::Mutation::Keep();
         }
-        if (member.empty() && !own && w.log_position == 0 && columns != nullptr &&
-            columns->group.member && Alive(columns->group.link_expires, now) &&
+        if (member.empty() && !own && w.log_position == 0 && head != nullptr &&
+            head->group.member && Alive(head->group.link_expires, now) &&
             !cur->reference().empty()) {
           state->master = std::string(cur->reference());
           return storage::Mutation::Keep();
         }
+        // Whether a segment may have expired (then only its columns tell
+        // whether one is live). The segments are rewritten, expired ones
+        // trimmed, only when the record is due for the sweeper (enough of it
+        // has expired: ProfileOptions::sweep_share), which this write then
+        // saves a rewrite; otherwise their bytes are kept, expired ones too
+        // (hidden from reads, as they were, until the sweeper trims them).
+        const bool some_expired = head != nullptr && !Alive(head->earliest, now);
+        const bool due = some_expired && cur->sweep_at() != 0 && cur->sweep_at() <= now;
+        bool decoded = false;
+        auto decode = [&]() -> Status {
+          if (decoded) return Status::OK();
+          decoded = true;
+          return Decode(*cur);
+        };
         fields_.clear();
+        old_expiries_.clear();
         bool exists = false;
-        if (columns != nullptr) {
-          Status s = ResolveFields(columns->fields, *names_, &fields_);
+        if (head != nullptr) {
+          Status s = ResolveFields(head->fields, *names_, &fields_);
           if (!s.ok()) return s.WithContext(fmt::format("profile of user '{}'", cur->key()));
+          for (const Field& f : fields_) old_expiries_.push_back(f.expires_at);
           std::erase_if(fields_, [now](const Field& f) { return !Alive(f.expires_at, now); });
-          exists = !fields_.empty() || LiveCount(*columns, now) > 0;
+          exists = !fields_.empty();
+          if (!exists && head->count > 0) {
+            if (some_expired) SEGSTORE_RETURN_IF_ERROR(decode());
+            exists = !some_expired || LiveCount(scratch_, now) > 0;
+          }
         }
         Result<bool> changed = change(&fields_, now, exists);
         if (!changed.ok()) return changed.status();
+        // An expiry checked before the write may have passed since.
+        std::erase_if(fields_, [now](const Field& f) { return !Alive(f.expires_at, now); });
         state->count = static_cast<uint32_t>(fields_.size());
         if (!*changed) return storage::Mutation::Keep();
         if (fields_.size() > options_.max_fields) {
@@ -66,9 +104,34 @@ void ProfileSessionImpl::WriteFields(const WriteContext& w, std::string_view use
         }
         std::string section;
         if (!fields_.empty()) EncodeFields(fields_, *names_, &section, &state->unnumbered);
-        merged_.clear();
-        if (columns != nullptr) TrimBefore(*columns, now, &merged_);
-        return Store(merged_, w, columns != nullptr ? columns->group : Group(), section);
+        field_expiries_.clear();
+        for (const Field& f : fields_) field_expiries_.push_back(f.expires_at);
+        static const Group kNoGroup;
+        const Group& group = head != nullptr ? head->group : kNoGroup;
+        if (head == nullptr || head->count == 0 || due || (fields_.empty() && some_expired)) {
+          // No segment; or due for the sweeper; or no field left beside
+          // segments of which some expired: written from the live segments,
+          // so that a profile with nothing live left goes (Store).
+          merged_.clear();
+          if (head != nullptr && head->count > 0) {
+            SEGSTORE_RETURN_IF_ERROR(decode());
+            TrimBefore(scratch_, now, &merged_);
+          }
+          return Store(merged_, w, group, section, field_expiries_);
+        }
+        std::string body;
+        EncodeProfileKeeping(head->segments, w.log_position, group, section, &body);
+        // The record's times count every segment's expiry and every field's.
+        // Fields expiring as before (an increment in a fixed window, a max):
+        // the record's times stay. Otherwise the segments' expiries are read.
+        std::sort(old_expiries_.begin(), old_expiries_.end());
+        std::sort(field_expiries_.begin(), field_expiries_.end());
+        if (old_expiries_ == field_expiries_) {
+          return Put(std::move(body), RecordTimes{cur->sweep_at(), cur->void_at()}, group);
+        }
+        SEGSTORE_RETURN_IF_ERROR(decode());
+        return Put(std::move(body),
+                   TimesFor(scratch_.expires, options_.sweep_share, field_expiries_), group);
       },
       [this, w, user = std::string(user), member, state, change,
        done = std::move(done)](Result<storage::WriteOutcome> r) mutable {
@@ -175,7 +238,7 @@ void ProfileSessionImpl::FieldIncrement(const WriteContext& w, std::string_view 
           return false;
         }
         result->value = next;
-        const UnixSeconds fresh = inc.ttl == 0 ? kNever : at + inc.ttl;
+        const UnixSeconds fresh = inc.ttl == 0 ? kNever : FieldExpiry(inc.ttl, true, at);
         if (f == nullptr) {
           PutField(*live, Field{inc.name, FieldValue::Int(next), fresh});
         } else {
@@ -200,8 +263,10 @@ bool Comparable(FieldValue::Type t) {
 }
 
 // a > b, both of one comparable type.
+// Whether `a` (field_max's value, never a NaN) is larger than `b` (the
+// field's): a NaN stored by field_set counts below every number.
 bool Larger(const FieldValue& a, const FieldValue& b) {
-  return a.type == FieldValue::Type::kDouble ? a.d > b.d : a.i > b.i;
+  return a.type == FieldValue::Type::kDouble ? a.d > b.d || std::isnan(b.d) : a.i > b.i;
 }
 
 }  // namespace
@@ -263,6 +328,12 @@ Status CheckFieldMax(const FieldUpdate& field, UnixSeconds now, const ProfileOpt
   if (!Comparable(field.value.type)) {
     return Status::InvalidArgument(fmt::format(
         "field {}: field_max takes an int, a double or a time", QuotedFieldName(field.name)));
+  }
+  // A NaN is larger than nothing, and nothing is larger than it: once kept,
+  // it would stay for good.
+  if (field.value.type == FieldValue::Type::kDouble && std::isnan(field.value.d)) {
+    return Status::InvalidArgument(
+        fmt::format("field {}: field_max takes no NaN", QuotedFieldName(field.name)));
   }
   return Status::OK();
 }

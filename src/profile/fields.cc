@@ -86,10 +86,10 @@ Status PortableBody(std::string_view body, const FieldNames& names, std::string*
     out->assign(body);
     return Status::OK();
   }
-  Columns c;
-  SEGSTORE_RETURN_IF_ERROR(DecodeColumns(body, &c));
+  BodyHead head;
+  SEGSTORE_RETURN_IF_ERROR(DecodeHead(body, &head));
   std::vector<StoredField> fields;
-  SEGSTORE_RETURN_IF_ERROR(DecodeFieldSection(c.fields, &fields));
+  SEGSTORE_RETURN_IF_ERROR(DecodeFieldSection(head.fields, &fields));
   for (StoredField& f : fields) {
     if (f.name_id == 0) continue;
     const std::string_view name = names.Name(f.name_id);
@@ -108,9 +108,17 @@ Status PortableBody(std::string_view body, const FieldNames& names, std::string*
     std::erase_if(fields, [](const StoredField& f) { return f.name_id != 0; });
   }
   std::sort(fields.begin(), fields.end(), StoredBefore);
-  std::vector<Segment> segments(c.size());
-  for (size_t i = 0; i < c.size(); ++i) c.CopyTo(i, &segments[i]);
-  EncodeProfile(segments, c.log_position, c.group, fields, out);
+  // Numbered and inline names are two runs: the same name in both is damage.
+  if (std::adjacent_find(fields.begin(), fields.end(),
+                         [](const StoredField& a, const StoredField& b) {
+                           return a.name == b.name;
+                         }) != fields.end()) {
+    return Status::Corruption("profile body: a field name twice");
+  }
+  std::string section;
+  if (!fields.empty()) EncodeFieldSection(fields, &section);
+  // The segments go as they are stored.
+  EncodeProfileKeeping(head.segments, head.log_position, head.group, section, out);
   return Status::OK();
 }
 
@@ -192,7 +200,10 @@ Status CheckFieldValue(std::string_view name, const FieldValue& v, const FieldLi
 }
 
 UnixSeconds FieldExpiry(uint32_t expiry, bool ttl, UnixSeconds now) {
-  return ttl ? static_cast<UnixSeconds>(uint64_t{now} + expiry) : expiry;
+  // (A TTL checked against an earlier `now` may run past 2106 by the time
+  // it is applied: it ends there.)
+  return ttl ? static_cast<UnixSeconds>(std::min<uint64_t>(uint64_t{now} + expiry, UINT32_MAX))
+             : expiry;
 }
 
 Status CheckFieldSet(std::span<const FieldUpdate> fields, UnixSeconds now,

@@ -48,9 +48,10 @@ std::string QuotedFieldName(std::string_view name);
 // `body` (a record body of any codec version) as another node can read it:
 // a body with fields gets every name inline, since numbers are this node's
 // own (field_names.h); any other body is copied as it is. Corruption when
-// the body, or its fields section, is damaged or names a number the table
-// does not have; with `dropped`, such fields (their name record was lost:
-// reads here say damaged) are left out instead, their numbers in *dropped.
+// the body's head, or its fields section, is damaged or names a number the
+// table does not have (the segments' bytes are copied as they are); with `dropped`, such fields
+// (their name record was lost: reads here say damaged) are left out instead, their numbers in
+// *dropped.
 Status PortableBody(std::string_view body, const FieldNames& names, std::string* out,
                     std::vector<uint32_t>* dropped = nullptr);
 

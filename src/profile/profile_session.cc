@@ -43,7 +43,6 @@ Result<storage::Mutation> ProfileSessionImpl::Store(const std::vector<Segment>& 
 Result<storage::Mutation> ProfileSessionImpl::Store(const std::vector<Segment>& segments,
                                                     const WriteContext& w, const Group& group,
                                                     std::string_view fields) {
-  std::string body;
   field_expiries_.clear();
   if (!fields.empty()) {
     // The fields' expiries count in the record's times; expired ones are
@@ -61,21 +60,35 @@ Result<storage::Mutation> ProfileSessionImpl::Store(const std::vector<Segment>& 
       field_expiries_.clear();
     }
   }
-  if (segments.empty() && group.empty() && fields.empty()) {
-    if (w.log_position == 0) return storage::Mutation::Delete();
-    // Emptied by a log entry: an empty record keeps the entry's position for
-    // log_grace_seconds, so a replay after a restart still skips what came
-    // before it (a tombstone holds no position). It reads as no profile, and
-    // the engine drops it once void.
-    EncodeSegments(segments, w.log_position, &body);
-    const uint64_t void_at = uint64_t{Now(w)} + options_.log_grace_seconds;
-    storage::Mutation m = storage::Mutation::Put(
-        std::move(body), 0, static_cast<uint32_t>(std::min<uint64_t>(void_at, UINT32_MAX)));
-    m.reference.emplace();
-    return m;
-  }
+  return Store(segments, w, group, fields, field_expiries_);
+}
+
+Result<storage::Mutation> ProfileSessionImpl::Store(const std::vector<Segment>& segments,
+                                                    const WriteContext& w, const Group& group,
+                                                    std::string_view fields,
+                                                    std::span<const UnixSeconds> field_expiries) {
+  if (segments.empty() && group.empty() && fields.empty()) return Emptied(w);
+  std::string body;
   EncodeProfile(segments, w.log_position, group, fields, &body);
-  RecordTimes t = TimesFor(segments, options_.sweep_share, field_expiries_);
+  return Put(std::move(body), TimesFor(segments, options_.sweep_share, field_expiries), group);
+}
+
+storage::Mutation ProfileSessionImpl::Emptied(const WriteContext& w) const {
+  if (w.log_position == 0) return storage::Mutation::Delete();
+  // Emptied by a log entry: an empty record keeps the entry's position for
+  // log_grace_seconds, so a replay after a restart still skips what came
+  // before it (a tombstone holds no position). It reads as no profile, and
+  // the engine drops it once void.
+  std::string body;
+  EncodeSegments({}, w.log_position, &body);
+  const uint64_t void_at = uint64_t{Now(w)} + options_.log_grace_seconds;
+  storage::Mutation m = storage::Mutation::Put(
+      std::move(body), 0, static_cast<uint32_t>(std::min<uint64_t>(void_at, UINT32_MAX)));
+  m.reference.emplace();
+  return m;
+}
+
+storage::Mutation ProfileSessionImpl::Put(std::string body, RecordTimes t, const Group& group) {
   if (!group.empty()) {
     // A record in a group stays until its links go (a write or the sweeper
     // drops them), and is due when the first of them expires.
@@ -362,8 +375,8 @@ void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user, Ca
     // From the log: a record at or past the entry's position was written by
     // a later entry (the delete was applied before a restart, then the user
     // written again): it stays.
-    // Whether there was a profile: a live segment at the entry's time (an
-    // empty record keeping a position is none).
+    // Whether there was a profile: a live segment or field at the entry's
+    // time (an empty record keeping a position is none).
     auto existed = std::make_shared<bool>(false);
     Write(
         w, user,
@@ -372,7 +385,14 @@ void ProfileSessionImpl::Delete(const WriteContext& w, std::string_view user, Ca
           const Columns* columns = nullptr;
           SEGSTORE_RETURN_IF_ERROR(DecodeForWrite(w, cur, &columns));
           if (columns == nullptr) return storage::Mutation::Keep();
-          *existed = LiveCount(*columns, Now(w)) > 0;
+          const UnixSeconds now = Now(w);
+          *existed = LiveCount(*columns, now) > 0;
+          if (!*existed && !columns->fields.empty()) {
+            Result<uint32_t> live = SelectFields(columns->fields, *names_, FieldSelection(), now,
+                                                 &stored_fields_, &fields_);
+            if (!live.ok()) return live.status();
+            *existed = *live > 0;
+          }
           return storage::Mutation::Delete();
         },
         [existed, done = std::move(done)](Result<storage::WriteOutcome> r) {
@@ -429,6 +449,7 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         // And expired fields.
         std::string fields;
         size_t fields_dropped = 0;
+        field_expiries_.clear();
         if (!scratch_.fields.empty()) {
           SEGSTORE_RETURN_IF_ERROR(DecodeFieldSection(scratch_.fields, &stored_fields_));
           fields_dropped = std::erase_if(stored_fields_, [horizon](const StoredField& f) {
@@ -439,6 +460,7 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
           } else if (!stored_fields_.empty()) {
             EncodeFieldSection(stored_fields_, &fields);
           }
+          for (const StoredField& f : stored_fields_) field_expiries_.push_back(f.expires_at);
         }
         if (t.trimmed == 0 && links_dropped == 0 && fields_dropped == 0) {
           return storage::Mutation::Keep();
@@ -450,7 +472,12 @@ void ProfileSessionImpl::SweepAt(const storage::RecordRef& ref, Callback<Swept> 
         // still to be applied needs it).
         Result<storage::Mutation> m = storage::Mutation::Delete();
         if (!merged_.empty() || !group.empty() || !fields.empty()) {
-          m = Store(merged_, WriteContext{0, scratch_.log_position}, group, fields);
+          // Fields alive at the horizon stay, as segments do, though none
+          // may be alive now: a log entry from before they expired may
+          // still come (log_grace_seconds), and must find what every
+          // replica has.
+          m = Store(merged_, WriteContext{0, scratch_.log_position}, group, fields,
+                    field_expiries_);
           if (!m.ok()) return m;
         }
         swept->segments_removed = t.trimmed;

@@ -8,12 +8,14 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "profile/codec.h"
 #include "profile/field_names.h"
 #include "profile/fields.h"
+#include "profile/segment_ops.h"
 #include "segstore/profile.h"
 #include "segstore/storage.h"
 
@@ -98,6 +100,17 @@ class ProfileSessionImpl final : public ProfileSession {
   // reference); any other names none.
   Result<storage::Mutation> Store(const std::vector<Segment>& segments, const WriteContext& w,
                                   const Group& group, std::string_view fields);
+  // The same with the fields' expiries given: every field of `fields` is
+  // live (an empty section: none).
+  Result<storage::Mutation> Store(const std::vector<Segment>& segments, const WriteContext& w,
+                                  const Group& group, std::string_view fields,
+                                  std::span<const UnixSeconds> field_expiries);
+  // A write that leaves nothing (no segment, no group, no live field):
+  // delete, or for a log entry an empty record keeping its position (Store).
+  storage::Mutation Emptied(const WriteContext& w) const;
+  // The put of `body` at times `t` (TimesFor's) for a profile in `group`:
+  // a group's links count in its times, and a member names its master.
+  static storage::Mutation Put(std::string body, RecordTimes t, const Group& group);
   // The engine's read-modify-write, at the write's time when it has one.
   void Write(const WriteContext& w, std::string_view user, storage::UpdateFn fn,
              storage::WriteCallback done);
@@ -220,6 +233,8 @@ class ProfileSessionImpl final : public ProfileSession {
   std::vector<StoredField> stored_fields_;
   std::vector<UnixSeconds> field_expiries_;
   std::vector<Field> fields_;
+  BodyHead head_;                          // a write of fields' record, up to its segments
+  std::vector<UnixSeconds> old_expiries_;  // its fields' expiries, sorted
 };
 
 template <typename T>

@@ -677,18 +677,12 @@ UnixSeconds KthSmallest(std::vector<UnixSeconds>& v, size_t k, UnixSeconds lo, U
   return *nth;
 }
 
-}  // namespace
-
-bool ListsLive(const Group& g, std::string_view user, UnixSeconds now) {
-  auto it = std::lower_bound(g.members.begin(), g.members.end(), user,
-                             [](const GroupMember& m, std::string_view u) { return m.user < u; });
-  return it != g.members.end() && it->user == user && Alive(it->expires_at, now);
-}
-
-RecordTimes TimesFor(std::span<const Segment> segments, double share,
-                     std::span<const UnixSeconds> fields) {
+// TimesFor over `count` segments, the i-th expiring at expiry(i).
+template <typename Expiry>
+RecordTimes TimesOf(size_t count, Expiry expiry, double share,
+                    std::span<const UnixSeconds> fields) {
   RecordTimes t;
-  const size_t n = segments.size() + fields.size();
+  const size_t n = count + fields.size();
   if (n == 0) return t;
   std::vector<UnixSeconds> exp;
   exp.reserve(n);
@@ -703,7 +697,7 @@ RecordTimes TimesFor(std::span<const Segment> segments, double share,
       hi = std::max(hi, e);
     }
   };
-  for (const Segment& s : segments) add(s.expires_at);
+  for (size_t i = 0; i < count; ++i) add(expiry(i));
   for (const UnixSeconds e : fields) add(e);
   if (!never) t.void_at = hi;
   // The k-th expiry, k = ceil(share * n): by then `share` of them are gone.
@@ -711,6 +705,26 @@ RecordTimes TimesFor(std::span<const Segment> segments, double share,
   k = std::clamp<size_t>(k, 1, n);
   if (k <= exp.size()) t.sweep_at = KthSmallest(exp, k, lo, hi);
   return t;
+}
+
+}  // namespace
+
+bool ListsLive(const Group& g, std::string_view user, UnixSeconds now) {
+  auto it = std::lower_bound(g.members.begin(), g.members.end(), user,
+                             [](const GroupMember& m, std::string_view u) { return m.user < u; });
+  return it != g.members.end() && it->user == user && Alive(it->expires_at, now);
+}
+
+RecordTimes TimesFor(std::span<const Segment> segments, double share,
+                     std::span<const UnixSeconds> fields) {
+  return TimesOf(
+      segments.size(), [&](size_t i) { return segments[i].expires_at; }, share, fields);
+}
+
+RecordTimes TimesFor(std::span<const UnixSeconds> segment_expiries, double share,
+                     std::span<const UnixSeconds> fields) {
+  return TimesOf(
+      segment_expiries.size(), [&](size_t i) { return segment_expiries[i]; }, share, fields);
 }
 
 }  // namespace segstore::profile

@@ -120,5 +120,8 @@ struct RecordTimes {
 };
 RecordTimes TimesFor(std::span<const Segment> segments, double share,
                      std::span<const UnixSeconds> fields = {});
+// The same from the segments' expiries alone (Columns::expires).
+RecordTimes TimesFor(std::span<const UnixSeconds> segment_expiries, double share,
+                     std::span<const UnixSeconds> fields);
 
 }  // namespace segstore::profile

@@ -14,14 +14,16 @@
 // refuse one they accept); DecodeColumns into a Columns that held another
 // profile and group must give what a fresh decode gives; and the get path's
 // DecodeSelect must give what DecodeColumns then Select give, the position
-// and group included. The input also spells a group (GroupFrom), which must
-// survive an encoding with the decoded segments (or none) and its decoding.
+// and group included; DecodeHead must read the head DecodeColumns read, and
+// the segments' bytes it keeps must re-encode as the segments do. The input also spells a group
+// (GroupFrom), which must survive an encoding with the decoded segments (or none) and its decoding.
 //
 // Seeds: encodings of a few profiles, without and with a log position,
 // written by fuzz_seeds (seeds.cc).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,6 +149,45 @@ void CheckFields(const std::string& section) {
   FUZZ_CHECK(third == again);
 }
 
+// A write of fields' view of a body DecodeColumns took as `columns`: the
+// same head, the segments' count, a bound below their earliest finite expiry
+// (that expiry itself when the body is canonical, as `canonical` is: the
+// body re-encoded); and the segments' bytes it keeps, under a new head, give
+// what encoding the segments gives.
+void CheckHead(std::string_view body, const segstore::profile::Columns& columns,
+               const std::vector<segstore::Segment>& segments, const std::string& canonical) {
+  using namespace segstore;
+  profile::BodyHead head;
+  FUZZ_CHECK(profile::DecodeHead(body, &head).ok());
+  FUZZ_CHECK(head.log_position == columns.log_position && head.group == columns.group &&
+             head.fields == columns.fields && head.count == segments.size());
+  UnixSeconds earliest = kNever;
+  for (const Segment& seg : segments) {
+    if (seg.expires_at != kNever && (earliest == kNever || seg.expires_at < earliest)) {
+      earliest = seg.expires_at;
+    }
+  }
+  FUZZ_CHECK(earliest == kNever ? head.earliest == kNever
+                                : head.earliest != kNever && head.earliest <= earliest);
+  if (canonical != body) return;
+  FUZZ_CHECK(head.earliest == earliest);
+  std::string kept;
+  profile::EncodeProfileKeeping(head.segments, head.log_position, head.group, head.fields, &kept);
+  FUZZ_CHECK(kept == body);
+  // A new head over the same segments: fields added (or dropped), no position.
+  std::string fields;
+  if (head.fields.empty()) {
+    profile::StoredField f;
+    f.name = "a";
+    f.value = FieldValue::Int(1);
+    profile::EncodeFieldSection(std::span<const profile::StoredField>(&f, 1), &fields);
+  }
+  profile::EncodeProfileKeeping(head.segments, 0, head.group, fields, &kept);
+  std::string encoded;
+  profile::EncodeProfile(segments, 0, head.group, std::string_view(fields), &encoded);
+  FUZZ_CHECK(kept == encoded);
+}
+
 }  // namespace
 
 // The get path's one-pass DecodeSelect against DecodeColumns then Select:
@@ -237,6 +278,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   profile::EncodeProfile(segments, back.log_position, back.group, std::string_view(back.fields),
                          &third);
   FUZZ_CHECK(third == again);
+  CheckHead(body, reused, segments, again);
   if (!reused.fields.empty()) {
     // Without its fields: the body of versions 1 to 3 it would be.
     profile::EncodeProfile(segments, *position, reused.group, &again);

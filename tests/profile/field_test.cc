@@ -11,6 +11,7 @@
 #include "profile/field_codec.h"
 #include "profile/field_names.h"
 #include "profile/fields.h"
+#include "profile/segment_ops.h"
 #include "profile/test_util.h"
 
 namespace segstore::profile {
@@ -258,6 +259,32 @@ class FieldTest : public ProfileStoreFixture {
     ASSERT_NE(names().Find(name), 0u) << name;
   }
   const FieldNames& names() { return FieldNamesOf(*profiles_); }
+  // The user's record is what encoding its decoded self gives, byte for
+  // byte, and its times are what its stored segments and fields (expired
+  // ones still in it too) make them: however a write got there (a write of
+  // fields keeps the segments' bytes and, when no field's expiry changed,
+  // the record's times).
+  void ExpectStoredAsEncoded(const std::string& user) {
+    auto r = session_->worker().GetSync(user);
+    ASSERT_TRUE(r.ok()) << user << ": " << r.status().ToString();
+    Columns c;
+    ASSERT_TRUE(DecodeColumns(r->body(), &c).ok()) << user;
+    std::vector<Segment> segments(c.size());
+    for (size_t i = 0; i < c.size(); ++i) c.CopyTo(i, &segments[i]);
+    std::string again;
+    EncodeProfile(segments, c.log_position, c.group, c.fields, &again);
+    EXPECT_EQ(again, r->body()) << user;
+    std::vector<StoredField> stored;
+    if (!c.fields.empty()) {
+      ASSERT_TRUE(DecodeFieldSection(c.fields, &stored).ok()) << user;
+    }
+    std::vector<UnixSeconds> expiries;
+    for (const StoredField& f : stored) expiries.push_back(f.expires_at);
+    if (!c.group.empty()) return;  // a group's links count too (tested with links)
+    const RecordTimes t = TimesFor(segments, ProfileOptions().sweep_share, expiries);
+    EXPECT_EQ(r->sweep_at(), t.sweep_at) << user;
+    EXPECT_EQ(r->void_at(), t.void_at) << user;
+  }
 };
 
 FieldUpdate F(std::string name, FieldValue v, uint32_t expiry = kNever, bool ttl = false) {
@@ -480,6 +507,53 @@ TEST_F(FieldTest, SegmentWritesKeepFieldsAndFieldWritesKeepSegments) {
   // Delete takes the fields with the profile.
   ASSERT_TRUE(*session_->DeleteSync("u"));
   EXPECT_TRUE(Fields("u").status().IsNotFound());
+}
+
+// A write of fields keeps the segments' bytes as they are, expired ones too
+// (hidden from reads), until the record is due for the sweeper
+// (sweep_share of it expired); then it trims them, as an upsert does.
+TEST_F(FieldTest, AFieldWriteKeepsTheSegmentsUntilTheRecordIsDueForTheSweeper) {
+  Open();
+  ASSERT_EQ(ProfileOptions().sweep_share, 0.25);
+  std::vector<SegmentUpdate> segs;
+  for (uint64_t id = 1; id <= 8; ++id) segs.push_back({id, id == 3 ? 100u : 90000u, true, {}, {}});
+  ASSERT_TRUE(session_->UpsertSync("u", segs).ok());  // one of eight expires first
+  for (uint64_t id = 1; id <= 8; ++id) segs[id - 1].value = id <= 3 ? 100u : 90000u;
+  ASSERT_TRUE(session_->UpsertSync("v", segs).ok());  // three of eight
+  ASSERT_TRUE(Set("u", {F("a", FieldValue::Int(1))}).ok());
+  ASSERT_TRUE(Set("v", {F("a", FieldValue::Int(1))}).ok());
+  auto columns = [this](const std::string& user) {
+    Columns c;
+    auto r = session_->worker().GetSync(user);
+    EXPECT_TRUE(r.ok() && DecodeColumns(r->body(), &c).ok()) << user;
+    return c.size();
+  };
+  clock_.Advance(101);
+  segstore::FieldIncrement inc;
+  inc.name = "a";
+  ASSERT_TRUE(Incr("u", inc).ok());
+  ASSERT_TRUE(Incr("v", inc).ok());
+  EXPECT_EQ(columns("u"), 8u);  // one of eight expired: not due, kept
+  EXPECT_EQ(columns("v"), 5u);  // three of eight: due, trimmed
+  for (const std::string user : {"u", "v"}) {
+    auto got = Fields(user);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->ids.size(), user == "u" ? 7u : 5u);
+    ASSERT_EQ(got->fields.size(), 1u);
+    EXPECT_EQ(got->fields[0].value.i, 2);
+    ExpectStoredAsEncoded(user);
+  }
+  // A sliding window moves the record's times, worked out again.
+  inc.ttl = 500;
+  inc.window = segstore::FieldIncrement::Window::kSliding;
+  ASSERT_TRUE(Incr("u", inc).ok());
+  ExpectStoredAsEncoded("u");
+  EXPECT_EQ(columns("u"), 8u);
+  // The last field deleted beside an expired segment: written from the
+  // live segments.
+  ASSERT_TRUE(Del("u", {"a"}).ok());
+  EXPECT_EQ(columns("u"), 7u);
+  ExpectStoredAsEncoded("u");
 }
 
 TEST_F(FieldTest, AProfileOfFieldsAloneExistsUntilTheyExpire) {
@@ -741,6 +815,92 @@ TEST_F(FieldTest, AHalfLinksFieldWritesStayOnTheUsersOwnRecord) {
   EXPECT_TRUE(Stored("master").empty());
 }
 
+// A master that joined another group (a state only damage or a crash
+// leaves: a link step that names a master drops its members) is a master no
+// more, for writes as for reads: its old member's writes are its own.
+TEST_F(FieldTest, AMembersWritesStayItsOwnWhenItsMasterIsItselfAMember) {
+  Open();
+  const std::vector<SegmentUpdate> a = {{1, 3600, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("master", a).ok());
+  ASSERT_TRUE(session_->UpsertSync("cookie", a).ok());
+  ASSERT_TRUE(session_->LinkSync("cookie", "master").ok());
+  auto rec = session_->worker().GetSync("master");
+  ASSERT_TRUE(rec.ok());
+  Columns c;
+  ASSERT_TRUE(DecodeColumns(rec->body(), &c).ok());
+  ASSERT_EQ(c.group.members.size(), 1u);
+  c.group.member = true;  // and names "other"
+  std::vector<Segment> segments = {c.At(0)};
+  std::string body;
+  EncodeProfile(segments, 0, c.group, &body);
+  ASSERT_TRUE(session_->worker()
+                  .UpdateSync("master",
+                              [&](const storage::Record*) -> Result<storage::Mutation> {
+                                storage::Mutation m = storage::Mutation::Put(body);
+                                m.reference = "other";
+                                return m;
+                              })
+                  .ok());
+  segstore::FieldIncrement inc;
+  inc.name = "cap:9";
+  ASSERT_TRUE(Incr("cookie", inc).ok());
+  EXPECT_EQ(Stored("cookie").size(), 1u);
+  EXPECT_TRUE(Stored("master").empty());
+}
+
+// field_max refuses a NaN (nothing could ever replace it), and a NaN that
+// field_set stored counts below every number.
+TEST_F(FieldTest, FieldMaxRefusesANaNAndReplacesAStoredOne) {
+  Open();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto r = Max("u", F("score", FieldValue::Double(nan)));
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << r.status().ToString();
+  EXPECT_TRUE(session_->worker().GetSync("u").status().IsNotFound());
+  ASSERT_TRUE(Set("u", {F("score", FieldValue::Double(nan))}).ok());
+  r = Max("u", F("score", FieldValue::Double(-1e300)));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->replaced);
+  EXPECT_EQ(Fields("u")->fields[0].value.d, -1e300);
+}
+
+// A cluster's delete (a log entry) says whether there was a profile: a
+// profile of fields alone is one.
+TEST_F(FieldTest, ALoggedDeleteOfAProfileOfFieldsAloneSaysDeleted) {
+  Open();
+  ASSERT_TRUE(Set("v", {F("a", FieldValue::Int(1))}).ok());
+  auto deleted = Run<bool>([&](auto cb) { session_->Delete(WriteContext{0, 5}, "v", cb); });
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_TRUE(*deleted);
+  EXPECT_TRUE(Fields("v").status().IsNotFound());
+  deleted = Run<bool>([&](auto cb) { session_->Delete(WriteContext{0, 6}, "v", cb); });
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_FALSE(*deleted);
+}
+
+// The sweeper drops what expired before its horizon (now less
+// log_grace_seconds) and no more: fields expired since stay in the record,
+// though none is alive now, for a log entry from before they expired.
+TEST_F(FieldTest, TheSweeperKeepsFieldsExpiredWithinTheLogGrace) {
+  ProfileOptions o;
+  o.log_grace_seconds = 1000;
+  Open(o);
+  const std::vector<SegmentUpdate> segs = {{1, 10, true, {}, {}}, {2, 100000, true, {}, {}}};
+  ASSERT_TRUE(session_->UpsertSync("u", segs).ok());
+  ASSERT_TRUE(Set("u", {F("a", FieldValue::Int(7), 1500, true)}).ok());
+  clock_.Advance(2000);  // the horizon: +1000; segment 1 expired before it, field a after
+  ASSERT_TRUE(profiles_->SweepNow().ok());
+  const std::vector<StoredField> stored = Stored("u");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].value, FieldValue::Int(7));
+  Columns c;
+  auto rec = session_->worker().GetSync("u");
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE(DecodeColumns(rec->body(), &c).ok());
+  EXPECT_EQ(c.size(), 1u);  // segment 1 went
+  EXPECT_TRUE(Fields("u")->fields.empty());
+  ExpectStoredAsEncoded("u");
+}
+
 // Segments and fields, written and expiring at random, across restarts,
 // against a model.
 TEST_F(FieldTest, RandomWritesOfSegmentsAndFieldsMatchTheModelAcrossRestarts) {
@@ -859,6 +1019,7 @@ TEST_F(FieldTest, RandomWritesOfSegmentsAndFieldsMatchTheModelAcrossRestarts) {
       ASSERT_TRUE(got.ok()) << u << ": " << got.status().ToString() << " seed " << seed;
       EXPECT_EQ(got->fields, want) << u << " seed " << seed;
       EXPECT_EQ(got->ids.size(), live_segments) << u << " seed " << seed;
+      ExpectStoredAsEncoded(u);
     }
   }
 }
