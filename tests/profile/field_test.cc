@@ -617,6 +617,34 @@ TEST_F(FieldTest, NamesAreNumberedOnceRegisteredAndSurviveARestart) {
 // A lower max_field_names on a store that numbered more names keeps
 // reading every field (the table loads every number it holds); only new
 // names stop being numbered.
+// A session that goes while names it registers are being written (a
+// cluster's applier that stops, a server shutting down) leaves the table
+// able to register: the next session's writes get their names numbered,
+// those left over included.
+TEST_F(FieldTest, NamesLeftByASessionThatWentAreRegisteredByTheNext) {
+  Open();
+  std::vector<std::string> all;
+  for (int p = 0; p < 3; ++p) {
+    std::vector<FieldUpdate> fields;
+    for (int i = 0; i < 200; ++i) {
+      all.push_back("p" + std::to_string(p) + ":" + std::to_string(i));
+      fields.push_back(F(all.back(), FieldValue::Int(i)));
+    }
+    ASSERT_TRUE(Set("u" + std::to_string(p), fields).ok());
+  }
+  session_.reset();  // at once: 600 names queued, in three batches
+  auto sess = profiles_->NewSession();
+  ASSERT_TRUE(sess.ok());
+  session_ = std::move(sess).value();
+  ASSERT_TRUE(Set("late", {F("late", FieldValue::Int(1))}).ok());
+  AwaitNumbered("late");
+  for (const std::string& name : all) AwaitNumbered(name);
+  EXPECT_EQ(names().size(), 601u);
+  Reopen();
+  EXPECT_EQ(names().size(), 601u);
+  EXPECT_NE(names().Find("late"), 0u);
+}
+
 TEST_F(FieldTest, ALowerNameLimitKeepsEveryNumberedName) {
   Open();
   ASSERT_TRUE(Set("a", {F("n1", FieldValue::Int(1)), F("n2", FieldValue::Int(2)),
