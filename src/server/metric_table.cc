@@ -325,6 +325,10 @@ constexpr MetricDef kMetrics[] = {
     {kStorage, kGauge, "index_reference_bytes", kBytes,
      "Of index_bytes, the DRAM keeping those references (a member's master).",
      Value<&StoreStats::index_reference_bytes>},
+    {kStorage, kGauge, "field_names", kNone,
+     "Profile field names the store's name table has numbered (its highest number). A new "
+     "name is stored inline until its number's record is on the device.",
+     Value<&MetricsSnapshot::field_names>},
     {kStorage, kGauge, "writes_refused", kNone,
      "1 after a device write error: writes are refused until restart, reads go on.",
      WritesRefused},

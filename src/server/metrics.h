@@ -45,10 +45,13 @@ struct MetricsSnapshot {
   storage::StoreStats storage;
   storage::RecoveryStats recovery;
   profile::SweeperStats sweeper;
-  std::optional<cluster::AgentStats> cluster;  // in a cluster only
-  std::optional<replica::ReplicaStats> replica;  // in a cluster with a log only
+  // The profile field name table's highest number (profile/field_names.h):
+  // the field names numbered so far.
+  uint64_t field_names = 0;
+  std::optional<cluster::AgentStats> cluster;        // in a cluster only
+  std::optional<replica::ReplicaStats> replica;      // in a cluster with a log only
   std::optional<replica::BootstrapStats> bootstrap;  // in a cluster with a log only
-  std::vector<StatEntry> config;  // the settings in force, named "config.*"
+  std::vector<StatEntry> config;                     // the settings in force, named "config.*"
 };
 
 // Fills the process figures (pid, resident set, heap, CPU time) of *m.

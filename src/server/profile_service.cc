@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "profile/field_codec.h"
+#include "profile/field_names.h"
 #include "proto/wire.h"
 #include "replica/bootstrap.h"
 #include "replica/checkpoint.h"
@@ -1053,6 +1054,7 @@ MetricsSnapshot ProfileService::Snapshot() const {
   m.storage = store_->stats();
   m.recovery = store_->recovery();
   m.sweeper = profiles_->sweeper_stats();
+  m.field_names = profile::FieldNamesOf(*profiles_).size();
   if (cluster_stats_) m.cluster = cluster_stats_();
   if (bootstrap_stats_) m.bootstrap = bootstrap_stats_();
   if (options_.replicator != nullptr) m.replica = options_.replicator->stats();

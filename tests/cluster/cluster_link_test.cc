@@ -13,7 +13,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cluster/segstored_cluster.h"
@@ -226,11 +225,29 @@ TEST_P(ClusterLinkTest, FieldWritesReachEveryReplicaAndALinkedUsersCountOnItsMas
   inc.name = "cap:77";
   inc.ttl = 86400;
   inc.cap = 10;
+  // The first increment writes the new name inline and queues its
+  // registration (profile/field_names.h); once every replica of home's
+  // record numbered it (storage.field_names counts it: 1 name, 2 where
+  // "country" was numbered first), the next increments name it by number.
+  const auto home_replicas = map_.ReplicasOf(PartitionOf(home));
+  const auto other_replicas = map_.ReplicasOf(PartitionOf(other));
+  auto names_numbered = [&](uint16_t n) {
+    Result<client::Client*> c = routed_->NodeClient(map_.nodes[n].address);
+    return c.ok() ? testing::StatOf(**c, "storage.field_names") : -1;
+  };
+  auto names_wanted = [&](uint16_t n) {
+    return std::count(other_replicas.begin(), other_replicas.end(), n) ? 2.0 : 1.0;
+  };
   for (int i = 1; i <= 3; ++i) {
     auto r = NodeOf(home).FieldIncrement(home, inc);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->value, i);
-    std::this_thread::sleep_for(50ms);  // the name gets its number meanwhile
+    if (i != 1) continue;
+    for (uint16_t n : home_replicas) {
+      ASSERT_TRUE(testing::WaitFor([&] { return names_numbered(n) >= names_wanted(n); }))
+          << "node " << n << " did not number \"" << inc.name << "\" within a minute: "
+          << "storage.field_names is " << names_numbered(n) << ", want " << names_wanted(n);
+    }
   }
   // What a get asking every field answers from each replica, once they agree.
   auto fields_everywhere = [&](const std::string& user) {
