@@ -2,6 +2,7 @@
 // name table, and the profile layer's field writes and reads.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -251,12 +252,15 @@ class FieldTest : public ProfileStoreFixture {
     return std::move(*out);
   }
   // Waits until the name table numbers `name` (its registration is
-  // asynchronous, on this session's worker).
+  // asynchronous, on this session's worker, which waiting drives), for at
+  // most a minute: Wait returns early whenever work completes, so the
+  // deadline is a time, not a count of waits.
   void AwaitNumbered(const std::string& name) {
-    for (int i = 0; i < 1000 && names().Find(name) == 0; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (names().Find(name) == 0 && std::chrono::steady_clock::now() < deadline) {
       session_->Wait(std::chrono::milliseconds(5));
     }
-    ASSERT_NE(names().Find(name), 0u) << name;
+    ASSERT_NE(names().Find(name), 0u) << name << " not numbered within a minute";
   }
   const FieldNames& names() { return FieldNamesOf(*profiles_); }
   // The user's record is what encoding its decoded self gives, byte for
