@@ -134,7 +134,7 @@ TEST_F(DaemonTest, ServesOnDefaultsReportsReadinessAndStopsCleanly) {
     EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
   }
   const std::string first_log = ReadFile(log);
-  EXPECT_NE(first_log.find("segstored 0.2.0 serving on 127.0.0.1:"), std::string::npos);
+  EXPECT_NE(first_log.find("segstored 0.4.0 serving on 127.0.0.1:"), std::string::npos);
   EXPECT_NE(first_log.find("stopped cleanly"), std::string::npos) << first_log;
 
   // A second start on the same data finds everything, and not what was deleted.

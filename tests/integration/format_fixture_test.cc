@@ -27,6 +27,7 @@
 #include "common/coding.h"
 #include "integration/daemon.h"
 #include "profile/codec.h"
+#include "profile/field_names.h"
 #include "replica/checkpoint.h"
 #include "segstore/client.h"
 #include "segstore/profile.h"
@@ -48,6 +49,7 @@ using testing::ReadFile;
 const std::string kFixtureV1 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v1";
 const std::string kFixtureV2 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v2";
 const std::string kFixtureV3 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v3";
+const std::string kFixtureV4 = std::string(SEGSTORE_SOURCE_DIR) + "/tests/data/format-v4";
 
 // ---- What format-v1/README.md says every get must answer.
 
@@ -1505,6 +1507,773 @@ TEST_F(FormatFixtureV3Test, V3ClaimingANewerVersionIsRefusedUntouched) {
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ExpectV3Answers(ReaderOf(session->get()), "after the refusal");
   ExpectV3Records((*session)->worker(), /*swept=*/false, "after the refusal");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// ---- Format version 4 (tests/data/format-v4): one data file written first by
+// segstored as a single server (profile fields: codec-4 bodies without a log
+// position, fields of every type set, deleted, incremented, kept by
+// field_max, on a group's master and a member; the field name table's
+// records; fields expired in their records), then by segstored as a
+// one-node cluster with a log (field writes as log entries: codec-4 bodies
+// with log positions). What follows is format-v4/README.md's "What a get
+// must answer", "Records" and "The field name table", written out.
+
+// The fields' expiries, from the run (README.md, "Fields' expiries").
+constexpr UnixSeconds kPromo = 4042153557;     // mixed's promo: 2026-11-27T04:25:57Z + 26000 d
+constexpr UnixSeconds kFlash = 1795753578;     // mixed's flash: 2026-11-27T04:25:58Z + 20 s
+constexpr UnixSeconds kDay = 1795753579;       // mixed's cap:day: 2026-11-27T04:25:59Z + 20 s
+constexpr UnixSeconds kC77 = 4042153560;       // caps' cap:c77: made 2026-11-27T04:26:00Z, fixed
+constexpr UnixSeconds kC78 = 4042153594;       // caps' cap:c78: sliding, last 2026-11-27T04:26:34Z
+constexpr UnixSeconds kGroup = 4042153567;     // fmaster's cap:group: made 2026-11-27T04:26:07Z
+constexpr UnixSeconds kLogC77 = 4042153597;    // log-seg's cap:c77: made 2026-11-27T04:26:37Z
+constexpr UnixSeconds kLogFlash = 1795753621;  // log-fade's flash: 2026-11-27T04:26:41Z + 20 s
+
+Field F(std::string name, FieldValue value, UnixSeconds expires = kNever) {
+  return Field{std::move(name), std::move(value), expires};
+}
+// A field of a stored section named by its number in the name table.
+profile::StoredField Numbered(uint32_t id, FieldValue value, UnixSeconds expires = kNever) {
+  return profile::StoredField{id, "", std::move(value), expires};
+}
+// One named inline.
+profile::StoredField Inline(std::string name, FieldValue value, UnixSeconds expires = kNever) {
+  return profile::StoredField{0, std::move(name), std::move(value), expires};
+}
+
+const std::string kLongName = "long-name-01234567890123456789012345678901234567890123456789abcd";
+
+// The name table as written: numbers 1 to 17 (max_field_names = 17).
+std::vector<std::string> FormatV4Names() {
+  return {"country",   kLongName, "nickname", "score", "visits",  "consent",
+          "last_seen", "tier",    "promo",    "flash", "cap:day", "cap:c77",
+          "cap:c78",   "cap:c79", "best",     "hits",  "own_note"};
+}
+
+// A group as every get by one of its users answers it (the merged view of
+// segments, the master's fields) and as links lists it.
+struct ExpectedGroupV4 {
+  std::string master;
+  std::vector<Segment> merged;    // by ascending id
+  uint32_t profiles;              // merged, the master's included
+  std::vector<LinkedUser> links;  // its members, by user
+  std::vector<Field> fields;      // the master's live fields, by name
+};
+
+std::vector<Field> FmasterFields() {
+  return {F("cap:group", FieldValue::Int(3), kGroup), F("country", FieldValue::String("ES")),
+          F("segment_src", FieldValue::String("dmp"))};
+}
+std::vector<Field> MasterCfFields() {
+  return {F("cap:c90", FieldValue::Int(1)), F("last_seen", FieldValue::Time(4000000300))};
+}
+
+std::vector<ExpectedGroupV4> FormatV4Groups() {
+  return {
+      {"fmaster",
+       {Seg(100, 4000000000), Seg(101, kNever), Seg(102, 4000000000, std::nullopt, 2u)},
+       3,
+       {{"fmember1", kNever}, {"fmember2", kNever}},
+       FmasterFields()},
+      {"master-cf",
+       {Seg(400, kNever), Seg(401, kNever)},
+       2,
+       {{"member-cf1", kNever}},
+       MasterCfFields()},
+  };
+}
+
+// Every user with a record: its own profile, its group, and its record.
+struct ExpectedV4 {
+  std::string user;
+  std::vector<Segment> own;       // its own live segments, by id
+  std::vector<Field> own_fields;  // its own live fields, by name
+  std::string master;             // its group's master; empty: in no group
+  // The record: the codec version, the log position its body remembers (0:
+  // none), the master it names (empty: none), its group section, and its
+  // fields section as stored (StoredBefore order, expired fields included;
+  // empty: no section).
+  uint8_t codec;
+  uint64_t log_position;
+  std::string reference;
+  profile::Group section;
+  std::vector<profile::StoredField> stored;
+};
+
+// `swept`: as the expiry sweeper of this build leaves the records once it
+// ran (README.md, "The sweeper"): mixed's and log-fade's expired fields are
+// gone from their records (log-fade's body, with no field left, is codec
+// 2). Nothing a get answers changes.
+std::vector<ExpectedV4> FormatV4Users(bool swept) {
+  using V = FieldValue;
+  const profile::Group none;
+  std::vector<profile::StoredField> mixed = {Numbered(1, V::String("DE")),
+                                             Numbered(4, V::Double(-1.5), 4000003600),
+                                             Numbered(9, V::String("spring"), kPromo)};
+  if (!swept) {
+    mixed.push_back(Numbered(10, V::String("gone-soon"), kFlash));
+    mixed.push_back(Inline("cap:day", V::Int(1), kDay));
+  }
+  std::vector<profile::StoredField> log_fade;
+  if (!swept) log_fade.push_back(Numbered(10, V::String("gone-soon"), kLogFlash));
+  return {
+      // a. The single server's.
+      {"plain", {Seg(50, 4000000000, 1u), Seg(51, kNever)}, {}, "", 1, 0, "", none, {}},
+      {"solo",  // a profile of fields alone; written again through the log in phase b
+       {},
+       {F("consent", V::Bytes(std::string("\x00\xff\x10", 3))), F("country", V::String("FR")),
+        F("last_seen", V::Time(4000000000)), F(kLongName, V::Int(64)), F("nickname", V::String("")),
+        F("score", V::Double(0.75)), F("visits", V::Int(10))},
+       "",
+       4,
+       3,
+       "",
+       none,
+       {Numbered(1, V::String("FR")), Numbered(2, V::Int(64)), Numbered(3, V::String("")),
+        Numbered(4, V::Double(0.75)), Numbered(5, V::Int(10)),
+        Numbered(6, V::Bytes(std::string("\x00\xff\x10", 3))), Numbered(7, V::Time(4000000000))}},
+      {"mixed",
+       {Seg(1, 4000000000, 1u), Seg(2, kNever)},
+       {F("country", V::String("DE")), F("promo", V::String("spring"), kPromo),
+        F("score", V::Double(-1.5), 4000003600)},
+       "",
+       4,
+       0,
+       "",
+       none,
+       mixed},
+      {"caps",
+       {Seg(5, kNever)},
+       {F("cap:c77", V::Int(2), kC77), F("cap:c78", V::Int(2), kC78), F("cap:c79", V::Int(-5))},
+       "",
+       4,
+       0,
+       "",
+       none,
+       {Numbered(12, V::Int(2), kC77), Numbered(13, V::Int(2), kC78), Numbered(14, V::Int(-5))}},
+      {"seen",
+       {Seg(9, 4000000000)},
+       {F("best", V::Double(3.25)), F("hits", V::Int(7)),
+        F("last_seen", V::Time(4000000200), 4000007200)},
+       "",
+       4,
+       0,
+       "",
+       none,
+       {Numbered(7, V::Time(4000000200), 4000007200), Numbered(15, V::Double(3.25)),
+        Inline("hits", V::Int(7))}},
+      {"fmaster",  // written through the log in phase b too (a member's increment)
+       {Seg(100, 4000000000)},
+       FmasterFields(),
+       "fmaster",
+       4,
+       1,
+       "",
+       MasterSection({{"fmember1", kNever}, {"fmember2", kNever}}),
+       {Numbered(1, V::String("ES")), Inline("cap:group", V::Int(3), kGroup),
+        Inline("segment_src", V::String("dmp"))}},
+      {"fmember1", {Seg(101, kNever)}, {}, "fmaster", 3, 0, "fmaster", MemberSection(kNever), {}},
+      {"fmember2",
+       {Seg(102, 4000000000, std::nullopt, 2u)},
+       {F("own_note", V::String("mine"))},
+       "fmaster",
+       4,
+       0,
+       "fmaster",
+       MemberSection(kNever),
+       {Inline("own_note", V::String("mine"))}},
+      // b. Through the log.
+      {"log-only", {Seg(70, 4000000000, std::nullopt, 7u)}, {}, "", 2, 1, "", none, {}},
+      {"log-fields",
+       {},
+       {F("country", V::String("IT")), F("region", V::String("north"))},
+       "",
+       4,
+       3,
+       "",
+       none,
+       {Numbered(1, V::String("IT")), Inline("region", V::String("north"))}},
+      {"log-seg",
+       {Seg(300, 4000000000)},
+       {F("cap:c77", V::Int(1), kLogC77)},
+       "",
+       4,
+       2,
+       "",
+       none,
+       {Numbered(12, V::Int(1), kLogC77)}},
+      {"master-cf",
+       {Seg(400, kNever)},
+       MasterCfFields(),
+       "master-cf",
+       4,
+       7,
+       "",
+       MasterSection({{"member-cf1", kNever}}),
+       {Numbered(7, V::Time(4000000300)), Inline("cap:c90", V::Int(1))}},
+      {"member-cf1",
+       {Seg(401, kNever)},
+       {},
+       "master-cf",
+       3,
+       3,
+       "master-cf",
+       MemberSection(kNever),
+       {}},
+      {"log-fade",
+       {Seg(500, kNever)},
+       {},
+       "",
+       static_cast<uint8_t>(swept ? 2 : 4),
+       3,
+       "",
+       none,
+       log_fade},
+  };
+}
+
+// Tombstones (dropped-fields: its last field deleted; erased-fields: a
+// delete; erased-cf: a delete through the log), a profile of fields that
+// all expired (lapsed-fields: its record void, indexed as a tombstone) and
+// users never written.
+std::vector<std::string> FormatV4NotFound() {
+  return {"dropped-fields", "erased-fields", "lapsed-fields", "erased-cf",
+          "nobody",         "sol",           "fmaster-",      "log-field"};
+}
+
+constexpr const char* kFormatV4Sha256 =
+    "0ac99c677e75ef08683ffb723f1a02ab369374d3e5689b8474f2ab85ef1d9d53";
+
+std::vector<ExpectedCheckpoint> FormatV4Checkpoints() {
+  std::vector<ExpectedCheckpoint> out;
+  const int64_t next[] = {6, 3, 7, 3};  // the entries of each log partition
+  for (uint32_t l = 0; l < 4; ++l) {
+    replica::Checkpoint c;
+    c.next = next[l];
+    c.window_start = 0;
+    out.push_back({CheckpointKeyAsWritten(l), c});
+  }
+  return out;
+}
+
+// The key of name number `id` as the README spells it (not as this build's
+// FieldNames::Key derives it).
+std::string NameKeyAsWritten(uint32_t id) {
+  return std::string("\xff\x00", 2) + "field-name:" + std::to_string(id);
+}
+
+// The README's statements about the users themselves: their routing
+// partitions, so their log partitions, and every log partition got entries.
+TEST(FormatFixtureGeneratorTest, V4UsersAreInTheLogPartitionsTheReadmeStates) {
+  const std::vector<std::pair<std::string, uint32_t>> partitions = {
+      {"plain", 1785},         {"solo", 3967},         {"mixed", 3797},         {"caps", 2622},
+      {"seen", 1057},          {"fmaster", 480},       {"fmember1", 3885},      {"fmember2", 821},
+      {"dropped-fields", 772}, {"erased-fields", 358}, {"lapsed-fields", 3334}, {"log-only", 3569},
+      {"log-fields", 2278},    {"log-seg", 2203},      {"master-cf", 3118},     {"member-cf1", 700},
+      {"erased-cf", 984},      {"log-fade", 3237},
+  };
+  for (const auto& [user, partition] : partitions) {
+    EXPECT_EQ(PartitionOf(user), partition) << user;
+  }
+  // The log partitions of the records phase b wrote (README.md, "Records"):
+  // a linked user's field write is logged under its master.
+  const std::vector<std::pair<std::string, uint32_t>> logged = {
+      {"fmaster", 0},    {"member-cf1", 0}, {"erased-cf", 0}, {"log-only", 1}, {"log-fade", 1},
+      {"log-fields", 2}, {"master-cf", 2},  {"solo", 3},      {"log-seg", 3},
+  };
+  std::set<uint32_t> log_partitions;
+  for (const auto& [user, l] : logged) {
+    EXPECT_EQ(PartitionOf(user) % 4, l) << user;
+    log_partitions.insert(l);
+  }
+  EXPECT_EQ(log_partitions.size(), 4u);
+  for (uint32_t id : {1u, 17u}) {
+    EXPECT_EQ(profile::FieldNames::Key(id), NameKeyAsWritten(id)) << id;
+  }
+}
+
+const ExpectedGroupV4* GroupOf(const std::vector<ExpectedGroupV4>& groups,
+                               const std::string& master) {
+  for (const ExpectedGroupV4& g : groups) {
+    if (g.master == master) return &g;
+  }
+  return nullptr;
+}
+
+GetOptions AllFields() {
+  GetOptions o;
+  o.fields.mode = FieldSelection::Mode::kAll;
+  return o;
+}
+GetOptions FieldsNamed(std::vector<std::string> names) {
+  GetOptions o;
+  o.fields.mode = FieldSelection::Mode::kNames;
+  o.fields.names = std::move(names);
+  return o;
+}
+GetOptions FieldPrefix(std::string prefix) {
+  GetOptions o;
+  o.fields.mode = FieldSelection::Mode::kPrefix;
+  o.fields.prefix = std::move(prefix);
+  return o;
+}
+
+// What a get of `e` answers without `own`: its group's merged view and its
+// master's fields, or its own profile alone; with `fields`, the fields
+// (none otherwise).
+void ExpectGetAnswerV4(const Result<GetResult>& got, const ExpectedV4& e,
+                       const std::vector<ExpectedGroupV4>& groups, bool fields) {
+  ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+  if (e.master.empty()) {
+    EXPECT_TRUE(got->ToSegments() == e.own) << e.user;
+    EXPECT_EQ(got->count, e.own.size()) << e.user;
+    EXPECT_EQ(got->master, "") << e.user;
+    EXPECT_EQ(got->profiles, 0u) << e.user;
+    EXPECT_TRUE(got->fields == (fields ? e.own_fields : std::vector<Field>{})) << e.user;
+    return;
+  }
+  const ExpectedGroupV4* g = GroupOf(groups, e.master);
+  ASSERT_NE(g, nullptr) << e.master;
+  EXPECT_TRUE(got->ToSegments() == g->merged) << e.user;
+  EXPECT_EQ(got->count, g->merged.size()) << e.user;
+  EXPECT_EQ(got->master, g->master) << e.user;
+  EXPECT_EQ(got->profiles, g->profiles) << e.user;
+  EXPECT_TRUE(got->fields == (fields ? g->fields : std::vector<Field>{})) << e.user;
+}
+
+// Every statement of "What a get must answer", through `r`.
+void ExpectV4Answers(const LinkReader& r, const std::string& when) {
+  SCOPED_TRACE(when);
+  const std::vector<ExpectedGroupV4> groups = FormatV4Groups();
+  GetOptions own = AllFields();
+  own.own_only = true;
+  for (const ExpectedV4& e : FormatV4Users(false)) {
+    // Without fields: the answer of a release before fields; with them, the
+    // live ones (a linked user's: its master's).
+    ExpectGetAnswerV4(r.get(e.user, {}), e, groups, false);
+    ExpectGetAnswerV4(r.get(e.user, AllFields()), e, groups, true);
+    // Its own profile alone, its own fields.
+    Result<GetResult> mine = r.get(e.user, own);
+    ASSERT_TRUE(mine.ok()) << e.user << ": " << mine.status().ToString();
+    EXPECT_TRUE(mine->ToSegments() == e.own) << e.user;
+    EXPECT_EQ(mine->master, "") << e.user;
+    EXPECT_TRUE(mine->fields == e.own_fields) << e.user;
+
+    Result<uint32_t> count = r.count(e.user);
+    ASSERT_TRUE(count.ok()) << e.user << ": " << count.status().ToString();
+    const ExpectedGroupV4* g = e.master.empty() ? nullptr : GroupOf(groups, e.master);
+    EXPECT_EQ(*count, g != nullptr ? g->merged.size() : e.own.size()) << e.user;
+
+    Result<std::string> master = r.master_of(e.user);
+    Result<LinksPage> links = r.links(e.user, "", 0);
+    if (e.master.empty()) {
+      EXPECT_TRUE(master.status().IsNotFound()) << e.user << ": " << master.status().ToString();
+      EXPECT_TRUE(links.status().IsNotFound()) << e.user << ": " << links.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(master.ok()) << e.user << ": " << master.status().ToString();
+    EXPECT_EQ(*master, e.master) << e.user;
+    ASSERT_TRUE(links.ok()) << e.user << ": " << links.status().ToString();
+    EXPECT_EQ(links->master, e.master) << e.user;
+    EXPECT_TRUE(links->links == g->links) << e.user;
+  }
+  for (const std::string& user : FormatV4NotFound()) {
+    EXPECT_TRUE(r.get(user, {}).status().IsNotFound()) << user;
+    EXPECT_TRUE(r.get(user, AllFields()).status().IsNotFound()) << user;
+    EXPECT_TRUE(r.get(user, own).status().IsNotFound()) << user;
+    EXPECT_TRUE(r.master_of(user).status().IsNotFound()) << user;
+  }
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"fmember1", "fmember2"}, {"fmaster", "fmember2"}, {"member-cf1", "master-cf"}}) {
+    Result<bool> got = r.connected(a, b);
+    ASSERT_TRUE(got.ok()) << a << ", " << b << ": " << got.status().ToString();
+    EXPECT_TRUE(*got) << a << ", " << b;
+  }
+  Result<bool> apart = r.connected("fmember1", "member-cf1");
+  ASSERT_TRUE(apart.ok()) << apart.status().ToString();
+  EXPECT_FALSE(*apart);
+  // The name table's records are no profiles: a get of their keys is refused.
+  for (uint32_t id : {1u, 17u}) {
+    Result<GetResult> refused = r.get(NameKeyAsWritten(id), AllFields());
+    EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument)
+        << id << ": " << refused.status().ToString();
+  }
+
+  using V = FieldValue;
+  // Fields by name: the live ones among those named, each once.
+  Result<GetResult> got = r.get("solo", FieldsNamed({"visits", "country", "absent", "country"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->count, 0u);
+  EXPECT_TRUE(got->ids.empty());
+  EXPECT_TRUE(got->fields ==
+              (std::vector<Field>{F("country", V::String("FR")), F("visits", V::Int(10))}));
+  // Expired fields are never answered, by name or by prefix.
+  got = r.get("mixed", FieldsNamed({"flash", "cap:day", "score"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields == (std::vector<Field>{F("score", V::Double(-1.5), 4000003600)}));
+  got = r.get("mixed", FieldPrefix("cap:"));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields.empty());
+  EXPECT_EQ(got->count, 2u);
+  // A deleted field is no field.
+  got = r.get("mixed", FieldsNamed({"tier"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields.empty());
+  got = r.get("log-fields", FieldsNamed({"visits", "region"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields == (std::vector<Field>{F("region", V::String("north"))}));
+  // A prefix: the counters.
+  got = r.get("caps", FieldPrefix("cap:c7"));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields ==
+              (std::vector<Field>{F("cap:c77", V::Int(2), kC77), F("cap:c78", V::Int(2), kC78),
+                                  F("cap:c79", V::Int(-5))}));
+  got = r.get("caps", FieldPrefix("cap:c77"));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields == (std::vector<Field>{F("cap:c77", V::Int(2), kC77)}));
+  got = r.get("solo", FieldPrefix(""));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->fields.size(), 7u);
+  // A linked user's fields are its master's: the group's counter, by any
+  // of its users; its own only with own.
+  for (const std::string user : {"fmaster", "fmember1", "fmember2"}) {
+    got = r.get(user, FieldPrefix("cap:"));
+    ASSERT_TRUE(got.ok()) << user << ": " << got.status().ToString();
+    EXPECT_TRUE(got->fields == (std::vector<Field>{F("cap:group", V::Int(3), kGroup)})) << user;
+  }
+  got = r.get("fmember2", FieldsNamed({"own_note"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields.empty());
+  GetOptions own_note = FieldsNamed({"own_note"});
+  own_note.own_only = true;
+  got = r.get("fmember2", own_note);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields == (std::vector<Field>{F("own_note", V::String("mine"))}));
+  // The segment options do not apply to fields.
+  GetOptions counted = AllFields();
+  counted.count_only = true;
+  got = r.get("member-cf1", counted);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->count, 2u);
+  EXPECT_TRUE(got->ids.empty());
+  EXPECT_TRUE(got->fields == MasterCfFields());
+  GetOptions limited = AllFields();
+  limited.limit = 1;
+  limited.id_from = 101;
+  got = r.get("fmember1", limited);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->count, 2u);
+  EXPECT_TRUE(got->ToSegments() == (std::vector<Segment>{Seg(101, kNever)}));
+  EXPECT_TRUE(got->fields == FmasterFields());
+
+  // Every user in one batch get with fields, answers in the order asked.
+  std::vector<std::string> users;
+  const std::vector<ExpectedV4> expected = FormatV4Users(false);
+  for (const ExpectedV4& e : expected) users.push_back(e.user);
+  for (const std::string& user : FormatV4NotFound()) users.push_back(user);
+  Result<std::vector<Result<GetResult>>> batch = r.batch_get(users, AllFields());
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    if (i < expected.size()) {
+      ExpectGetAnswerV4((*batch)[i], expected[i], groups, true);
+    } else {
+      EXPECT_TRUE((*batch)[i].status().IsNotFound()) << users[i];
+    }
+  }
+}
+
+// The raw records: each user's codec, log position, reference, group
+// section and fields section as stored, its segments; tombstones, the void
+// record and never-written users have none; the name table's records and
+// the checkpoint records as stated.
+void ExpectV4Records(storage::Worker& w, bool swept, const std::string& when) {
+  SCOPED_TRACE(when);
+  for (const ExpectedV4& e : FormatV4Users(swept)) {
+    Result<storage::Record> r = w.GetSync(e.user);
+    ASSERT_TRUE(r.ok()) << e.user << ": " << r.status().ToString();
+    ASSERT_FALSE(r->body().empty()) << e.user;
+    EXPECT_EQ(static_cast<uint8_t>(r->body()[0]), e.codec) << e.user;
+    EXPECT_EQ(r->reference(), e.reference) << e.user;
+    Result<uint64_t> position = profile::DecodeLogPosition(r->body());
+    ASSERT_TRUE(position.ok()) << e.user << ": " << position.status().ToString();
+    EXPECT_EQ(*position, e.log_position) << e.user;
+    profile::Columns columns;
+    ASSERT_TRUE(profile::DecodeColumns(r->body(), &columns).ok()) << e.user;
+    EXPECT_EQ(columns.log_position, e.log_position) << e.user;
+    EXPECT_TRUE(columns.group == e.section) << e.user;
+    EXPECT_EQ(profile::HasGroupSection(r->body()), !e.section.empty()) << e.user;
+    EXPECT_EQ(profile::HasFieldSection(r->body()), !e.stored.empty()) << e.user;
+    std::vector<profile::StoredField> stored;
+    if (!e.stored.empty()) {
+      ASSERT_TRUE(profile::DecodeFieldSection(columns.fields, &stored).ok()) << e.user;
+    } else {
+      EXPECT_TRUE(columns.fields.empty()) << e.user;
+    }
+    EXPECT_TRUE(stored == e.stored) << e.user;
+    // No segment of the fixture has expired: the body holds exactly the
+    // user's own live segments.
+    std::vector<Segment> all;
+    ASSERT_TRUE(profile::DecodeSegments(r->body(), &all).ok()) << e.user;
+    EXPECT_TRUE(all == e.own) << e.user;
+  }
+  for (const std::string& user : FormatV4NotFound()) {
+    Result<storage::Record> r = w.GetSync(user);
+    EXPECT_TRUE(r.status().IsNotFound()) << user << ": " << r.status().ToString();
+  }
+  const std::vector<std::string> names = FormatV4Names();
+  for (uint32_t id = 1; id <= names.size(); ++id) {
+    Result<storage::Record> r = w.GetSync(NameKeyAsWritten(id));
+    ASSERT_TRUE(r.ok()) << "name " << id << ": " << r.status().ToString();
+    EXPECT_EQ(r->body(), std::string(1, '\x01') + names[id - 1]) << "name " << id;
+  }
+  for (uint32_t id : {0u, 18u, 19u, 256u}) {
+    EXPECT_TRUE(w.GetSync(NameKeyAsWritten(id)).status().IsNotFound()) << "name " << id;
+  }
+  for (const ExpectedCheckpoint& e : FormatV4Checkpoints()) {
+    Result<storage::Record> r = w.GetSync(e.key);
+    ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
+    replica::Checkpoint c;
+    ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
+    EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
+    EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
+    EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
+  }
+  for (uint32_t l : {4u, 5u, 63u}) {
+    EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
+  }
+}
+
+// The name table a ProfileStore loaded from the fixture: the 17 names by
+// number; the names past the table's limit have none.
+void ExpectV4NameTable(const profile::ProfileStore& profiles) {
+  const profile::FieldNames& table = profile::FieldNamesOf(profiles);
+  const std::vector<std::string> names = FormatV4Names();
+  EXPECT_EQ(table.size(), names.size());
+  for (uint32_t id = 1; id <= names.size(); ++id) {
+    EXPECT_EQ(table.Name(id), names[id - 1]) << id;
+    EXPECT_EQ(table.Find(names[id - 1]), id) << names[id - 1];
+  }
+  for (const char* inline_only : {"cap:group", "segment_src", "region", "cap:c90"}) {
+    EXPECT_EQ(table.Find(inline_only), 0u) << inline_only;
+  }
+}
+
+class FormatFixtureV4Test : public FixtureFileTest {
+ protected:
+  FormatFixtureV4Test() : FixtureFileTest(kFixtureV4) {}
+};
+
+// The fixture is the file its README describes, written in format version 4:
+// a fixture is never regenerated.
+TEST_F(FormatFixtureV4Test, V4FixtureIsTheFileItsReadmeDescribes) {
+  const std::string bytes = storage::testing::FileBytes(data_);
+  EXPECT_EQ(bytes.size(), 16777216u);
+  EXPECT_EQ(Sha256Hex(bytes), kFormatV4Sha256);
+  EXPECT_EQ(ReadFile(kFixtureV4 + "/segstore.dat.sha256"),
+            std::string(kFormatV4Sha256) + "  segstore.dat\n");
+  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
+  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 4u);
+  Result<storage::Superblock> sb =
+      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  EXPECT_EQ(sb->version, 4u);
+}
+
+// (a0) Version 4 is this build's (v = W): it opens as it is, with no
+// upgrade; recovery finds what the README says; and reads through every
+// layer with the sweeper and defragmentation off leave every byte as it was.
+// (A build writing version 5 upgrades it instead: then as V3's test.)
+TEST_F(FormatFixtureV4Test, V4OpensAsItIsAndReadsRewriteNothing) {
+  static_assert(storage::kFormatVersion == 4);
+  storage::StoreOptions quiet = StoreOptionsFor(data_);
+  quiet.background_defrag = false;
+  {
+    auto store = storage::Store::Open(quiet);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    const storage::RecoveryStats& rec = (*store)->recovery();
+    EXPECT_EQ(rec.damaged_regions, 0u);
+    EXPECT_EQ(rec.blocks_in_use, 7u);
+    EXPECT_EQ(rec.records_scanned, 93u);
+    // 14 users' records, 17 names, 4 checkpoints; 3 tombstones and
+    // lapsed-fields' void record.
+    EXPECT_EQ(rec.live_records, 35u);
+    EXPECT_EQ(rec.tombstones, 4u);
+    // fmember1, fmember2 and member-cf1 name their masters.
+    EXPECT_EQ((*store)->stats().index_references, 3u);
+    profile::ProfileOptions no_sweeper;
+    no_sweeper.sweeper = false;
+    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    ExpectV4NameTable(**profiles);
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectV4Answers(ReaderOf(session->get()), "read only");
+    ExpectV4Records((*session)->worker(), /*swept=*/false, "read only");
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 4u);
+  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), kFormatV4Sha256)
+      << "reading changed the file";
+}
+
+// (a) The storage and profile layers of this build, in process: every
+// answer and every record as stated; again after the expiry sweeper
+// rewrote what it wanted (nothing a reader sees changes); again after a
+// restart on what this build wrote.
+TEST_F(FormatFixtureV4Test, V4EveryUserAnswersAsStatedWithItsRecord) {
+  for (int round = 0; round < 2; ++round) {
+    auto store = storage::Store::Open(StoreOptionsFor(data_));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    profile::ProfileOptions no_sweeper;  // swept by hand below
+    no_sweeper.sweeper = false;
+    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+    auto session = (*profiles)->NewSession();
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    profile::ProfileSession* s = session->get();
+    const std::string when = round == 0 ? "as opened" : "reopened after this build wrote to it";
+    ExpectV4Answers(ReaderOf(s), when);
+    ExpectV4Records(s->worker(), /*swept=*/round == 1, when);
+
+    if (round == 0) {
+      ExpectV4NameTable(**profiles);
+      // The sweeper drops the expired fields: mixed's two, log-fade's one.
+      ASSERT_TRUE((*profiles)->SweepNow().ok());
+      EXPECT_EQ((*profiles)->sweeper_stats().records_rewritten, 2u);
+      EXPECT_EQ((*profiles)->sweeper_stats().records_deleted, 0u);
+      EXPECT_EQ((*profiles)->sweeper_stats().fields_removed, 3u);
+      ExpectV4Answers(ReaderOf(s), "after the sweeper ran");
+      ExpectV4Records(s->worker(), /*swept=*/true, "after the sweeper ran");
+    }
+    session->reset();
+    profiles->reset();
+    store->reset();
+  }
+}
+
+// The expired fields as written: still in mixed's and log-fade's records,
+// with their expiries, and never answered; lapsed-fields, whose every field
+// expired, is no profile and its record is void.
+TEST_F(FormatFixtureV4Test, V4ExpiredFieldsAreInTheRecordsAndHidden) {
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  {
+    auto worker = (*store)->NewWorker();
+    ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+    for (const auto& [user, expired] :
+         std::vector<std::pair<std::string, std::vector<profile::StoredField>>>{
+             {"mixed",
+              {Numbered(10, FieldValue::String("gone-soon"), kFlash),
+               Inline("cap:day", FieldValue::Int(1), kDay)}},
+             {"log-fade", {Numbered(10, FieldValue::String("gone-soon"), kLogFlash)}}}) {
+      Result<storage::Record> r = (*worker)->GetSync(user);
+      ASSERT_TRUE(r.ok()) << user << ": " << r.status().ToString();
+      profile::Columns c;
+      ASSERT_TRUE(profile::DecodeColumns(r->body(), &c).ok()) << user;
+      std::vector<profile::StoredField> stored;
+      ASSERT_TRUE(profile::DecodeFieldSection(c.fields, &stored).ok()) << user;
+      for (const profile::StoredField& f : expired) {
+        EXPECT_NE(std::find(stored.begin(), stored.end(), f), stored.end()) << user;
+      }
+    }
+    EXPECT_TRUE((*worker)->GetSync("lapsed-fields").status().IsNotFound());
+    worker->reset();
+  }
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  profile::ProfileSession* s = session->get();
+  Result<GetResult> got = s->GetSync("mixed", FieldsNamed({"flash", "cap:day"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields.empty());
+  got = s->GetSync("log-fade", AllFields());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields.empty());
+  EXPECT_TRUE(got->ToSegments() == (std::vector<Segment>{Seg(500, kNever)}));
+  EXPECT_TRUE(s->GetSync("lapsed-fields", AllFields()).status().IsNotFound());
+  EXPECT_TRUE(s->CountSync("lapsed-fields").status().IsNotFound());
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// (b) The daemon of this build on the fixture as a single server (no
+// cluster sections): every answer over the wire, fields typed as written;
+// nothing to upgrade; and what it leaves, once swept, is the records as
+// stated.
+TEST_F(FormatFixtureV4Test, V4ServedByTheDaemonAnswersOverTheWire) {
+  NotifySocket notify(dir_.File("notify.sock"));
+  const std::string log = dir_.File("segstored.log");
+  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  const std::string ready = notify.WaitFor("READY=1");
+  ASSERT_FALSE(ready.empty()) << ReadFile(log);
+  auto c = testing::Connect(PortOf(ready));
+  ASSERT_NE(c, nullptr);
+  ExpectV4Answers(ReaderOf(c.get()), "over the wire");
+  // The wire answer says fields were asked, even when none is live.
+  Result<GetResult> got = c->Get("log-fade", AllFields());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->fields_asked);
+  EXPECT_TRUE(got->fields.empty());
+  got = c->Get("solo");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got->fields_asked);
+  c.reset();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+  EXPECT_FALSE(Has(ReadFile(log), "upgraded")) << ReadFile(log);
+  EXPECT_EQ(storage::testing::SuperblockVersion(data_), 4u);
+
+  // What the single server left (its sweeper may have run): once swept, the
+  // same answers and the records as stated.
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  ASSERT_TRUE((*profiles)->SweepNow().ok());
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV4Answers(ReaderOf(session->get()), "after the daemon");
+  ExpectV4Records((*session)->worker(), /*swept=*/true, "after the daemon");
+  session->reset();
+  profiles->reset();
+  store->reset();
+}
+
+// (c) The fixture claiming a newer version is refused by Store::Open and by
+// segstored, naming both versions, and left untouched; put back to version
+// 4, it is the fixture again, byte for byte, and answers as stated.
+TEST_F(FormatFixtureV4Test, V4ClaimingANewerVersionIsRefusedUntouched) {
+  const uint16_t newer = storage::kFormatVersion + 1;
+  ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
+                         "Unsupported: data file format version " + std::to_string(newer) +
+                             " is newer than this build reads (" +
+                             std::to_string(storage::kOldestFormatVersion) + " to " +
+                             std::to_string(storage::kFormatVersion) + ")");
+  storage::testing::SetSuperblockVersion(data_, 4);
+  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), kFormatV4Sha256);
+  auto store = storage::Store::Open(StoreOptionsFor(data_));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  profile::ProfileOptions no_sweeper;
+  no_sweeper.sweeper = false;
+  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  auto session = (*profiles)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ExpectV4Answers(ReaderOf(session->get()), "after the refusal");
+  ExpectV4Records((*session)->worker(), /*swept=*/false, "after the refusal");
   session->reset();
   profiles->reset();
   store->reset();
