@@ -432,6 +432,33 @@ Status DecodeVersionHeader(const uint8_t*& p, const uint8_t* end, uint64_t* log_
   return DecodeGroup(p, end, group);
 }
 
+// The segments' header, the same in every version from the segment count
+// on, up to the attribute widths.
+struct SegmentsHeader {
+  uint64_t n = 0;  // 0: an empty profile, nothing follows
+  uint64_t first_id = 0;
+  uint64_t base = 0;
+  unsigned k = 0;
+  uint8_t flags = 0;
+  unsigned width = 0;
+};
+
+// Reads it from *p, leaving *p on the attribute widths (or the end of an
+// empty profile). Corruption when it is truncated or out of range.
+Status ReadSegmentsHeader(const uint8_t*& p, const uint8_t* end, SegmentsHeader* h) {
+  if (!GetVarint(p, end, &h->n)) return Corrupt("segment count");
+  if (h->n == 0) return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
+  if (!GetVarint(p, end, &h->first_id) || end - p < 2) return Corrupt("header");
+  h->k = *p++;
+  h->flags = *p++;
+  if (!GetVarint(p, end, &h->base) || p == end) return Corrupt("header");
+  h->width = *p++;
+  if (h->k > kEscapeRun || h->width > 32 || (h->flags & ~0x1fu) != 0 || h->base > UINT32_MAX) {
+    return Corrupt("header fields");
+  }
+  return Status::OK();
+}
+
 // Reads the header and decodes the ids into out->ids (sized n; out->expires
 // too, unfilled). Corruption when the bytes are not a valid encoding.
 Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
@@ -446,24 +473,19 @@ Status DecodeIds(std::string_view body, Columns* out, Layout* l) {
   out->log_position = 0;
   SEGSTORE_RETURN_IF_ERROR(
       DecodeVersionHeader(p, end, &out->log_position, &out->group, &out->fields));
-  uint64_t n;
-  if (!GetVarint(p, end, &n)) return Corrupt("segment count");
+  SegmentsHeader h;
+  SEGSTORE_RETURN_IF_ERROR(ReadSegmentsHeader(p, end, &h));
+  const uint64_t n = h.n;
   if (n == 0) {
     out->ids.clear();
     out->expires.clear();
     l->n = 0;
-    return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
+    return Status::OK();
   }
-  uint64_t first_id, base;
-  if (!GetVarint(p, end, &first_id) || end - p < 2) return Corrupt("header");
-  const unsigned k = *p++;
-  const uint8_t flags = *p++;
-  if (!GetVarint(p, end, &base) || p == end) return Corrupt("header");
-  const unsigned width = *p++;
+  const uint64_t first_id = h.first_id, base = h.base;
+  const unsigned k = h.k, width = h.width;
+  const uint8_t flags = h.flags;
   const bool attr1 = flags & kFlagAttr1, attr2 = flags & kFlagAttr2;
-  if (k > kEscapeRun || width > 32 || (flags & ~0x1fu) != 0 || base > UINT32_MAX) {
-    return Corrupt("header fields");
-  }
   unsigned w1 = 0, w2 = 0;
   if (attr1) {
     if (p == end) return Corrupt("header");
@@ -648,22 +670,15 @@ Status DecodeHead(std::string_view body, BodyHead* out) {
       DecodeVersionHeader(p, end, &out->log_position, &out->group, &out->fields));
   out->segments = std::string_view(reinterpret_cast<const char*>(p), static_cast<size_t>(end - p));
   out->earliest = kNever;
-  if (!GetVarint(p, end, &out->count)) return Corrupt("segment count");
-  if (out->count == 0) return p == end ? Status::OK() : Corrupt("bytes after an empty profile");
-  // The segments' header, as DecodeIds reads it: the expiry base is the
-  // earliest finite expiry in units (EncodeSegmentColumns), and no segment
-  // has one when some never expires and the width leaves room for no other.
-  uint64_t first_id, base;
-  if (!GetVarint(p, end, &first_id) || end - p < 2) return Corrupt("header");
-  const unsigned k = *p++;
-  const uint8_t flags = *p++;
-  if (!GetVarint(p, end, &base) || p == end) return Corrupt("header");
-  const unsigned width = *p++;
-  if (k > kEscapeRun || width > 32 || (flags & ~0x1fu) != 0 || base > UINT32_MAX) {
-    return Corrupt("header fields");
-  }
-  if ((flags & kFlagNever) != 0 && width == 0) return Status::OK();
-  const uint64_t earliest = base * kUnits[flags & 3];
+  SegmentsHeader h;
+  SEGSTORE_RETURN_IF_ERROR(ReadSegmentsHeader(p, end, &h));
+  out->count = h.n;
+  if (h.n == 0) return Status::OK();
+  // The expiry base is the earliest finite expiry in units
+  // (EncodeSegmentColumns), and no segment has one when some never expires
+  // and the width leaves room for no other.
+  if ((h.flags & kFlagNever) != 0 && h.width == 0) return Status::OK();
+  const uint64_t earliest = h.base * kUnits[h.flags & 3];
   if (earliest > UINT32_MAX) return Corrupt("expiry base");
   // A base of 0 is never written (a finite expiry is at least one unit);
   // 1 stays below every finite expiry such a body may decode to.
