@@ -679,7 +679,9 @@ Status DecodeHead(std::string_view body, BodyHead* out) {
   // and the width leaves room for no other.
   if ((h.flags & kFlagNever) != 0 && h.width == 0) return Status::OK();
   const uint64_t earliest = h.base * kUnits[h.flags & 3];
-  if (earliest > UINT32_MAX) return Corrupt("expiry base");
+  // Past 2106: no finite expiry decodes (each is at least the base), so
+  // whatever decodes never expires.
+  if (earliest > UINT32_MAX) return Status::OK();
   // A base of 0 is never written (a finite expiry is at least one unit);
   // 1 stays below every finite expiry such a body may decode to.
   out->earliest = earliest == 0 ? 1 : static_cast<UnixSeconds>(earliest);

@@ -157,8 +157,9 @@ struct BodyHead {
   std::string_view segments;
   uint64_t count = 0;  // segments
   // The earliest finite expiry of a segment, read from the segments' header
-  // (not their columns; a bound below it for bodies this codec never
-  // writes); kNever when none has one.
+  // (not their columns); kNever when none has one. For a body this codec
+  // never writes, a bound below it, or a finite value when none has one:
+  // kNever is always true, a finite value never later than the truth.
   UnixSeconds earliest = kNever;
 };
 
