@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -81,6 +82,9 @@ std::vector<Segment> ReferenceProfile() {
   std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.id < b.id; });
   return out;
 }
+
+constexpr const char* kFormatV1Sha256 =
+    "7a0fbd82b3820c9cf3ff103d680d85e16aa82fb00130812c158116f2e1d98dd0";
 
 const std::string kBinaryKey(
     "\xff\xfe\x80"
@@ -172,6 +176,159 @@ std::string Sha256Hex(const std::string& bytes) {
   return hex;
 }
 
+// (c) The fixture claiming `version`, checksum recomputed: Store::Open and
+// segstored both refuse it with `code` and a message containing `want`,
+// segstored exits non-zero, and the file is unchanged, byte for byte.
+void ExpectRefusedUntouched(const std::string& dir, const std::string& data, uint16_t version,
+                            Status::Code code, const std::string& want) {
+  storage::testing::SetSuperblockVersion(data, version);
+  const std::string before = storage::testing::FileBytes(data);
+
+  storage::StoreOptions o;
+  o.path = data;
+  auto store = storage::Store::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), code) << store.status().ToString();
+  EXPECT_TRUE(Has(store.status().ToString(), want)) << store.status().ToString();
+  EXPECT_TRUE(storage::testing::FileBytes(data) == before) << "Store::Open changed the file";
+
+  NotifySocket notify(dir + "/notify-" + std::to_string(version) + ".sock");
+  const std::string log = dir + "/segstored-" + std::to_string(version) + ".log";
+  Daemon d(dir, {"--listen", "127.0.0.1:0", "--data", data}, log,
+           {"NOTIFY_SOCKET=" + notify.path()});
+  EXPECT_EQ(d.Wait(), 1) << ReadFile(log);
+  const std::string said = ReadFile(log);
+  EXPECT_TRUE(Has(said, "critical cannot open the store at " + data + ": ")) << said;
+  EXPECT_TRUE(Has(said, want)) << said;
+  EXPECT_FALSE(Has(said, "serving on")) << said;
+  // systemd's status line says why too.
+  EXPECT_FALSE(notify.WaitFor("STATUS=cannot open the store", milliseconds(5000)).empty());
+  EXPECT_TRUE(storage::testing::FileBytes(data) == before) << "segstored changed the file";
+}
+
+// segstored of this build serving a fixture's data file as a single server
+// (no cluster sections), and a client of it once Connect() returned.
+struct Served {
+  Served(const storage::testing::TempDir& dir, const std::string& data)
+      : notify(dir.File("notify.sock")),
+        log(dir.File("segstored.log")),
+        daemon(dir.File(""), {"--listen", "127.0.0.1:0", "--data", data, "--threads", "2"}, log,
+               {"NOTIFY_SOCKET=" + notify.path()}) {}
+
+  // Waits until it is ready, and connects `client`.
+  void Connect() {
+    const std::string ready = notify.WaitFor("READY=1");
+    ASSERT_FALSE(ready.empty()) << ReadFile(log);
+    client = testing::Connect(PortOf(ready));
+    ASSERT_NE(client, nullptr);
+  }
+
+  // Disconnects and stops it with SIGTERM: it exits 0. Returns its log.
+  std::string Stop() {
+    client.reset();
+    daemon.Signal(SIGTERM);
+    EXPECT_EQ(daemon.Wait(), 0) << ReadFile(log);
+    return ReadFile(log);
+  }
+
+  NotifySocket notify;
+  const std::string log;
+  Daemon daemon;
+  std::unique_ptr<client::Client> client;
+};
+
+// Opens the file at `quiet` (defragmentation off) and closes it with no
+// worker: a file of an older version is upgraded when it opens, before
+// anything can write, and only its superblock's version and checksum change.
+// Returns the file's bytes after.
+std::string ExpectUpgradeChangesOnlyTheSuperblock(const storage::StoreOptions& quiet) {
+  const std::string before = storage::testing::FileBytes(quiet.path);
+  {
+    auto store = storage::Store::Open(quiet);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (store.ok()) {
+      EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+      EXPECT_EQ(storage::testing::SuperblockVersion(quiet.path), storage::kFormatVersion);
+    }
+  }  // closed without a worker: nothing else written
+  const std::string upgraded = storage::testing::FileBytes(quiet.path);
+  EXPECT_EQ(upgraded.size(), before.size());
+  size_t changed = 0;
+  for (size_t i = 0; i < std::min(before.size(), upgraded.size()); ++i) {
+    if (before[i] == upgraded[i]) continue;
+    ++changed;
+    EXPECT_TRUE(i < 4 || i == 12 || i == 13) << "byte " << i << " changed";
+  }
+  EXPECT_GT(changed, 0u);
+  EXPECT_EQ(storage::testing::SuperblockVersion(quiet.path), storage::kFormatVersion);
+  if (upgraded.size() >= storage::kSuperblockEncodedSize) {
+    Result<storage::Superblock> sb =
+        storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(upgraded.data()));
+    EXPECT_TRUE(sb.ok()) << sb.status().ToString();
+    if (sb.ok()) {
+      EXPECT_EQ(sb->version, storage::kFormatVersion);
+    }
+  }
+  return upgraded;
+}
+
+// A data file's store, its profile layer and a session; closed in the
+// reverse order, the session first.
+struct Opened {
+  std::unique_ptr<storage::Store> store;
+  std::unique_ptr<profile::ProfileStore> profiles;
+  std::unique_ptr<profile::ProfileSession> session;
+};
+
+// Opens the store at o.path into `opened`.
+void OpenStore(const storage::StoreOptions& o, Opened* opened) {
+  auto store = storage::Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  opened->store = std::move(*store);
+}
+
+// Opens the profile layer on opened->store with `options`, and a session.
+void OpenProfiles(Opened* opened, const profile::ProfileOptions& options) {
+  auto profiles = profile::ProfileStore::Open(opened->store.get(), options);
+  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
+  opened->profiles = std::move(*profiles);
+  auto session = opened->profiles->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  opened->session = std::move(*session);
+}
+
+// Both.
+void OpenAll(const storage::StoreOptions& o, const profile::ProfileOptions& options,
+             Opened* opened) {
+  ASSERT_NO_FATAL_FAILURE(OpenStore(o, opened));
+  ASSERT_NO_FATAL_FAILURE(OpenProfiles(opened, options));
+}
+
+profile::ProfileOptions NoSweeper() {
+  profile::ProfileOptions o;
+  o.sweeper = false;
+  return o;
+}
+
+// What recovery finds in a fixture, as its README says.
+struct ExpectedRecovery {
+  uint32_t blocks_in_use;
+  uint64_t records_scanned;
+  uint64_t live_records;
+  uint64_t tombstones;
+  uint64_t index_references;  // records naming their masters (record kind 3)
+};
+
+void ExpectRecovery(storage::Store& store, const ExpectedRecovery& e) {
+  const storage::RecoveryStats& rec = store.recovery();
+  EXPECT_EQ(rec.damaged_regions, 0u);
+  EXPECT_EQ(rec.blocks_in_use, e.blocks_in_use);
+  EXPECT_EQ(rec.records_scanned, e.records_scanned);
+  EXPECT_EQ(rec.live_records, e.live_records);
+  EXPECT_EQ(rec.tombstones, e.tombstones);
+  EXPECT_EQ(store.stats().index_references, e.index_references);
+}
+
 // A fixture's data file (tests/data/format-vN/segstore.dat.gz), gunzipped
 // afresh into a temporary directory for each test: data_.
 class FixtureFileTest : public ::testing::Test {
@@ -196,10 +353,97 @@ class FixtureFileTest : public ::testing::Test {
     return o;
   }
 
+  // The fixture is the file its README describes, written in format
+  // `version` (a fixture is never regenerated): 16 MiB of SHA-256 `sha256`,
+  // as its segstore.dat.sha256 says where it has one (`sha256_file`), its
+  // superblock saying `version`.
+  void ExpectTheFileItsReadmeDescribes(const std::string& sha256, uint16_t version,
+                                       bool sha256_file = true) {
+    const std::string bytes = storage::testing::FileBytes(data_);
+    EXPECT_EQ(bytes.size(), 16777216u);
+    EXPECT_EQ(Sha256Hex(bytes), sha256);
+    if (sha256_file) {
+      EXPECT_EQ(ReadFile(fixture_ + "/segstore.dat.sha256"), sha256 + "  segstore.dat\n");
+    }
+    ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
+    EXPECT_EQ(DecodeFixed16(bytes.data() + 12), version);
+    Result<storage::Superblock> sb =
+        storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
+    ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+    EXPECT_EQ(sb->version, version);
+  }
+
+  // (c) The fixture claiming the version after this build's is refused by
+  // Store::Open and by segstored, naming both versions, and left untouched.
+  void ExpectANewerVersionRefusedUntouched() {
+    const uint16_t newer = storage::kFormatVersion + 1;
+    ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
+                           "Unsupported: data file format version " + std::to_string(newer) +
+                               " is newer than this build reads (" +
+                               std::to_string(storage::kOldestFormatVersion) + " to " +
+                               std::to_string(storage::kFormatVersion) + ")");
+  }
+
+  // Put back to the `version` it was written in, it is the fixture again,
+  // byte for byte.
+  void PutBackToVersion(uint16_t version, const std::string& sha256) {
+    storage::testing::SetSuperblockVersion(data_, version);
+    EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), sha256);
+  }
+
   const std::string fixture_;
   storage::testing::TempDir dir_;
   const std::string data_ = dir_.File("segstore.dat");
 };
+
+// Every profile of `profiles` (each a user and its segments, by ascending
+// id) answers exactly as stated through the profile layer; the users
+// `not_found` are NotFound.
+template <typename E>
+void ExpectSegmentAnswers(profile::ProfileSession* s, const std::vector<E>& profiles,
+                          const std::vector<std::string>& not_found, const std::string& when) {
+  SCOPED_TRACE(when);
+  for (const E& e : profiles) {
+    Result<GetResult> got = s->GetSync(e.user);
+    ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+    EXPECT_EQ(got->count, e.segments.size()) << e.user;
+    EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
+  }
+  for (const std::string& user : not_found) {
+    Result<GetResult> got = s->GetSync(user);
+    EXPECT_TRUE(got.status().IsNotFound()) << user << ": " << got.status().ToString();
+  }
+}
+
+// The same over the wire, one by one and all of them in one batch get
+// (answers in the order asked).
+template <typename E>
+void ExpectSegmentAnswersOverTheWire(client::Client* c, const std::vector<E>& profiles,
+                                     const std::vector<std::string>& not_found) {
+  std::vector<std::string> users;
+  for (const E& e : profiles) {
+    Result<GetResult> got = c->Get(e.user);
+    ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
+    EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
+    users.push_back(e.user);
+  }
+  for (const std::string& user : not_found) {
+    EXPECT_TRUE(c->Get(user).status().IsNotFound()) << user;
+    users.push_back(user);
+  }
+  Result<BatchGetResult> batch = c->BatchGet(users);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), users.size());
+  for (size_t i = 0; i < users.size(); ++i) {
+    const Result<GetResult>& r = (*batch)[i];
+    if (i < profiles.size()) {
+      ASSERT_TRUE(r.ok()) << users[i] << ": " << r.status().ToString();
+      EXPECT_TRUE(r->ToSegments() == profiles[i].segments) << users[i];
+    } else {
+      EXPECT_TRUE(r.status().IsNotFound()) << users[i];
+    }
+  }
+}
 
 class FormatFixtureTest : public FixtureFileTest {
  protected:
@@ -207,27 +451,15 @@ class FormatFixtureTest : public FixtureFileTest {
 
   // Every profile answers exactly as stated; the rest are NotFound.
   static void ExpectV1Answers(profile::ProfileSession* s, const std::string& when) {
-    SCOPED_TRACE(when);
-    for (const Expected& e : FormatV1Profiles()) {
-      Result<GetResult> got = s->GetSync(e.user);
-      ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
-      EXPECT_EQ(got->count, e.segments.size()) << e.user;
-      EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
-    }
-    for (const std::string& user : FormatV1NotFound()) {
-      Result<GetResult> got = s->GetSync(user);
-      EXPECT_TRUE(got.status().IsNotFound()) << user << ": " << got.status().ToString();
-    }
+    ExpectSegmentAnswers(s, FormatV1Profiles(), FormatV1NotFound(), when);
   }
 };
 
 // The fixture is the file its README describes, written in format version 1:
 // a fixture is never regenerated.
+// (format-v1 has no segstore.dat.sha256.)
 TEST_F(FormatFixtureTest, V1FixtureIsTheFileItsReadmeDescribes) {
-  const std::string bytes = storage::testing::FileBytes(data_);
-  EXPECT_EQ(Sha256Hex(bytes), "7a0fbd82b3820c9cf3ff103d680d85e16aa82fb00130812c158116f2e1d98dd0");
-  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
-  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 1u);
+  ExpectTheFileItsReadmeDescribes(kFormatV1Sha256, 1, /*sha256_file=*/false);
 }
 
 // (a0) Opening the version-1 fixture upgrades it (FORMAT.md, "Versions":
@@ -236,43 +468,17 @@ TEST_F(FormatFixtureTest, V1FixtureIsTheFileItsReadmeDescribes) {
 // version-1 records stay as they are and answer as stated after a reopen.
 TEST_F(FormatFixtureTest, V1IsUpgradedOnOpenAndOnlyItsSuperblockChanges) {
   static_assert(storage::kFormatVersion == 4 && storage::kOldestFormatVersion == 1);
-  const std::string v1 = storage::testing::FileBytes(data_);
-  ASSERT_EQ(DecodeFixed16(v1.data() + 12), 1u);
+  ASSERT_EQ(DecodeFixed16(storage::testing::FileBytes(data_).data() + 12), 1u);
   // Defragmentation off: on its own schedule it rewrites the fixture's
   // superseded versions, which is not what this compares.
   storage::StoreOptions quiet = StoreOptionsFor(data_);
   quiet.background_defrag = false;
-  {
-    auto store = storage::Store::Open(quiet);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
-    EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
-  }  // closed without a worker: nothing else written
-  const std::string upgraded = storage::testing::FileBytes(data_);
-  ASSERT_EQ(upgraded.size(), v1.size());
-  size_t changed = 0;
-  for (size_t i = 0; i < v1.size(); ++i) {
-    if (v1[i] == upgraded[i]) continue;
-    ++changed;
-    EXPECT_TRUE(i < 4 || i == 12 || i == 13) << "byte " << i << " changed";
-  }
-  EXPECT_GT(changed, 0u);
-  Result<storage::Superblock> sb =
-      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(upgraded.data()));
-  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
-  EXPECT_EQ(sb->version, storage::kFormatVersion);
+  ASSERT_NO_FATAL_FAILURE(ExpectUpgradeChangesOnlyTheSuperblock(quiet));
 
   // Reopened (no upgrade again): the version-1 records answer as stated.
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV1Answers(session->get(), "reopened after the upgrade");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), {}, &opened));
+  ExpectV1Answers(opened.session.get(), "reopened after the upgrade");
 }
 
 // (a) The storage and profile layers of this build, in process: every
@@ -280,16 +486,13 @@ TEST_F(FormatFixtureTest, V1IsUpgradedOnOpenAndOnlyItsSuperblockChanges) {
 // rewrote what it wanted; again after a restart on what this build wrote.
 TEST_F(FormatFixtureTest, V1OpensAndEveryProfileAnswersAsStated) {
   for (int round = 0; round < 2; ++round) {
-    auto store = storage::Store::Open(StoreOptionsFor(data_));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
+    EXPECT_EQ(opened.store->recovery().damaged_regions, 0u);
     // Upgraded by the first open, before this build wrote anything.
     EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
-    auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    profile::ProfileSession* s = session->get();
+    ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, {}));
+    profile::ProfileSession* s = opened.session.get();
     ExpectV1Answers(s, round == 0 ? "as opened" : "reopened after this build wrote to it");
 
     // ref-1000 with options: an id range, a limit, count only, an expiry window.
@@ -338,98 +541,29 @@ TEST_F(FormatFixtureTest, V1OpensAndEveryProfileAnswersAsStated) {
     if (round == 0) {
       // The expiry sweeper rewrites what is due (partly-expired) in this
       // build's encoding; nothing a reader sees changes.
-      ASSERT_TRUE((*profiles)->SweepNow().ok());
+      ASSERT_TRUE(opened.profiles->SweepNow().ok());
       ExpectV1Answers(s, "after the sweeper ran");
     }
-    session->reset();
-    profiles->reset();
-    store->reset();
   }
 }
 
 // (b) The daemon of this build on the fixture, over the wire.
 TEST_F(FormatFixtureTest, V1ServedByTheDaemonAnswersOverTheWire) {
-  NotifySocket notify(dir_.File("notify.sock"));
-  const std::string log = dir_.File("segstored.log");
-  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
-           {"NOTIFY_SOCKET=" + notify.path()});
-  const std::string ready = notify.WaitFor("READY=1");
-  ASSERT_FALSE(ready.empty()) << ReadFile(log);
-  auto c = testing::Connect(PortOf(ready));
-  ASSERT_NE(c, nullptr);
-  std::vector<std::string> users;
-  for (const Expected& e : FormatV1Profiles()) {
-    Result<GetResult> got = c->Get(e.user);
-    ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
-    EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
-    users.push_back(e.user);
-  }
-  for (const std::string& user : FormatV1NotFound()) {
-    EXPECT_TRUE(c->Get(user).status().IsNotFound()) << user;
-    users.push_back(user);
-  }
-  // All of them in one batch get: answers in the order asked.
-  Result<BatchGetResult> batch = c->BatchGet(users);
-  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-  ASSERT_EQ(batch->size(), users.size());
-  const std::vector<Expected> expected = FormatV1Profiles();
-  for (size_t i = 0; i < users.size(); ++i) {
-    const Result<GetResult>& r = (*batch)[i];
-    if (i < expected.size()) {
-      ASSERT_TRUE(r.ok()) << users[i] << ": " << r.status().ToString();
-      EXPECT_TRUE(r->ToSegments() == expected[i].segments) << users[i];
-    } else {
-      EXPECT_TRUE(r.status().IsNotFound()) << users[i];
-    }
-  }
-  c.reset();
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
+  Served served(dir_, data_);
+  ASSERT_NO_FATAL_FAILURE(served.Connect());
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectSegmentAnswersOverTheWire(served.client.get(), FormatV1Profiles(), FormatV1NotFound()));
+  const std::string log = served.Stop();
   // The daemon upgraded the file, and said so.
-  EXPECT_TRUE(Has(ReadFile(log), "data file " + data_ + ": format version 1 upgraded to " +
-                                     std::to_string(storage::kFormatVersion)))
-      << ReadFile(log);
+  EXPECT_TRUE(Has(log, "data file " + data_ + ": format version 1 upgraded to " +
+                           std::to_string(storage::kFormatVersion)))
+      << log;
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 }
 
-// (c) The fixture claiming `version`, checksum recomputed: Store::Open and
-// segstored both refuse it with `code` and a message containing `want`,
-// segstored exits non-zero, and the file is unchanged, byte for byte.
-void ExpectRefusedUntouched(const std::string& dir, const std::string& data, uint16_t version,
-                            Status::Code code, const std::string& want) {
-  storage::testing::SetSuperblockVersion(data, version);
-  const std::string before = storage::testing::FileBytes(data);
-
-  storage::StoreOptions o;
-  o.path = data;
-  auto store = storage::Store::Open(o);
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), code) << store.status().ToString();
-  EXPECT_TRUE(Has(store.status().ToString(), want)) << store.status().ToString();
-  EXPECT_TRUE(storage::testing::FileBytes(data) == before) << "Store::Open changed the file";
-
-  NotifySocket notify(dir + "/notify-" + std::to_string(version) + ".sock");
-  const std::string log = dir + "/segstored-" + std::to_string(version) + ".log";
-  Daemon d(dir, {"--listen", "127.0.0.1:0", "--data", data}, log,
-           {"NOTIFY_SOCKET=" + notify.path()});
-  EXPECT_EQ(d.Wait(), 1) << ReadFile(log);
-  const std::string said = ReadFile(log);
-  EXPECT_TRUE(Has(said, "critical cannot open the store at " + data + ": ")) << said;
-  EXPECT_TRUE(Has(said, want)) << said;
-  EXPECT_FALSE(Has(said, "serving on")) << said;
-  // systemd's status line says why too.
-  EXPECT_FALSE(notify.WaitFor("STATUS=cannot open the store", milliseconds(5000)).empty());
-  EXPECT_TRUE(storage::testing::FileBytes(data) == before) << "segstored changed the file";
-}
-
 TEST_F(FormatFixtureTest, NewerVersionIsRefusedNamingBothVersionsAndLeftUntouched) {
-  const uint16_t newer = storage::kFormatVersion + 1;
   static_assert(storage::kOldestFormatVersion < storage::kFormatVersion);
-  ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
-                         "Unsupported: data file format version " + std::to_string(newer) +
-                             " is newer than this build reads (" +
-                             std::to_string(storage::kOldestFormatVersion) + " to " +
-                             std::to_string(storage::kFormatVersion) + ")");
+  ExpectANewerVersionRefusedUntouched();
   // Much newer, too: the whole u16.
   ExpectRefusedUntouched(dir_.File(""), data_, 0xFFFF, Status::Code::kUnsupported,
                          "Unsupported: data file format version 65535 is newer than this build "
@@ -443,21 +577,11 @@ TEST_F(FormatFixtureTest, VersionZeroIsRefusedAsDamageAndLeftUntouched) {
 
 // Refused, then put back as it was written: it opens and answers again.
 TEST_F(FormatFixtureTest, RefusedFileOpensAgainOnceItsVersionIsOneThisBuildReads) {
-  ExpectRefusedUntouched(dir_.File(""), data_, storage::kFormatVersion + 1,
-                         Status::Code::kUnsupported, "is newer than this build reads");
-  storage::testing::SetSuperblockVersion(data_, 1);
-  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)),
-            "7a0fbd82b3820c9cf3ff103d680d85e16aa82fb00130812c158116f2e1d98dd0");
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV1Answers(session->get(), "after the refusal");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  ExpectANewerVersionRefusedUntouched();
+  PutBackToVersion(1, kFormatV1Sha256);
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), {}, &opened));
+  ExpectV1Answers(opened.session.get(), "after the refusal");
 }
 
 // ---- Format version 2 (tests/data/format-v2): one data file written first by
@@ -513,9 +637,10 @@ std::string CheckpointKeyAsWritten(uint32_t log_partition) {
   return std::string("\xff\x00segstore:applied:", 19) + std::to_string(log_partition);
 }
 
-std::vector<ExpectedCheckpoint> FormatV2Checkpoints() {
+// The checkpoint records of a fixture's four log partitions: next[l], the
+// entries of log partition l; window 0.
+std::vector<ExpectedCheckpoint> CheckpointsWithNext(const std::array<int64_t, 4>& next) {
   std::vector<ExpectedCheckpoint> out;
-  const int64_t next[] = {4, 3, 2, 5};  // the entries of each log partition
   for (uint32_t l = 0; l < 4; ++l) {
     replica::Checkpoint c;
     c.next = next[l];
@@ -523,6 +648,27 @@ std::vector<ExpectedCheckpoint> FormatV2Checkpoints() {
     out.push_back({CheckpointKeyAsWritten(l), c});
   }
   return out;
+}
+
+// Each log partition's checkpoint record decodes to the stated values, and
+// there are four log partitions: no checkpoint past them.
+void ExpectCheckpoints(storage::Worker& w, const std::vector<ExpectedCheckpoint>& checkpoints) {
+  for (const ExpectedCheckpoint& e : checkpoints) {
+    Result<storage::Record> r = w.GetSync(e.key);
+    ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
+    replica::Checkpoint c;
+    ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
+    EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
+    EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
+    EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
+  }
+  for (uint32_t l : {4u, 5u, 63u}) {
+    EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
+  }
+}
+
+std::vector<ExpectedCheckpoint> FormatV2Checkpoints() {
+  return CheckpointsWithNext({4, 3, 2, 5});  // the entries of each log partition
 }
 
 constexpr const char* kFormatV2Sha256 =
@@ -556,17 +702,7 @@ class FormatFixtureV2Test : public FixtureFileTest {
   // Every profile answers exactly as stated through the profile layer; the
   // rest are NotFound.
   static void ExpectV2Answers(profile::ProfileSession* s, const std::string& when) {
-    SCOPED_TRACE(when);
-    for (const ExpectedV2& e : FormatV2Profiles()) {
-      Result<GetResult> got = s->GetSync(e.user);
-      ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
-      EXPECT_EQ(got->count, e.segments.size()) << e.user;
-      EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
-    }
-    for (const std::string& user : FormatV2NotFound()) {
-      Result<GetResult> got = s->GetSync(user);
-      EXPECT_TRUE(got.status().IsNotFound()) << user << ": " << got.status().ToString();
-    }
+    ExpectSegmentAnswers(s, FormatV2Profiles(), FormatV2NotFound(), when);
   }
 
   // The raw records: each user's body remembers the stated log position (a
@@ -591,61 +727,14 @@ class FormatFixtureV2Test : public FixtureFileTest {
       Result<storage::Record> r = w.GetSync(user);
       EXPECT_TRUE(r.status().IsNotFound()) << user << ": " << r.status().ToString();
     }
-    for (const ExpectedCheckpoint& e : FormatV2Checkpoints()) {
-      Result<storage::Record> r = w.GetSync(e.key);
-      ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
-      replica::Checkpoint c;
-      ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
-      EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
-      EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
-      EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
-    }
-    // Four log partitions: no checkpoint past them.
-    for (uint32_t l : {4u, 5u, 63u}) {
-      EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
-    }
+    ExpectCheckpoints(w, FormatV2Checkpoints());
   }
 };
 
 // The fixture is the file its README describes, written in format version 2:
 // a fixture is never regenerated.
 TEST_F(FormatFixtureV2Test, V2FixtureIsTheFileItsReadmeDescribes) {
-  const std::string bytes = storage::testing::FileBytes(data_);
-  EXPECT_EQ(bytes.size(), 16777216u);
-  EXPECT_EQ(Sha256Hex(bytes), kFormatV2Sha256);
-  EXPECT_EQ(ReadFile(kFixtureV2 + "/segstore.dat.sha256"),
-            std::string(kFormatV2Sha256) + "  segstore.dat\n");
-  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
-  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 2u);
-  Result<storage::Superblock> sb =
-      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
-  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
-  EXPECT_EQ(sb->version, 2u);
-}
-
-// Opens the file at `quiet` (defragmentation off) and closes it with no
-// worker: a file of an older version is upgraded, and only its superblock's
-// version and checksum change. Returns the file's bytes after.
-std::string ExpectUpgradeChangesOnlyTheSuperblock(const storage::StoreOptions& quiet) {
-  const std::string before = storage::testing::FileBytes(quiet.path);
-  {
-    auto store = storage::Store::Open(quiet);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    if (store.ok()) {
-      EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
-    }
-  }
-  const std::string upgraded = storage::testing::FileBytes(quiet.path);
-  EXPECT_EQ(upgraded.size(), before.size());
-  size_t changed = 0;
-  for (size_t i = 0; i < std::min(before.size(), upgraded.size()); ++i) {
-    if (before[i] == upgraded[i]) continue;
-    ++changed;
-    EXPECT_TRUE(i < 4 || i == 12 || i == 13) << "byte " << i << " changed";
-  }
-  EXPECT_GT(changed, 0u);
-  EXPECT_EQ(storage::testing::SuperblockVersion(quiet.path), storage::kFormatVersion);
-  return upgraded;
+  ExpectTheFileItsReadmeDescribes(kFormatV2Sha256, 2);
 }
 
 // (a0) Version 2 is older than this build's (O <= v < W): opening it
@@ -660,19 +749,10 @@ TEST_F(FormatFixtureV2Test, V2IsUpgradedOnOpenAndReadsRewriteNothing) {
   quiet.background_defrag = false;
   const std::string upgraded = ExpectUpgradeChangesOnlyTheSuperblock(quiet);
   {
-    auto store = storage::Store::Open(quiet);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    profile::ProfileOptions no_sweeper;
-    no_sweeper.sweeper = false;
-    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    ExpectV2Answers(session->get(), "read only");
-    ExpectV2Records((*session)->worker(), "read only");
-    session->reset();
-    profiles->reset();
-    store->reset();
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenAll(quiet, NoSweeper(), &opened));
+    ExpectV2Answers(opened.session.get(), "read only");
+    ExpectV2Records(opened.session->worker(), "read only");
   }
   EXPECT_TRUE(storage::testing::FileBytes(data_) == upgraded) << "reading changed the file";
 }
@@ -683,15 +763,12 @@ TEST_F(FormatFixtureV2Test, V2IsUpgradedOnOpenAndReadsRewriteNothing) {
 // position); again after a restart on what this build wrote.
 TEST_F(FormatFixtureV2Test, V2EveryProfileAnswersAsStatedWithItsLogPosition) {
   for (int round = 0; round < 2; ++round) {
-    auto store = storage::Store::Open(StoreOptionsFor(data_));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
+    EXPECT_EQ(opened.store->recovery().damaged_regions, 0u);
     EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
-    auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    profile::ProfileSession* s = session->get();
+    ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, {}));
+    profile::ProfileSession* s = opened.session.get();
     const std::string when = round == 0 ? "as opened" : "reopened after this build wrote to it";
     ExpectV2Answers(s, when);
     ExpectV2Records(s->worker(), when);
@@ -700,7 +777,7 @@ TEST_F(FormatFixtureV2Test, V2EveryProfileAnswersAsStatedWithItsLogPosition) {
       // The expiry sweeper rewrites what is due (fading: two of its four
       // segments expired); nothing a reader sees changes, and the rewritten
       // body keeps its log position.
-      ASSERT_TRUE((*profiles)->SweepNow().ok());
+      ASSERT_TRUE(opened.profiles->SweepNow().ok());
       ExpectV2Answers(s, "after the sweeper ran");
       ExpectV2Records(s->worker(), "after the sweeper ran");
       Result<storage::Record> fading = s->worker().GetSync("fading");
@@ -709,18 +786,15 @@ TEST_F(FormatFixtureV2Test, V2EveryProfileAnswersAsStatedWithItsLogPosition) {
       ASSERT_TRUE(profile::DecodeSegments(fading->body(), &all).ok());
       EXPECT_EQ(all.size(), 2u) << "the expired segments stay after a sweep";
     }
-    session->reset();
-    profiles->reset();
-    store->reset();
   }
 }
 
 // The partly-expired record as written: its two expired segments are still
 // in the body (the sweeper was off), hidden from reads.
 TEST_F(FormatFixtureV2Test, V2ExpiredSegmentsAreInTheBodyAndHidden) {
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto worker = (*store)->NewWorker();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
+  auto worker = opened.store->NewWorker();
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   Result<storage::Record> fading = (*worker)->GetSync("fading");
   ASSERT_TRUE(fading.ok()) << fading.status().ToString();
@@ -734,18 +808,10 @@ TEST_F(FormatFixtureV2Test, V2ExpiredSegmentsAreInTheBodyAndHidden) {
   EXPECT_EQ(all[3], Seg(21, 1795644555, 9u));
   worker->reset();
 
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  Result<GetResult> got = (*session)->GetSync("fading");
+  ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));
+  Result<GetResult> got = opened.session->GetSync("fading");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got->ToSegments() == (std::vector<Segment>{Seg(10, kNever), Seg(20, 4000000000)}));
-  session->reset();
-  profiles->reset();
-  store->reset();
 }
 
 // (b) The daemon of this build on the fixture as a single server (no
@@ -753,56 +819,19 @@ TEST_F(FormatFixtureV2Test, V2ExpiredSegmentsAreInTheBodyAndHidden) {
 // batch; the upgrade logged; and what it leaves still carries every log
 // position.
 TEST_F(FormatFixtureV2Test, V2ServedByTheDaemonAnswersOverTheWire) {
-  NotifySocket notify(dir_.File("notify.sock"));
-  const std::string log = dir_.File("segstored.log");
-  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
-           {"NOTIFY_SOCKET=" + notify.path()});
-  const std::string ready = notify.WaitFor("READY=1");
-  ASSERT_FALSE(ready.empty()) << ReadFile(log);
-  auto c = testing::Connect(PortOf(ready));
-  ASSERT_NE(c, nullptr);
-  std::vector<std::string> users;
-  for (const ExpectedV2& e : FormatV2Profiles()) {
-    Result<GetResult> got = c->Get(e.user);
-    ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
-    EXPECT_TRUE(got->ToSegments() == e.segments) << e.user;
-    users.push_back(e.user);
-  }
-  for (const std::string& user : FormatV2NotFound()) {
-    EXPECT_TRUE(c->Get(user).status().IsNotFound()) << user;
-    users.push_back(user);
-  }
-  Result<BatchGetResult> batch = c->BatchGet(users);
-  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-  ASSERT_EQ(batch->size(), users.size());
-  const std::vector<ExpectedV2> expected = FormatV2Profiles();
-  for (size_t i = 0; i < users.size(); ++i) {
-    const Result<GetResult>& r = (*batch)[i];
-    if (i < expected.size()) {
-      ASSERT_TRUE(r.ok()) << users[i] << ": " << r.status().ToString();
-      EXPECT_TRUE(r->ToSegments() == expected[i].segments) << users[i];
-    } else {
-      EXPECT_TRUE(r.status().IsNotFound()) << users[i];
-    }
-  }
-  c.reset();
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
-  EXPECT_TRUE(Has(ReadFile(log), "format version 2 upgraded to 4")) << ReadFile(log);
+  Served served(dir_, data_);
+  ASSERT_NO_FATAL_FAILURE(served.Connect());
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectSegmentAnswersOverTheWire(served.client.get(), FormatV2Profiles(), FormatV2NotFound()));
+  const std::string log = served.Stop();
+  EXPECT_TRUE(Has(log, "format version 2 upgraded to 4")) << log;
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 
   // What the single server left: the same answers, the same positions.
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto profiles = profile::ProfileStore::Open(store->get(), profile::ProfileOptions{});
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV2Answers(session->get(), "after the daemon");
-  ExpectV2Records((*session)->worker(), "after the daemon");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), {}, &opened));
+  ExpectV2Answers(opened.session.get(), "after the daemon");
+  ExpectV2Records(opened.session->worker(), "after the daemon");
 }
 
 // ---- Format version 3 (tests/data/format-v3): one data file written first by
@@ -1025,15 +1054,7 @@ constexpr const char* kFormatV3Sha256 =
     "d08ab8b4d5d8b5d3bada8ab448f1bb95ad1a88d99c307ed8873054ec05f99fac";
 
 std::vector<ExpectedCheckpoint> FormatV3Checkpoints() {
-  std::vector<ExpectedCheckpoint> out;
-  const int64_t next[] = {7, 1, 11, 3};  // the entries of each log partition
-  for (uint32_t l = 0; l < 4; ++l) {
-    replica::Checkpoint c;
-    c.next = next[l];
-    c.window_start = 0;
-    out.push_back({CheckpointKeyAsWritten(l), c});
-  }
-  return out;
+  return CheckpointsWithNext({7, 1, 11, 3});  // the entries of each log partition
 }
 
 // The README's statements about the users themselves: their routing
@@ -1111,9 +1132,10 @@ LinkReader ReaderOf(client::Client* c) {
   };
 }
 
-const ExpectedGroupV3* GroupOf(const std::vector<ExpectedGroupV3>& groups,
-                               const std::string& master) {
-  for (const ExpectedGroupV3& g : groups) {
+// The group of `groups` whose master is `master`; nullptr: none.
+template <typename G>
+const G* GroupOf(const std::vector<G>& groups, const std::string& master) {
+  for (const G& g : groups) {
     if (g.master == master) return &g;
   }
   return nullptr;
@@ -1121,8 +1143,8 @@ const ExpectedGroupV3* GroupOf(const std::vector<ExpectedGroupV3>& groups,
 
 // What a get answers for `e` without options: its group's merged view, or
 // its own profile alone (no master, no count of profiles).
-void ExpectGetAnswer(const Result<GetResult>& got, const ExpectedV3& e,
-                     const std::vector<ExpectedGroupV3>& groups) {
+template <typename E, typename G>
+void ExpectGetAnswer(const Result<GetResult>& got, const E& e, const std::vector<G>& groups) {
   ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
   if (e.master.empty()) {
     EXPECT_TRUE(got->ToSegments() == e.own) << e.user;
@@ -1131,12 +1153,59 @@ void ExpectGetAnswer(const Result<GetResult>& got, const ExpectedV3& e,
     EXPECT_EQ(got->profiles, 0u) << e.user;
     return;
   }
-  const ExpectedGroupV3* g = GroupOf(groups, e.master);
+  const G* g = GroupOf(groups, e.master);
   ASSERT_NE(g, nullptr) << e.master;
   EXPECT_TRUE(got->ToSegments() == g->merged) << e.user;
   EXPECT_EQ(got->count, g->merged.size()) << e.user;
   EXPECT_EQ(got->master, g->master) << e.user;
   EXPECT_EQ(got->profiles, g->profiles) << e.user;
+}
+
+// What count, master_of and links answer for `e`: its group's merged count,
+// its master and its group's whole list of links; or its own count, and it
+// has no master and no links.
+template <typename E, typename G>
+void ExpectCountAndLinks(const LinkReader& r, const E& e, const std::vector<G>& groups) {
+  Result<uint32_t> count = r.count(e.user);
+  ASSERT_TRUE(count.ok()) << e.user << ": " << count.status().ToString();
+  const G* g = e.master.empty() ? nullptr : GroupOf(groups, e.master);
+  EXPECT_EQ(*count, g != nullptr ? g->merged.size() : e.own.size()) << e.user;
+
+  Result<std::string> master = r.master_of(e.user);
+  Result<LinksPage> links = r.links(e.user, "", 0);
+  if (e.master.empty()) {
+    EXPECT_TRUE(master.status().IsNotFound()) << e.user << ": " << master.status().ToString();
+    EXPECT_TRUE(links.status().IsNotFound()) << e.user << ": " << links.status().ToString();
+    return;
+  }
+  ASSERT_NE(g, nullptr) << e.master;
+  ASSERT_TRUE(master.ok()) << e.user << ": " << master.status().ToString();
+  EXPECT_EQ(*master, e.master) << e.user;
+  ASSERT_TRUE(links.ok()) << e.user << ": " << links.status().ToString();
+  EXPECT_EQ(links->master, e.master) << e.user;
+  EXPECT_TRUE(links->links == g->links) << e.user;
+  EXPECT_EQ(links->next, "") << e.user;
+}
+
+// The record `r` of `e` as stated: its codec (its body's first byte), the
+// master it names, the log position its body remembers, its group section;
+// and, no segment of the fixture having expired, exactly the user's own
+// live segments. `columns`: the body's, decoded.
+template <typename E>
+void ExpectUserRecord(const storage::Record& r, const E& e, profile::Columns* columns) {
+  ASSERT_FALSE(r.body().empty()) << e.user;
+  EXPECT_EQ(static_cast<uint8_t>(r.body()[0]), e.codec) << e.user;
+  EXPECT_EQ(r.reference(), e.reference) << e.user;
+  Result<uint64_t> position = profile::DecodeLogPosition(r.body());
+  ASSERT_TRUE(position.ok()) << e.user << ": " << position.status().ToString();
+  EXPECT_EQ(*position, e.log_position) << e.user;
+  ASSERT_TRUE(profile::DecodeColumns(r.body(), columns).ok()) << e.user;
+  EXPECT_EQ(columns->log_position, e.log_position) << e.user;
+  EXPECT_TRUE(columns->group == e.section) << e.user;
+  EXPECT_EQ(profile::HasGroupSection(r.body()), !e.section.empty()) << e.user;
+  std::vector<Segment> all;
+  ASSERT_TRUE(profile::DecodeSegments(r.body(), &all).ok()) << e.user;
+  EXPECT_TRUE(all == e.own) << e.user;
 }
 
 // Every statement of "What a get must answer" and "Groups", through `r`.
@@ -1157,24 +1226,7 @@ void ExpectV3Answers(const LinkReader& r, const std::string& when) {
       EXPECT_EQ(mine->master, "") << e.user;
       EXPECT_EQ(mine->profiles, 0u) << e.user;
     }
-    Result<uint32_t> count = r.count(e.user);
-    ASSERT_TRUE(count.ok()) << e.user << ": " << count.status().ToString();
-    const ExpectedGroupV3* g = e.master.empty() ? nullptr : GroupOf(groups, e.master);
-    EXPECT_EQ(*count, g != nullptr ? g->merged.size() : e.own.size()) << e.user;
-
-    Result<std::string> master = r.master_of(e.user);
-    Result<LinksPage> links = r.links(e.user, "", 0);
-    if (e.master.empty()) {
-      EXPECT_TRUE(master.status().IsNotFound()) << e.user << ": " << master.status().ToString();
-      EXPECT_TRUE(links.status().IsNotFound()) << e.user << ": " << links.status().ToString();
-      continue;
-    }
-    ASSERT_TRUE(master.ok()) << e.user << ": " << master.status().ToString();
-    EXPECT_EQ(*master, e.master) << e.user;
-    ASSERT_TRUE(links.ok()) << e.user << ": " << links.status().ToString();
-    EXPECT_EQ(links->master, e.master) << e.user;
-    EXPECT_TRUE(links->links == g->links) << e.user;
-    EXPECT_EQ(links->next, "") << e.user;
+    ASSERT_NO_FATAL_FAILURE(ExpectCountAndLinks(r, e, groups));
   }
   for (const std::string& user : FormatV3NotFound()) {
     EXPECT_TRUE(r.get(user, {}).status().IsNotFound()) << user;
@@ -1266,39 +1318,14 @@ void ExpectV3Records(storage::Worker& w, bool swept, const std::string& when) {
   for (const ExpectedV3& e : FormatV3Users(swept)) {
     Result<storage::Record> r = w.GetSync(e.user);
     ASSERT_TRUE(r.ok()) << e.user << ": " << r.status().ToString();
-    ASSERT_FALSE(r->body().empty()) << e.user;
-    EXPECT_EQ(static_cast<uint8_t>(r->body()[0]), e.codec) << e.user;
-    EXPECT_EQ(r->reference(), e.reference) << e.user;
-    Result<uint64_t> position = profile::DecodeLogPosition(r->body());
-    ASSERT_TRUE(position.ok()) << e.user << ": " << position.status().ToString();
-    EXPECT_EQ(*position, e.log_position) << e.user;
     profile::Columns columns;
-    ASSERT_TRUE(profile::DecodeColumns(r->body(), &columns).ok()) << e.user;
-    EXPECT_EQ(columns.log_position, e.log_position) << e.user;
-    EXPECT_TRUE(columns.group == e.section) << e.user;
-    EXPECT_EQ(profile::HasGroupSection(r->body()), !e.section.empty()) << e.user;
-    // No segment of the fixture has expired: the body holds exactly the
-    // user's own live segments.
-    std::vector<Segment> all;
-    ASSERT_TRUE(profile::DecodeSegments(r->body(), &all).ok()) << e.user;
-    EXPECT_TRUE(all == e.own) << e.user;
+    ASSERT_NO_FATAL_FAILURE(ExpectUserRecord(*r, e, &columns));
   }
   for (const std::string& user : FormatV3NotFound()) {
     Result<storage::Record> r = w.GetSync(user);
     EXPECT_TRUE(r.status().IsNotFound()) << user << ": " << r.status().ToString();
   }
-  for (const ExpectedCheckpoint& e : FormatV3Checkpoints()) {
-    Result<storage::Record> r = w.GetSync(e.key);
-    ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
-    replica::Checkpoint c;
-    ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
-    EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
-    EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
-    EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
-  }
-  for (uint32_t l : {4u, 5u, 63u}) {
-    EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
-  }
+  ExpectCheckpoints(w, FormatV3Checkpoints());
 }
 
 class FormatFixtureV3Test : public FixtureFileTest {
@@ -1309,17 +1336,7 @@ class FormatFixtureV3Test : public FixtureFileTest {
 // The fixture is the file its README describes, written in format version 3:
 // a fixture is never regenerated.
 TEST_F(FormatFixtureV3Test, V3FixtureIsTheFileItsReadmeDescribes) {
-  const std::string bytes = storage::testing::FileBytes(data_);
-  EXPECT_EQ(bytes.size(), 16777216u);
-  EXPECT_EQ(Sha256Hex(bytes), kFormatV3Sha256);
-  EXPECT_EQ(ReadFile(kFixtureV3 + "/segstore.dat.sha256"),
-            std::string(kFormatV3Sha256) + "  segstore.dat\n");
-  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
-  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 3u);
-  Result<storage::Superblock> sb =
-      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
-  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
-  EXPECT_EQ(sb->version, 3u);
+  ExpectTheFileItsReadmeDescribes(kFormatV3Sha256, 3);
 }
 
 // (a0) Version 3 is older than this build's (O <= v < W): opening it
@@ -1332,27 +1349,17 @@ TEST_F(FormatFixtureV3Test, V3IsUpgradedOnOpenAndReadsRewriteNothing) {
   quiet.background_defrag = false;
   const std::string before = ExpectUpgradeChangesOnlyTheSuperblock(quiet);
   {
-    auto store = storage::Store::Open(quiet);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    const storage::RecoveryStats& rec = (*store)->recovery();
-    EXPECT_EQ(rec.damaged_regions, 0u);
-    EXPECT_EQ(rec.blocks_in_use, 6u);
-    EXPECT_EQ(rec.records_scanned, 89u);
-    EXPECT_EQ(rec.live_records, 24u);
-    EXPECT_EQ(rec.tombstones, 5u);
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenStore(quiet, &opened));
     // The members' records name their masters (record kind 3).
-    EXPECT_EQ((*store)->stats().index_references, 11u);
-    profile::ProfileOptions no_sweeper;
-    no_sweeper.sweeper = false;
-    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    ExpectV3Answers(ReaderOf(session->get()), "read only");
-    ExpectV3Records((*session)->worker(), /*swept=*/false, "read only");
-    session->reset();
-    profiles->reset();
-    store->reset();
+    ExpectRecovery(*opened.store, {.blocks_in_use = 6,
+                                   .records_scanned = 89,
+                                   .live_records = 24,
+                                   .tombstones = 5,
+                                   .index_references = 11});
+    ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));
+    ExpectV3Answers(ReaderOf(opened.session.get()), "read only");
+    ExpectV3Records(opened.session->worker(), /*swept=*/false, "read only");
   }
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
   EXPECT_TRUE(storage::testing::FileBytes(data_) == before) << "reading changed the file";
@@ -1364,16 +1371,11 @@ TEST_F(FormatFixtureV3Test, V3IsUpgradedOnOpenAndReadsRewriteNothing) {
 // restart on what this build wrote.
 TEST_F(FormatFixtureV3Test, V3EveryUserAnswersAsStatedWithItsRecord) {
   for (int round = 0; round < 2; ++round) {
-    auto store = storage::Store::Open(StoreOptionsFor(data_));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
-    profile::ProfileOptions no_sweeper;  // swept by hand below
-    no_sweeper.sweeper = false;
-    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    profile::ProfileSession* s = session->get();
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
+    EXPECT_EQ(opened.store->recovery().damaged_regions, 0u);
+    ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));  // swept by hand below
+    profile::ProfileSession* s = opened.session.get();
     const std::string when = round == 0 ? "as opened" : "reopened after this build wrote to it";
     ExpectV3Answers(ReaderOf(s), when);
     ExpectV3Records(s->worker(), /*swept=*/round == 1, when);
@@ -1381,15 +1383,12 @@ TEST_F(FormatFixtureV3Test, V3EveryUserAnswersAsStatedWithItsRecord) {
     if (round == 0) {
       // The sweeper drops the two expired links: master-a lists lapsed-a no
       // more, and lapsed-a and lapsed-g name no master (codec 1, kind 1).
-      ASSERT_TRUE((*profiles)->SweepNow().ok());
-      EXPECT_EQ((*profiles)->sweeper_stats().records_rewritten, 3u);
-      EXPECT_EQ((*profiles)->sweeper_stats().records_deleted, 0u);
+      ASSERT_TRUE(opened.profiles->SweepNow().ok());
+      EXPECT_EQ(opened.profiles->sweeper_stats().records_rewritten, 3u);
+      EXPECT_EQ(opened.profiles->sweeper_stats().records_deleted, 0u);
       ExpectV3Answers(ReaderOf(s), "after the sweeper ran");
       ExpectV3Records(s->worker(), /*swept=*/true, "after the sweeper ran");
     }
-    session->reset();
-    profiles->reset();
-    store->reset();
   }
 }
 
@@ -1397,10 +1396,10 @@ TEST_F(FormatFixtureV3Test, V3EveryUserAnswersAsStatedWithItsRecord) {
 // and lapsed-g's records (lapsed-g's naming master-gone, a tombstone), and
 // ignored by every read.
 TEST_F(FormatFixtureV3Test, V3ExpiredLinksAreInTheRecordsAndIgnored) {
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
   {
-    auto worker = (*store)->NewWorker();
+    auto worker = opened.store->NewWorker();
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     auto [lapsed, master] = (*worker)->GetWithReferenceSync("lapsed-a");
     ASSERT_TRUE(lapsed.ok()) << lapsed.status().ToString();
@@ -1420,13 +1419,8 @@ TEST_F(FormatFixtureV3Test, V3ExpiredLinksAreInTheRecordsAndIgnored) {
     EXPECT_TRUE(gone.status().IsNotFound()) << gone.status().ToString();
     worker->reset();
   }
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  profile::ProfileSession* s = session->get();
+  ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));
+  profile::ProfileSession* s = opened.session.get();
   Result<GetResult> got = s->GetSync("lapsed-a");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got->ToSegments() ==
@@ -1442,9 +1436,6 @@ TEST_F(FormatFixtureV3Test, V3ExpiredLinksAreInTheRecordsAndIgnored) {
   Result<bool> connected = s->ConnectedSync("lapsed-a", "master-a");
   ASSERT_TRUE(connected.ok());
   EXPECT_FALSE(*connected);
-  session->reset();
-  profiles->reset();
-  store->reset();
 }
 
 // (b) The daemon of this build on the fixture as a single server (no
@@ -1452,64 +1443,33 @@ TEST_F(FormatFixtureV3Test, V3ExpiredLinksAreInTheRecordsAndIgnored) {
 // gets, counts, master_of, links, connected); the file upgraded; and what
 // it leaves, once swept, is the records as stated.
 TEST_F(FormatFixtureV3Test, V3ServedByTheDaemonAnswersOverTheWire) {
-  NotifySocket notify(dir_.File("notify.sock"));
-  const std::string log = dir_.File("segstored.log");
-  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
-           {"NOTIFY_SOCKET=" + notify.path()});
-  const std::string ready = notify.WaitFor("READY=1");
-  ASSERT_FALSE(ready.empty()) << ReadFile(log);
-  auto c = testing::Connect(PortOf(ready));
-  ASSERT_NE(c, nullptr);
-  ExpectV3Answers(ReaderOf(c.get()), "over the wire");
-  c.reset();
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
-  EXPECT_TRUE(Has(ReadFile(log), "format version 3 upgraded to 4")) << ReadFile(log);
+  Served served(dir_, data_);
+  ASSERT_NO_FATAL_FAILURE(served.Connect());
+  client::Client* c = served.client.get();
+  ExpectV3Answers(ReaderOf(c), "over the wire");
+  const std::string log = served.Stop();
+  EXPECT_TRUE(Has(log, "format version 3 upgraded to 4")) << log;
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), storage::kFormatVersion);
 
   // What the single server left (its sweeper may have run): once swept, the
   // same answers and the records as stated.
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  ASSERT_TRUE((*profiles)->SweepNow().ok());
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV3Answers(ReaderOf(session->get()), "after the daemon");
-  ExpectV3Records((*session)->worker(), /*swept=*/true, "after the daemon");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), NoSweeper(), &opened));
+  ASSERT_TRUE(opened.profiles->SweepNow().ok());
+  ExpectV3Answers(ReaderOf(opened.session.get()), "after the daemon");
+  ExpectV3Records(opened.session->worker(), /*swept=*/true, "after the daemon");
 }
 
 // (c) The fixture claiming a newer version is refused by Store::Open and by
 // segstored, naming both versions, and left untouched; put back to version
 // 3, it is the fixture again, byte for byte, and answers as stated.
 TEST_F(FormatFixtureV3Test, V3ClaimingANewerVersionIsRefusedUntouched) {
-  const uint16_t newer = storage::kFormatVersion + 1;
-  ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
-                         "Unsupported: data file format version " + std::to_string(newer) +
-                             " is newer than this build reads (" +
-                             std::to_string(storage::kOldestFormatVersion) + " to " +
-                             std::to_string(storage::kFormatVersion) + ")");
-  storage::testing::SetSuperblockVersion(data_, 3);
-  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), kFormatV3Sha256);
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV3Answers(ReaderOf(session->get()), "after the refusal");
-  ExpectV3Records((*session)->worker(), /*swept=*/false, "after the refusal");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  ExpectANewerVersionRefusedUntouched();
+  PutBackToVersion(3, kFormatV3Sha256);
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), NoSweeper(), &opened));
+  ExpectV3Answers(ReaderOf(opened.session.get()), "after the refusal");
+  ExpectV3Records(opened.session->worker(), /*swept=*/false, "after the refusal");
 }
 
 // ---- Format version 4 (tests/data/format-v4): one data file written first by
@@ -1747,15 +1707,7 @@ constexpr const char* kFormatV4Sha256 =
     "0ac99c677e75ef08683ffb723f1a02ab369374d3e5689b8474f2ab85ef1d9d53";
 
 std::vector<ExpectedCheckpoint> FormatV4Checkpoints() {
-  std::vector<ExpectedCheckpoint> out;
-  const int64_t next[] = {6, 3, 7, 3};  // the entries of each log partition
-  for (uint32_t l = 0; l < 4; ++l) {
-    replica::Checkpoint c;
-    c.next = next[l];
-    c.window_start = 0;
-    out.push_back({CheckpointKeyAsWritten(l), c});
-  }
-  return out;
+  return CheckpointsWithNext({6, 3, 7, 3});  // the entries of each log partition
 }
 
 // The key of name number `id` as the README spells it (not as this build's
@@ -1794,14 +1746,6 @@ TEST(FormatFixtureGeneratorTest, V4UsersAreInTheLogPartitionsTheReadmeStates) {
   }
 }
 
-const ExpectedGroupV4* GroupOf(const std::vector<ExpectedGroupV4>& groups,
-                               const std::string& master) {
-  for (const ExpectedGroupV4& g : groups) {
-    if (g.master == master) return &g;
-  }
-  return nullptr;
-}
-
 GetOptions AllFields() {
   GetOptions o;
   o.fields.mode = FieldSelection::Mode::kAll;
@@ -1825,22 +1769,10 @@ GetOptions FieldPrefix(std::string prefix) {
 // (none otherwise).
 void ExpectGetAnswerV4(const Result<GetResult>& got, const ExpectedV4& e,
                        const std::vector<ExpectedGroupV4>& groups, bool fields) {
-  ASSERT_TRUE(got.ok()) << e.user << ": " << got.status().ToString();
-  if (e.master.empty()) {
-    EXPECT_TRUE(got->ToSegments() == e.own) << e.user;
-    EXPECT_EQ(got->count, e.own.size()) << e.user;
-    EXPECT_EQ(got->master, "") << e.user;
-    EXPECT_EQ(got->profiles, 0u) << e.user;
-    EXPECT_TRUE(got->fields == (fields ? e.own_fields : std::vector<Field>{})) << e.user;
-    return;
-  }
-  const ExpectedGroupV4* g = GroupOf(groups, e.master);
-  ASSERT_NE(g, nullptr) << e.master;
-  EXPECT_TRUE(got->ToSegments() == g->merged) << e.user;
-  EXPECT_EQ(got->count, g->merged.size()) << e.user;
-  EXPECT_EQ(got->master, g->master) << e.user;
-  EXPECT_EQ(got->profiles, g->profiles) << e.user;
-  EXPECT_TRUE(got->fields == (fields ? g->fields : std::vector<Field>{})) << e.user;
+  ASSERT_NO_FATAL_FAILURE(ExpectGetAnswer(got, e, groups));
+  const ExpectedGroupV4* g = e.master.empty() ? nullptr : GroupOf(groups, e.master);
+  const std::vector<Field>& live = g != nullptr ? g->fields : e.own_fields;
+  EXPECT_TRUE(got->fields == (fields ? live : std::vector<Field>{})) << e.user;
 }
 
 // Every statement of "What a get must answer", through `r`.
@@ -1861,23 +1793,7 @@ void ExpectV4Answers(const LinkReader& r, const std::string& when) {
     EXPECT_EQ(mine->master, "") << e.user;
     EXPECT_TRUE(mine->fields == e.own_fields) << e.user;
 
-    Result<uint32_t> count = r.count(e.user);
-    ASSERT_TRUE(count.ok()) << e.user << ": " << count.status().ToString();
-    const ExpectedGroupV4* g = e.master.empty() ? nullptr : GroupOf(groups, e.master);
-    EXPECT_EQ(*count, g != nullptr ? g->merged.size() : e.own.size()) << e.user;
-
-    Result<std::string> master = r.master_of(e.user);
-    Result<LinksPage> links = r.links(e.user, "", 0);
-    if (e.master.empty()) {
-      EXPECT_TRUE(master.status().IsNotFound()) << e.user << ": " << master.status().ToString();
-      EXPECT_TRUE(links.status().IsNotFound()) << e.user << ": " << links.status().ToString();
-      continue;
-    }
-    ASSERT_TRUE(master.ok()) << e.user << ": " << master.status().ToString();
-    EXPECT_EQ(*master, e.master) << e.user;
-    ASSERT_TRUE(links.ok()) << e.user << ": " << links.status().ToString();
-    EXPECT_EQ(links->master, e.master) << e.user;
-    EXPECT_TRUE(links->links == g->links) << e.user;
+    ASSERT_NO_FATAL_FAILURE(ExpectCountAndLinks(r, e, groups));
   }
   for (const std::string& user : FormatV4NotFound()) {
     EXPECT_TRUE(r.get(user, {}).status().IsNotFound()) << user;
@@ -1994,17 +1910,8 @@ void ExpectV4Records(storage::Worker& w, bool swept, const std::string& when) {
   for (const ExpectedV4& e : FormatV4Users(swept)) {
     Result<storage::Record> r = w.GetSync(e.user);
     ASSERT_TRUE(r.ok()) << e.user << ": " << r.status().ToString();
-    ASSERT_FALSE(r->body().empty()) << e.user;
-    EXPECT_EQ(static_cast<uint8_t>(r->body()[0]), e.codec) << e.user;
-    EXPECT_EQ(r->reference(), e.reference) << e.user;
-    Result<uint64_t> position = profile::DecodeLogPosition(r->body());
-    ASSERT_TRUE(position.ok()) << e.user << ": " << position.status().ToString();
-    EXPECT_EQ(*position, e.log_position) << e.user;
     profile::Columns columns;
-    ASSERT_TRUE(profile::DecodeColumns(r->body(), &columns).ok()) << e.user;
-    EXPECT_EQ(columns.log_position, e.log_position) << e.user;
-    EXPECT_TRUE(columns.group == e.section) << e.user;
-    EXPECT_EQ(profile::HasGroupSection(r->body()), !e.section.empty()) << e.user;
+    ASSERT_NO_FATAL_FAILURE(ExpectUserRecord(*r, e, &columns));
     EXPECT_EQ(profile::HasFieldSection(r->body()), !e.stored.empty()) << e.user;
     std::vector<profile::StoredField> stored;
     if (!e.stored.empty()) {
@@ -2013,11 +1920,6 @@ void ExpectV4Records(storage::Worker& w, bool swept, const std::string& when) {
       EXPECT_TRUE(columns.fields.empty()) << e.user;
     }
     EXPECT_TRUE(stored == e.stored) << e.user;
-    // No segment of the fixture has expired: the body holds exactly the
-    // user's own live segments.
-    std::vector<Segment> all;
-    ASSERT_TRUE(profile::DecodeSegments(r->body(), &all).ok()) << e.user;
-    EXPECT_TRUE(all == e.own) << e.user;
   }
   for (const std::string& user : FormatV4NotFound()) {
     Result<storage::Record> r = w.GetSync(user);
@@ -2032,18 +1934,7 @@ void ExpectV4Records(storage::Worker& w, bool swept, const std::string& when) {
   for (uint32_t id : {0u, 18u, 19u, 256u}) {
     EXPECT_TRUE(w.GetSync(NameKeyAsWritten(id)).status().IsNotFound()) << "name " << id;
   }
-  for (const ExpectedCheckpoint& e : FormatV4Checkpoints()) {
-    Result<storage::Record> r = w.GetSync(e.key);
-    ASSERT_TRUE(r.ok()) << "checkpoint " << e.key.substr(2) << ": " << r.status().ToString();
-    replica::Checkpoint c;
-    ASSERT_TRUE(replica::DecodeCheckpoint(r->body(), &c).ok()) << e.key.substr(2);
-    EXPECT_EQ(c.next, e.checkpoint.next) << e.key.substr(2);
-    EXPECT_EQ(c.window_start, e.checkpoint.window_start) << e.key.substr(2);
-    EXPECT_TRUE(c.partitions.empty()) << e.key.substr(2);
-  }
-  for (uint32_t l : {4u, 5u, 63u}) {
-    EXPECT_TRUE(w.GetSync(CheckpointKeyAsWritten(l)).status().IsNotFound()) << l;
-  }
+  ExpectCheckpoints(w, FormatV4Checkpoints());
 }
 
 // The name table a ProfileStore loaded from the fixture: the 17 names by
@@ -2069,17 +1960,7 @@ class FormatFixtureV4Test : public FixtureFileTest {
 // The fixture is the file its README describes, written in format version 4:
 // a fixture is never regenerated.
 TEST_F(FormatFixtureV4Test, V4FixtureIsTheFileItsReadmeDescribes) {
-  const std::string bytes = storage::testing::FileBytes(data_);
-  EXPECT_EQ(bytes.size(), 16777216u);
-  EXPECT_EQ(Sha256Hex(bytes), kFormatV4Sha256);
-  EXPECT_EQ(ReadFile(kFixtureV4 + "/segstore.dat.sha256"),
-            std::string(kFormatV4Sha256) + "  segstore.dat\n");
-  ASSERT_GE(bytes.size(), storage::kSuperblockEncodedSize);
-  EXPECT_EQ(DecodeFixed16(bytes.data() + 12), 4u);
-  Result<storage::Superblock> sb =
-      storage::DecodeSuperblock(reinterpret_cast<const uint8_t*>(bytes.data()));
-  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
-  EXPECT_EQ(sb->version, 4u);
+  ExpectTheFileItsReadmeDescribes(kFormatV4Sha256, 4);
 }
 
 // (a0) Version 4 is this build's (v = W): it opens as it is, with no
@@ -2091,30 +1972,20 @@ TEST_F(FormatFixtureV4Test, V4OpensAsItIsAndReadsRewriteNothing) {
   storage::StoreOptions quiet = StoreOptionsFor(data_);
   quiet.background_defrag = false;
   {
-    auto store = storage::Store::Open(quiet);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    const storage::RecoveryStats& rec = (*store)->recovery();
-    EXPECT_EQ(rec.damaged_regions, 0u);
-    EXPECT_EQ(rec.blocks_in_use, 7u);
-    EXPECT_EQ(rec.records_scanned, 93u);
-    // 14 users' records, 17 names, 4 checkpoints; 3 tombstones and
-    // lapsed-fields' void record.
-    EXPECT_EQ(rec.live_records, 35u);
-    EXPECT_EQ(rec.tombstones, 4u);
-    // fmember1, fmember2 and member-cf1 name their masters.
-    EXPECT_EQ((*store)->stats().index_references, 3u);
-    profile::ProfileOptions no_sweeper;
-    no_sweeper.sweeper = false;
-    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    ExpectV4NameTable(**profiles);
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    ExpectV4Answers(ReaderOf(session->get()), "read only");
-    ExpectV4Records((*session)->worker(), /*swept=*/false, "read only");
-    session->reset();
-    profiles->reset();
-    store->reset();
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenStore(quiet, &opened));
+    ExpectRecovery(*opened.store, {.blocks_in_use = 7,
+                                   .records_scanned = 93,
+                                   // 14 users' records, 17 names, 4 checkpoints; 3
+                                   // tombstones and lapsed-fields' void record.
+                                   .live_records = 35,
+                                   .tombstones = 4,
+                                   // fmember1, fmember2 and member-cf1 name their masters.
+                                   .index_references = 3});
+    ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));
+    ExpectV4NameTable(*opened.profiles);
+    ExpectV4Answers(ReaderOf(opened.session.get()), "read only");
+    ExpectV4Records(opened.session->worker(), /*swept=*/false, "read only");
   }
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), 4u);
   EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), kFormatV4Sha256)
@@ -2127,33 +1998,25 @@ TEST_F(FormatFixtureV4Test, V4OpensAsItIsAndReadsRewriteNothing) {
 // restart on what this build wrote.
 TEST_F(FormatFixtureV4Test, V4EveryUserAnswersAsStatedWithItsRecord) {
   for (int round = 0; round < 2; ++round) {
-    auto store = storage::Store::Open(StoreOptionsFor(data_));
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->recovery().damaged_regions, 0u);
-    profile::ProfileOptions no_sweeper;  // swept by hand below
-    no_sweeper.sweeper = false;
-    auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-    ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-    auto session = (*profiles)->NewSession();
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    profile::ProfileSession* s = session->get();
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
+    EXPECT_EQ(opened.store->recovery().damaged_regions, 0u);
+    ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));  // swept by hand below
+    profile::ProfileSession* s = opened.session.get();
     const std::string when = round == 0 ? "as opened" : "reopened after this build wrote to it";
     ExpectV4Answers(ReaderOf(s), when);
     ExpectV4Records(s->worker(), /*swept=*/round == 1, when);
 
     if (round == 0) {
-      ExpectV4NameTable(**profiles);
+      ExpectV4NameTable(*opened.profiles);
       // The sweeper drops the expired fields: mixed's two, log-fade's one.
-      ASSERT_TRUE((*profiles)->SweepNow().ok());
-      EXPECT_EQ((*profiles)->sweeper_stats().records_rewritten, 2u);
-      EXPECT_EQ((*profiles)->sweeper_stats().records_deleted, 0u);
-      EXPECT_EQ((*profiles)->sweeper_stats().fields_removed, 3u);
+      ASSERT_TRUE(opened.profiles->SweepNow().ok());
+      EXPECT_EQ(opened.profiles->sweeper_stats().records_rewritten, 2u);
+      EXPECT_EQ(opened.profiles->sweeper_stats().records_deleted, 0u);
+      EXPECT_EQ(opened.profiles->sweeper_stats().fields_removed, 3u);
       ExpectV4Answers(ReaderOf(s), "after the sweeper ran");
       ExpectV4Records(s->worker(), /*swept=*/true, "after the sweeper ran");
     }
-    session->reset();
-    profiles->reset();
-    store->reset();
   }
 }
 
@@ -2161,10 +2024,10 @@ TEST_F(FormatFixtureV4Test, V4EveryUserAnswersAsStatedWithItsRecord) {
 // with their expiries, and never answered; lapsed-fields, whose every field
 // expired, is no profile and its record is void.
 TEST_F(FormatFixtureV4Test, V4ExpiredFieldsAreInTheRecordsAndHidden) {
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(StoreOptionsFor(data_), &opened));
   {
-    auto worker = (*store)->NewWorker();
+    auto worker = opened.store->NewWorker();
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     for (const auto& [user, expired] :
          std::vector<std::pair<std::string, std::vector<profile::StoredField>>>{
@@ -2185,13 +2048,8 @@ TEST_F(FormatFixtureV4Test, V4ExpiredFieldsAreInTheRecordsAndHidden) {
     EXPECT_TRUE((*worker)->GetSync("lapsed-fields").status().IsNotFound());
     worker->reset();
   }
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  profile::ProfileSession* s = session->get();
+  ASSERT_NO_FATAL_FAILURE(OpenProfiles(&opened, NoSweeper()));
+  profile::ProfileSession* s = opened.session.get();
   Result<GetResult> got = s->GetSync("mixed", FieldsNamed({"flash", "cap:day"}));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got->fields.empty());
@@ -2201,9 +2059,6 @@ TEST_F(FormatFixtureV4Test, V4ExpiredFieldsAreInTheRecordsAndHidden) {
   EXPECT_TRUE(got->ToSegments() == (std::vector<Segment>{Seg(500, kNever)}));
   EXPECT_TRUE(s->GetSync("lapsed-fields", AllFields()).status().IsNotFound());
   EXPECT_TRUE(s->CountSync("lapsed-fields").status().IsNotFound());
-  session->reset();
-  profiles->reset();
-  store->reset();
 }
 
 // (b) The daemon of this build on the fixture as a single server (no
@@ -2211,15 +2066,10 @@ TEST_F(FormatFixtureV4Test, V4ExpiredFieldsAreInTheRecordsAndHidden) {
 // nothing to upgrade; and what it leaves, once swept, is the records as
 // stated.
 TEST_F(FormatFixtureV4Test, V4ServedByTheDaemonAnswersOverTheWire) {
-  NotifySocket notify(dir_.File("notify.sock"));
-  const std::string log = dir_.File("segstored.log");
-  Daemon d(dir_.File(""), {"--listen", "127.0.0.1:0", "--data", data_, "--threads", "2"}, log,
-           {"NOTIFY_SOCKET=" + notify.path()});
-  const std::string ready = notify.WaitFor("READY=1");
-  ASSERT_FALSE(ready.empty()) << ReadFile(log);
-  auto c = testing::Connect(PortOf(ready));
-  ASSERT_NE(c, nullptr);
-  ExpectV4Answers(ReaderOf(c.get()), "over the wire");
+  Served served(dir_, data_);
+  ASSERT_NO_FATAL_FAILURE(served.Connect());
+  client::Client* c = served.client.get();
+  ExpectV4Answers(ReaderOf(c), "over the wire");
   // The wire answer says fields were asked, even when none is live.
   Result<GetResult> got = c->Get("log-fade", AllFields());
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -2228,55 +2078,29 @@ TEST_F(FormatFixtureV4Test, V4ServedByTheDaemonAnswersOverTheWire) {
   got = c->Get("solo");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_FALSE(got->fields_asked);
-  c.reset();
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(), 0) << ReadFile(log);
-  EXPECT_FALSE(Has(ReadFile(log), "upgraded")) << ReadFile(log);
+  const std::string log = served.Stop();
+  EXPECT_FALSE(Has(log, "upgraded")) << log;
   EXPECT_EQ(storage::testing::SuperblockVersion(data_), 4u);
 
   // What the single server left (its sweeper may have run): once swept, the
   // same answers and the records as stated.
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  ASSERT_TRUE((*profiles)->SweepNow().ok());
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV4Answers(ReaderOf(session->get()), "after the daemon");
-  ExpectV4Records((*session)->worker(), /*swept=*/true, "after the daemon");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), NoSweeper(), &opened));
+  ASSERT_TRUE(opened.profiles->SweepNow().ok());
+  ExpectV4Answers(ReaderOf(opened.session.get()), "after the daemon");
+  ExpectV4Records(opened.session->worker(), /*swept=*/true, "after the daemon");
 }
 
 // (c) The fixture claiming a newer version is refused by Store::Open and by
 // segstored, naming both versions, and left untouched; put back to version
 // 4, it is the fixture again, byte for byte, and answers as stated.
 TEST_F(FormatFixtureV4Test, V4ClaimingANewerVersionIsRefusedUntouched) {
-  const uint16_t newer = storage::kFormatVersion + 1;
-  ExpectRefusedUntouched(dir_.File(""), data_, newer, Status::Code::kUnsupported,
-                         "Unsupported: data file format version " + std::to_string(newer) +
-                             " is newer than this build reads (" +
-                             std::to_string(storage::kOldestFormatVersion) + " to " +
-                             std::to_string(storage::kFormatVersion) + ")");
-  storage::testing::SetSuperblockVersion(data_, 4);
-  EXPECT_EQ(Sha256Hex(storage::testing::FileBytes(data_)), kFormatV4Sha256);
-  auto store = storage::Store::Open(StoreOptionsFor(data_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  profile::ProfileOptions no_sweeper;
-  no_sweeper.sweeper = false;
-  auto profiles = profile::ProfileStore::Open(store->get(), no_sweeper);
-  ASSERT_TRUE(profiles.ok()) << profiles.status().ToString();
-  auto session = (*profiles)->NewSession();
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ExpectV4Answers(ReaderOf(session->get()), "after the refusal");
-  ExpectV4Records((*session)->worker(), /*swept=*/false, "after the refusal");
-  session->reset();
-  profiles->reset();
-  store->reset();
+  ExpectANewerVersionRefusedUntouched();
+  PutBackToVersion(4, kFormatV4Sha256);
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(OpenAll(StoreOptionsFor(data_), NoSweeper(), &opened));
+  ExpectV4Answers(ReaderOf(opened.session.get()), "after the refusal");
+  ExpectV4Records(opened.session->worker(), /*swept=*/false, "after the refusal");
 }
 
 }  // namespace
