@@ -9,6 +9,7 @@
 #include <msgpack.hpp>
 #include <string>
 
+#include "common/utf8.h"
 #include "proto/get_reader.h"
 
 namespace segstore::proto {
@@ -1344,40 +1345,6 @@ void EncodeWith(std::string* out, Write write) {
 }
 
 }  // namespace
-
-bool IsUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  const auto* const end = p + s.size();
-  while (p < end) {
-    const uint8_t b = *p;
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (b < 0x80) {
-      ++p;
-      continue;
-    } else if ((b & 0xe0) == 0xc0) {
-      n = 1;
-      cp = b & 0x1fu;
-    } else if ((b & 0xf0) == 0xe0) {
-      n = 2;
-      cp = b & 0x0fu;
-    } else if ((b & 0xf8) == 0xf0) {
-      n = 3;
-      cp = b & 0x07u;
-    } else {
-      return false;
-    }
-    if (static_cast<size_t>(end - p) <= n) return false;
-    for (size_t i = 1; i <= n; ++i) {
-      if ((p[i] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3fu);
-    }
-    static constexpr uint32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    p += n + 1;
-  }
-  return true;
-}
 
 // ---- requests ----
 

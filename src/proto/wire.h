@@ -129,10 +129,6 @@ struct LinkStepRequest {
 struct ReadRecordsRequest {
   std::vector<std::string> users;  // 1 to max_batch
 };
-// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points
-// past U+10FFFF): what a MessagePack str holds.
-bool IsUtf8(std::string_view s);
-
 // Entries of one map in a body, at most (PROTOCOL.md, "Frames").
 inline constexpr uint64_t kMaxMapEntries = 4096;
 // Profile fields (proto/PROTOCOL.md, "Profile fields"). Names are 1 to

@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/utf8.h"
 #include "proto/node_example_frames.h"
 #include "proto/protocol.h"
 #include "support/example_frames.h"
@@ -2607,6 +2608,36 @@ TEST(LinkWireTest, AMergedViewsFieldsAreChecked) {
 // ---- hostile input ----
 
 // ---- profile fields ----
+
+// The one UTF-8 check (src/common/utf8.h) the wire, the profile layer, the
+// loader and the RESP port share: RFC 3629's well-formed sequences only.
+TEST(Utf8Test, TakesWellFormedSequencesOnly) {
+  for (std::string_view good :
+       {std::string_view(""), std::string_view("plain ascii\x7f"), std::string_view("\0", 1),
+        std::string_view("\xc2\x80"), std::string_view("\xdf\xbf"),          // 2 bytes, both ends
+        std::string_view("\xe0\xa0\x80"), std::string_view("\xed\x9f\xbf"),  // U+0800, U+D7FF
+        std::string_view("\xee\x80\x80"), std::string_view("\xef\xbf\xbf"),  // U+E000, U+FFFF
+        std::string_view("\xf0\x90\x80\x80"),
+        std::string_view("\xf4\x8f\xbf\xbf"),  // U+10000, U+10FFFF
+        std::string_view("caf\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e")}) {
+    EXPECT_TRUE(IsUtf8(good)) << ::testing::PrintToString(good);
+  }
+  for (std::string_view bad :
+       {std::string_view("\x80"), std::string_view("\xbf"),                  // a continuation first
+        std::string_view("\xc0\x80"), std::string_view("\xc1\xbf"),          // overlong 2 bytes
+        std::string_view("\xe0\x9f\xbf"),                                    // overlong 3 bytes
+        std::string_view("\xf0\x8f\xbf\xbf"),                                // overlong 4 bytes
+        std::string_view("\xed\xa0\x80"), std::string_view("\xed\xbf\xbf"),  // surrogates
+        std::string_view("\xf4\x90\x80\x80"),
+        std::string_view("\xf5\x80\x80\x80"),  // past U+10FFFF
+        std::string_view("\xfe"), std::string_view("\xff"), std::string_view("\xc3"),
+        std::string_view("ok\xe2\x82"),
+        std::string_view("\xf0\x9d\x84"),                                // cut short
+        std::string_view("\xc3\x28"), std::string_view("\xe2\x28\xa1"),  // a bad continuation
+        std::string_view("\xe2\x82\x28"), std::string_view("\xf0\x9d\x84\x28")}) {
+    EXPECT_FALSE(IsUtf8(bad)) << ::testing::PrintToString(bad);
+  }
+}
 
 FieldUpdate Upd(std::string name, FieldValue v, uint32_t expiry = kNever, bool ttl = false) {
   return FieldUpdate{std::move(name), std::move(v), expiry, ttl};
