@@ -882,6 +882,18 @@ Status ReadIds(const Fields& f, const DecodeLimits& lim, std::vector<uint64_t>* 
   return Status::OK();
 }
 
+// A profile field's name, `bytes`, held to 1 to kMaxFieldNameBytes bytes;
+// `where` names it in the refusal. The one rule for names decoded and for
+// names that arrive as values (CheckSelection).
+Status CheckFieldName(std::string_view bytes, const std::string& where) {
+  if (bytes.empty()) return Bad(where, "an empty field name");
+  if (bytes.size() > kMaxFieldNameBytes) {
+    return Bad(where, "a field name of " + std::to_string(bytes.size()) + " bytes, the limit is " +
+                          std::to_string(kMaxFieldNameBytes));
+  }
+  return Status::OK();
+}
+
 // A profile field's name: a str or bin of 1 to kMaxFieldNameBytes bytes.
 Status ReadFieldName(const object& o, const std::string& name, std::string* v) {
   if (o.type != mt::STR && o.type != mt::BIN)
@@ -889,11 +901,7 @@ Status ReadFieldName(const object& o, const std::string& name, std::string* v) {
   const std::string_view bytes = o.type == mt::STR
                                      ? std::string_view(o.via.str.ptr, o.via.str.size)
                                      : std::string_view(o.via.bin.ptr, o.via.bin.size);
-  if (bytes.empty()) return Bad(name, "an empty field name");
-  if (bytes.size() > kMaxFieldNameBytes) {
-    return Bad(name, "a field name of " + std::to_string(bytes.size()) + " bytes, the limit is " +
-                         std::to_string(kMaxFieldNameBytes));
-  }
+  SEGSTORE_RETURN_IF_ERROR(CheckFieldName(bytes, name));
   v->assign(bytes);
   return Status::OK();
 }
@@ -908,12 +916,7 @@ Status CheckSelection(const FieldSelection& s) {
                                    " names, the limit is " + std::to_string(kMaxFieldNamesAsked));
     }
     for (size_t i = 0; i < s.names.size(); ++i) {
-      const std::string name = "fields[" + std::to_string(i) + "]";
-      if (s.names[i].empty()) return Bad(name, "an empty field name");
-      if (s.names[i].size() > kMaxFieldNameBytes) {
-        return Bad(name, "a field name of " + std::to_string(s.names[i].size()) +
-                             " bytes, the limit is " + std::to_string(kMaxFieldNameBytes));
-      }
+      SEGSTORE_RETURN_IF_ERROR(CheckFieldName(s.names[i], "fields[" + std::to_string(i) + "]"));
     }
   }
   if (s.mode == FieldSelection::Mode::kPrefix && s.prefix.size() > kMaxFieldNameBytes) {
