@@ -927,12 +927,16 @@ Status CheckSelection(const FieldSelection& s) {
 }
 
 // A get's "fields" (true: all; false: none; an array of names) or
-// "field_prefix" (a str or bin), not both.
+// "field_prefix" (a str or bin), not both. "fields": false is the default
+// (none), as nil is: it asks for nothing, so it may stand beside a prefix.
 Status ReadFieldSelection(const Fields& f, FieldSelection* sel) {
   *sel = FieldSelection{};
   const object* fields = f.Find("fields");
   const object* prefix = f.Find("field_prefix");
-  if (fields != nullptr && fields->type == mt::NIL) fields = nullptr;
+  if (fields != nullptr &&
+      (fields->type == mt::NIL || (fields->type == mt::BOOLEAN && !fields->via.boolean))) {
+    fields = nullptr;
+  }
   if (prefix != nullptr && prefix->type == mt::NIL) prefix = nullptr;
   if (fields != nullptr && prefix != nullptr) {
     return Bad(f.Name("fields"), "given with field_prefix; a get takes one or the other");
@@ -949,8 +953,8 @@ Status ReadFieldSelection(const Fields& f, FieldSelection* sel) {
     return CheckSelection(*sel);
   }
   if (fields == nullptr) return Status::OK();
-  if (fields->type == mt::BOOLEAN) {
-    sel->mode = fields->via.boolean ? FieldSelection::Mode::kAll : FieldSelection::Mode::kNone;
+  if (fields->type == mt::BOOLEAN) {  // true: false was read as absent
+    sel->mode = FieldSelection::Mode::kAll;
     return Status::OK();
   }
   if (fields->type != mt::ARRAY) {

@@ -2793,6 +2793,32 @@ TEST(FieldWireTest, GetAsksForFieldsOnlyWhenTold) {
              &got)
           .ok());
   EXPECT_EQ(got.options.fields.mode, FieldSelection::Mode::kPrefix);
+  // "fields": false is the default, none, as nil is: beside a prefix it asks
+  // for nothing more, and the prefix stands.
+  for (bool prefix_first : {false, true}) {
+    Mp m;
+    m.Map(3).Str("user").Str("u");
+    if (prefix_first) m.Str("field_prefix").Str("c");
+    m.Str("fields").Bool(false);
+    if (!prefix_first) m.Str("field_prefix").Str("c");
+    const Status s = Decode(m, {}, &got);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(got.options.fields.mode, FieldSelection::Mode::kPrefix);
+    EXPECT_EQ(got.options.fields.prefix, "c");
+  }
+  BatchGetRequest batch_got;
+  ASSERT_TRUE(Decode(Mp().Map(3)
+                         .Str("users")
+                         .Arr(1)
+                         .Str("a")
+                         .Str("fields")
+                         .Bool(false)
+                         .Str("field_prefix")
+                         .Bin("cap:"),
+                     {}, &batch_got)
+                  .ok());
+  EXPECT_EQ(batch_got.options.fields.mode, FieldSelection::Mode::kPrefix);
+  EXPECT_EQ(batch_got.options.fields.prefix, "cap:");
 }
 
 TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
@@ -2800,6 +2826,19 @@ TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
   ExpectInvalid(
       get(Mp().Map(3).Str("user").Str("u").Str("fields").Bool(true).Str("field_prefix").Str("c")),
       {"fields", "field_prefix"});
+  // An array asks by name, an empty one too (for none): not with a prefix.
+  ExpectInvalid(
+      get(Mp().Map(3).Str("user").Str("u").Str("fields").Arr(0).Str("field_prefix").Str("c")),
+      {"fields", "field_prefix"});
+  ExpectInvalid(get(Mp().Map(3)
+                        .Str("user")
+                        .Str("u")
+                        .Str("fields")
+                        .Arr(1)
+                        .Str("a")
+                        .Str("field_prefix")
+                        .Str("")),
+                {"fields", "field_prefix"});
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Str("all")),
                 {"fields", "true or an array"});
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Str("")),
@@ -2811,6 +2850,10 @@ TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").U(5)), {"field_prefix"});
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Str(std::string(65, 'p'))),
                 {"field_prefix", "65 bytes"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Bin(std::string(65, 'p'))),
+                {"field_prefix", "65 bytes"});
+  EXPECT_TRUE(
+      get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Str(std::string(64, 'p'))).ok());
   Mp many;
   many.Map(2).Str("user").Str("u").Str("fields").Arr(kMaxFieldNamesAsked + 1);
   for (size_t i = 0; i <= kMaxFieldNamesAsked; ++i) many.Str("n" + std::to_string(i));
