@@ -1006,9 +1006,14 @@ Status ReadFieldValue(const object& o, const std::string& name, size_t* timestam
     case mt::FLOAT64:
       *v = FieldValue::Double(o.via.f64);
       return Status::OK();
-    case mt::STR:
-      *v = FieldValue::String(std::string(o.via.str.ptr, o.via.str.size));
+    case mt::STR: {
+      // Text: a str that is not UTF-8 would go back out as one, which
+      // strict decoders refuse (and with it the whole answer).
+      const std::string_view text(o.via.str.ptr, o.via.str.size);
+      if (!IsUtf8(text)) return Bad(name, "a str that is not UTF-8; send bytes as a bin");
+      *v = FieldValue::String(std::string(text));
       return Status::OK();
+    }
     case mt::BIN:
       *v = FieldValue::Bytes(std::string(o.via.bin.ptr, o.via.bin.size));
       return Status::OK();

@@ -3,10 +3,13 @@
 // layer, ProfileService, the front end): the cases of proto/PROTOCOL.md,
 // "Profile fields", whose answer depends on more than the codec (what is
 // written when a request is refused, what a record too large for a write
-// block answers).
+// block answers), and the profile library's own guard on string values,
+// which callers reach without the wire.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -15,6 +18,7 @@
 #include "common/clock.h"
 #include "integration/in_process.h"
 #include "proto/wire.h"
+#include "segstore/profile.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
 #include "support/msgpack_builder.h"
@@ -91,6 +95,40 @@ class FieldServerWireTest : public ::testing::Test {
 std::string SetOne(std::string_view user, std::string_view name, std::string_view value) {
   return std::string(
       Mp().Map(2).Str("user").Str(user).Str("fields").Arr(1).Arr(2).Str(name).Append(value));
+}
+
+// A str value that is not UTF-8 is refused, naming it, and nothing of the
+// request is written: the answers of that user stay readable by strict
+// decoders. The same bytes as a bin are a bytes value.
+TEST_F(FieldServerWireTest, AStrValueThatIsNotUtf8IsRefusedAndNothingIsWritten) {
+  const uint64_t writes = Writes();
+  const std::string msg = Refused(Op::kFieldSet,
+                                  Mp().Map(2)
+                                      .Str("user")
+                                      .Str("u")
+                                      .Str("fields")
+                                      .Arr(2)
+                                      .Arr(2)
+                                      .Str("country")
+                                      .Str("FR")
+                                      .Arr(2)
+                                      .Str("city")
+                                      .Str("Besan\xe7on"),  // Latin-1, not UTF-8
+                                  Code::kInvalidArgument);
+  EXPECT_NE(msg.find("fields[1].value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not UTF-8"), std::string::npos) << msg;
+  EXPECT_EQ(Writes(), writes);
+  Call(Op::kGet, Mp().Map(2).Str("user").Str("u").Str("fields").Bool(true), Code::kNotFound);
+
+  Call(Op::kFieldSet, SetOne("u", "city", Mp().Str("Besan\xc3\xa7on")), Code::kOk);
+  Call(Op::kFieldSet, SetOne("u", "raw", Mp().Bin("Besan\xe7on")), Code::kOk);
+  const GetResult r = AllFields("u");
+  EXPECT_EQ(r.fields, (std::vector<Field>{{"city", FieldValue::String("Besan\xc3\xa7on"), kNever},
+                                          {"raw", FieldValue::Bytes("Besan\xe7on"), kNever}}));
+  // field_max takes no str at all; one that is not UTF-8 is refused as well.
+  Refused(Op::kFieldMax,
+          Mp().Map(3).Str("user").Str("u").Str("name").Str("n").Str("value").Str("\xff"),
+          Code::kInvalidArgument);
 }
 
 // "fields": false asks for none, as leaving it out does: beside a
@@ -175,6 +213,38 @@ TEST_F(FieldServerWireTest, AFieldWriteWhoseRecordWouldNotFitAWriteBlockIsInvali
   EXPECT_NE(msg.find("bytes is over the limit of"), std::string::npos) << msg;
   EXPECT_EQ(Writes(), writes);
   Call(Op::kGet, Mp().Map(2).Str("user").Str("v").Str("fields").Bool(true), Code::kNotFound);
+}
+
+// The profile library holds string values to UTF-8 itself (CheckFieldSet,
+// and so ProfileSession's FieldSet and FieldMax), for callers that do not
+// come through the wire's decoder: InvalidArgument naming the field, before
+// any limit.
+TEST_F(FieldServerWireTest, TheProfileLibraryRefusesAStringThatIsNotUtf8) {
+  profile::ProfileOptions options;
+  const std::vector<FieldUpdate> bad = {{"ok", FieldValue::String("fine"), kNever, false},
+                                        {"city", FieldValue::String("Besan\xe7on"), kNever, false}};
+  Status s = profile::CheckFieldSet(bad, kStart, options);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("city"), std::string_view::npos) << s.ToString();
+  EXPECT_NE(s.message().find("UTF-8"), std::string_view::npos) << s.ToString();
+  // Over the size limit too: the type's rule comes first, as on the wire.
+  const std::vector<FieldUpdate> long_bad = {
+      {"s", FieldValue::String(std::string(options.max_field_bytes + 1, '\xff')), kNever, false}};
+  EXPECT_EQ(profile::CheckFieldSet(long_bad, kStart, options).code(), Code::kInvalidArgument);
+  // The same bytes as bytes, and text, are fine.
+  const std::vector<FieldUpdate> good = {
+      {"city", FieldValue::String("Besan\xc3\xa7on"), kNever, false},
+      {"raw", FieldValue::Bytes("Besan\xe7on"), kNever, false}};
+  EXPECT_TRUE(profile::CheckFieldSet(good, kStart, options).ok());
+
+  // And the session refuses it, writing nothing.
+  auto session = served_.profiles->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::optional<Result<FieldWriteResult>> out;
+  (*session)->FieldSet({}, "lib", bad, [&out](Result<FieldWriteResult> r) { out.emplace(r); });
+  while (!out) (*session)->Wait(std::chrono::milliseconds(10));
+  EXPECT_EQ(out->status().code(), Code::kInvalidArgument) << out->status().ToString();
+  EXPECT_TRUE((*session)->GetSync("lib").status().IsNotFound());
 }
 
 }  // namespace
