@@ -2718,12 +2718,15 @@ Status Decode(std::string_view body, const DecodeLimits& lim, FieldIncrementRequ
       SEGSTORE_RETURN_IF_ERROR(ReadInt64(*d, f.Name("delta"), &inc.delta));
     }
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("ttl", &inc.ttl));
-    std::string window;
-    SEGSTORE_RETURN_IF_ERROR(f.Text("window", &window));
-    if (window == "sliding") {
-      inc.window = FieldIncrement::Window::kSliding;
-    } else if (!window.empty() && window != "fixed") {
-      return Bad(f.Name("window"), "\"" + Printable(window) + "\" is not one of fixed, sliding");
+    // Absent or nil: fixed. Given, it names one of the two ("" names none).
+    if (const object* w = f.Find("window"); w != nullptr && w->type != mt::NIL) {
+      std::string window;
+      SEGSTORE_RETURN_IF_ERROR(f.Text("window", &window));
+      if (window == "sliding") {
+        inc.window = FieldIncrement::Window::kSliding;
+      } else if (window != "fixed") {
+        return Bad(f.Name("window"), "\"" + Printable(window) + "\" is not one of fixed, sliding");
+      }
     }
     if (const object* c = f.Find("cap"); c != nullptr && c->type != mt::NIL) {
       int64_t cap = 0;

@@ -3107,6 +3107,10 @@ TEST(FieldWireTest, FieldRequestRefusalsNameTheField) {
   ExpectInvalid(incr(Mp().Str("ttl").I(-1), 1), {"ttl", "negative"});
   ExpectInvalid(incr(Mp().Str("ttl").U(uint64_t{1} << 32), 1), {"ttl"});
   ExpectInvalid(incr(Mp().Str("window").Str("daily"), 1), {"window", "fixed, sliding"});
+  // Given, a window names one of the two: the empty string is neither
+  // (absent or nil is "fixed").
+  ExpectInvalid(incr(Mp().Str("window").Str(""), 1), {"window", "\"\"", "fixed, sliding"});
+  ExpectInvalid(incr(Mp().Str("window").Str("Fixed"), 1), {"window", "fixed, sliding"});
   ExpectInvalid(incr(Mp().Str("window").U(1), 1), {"window", "a string"});
   ExpectInvalid(incr(Mp().Str("cap").Bool(true), 1), {"cap", "an integer"});
 

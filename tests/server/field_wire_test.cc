@@ -131,6 +131,25 @@ TEST_F(FieldServerWireTest, AStrValueThatIsNotUtf8IsRefusedAndNothingIsWritten) 
           Code::kInvalidArgument);
 }
 
+// field_incr's window, when given, is "fixed" or "sliding": the empty
+// string is neither, and nothing is written.
+TEST_F(FieldServerWireTest, AnIncrementsWindowIsFixedOrSlidingNothingElse) {
+  const uint64_t writes = Writes();
+  for (std::string_view window : {"", "Fixed", "none"}) {
+    const std::string msg =
+        Refused(Op::kFieldIncrement,
+                Mp().Map(3).Str("user").Str("u").Str("name").Str("n").Str("window").Str(window),
+                Code::kInvalidArgument);
+    EXPECT_NE(msg.find("window"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(Writes(), writes);
+  Call(Op::kFieldIncrement,
+       Mp().Map(3).Str("user").Str("u").Str("name").Str("n").Str("window").Str("fixed"), Code::kOk);
+  Call(Op::kFieldIncrement,
+       Mp().Map(3).Str("user").Str("u").Str("name").Str("n").Str("window").Nil(), Code::kOk);
+  EXPECT_EQ(AllFields("u").fields, (std::vector<Field>{{"n", FieldValue::Int(2), kNever}}));
+}
+
 // "fields": false asks for none, as leaving it out does: beside a
 // "field_prefix" the prefix stands. true or an array (an empty one too) with
 // a prefix is asking both: InvalidArgument. A prefix over 64 bytes is
