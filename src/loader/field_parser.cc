@@ -8,6 +8,7 @@
 #include <limits>
 #include <system_error>
 
+#include "common/utf8.h"
 #include "loader/parser.h"
 #include "loader/text.h"
 #include "segstore/result.h"
@@ -171,43 +172,6 @@ Status ParseDouble(std::string_view text, FieldValue* out) {
   out->type = FieldValue::Type::kDouble;
   out->d = v;
   return Status::OK();
-}
-
-// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
-// points past U+10FFFF).
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + len > s.size()) return false;
-    const auto second = static_cast<unsigned char>(s[i + 1]);
-    if (second < lo || second > hi) return false;
-    for (size_t k = 2; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < 0x80 || b > 0xBF) return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 Status TooLong(size_t size, uint32_t max_value_bytes) {

@@ -57,7 +57,9 @@ namespace segstore::loader {
 // A value's type when it has no TYPE: prefix.
 enum class FieldType : uint8_t { kAuto, kInt, kDouble, kString, kBytes, kTime };
 
-// The protocol's limit on a field name (proto/PROTOCOL.md, "Names").
+// The protocol's limit on a field name (proto/PROTOCOL.md, "Names"). The
+// loader links nothing of the wire (segstore_common only), so it holds its
+// own copy; segctl, which links both, asserts that it is proto's.
 inline constexpr size_t kMaxFieldNameBytes = 64;
 
 struct FieldParseOptions {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/utf8.h"
 #include "profile/codec.h"
 #include "profile/segment_ops.h"
 
@@ -180,6 +181,14 @@ Status CheckFieldValue(std::string_view name, const FieldValue& v, const FieldLi
   switch (v.type) {
     case FieldValue::Type::kString:
     case FieldValue::Type::kBytes:
+      // A string is text: answers carry it as a MessagePack str, which
+      // must be UTF-8 (other bytes are a bytes value). Checked first, as
+      // the wire's decoder does before any limit.
+      if (v.type == FieldValue::Type::kString && !IsUtf8(v.s)) {
+        return Status::InvalidArgument(
+            fmt::format("field {}: a string value that is not UTF-8 (store it as bytes)",
+                        QuotedFieldName(name)));
+      }
       if (v.s.size() > limits.max_value_bytes) {
         return Status::LimitExceeded(fmt::format("field {}: a value of {} bytes; the limit is {}",
                                                  QuotedFieldName(name), v.s.size(),

@@ -66,7 +66,8 @@ Status AnswerFields(std::string_view section, const FieldNames& names,
 
 // InvalidArgument unless `name` is 1 to kMaxFieldNameBytes bytes.
 Status CheckFieldName(std::string_view name);
-// Checks a value to store: its size, a time within 32 bits.
+// Checks a value to store: its size (LimitExceeded), a string's UTF-8, a
+// time within 32 bits (InvalidArgument).
 Status CheckFieldValue(std::string_view name, const FieldValue& v, const FieldLimits& limits);
 // Checks a field_set request before anything is read (names, values, no
 // name twice, expiries in the future or never, TTLs that fit):

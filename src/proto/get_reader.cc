@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "common/utf8.h"
+
 namespace segstore::proto::internal {
 namespace {
 
@@ -256,8 +258,8 @@ class AnswerReader {
 
   // {name: [value, expires_at]...}: names str or bin, 1 to
   // kMaxFieldNameBytes bytes, in strictly increasing bytewise order; values
-  // in the forms the server writes (an int, a float 64, a str, a bin, a
-  // 32-bit timestamp).
+  // in the forms the server writes (an int, a float 64, a str of UTF-8, a
+  // bin, a 32-bit timestamp).
   bool Fields(std::vector<Field>* out) {
     uint32_t n = 0;
     if (!in_.MapHeader(&n) || n > kMaxMapEntries || !Fits(n)) return false;
@@ -294,7 +296,7 @@ class AnswerReader {
       if (!in_.Float64(&d)) return false;
       *v = FieldValue::Double(d);
     } else if ((b & 0xe0) == 0xa0 || b == 0xd9 || b == 0xda || b == 0xdb) {
-      if (!in_.Str(&s)) return false;
+      if (!in_.Str(&s) || !IsUtf8(s)) return false;  // the general decoder says why
       *v = FieldValue::String(std::string(s));
     } else if (b == 0xc4 || b == 0xc5 || b == 0xc6) {
       if (!in_.Bin(&s)) return false;

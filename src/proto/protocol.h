@@ -91,6 +91,10 @@ inline constexpr uint32_t kDefaultMaxInFlight = 256;         // requests in flig
 // profiles is large); no response body is ever larger than this. A server
 // answers LimitExceeded instead.
 inline constexpr uint32_t kMaxResponseBytes = 64u << 20;
+// A profile field's name is 1 to this many bytes (PROTOCOL.md, "Profile
+// fields"), whatever the server. Here, in the table that needs nothing but
+// the standard library, so tools parsing names (segctl) can hold theirs to it.
+inline constexpr size_t kMaxFieldNameBytes = 64;
 
 struct FrameHeader {
   uint8_t version = kVersion;

@@ -9,6 +9,7 @@
 #include <msgpack.hpp>
 #include <string>
 
+#include "common/utf8.h"
 #include "proto/get_reader.h"
 
 namespace segstore::proto {
@@ -881,6 +882,18 @@ Status ReadIds(const Fields& f, const DecodeLimits& lim, std::vector<uint64_t>* 
   return Status::OK();
 }
 
+// A profile field's name, `bytes`, held to 1 to kMaxFieldNameBytes bytes;
+// `where` names it in the refusal. The one rule for names decoded and for
+// names that arrive as values (CheckSelection).
+Status CheckFieldName(std::string_view bytes, const std::string& where) {
+  if (bytes.empty()) return Bad(where, "an empty field name");
+  if (bytes.size() > kMaxFieldNameBytes) {
+    return Bad(where, "a field name of " + std::to_string(bytes.size()) + " bytes, the limit is " +
+                          std::to_string(kMaxFieldNameBytes));
+  }
+  return Status::OK();
+}
+
 // A profile field's name: a str or bin of 1 to kMaxFieldNameBytes bytes.
 Status ReadFieldName(const object& o, const std::string& name, std::string* v) {
   if (o.type != mt::STR && o.type != mt::BIN)
@@ -888,11 +901,7 @@ Status ReadFieldName(const object& o, const std::string& name, std::string* v) {
   const std::string_view bytes = o.type == mt::STR
                                      ? std::string_view(o.via.str.ptr, o.via.str.size)
                                      : std::string_view(o.via.bin.ptr, o.via.bin.size);
-  if (bytes.empty()) return Bad(name, "an empty field name");
-  if (bytes.size() > kMaxFieldNameBytes) {
-    return Bad(name, "a field name of " + std::to_string(bytes.size()) + " bytes, the limit is " +
-                         std::to_string(kMaxFieldNameBytes));
-  }
+  SEGSTORE_RETURN_IF_ERROR(CheckFieldName(bytes, name));
   v->assign(bytes);
   return Status::OK();
 }
@@ -907,12 +916,7 @@ Status CheckSelection(const FieldSelection& s) {
                                    " names, the limit is " + std::to_string(kMaxFieldNamesAsked));
     }
     for (size_t i = 0; i < s.names.size(); ++i) {
-      const std::string name = "fields[" + std::to_string(i) + "]";
-      if (s.names[i].empty()) return Bad(name, "an empty field name");
-      if (s.names[i].size() > kMaxFieldNameBytes) {
-        return Bad(name, "a field name of " + std::to_string(s.names[i].size()) +
-                             " bytes, the limit is " + std::to_string(kMaxFieldNameBytes));
-      }
+      SEGSTORE_RETURN_IF_ERROR(CheckFieldName(s.names[i], "fields[" + std::to_string(i) + "]"));
     }
   }
   if (s.mode == FieldSelection::Mode::kPrefix && s.prefix.size() > kMaxFieldNameBytes) {
@@ -923,12 +927,16 @@ Status CheckSelection(const FieldSelection& s) {
 }
 
 // A get's "fields" (true: all; false: none; an array of names) or
-// "field_prefix" (a str or bin), not both.
+// "field_prefix" (a str or bin), not both. "fields": false is the default
+// (none), as nil is: it asks for nothing, so it may stand beside a prefix.
 Status ReadFieldSelection(const Fields& f, FieldSelection* sel) {
   *sel = FieldSelection{};
   const object* fields = f.Find("fields");
   const object* prefix = f.Find("field_prefix");
-  if (fields != nullptr && fields->type == mt::NIL) fields = nullptr;
+  if (fields != nullptr &&
+      (fields->type == mt::NIL || (fields->type == mt::BOOLEAN && !fields->via.boolean))) {
+    fields = nullptr;
+  }
   if (prefix != nullptr && prefix->type == mt::NIL) prefix = nullptr;
   if (fields != nullptr && prefix != nullptr) {
     return Bad(f.Name("fields"), "given with field_prefix; a get takes one or the other");
@@ -945,8 +953,8 @@ Status ReadFieldSelection(const Fields& f, FieldSelection* sel) {
     return CheckSelection(*sel);
   }
   if (fields == nullptr) return Status::OK();
-  if (fields->type == mt::BOOLEAN) {
-    sel->mode = fields->via.boolean ? FieldSelection::Mode::kAll : FieldSelection::Mode::kNone;
+  if (fields->type == mt::BOOLEAN) {  // true: false was read as absent
+    sel->mode = FieldSelection::Mode::kAll;
     return Status::OK();
   }
   if (fields->type != mt::ARRAY) {
@@ -998,9 +1006,14 @@ Status ReadFieldValue(const object& o, const std::string& name, size_t* timestam
     case mt::FLOAT64:
       *v = FieldValue::Double(o.via.f64);
       return Status::OK();
-    case mt::STR:
-      *v = FieldValue::String(std::string(o.via.str.ptr, o.via.str.size));
+    case mt::STR: {
+      // Text: a str that is not UTF-8 would go back out as one, which
+      // strict decoders refuse (and with it the whole answer).
+      const std::string_view text(o.via.str.ptr, o.via.str.size);
+      if (!IsUtf8(text)) return Bad(name, "a str that is not UTF-8; send bytes as a bin");
+      *v = FieldValue::String(std::string(text));
       return Status::OK();
+    }
     case mt::BIN:
       *v = FieldValue::Bytes(std::string(o.via.bin.ptr, o.via.bin.size));
       return Status::OK();
@@ -1344,40 +1357,6 @@ void EncodeWith(std::string* out, Write write) {
 }
 
 }  // namespace
-
-bool IsUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  const auto* const end = p + s.size();
-  while (p < end) {
-    const uint8_t b = *p;
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (b < 0x80) {
-      ++p;
-      continue;
-    } else if ((b & 0xe0) == 0xc0) {
-      n = 1;
-      cp = b & 0x1fu;
-    } else if ((b & 0xf0) == 0xe0) {
-      n = 2;
-      cp = b & 0x0fu;
-    } else if ((b & 0xf8) == 0xf0) {
-      n = 3;
-      cp = b & 0x07u;
-    } else {
-      return false;
-    }
-    if (static_cast<size_t>(end - p) <= n) return false;
-    for (size_t i = 1; i <= n; ++i) {
-      if ((p[i] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3fu);
-    }
-    static constexpr uint32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    p += n + 1;
-  }
-  return true;
-}
 
 // ---- requests ----
 
@@ -2739,12 +2718,15 @@ Status Decode(std::string_view body, const DecodeLimits& lim, FieldIncrementRequ
       SEGSTORE_RETURN_IF_ERROR(ReadInt64(*d, f.Name("delta"), &inc.delta));
     }
     SEGSTORE_RETURN_IF_ERROR(f.UintAs("ttl", &inc.ttl));
-    std::string window;
-    SEGSTORE_RETURN_IF_ERROR(f.Text("window", &window));
-    if (window == "sliding") {
-      inc.window = FieldIncrement::Window::kSliding;
-    } else if (!window.empty() && window != "fixed") {
-      return Bad(f.Name("window"), "\"" + Printable(window) + "\" is not one of fixed, sliding");
+    // Absent or nil: fixed. Given, it names one of the two ("" names none).
+    if (const object* w = f.Find("window"); w != nullptr && w->type != mt::NIL) {
+      std::string window;
+      SEGSTORE_RETURN_IF_ERROR(f.Text("window", &window));
+      if (window == "sliding") {
+        inc.window = FieldIncrement::Window::kSliding;
+      } else if (window != "fixed") {
+        return Bad(f.Name("window"), "\"" + Printable(window) + "\" is not one of fixed, sliding");
+      }
     }
     if (const object* c = f.Find("cap"); c != nullptr && c->type != mt::NIL) {
       int64_t cap = 0;

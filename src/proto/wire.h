@@ -129,16 +129,11 @@ struct LinkStepRequest {
 struct ReadRecordsRequest {
   std::vector<std::string> users;  // 1 to max_batch
 };
-// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points
-// past U+10FFFF): what a MessagePack str holds.
-bool IsUtf8(std::string_view s);
-
 // Entries of one map in a body, at most (PROTOCOL.md, "Frames").
 inline constexpr uint64_t kMaxMapEntries = 4096;
 // Profile fields (proto/PROTOCOL.md, "Profile fields"). Names are 1 to
-// kMaxFieldNameBytes bytes (str or bin on the wire); a value is typed by its
-// MessagePack form (int, float 64, str, bin, timestamp).
-inline constexpr size_t kMaxFieldNameBytes = 64;
+// kMaxFieldNameBytes (protocol.h) bytes (str or bin on the wire); a value is
+// typed by its MessagePack form (int, float 64, str of UTF-8, bin, timestamp).
 // Names a get may list in its "fields" option, at most.
 inline constexpr size_t kMaxFieldNamesAsked = 256;
 // field_set: {"user", "fields": [[name, value, expiry?, ttl?]...], "write_id"?}.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "common/utf8.h"
 #include "proto/wire.h"
 
 namespace segstore::server {
@@ -694,7 +695,7 @@ Status ParseTypedValue(std::string_view text, FieldValue::Type type, FieldValue*
       return Status::OK();
     }
     case FieldValue::Type::kString:
-      if (!proto::IsUtf8(text)) {
+      if (!IsUtf8(text)) {
         return Status::InvalidArgument(
             "the value is not UTF-8 text: give TYPE bytes for a value of any bytes");
       }

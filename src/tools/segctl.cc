@@ -9,15 +9,23 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "loader/field_parser.h"
+#include "proto/protocol.h"
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "tools/client_flags.h"
 #include "tools/load.h"
 #include "tools/stats_table.h"
+
+// Field names parsed here (field files, NAME=VALUE) go out on the wire: the
+// loader's limit is the protocol's.
+static_assert(segstore::loader::kMaxFieldNameBytes == segstore::proto::kMaxFieldNameBytes,
+              "the loader and the wire agree on the longest field name");
 
 namespace {
 
@@ -198,71 +206,10 @@ Status ParseExpiry(std::string_view when, std::string_view condition, segstore::
 
 // ---- profile fields ----
 
-Status ParseDouble(std::string_view text, std::string_view what, double* v) {
-  const std::string s(text);
-  char* end = nullptr;
-  *v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size()) {
-    return Status::InvalidArgument(std::string(what) + " \"" + s + "\" is not a number");
-  }
-  return Status::OK();
-}
-
-Status ParseHex(std::string_view text, std::string* bytes) {
-  if (text.size() % 2 != 0) {
-    return Status::InvalidArgument("bytes \"" + std::string(text) +
-                                   "\": an odd number of hex digits");
-  }
-  bytes->clear();
-  for (size_t i = 0; i < text.size(); i += 2) {
-    uint8_t b = 0;
-    auto [end, ec] = std::from_chars(text.data() + i, text.data() + i + 2, b, 16);
-    if (ec != std::errc() || end != text.data() + i + 2) {
-      return Status::InvalidArgument("bytes \"" + std::string(text) + "\" is not hex");
-    }
-    bytes->push_back(static_cast<char>(b));
-  }
-  return Status::OK();
-}
-
-// A field's value: TYPE:VALUE with TYPE int, double, str, bytes (hex) or
-// time (Unix seconds or YYYY-MM-DDTHH:MM:SSZ); without a type, an int when
-// it reads as one, else a double when it is a decimal number, else a str.
-Status ParseFieldValue(std::string_view text, segstore::FieldValue* v) {
-  using V = segstore::FieldValue;
-  const size_t colon = text.find(':');
-  const std::string_view type = colon == std::string_view::npos ? "" : text.substr(0, colon);
-  const std::string_view rest = colon == std::string_view::npos ? text : text.substr(colon + 1);
-  if (type == "int") {
-    int64_t i = 0;
-    SEGSTORE_RETURN_IF_ERROR(ParseI64(rest, "int", &i));
-    *v = V::Int(i);
-  } else if (type == "double") {
-    double d = 0;
-    SEGSTORE_RETURN_IF_ERROR(ParseDouble(rest, "double", &d));
-    *v = V::Double(d);
-  } else if (type == "str") {
-    *v = V::String(std::string(rest));
-  } else if (type == "bytes") {
-    std::string bytes;
-    SEGSTORE_RETURN_IF_ERROR(ParseHex(rest, &bytes));
-    *v = V::Bytes(std::move(bytes));
-  } else if (type == "time") {
-    uint32_t t = 0;
-    SEGSTORE_RETURN_IF_ERROR(ParseTime(rest, &t));
-    *v = V::Time(t);
-  } else if (int64_t i = 0; ParseI64(text, "int", &i).ok()) {
-    *v = V::Int(i);
-  } else if (double d = 0; text.find_first_not_of("0123456789+-.eE") == std::string_view::npos &&
-                           ParseDouble(text, "double", &d).ok()) {  // not "nan", "inf", hex
-    *v = V::Double(d);
-  } else {
-    *v = V::String(std::string(text));
-  }
-  return Status::OK();
-}
-
-// NAME=VALUE (the name ends at the first '=').
+// NAME=VALUE (the name ends at the first '='). VALUE by the rule of field
+// files (loader::ParseFieldValue, field_parser.h): TYPE:VALUE, or untyped a
+// JSON number (int or double), else a str. Its size is the server's to judge
+// (LimitExceeded past its max_field_bytes), not a limit guessed here.
 Status ParseFieldArg(std::string_view text, segstore::FieldUpdate* u) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0) {
@@ -270,7 +217,11 @@ Status ParseFieldArg(std::string_view text, segstore::FieldUpdate* u) {
                                    "\": expected NAME=VALUE, e.g. country=str:FR or visits=3");
   }
   u->name = std::string(text.substr(0, eq));
-  return ParseFieldValue(text.substr(eq + 1), &u->value);
+  Status s =
+      segstore::loader::ParseFieldValue(text.substr(eq + 1), segstore::loader::FieldType::kAuto,
+                                        std::numeric_limits<uint32_t>::max(), &u->value);
+  if (!s.ok()) return Status::InvalidArgument("field " + u->name + ": " + std::string(s.message()));
+  return Status::OK();
 }
 
 const char* FieldTypeName(segstore::FieldValue::Type t) {
@@ -1283,9 +1234,10 @@ int main(int argc, char** argv) {
 
   CLI::App* field_set = app.add_subcommand(
       "field-set",
-      "set profile fields: NAME=VALUE, VALUE = int:N, double:X, str:TEXT, bytes:HEX, "
-      "time:WHEN (Unix seconds or YYYY-MM-DDTHH:MM:SSZ), or untyped (an int, else a double, "
-      "else a str)");
+      "set profile fields: NAME=VALUE, VALUE = int:N, double:X, str:TEXT (UTF-8; str: is the "
+      "empty string), bytes:HEX, time:WHEN (Unix seconds or ISO-8601 with Z or an offset), or "
+      "untyped: a JSON number is an int (42) or a double (0.5, 1e3), anything else a str "
+      "(the rule of `load --fields` files)");
   user(field_set);
   field_set->add_option("fields", a.items, "NAME=VALUE")->required();
   field_set->add_option("--ttl", a.field_ttl, "the fields expire after 90s, 15m, 12h, 30d");

@@ -368,9 +368,9 @@ TEST(GetReaderTest, LeavesOtherFieldFormsToTheGeneralPath) {
   expect_general(body(), true);
 
   // Refused: names out of order or twice, empty, too long, not a name; an
-  // entry not a pair; an integer past int64; an expiry past 32 bits; a
-  // timestamp with nanoseconds; another extension; "fields" twice; a map of
-  // more entries than a body's map may hold.
+  // entry not a pair; an integer past int64; a str not UTF-8; an expiry
+  // past 32 bits; a timestamp with nanoseconds; another extension; "fields"
+  // twice; a map of more entries than a body's map may hold.
   fields(2);
   entry("b", [&] { pk.pack_int32(1); });
   entry("a", [&] { pk.pack_int32(1); });
@@ -401,6 +401,13 @@ TEST(GetReaderTest, LeavesOtherFieldFormsToTheGeneralPath) {
   fields(1);
   entry("a", [&] { pk.pack_uint64(uint64_t{INT64_MAX} + 1); });
   expect_general(body(), false);
+  // A str value that is not UTF-8 (a server stores none: PROTOCOL.md,
+  // "Profile fields"): the general path refuses it, naming it.
+  for (const std::string& bad : {std::string("\xff"), std::string("\xed\xa0\x80")}) {
+    fields(1);
+    entry("s", [&] { pk.pack(bad); });
+    expect_general(body(), false);
+  }
   fields(1);
   entry(
       "a", [&] { pk.pack_int32(1); }, uint64_t{1} << 32);

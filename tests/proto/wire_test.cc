@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/utf8.h"
 #include "proto/node_example_frames.h"
 #include "proto/protocol.h"
 #include "support/example_frames.h"
@@ -2608,6 +2609,36 @@ TEST(LinkWireTest, AMergedViewsFieldsAreChecked) {
 
 // ---- profile fields ----
 
+// The one UTF-8 check (src/common/utf8.h) the wire, the profile layer, the
+// loader and the RESP port share: RFC 3629's well-formed sequences only.
+TEST(Utf8Test, TakesWellFormedSequencesOnly) {
+  for (std::string_view good :
+       {std::string_view(""), std::string_view("plain ascii\x7f"), std::string_view("\0", 1),
+        std::string_view("\xc2\x80"), std::string_view("\xdf\xbf"),          // 2 bytes, both ends
+        std::string_view("\xe0\xa0\x80"), std::string_view("\xed\x9f\xbf"),  // U+0800, U+D7FF
+        std::string_view("\xee\x80\x80"), std::string_view("\xef\xbf\xbf"),  // U+E000, U+FFFF
+        std::string_view("\xf0\x90\x80\x80"),
+        std::string_view("\xf4\x8f\xbf\xbf"),  // U+10000, U+10FFFF
+        std::string_view("caf\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e")}) {
+    EXPECT_TRUE(IsUtf8(good)) << ::testing::PrintToString(good);
+  }
+  for (std::string_view bad :
+       {std::string_view("\x80"), std::string_view("\xbf"),                  // a continuation first
+        std::string_view("\xc0\x80"), std::string_view("\xc1\xbf"),          // overlong 2 bytes
+        std::string_view("\xe0\x9f\xbf"),                                    // overlong 3 bytes
+        std::string_view("\xf0\x8f\xbf\xbf"),                                // overlong 4 bytes
+        std::string_view("\xed\xa0\x80"), std::string_view("\xed\xbf\xbf"),  // surrogates
+        std::string_view("\xf4\x90\x80\x80"),
+        std::string_view("\xf5\x80\x80\x80"),  // past U+10FFFF
+        std::string_view("\xfe"), std::string_view("\xff"), std::string_view("\xc3"),
+        std::string_view("ok\xe2\x82"),
+        std::string_view("\xf0\x9d\x84"),                                // cut short
+        std::string_view("\xc3\x28"), std::string_view("\xe2\x28\xa1"),  // a bad continuation
+        std::string_view("\xe2\x82\x28"), std::string_view("\xf0\x9d\x84\x28")}) {
+    EXPECT_FALSE(IsUtf8(bad)) << ::testing::PrintToString(bad);
+  }
+}
+
 FieldUpdate Upd(std::string name, FieldValue v, uint32_t expiry = kNever, bool ttl = false) {
   return FieldUpdate{std::move(name), std::move(v), expiry, ttl};
 }
@@ -2762,6 +2793,32 @@ TEST(FieldWireTest, GetAsksForFieldsOnlyWhenTold) {
              &got)
           .ok());
   EXPECT_EQ(got.options.fields.mode, FieldSelection::Mode::kPrefix);
+  // "fields": false is the default, none, as nil is: beside a prefix it asks
+  // for nothing more, and the prefix stands.
+  for (bool prefix_first : {false, true}) {
+    Mp m;
+    m.Map(3).Str("user").Str("u");
+    if (prefix_first) m.Str("field_prefix").Str("c");
+    m.Str("fields").Bool(false);
+    if (!prefix_first) m.Str("field_prefix").Str("c");
+    const Status s = Decode(m, {}, &got);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(got.options.fields.mode, FieldSelection::Mode::kPrefix);
+    EXPECT_EQ(got.options.fields.prefix, "c");
+  }
+  BatchGetRequest batch_got;
+  ASSERT_TRUE(Decode(Mp().Map(3)
+                         .Str("users")
+                         .Arr(1)
+                         .Str("a")
+                         .Str("fields")
+                         .Bool(false)
+                         .Str("field_prefix")
+                         .Bin("cap:"),
+                     {}, &batch_got)
+                  .ok());
+  EXPECT_EQ(batch_got.options.fields.mode, FieldSelection::Mode::kPrefix);
+  EXPECT_EQ(batch_got.options.fields.prefix, "cap:");
 }
 
 TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
@@ -2769,6 +2826,19 @@ TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
   ExpectInvalid(
       get(Mp().Map(3).Str("user").Str("u").Str("fields").Bool(true).Str("field_prefix").Str("c")),
       {"fields", "field_prefix"});
+  // An array asks by name, an empty one too (for none): not with a prefix.
+  ExpectInvalid(
+      get(Mp().Map(3).Str("user").Str("u").Str("fields").Arr(0).Str("field_prefix").Str("c")),
+      {"fields", "field_prefix"});
+  ExpectInvalid(get(Mp().Map(3)
+                        .Str("user")
+                        .Str("u")
+                        .Str("fields")
+                        .Arr(1)
+                        .Str("a")
+                        .Str("field_prefix")
+                        .Str("")),
+                {"fields", "field_prefix"});
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Str("all")),
                 {"fields", "true or an array"});
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Str("")),
@@ -2780,6 +2850,10 @@ TEST(FieldWireTest, GetFieldOptionRefusalsNameTheField) {
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").U(5)), {"field_prefix"});
   ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Str(std::string(65, 'p'))),
                 {"field_prefix", "65 bytes"});
+  ExpectInvalid(get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Bin(std::string(65, 'p'))),
+                {"field_prefix", "65 bytes"});
+  EXPECT_TRUE(
+      get(Mp().Map(2).Str("user").Str("u").Str("field_prefix").Str(std::string(64, 'p'))).ok());
   Mp many;
   many.Map(2).Str("user").Str("u").Str("fields").Arr(kMaxFieldNamesAsked + 1);
   for (size_t i = 0; i <= kMaxFieldNamesAsked; ++i) many.Str("n" + std::to_string(i));
@@ -2858,6 +2932,16 @@ TEST(FieldWireTest, GetAnswerFieldRefusalsNameTheField) {
                 {"fields[0].expires_at"});
   ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).U64(uint64_t{1} << 63).U(0)),
                 {"fields[0].value", "64-bit signed"});
+  // A str value is text: one that is not UTF-8 is refused (the one-pass
+  // reader leaves it to the general path, which says why).
+  ExpectInvalid(answer(head().Map(1).Str("a").Arr(2).Str("\xff").U(0)),
+                {"fields[0].value", "not UTF-8"});
+  ExpectInvalid(
+      answer(head().Map(2).Str("a").Arr(2).Str("ok").U(0).Str("b").Arr(2).Str("\xc3\x28").U(0)),
+      {"fields[1].value", "not UTF-8"});
+  ExpectInvalid(DecodeAs<FieldMaxResponse>(
+                    Mp().Map(2).Str("value").Str("\xed\xa0\x80").Str("replaced").Bool(false)),
+                {"value", "not UTF-8"});
 }
 
 TEST(FieldWireTest, TimestampsAreAcceptedOnlyAsFieldValues) {
@@ -2954,6 +3038,38 @@ TEST(FieldWireTest, FieldRequestRefusalsNameTheField) {
   ExpectInvalid(set(Mp().Arr(2).Arr(2).Str("a").U(1).Arr(2).Str("b").Nil()), {"fields[1].value"});
   ExpectInvalid(set(Mp().Arr(1).Arr(2).Str("a").Map(0)), {"fields[0].value"});
   ExpectInvalid(set(Mp().Arr(1).Arr(2).Str("a").U64(uint64_t{1} << 63)), {"fields[0].value"});
+  // A str value must be UTF-8 (bytes are a bin): not a lone byte past 0x7f,
+  // an overlong form, a surrogate, a sequence cut short, past U+10FFFF.
+  for (std::string_view bad :
+       {std::string_view("\xff"), std::string_view("caf\xe9"), std::string_view("\xc0\xaf"),
+        std::string_view("\xed\xa0\x80"), std::string_view("ok\xe2\x82"),
+        std::string_view("\xf4\x90\x80\x80")}) {
+    ExpectInvalid(set(Mp().Arr(2).Arr(2).Str("a").Str("fine").Arr(2).Str("b").Str(bad)),
+                  {"fields[1].value", "not UTF-8", "bin"});
+  }
+  {
+    FieldSetRequest text;
+    const Status s = Decode(Mp().Map(2)
+                                .Str("user")
+                                .Str("u")
+                                .Str("fields")
+                                .Arr(2)
+                                .Arr(2)
+                                .Str("a")
+                                .Str("")
+                                .Arr(2)
+                                .Str("b")
+                                .Str("\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e"),
+                            {}, &text);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(text.fields[1].value, FieldValue::String("\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e"));
+    // The same bytes as a bin are a bytes value, whatever they are.
+    ASSERT_TRUE(
+        Decode(Mp().Map(2).Str("user").Str("u").Str("fields").Arr(1).Arr(2).Str("b").Bin("\xff"),
+               {}, &text)
+            .ok());
+    EXPECT_EQ(text.fields[0].value, FieldValue::Bytes("\xff"));
+  }
   ExpectInvalid(set(Mp().Arr(1).Arr(3).Str("a").U(1).I(-1)), {"fields[0].expiry", "negative"});
   ExpectInvalid(set(Mp().Arr(1).Arr(3).Str("a").U(1).U(uint64_t{1} << 32)), {"fields[0].expiry"});
   ExpectInvalid(set(Mp().Arr(1).Arr(4).Str("a").U(1).U(5).U(1)), {"fields[0].ttl", "a boolean"});
@@ -2991,6 +3107,10 @@ TEST(FieldWireTest, FieldRequestRefusalsNameTheField) {
   ExpectInvalid(incr(Mp().Str("ttl").I(-1), 1), {"ttl", "negative"});
   ExpectInvalid(incr(Mp().Str("ttl").U(uint64_t{1} << 32), 1), {"ttl"});
   ExpectInvalid(incr(Mp().Str("window").Str("daily"), 1), {"window", "fixed, sliding"});
+  // Given, a window names one of the two: the empty string is neither
+  // (absent or nil is "fixed").
+  ExpectInvalid(incr(Mp().Str("window").Str(""), 1), {"window", "\"\"", "fixed, sliding"});
+  ExpectInvalid(incr(Mp().Str("window").Str("Fixed"), 1), {"window", "fixed, sliding"});
   ExpectInvalid(incr(Mp().Str("window").U(1), 1), {"window", "a string"});
   ExpectInvalid(incr(Mp().Str("cap").Bool(true), 1), {"cap", "an integer"});
 
@@ -3003,6 +3123,7 @@ TEST(FieldWireTest, FieldRequestRefusalsNameTheField) {
                 {"value", "an integer, a float or a timestamp"});
   ExpectInvalid(max(Mp().Str("value").Bin("x"), 1),
                 {"value", "an integer, a float or a timestamp"});
+  ExpectInvalid(max(Mp().Str("value").Str("\xff"), 1), {"value"});
   ExpectInvalid(max(Mp().Str("value").U(1).Str("ttl").U(1), 2), {"ttl", "a boolean"});
   ExpectInvalid(max(Mp().Str("value").U(1).Str("expiry").Str("x"), 2), {"expiry"});
 }
