@@ -17,11 +17,13 @@
 
 #include "common/clock.h"
 #include "integration/in_process.h"
+#include "profile/field_names.h"
 #include "proto/wire.h"
 #include "segstore/profile.h"
 #include "server/raw_conn.h"
 #include "storage/test_util.h"
 #include "support/msgpack_builder.h"
+#include "support/wait_for.h"
 
 namespace segstore::server {
 namespace {
@@ -216,6 +218,15 @@ TEST_F(FieldServerWireTest, AFieldWriteWhoseRecordWouldNotFitAWriteBlockIsInvali
   for (char& c : big) c = static_cast<char>(random());
   for (int i = 0; i < 4; ++i) {
     Call(Op::kFieldSet, SetOne("u", "f" + std::to_string(i), Mp().Bin(big)), Code::kOk);
+  }
+  // The name table writes the four names' records asynchronously, and they
+  // count among the engine's writes: counted once they are numbered.
+  const profile::FieldNames& table = profile::FieldNamesOf(*served_.profiles);
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    ASSERT_TRUE(segstore::testing::WaitFor([&] { return table.Find(name) != 0; },
+                                           std::chrono::seconds(60), std::chrono::milliseconds(5)))
+        << name << " not numbered within a minute";
   }
   const uint64_t writes = Writes();
   // A fifth makes the record too large for a block.
