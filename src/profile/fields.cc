@@ -29,6 +29,21 @@ std::string QuotedFieldName(std::string_view name) {
   return out;
 }
 
+namespace {
+
+// Fields sorted by name, resolved (every name written out): a section keeps
+// numbered and inline names in two runs, so the same name in both is damage.
+template <typename AnyField>
+Status NoNameTwice(const std::vector<AnyField>& sorted) {
+  const auto twice =
+      std::adjacent_find(sorted.begin(), sorted.end(),
+                         [](const AnyField& a, const AnyField& b) { return a.name == b.name; });
+  if (twice != sorted.end()) return Status::Corruption("profile body: a field name twice");
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ResolveFields(std::string_view section, const FieldNames& names, std::vector<Field>* out) {
   out->clear();
   if (section.empty()) return Status::OK();
@@ -52,13 +67,7 @@ Status ResolveFields(std::string_view section, const FieldNames& names, std::vec
     out->push_back(std::move(field));
   }
   std::sort(out->begin(), out->end(), ByName);
-  // Numbered and inline names are two runs: the same name in both is damage.
-  if (std::adjacent_find(out->begin(), out->end(), [](const Field& a, const Field& b) {
-        return a.name == b.name;
-      }) != out->end()) {
-    return Status::Corruption("profile body: a field name twice");
-  }
-  return Status::OK();
+  return NoNameTwice(*out);
 }
 
 void EncodeFields(std::span<const Field> fields, const FieldNames& names, std::string* section,
@@ -109,13 +118,7 @@ Status PortableBody(std::string_view body, const FieldNames& names, std::string*
     std::erase_if(fields, [](const StoredField& f) { return f.name_id != 0; });
   }
   std::sort(fields.begin(), fields.end(), StoredBefore);
-  // Numbered and inline names are two runs: the same name in both is damage.
-  if (std::adjacent_find(fields.begin(), fields.end(),
-                         [](const StoredField& a, const StoredField& b) {
-                           return a.name == b.name;
-                         }) != fields.end()) {
-    return Status::Corruption("profile body: a field name twice");
-  }
+  SEGSTORE_RETURN_IF_ERROR(NoNameTwice(fields));
   std::string section;
   if (!fields.empty()) EncodeFieldSection(fields, &section);
   // The segments go as they are stored.
