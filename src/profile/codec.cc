@@ -695,8 +695,13 @@ Status DecodeColumns(std::string_view body, Columns* out) {
   return DecodeRest(l, out);
 }
 
-Result<uint32_t> DecodeSelect(std::string_view body, UnixSeconds now, const GetOptions& o,
-                              Columns* scratch, GetResult* out) {
+// Aligned to a cache line: the loop below is a get's hottest code, and
+// where it falls against 64-byte lines moved its cost by a fifth between two
+// builds whose instructions for it were identical (bench/RESULTS.md,
+// 2026-11-27, "a get's cost and code layout").
+[[gnu::aligned(64)]] Result<uint32_t> DecodeSelect(std::string_view body, UnixSeconds now,
+                                                   const GetOptions& o, Columns* scratch,
+                                                   GetResult* out) {
   Layout l;
   SEGSTORE_RETURN_IF_ERROR(DecodeIds(body, scratch, &l));
   if (l.n == 0 || l.attr1 || l.attr2) {
