@@ -163,7 +163,10 @@ class MembershipTest : public ::testing::Test {
   // Every acknowledged segment is on every replica `map_` names.
   void ExpectAllOnEveryReplica(const Load& load) {
     size_t checked = 0;
-    for (const auto& [u, ids] : load.written()) {
+    for (const auto& written : load.written()) {
+      // Named, not bound: lambdas may not capture structured bindings in clang 14.
+      const auto& u = written.first;
+      const auto& ids = written.second;
       for (int r : ReplicasOf(map_, u)) {
         Result<GetResult> g = Status::Internal("not asked");
         // The last writes may still be on their way to this replica.
