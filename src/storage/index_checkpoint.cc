@@ -446,7 +446,8 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
 
 Status WriteIndexCheckpoint(StoreImpl* store, const std::string& path, CheckpointSummary* summary) {
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The data file's mode: the references it holds are keys (user IDs).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return Status::IOError(fmt::format("creating {}: {}", tmp, Errno(errno)));
   ChunkWriter out(fd, tmp);
   Status s = WriteContents(store, &out, summary);
