@@ -372,7 +372,9 @@ inline constexpr uint64_t kPartitionListEnd = uint64_t{1} << 32;
 class Store {
  public:
   // Opens (formatting a blank device) and recovers: rebuilds the index by
-  // scanning the device. Serves only once that is done. Unsupported when the
+  // scanning the device, or loads it from the index checkpoint
+  // (StoreOptions::index_checkpoint) when the device's block headers are
+  // exactly as it describes. Serves only once that is done. Unsupported when the
   // device holds a data file format version this build does not read (a
   // newer one, say): the message names both versions, and nothing is written
   // to the device. Corruption when it holds something that is not a valid
@@ -381,7 +383,9 @@ class Store {
   // Same, on a device the caller made (tests: FaultDevice).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
                                              std::shared_ptr<Device> device);
-  // Stops background work. Every Worker must be destroyed first.
+  // Stops background work, then writes the index checkpoint when one is
+  // configured and everything the index says is on the device (otherwise
+  // the next start scans). Every Worker must be destroyed first.
   virtual ~Store() = default;
 
   // Opens the calling thread's worker. Use it from this thread only.
