@@ -95,6 +95,14 @@ struct StoreOptions {
   // it, so that UpdateAsOf at an earlier time still finds it: a cluster node
   // applying its log late computes what the others did (0: at once).
   uint32_t void_grace_seconds = 0;
+  // The index checkpoint: a file (never on the data device itself) where a
+  // clean close writes the index, and from which the next start loads it
+  // instead of reading every write block in use, once the block headers on
+  // the device show nothing was written since (src/storage/FORMAT.md, "The
+  // index checkpoint"). Anything that does not match is refused with a
+  // warning and the device is scanned as without one. Empty: off (every
+  // start scans).
+  std::string index_checkpoint;
   // Called about once a second during a long recovery (for readiness
   // reporting): write blocks read so far, of how many.
   std::function<void(uint32_t blocks_read, uint32_t blocks_total)> on_recovery_progress;
@@ -297,7 +305,14 @@ class Worker {
 };
 
 struct RecoveryStats {
-  uint32_t blocks_scanned = 0;
+  // How the index was rebuilt. True: loaded from the index checkpoint
+  // (StoreOptions::index_checkpoint), after every block header was read and
+  // found as it describes; records_scanned and damaged_regions are then 0.
+  // False: by scanning the device, and scan_reason says why ("no index
+  // checkpoint configured", or why the one found was refused).
+  bool from_checkpoint = false;
+  std::string scan_reason;
+  uint32_t blocks_scanned = 0;  // write blocks whose header was read
   uint32_t blocks_in_use = 0;
   uint64_t records_scanned = 0;  // every valid record version found
   uint64_t live_records = 0;     // indexed as live
@@ -357,7 +372,9 @@ inline constexpr uint64_t kPartitionListEnd = uint64_t{1} << 32;
 class Store {
  public:
   // Opens (formatting a blank device) and recovers: rebuilds the index by
-  // scanning the device. Serves only once that is done. Unsupported when the
+  // scanning the device, or loads it from the index checkpoint
+  // (StoreOptions::index_checkpoint) when the device's block headers are
+  // exactly as it describes. Serves only once that is done. Unsupported when the
   // device holds a data file format version this build does not read (a
   // newer one, say): the message names both versions, and nothing is written
   // to the device. Corruption when it holds something that is not a valid
@@ -366,7 +383,9 @@ class Store {
   // Same, on a device the caller made (tests: FaultDevice).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
                                              std::shared_ptr<Device> device);
-  // Stops background work. Every Worker must be destroyed first.
+  // Stops background work, then writes the index checkpoint when one is
+  // configured and everything the index says is on the device (otherwise
+  // the next start scans). Every Worker must be destroyed first.
   virtual ~Store() = default;
 
   // Opens the calling thread's worker. Use it from this thread only.

@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <toml++/toml.h>
 
 #include <charconv>
@@ -360,6 +361,14 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"rotate_blocks_per_second", IntSetter(1, 100'000, [](Config* c, int64_t v) {
               c->storage.rotate_blocks_per_second = static_cast<uint32_t>(v);
             })},
+           {"index_checkpoint", TextSetter([](Config* c, const std::string& v) {
+              if (v.empty()) {
+                return Status::InvalidArgument(
+                    "index_checkpoint is empty: \"auto\", \"off\" or a file path");
+              }
+              c->index_checkpoint = v;
+              return Status::OK();
+            })},
        }},
       {"profile",
        {
@@ -656,6 +665,33 @@ Status FinishClusterConfig(Config* c) {
   return Status::OK();
 }
 
+Status FinishStorageConfig(Config* c) {
+  const std::string& setting = c->index_checkpoint;
+  if (setting == "off") {
+    c->storage.index_checkpoint.clear();
+    return Status::OK();
+  }
+  if (setting != "auto") {
+    if (std::filesystem::path(setting) == std::filesystem::path(c->storage.path)) {
+      return Status::InvalidArgument("storage.index_checkpoint names the data path itself");
+    }
+    c->storage.index_checkpoint = setting;
+    return Status::OK();
+  }
+  std::error_code ec;
+  if (std::filesystem::is_block_file(c->storage.path, ec)) {
+    // Beside a raw device there is no file to put it in: the operator names one.
+    c->storage.index_checkpoint.clear();
+    spdlog::info(
+        "storage.index_checkpoint is off: {} is a block device (set storage.index_checkpoint to "
+        "a file on another filesystem to load the index from it after a clean restart)",
+        c->storage.path);
+    return Status::OK();
+  }
+  c->storage.index_checkpoint = c->storage.path + ".index";
+  return Status::OK();
+}
+
 Status Validate(const Config& c) {
   const uint32_t b = c.storage.write_block_size;
   if ((b & (b - 1)) != 0) {
@@ -778,6 +814,7 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("storage.defrag_threshold", c.storage.defrag_threshold);
   add("storage.defrag_blocks_per_second", c.storage.defrag_blocks_per_second);
   add("storage.rotate_blocks_per_second", c.storage.rotate_blocks_per_second);
+  add("storage.index_checkpoint", c.index_checkpoint);
   add("profile.max_segments", c.profile.max_segments);
   add("profile.max_links", c.profile.max_links);
   add("profile.max_fields", c.profile.max_fields);

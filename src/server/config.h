@@ -28,6 +28,10 @@ struct Config {
   AdminOptions admin;  // the HTTP metrics and health endpoint (admin.h)
   uint32_t max_batch = proto::kDefaultMaxBatch;
   storage::StoreOptions storage;
+  // storage.index_checkpoint as written: "auto" (<storage.path>.index for a
+  // data file; off for a block device), "off", or a file path.
+  // FinishStorageConfig turns it into storage.index_checkpoint.
+  std::string index_checkpoint = "auto";
   profile::ProfileOptions profile;
   // How often memory the C heap holds free goes back to the kernel (heap.h);
   // 0: never.
@@ -74,6 +78,11 @@ Status ParseBytes(std::string_view text, uint64_t* bytes);
 // Checks the [cluster] settings against each other and server.listen.
 // InvalidArgument naming the key.
 Status FinishClusterConfig(Config* config);
+// Sets storage.index_checkpoint from the index_checkpoint setting, once
+// storage.path is final (command line included). "auto" on a block device
+// turns it off, and logs that (the checkpoint is a file: name one on another
+// filesystem to keep one). InvalidArgument when it names the data path.
+Status FinishStorageConfig(Config* config);
 // Checks values against each other (threads, sizes, limits).
 Status Validate(const Config& config);
 

@@ -86,6 +86,7 @@ Status BuildConfig(const Overrides& o, server::Config* c) {
   if (!o.tls_client_ca.empty()) c->server.tls.client_ca_file = o.tls_client_ca;
   if (!o.auth_secret_file.empty()) c->server.auth_secret_file = o.auth_secret_file;
   SEGSTORE_RETURN_IF_ERROR(server::FinishClusterConfig(c));
+  SEGSTORE_RETURN_IF_ERROR(server::FinishStorageConfig(c));
   return server::Validate(*c);
 }
 

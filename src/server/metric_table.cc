@@ -365,8 +365,12 @@ constexpr MetricDef kMetrics[] = {
     // What the last start found.
     {kRecovery, kGauge, "recovery_seconds", kSeconds,
      "Time the last start spent rebuilding the index.", Value<&RecoveryStats::seconds>},
-    {kRecovery, kGauge, "recovery_blocks_scanned", kNone, "Write blocks the last recovery read.",
-     Value<&RecoveryStats::blocks_scanned>},
+    {kRecovery, kGauge, "recovery_from_checkpoint", kNone,
+     "1 when the last start loaded the index checkpoint (storage.index_checkpoint); 0 when it "
+     "scanned the device (the log says why).",
+     Value<&RecoveryStats::from_checkpoint>},
+    {kRecovery, kGauge, "recovery_blocks_scanned", kNone,
+     "Write blocks whose header the last recovery read.", Value<&RecoveryStats::blocks_scanned>},
     {kRecovery, kGauge, "recovery_records_scanned", kNone,
      "Record versions the last recovery found.", Value<&RecoveryStats::records_scanned>},
     {kRecovery, kGauge, "recovery_live_records", kNone,

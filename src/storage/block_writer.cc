@@ -328,6 +328,16 @@ void BlockWriter::Flush(Open* ob) {
     return;
   }
   if (ob->write_off <= ob->issued) return;
+  // Every device write of records goes to a block this writer took from the
+  // free list (BlockTable::Allocate: Free -> Open), and the block stays Open
+  // until its last flush completed. A block found on the device at start
+  // (recovered Used, from a scan or the index checkpoint) is never appended
+  // to: a write after a restart lands in a block holding a new header (new
+  // seq and salt), and a freed block's header is erased before it is free
+  // (Defragmenter::FreeReady). So any write changes the set of valid block
+  // headers, which is what makes a stale index checkpoint detectable
+  // (index_checkpoint.cc, FORMAT.md "The index checkpoint").
+  assert(store_->blocks().state(ob->block) == BlockState::kOpen);
   uint32_t end = static_cast<uint32_t>(AlignUp(ob->write_off, kSectorSize));
   if (end > ob->write_off) EncodePadMarker(ob->salt, ob->bytes() + ob->write_off);
   ob->write_off = end;  // later appends start on a fresh sector

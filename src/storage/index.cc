@@ -46,7 +46,27 @@ IndexEntry IndexEntry::Tombstone(uint32_t tag, uint64_t offset, uint32_t size, u
                     static_cast<uint32_t>(version >> 32));
 }
 
+std::optional<IndexEntry> IndexEntry::FromWords(const std::array<uint32_t, 5>& w) {
+  IndexEntry e;
+  e.tag_ = w[0];
+  e.loc_lo_ = w[1];
+  e.word2_ = w[2];
+  e.a_ = w[3];
+  e.b_ = w[4];
+  if ((e.word2_ >> 31) != 0 || e.size() == 0) return std::nullopt;
+  if (!e.live() && !e.tombstone()) return std::nullopt;
+  if (e.tombstone() && e.linked()) return std::nullopt;
+  return e;
+}
+
 PartitionTable::~PartitionTable() { std::free(slots_); }
+
+void PartitionTable::Clear() {
+  std::free(std::exchange(slots_, nullptr));
+  capacity_ = 0;
+  count_ = 0;
+  refs_.reset();
+}
 
 uint32_t PartitionTable::FindSlot(uint32_t tag, uint64_t offset) const {
   if (count_ == 0) return capacity_;
@@ -209,6 +229,10 @@ Index::~Index() = default;
 Index::Locked Index::Lock(uint32_t partition) {
   Partition& p = partitions_[partition];
   return Locked(p.mu, &p.table);
+}
+
+void Index::Clear() {
+  for (uint32_t p = 0; p < kPartitions; ++p) Lock(p)->Clear();
 }
 
 Index::Usage Index::usage() {

@@ -25,10 +25,12 @@
 // Index::Lock(), which holds the partition's mutex.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -71,6 +73,13 @@ class IndexEntry {
   UnixSeconds void_at() const { return b_; }
   // Tombstones only.
   uint64_t version() const { return (uint64_t{b_} << 32) | a_; }
+
+  // The entry's 20 bytes as five words, in the order of the members below:
+  // how the index checkpoint stores it (FORMAT.md, "The index checkpoint").
+  std::array<uint32_t, 5> ToWords() const { return {tag_, loc_lo_, word2_, a_, b_}; }
+  // The entry ToWords gave; nullopt when the words are no live entry or
+  // tombstone (another kind, bit 31 set, a linked tombstone, size 0).
+  static std::optional<IndexEntry> FromWords(const std::array<uint32_t, 5>& w);
 
  private:
   static constexpr uint32_t kLinkedBit = uint32_t{1} << 30;
@@ -136,6 +145,8 @@ class PartitionTable {
   // make it a tombstone: its reference goes).
   template <typename F>
   void Sweep(F&& f);
+  // Drops every entry and reference, and the memory they took.
+  void Clear();
 
   uint32_t size() const { return count_; }
   uint32_t capacity() const { return capacity_; }
@@ -202,6 +213,9 @@ class Index {
     PartitionTable* table_;
   };
   Locked Lock(uint32_t partition);
+  // Empties every partition (a start whose index checkpoint failed halfway
+  // through loading, before it scans the device).
+  void Clear();
 
   struct Usage {
     uint64_t entries = 0;

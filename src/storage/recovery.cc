@@ -92,26 +92,17 @@ Status ReadBlocks(StoreImpl* store, IoQueue* queue, RecoveryStats* stats,
 
 }  // namespace
 
-Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
-  auto started = std::chrono::steady_clock::now();
+Status FindBlocksInUse(StoreImpl* store, IoQueue* queue, RecoveryStats* stats,
+                       std::vector<BlockInUse>* in_use) {
   const Superblock& sb = store->superblock();
-  BlockTable& blocks = store->blocks();
-  const uint32_t count = blocks.block_count();
+  const uint32_t count = store->blocks().block_count();
   const uint32_t block_size = sb.block_size;
-  auto& progress = store->options().on_recovery_progress;
   auto read_blocks = [&](const std::vector<uint32_t>& list, uint32_t len, size_t depth, auto f) {
     return ReadBlocks(store, queue, stats, list, len, depth, f);
   };
 
-  // 1. Which blocks hold a valid header of this device?
   std::vector<uint32_t> all;
   for (uint32_t b = 1; b < count; ++b) all.push_back(b);
-  struct Valid {
-    uint32_t block;
-    uint64_t seq;
-    uint64_t salt;
-  };
-  std::vector<Valid> valid;
   Status newer_than_superblock;
   SEGSTORE_RETURN_IF_ERROR(read_blocks(all, kSectorSize, 64, [&](PendingRead& r) {
     Result<BlockHeader> h = DecodeBlockHeader(r.buf.data());
@@ -141,21 +132,33 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
       }
       return;
     }
-    valid.push_back(Valid{r.block, h->seq, h->salt()});
+    in_use->push_back(BlockInUse{r.block, h->seq, h->salt()});
   }));
   SEGSTORE_RETURN_IF_ERROR(newer_than_superblock);
   stats->blocks_scanned = count - 1;
-  stats->blocks_in_use = static_cast<uint32_t>(valid.size());
+  stats->blocks_in_use = static_cast<uint32_t>(in_use->size());
+  return Status::OK();
+}
 
-  // 2. Read them whole; the newest version of each key wins.
+Status RebuildIndex(StoreImpl* store, IoQueue* queue, const std::vector<BlockInUse>& valid,
+                    RecoveryStats* stats) {
+  const Superblock& sb = store->superblock();
+  BlockTable& blocks = store->blocks();
+  const uint32_t block_size = sb.block_size;
+  auto& progress = store->options().on_recovery_progress;
+  auto read_blocks = [&](const std::vector<uint32_t>& list, uint32_t len, size_t depth, auto f) {
+    return ReadBlocks(store, queue, stats, list, len, depth, f);
+  };
+
+  // Read every block whole; the newest version of each key wins.
   std::unordered_map<Digest, Newest, DigestHash> newest;
   // The reference of each key whose newest version so far is a kPutRef
   // record, by that record's offset (a newer version of another kind leaves
   // it behind, unmatched): only linked keys pay for it.
   std::unordered_map<Digest, std::pair<uint64_t, std::string>, DigestHash> references;
-  std::unordered_map<uint32_t, const Valid*> header_of;
+  std::unordered_map<uint32_t, const BlockInUse*> header_of;
   std::vector<uint32_t> to_read;
-  for (const Valid& v : valid) {
+  for (const BlockInUse& v : valid) {
     header_of[v.block] = &v;
     to_read.push_back(v.block);
     stats->max_seq = std::max(stats->max_seq, v.seq);
@@ -214,8 +217,8 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
     }
   }));
 
-  // 3. The block table, then the index.
-  for (const Valid& v : valid) blocks.RecoverUsed(v.block, v.seq, v.salt);
+  // The block table, then the index.
+  for (const BlockInUse& v : valid) blocks.RecoverUsed(v.block, v.seq, v.salt);
   const uint64_t watermark = blocks.Watermark();
   const UnixSeconds now = store->DropHorizon();
   Index& index = store->index();
@@ -240,8 +243,6 @@ Status Recover(StoreImpl* store, IoQueue* queue, RecoveryStats* stats) {
       ++stats->live_records;
     }
   }
-  stats->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return Status::OK();
 }
 

@@ -9,6 +9,7 @@
 #include "common/coding.h"
 #include "storage/block_writer.h"
 #include "storage/defragmenter.h"
+#include "storage/index_checkpoint.h"
 #include "storage/recovery.h"
 #include "storage/store_impl.h"
 #include "storage/worker_impl.h"
@@ -219,26 +220,63 @@ Status StoreImpl::UpgradeFormat(IoQueue* queue) {
 }
 
 Status StoreImpl::Start() {
+  const auto started = std::chrono::steady_clock::now();
   {
     Result<std::unique_ptr<IoQueue>> q = device_->NewQueue(64);
     if (!q.ok()) return q.status().WithContext("opening the recovery I/O queue");
     SEGSTORE_RETURN_IF_ERROR(LoadOrFormat(q->get()));
-    blocks_ = std::make_unique<BlockTable>(
-        static_cast<uint32_t>(superblock_.device_size / superblock_.block_size),
-        superblock_.block_size);
+    const auto block_count =
+        static_cast<uint32_t>(superblock_.device_size / superblock_.block_size);
+    blocks_ = std::make_unique<BlockTable>(block_count, superblock_.block_size);
     max_body_size_ = superblock_.block_size - kSectorSize;
     if (options_.max_body_size != 0)
       max_body_size_ = std::min(max_body_size_, options_.max_body_size);
-    SEGSTORE_RETURN_IF_ERROR(Recover(this, q->get(), &recovery_));
+    // The block headers first: a scan needs them, and the index checkpoint
+    // is trusted only if they are exactly as it lists them.
+    std::vector<BlockInUse> in_use;
+    SEGSTORE_RETURN_IF_ERROR(FindBlocksInUse(this, q->get(), &recovery_, &in_use));
+    const std::string& checkpoint = options_.index_checkpoint;
+    if (checkpoint.empty()) {
+      recovery_.scan_reason = "no index checkpoint configured";
+    } else if (Status s = LoadIndexCheckpoint(this, checkpoint, in_use, &recovery_); s.ok()) {
+      recovery_.from_checkpoint = true;
+    } else {
+      // Never trusted in part: whatever was loaded before the failure goes.
+      recovery_.scan_reason = fmt::format("index checkpoint {}: {}", checkpoint, s.message());
+      spdlog::warn("{}; scanning the device", recovery_.scan_reason);
+      index_.Clear();
+      blocks_ = std::make_unique<BlockTable>(block_count, superblock_.block_size);
+      recovery_.live_records = 0;
+      recovery_.tombstones = 0;
+      recovery_.max_seq = 0;
+    }
+    // No stale checkpoint can be loaded after a crash from here on: every
+    // write the store makes changes the block headers the next start checks
+    // (FORMAT.md, "The index checkpoint"), so the file needs no removal.
+    if (!recovery_.from_checkpoint) {
+      SEGSTORE_RETURN_IF_ERROR(RebuildIndex(this, q->get(), in_use, &recovery_));
+    }
     SEGSTORE_RETURN_IF_ERROR(UpgradeFormat(q->get()));
   }
+  recovery_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   seq_.store(recovery_.max_seq + 1);
-  spdlog::info(
-      "recovered {} in {:.3f} s: {} live records, {} tombstones, {} of {} write blocks in use "
-      "({} record versions scanned), io backend {}",
-      device_->name(), recovery_.seconds, recovery_.live_records, recovery_.tombstones,
-      recovery_.blocks_in_use, recovery_.blocks_scanned, recovery_.records_scanned,
-      device_->backend_name());
+  if (recovery_.from_checkpoint) {
+    spdlog::info(
+        "recovered {} in {:.3f} s from the index checkpoint {}: {} live records, {} tombstones, "
+        "{} of {} write blocks in use (their headers checked), io backend {}",
+        device_->name(), recovery_.seconds, options_.index_checkpoint, recovery_.live_records,
+        recovery_.tombstones, recovery_.blocks_in_use, recovery_.blocks_scanned,
+        device_->backend_name());
+  } else {
+    spdlog::info(
+        "recovered {} in {:.3f} s by scanning it ({}): {} live records, {} tombstones, {} of {} "
+        "write blocks in use ({} record versions scanned), io backend {}",
+        device_->name(), recovery_.seconds, recovery_.scan_reason, recovery_.live_records,
+        recovery_.tombstones, recovery_.blocks_in_use, recovery_.blocks_scanned,
+        recovery_.records_scanned, device_->backend_name());
+  }
+  started_ = true;
   if (options_.background_defrag) defrag_thread_ = std::thread([this] { DefragLoop(); });
   return Status::OK();
 }
@@ -252,10 +290,52 @@ StoreImpl::~StoreImpl() {
     stop_cv_.notify_all();
     defrag_thread_.join();
   }
-  std::lock_guard lock(registry_mu_);
-  if (!writers_.empty()) {
-    spdlog::error("store closed with {} workers still open", writers_.size());
+  {
+    std::lock_guard lock(registry_mu_);
+    if (!writers_.empty()) {
+      spdlog::error("store closed with {} workers still open", writers_.size());
+    }
   }
+  if (!started_) return;  // a failed Open: nothing to keep
+  if (Status s = CheckpointIndex(); !s.ok()) {
+    spdlog::warn("index checkpoint {} not written: {}; the next start scans the device",
+                 options_.index_checkpoint, s.message());
+  }
+}
+
+Status StoreImpl::CheckpointIndex() {
+  const std::string& path = options_.index_checkpoint;
+  if (path.empty()) return Status::OK();
+  if (!started_) {
+    // A failed Start left the index half built: the next start must scan.
+    return Status::Unavailable("the store did not finish opening");
+  }
+  {
+    std::lock_guard lock(registry_mu_);
+    if (!writers_.empty() || defrag_thread_.joinable()) {
+      return Status::Unavailable(fmt::format(
+          "{} workers still open: what they hold may not be on the device", writers_.size()));
+    }
+  }
+  if (writes_failed()) {
+    return Status::Unavailable(fmt::format("a device write failed ({})", write_error().ToString()));
+  }
+  for (uint32_t b = 1; b < blocks_->block_count(); ++b) {
+    const BlockState state = blocks_->state(b);
+    if (state == BlockState::kOpen || state == BlockState::kDefrag) {
+      return Status::Unavailable(
+          fmt::format("write block {} is still open or being defragmented", b));
+    }
+  }
+  const auto started = std::chrono::steady_clock::now();
+  CheckpointSummary summary;
+  SEGSTORE_RETURN_IF_ERROR(WriteIndexCheckpoint(this, path, &summary));
+  spdlog::info(
+      "index checkpoint {} written in {:.3f} s: {} entries ({} with references), {} write "
+      "blocks, {} bytes",
+      path, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+      summary.entries, summary.references, summary.blocks, summary.bytes);
+  return Status::OK();
 }
 
 Result<std::unique_ptr<Worker>> StoreImpl::NewWorker(const WorkerOptions& options) {

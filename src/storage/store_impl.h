@@ -117,6 +117,18 @@ class StoreImpl final : public Store {
   void RequestSeal(uint64_t seq);
   uint64_t seal_below() const { return seal_below_.load(std::memory_order_acquire); }
 
+  // The clean close's last step, which the destructor takes once the
+  // defragmentation thread has stopped: writes the index checkpoint
+  // (StoreOptions::index_checkpoint, index_checkpoint.h), so that the next
+  // start loads the index instead of scanning the device. OK at once when
+  // none is configured. Unavailable, writing nothing, unless the device
+  // holds everything the index says: a worker (the defragmentation thread's
+  // included) is still open, a device write error was recorded, or a block
+  // is still open or being defragmented. IOError when the file cannot be
+  // written (the previous one, if any, stays as it was). Call only once
+  // nothing else uses the store.
+  Status CheckpointIndex();
+
   // Counters of workers (registered while they live) and of background work.
   void RegisterCounters(const Counters* c);
   void UnregisterCounters(const Counters* c);
@@ -144,6 +156,7 @@ class StoreImpl final : public Store {
   std::unique_ptr<BlockTable> blocks_;
   std::atomic<uint64_t> seq_{1};
   RecoveryStats recovery_;
+  bool started_ = false;  // Start succeeded: the index is whole
 
   mutable std::mutex error_mu_;
   Status write_error_;

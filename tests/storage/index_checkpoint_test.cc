@@ -1,0 +1,540 @@
+// The index checkpoint (src/storage/index_checkpoint.h): a clean close writes
+// it, the next start loads it instead of scanning, and anything that does
+// not match the device exactly (damage, truncation, another version or
+// device, a write since) is refused and the device scanned, with nothing of
+// the refused file left in the index.
+#include "storage/index_checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "storage/store_impl.h"
+#include "storage/test_util.h"
+
+namespace segstore::storage {
+namespace {
+
+using testing::Body;
+using testing::FileBytes;
+using testing::Key;
+using testing::OpenOrDie;
+using testing::SmallOptions;
+using testing::TempDir;
+using testing::WorkerOrDie;
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Everything a start rebuilds, as one store holds it.
+struct StoreView {
+  using Words = std::array<uint32_t, 5>;
+  // (partition, tag, offset) -> the entry's words and its reference.
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::pair<Words, std::string>> entries;
+  std::map<uint32_t, int64_t> live_bytes;                    // blocks counting any
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> blocks;  // not free: seq, salt
+  uint64_t sequence = 0;
+};
+
+StoreView ViewOf(Store* store) {
+  auto* impl = static_cast<StoreImpl*>(store);
+  StoreView v;
+  std::map<uint32_t, int64_t> accounted;
+  for (uint32_t p = 0; p < Index::kPartitions; ++p) {
+    Index::Locked table = impl->index().Lock(p);
+    table->ForEach([&](const IndexEntry& e) {
+      v.entries[{p, e.tag(), e.offset()}] = {e.ToWords(), std::string(table->Reference(e))};
+      accounted[impl->BlockOf(e.offset())] += AccountedBytes(e);
+    });
+  }
+  BlockTable& blocks = impl->blocks();
+  for (uint32_t b = 1; b < blocks.block_count(); ++b) {
+    if (blocks.state(b) != BlockState::kFree) v.blocks[b] = {blocks.seq(b), blocks.salt(b)};
+    if (blocks.live_bytes(b) != 0) v.live_bytes[b] = blocks.live_bytes(b);
+  }
+  // A block's live bytes are what its entries account for, whichever way
+  // the index was rebuilt.
+  std::erase_if(accounted, [](const auto& kv) { return kv.second == 0; });
+  EXPECT_EQ(v.live_bytes, accounted);
+  v.sequence = impl->CurrentSeq();
+  return v;
+}
+
+// A loaded index against a scan of the same device. Entries alive at `now`
+// must be the same, words and references. A dead one (tombstone, or past
+// its void_at) that the scan keeps must be in the loaded index too; the
+// loaded one may keep more: a scan drops those whose version lies below the
+// watermark (nothing older of their key is left), which the running store's
+// index sweep drops only later, and it stores a tombstone's own version
+// where the sweep stored a bound of it.
+void ExpectSameAsScan(const StoreView& loaded, const StoreView& scanned, uint32_t now) {
+  auto alive = [now](const StoreView::Words& w) {
+    std::optional<IndexEntry> e = IndexEntry::FromWords(w);
+    return e && e->live() && !(e->void_at() != 0 && e->void_at() <= now);
+  };
+  size_t alive_count = 0;
+  for (const auto& [where, entry] : scanned.entries) {
+    auto it = loaded.entries.find(where);
+    ASSERT_NE(it, loaded.entries.end()) << "partition " << std::get<0>(where) << " offset "
+                                        << std::get<2>(where) << " missing after a load";
+    if (alive(entry.first)) {
+      ++alive_count;
+      EXPECT_EQ(it->second, entry) << "offset " << std::get<2>(where);
+    } else {
+      EXPECT_FALSE(alive(it->second.first)) << "offset " << std::get<2>(where);
+      EXPECT_EQ(IndexEntry::FromWords(it->second.first)->size(),
+                IndexEntry::FromWords(entry.first)->size());
+    }
+  }
+  for (const auto& [where, entry] : loaded.entries) {
+    if (alive(entry.first)) {
+      EXPECT_TRUE(scanned.entries.contains(where))
+          << "offset " << std::get<2>(where) << " alive after a load, not after a scan";
+    }
+  }
+  EXPECT_GT(alive_count, 0u);
+  EXPECT_EQ(loaded.blocks, scanned.blocks);
+  EXPECT_GE(loaded.sequence, scanned.sequence);
+}
+
+class IndexCheckpointTest : public ::testing::Test {
+ protected:
+  IndexCheckpointTest() {
+    opts_.index_checkpoint = checkpoint_;
+    opts_.file_size = 8u << 20;
+  }
+
+  // Writes a mix into the store: puts over several blocks, overwrites,
+  // deletes, linked records (some naming a deleted key), hash-tagged keys
+  // sharing a partition, records whose void_at then passes; defragments
+  // (freeing blocks, which later writes reuse). Records each key's expected
+  // GetWithReference answer in model_.
+  void WriteMix(Store* store) {
+    auto w = WorkerOrDie(store);
+    auto put = [&](const std::string& key, const std::string& body,
+                   std::optional<std::string> reference, uint32_t void_at = 0) {
+      auto r = w->UpdateSync(key, [&](const Record*) -> Result<Mutation> {
+        Mutation m = Mutation::Put(body, 0, void_at);
+        m.reference = reference;
+        return m;
+      });
+      ASSERT_TRUE(r.ok()) << key << ": " << r.status().ToString();
+      model_[key] = body;
+      references_[key] = reference.value_or("");
+    };
+    auto del = [&](const std::string& key) {
+      ASSERT_TRUE(w->DeleteSync(key).ok()) << key;
+      model_[key] = std::nullopt;
+      references_[key] = "";
+    };
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 150; ++i) {
+        put(Key(i), Body(i, round, 200 + (i * 37) % 1800), std::nullopt);
+      }
+    }
+    for (int i = 0; i < 150; i += 7) del(Key(i));
+    for (int j = 0; j < 20; ++j) put("linked-" + std::to_string(j), Body(j, 9, 150), Key(j));
+    put("{u1}.following", "a", std::nullopt);
+    put("{u1}.followers", "b", "{u1}.following");
+    const uint32_t now = clock_.Now();
+    for (int j = 0; j < 10; ++j) put("void-" + std::to_string(j), Body(j, 5, 400), "", now + 50);
+    put("void-later", "stays", "", now + 100000);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(store->DefragNow(i % 2 == 0).ok());
+    for (int i = 150; i < 200; ++i) put(Key(i), Body(i, 7, 700), std::nullopt);
+    del("linked-3");
+    del("never-written");
+    clock_.Advance(60);  // the void- records are dead from now on
+    for (int j = 0; j < 10; ++j) model_["void-" + std::to_string(j)] = std::nullopt;
+    ASSERT_GT(store->stats().defrag_blocks, 0u) << "nothing was freed: make the mix larger";
+  }
+
+  // Every key's answer matches the model.
+  void ExpectModel(Store* store) {
+    auto w = WorkerOrDie(store);
+    for (const auto& [key, body] : model_) {
+      auto [record, referenced] = w->GetWithReferenceSync(key);
+      if (!body) {
+        EXPECT_TRUE(record.status().IsNotFound()) << key << ": " << record.status().ToString();
+        continue;
+      }
+      ASSERT_TRUE(record.ok()) << key << ": " << record.status().ToString();
+      EXPECT_EQ(record->body(), *body) << key;
+      EXPECT_EQ(record->reference(), references_[key]) << key;
+      const std::string& ref = references_[key];
+      if (!ref.empty() && model_[ref]) {
+        ASSERT_TRUE(referenced.ok()) << key << ": " << referenced.status().ToString();
+        EXPECT_EQ(referenced->body(), *model_[ref]) << key;
+      }
+    }
+  }
+
+  void WriteFile(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(out.good()) << path;
+  }
+
+  TempDir dir_;
+  ManualClock clock_{1'700'000'000};
+  std::string checkpoint_ = dir_.File("data.index");
+  StoreOptions opts_ = SmallOptions(dir_.File("data"), &clock_);
+  std::map<std::string, std::optional<std::string>> model_;
+  std::map<std::string, std::string> references_;
+};
+
+TEST_F(IndexCheckpointTest, ACleanRestartLoadsWhatAScanWouldRebuild) {
+  StoreView at_close;
+  {
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->recovery().from_checkpoint);
+    EXPECT_PRED2(Contains, store->recovery().scan_reason, "no such file");
+    WriteMix(store.get());
+    if (HasFatalFailure()) return;
+    at_close = ViewOf(store.get());
+  }
+  ASSERT_TRUE(std::filesystem::exists(checkpoint_));
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_ + ".tmp"));
+
+  StoreView loaded;
+  {
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    const RecoveryStats& r = store->recovery();
+    EXPECT_TRUE(r.from_checkpoint) << r.scan_reason;
+    EXPECT_EQ(r.scan_reason, "");
+    EXPECT_EQ(r.records_scanned, 0u);
+    EXPECT_EQ(r.blocks_in_use, at_close.blocks.size());
+    loaded = ViewOf(store.get());
+    // Exactly the index, references, blocks and sequence it closed with.
+    EXPECT_EQ(loaded.entries, at_close.entries);
+    EXPECT_EQ(loaded.live_bytes, at_close.live_bytes);
+    EXPECT_EQ(loaded.blocks, at_close.blocks);
+    EXPECT_EQ(loaded.sequence, at_close.sequence);
+    ExpectModel(store.get());
+  }
+
+  // The same device scanned.
+  ASSERT_TRUE(std::filesystem::remove(checkpoint_));
+  auto store = OpenOrDie(opts_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->recovery().from_checkpoint);
+  EXPECT_GT(store->recovery().records_scanned, 0u);
+  ExpectSameAsScan(loaded, ViewOf(store.get()), clock_.Now());
+  ExpectModel(store.get());
+}
+
+TEST_F(IndexCheckpointTest, AnOldCheckpointPutBackIsRefusedAndNothingComesBack) {
+  {
+    auto store = OpenOrDie(opts_);
+    WriteMix(store.get());
+    if (HasFatalFailure()) return;
+  }
+  const std::string old = FileBytes(checkpoint_);
+  {
+    auto store = OpenOrDie(opts_);
+    ASSERT_TRUE(store->recovery().from_checkpoint) << store->recovery().scan_reason;
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->DeleteSync(Key(1)).ok());
+    ASSERT_TRUE(w->PutSync(Key(2), "newer").ok());
+    model_[Key(1)] = std::nullopt;
+    model_[Key(2)] = "newer";
+  }
+  WriteFile(checkpoint_, old);
+  auto store = OpenOrDie(opts_);
+  EXPECT_FALSE(store->recovery().from_checkpoint);
+  EXPECT_PRED2(Contains, store->recovery().scan_reason, "written since");
+  ExpectModel(store.get());
+}
+
+// A crash after a start that loaded the checkpoint: the file left behind
+// describes the device as it was before the crashed process wrote, and the
+// next start must not trust it; when that process wrote nothing, it still
+// describes the device exactly, and loading it is right.
+TEST_F(IndexCheckpointTest, ACrashAfterALoadedStartIsRecoveredRight) {
+  {
+    auto store = OpenOrDie(opts_);
+    WriteMix(store.get());
+    if (HasFatalFailure()) return;
+  }
+  for (bool writes : {false, true}) {
+    SCOPED_TRACE(writes ? "the crashed process wrote" : "the crashed process only read");
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      auto store = Store::Open(opts_);
+      if (!store.ok()) ::_exit(2);
+      if (!(*store)->recovery().from_checkpoint) ::_exit(3);
+      auto w = (*store)->NewWorker();
+      if (!w.ok()) ::_exit(4);
+      if (writes) {
+        if (!(*w)->DeleteSync(Key(4)).ok()) ::_exit(5);
+        if (!(*w)->PutSync(Key(5), "after the load").ok()) ::_exit(6);
+      } else if (!(*w)->GetSync(Key(5)).ok()) {
+        ::_exit(7);
+      }
+      // Acknowledged: tell the parent, then wait to be killed.
+      if (::write(fds[1], "k", 1) != 1) ::_exit(8);
+      while (true) ::pause();
+    }
+    ::close(fds[1]);
+    char c;
+    const bool told = ::read(fds[0], &c, 1) == 1;
+    ::kill(pid, SIGKILL);
+    int status;
+    ::waitpid(pid, &status, 0);
+    ::close(fds[0]);
+    ASSERT_TRUE(told) << "the child exited with " << WEXITSTATUS(status);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    if (writes) {
+      model_[Key(4)] = std::nullopt;
+      model_[Key(5)] = "after the load";
+    }
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->recovery().from_checkpoint, !writes) << store->recovery().scan_reason;
+    if (writes) {
+      EXPECT_PRED2(Contains, store->recovery().scan_reason, "written since");
+    }
+    ExpectModel(store.get());
+  }
+}
+
+// The same on the fault device: a start loads the checkpoint, writes and
+// defragments, and the power goes with writes in flight. Every acknowledged
+// write must be found. When the power loss failed a write, no checkpoint is
+// written at close, and the file left from before must not be trusted; when
+// every write had landed, the close writes a new one, which is right.
+TEST_F(IndexCheckpointTest, PowerLossAfterALoadedStartLosesNoAcknowledgedWrite) {
+  int old_file_left = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::filesystem::remove(checkpoint_);
+    auto device = FaultDevice::Create(64 * 64 * 1024, seed);
+    StoreOptions opts = SmallOptions("fault", &clock_);
+    opts.index_checkpoint = checkpoint_;
+    std::map<std::string, std::optional<std::string>> acked;
+    {
+      auto store = OpenOrDie(opts, device);
+      auto w = WorkerOrDie(store.get());
+      for (int i = 0; i < 60; ++i) {
+        acked[Key(i)] = Body(i, 0, 300 + i * 40);
+        ASSERT_TRUE(w->PutSync(Key(i), *acked[Key(i)]).ok());
+      }
+    }
+    const std::string before = FileBytes(checkpoint_);
+    ASSERT_FALSE(before.empty());
+    device = device->Reboot();
+    // Keys written while the power went: either state may be found.
+    std::map<std::string, std::optional<std::string>> in_flight;
+    {
+      auto store = OpenOrDie(opts, device);
+      ASSERT_TRUE(store->recovery().from_checkpoint) << store->recovery().scan_reason;
+      auto w = WorkerOrDie(store.get());
+      std::mt19937_64 rng(seed);
+      const int ops = 1 + static_cast<int>(rng() % 40);
+      for (int op = 0; op < ops; ++op) {
+        const std::string key = Key(static_cast<int>(rng() % 60));
+        if (rng() % 4 == 0) {
+          ASSERT_TRUE(w->DeleteSync(key).ok());
+          acked[key] = std::nullopt;
+        } else {
+          acked[key] = Body(op, static_cast<int>(seed), 200 + rng() % 3000);
+          ASSERT_TRUE(w->PutSync(key, *acked[key]).ok());
+        }
+        if (rng() % 8 == 0) {
+          ASSERT_TRUE(store->DefragNow(rng() % 2 == 0).ok());
+        }
+      }
+      for (int j = 0; j < 5; ++j) {
+        const std::string key = Key(j * 11);
+        in_flight[key] = j % 2 == 0 ? std::optional<std::string>(Body(j, 99, 900)) : std::nullopt;
+        if (in_flight[key]) {
+          w->Put(key, *in_flight[key], 0, 0, [](Result<WriteOutcome>) {});
+        } else {
+          w->Delete(key, [](Result<WriteOutcome>) {});
+        }
+      }
+      w->Poll();
+      device->PowerLoss();
+      while (w->pending() > 0) w->Wait(std::chrono::milliseconds(1));
+    }
+    const bool old_left = FileBytes(checkpoint_) == before;
+    auto store = OpenOrDie(opts, device->Reboot());
+    ASSERT_NE(store, nullptr);
+    if (old_left) {
+      ++old_file_left;
+      EXPECT_FALSE(store->recovery().from_checkpoint);
+      EXPECT_PRED2(Contains, store->recovery().scan_reason, "written since");
+    }
+    auto w = WorkerOrDie(store.get());
+    for (const auto& [key, want] : acked) {
+      auto got = w->GetSync(key);
+      ASSERT_TRUE(got.ok() || got.status().IsNotFound()) << key << ": " << got.status().ToString();
+      std::optional<std::string> now;
+      if (got.ok()) now = std::string(got->body());
+      const bool allowed = now == want || (in_flight.contains(key) && now == in_flight[key]);
+      EXPECT_TRUE(allowed) << key << " reads " << (now ? now->substr(0, 12) : "<absent>")
+                           << ", acknowledged " << (want ? want->substr(0, 12) : "<absent>");
+    }
+  }
+  EXPECT_GT(old_file_left, 0) << "no seed failed a write: the stale file was never offered";
+}
+
+TEST_F(IndexCheckpointTest, DamagedCheckpointsAreRefusedWithNothingOfThemLeft) {
+  {
+    auto store = OpenOrDie(opts_);
+    WriteMix(store.get());
+    if (HasFatalFailure()) return;
+  }
+  const std::string good = FileBytes(checkpoint_);
+  // One chunk per partition holding entries at this size: many chunks.
+  ASSERT_GT(good.size(), 4000u);
+  // What a scan rebuilds from this device, to compare each refusal with.
+  StoreView scanned;
+  {
+    StoreOptions scan = opts_;
+    scan.index_checkpoint.clear();
+    auto store = OpenOrDie(scan);
+    EXPECT_EQ(store->recovery().scan_reason, "no index checkpoint configured");
+    scanned = ViewOf(store.get());
+  }
+  // Another device's checkpoint.
+  std::string other_device;
+  {
+    StoreOptions other = opts_;
+    other.path = dir_.File("other");
+    other.index_checkpoint = dir_.File("other.index");
+    auto store = OpenOrDie(other);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("x", "y").ok());
+  }
+  other_device = FileBytes(dir_.File("other.index"));
+
+  auto flip = [&](size_t at) {
+    std::string b = good;
+    b[at] = static_cast<char>(b[at] ^ 0x40);
+    return b;
+  };
+  std::string newer = good;
+  EncodeFixed16(newer.data() + 12, kCheckpointVersion + 1);
+  EncodeFixed32(newer.data(), static_cast<uint32_t>(XXH3_64bits_withSeed(newer.data() + 4, 60, 0)));
+  std::string wrong_magic = good;
+  wrong_magic.replace(4, 8, "NOTINDEX");
+  const size_t end_chunk = kCheckpointChunkHeaderSize + 16;
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"checksum byte flipped", flip(0), "header checksum mismatch"},
+      {"device id byte flipped", flip(17), "header checksum mismatch"},
+      {"first chunk byte flipped", flip(kCheckpointHeaderSize + 20),
+       "checksum mismatch in chunk 0"},
+      {"middle byte flipped", flip(good.size() / 2), "checksum mismatch in chunk"},
+      {"last byte flipped", flip(good.size() - 1), "checksum mismatch in chunk"},
+      {"empty", "", "truncated"},
+      {"cut in the header", good.substr(0, 40), "truncated"},
+      {"header only", good.substr(0, kCheckpointHeaderSize), "truncated"},
+      {"cut in the middle", good.substr(0, good.size() / 2), "truncated"},
+      {"last byte cut", good.substr(0, good.size() - 1), "truncated"},
+      {"end chunk cut", good.substr(0, good.size() - end_chunk), "before its end"},
+      {"a byte after the end", good + "x", "bytes follow its end"},
+      {"newer checkpoint version", newer, "checkpoint version 2"},
+      {"wrong magic", wrong_magic, "wrong magic"},
+      {"another device's", other_device, "another device"},
+  };
+  for (const auto& [name, bytes, why] : cases) {
+    SCOPED_TRACE(name);
+    WriteFile(checkpoint_, bytes);
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->recovery().from_checkpoint);
+    EXPECT_PRED2(Contains, store->recovery().scan_reason, why);
+    EXPECT_PRED2(Contains, store->recovery().scan_reason, checkpoint_);
+    // Exactly a scan's: nothing of the refused file was kept.
+    const StoreView v = ViewOf(store.get());
+    EXPECT_EQ(v.entries, scanned.entries);
+    EXPECT_EQ(v.live_bytes, scanned.live_bytes);
+    EXPECT_EQ(v.blocks, scanned.blocks);
+    EXPECT_EQ(v.sequence, scanned.sequence);
+    ExpectModel(store.get());
+  }
+  // The intact file is still good for this device.
+  WriteFile(checkpoint_, good);
+  auto store = OpenOrDie(opts_);
+  EXPECT_TRUE(store->recovery().from_checkpoint) << store->recovery().scan_reason;
+  ExpectModel(store.get());
+}
+
+TEST_F(IndexCheckpointTest, NoneIsWrittenAfterADeviceWriteError) {
+  auto device = FaultDevice::Create(32 * 64 * 1024, 3);
+  StoreOptions opts = SmallOptions("fault", &clock_);
+  opts.index_checkpoint = checkpoint_;
+  {
+    auto store = OpenOrDie(opts, device);
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("before", "ok").ok());
+    device->FailWritesAfter(0);
+    EXPECT_FALSE(w->PutSync("k", "v").ok());
+    w.reset();
+    EXPECT_EQ(static_cast<StoreImpl*>(store.get())->CheckpointIndex().code(),
+              Status::Code::kUnavailable);
+  }
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_));
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_ + ".tmp"));
+  auto store = OpenOrDie(opts, device->Reboot());
+  EXPECT_FALSE(store->recovery().from_checkpoint);
+  EXPECT_EQ(WorkerOrDie(store.get())->GetSync("before")->body(), "ok");
+}
+
+TEST_F(IndexCheckpointTest, NoneIsWrittenWhileWorkersAreOpen) {
+  opts_.background_defrag = true;
+  {
+    auto store = OpenOrDie(opts_);
+    auto* impl = static_cast<StoreImpl*>(store.get());
+    auto w = WorkerOrDie(store.get());
+    ASSERT_TRUE(w->PutSync("k", "v").ok());
+    // Its own worker, and the defragmentation thread's.
+    EXPECT_EQ(impl->CheckpointIndex().code(), Status::Code::kUnavailable);
+    w.reset();
+    EXPECT_EQ(impl->CheckpointIndex().code(), Status::Code::kUnavailable);
+    EXPECT_FALSE(std::filesystem::exists(checkpoint_));
+  }
+  // Closed: the thread stopped first, then the checkpoint was written.
+  ASSERT_TRUE(std::filesystem::exists(checkpoint_));
+  auto store = OpenOrDie(opts_);
+  EXPECT_TRUE(store->recovery().from_checkpoint) << store->recovery().scan_reason;
+  EXPECT_EQ(WorkerOrDie(store.get())->GetSync("k")->body(), "v");
+}
+
+// An empty store's checkpoint lists no block; the first write after loading
+// it adds one, so it no longer matches.
+TEST_F(IndexCheckpointTest, AnEmptyStoresCheckpointLoadsAndGoesStaleOnTheFirstWrite) {
+  { auto store = OpenOrDie(opts_); }
+  const std::string empty = FileBytes(checkpoint_);
+  {
+    auto store = OpenOrDie(opts_);
+    EXPECT_TRUE(store->recovery().from_checkpoint) << store->recovery().scan_reason;
+    EXPECT_EQ(store->recovery().blocks_in_use, 0u);
+    ASSERT_TRUE(WorkerOrDie(store.get())->PutSync("k", "v").ok());
+  }
+  WriteFile(checkpoint_, empty);
+  auto store = OpenOrDie(opts_);
+  EXPECT_FALSE(store->recovery().from_checkpoint);
+  EXPECT_PRED2(Contains, store->recovery().scan_reason, "which the checkpoint does not list");
+  EXPECT_EQ(WorkerOrDie(store.get())->GetSync("k")->body(), "v");
+}
+
+}  // namespace
+}  // namespace segstore::storage
