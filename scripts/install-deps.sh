@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config ca-certificates
+  build-essential cmake ninja-build pkg-config ca-certificates
   liburing-dev        # io_uring: every device I/O
   libboost-dev        # Boost 1.74 headers (Asio); msgpack-cxx depends on this version
   libmsgpack-cxx-dev  # wire bodies

@@ -10,3 +10,11 @@ stage() {
   "$@"
   echo "=== ${name}: $(( $(date +%s) - t0 )) s"
 }
+
+# `fresh_generator DIR` prints "-G Ninja" when CMake has not configured DIR
+# yet, and nothing when it has (a directory keeps the generator it was made
+# with). Ninja schedules every compile of the tree at once, where Make's
+# builds of a target wait for the libraries it links.
+fresh_generator() {
+  [ -f "$1/CMakeCache.txt" ] || echo "-G Ninja"
+}
