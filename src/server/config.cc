@@ -672,7 +672,15 @@ Status FinishStorageConfig(Config* c) {
     return Status::OK();
   }
   if (setting != "auto") {
-    if (std::filesystem::path(setting) == std::filesystem::path(c->storage.path)) {
+    // Under any spelling (relative, "./", a symlinked directory).
+    auto where = [](const std::string& p) {
+      std::error_code ec;
+      std::filesystem::path absolute = std::filesystem::absolute(p, ec);
+      if (ec) return std::filesystem::path(p).lexically_normal();
+      std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, ec);
+      return ec ? absolute.lexically_normal() : canonical;
+    };
+    if (where(setting) == where(c->storage.path)) {
       return Status::InvalidArgument("storage.index_checkpoint names the data path itself");
     }
     c->storage.index_checkpoint = setting;

@@ -90,16 +90,19 @@ bool BlockTable::Release(uint32_t b) {
   return true;
 }
 
-void BlockTable::RecoverUsed(uint32_t b, uint64_t seq, uint64_t salt) {
+void BlockTable::RecoverUsed(std::span<const BlockInUse> used) {
   std::lock_guard lock(free_mu_);
-  auto it = std::find(free_.begin(), free_.end(), b);
-  assert(it != free_.end());
-  free_.erase(it);
+  for (const BlockInUse& u : used) {
+    assert(u.block != 0 && u.block < count_);
+    assert(meta_[u.block].state.load() == BlockState::kFree);
+    meta_[u.block].seq.store(u.seq);
+    meta_[u.block].salt.store(u.salt);
+    meta_[u.block].state.store(BlockState::kUsed);
+    not_free_.emplace(u.seq, u.block);
+  }
+  // The free list holds exactly the blocks in kFree, in their order.
+  std::erase_if(free_, [this](uint32_t b) { return meta_[b].state.load() != BlockState::kFree; });
   free_count_.store(static_cast<uint32_t>(free_.size()), std::memory_order_relaxed);
-  meta_[b].seq.store(seq);
-  meta_[b].salt.store(salt);
-  meta_[b].state.store(BlockState::kUsed);
-  not_free_.emplace(seq, b);
 }
 
 uint64_t BlockTable::total_live_bytes() const {

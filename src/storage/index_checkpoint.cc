@@ -371,10 +371,8 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
                                         FirstDifference(listed, on_device)));
   }
   std::vector<bool> in_use(blocks.block_count(), false);
-  for (const BlockInUse& b : listed) {
-    blocks.RecoverUsed(b.block, b.seq, b.salt);
-    in_use[b.block] = true;
-  }
+  blocks.RecoverUsed(listed);
+  for (const BlockInUse& b : listed) in_use[b.block] = true;
 
   // The entries, partition by partition.
   uint64_t entries = 0, references = 0;
@@ -403,7 +401,10 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
       if (!e) return bad("not a valid entry");
       const uint32_t block = store->BlockOf(e->offset());
       const uint64_t in_block = e->offset() - store->BlockOffset(block);
-      if (!in_use[block] || in_block < kBlockHeaderSize || in_block + e->size() > sb.block_size) {
+      // An offset past the device (a hostile file's checksums can be right)
+      // names no block at all.
+      if (block >= in_use.size() || !in_use[block] || in_block < kBlockHeaderSize ||
+          in_block + e->size() > sb.block_size) {
         return bad(fmt::format("points at offset {} ({} bytes), outside the blocks listed",
                                e->offset(), e->size()));
       }

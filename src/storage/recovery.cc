@@ -218,7 +218,7 @@ Status RebuildIndex(StoreImpl* store, IoQueue* queue, const std::vector<BlockInU
   }));
 
   // The block table, then the index.
-  for (const BlockInUse& v : valid) blocks.RecoverUsed(v.block, v.seq, v.salt);
+  blocks.RecoverUsed(valid);
   const uint64_t watermark = blocks.Watermark();
   const UnixSeconds now = store->DropHorizon();
   Index& index = store->index();

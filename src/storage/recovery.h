@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "segstore/storage.h"
+#include "storage/block_table.h"
 #include "storage/io_queue.h"
 
 namespace segstore::storage {
@@ -26,12 +27,6 @@ namespace segstore::storage {
 class StoreImpl;
 
 // A write block holding a valid header of this device.
-struct BlockInUse {
-  uint32_t block = 0;
-  uint64_t seq = 0;
-  uint64_t salt = 0;
-  bool operator==(const BlockInUse&) const = default;
-};
 
 // Step 1: reads the first sector of every write block and lists, in block
 // order, those holding a valid header of this device (its device id, block

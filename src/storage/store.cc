@@ -82,6 +82,20 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   Result<std::shared_ptr<Device>> device =
       OpenFileDevice(options.path, options.file_size, options.io_backend);
   if (!device.ok()) return device.status();
+  // The checkpoint is written to `<checkpoint>.tmp` and renamed over
+  // `<checkpoint>`: either being the data file, under any spelling of its
+  // path, would replace the data with an index at the first clean close.
+  if (!options.index_checkpoint.empty()) {
+    for (const std::string& written :
+         {options.index_checkpoint, options.index_checkpoint + ".tmp"}) {
+      std::error_code same_ec;
+      if (std::filesystem::equivalent(options.path, written, same_ec)) {
+        return Status::InvalidArgument(fmt::format(
+            "the index checkpoint {} would write over the data file {}: name another file",
+            options.index_checkpoint, options.path));
+      }
+    }
+  }
   return StoreImpl::OpenOn(options, std::move(device).value());
 }
 
@@ -327,6 +341,11 @@ Status StoreImpl::CheckpointIndex() {
           fmt::format("write block {} is still open or being defragmented", b));
     }
   }
+  // The index sweep bounds the versions of the tombstones it makes with the
+  // sequence's next value, not yet taken (Defragmenter::SweepIndex): taking
+  // it here puts every one below the sequence the next start resumes from,
+  // as the loader requires of a tombstone.
+  NextSeq();
   const auto started = std::chrono::steady_clock::now();
   CheckpointSummary summary;
   SEGSTORE_RETURN_IF_ERROR(WriteIndexCheckpoint(this, path, &summary));

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -465,6 +466,56 @@ TEST(ConfigTest, DescribeLineListsEverySetting) {
   }
   EXPECT_NE(line.find("server.listen=127.0.0.1:7700"), std::string::npos) << line;
 }
+// storage.index_checkpoint: "auto" puts it beside a data file and turns it
+// off beside a block device; "off" turns it off; a path is taken as it is,
+// unless it is the data path itself; empty is refused.
+TEST(ConfigTest, TheIndexCheckpointFollowsTheDataPath) {
+  auto finish = [](std::string_view text, Config* c) {
+    *c = DefaultConfig();
+    c->storage.path = "/var/lib/segstore/segstore.dat";
+    Status s = Load(text, c);
+    return s.ok() ? FinishStorageConfig(c) : s;
+  };
+  Config c;
+  ASSERT_TRUE(finish("", &c).ok());
+  EXPECT_EQ(c.storage.index_checkpoint, "/var/lib/segstore/segstore.dat.index");
+  ASSERT_TRUE(finish("[storage]\nindex_checkpoint = \"auto\"\n", &c).ok());
+  EXPECT_EQ(c.storage.index_checkpoint, "/var/lib/segstore/segstore.dat.index");
+  ASSERT_TRUE(finish("[storage]\nindex_checkpoint = \"off\"\n", &c).ok());
+  EXPECT_EQ(c.storage.index_checkpoint, "");
+  ASSERT_TRUE(finish("[storage]\nindex_checkpoint = \"/ssd/segstore.index\"\n", &c).ok());
+  EXPECT_EQ(c.storage.index_checkpoint, "/ssd/segstore.index");
+
+  Status s = finish("[storage]\nindex_checkpoint = \"/var/lib/segstore/segstore.dat\"\n", &c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("data path itself"), std::string_view::npos) << s.ToString();
+  EXPECT_TRUE(Rejected("[storage]\nindex_checkpoint = \"\"\n", "index_checkpoint"));
+  c = DefaultConfig();
+  c.storage.path = "segstore-data/segstore.dat";
+  ASSERT_TRUE(Load("[storage]\nindex_checkpoint = \"./segstore-data//segstore.dat\"\n", &c).ok());
+  EXPECT_EQ(FinishStorageConfig(&c).code(), Code::kInvalidArgument);
+
+  // Beside a block device there is no file to put it in: off unless named.
+  std::string device;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    if (e.is_block_file(ec)) {
+      device = e.path().string();
+      break;
+    }
+  }
+  if (device.empty()) GTEST_SKIP() << "no block device under /dev to name";
+  c = DefaultConfig();
+  c.storage.path = device;
+  ASSERT_TRUE(FinishStorageConfig(&c).ok());
+  EXPECT_EQ(c.storage.index_checkpoint, "") << device;
+  c = DefaultConfig();
+  c.storage.path = device;
+  ASSERT_TRUE(Load("[storage]\nindex_checkpoint = \"/ssd/segstore.index\"\n", &c).ok());
+  ASSERT_TRUE(FinishStorageConfig(&c).ok());
+  EXPECT_EQ(c.storage.index_checkpoint, "/ssd/segstore.index");
+}
+
 
 // The shipped file's [cluster] section is commented out (it would make
 // segstored join a cluster); uncommented, it loads and says what it shows.

@@ -271,7 +271,7 @@ TEST(BlockTableTest, WatermarkIsLowestSeqOfNonFreeBlocks) {
   EXPECT_EQ(t.Watermark(), UINT64_MAX);
 
   // Recovered blocks count too.
-  t.RecoverUsed(6, 3, Salt(3));
+  t.RecoverUsed(std::vector<BlockInUse>{{6, 3, Salt(3)}});
   EXPECT_EQ(t.Watermark(), 3u);
   EXPECT_EQ(t.Watermark(6), UINT64_MAX);
 }
@@ -478,8 +478,7 @@ TEST(BlockTableTest, PinnedImagesSurviveConcurrentDetach) {
 
 TEST(BlockTableTest, RecoverUsedClaimsAFreeBlock) {
   BlockTable t(8, kBlockSize);
-  t.RecoverUsed(3, 42, Salt(42));
-  t.RecoverUsed(6, 17, Salt(17));
+  t.RecoverUsed(std::vector<BlockInUse>{{6, 17, Salt(17)}, {3, 42, Salt(42)}});
   EXPECT_EQ(t.state(3), BlockState::kUsed);
   EXPECT_EQ(t.seq(3), 42u);
   EXPECT_EQ(t.state(6), BlockState::kUsed);
