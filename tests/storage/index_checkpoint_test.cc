@@ -583,14 +583,14 @@ TEST_F(IndexCheckpointTest, ATombstoneTheSweepMadeLastStillLoads) {
       auto w = WorkerOrDie(store.get());
       // A live body large enough that its block stays above the
       // defragmentation threshold once the small one is dead.
-      for (const auto& [key, body, void_at] :
-           {std::tuple<std::string, std::string, uint32_t>{"stays", Body(1, 1, 40000), 0},
-            {"goes", Body(2, 1, 100), clock_.Now() + 10}}) {
+      auto put = [&](const std::string& key, const std::string& body, uint32_t void_at) {
         auto r = w->UpdateSync(key, [&](const Record*) -> Result<Mutation> {
           return Mutation::Put(body, 0, void_at);
         });
         ASSERT_TRUE(r.ok()) << key << ": " << r.status().ToString();
-      }
+      };
+      put("stays", Body(1, 1, 40000), 0);
+      put("goes", Body(2, 1, 100), clock_.Now() + 10);
     }
     clock_.Advance(20);
     const uint64_t before = static_cast<StoreImpl*>(store.get())->CurrentSeq();
