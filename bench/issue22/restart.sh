@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Issue 22's restart figures: how long a clean restart takes when it loads
+# the index checkpoint, against scanning the device as every start did
+# before, on a data file filled with the reference workload; in one run,
+# from the repository's root:
+#   - segbench limits (the device, the ping round trip);
+#   - one segstored (storage.index_checkpoint "auto": <data>.index) on a
+#     fresh FILE_SIZE data file, loaded with USERS reference users
+#     (segbench load), left until it stops defragmenting;
+#   - ROUNDS rounds of: stop it (SIGTERM: the close writes the checkpoint),
+#     drop the page cache, start it (it loads the checkpoint); stop it
+#     again, remove the checkpoint, drop the page cache, start it (it scans);
+#   - for every start: the recovery's own time (its log line), the time from
+#     exec to serving, and the bytes the process read (/proc/PID/io
+#     read_bytes: the device's O_DIRECT reads and the checkpoint's);
+#     for every stop: how long writing the checkpoint took and its size.
+# Then a summary (also $OUT/summary.txt); the servers' logs are in $OUT.
+# Needs root (to drop the page cache: /proc/sys/vm/drop_caches), jq.
+#
+# Usage: bench/issue22/restart.sh
+# Environment (defaults): BUILD (build-rel: a Release build holding
+#   src/server/segstored and bench/segbench/segbench) USERS (1700000: about
+#   4 GB of records) FILE_SIZE (5GiB) ROUNDS (3) DATA_DIR
+#   (/tmp/issue22-restart) OUT (/tmp/issue22-restart-out).
+# A smoke run: USERS=20000 FILE_SIZE=256MiB ROUNDS=1 bench/issue22/restart.sh
+set -euo pipefail
+
+SRC=$(pwd)
+[ -f "$SRC/bench/issue22/restart.sh" ] || { echo "run from the repository's root"; exit 2; }
+BUILD=${BUILD:-build-rel}
+USERS=${USERS:-1700000}
+FILE_SIZE=${FILE_SIZE:-5GiB}
+ROUNDS=${ROUNDS:-3}
+D=${DATA_DIR:-/tmp/issue22-restart}
+OUT=${OUT:-/tmp/issue22-restart-out}
+SEGSTORED=$BUILD/src/server/segstored
+SB=$BUILD/bench/segbench/segbench
+for f in "$SEGSTORED" "$SB"; do [ -x "$f" ] || { echo "missing $f"; exit 1; }; done
+[ -w /proc/sys/vm/drop_caches ] || { echo "needs root: drops the page cache before each start"; exit 1; }
+
+rm -rf "$D" "$OUT"
+mkdir -p "$D" "$OUT"
+DATA=$D/segstore.dat
+PID=""
+ADDR=""
+STARTED=""
+cleanup() {
+  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  rm -rf "$D"
+}
+trap cleanup EXIT
+
+# start NAME: starts segstored on $DATA, logging to $OUT/NAME.log; waits
+# until it serves; sets PID and ADDR, and STARTED to "seconds-to-serving
+# read-bytes".
+start() {
+  local log=$OUT/$1.log port="" t0 t1
+  t0=$(date +%s.%N)
+  "$SEGSTORED" --listen 127.0.0.1:0 --admin-listen off --data "$DATA" --file-size "$FILE_SIZE" \
+    > "$log" 2>&1 &
+  PID=$!
+  while :; do
+    port=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+    [ -n "$port" ] && break
+    kill -0 "$PID" 2>/dev/null || { echo "segstored did not start:"; cat "$log"; exit 1; }
+    sleep 0.01
+  done
+  t1=$(date +%s.%N)
+  ADDR=127.0.0.1:$port
+  STARTED="$(echo "$t1 - $t0" | bc) $(awk '/^read_bytes/ { print $2 }' "/proc/$PID/io")"
+}
+stop() {
+  kill -TERM "$PID"
+  wait "$PID" || true
+  PID=""
+}
+recovery_line() {  # log
+  grep -m1 'recovered .* in [0-9.]* s' "$1"
+}
+defrag_blocks() {
+  "$BUILD/src/tools/segctl" --server "$ADDR" --json stats 2>/dev/null | jq '."storage.defrag_blocks"'
+}
+
+date -u
+echo "=== $(git -C "$SRC" rev-parse --short HEAD); $USERS users in a $FILE_SIZE data file"
+start load
+"$SB" --segstore "$ADDR" --seconds 3 --warmup 0.5 --limits-file-mib 1024 --limits-dir "$D" \
+  --json-file "$OUT/limits.json" limits | tail -3
+"$SB" --segstore "$ADDR" --users "$USERS" --json-file "$OUT/load.json" load | tail -1
+# Until it has defragmented nothing for 5 s (at most 300 s).
+last="" quiet=0 waited=0
+while [ "$quiet" -lt 5 ] && [ "$waited" -lt 300 ]; do
+  now=$(defrag_blocks)
+  if [ "$now" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; fi
+  last=$now
+  sleep 1
+  waited=$((waited + 1))
+done
+echo "settled after $waited s"
+stop
+stat -c %s "$DATA.index" > "$OUT/checkpoint-size-0"
+
+: > "$OUT/rounds.txt"
+for r in $(seq 1 "$ROUNDS"); do
+  for how in checkpoint scan; do
+    [ "$how" = scan ] && rm -f "$DATA.index"
+    [ "$how" = checkpoint ] && [ ! -f "$DATA.index" ] && { echo "no checkpoint after the stop"; exit 1; }
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+    start "$how-$r"
+    read -r to_serving read_bytes <<< "$STARTED"
+    line=$(recovery_line "$OUT/$how-$r.log")
+    seconds=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
+    stop
+    written=$(grep -m1 'index checkpoint .* written in' "$OUT/$how-$r.log" |
+      sed -n 's/.* written in \([0-9.]*\) s.*/\1/p')
+    echo "$r $how $seconds $to_serving $read_bytes ${written:-?} $(stat -c %s "$DATA.index")" |
+      tee -a "$OUT/rounds.txt"
+    echo "  $line"
+  done
+done
+date -u
+
+python3 - "$OUT" "$USERS" <<'EOF' | tee "$OUT/summary.txt"
+import json, os, re, statistics, sys
+
+out, users = sys.argv[1], int(sys.argv[2])
+rows = [l.split() for l in open(os.path.join(out, "rounds.txt")) if l.strip()]
+load = json.load(open(os.path.join(out, "load.json")))
+limits = json.load(open(os.path.join(out, "limits.json")))
+print(f"issue 22: a clean restart, loading the index checkpoint against scanning; {users:,} users")
+m = limits["machine"]
+print(f"machine: {m['cores']} cores ({m['cpu']}), kernel {m['kernel']}; data on {m['storage']}")
+dev = limits["limits"]["device"]
+print(f"limits: device {dev['reads_per_second']:,.0f} 4 KiB reads/s at QD{dev['queue_depth']}"
+      f" (p50 {dev['latency']['p50_us']:.1f} us)")
+print(f"loaded: {load['users']:,} users")
+# What recovery itself reads: every block's first sector, then either the
+# checkpoint or every block in use whole. (The process's read_bytes also
+# counts its binary and libraries, read afresh after the cache drop.)
+block_size = None
+for line in open(os.path.join(out, "load.log")):
+    m = re.search(r"write blocks of (\d+) KiB", line)
+    if m:
+        block_size = int(m.group(1)) << 10
+by = {"checkpoint": [], "scan": []}
+previous_size = int(open(os.path.join(out, "checkpoint-size-0")).read())
+for r, how, seconds, to_serving, read_bytes, written, size in rows:
+    text = open(os.path.join(out, f"{how}-{r}.log")).read()
+    m = re.search(r"tombstones, (\d+) of (\d+) write blocks in use", text)
+    in_use, headers = int(m.group(1)), int(m.group(2))
+    # A checkpoint start reads the file the stop before it wrote.
+    device_read = headers * 4096 + (previous_size if how == "checkpoint" else in_use * block_size)
+    by[how].append((float(seconds), float(to_serving), int(read_bytes), written, int(size),
+                    device_read, in_use * block_size))
+    previous_size = int(size)
+for how, xs in by.items():
+    print(f"  {how:10} recovery {statistics.median(x[0] for x in xs):7.3f} s (rounds "
+          f"{[x[0] for x in xs]}), exec to serving {statistics.median(x[1] for x in xs):7.3f} s, "
+          f"recovery read {statistics.median(x[5] for x in xs) / 1e6:9.1f} MB "
+          f"({statistics.median(x[5] / x[6] for x in xs):.1%} of the blocks in use), "
+          f"process read {statistics.median(x[2] for x in xs) / 1e6:9.1f} MB")
+c = statistics.median(x[0] for x in by["checkpoint"])
+s = statistics.median(x[0] for x in by["scan"])
+cs = statistics.median(x[1] for x in by["checkpoint"])
+ss = statistics.median(x[1] for x in by["scan"])
+print(f"  scan / checkpoint: recovery {s / c:.1f}x, exec to serving {ss / cs:.1f}x (goal: at least 20x)")
+print(f"  writing the checkpoint at a stop: {[x[3] for x in by['scan']]} s; "
+      f"its size {by['scan'][0][4] / 1e6:.1f} MB ({by['scan'][0][4] / users:.1f} B a user)")
+EOF
