@@ -370,9 +370,7 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
     return Status::Conflict(fmt::format("the device was written since it was taken: {}",
                                         FirstDifference(listed, on_device)));
   }
-  std::vector<bool> in_use(blocks.block_count(), false);
-  blocks.RecoverUsed(listed);
-  for (const BlockInUse& b : listed) in_use[b.block] = true;
+  blocks.RecoverUsed(listed);  // the listed blocks are now exactly the kUsed ones
 
   // The entries, partition by partition.
   uint64_t entries = 0, references = 0;
@@ -403,7 +401,8 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
       const uint64_t in_block = e->offset() - store->BlockOffset(block);
       // An offset past the device (a hostile file's checksums can be right)
       // names no block at all.
-      if (block >= in_use.size() || !in_use[block] || in_block < kBlockHeaderSize ||
+      if (block >= blocks.block_count() || blocks.state(block) != BlockState::kUsed ||
+          in_block < kBlockHeaderSize ||
           in_block + e->size() > sb.block_size) {
         return bad(fmt::format("points at offset {} ({} bytes), outside the blocks listed",
                                e->offset(), e->size()));
