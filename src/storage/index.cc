@@ -89,33 +89,56 @@ void PartitionTable::DropReference(const IndexEntry& old) {
   if (refs_->size() == 0) refs_.reset();
 }
 
-void PartitionTable::InsertNoGrow(IndexEntry e) {
+bool PartitionTable::InsertNoGrow(IndexEntry e, bool refuse_duplicate) {
   uint32_t slot = Home(e.tag());
   uint32_t dist = 0;
+  // Entries lie sorted by home along the probe (Home's comment), and an
+  // entry of the same tag has the same home: all of them come before the
+  // first slot whose entry yields (a later home), so the check ends there.
+  bool checking = refuse_duplicate;
   for (;; ++dist, slot = Next(slot)) {
     IndexEntry& cur = slots_[slot];
     if (cur.empty()) {
       cur = e;
       ++count_;
-      return;
+      return true;
     }
+    if (checking && cur.tag() == e.tag() && cur.offset() == e.offset()) return false;
     uint32_t cur_dist = Distance(slot, cur.tag());
     if (cur_dist < dist) {  // Robin Hood: the richer entry yields its slot
       std::swap(cur, e);
       dist = cur_dist;
+      checking = false;
     }
   }
 }
 
 void PartitionTable::Insert(const IndexEntry& e, std::string_view reference) {
+  const bool inserted = InsertNew(e, reference, false);
+  assert(inserted);
+  (void)inserted;
+}
+
+bool PartitionTable::InsertNew(const IndexEntry& e, std::string_view reference) {
+  return InsertNew(e, reference, true);
+}
+
+bool PartitionTable::InsertNew(const IndexEntry& e, std::string_view reference,
+                               bool refuse_duplicate) {
   assert(!e.empty());
   assert(e.linked() == !reference.empty());
   if (count_ + 1 > static_cast<uint32_t>(capacity_ * kMaxLoad)) Resize(CapacityFor(count_ + 1));
-  InsertNoGrow(e);
+  if (!InsertNoGrow(e, refuse_duplicate)) return false;
   if (e.linked()) {
     if (!refs_) refs_ = std::make_unique<ReferenceTable>();
     refs_->Put(e.offset(), reference);
   }
+  return true;
+}
+
+void PartitionTable::Reserve(uint32_t entries) {
+  const uint32_t capacity = CapacityFor(entries);
+  if (capacity > capacity_) Resize(capacity);
 }
 
 void PartitionTable::EraseSlot(uint32_t slot) {

@@ -110,6 +110,15 @@ class PartitionTable {
   const IndexEntry* Find(uint32_t tag, uint64_t offset) const;
   // `reference`: the record's, when e.linked() (non-empty then).
   void Insert(const IndexEntry& e, std::string_view reference = {});
+  // As Insert, unless an entry of e's tag at e's offset is already here:
+  // then it changes nothing and returns false. Costs what Insert does (the
+  // check rides on the insertion's own probe), where Find and Insert would
+  // probe twice. For loading an index that must not list a record twice.
+  bool InsertNew(const IndexEntry& e, std::string_view reference = {});
+  // Makes room for `entries` entries in all without growing again on the
+  // way (a load that knows its count: one allocation, where inserting one
+  // by one would resize a dozen times).
+  void Reserve(uint32_t entries);
   // Removes the entry of this tag at this offset; false when absent.
   bool Erase(uint32_t tag, uint64_t offset);
   // Replaces the entry of this tag at `offset` by `e` (same tag), with
@@ -178,7 +187,11 @@ class PartitionTable {
   // Slot of the entry of this tag at this offset, or capacity_ when absent.
   uint32_t FindSlot(uint32_t tag, uint64_t offset) const;
   void EraseSlot(uint32_t slot);
-  void InsertNoGrow(IndexEntry e);
+  bool InsertNew(const IndexEntry& e, std::string_view reference, bool refuse_duplicate);
+  void InsertNoGrow(IndexEntry e) { InsertNoGrow(e, false); }
+  // With `refuse_duplicate`, returns false (changing nothing) when an entry
+  // of e's tag at e's offset is already here.
+  bool InsertNoGrow(IndexEntry e, bool refuse_duplicate);
   void Resize(uint32_t new_capacity);
   void MaybeShrink();
   void DropReference(const IndexEntry& old);

@@ -187,7 +187,11 @@ Status WriteContents(StoreImpl* store, ChunkWriter* out, CheckpointSummary* summ
 // Reads a file front to back through a buffer.
 class FileReader {
  public:
-  explicit FileReader(int fd) : fd_(fd), buf_(256u << 10) {}
+  explicit FileReader(int fd) : fd_(fd), buf_(1u << 20) {
+    // Read front to back once: a larger readahead window, and no need to
+    // keep the pages afterwards.
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
 
   // Reads exactly `n` bytes into `dst`. False at the end of the file (or a
   // read error, in `error`) before `n`.
@@ -372,7 +376,9 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
   }
   blocks.RecoverUsed(listed);  // the listed blocks are now exactly the kUsed ones
 
-  // The entries, partition by partition.
+  // The entries, partition by partition. Live bytes are summed here and
+  // added to the block table once a block, not once an entry.
+  std::vector<int64_t> live(blocks.block_count(), 0);
   uint64_t entries = 0, references = 0;
   int64_t last_partition = -1;
   while (true) {
@@ -383,7 +389,14 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
       return Status::Corruption(fmt::format("chunk {} is not the expected entries", ordinal - 1));
     }
     last_partition = c.partition;
+    if (c.count > c.length() / kEntrySize) {
+      return Status::Corruption(fmt::format("chunk {} counts {} entries in {} bytes", ordinal - 1,
+                                            c.count, c.length()));
+    }
     Index::Locked table = store->index().Lock(c.partition);
+    // The writer puts a partition's entries in one chunk unless they fill
+    // it: room for them all at once, not a dozen resizes on the way.
+    table->Reserve(table->size() + c.count);
     const uint8_t* p = c.payload();
     const uint8_t* end = p + c.length();
     for (uint32_t i = 0; i < c.count; ++i) {
@@ -419,9 +432,8 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
         p += 2 + len;
         ++references;
       }
-      if (table->Find(e->tag(), e->offset()) != nullptr) return bad("listed twice");
-      table->Insert(*e, reference);
-      blocks.AddLive(block, AccountedBytes(*e));
+      if (!table->InsertNew(*e, reference)) return bad("listed twice");
+      live[block] += AccountedBytes(*e);
       ++entries;
       if (e->live()) {
         ++stats->live_records;
@@ -433,6 +445,7 @@ Status Load(StoreImpl* store, FileReader* in, const std::vector<BlockInUse>& on_
       return Status::Corruption(fmt::format("chunk {} holds bytes past its entries", ordinal - 1));
     }
   }
+  for (const BlockInUse& b : listed) blocks.AddLive(b.block, live[b.block]);
   if (c.length() != 16 || DecodeFixed64(c.payload()) != entries ||
       DecodeFixed64(c.payload() + 8) != references) {
     return Status::Corruption(fmt::format(

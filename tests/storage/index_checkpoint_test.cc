@@ -481,6 +481,72 @@ TEST_F(IndexCheckpointTest, DamagedCheckpointsAreRefusedWithNothingOfThemLeft) {
   ExpectModel(store.get());
 }
 
+// A file whose checksums are all right but whose contents are impossible:
+// written by a bug, or by hand. Each is refused by what it says, not by a
+// checksum, and leaves nothing behind.
+TEST_F(IndexCheckpointTest, ImpossibleContentsUnderGoodChecksumsAreRefused) {
+  {
+    auto store = OpenOrDie(opts_);
+    WriteMix(store.get());
+    if (HasFatalFailure()) return;
+  }
+  const std::string good = FileBytes(checkpoint_);
+  StoreView scanned;
+  {
+    StoreOptions scan = opts_;
+    scan.index_checkpoint.clear();
+    scanned = ViewOf(OpenOrDie(scan).get());
+  }
+  // The first chunk of entries: where it starts, and its ordinal (the
+  // checksum's seed).
+  size_t at = kCheckpointHeaderSize;
+  uint32_t ordinal = 0;
+  while (static_cast<uint8_t>(good[at + 4]) != static_cast<uint8_t>(CheckpointChunk::kEntries)) {
+    at += kCheckpointChunkHeaderSize + DecodeFixed32(good.data() + at + 8);
+    ++ordinal;
+    ASSERT_LT(at, good.size());
+  }
+  const uint32_t length = DecodeFixed32(good.data() + at + 8);
+  const uint32_t count = DecodeFixed32(good.data() + at + 12);
+  ASSERT_GT(count, 0u);
+  const size_t payload = at + kCheckpointChunkHeaderSize;
+  // The chunk rebuilt with a new payload and count, checksum and all.
+  auto with = [&](std::string new_payload, uint32_t new_count) {
+    std::string b = good.substr(0, at + kCheckpointChunkHeaderSize);
+    EncodeFixed32(b.data() + at + 8, static_cast<uint32_t>(new_payload.size()));
+    EncodeFixed32(b.data() + at + 12, new_count);
+    b += new_payload;
+    EncodeFixed32(b.data() + at, static_cast<uint32_t>(XXH3_64bits_withSeed(
+                                     b.data() + at + 4, b.size() - at - 4, ordinal)));
+    return b + good.substr(payload + length);
+  };
+  const std::string entries = good.substr(payload, length);
+  // The first entry with its reference, if it has one.
+  const bool linked = (DecodeFixed32(entries.data() + 8) & (1u << 30)) != 0;
+  const size_t first = 20 + (linked ? 2 + DecodeFixed16(entries.data() + 20) : 0);
+  std::string past_device = entries;
+  EncodeFixed32(past_device.data() + 4, 0xFFFFFFF0u);  // offset / 16, low half
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"an entry listed twice", with(entries.substr(0, first) + entries, count + 1),
+       "listed twice"},
+      {"a count beyond the chunk's bytes", with(entries, 0xFFFFFFFFu), "counts 4294967295 entries"},
+      {"an entry past the device", with(past_device, count), "outside the blocks listed"},
+  };
+  for (const auto& [name, bytes, why] : cases) {
+    SCOPED_TRACE(name);
+    WriteFile(checkpoint_, bytes);
+    auto store = OpenOrDie(opts_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->recovery().from_checkpoint);
+    EXPECT_PRED2(Contains, store->recovery().scan_reason, why);
+    const StoreView v = ViewOf(store.get());
+    EXPECT_EQ(v.entries, scanned.entries);
+    EXPECT_EQ(v.live_bytes, scanned.live_bytes);
+    EXPECT_EQ(v.blocks, scanned.blocks);
+    ExpectModel(store.get());
+  }
+}
+
 TEST_F(IndexCheckpointTest, NoneIsWrittenAfterADeviceWriteError) {
   auto device = FaultDevice::Create(32 * 64 * 1024, 3);
   StoreOptions opts = SmallOptions("fault", &clock_);
