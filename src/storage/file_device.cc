@@ -63,7 +63,13 @@ bool IoUringAvailable(std::string* why) {
       return;
     }
     reason = std::strerror(-rc);
-    if (rc == -ENOSYS) reason += " (this kernel has no io_uring)";
+    if (rc == -ENOSYS) {
+      // Podman's default seccomp profile answers ENOSYS to the calls it
+      // does not list, io_uring's among them (docs/container.md).
+      reason +=
+          " (this kernel has no io_uring, or a container seccomp profile forbids it: run with "
+          "docker/seccomp-segstored.json)";
+    }
     if (rc == -EPERM) {
       reason +=
           " (io_uring is forbidden here: a container seccomp profile, or "
