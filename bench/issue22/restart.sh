@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Issue 22's restart figures: how long a clean restart takes when it loads
-# the index checkpoint, against scanning the device as every start did
-# before, on a data file filled with the reference workload; in one run,
-# from the repository's root:
+# Issue 22's restart figures: how long a start takes, and how much of the
+# device it reads, on a data file filled with the reference workload: after
+# a clean stop (loading the index checkpoint), and after a crash (no usable
+# checkpoint: the write blocks' summaries read) against reading every write
+# block whole, as every start did before; in one run, from the repository's
+# root:
 #   - segbench limits (the device, the ping round trip);
 #   - one segstored (storage.index_checkpoint "auto": <data>.index) on a
 #     fresh FILE_SIZE data file, loaded with USERS reference users
 #     (segbench load), left until it stops defragmenting;
-#   - ROUNDS rounds of: stop it (SIGTERM: the close writes the checkpoint),
-#     drop the page cache, start it (it loads the checkpoint); stop it
-#     again, remove the checkpoint, drop the page cache, start it (it scans);
-#   - for every start: the recovery's own time (its log line), the time from
-#     exec to serving, and the bytes the process read (/proc/PID/io
-#     read_bytes: the device's O_DIRECT reads and the checkpoint's);
-#     for every stop: how long writing the checkpoint took and its size.
+#   - ROUNDS rounds of, each start after dropping the page cache:
+#     checkpoint: start after a clean stop (it loads the checkpoint), stop;
+#     crash: remove the checkpoint (a crash after any write leaves it
+#       stale), start (it reads the block summaries), SIGKILL;
+#     whole: remove it, start with storage.block_summaries = false (every
+#       block in use read whole), stop (writing the checkpoint again);
+#   - for every start: the recovery's own time and what it read (its log
+#     line), the time from exec to serving, and the bytes the process read
+#     (/proc/PID/io read_bytes: also its binary and libraries); for every
+#     clean stop: how long writing the checkpoint took and its size.
 # Then a summary (also $OUT/summary.txt); the servers' logs are in $OUT.
 # Needs root (to drop the page cache: /proc/sys/vm/drop_caches), jq.
 #
@@ -43,6 +48,7 @@ mkdir -p "$D" "$OUT"
 DATA=$D/segstore.dat
 PID=""
 ADDR=""
+EXTRA=()
 STARTED=""
 cleanup() {
   if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
@@ -56,8 +62,8 @@ trap cleanup EXIT
 start() {
   local log=$OUT/$1.log port="" t0 t1
   t0=$(date +%s.%N)
-  "$SEGSTORED" --listen 127.0.0.1:0 --admin-listen off --data "$DATA" --file-size "$FILE_SIZE" \
-    > "$log" 2>&1 &
+  "$SEGSTORED" "${EXTRA[@]}" --listen 127.0.0.1:0 --admin-listen off --data "$DATA" \
+    --file-size "$FILE_SIZE" > "$log" 2>&1 &
   PID=$!
   while :; do
     port=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
@@ -101,21 +107,34 @@ stop
 stat -c %s "$DATA.index" > "$OUT/checkpoint-size-0"
 
 : > "$OUT/rounds.txt"
+printf '[storage]\nblock_summaries = false\n' > "$OUT/whole.toml"
 for r in $(seq 1 "$ROUNDS"); do
-  for how in checkpoint scan; do
-    [ "$how" = scan ] && rm -f "$DATA.index"
+  # checkpoint: after a clean stop. crash: the checkpoint gone (as a crash
+  # after any write leaves it stale), block summaries read. whole: the
+  # same with every block read whole, as before summaries.
+  for how in checkpoint crash whole; do
+    [ "$how" != checkpoint ] && rm -f "$DATA.index"
     [ "$how" = checkpoint ] && [ ! -f "$DATA.index" ] && { echo "no checkpoint after the stop"; exit 1; }
+    EXTRA=()
+    [ "$how" = whole ] && EXTRA=(--config "$OUT/whole.toml")
     sync
     echo 3 > /proc/sys/vm/drop_caches
     start "$how-$r"
     read -r to_serving read_bytes <<< "$STARTED"
     line=$(recovery_line "$OUT/$how-$r.log")
     seconds=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
-    stop
+    if [ "$how" = crash ]; then
+      kill -KILL "$PID"
+      wait "$PID" || true
+      PID=""
+    else
+      stop
+    fi
     written=$(grep -m1 'index checkpoint .* written in' "$OUT/$how-$r.log" |
       sed -n 's/.* written in \([0-9.]*\) s.*/\1/p')
-    echo "$r $how $seconds $to_serving $read_bytes ${written:-?} $(stat -c %s "$DATA.index")" |
-      tee -a "$OUT/rounds.txt"
+    size=0
+    [ -f "$DATA.index" ] && size=$(stat -c %s "$DATA.index")
+    echo "$r $how $seconds $to_serving $read_bytes ${written:-?} $size" | tee -a "$OUT/rounds.txt"
     echo "  $line"
   done
 done
@@ -143,28 +162,41 @@ for line in open(os.path.join(out, "load.log")):
     m = re.search(r"write blocks of (\d+) KiB", line)
     if m:
         block_size = int(m.group(1)) << 10
-by = {"checkpoint": [], "scan": []}
+by = {"checkpoint": [], "crash": [], "whole": []}
 previous_size = int(open(os.path.join(out, "checkpoint-size-0")).read())
+device_bytes = None
 for r, how, seconds, to_serving, read_bytes, written, size in rows:
     text = open(os.path.join(out, f"{how}-{r}.log")).read()
     m = re.search(r"tombstones, (\d+) of (\d+) write blocks in use", text)
     in_use, headers = int(m.group(1)), int(m.group(2))
-    # A checkpoint start reads the file the stop before it wrote.
-    device_read = headers * 4096 + (previous_size if how == "checkpoint" else in_use * block_size)
+    device_bytes = (headers + 1) * block_size
+    if how == "checkpoint":
+        # Every block's first sector, and the file the stop before wrote.
+        device_read = headers * 4096 + previous_size
+    else:
+        # The recovery's own count (its log line): headers, summaries, whole blocks.
+        device_read = float(re.search(r"; ([0-9.]+) MB read", text).group(1)) * 1e6
     by[how].append((float(seconds), float(to_serving), int(read_bytes), written, int(size),
                     device_read, in_use * block_size))
-    previous_size = int(size)
+    if int(size):
+        previous_size = int(size)
 for how, xs in by.items():
     print(f"  {how:10} recovery {statistics.median(x[0] for x in xs):7.3f} s (rounds "
           f"{[x[0] for x in xs]}), exec to serving {statistics.median(x[1] for x in xs):7.3f} s, "
           f"recovery read {statistics.median(x[5] for x in xs) / 1e6:9.1f} MB "
-          f"({statistics.median(x[5] / x[6] for x in xs):.1%} of the blocks in use), "
+          f"({statistics.median(x[5] for x in xs) / device_bytes:.2%} of the device's bytes, "
+          f"{statistics.median(x[5] / x[6] for x in xs):.2%} of the blocks in use), "
           f"process read {statistics.median(x[2] for x in xs) / 1e6:9.1f} MB")
 c = statistics.median(x[0] for x in by["checkpoint"])
-s = statistics.median(x[0] for x in by["scan"])
+k = statistics.median(x[0] for x in by["crash"])
+w = statistics.median(x[0] for x in by["whole"])
 cs = statistics.median(x[1] for x in by["checkpoint"])
-ss = statistics.median(x[1] for x in by["scan"])
-print(f"  scan / checkpoint: recovery {s / c:.1f}x, exec to serving {ss / cs:.1f}x (goal: at least 20x)")
-print(f"  writing the checkpoint at a stop: {[x[3] for x in by['scan']]} s; "
-      f"its size {by['scan'][0][4] / 1e6:.1f} MB ({by['scan'][0][4] / users:.1f} B a user)")
+ws = statistics.median(x[1] for x in by["whole"])
+print(f"  clean restart, whole scan / checkpoint: recovery {w / c:.1f}x, exec to serving "
+      f"{ws / cs:.1f}x (goal: at least 20x)")
+print(f"  crash recovery: {k:.3f} s from summaries against {w:.3f} s reading every block whole "
+      f"({w / k:.1f}x); read {statistics.median(x[5] for x in by['crash']) / device_bytes:.2%} "
+      f"of the device's bytes (goal: at most 5 %)")
+print(f"  writing the checkpoint at a stop: {[x[3] for x in by['whole']]} s; "
+      f"its size {by['whole'][0][4] / 1e6:.1f} MB ({by['whole'][0][4] / users:.1f} B a user)")
 EOF

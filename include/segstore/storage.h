@@ -103,6 +103,12 @@ struct StoreOptions {
   // warning and the device is scanned as without one. Empty: off (every
   // start scans).
   std::string index_checkpoint;
+  // Whether a start that scans (no index checkpoint, or a refused one) reads
+  // each sealed write block's summary (the list of records its last sectors
+  // hold: src/storage/FORMAT.md, "Block summaries") instead of the whole
+  // block. Blocks are written with summaries either way; off is for tests
+  // and benchmarks comparing the two.
+  bool block_summaries = true;
   // Called about once a second during a long recovery (for readiness
   // reporting): write blocks read so far, of how many.
   std::function<void(uint32_t blocks_read, uint32_t blocks_total)> on_recovery_progress;
@@ -314,12 +320,21 @@ struct RecoveryStats {
   std::string scan_reason;
   uint32_t blocks_scanned = 0;  // write blocks whose header was read
   uint32_t blocks_in_use = 0;
-  uint64_t records_scanned = 0;  // every valid record version found
+  uint64_t records_scanned = 0;  // every valid record version found in blocks read whole
+  // Of blocks_in_use on a scan: those known from their summaries, and those
+  // read whole (no summary: open at the crash, or refused, counted apart).
+  uint32_t blocks_from_summaries = 0;
+  uint32_t blocks_read_whole = 0;
+  uint32_t summaries_refused = 0;
+  uint64_t records_from_summaries = 0;  // entries of the summaries taken
+  uint64_t bytes_read = 0;              // from the device, block headers included
   uint64_t live_records = 0;     // indexed as live
   uint64_t tombstones = 0;       // indexed as tombstones (deleted or expired keys)
   uint64_t damaged_regions = 0;  // stretches of bytes failing validation amid valid records
   uint64_t max_seq = 0;
   double seconds = 0;
+  // Of seconds: reading every block's header (both ways start with it).
+  double header_seconds = 0;
   // Bytes of read buffers recovery allocated: a fixed few, reused, whatever
   // the device's size.
   uint64_t read_buffer_bytes = 0;

@@ -361,6 +361,8 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            {"rotate_blocks_per_second", IntSetter(1, 100'000, [](Config* c, int64_t v) {
               c->storage.rotate_blocks_per_second = static_cast<uint32_t>(v);
             })},
+           {"block_summaries",
+            BoolSetter([](Config* c, bool v) { c->storage.block_summaries = v; })},
            {"index_checkpoint", TextSetter([](Config* c, const std::string& v) {
               if (v.empty()) {
                 return Status::InvalidArgument(
@@ -822,6 +824,7 @@ std::vector<StatEntry> Describe(const Config& c) {
   add("storage.defrag_threshold", c.storage.defrag_threshold);
   add("storage.defrag_blocks_per_second", c.storage.defrag_blocks_per_second);
   add("storage.rotate_blocks_per_second", c.storage.rotate_blocks_per_second);
+  add("storage.block_summaries", c.storage.block_summaries ? 1 : 0);
   add("storage.index_checkpoint", c.index_checkpoint);
   add("profile.max_segments", c.profile.max_segments);
   add("profile.max_links", c.profile.max_links);

@@ -11,6 +11,7 @@
 
 #include "common/coding.h"
 #include "storage/format.h"
+#include "storage/index.h"
 #include "storage/store_impl.h"
 
 namespace segstore::storage {
@@ -38,6 +39,13 @@ struct BlockWriter::Open {
   uint32_t flushed = 0;  // [0, flushed) is on the device: every flush up to it completed
   uint32_t issued = 0;   // [0, issued) is on the device or in flight
   bool sealed = false;
+  // The block's summary (FORMAT.md, "Block summaries"): bytes its entries
+  // take so far, and the records appended. A block opened for a record too
+  // large to leave room for one goes without (recovery reads it whole).
+  bool summarized = true;
+  bool summary_issued = false;
+  uint32_t summary_bytes = 0;
+  uint32_t records = 0;
   bool reflush = false;  // flush again when a flight completes (kMaxFlights were out)
   bool broken = false;   // a flush failed: nothing more is acknowledged
   std::deque<std::unique_ptr<Flight>> flights;  // in flight or done out of order, by begin
@@ -179,7 +187,17 @@ uint32_t BlockWriter::Placement(uint32_t write_off, uint32_t footprint) const {
   return write_off;
 }
 
-Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
+bool BlockWriter::Fits(const Open& ob, uint32_t footprint, size_t reference) const {
+  const uint32_t block_size = store_->block_size();
+  const uint64_t end = uint64_t{Placement(ob.write_off, footprint)} + footprint;
+  if (!ob.summarized) return end <= block_size;
+  // The record's last sector, then the summary's whole sectors.
+  return AlignUp(end, kSectorSize) +
+             SummaryRegionSize(uint64_t{ob.summary_bytes} + SummaryEntryBytes(reference)) <=
+         block_size;
+}
+
+Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose, size_t reference) {
   if (store_->writes_failed()) {
     return Status::Unavailable(fmt::format("writes are refused after a device error ({})",
                                            store_->write_error().ToString()));
@@ -189,7 +207,7 @@ Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
     return Status::InvalidArgument(
         fmt::format("a record of {} bytes does not fit in a write block", footprint));
   }
-  if (!open_ || Placement(open_->write_off, footprint) + footprint > block_size) {
+  if (!open_ || !Fits(*open_, footprint, reference)) {
     BlockHeader h;
     h.seq = store_->NextSeq();
     h.nonce = nonces_();
@@ -205,6 +223,9 @@ Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
     h.block_index = *block;
     if (open_) Seal();
     OpenBlock(h);
+    // Too large to leave room for a summary even alone: this block goes
+    // without one.
+    if (!Fits(*open_, footprint, reference)) open_->summarized = false;
   }
   Open* ob = open_.get();
   uint32_t at = Placement(ob->write_off, footprint);
@@ -215,9 +236,11 @@ Status BlockWriter::Reserve(uint32_t footprint, BlockTable::Purpose purpose) {
   return Status::OK();
 }
 
-BlockWriter::Slot BlockWriter::Append(uint32_t footprint, uint64_t stamp) {
+BlockWriter::Slot BlockWriter::Append(uint32_t footprint, uint64_t stamp, size_t reference) {
   Open* ob = open_.get();
-  assert(ob != nullptr && ob->write_off + footprint <= store_->block_size());
+  assert(ob != nullptr && Fits(*ob, footprint, reference));
+  if (ob->summarized) ob->summary_bytes += SummaryEntryBytes(reference);
+  ++ob->records;
   Slot s;
   s.dst = ob->bytes() + ob->write_off;
   s.offset = ob->base + ob->write_off;
@@ -279,10 +302,12 @@ void BlockWriter::FlushAll(FlushCallback done) {
     if (--join->remaining == 0) join->done(join->status);
   };
   auto wait_for = [&](Open* ob) {
-    if (ob->write_off <= ob->flushed) return;
+    // A sealed block is done once its summary is on the device too.
+    const uint32_t end = ob->sealed && ob->summarized ? store_->block_size() : ob->write_off;
+    if (end <= ob->flushed) return;
     if (!ob->has_records()) return;
     ++join->remaining;
-    ob->waiters.emplace_back(ob->write_off, arrive);
+    ob->waiters.emplace_back(end, arrive);
     Flush(ob);
   };
   if (open_) wait_for(open_.get());
@@ -306,9 +331,81 @@ void BlockWriter::Seal() {
   if (ob->write_off > ob->issued) {
     Flush(ob);
   } else if (ob->flights.empty() && !ob->broken) {
-    Finish(ob);
+    Complete(ob);
   }  // else the last flight to complete finishes it, or (broken) its image
      // stays attached so its records remain readable
+}
+
+void BlockWriter::Complete(Open* ob) {
+  // The summary goes last, alone, once every flush before it completed: a
+  // summary on the device then vouches only for records that are there too
+  // (flushes complete in any order, and a crash can lose an earlier one).
+  if (ob->summarized && !ob->summary_issued && !store_->writes_failed() && EncodeSummary(ob)) {
+    ob->summary_issued = true;
+    const uint32_t block_size = store_->block_size();
+    const uint32_t begin = block_size - SummaryRegionSize(ob->summary_bytes);
+    auto f = std::make_unique<Flight>();
+    f->ob = ob;
+    f->begin = begin;
+    f->end = block_size;
+    ob->issued = block_size;
+    ob->write_off = block_size;
+    counters_->Bump(counters_->flushes);
+    Flight* raw = f.get();
+    ob->flights.push_back(std::move(f));
+    queue_->Write(ob->base + begin, ob->bytes() + begin, block_size - begin, raw);
+    return;
+  }
+  // No summary after all: whoever waits for it (FlushAll) waits no more.
+  // Every record is on the device (no flight is left, none failed).
+  auto waiters = std::move(ob->waiters);
+  Finish(ob);  // destroys ob
+  for (auto& w : waiters) w.second(Status::OK());
+}
+
+bool BlockWriter::EncodeSummary(Open* ob) {
+  const uint32_t block_size = store_->block_size();
+  const uint32_t records_end = ob->issued;
+  std::string entries;
+  entries.reserve(ob->summary_bytes);
+  BlockScanner scan(ob->bytes(), records_end, ob->salt);
+  RecordView v;
+  uint32_t off;
+  uint32_t count = 0;
+  while (scan.Next(&v, &off)) {
+    const Digest d = store_->DigestOf(v.key);
+    SummaryEntry e;
+    e.digest_lo = d.lo;
+    e.digest_hi = d.hi;
+    e.version = v.header.version;
+    e.offset = off;
+    e.footprint = v.footprint;
+    e.sweep_at = v.header.sweep_at;
+    e.void_at = v.header.void_at;
+    e.kind = v.header.kind;
+    e.partition = static_cast<uint16_t>(Index::PartitionOf(v.key));
+    e.reference = v.reference;
+    AppendSummaryEntry(e, &entries);
+    ++count;
+  }
+  // Every record appended, and no more room than reserved: anything else is
+  // a bug (a caller that named no reference, say), and the block goes
+  // without a summary rather than with a wrong one.
+  if (count != ob->records || scan.damaged() != 0 || entries.size() != ob->summary_bytes ||
+      records_end > block_size - SummaryRegionSize(entries.size())) {
+    assert(false && "a block summary that does not match its block");
+    return false;
+  }
+  uint8_t* region = ob->bytes() + block_size - SummaryRegionSize(entries.size());
+  std::memcpy(region, entries.data(), entries.size());
+  SummaryTrailer t;
+  t.count = count;
+  t.entry_bytes = static_cast<uint32_t>(entries.size());
+  t.records_end = records_end;
+  t.seq = ob->seq;
+  t.entries_sum = SummaryEntriesChecksum(region, entries.size(), ob->salt);
+  EncodeSummaryTrailer(t, ob->salt, ob->bytes() + block_size - kSummaryTrailerSize);
+  return true;
 }
 
 void BlockWriter::Flush(Open* ob) {
@@ -408,7 +505,7 @@ void BlockWriter::OnFlushed(Open* ob, Flight* flight, int32_t result) {
     if (ob->write_off > ob->issued) {
       Flush(ob);
     } else if (ob->flights.empty()) {
-      Finish(ob);  // destroys ob
+      Complete(ob);  // writes its summary, or destroys ob
     }
   } else if (ob->reflush || (!ob->waiters.empty() && ob->waiters.back().first > ob->issued)) {
     ob->reflush = false;

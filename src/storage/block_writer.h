@@ -60,14 +60,18 @@ class BlockWriter {
     uint32_t end_in_block = 0;  // end of the record inside its block
   };
 
-  // Makes sure the open block has room for `footprint` bytes, sealing it and
-  // opening another if needed; `purpose` says which free-block reserve a new
-  // block may come from. DeviceFull when no block can be had; Unavailable
-  // after a device error (sticky).
-  Status Reserve(uint32_t footprint, BlockTable::Purpose purpose);
-  // Claims `footprint` bytes (Reserve'd just before, on this thread). `stamp`
-  // is the global sequence the write is ordered by (see pending_min).
-  Slot Append(uint32_t footprint, uint64_t stamp);
+  // Makes sure the open block has room for `footprint` bytes, and for the
+  // record's entry in the block's summary (a kPutRef record's names its
+  // reference: `reference` bytes), sealing it and opening another if needed;
+  // `purpose` says which free-block reserve a new block may come from.
+  // DeviceFull when no block can be had; Unavailable after a device error
+  // (sticky).
+  Status Reserve(uint32_t footprint, BlockTable::Purpose purpose, size_t reference = 0);
+  // Claims `footprint` bytes (Reserve'd just before, on this thread, with a
+  // `reference` at least this long). `stamp` is the global sequence the
+  // write is ordered by (see pending_min). The caller writes the record at
+  // the slot before it lets go of the thread.
+  Slot Append(uint32_t footprint, uint64_t stamp, size_t reference = 0);
   // Runs `done` once the record of `slot` is on the device (or the flush failed).
   void WhenDurable(const Slot& slot, FlushCallback done);
   // For buffered writes: makes sure a flush happens within the flush interval.
@@ -75,6 +79,11 @@ class BlockWriter {
   // Flushes everything appended so far; `done` runs once it is all on the device.
   void FlushAll(FlushCallback done);
 
+  // Seals the open block (its owner is closing): a block with records gets
+  // its summary, so that a start after a later crash need not read it whole.
+  void SealOpen() {
+    if (open_) Seal();
+  }
   // Seals the open block if its sequence is below `seq`: the store asks when
   // that block is the oldest on the device and holds the watermark back.
   void SealIfOlderThan(uint64_t seq) {
@@ -118,6 +127,15 @@ class BlockWriter {
   // there, or (align_records) the next sector rather than straddle two.
   uint32_t Placement(uint32_t write_off, uint32_t footprint) const;
   void Seal();
+  // Whether a record of `footprint` bytes (and `reference`) fits in `ob`,
+  // its summary entry included.
+  bool Fits(const Open& ob, uint32_t footprint, size_t reference) const;
+  // A sealed block whose records are all on the device: writes its summary
+  // (once), else finishes it.
+  void Complete(Open* ob);
+  // Lists the records of `ob`'s image in its summary, at the block's end;
+  // false (the block goes without one) when they do not fit.
+  bool EncodeSummary(Open* ob);
   void Flush(Open* ob);
   void OnFlushed(Open* ob, Flight* flight, int32_t result);
   void Finish(Open* ob);

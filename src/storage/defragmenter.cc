@@ -134,11 +134,13 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
     if (store_->index().Lock(partition)->Find(tag, offset) == nullptr) continue;  // garbage
     // Room before taking the lock for good: sealing a block and opening
     // another must not happen under it.
-    Status room = w->writer().Reserve(v.footprint, BlockTable::Purpose::kDefrag);
+    Status room = w->writer().Reserve(v.footprint, BlockTable::Purpose::kDefrag, v.reference.size());
     if (room.code() == Status::Code::kDeviceFull && !erasing_.empty()) {
       // On a nearly full device: free what earlier rewrites emptied, then go on.
       room = FreeReady(w);
-      if (room.ok()) room = w->writer().Reserve(v.footprint, BlockTable::Purpose::kDefrag);
+      if (room.ok()) {
+        room = w->writer().Reserve(v.footprint, BlockTable::Purpose::kDefrag, v.reference.size());
+      }
     }
     if (!room.ok()) {
       blocks.AbortDefrag(block);
@@ -153,7 +155,7 @@ Status Defragmenter::Rewrite(WorkerImpl* w, uint32_t block, bool rotation) {
     IndexEntry moved;
     std::string_view reference;
     if (!dead) {
-      BlockWriter::Slot slot = w->writer().Append(v.footprint, stamp);
+      BlockWriter::Slot slot = w->writer().Append(v.footprint, stamp, v.reference.size());
       EncodeRecord(v.header, v.key, v.reference, v.body, slot.block_salt, slot.dst);
       // The reference from the record itself, which the entry's mirrors.
       reference = v.reference;

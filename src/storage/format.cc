@@ -231,6 +231,107 @@ bool BlockScanner::Next(RecordView* record, uint32_t* offset) {
   return false;
 }
 
+void AppendSummaryEntry(const SummaryEntry& e, std::string* out) {
+  uint8_t b[kSummaryEntrySize] = {};
+  EncodeFixed64(b, e.digest_lo);
+  EncodeFixed64(b + 8, e.digest_hi);
+  EncodeFixed64(b + 16, e.version);
+  EncodeFixed32(b + 24, e.offset);
+  EncodeFixed32(b + 28, e.footprint);
+  EncodeFixed32(b + 32, e.sweep_at);
+  EncodeFixed32(b + 36, e.void_at);
+  b[40] = static_cast<uint8_t>(e.kind);
+  EncodeFixed16(b + 42, e.partition);
+  out->append(reinterpret_cast<const char*>(b), sizeof b);
+  if (e.kind == RecordKind::kPutRef) {
+    uint8_t len[2];
+    EncodeFixed16(len, static_cast<uint16_t>(e.reference.size()));
+    out->append(reinterpret_cast<const char*>(len), 2);
+    out->append(e.reference);
+  }
+}
+
+Result<SummaryEntry> DecodeSummaryEntry(const uint8_t* p, size_t avail) {
+  if (avail < kSummaryEntrySize) return Status::Corruption("block summary: an entry is cut");
+  SummaryEntry e;
+  e.digest_lo = DecodeFixed64(p);
+  e.digest_hi = DecodeFixed64(p + 8);
+  e.version = DecodeFixed64(p + 16);
+  e.offset = DecodeFixed32(p + 24);
+  e.footprint = DecodeFixed32(p + 28);
+  e.sweep_at = DecodeFixed32(p + 32);
+  e.void_at = DecodeFixed32(p + 36);
+  const uint8_t kind = p[40];
+  e.partition = DecodeFixed16(p + 42);
+  if (kind < static_cast<uint8_t>(RecordKind::kPut) ||
+      kind > static_cast<uint8_t>(RecordKind::kPutRef) || p[41] != 0) {
+    return Status::Corruption(fmt::format("block summary: an entry of unknown kind {}", kind));
+  }
+  e.kind = static_cast<RecordKind>(kind);
+  if (e.partition >= 4096 || e.offset % kRecordAlign != 0 || e.footprint < kRecordHeaderSize ||
+      e.footprint % kRecordAlign != 0 || e.version == 0) {
+    return Status::Corruption("block summary: an entry no record can have");
+  }
+  if (e.kind == RecordKind::kPutRef) {
+    if (avail < kSummaryEntrySize + 2) return Status::Corruption("block summary: an entry is cut");
+    const uint16_t len = DecodeFixed16(p + kSummaryEntrySize);
+    if (len == 0 || avail - kSummaryEntrySize - 2 < len) {
+      return Status::Corruption("block summary: an impossible reference length");
+    }
+    e.reference =
+        std::string_view(reinterpret_cast<const char*>(p + kSummaryEntrySize + 2), len);
+  }
+  return e;
+}
+
+uint64_t SummaryEntriesChecksum(const uint8_t* entries, size_t n, uint64_t block_salt) {
+  return XXH3_64bits_withSeed(entries, n, block_salt);
+}
+
+void EncodeSummaryTrailer(const SummaryTrailer& t, uint64_t block_salt, uint8_t* dst) {
+  std::memset(dst, 0, kSummaryTrailerSize);
+  EncodeFixed32(dst + 4, kSummaryMagic);
+  EncodeFixed16(dst + 8, kSummaryVersion);
+  EncodeFixed32(dst + 12, t.count);
+  EncodeFixed32(dst + 16, t.entry_bytes);
+  EncodeFixed32(dst + 20, t.records_end);
+  EncodeFixed64(dst + 24, t.seq);
+  EncodeFixed64(dst + 32, t.entries_sum);
+  EncodeFixed32(dst, Checksum(dst + 4, kSummaryTrailerSize - 4, block_salt));
+}
+
+Result<SummaryTrailer> DecodeSummaryTrailer(const uint8_t* src, uint64_t block_salt,
+                                            uint64_t block_seq, uint32_t block_size) {
+  if (DecodeFixed32(src + 4) != kSummaryMagic ||
+      DecodeFixed32(src) != Checksum(src + 4, kSummaryTrailerSize - 4, block_salt)) {
+    return Status::NotFound("no block summary");
+  }
+  const uint16_t version = DecodeFixed16(src + 8);
+  if (version != kSummaryVersion) {
+    return Status::Corruption(fmt::format(
+        "block summary version {}; this build reads version {}", version, kSummaryVersion));
+  }
+  SummaryTrailer t;
+  t.count = DecodeFixed32(src + 12);
+  t.entry_bytes = DecodeFixed32(src + 16);
+  t.records_end = DecodeFixed32(src + 20);
+  t.seq = DecodeFixed64(src + 24);
+  t.entries_sum = DecodeFixed64(src + 32);
+  if (t.seq != block_seq) {
+    return Status::Corruption(
+        fmt::format("block summary of seq {} in a block of seq {}", t.seq, block_seq));
+  }
+  if (uint64_t{t.entry_bytes} + kSummaryTrailerSize > block_size - kBlockHeaderSize ||
+      t.records_end < kBlockHeaderSize ||
+      t.records_end > block_size - SummaryRegionSize(t.entry_bytes) ||
+      uint64_t{t.count} * kSummaryEntrySize > t.entry_bytes) {
+    return Status::Corruption(fmt::format(
+        "block summary of {} entries in {} bytes, records to {}: impossible in a block of {}",
+        t.count, t.entry_bytes, t.records_end, block_size));
+  }
+  return t;
+}
+
 Digest DigestKey(std::string_view key, uint64_t seed) {
   XXH128_hash_t h = XXH3_128bits_withSeed(key.data(), key.size(), seed);
   return Digest{h.low64, h.high64};

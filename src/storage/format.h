@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/clock.h"
@@ -226,6 +227,92 @@ class BlockScanner {
   uint32_t damaged_ = 0;
 };
 
+// ---- Block summary: the last sectors of a sealed write block list the
+// records the block holds (FORMAT.md, "Block summaries"), so that a crash
+// recovery reads them instead of the whole block. Written by the block's last
+// flush, only once every earlier flush of the block completed; a block
+// without a valid one (open at the crash, a record too large to leave room,
+// damage) is read whole as before. The entries: what recovery derives from
+// each record (its key's digest and partition, as of summary version 1), so
+// nothing else of the block need be read.
+inline constexpr uint32_t kSummaryMagic = 0x4D534753;  // "SGSM"
+// Its own version, apart from the data file format's: a release that does
+// not read it reads the block whole, as a release before summaries does
+// (summary bytes never validate as records). Version 1 means the digest
+// rule of DigestKey and the routing partition of include/segstore/routing.h.
+inline constexpr uint16_t kSummaryVersion = 1;
+// The trailer: the last 64 bytes of the block.
+//  0  u32 checksum      XXH3-64 (low 32 bits) of bytes [4, 64), seeded with the block's salt
+//  4  u32 magic         kSummaryMagic
+//  8  u16 version       kSummaryVersion
+// 10  u16 reserved      0
+// 12  u32 count         entries
+// 16  u32 entry_bytes   bytes of the entries
+// 20  u32 records_end   end of the block's last record (<= where the entries start)
+// 24  u64 seq           the block header's seq
+// 32  u64 entries_sum   XXH3-64 of the entries, seeded with the block's salt
+// 40  ... 24 reserved bytes, 0
+// The entries start SummaryRegionSize(entry_bytes) bytes before the block's
+// end (a sector boundary), in the order of the records' offsets:
+//  0  u64 digest_lo, u64 digest_hi   DigestKey(key, the superblock's hash seed)
+// 16  u64 version       the record's
+// 24  u32 offset        in the block (a multiple of kRecordAlign, >= kBlockHeaderSize)
+// 28  u32 footprint     RecordFootprint of the record
+// 32  u32 sweep_at, 36 u32 void_at   the record's
+// 40  u8  kind          RecordKind
+// 41  u8  reserved      0
+// 42  u16 partition     the key's routing partition
+// 44  kPutRef only: u16 reference length (1..65535), reference bytes
+inline constexpr uint32_t kSummaryTrailerSize = 64;
+inline constexpr uint32_t kSummaryEntrySize = 44;
+constexpr uint32_t SummaryEntryBytes(size_t reference) {
+  return kSummaryEntrySize + (reference == 0 ? 0 : 2 + static_cast<uint32_t>(reference));
+}
+// Bytes at the end of the block the summary takes: whole sectors.
+constexpr uint32_t SummaryRegionSize(uint64_t entry_bytes) {
+  return static_cast<uint32_t>((entry_bytes + kSummaryTrailerSize + kSectorSize - 1) &
+                               ~uint64_t{kSectorSize - 1});
+}
+struct SummaryEntry {
+  uint64_t digest_lo = 0;
+  uint64_t digest_hi = 0;
+  uint64_t version = 0;
+  uint32_t offset = 0;
+  uint32_t footprint = 0;
+  UnixSeconds sweep_at = 0;
+  UnixSeconds void_at = 0;
+  RecordKind kind = RecordKind::kPut;
+  uint16_t partition = 0;
+  std::string_view reference;  // kPutRef only
+};
+void AppendSummaryEntry(const SummaryEntry& e, std::string* out);
+struct SummaryTrailer {
+  uint32_t count = 0;
+  uint32_t entry_bytes = 0;
+  uint32_t records_end = 0;
+  uint64_t seq = 0;
+  uint64_t entries_sum = 0;
+};
+uint64_t SummaryEntriesChecksum(const uint8_t* entries, size_t n, uint64_t block_salt);
+void EncodeSummaryTrailer(const SummaryTrailer& t, uint64_t block_salt,
+                          uint8_t* dst /* kSummaryTrailerSize */);
+// The trailer at `src` (the block's last 64 bytes) of a block of this salt and
+// seq, whose size is `block_size`. NotFound when there is none (no summary
+// was written: the bytes do not validate under this salt); Corruption when
+// it validates but says something impossible for the block (another seq, a
+// version this build does not read, entries that cannot fit).
+Result<SummaryTrailer> DecodeSummaryTrailer(const uint8_t* src, uint64_t block_salt,
+                                            uint64_t block_seq, uint32_t block_size);
+// Reads the entries `t` describes, at `entries` (t.entry_bytes bytes), after
+// checking their checksum: calls f(const SummaryEntry&) for each, in order.
+// Corruption (and no further call) at the first entry that cannot be a
+// record of the block: out of order, overlapping, past records_end, an
+// unknown kind, a partition >= 4096, a bad reference length, or a count
+// that does not match. The caller must be ready to discard what f saw.
+template <typename F>
+Status ReadSummaryEntries(const SummaryTrailer& t, const uint8_t* entries, uint64_t block_salt,
+                          F&& f);
+
 // ---- Key digest: 128 bits of XXH3, seeded per device. Its low 32 bits are
 // the index tag (the partition is the key's routing partition); see index.h.
 struct Digest {
@@ -234,5 +321,31 @@ struct Digest {
   bool operator==(const Digest&) const = default;
 };
 Digest DigestKey(std::string_view key, uint64_t seed);
+
+// ---- ReadSummaryEntries, defined here for its callback.
+// One entry decoded from `p` (`avail` bytes), or an error saying what is wrong.
+Result<SummaryEntry> DecodeSummaryEntry(const uint8_t* p, size_t avail);
+
+template <typename F>
+Status ReadSummaryEntries(const SummaryTrailer& t, const uint8_t* entries, uint64_t block_salt,
+                          F&& f) {
+  if (SummaryEntriesChecksum(entries, t.entry_bytes, block_salt) != t.entries_sum) {
+    return Status::Corruption("block summary: entries checksum mismatch");
+  }
+  size_t at = 0;
+  uint32_t end_of_last = kBlockHeaderSize;
+  for (uint32_t i = 0; i < t.count; ++i) {
+    Result<SummaryEntry> e = DecodeSummaryEntry(entries + at, t.entry_bytes - at);
+    if (!e.ok()) return e.status();
+    if (e->offset < end_of_last || uint64_t{e->offset} + e->footprint > t.records_end) {
+      return Status::Corruption("block summary: an entry overlaps another or the summary");
+    }
+    end_of_last = e->offset + e->footprint;
+    at += SummaryEntryBytes(e->reference.size());
+    f(*e);
+  }
+  if (at != t.entry_bytes) return Status::Corruption("block summary: entries do not fill it");
+  return Status::OK();
+}
 
 }  // namespace segstore::storage

@@ -508,7 +508,7 @@ void UpdateOp::Decide(const Record* current) {
   const BlockTable::Purpose purpose = mut.kind == Mutation::Kind::kDelete
                                           ? BlockTable::Purpose::kDelete
                                           : BlockTable::Purpose::kWrite;
-  if (Status s = w_->writer().Reserve(footprint, purpose); !s.ok()) {
+  if (Status s = w_->writer().Reserve(footprint, purpose, reference.size()); !s.ok()) {
     Finish(std::move(s));
     return;
   }
@@ -557,7 +557,7 @@ bool UpdateOp::Apply(const Mutation& m, std::string_view reference, const Record
   h.sweep_at = is_delete ? 0 : m.sweep_at;
   h.void_at = is_delete ? 0 : m.void_at;
   const uint32_t footprint = RecordFootprint(h.key_len, h.body_len);
-  *slot = w_->writer().Append(footprint, h.version);
+  *slot = w_->writer().Append(footprint, h.version, linked ? reference.size() : 0);
   EncodeRecord(h, search_.key(), linked ? reference : std::string_view(),
                is_delete ? std::string_view() : std::string_view(m.body), slot->block_salt,
                slot->dst);

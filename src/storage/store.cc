@@ -248,7 +248,10 @@ Status StoreImpl::Start() {
     // The block headers first: a scan needs them, and the index checkpoint
     // is trusted only if they are exactly as it lists them.
     std::vector<BlockInUse> in_use;
+    const auto headers_started = std::chrono::steady_clock::now();
     SEGSTORE_RETURN_IF_ERROR(FindBlocksInUse(this, q->get(), &recovery_, &in_use));
+    recovery_.header_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - headers_started).count();
     const std::string& checkpoint = options_.index_checkpoint;
     if (checkpoint.empty()) {
       recovery_.scan_reason = "no index checkpoint configured";
@@ -278,17 +281,20 @@ Status StoreImpl::Start() {
   if (recovery_.from_checkpoint) {
     spdlog::info(
         "recovered {} in {:.3f} s from the index checkpoint {}: {} live records, {} tombstones, "
-        "{} of {} write blocks in use (their headers checked), io backend {}",
+        "{} of {} write blocks in use (their headers checked in {:.3f} s), io backend {}",
         device_->name(), recovery_.seconds, options_.index_checkpoint, recovery_.live_records,
         recovery_.tombstones, recovery_.blocks_in_use, recovery_.blocks_scanned,
-        device_->backend_name());
+        recovery_.header_seconds, device_->backend_name());
   } else {
     spdlog::info(
         "recovered {} in {:.3f} s by scanning it ({}): {} live records, {} tombstones, {} of {} "
-        "write blocks in use ({} record versions scanned), io backend {}",
+        "write blocks in use: {} known from their summaries, {} read whole ({} record versions "
+        "scanned); {:.1f} MB read, headers in {:.3f} s; io backend {}",
         device_->name(), recovery_.seconds, recovery_.scan_reason, recovery_.live_records,
         recovery_.tombstones, recovery_.blocks_in_use, recovery_.blocks_scanned,
-        recovery_.records_scanned, device_->backend_name());
+        recovery_.blocks_from_summaries, recovery_.blocks_read_whole, recovery_.records_scanned,
+        static_cast<double>(recovery_.bytes_read) / 1e6, recovery_.header_seconds,
+        device_->backend_name());
   }
   started_ = true;
   if (options_.background_defrag) defrag_thread_ = std::thread([this] { DefragLoop(); });

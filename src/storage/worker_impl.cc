@@ -34,6 +34,7 @@ WorkerImpl::~WorkerImpl() {
 void WorkerImpl::Drain() {
   while (pending_ops_ > 0) Wait(std::chrono::milliseconds(10));
   bool flushed = false;
+  writer_->SealOpen();
   writer_->FlushAll([&flushed](Status) { flushed = true; });
   writer_->CancelTimer();
   queue_->Submit();

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -71,6 +73,10 @@ class FaultTest : public ::testing::Test {
       o.rotate_blocks_per_second = 100000;
     }
     o.clock = &clock_;
+    // ctest runs these a second time with every block read whole
+    // (tests/integration/CMakeLists.txt).
+    const char* summaries = std::getenv("SEGSTORE_TEST_BLOCK_SUMMARIES");
+    o.block_summaries = summaries == nullptr || std::string_view(summaries) != "0";
     profile::ProfileOptions p;
     p.sweeper = false;
     server_options_.threads = 2;
