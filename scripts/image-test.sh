@@ -137,7 +137,7 @@ EOF
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/archives/*.deb
   tar -C "$root" --numeric-owner -cf - . |
     podman import --change 'CMD ["bash"]' --message "debootstrap --variant=minbase bookworm" \
-      - "$base" >/dev/null
+      - "$base" >"$work/import.log" 2>&1 || { cat "$work/import.log" >&2; fail "podman import"; }
   rm -rf "$root"
 }
 
@@ -167,7 +167,7 @@ start() {
 }
 
 # The host port published for the container's PORT.
-host_port() { podman port "$1" "$2/tcp" | head -1 | sed 's/.*://'; }
+host_port() { podman port "$1" "$2/tcp" | sed -n '1s/.*://p'; }
 
 # `wait_ready NAME`: until /ready answers 200 through the published admin
 # port; fails with the log if the container exits first.
@@ -200,13 +200,21 @@ segctl() {
   fi
 }
 
+# `expect_metric NAME LINE`: NAME's /metrics has LINE (a grep -E pattern).
+expect_metric() {
+  local metrics
+  metrics=$(curl -fsS "http://127.0.0.1:$(host_port "$1" 7701)/metrics") ||
+    fail "$1: no /metrics"
+  grep -E -q -- "^$2\$" <<<"$metrics" || fail "$1: /metrics has no line \"$2\""
+  say "$1 /metrics: $(grep -E -m1 -- "^$2\$" <<<"$metrics")"
+}
+
 # `expect_log NAME TEXT`: the container's log has TEXT (a grep -E pattern).
 expect_log() {
-  if ! podman logs "$1" 2>&1 | grep -E -q -- "$2"; then
-    podman logs "$1" >&2 || true
-    fail "$1: no \"$2\" in its log"
-  fi
-  say "$1 logged: $(podman logs "$1" 2>&1 | grep -E -m1 -o -- ".{0,60}($2).{0,100}")"
+  local log
+  log=$(podman logs "$1" 2>&1)
+  grep -E -q -- "$2" <<<"$log" || { echo "$log" >&2; fail "$1: no \"$2\" in its log"; }
+  say "$1 logged: $(grep -E -m1 -o -- ".{0,60}($2).{0,100}" <<<"$log")"
 }
 
 # `stop_cleanly NAME`: SIGTERM (the image's STOPSIGNAL); exit code 0 and
@@ -236,8 +244,7 @@ with_profile() {
   say "$tag-a ready: client port 127.0.0.1:$(host_port "$tag-a" 7700)," \
     "admin 127.0.0.1:$(host_port "$tag-a" 7701)"
   expect_log "$tag-a" "serving on 0\.0\.0\.0:7700 .* io io_uring"
-  curl -fsS "http://127.0.0.1:$(host_port "$tag-a" 7701)/metrics" | grep -q 'io_backend="io_uring"' ||
-    fail "/metrics does not say io_backend=\"io_uring\""
+  expect_metric "$tag-a" 'segstore_info\{.*io_backend="io_uring".*\} 1'
   segctl "$tag-a" upsert imgtest-user 4101@never 4202@+30d
   local out
   out=$(segctl "$tag-a" get imgtest-user)
@@ -257,6 +264,8 @@ with_profile() {
     -v "$work/io_uring.toml:/etc/segstore/segstored.toml:ro"
   wait_ready "$tag-b"
   expect_log "$tag-b" "io io_uring; recovered 1 live records"
+  # The clean stop wrote the index checkpoint, and this start loaded it.
+  expect_metric "$tag-b" "segstore_recovery_from_checkpoint 1"
   out=$(segctl "$tag-b" get imgtest-user)
   expect_segments "$out" 4101 4202
   say "$tag-b read the data back from the volume"
@@ -270,6 +279,7 @@ without_profile() {
   # segstored's reason reads "this kernel has no io_uring".
   expect_log "$tag-c" "io_uring is unavailable .*Falling back to synchronous pread/pwrite"
   expect_log "$tag-c" "io sync; recovered 1 live records"
+  expect_metric "$tag-c" 'segstore_info\{.*io_backend="sync".*\} 1'
   local out
   out=$(segctl "$tag-c" get imgtest-user)
   expect_segments "$out" 4101 4202
