@@ -377,9 +377,10 @@ Status RunBackup(const BackupOptions& o, BackupStats* stats) {
     SEGSTORE_RETURN_IF_ERROR(w.Append(Chunk(ChunkKind::kPartitionEnd, p, {}, 0)));
     ++stats->partitions;
     const auto now = SteadyClock::now();
-    if (o.progress && (now - last_progress > std::chrono::seconds(5) || p == to)) {
+    if (now - last_progress > std::chrono::seconds(5) || p == to) {
       last_progress = now;
-      (void)w.Sync();  // what is said done is on disk
+      SEGSTORE_RETURN_IF_ERROR(w.Sync());  // a resume finds what was said done
+      if (!o.progress) continue;
       const double secs = std::chrono::duration<double>(now - start).count();
       std::fprintf(stderr, "segctl backup: partition %u of %u-%u, %llu users, %.0f users/s\n", p,
                    from, to, static_cast<unsigned long long>(stats->users),
