@@ -12,6 +12,7 @@ packages=(
   libspdlog-dev       # logging (pulls libfmt-dev)
   libxxhash-dev       # digests and checksums
   zlib1g-dev          # gzip-compressed DMP files (segctl load)
+  libzstd-dev         # segctl backup files (zstd chunks)
   libtomlplusplus-dev # config file
   libsystemd-dev      # sd_notify readiness
   libssl-dev          # TLS on the client port (OpenSSL 3, through Asio SSL)

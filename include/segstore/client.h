@@ -68,6 +68,9 @@ using segstore::GetOptions;
 using segstore::GetResult;
 using segstore::IncrementResult;
 using segstore::SegmentUpdate;
+using segstore::ScannedProfile;
+using segstore::ScanRequest;
+using segstore::ScanResponse;
 using segstore::ServerInfo;
 using segstore::TrimResult;
 using segstore::UnixSeconds;
@@ -234,6 +237,14 @@ class AsyncClient {
   // double or a time, of the field's type), the given expiry with it.
   virtual void FieldMax(std::string_view user, const FieldUpdate& field, const WriteId& write_id,
                         Callback<FieldMaxResult> done) = 0;
+  // One page of a routing partition's profiles, decoded: each user's own
+  // live segments, live fields and its record's side of a link
+  // (proto/PROTOCOL.md, "scan"). Start at cursor 0 and send each answer's
+  // cursor back until ScanResponse::finished(); a page may be empty before
+  // the last. A cursor means something only to the server that gave it.
+  // WrongNode from a cluster node that does not serve the partition; Busy
+  // from one serving nothing yet; the answer says `stale` as a get's does.
+  virtual void Scan(const ScanRequest& request, Callback<ScanResponse> done) = 0;
   // Node to node: one page of a routing partition's records, from a cluster
   // node that serves the partition, for a node copying it to itself
   // (proto/PROTOCOL.md, "copy_partition"; clients have no need of it).
@@ -321,6 +332,8 @@ class Client {
   // As AsyncClient::Expire.
   Result<ExpireResult> Expire(std::string_view user, std::span<const uint64_t> ids,
                               const ExpireSpec& expiry, const WriteId& write_id = {});
+  // As AsyncClient::Scan.
+  Result<ScanResponse> Scan(const ScanRequest& request);
   // As AsyncClient::CopyPartition, SendLinkStep and ReadRecords (node to node).
   Result<CopyPartitionResponse> CopyPartition(const CopyPartitionRequest& request);
   Result<LinkStepResult> SendLinkStep(const LinkStep& step, const WriteId& write_id = {});

@@ -96,6 +96,45 @@ struct StoredRecord {
   bool operator==(const StoredRecord&) const = default;
 };
 
+// scan (proto/PROTOCOL.md, "scan"): a client reads every profile of a
+// routing partition, page by page, decoded: what a backup or an export
+// needs, from a single server or any replica of the partition.
+inline constexpr uint64_t kScanFinished = kCopyFinished;  // the cursor after the last page
+
+struct ScanRequest {
+  uint32_t partition = 0;  // 0 to kPartitions - 1
+  uint64_t cursor = 0;     // 0 for the first page; then the previous page's cursor
+  // Most bytes of response body wanted (one profile larger still comes
+  // alone). 0: the server's own page size; a server may cap it lower.
+  uint32_t max_bytes = 0;
+  bool operator==(const ScanRequest&) const = default;
+};
+
+// One user's record as a scan reads it: what was live in it at the
+// server's clock when it was read, all of one version of the record.
+struct ScannedProfile {
+  std::string user = {};
+  std::vector<Segment> segments = {};  // its own live segments, by id
+  std::vector<Field> fields = {};      // its own live fields, by name (bytewise)
+  // The master its record names with a live link (a member's side of a
+  // link); empty: none. A link counts only while the master lists it too.
+  std::string master = {};
+  UnixSeconds link_expires = kNever;  // with `master`: when its link expires
+  // The members its record lists with a live link (a master's side), by user.
+  std::vector<LinkedUser> members = {};
+  bool operator==(const ScannedProfile&) const = default;
+};
+
+struct ScanResponse {
+  uint64_t cursor = 0;  // where the next page starts; kScanFinished after the last
+  std::vector<ScannedProfile> profiles = {};  // by the server's order (not by user)
+  // Set by the client library: the cluster node that answered read a copy
+  // that may be behind the cluster's log (proto/PROTOCOL.md, "Stale reads").
+  bool stale = false;
+  bool finished() const { return cursor == kScanFinished; }
+  bool operator==(const ScanResponse&) const = default;
+};
+
 struct CopyPartitionResponse {
   // The first offset of the partition's log partition the answering node had
   // not applied when it read this page. Keep the first page's: every page of

@@ -275,6 +275,14 @@ class AsyncClientImpl final : public AsyncClient {
                                          Identity<CopyPartitionResponse>()));
   }
 
+  void Scan(const ScanRequest& request, Callback<ScanResponse> done) override {
+    Connection* conn = conn_.get();
+    Send(Op::kScan, request, Decoding<ScanResponse>(Op::kScan, std::move(done), [conn](ScanResponse r) {
+           r.stale = (conn->answer_flags() & proto::kFlagStale) != 0;
+           return r;
+         }));
+  }
+
   void Close() override { conn_->Close(); }
 
  private:
@@ -489,6 +497,11 @@ Result<ExpireResult> Client::Expire(std::string_view user, std::span<const uint6
 Result<CopyPartitionResponse> Client::CopyPartition(const CopyPartitionRequest& request) {
   return impl_->Wait<CopyPartitionResponse>(
       [&](Callback<CopyPartitionResponse> cb) { impl_->async->CopyPartition(request, cb); });
+}
+
+Result<ScanResponse> Client::Scan(const ScanRequest& request) {
+  return impl_->Wait<ScanResponse>(
+      [&](Callback<ScanResponse> cb) { impl_->async->Scan(request, cb); });
 }
 
 Result<LinkStepResult> Client::SendLinkStep(const LinkStep& step, const WriteId& write_id) {

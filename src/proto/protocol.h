@@ -43,6 +43,8 @@ enum class Op : uint8_t {
   kMasterOf = 0x13,
   kLinks = 0x14,
   kConnected = 0x15,
+  // A partition's profiles, page by page (backups, exports).
+  kScan = 0x16,
   kUpsert = 0x20,
   kBatchUpsert = 0x21,
   kRemove = 0x22,
@@ -69,7 +71,8 @@ inline constexpr Op kOps[] = {
     Op::kBatchGet,       Op::kCount,       Op::kMasterOf,      Op::kLinks,      Op::kConnected,
     Op::kUpsert,         Op::kBatchUpsert, Op::kRemove,        Op::kTrim,       Op::kDelete,
     Op::kExpire,         Op::kLink,        Op::kUnlink,        Op::kFieldSet,   Op::kFieldDelete,
-    Op::kFieldIncrement, Op::kFieldMax,    Op::kCopyPartition, Op::kLinkStep,   Op::kReadRecords};
+    Op::kFieldIncrement, Op::kFieldMax,    Op::kCopyPartition, Op::kLinkStep,   Op::kReadRecords,
+    Op::kScan};
 inline constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 constexpr size_t OpSlot(uint8_t op) {
   for (size_t i = 0; i < kOpCount; ++i) {

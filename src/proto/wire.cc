@@ -36,6 +36,8 @@ std::string_view OpName(uint8_t op) {
       return "links";
     case Op::kConnected:
       return "connected";
+    case Op::kScan:
+      return "scan";
     case Op::kUpsert:
       return "upsert";
     case Op::kBatchUpsert:
@@ -1173,23 +1175,31 @@ Status ReadAttrColumn(const Fields& f, std::string_view key, size_t rows,
   return Status::OK();
 }
 
-// A get answer's "fields": {name: [value, expires_at]...}, names (str or
-// bin) in strictly increasing bytewise order.
+// A map of fields {name: [value, expires_at]...} (a get answer's, a scanned
+// profile's), names (str or bin) in strictly increasing bytewise order.
+Status ReadFieldMap(const object* map, const std::string& name, size_t* timestamps,
+                    std::vector<Field>* fields);
+
+// A get answer's "fields": {name: [value, expires_at]...}.
 Status ReadAnswerFields(const Fields& f, size_t* timestamps, GetResult* m) {
   m->fields.clear();
   m->fields_asked = false;
   const object* map = f.Find("fields");
   if (map == nullptr || map->type == mt::NIL) return Status::OK();
-  const std::string name = f.Name("fields");
-  if (map->type != mt::MAP) return WrongType(name, "a map of fields", *map);
   m->fields_asked = true;
-  m->fields.reserve(map->via.map.size);
+  return ReadFieldMap(map, f.Name("fields"), timestamps, &m->fields);
+}
+
+Status ReadFieldMap(const object* map, const std::string& name, size_t* timestamps,
+                    std::vector<Field>* fields) {
+  if (map->type != mt::MAP) return WrongType(name, "a map of fields", *map);
+  fields->reserve(map->via.map.size);
   for (uint32_t i = 0; i < map->via.map.size; ++i) {
     const msgpack::object_kv& kv = map->via.map.ptr[i];
     const std::string at = name + "[" + std::to_string(i) + "]";
     Field field;
     SEGSTORE_RETURN_IF_ERROR(ReadFieldName(kv.key, at + ".name", &field.name));
-    if (!m->fields.empty() && !(m->fields.back().name < field.name)) {
+    if (!fields->empty() && !(fields->back().name < field.name)) {
       return Bad(at + ".name", "\"" + Printable(field.name) +
                                    "\" is out of order or twice (names come in bytewise order)");
     }
@@ -1204,7 +1214,7 @@ Status ReadAnswerFields(const Fields& f, size_t* timestamps, GetResult* m) {
     SEGSTORE_RETURN_IF_ERROR(
         Fields::ReadUint(kv.val.via.array.ptr[1], at + ".expires_at", UINT32_MAX, &e));
     field.expires_at = static_cast<UnixSeconds>(e);
-    m->fields.push_back(std::move(field));
+    fields->push_back(std::move(field));
   }
   return Status::OK();
 }
@@ -2884,6 +2894,188 @@ void AppendErrorFrame(std::string* out, uint8_t op, uint32_t request_id, const S
   // An error body is small; it always fits any sane limit.
   (void)AppendFrame(out, op, request_id, static_cast<uint8_t>(status.code()), UINT32_MAX,
                     [&](std::string* o) { EncodeError(status.message(), o); });
+}
+
+// ---- scan
+
+namespace {
+
+// One element of a scan answer's "profiles".
+void EncodeScannedProfile(Packer& pk, std::string* out, const ScannedProfile& p) {
+  const bool link = !p.master.empty();
+  pk.pack_map(2 + (p.fields.empty() ? 0 : 1) + (link ? 2 : 0) + (p.members.empty() ? 0 : 1));
+  Str(pk, "user");
+  Bin(pk, p.user);
+  Str(pk, "segments");
+  pk.pack_array(static_cast<uint32_t>(p.segments.size()));
+  for (const Segment& seg : p.segments) {
+    pk.pack_array(seg.attr2 ? 4 : seg.attr1 ? 3 : 2);
+    pk.pack_uint64(seg.id);
+    pk.pack_uint32(seg.expires_at);
+    if (seg.attr1 || seg.attr2) OptU32(pk, seg.attr1);
+    if (seg.attr2) pk.pack_uint32(*seg.attr2);
+  }
+  if (!p.fields.empty()) {
+    Str(pk, "fields");
+    pk.pack_map(static_cast<uint32_t>(p.fields.size()));
+    for (const Field& f : p.fields) {
+      FieldName(pk, f.name);
+      pk.pack_array(2);
+      FieldValueOf(pk, out, f.value);
+      pk.pack_uint32(f.expires_at);
+    }
+  }
+  if (link) {
+    Str(pk, "master");
+    Bin(pk, p.master);
+    Str(pk, "link_expires");
+    pk.pack_uint32(p.link_expires);
+  }
+  if (!p.members.empty()) {
+    Str(pk, "members");
+    pk.pack_array(static_cast<uint32_t>(p.members.size()));
+    for (const LinkedUser& l : p.members) {
+      pk.pack_array(2);
+      Bin(pk, l.user);
+      pk.pack_uint32(l.expires_at);
+    }
+  }
+}
+
+bool IsReserved(std::string_view user) {
+  return user.size() >= 2 && user[0] == '\xff' && user[1] == '\0';
+}
+
+Status ReadScannedProfile(const object& o, const std::string& name, const DecodeLimits& lim,
+                          size_t* timestamps, ScannedProfile* p) {
+  std::optional<Fields> f;
+  SEGSTORE_RETURN_IF_ERROR(Fields::Of(o, name, name + ".", &f));
+  SEGSTORE_RETURN_IF_ERROR(f->User(lim, &p->user));
+  if (IsReserved(p->user)) {
+    return Bad(name + ".user", "reserved (it begins FF 00): a server's own records are never scanned");
+  }
+  const object* segs = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f->Array("segments", UINT32_MAX, &segs, true));
+  for (uint32_t i = 0; i < segs->via.array.size; ++i) {
+    const object& e = segs->via.array.ptr[i];
+    const std::string at = name + ".segments[" + std::to_string(i) + "]";
+    if (e.type != mt::ARRAY) return WrongType(at, "an array [id, expires_at, attr1?, attr2?]", e);
+    const uint32_t n = e.via.array.size;
+    if (n < 2 || n > 4) {
+      return Bad(at, "has " + std::to_string(n) +
+                         " elements, expected 2 to 4 [id, expires_at, attr1?, attr2?]");
+    }
+    Segment seg;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e.via.array.ptr[0], at + ".id", UINT64_MAX, &seg.id));
+    if (!p->segments.empty() && p->segments.back().id >= seg.id) {
+      return Bad(at + ".id", std::to_string(seg.id) + " is out of order or twice (ids ascend)");
+    }
+    uint64_t t = 0;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e.via.array.ptr[1], at + ".expires_at", UINT32_MAX, &t));
+    seg.expires_at = static_cast<UnixSeconds>(t);
+    if (n >= 3) SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e.via.array.ptr[2], at + ".attr1", &seg.attr1));
+    if (n >= 4) {
+      if (e.via.array.ptr[3].type == mt::NIL) return Bad(at + ".attr2", "nil (leave it out instead)");
+      SEGSTORE_RETURN_IF_ERROR(ReadOptU32(e.via.array.ptr[3], at + ".attr2", &seg.attr2));
+    }
+    p->segments.push_back(seg);
+  }
+  if (const object* fields = f->Find("fields"); fields != nullptr && fields->type != mt::NIL) {
+    SEGSTORE_RETURN_IF_ERROR(ReadFieldMap(fields, f->Name("fields"), timestamps, &p->fields));
+  }
+  if (const object* master = f->Find("master"); master != nullptr && master->type != mt::NIL) {
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(*master, f->Name("master"), lim, &p->master));
+    SEGSTORE_RETURN_IF_ERROR(f->UintAs("link_expires", &p->link_expires, true));
+  } else if (const object* e = f->Find("link_expires"); e != nullptr && e->type != mt::NIL) {
+    return Bad(f->Name("link_expires"), "given without a master");
+  }
+  const object* members = nullptr;
+  SEGSTORE_RETURN_IF_ERROR(f->Array("members", UINT32_MAX, &members, false));
+  for (uint32_t i = 0; members != nullptr && i < members->via.array.size; ++i) {
+    const object& e = members->via.array.ptr[i];
+    const std::string at = name + ".members[" + std::to_string(i) + "]";
+    if (e.type != mt::ARRAY) return WrongType(at, "an array [user, expires_at]", e);
+    if (e.via.array.size != 2) {
+      return Bad(at, "has " + std::to_string(e.via.array.size) +
+                         " elements, expected 2 [user, expires_at]");
+    }
+    LinkedUser l;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUser(e.via.array.ptr[0], at + ".user", lim, &l.user));
+    if (!p->members.empty() && !(p->members.back().user < l.user)) {
+      return Bad(at + ".user", "out of order or twice (members come in bytewise order)");
+    }
+    uint64_t t = 0;
+    SEGSTORE_RETURN_IF_ERROR(Fields::ReadUint(e.via.array.ptr[1], at + ".expires_at", UINT32_MAX, &t));
+    l.expires_at = static_cast<UnixSeconds>(t);
+    p->members.push_back(std::move(l));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void Encode(const ScanRequest& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2 + (m.max_bytes != 0 ? 1 : 0));
+    Str(pk, "partition");
+    pk.pack_uint32(m.partition);
+    Str(pk, "cursor");
+    pk.pack_uint64(m.cursor);
+    if (m.max_bytes != 0) {
+      Str(pk, "max_bytes");
+      pk.pack_uint32(m.max_bytes);
+    }
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& /*lim*/, ScanRequest* m) {
+  *m = {};
+  return DecodeMap(body, [&](const Fields& f) {
+    uint64_t partition = 0;
+    SEGSTORE_RETURN_IF_ERROR(f.Uint("partition", UINT64_MAX, &partition, true));
+    if (partition >= kPartitions) {
+      return Bad("partition", std::to_string(partition) + " is not a partition (0 to 4095)");
+    }
+    m->partition = static_cast<uint32_t>(partition);
+    SEGSTORE_RETURN_IF_ERROR(ReadCopyCursor(f, &m->cursor));
+    return f.UintAs("max_bytes", &m->max_bytes);
+  });
+}
+
+size_t ScannedProfileBytes(const ScannedProfile& p) {
+  std::string scratch;
+  Sink sink{&scratch};
+  Packer pk(sink);
+  EncodeScannedProfile(pk, &scratch, p);
+  return scratch.size();
+}
+
+void Encode(const ScanResponse& m, std::string* out) {
+  EncodeWith(out, [&](Packer& pk) {
+    pk.pack_map(2);
+    Str(pk, "cursor");
+    pk.pack_uint64(m.cursor);
+    Str(pk, "profiles");
+    pk.pack_array(static_cast<uint32_t>(m.profiles.size()));
+    for (const ScannedProfile& p : m.profiles) EncodeScannedProfile(pk, out, p);
+  });
+}
+
+Status Decode(std::string_view body, const DecodeLimits& lim, ScanResponse* m) {
+  *m = {};
+  return DecodeMapWithValues(body, [&](const Fields& f, size_t* timestamps) {
+    SEGSTORE_RETURN_IF_ERROR(ReadCopyCursor(f, &m->cursor));
+    const object* arr = nullptr;
+    SEGSTORE_RETURN_IF_ERROR(f.Array("profiles", UINT32_MAX, &arr, true));
+    // Grown as profiles are read, not sized from the count (as copy_partition's records).
+    for (uint32_t i = 0; i < arr->via.array.size; ++i) {
+      ScannedProfile p;
+      SEGSTORE_RETURN_IF_ERROR(ReadScannedProfile(
+          arr->via.array.ptr[i], "profiles[" + std::to_string(i) + "]", lim, timestamps, &p));
+      m->profiles.push_back(std::move(p));
+    }
+    return Status::OK();
+  });
 }
 
 }  // namespace segstore::proto

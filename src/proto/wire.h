@@ -315,6 +315,26 @@ Status Decode(std::string_view body, const DecodeLimits& limits, ClusterMap* m);
 // past kCopyFinished, and an empty page that is not the last.
 void Encode(const CopyPartitionResponse& m, std::string* out);
 Status Decode(std::string_view body, const DecodeLimits& limits, CopyPartitionResponse* m);
+// scan (proto/PROTOCOL.md, "scan"). Decode of a request refuses a partition
+// of 4096 or more and a cursor past kScanFinished; of an answer, a cursor
+// past kScanFinished, a profile whose user is empty, over
+// limits.max_key_bytes or reserved (FF 00), segment ids not ascending,
+// fields not in bytewise order of name, members not in bytewise order, and
+// a "link_expires" without a "master". An empty page may come before the
+// last (its records held nothing live).
+using ScanRequest = segstore::ScanRequest;
+using ScanResponse = segstore::ScanResponse;
+using ScannedProfile = segstore::ScannedProfile;
+void Encode(const ScanRequest& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, ScanRequest* m);
+void Encode(const ScanResponse& m, std::string* out);
+Status Decode(std::string_view body, const DecodeLimits& limits, ScanResponse* m);
+// The bytes profile `p` takes in a scan answer's "profiles" (exact), and the
+// most the rest of that body takes (its map, "cursor" and the array's
+// header): a page of profiles whose ScannedProfileBytes sum to S encodes to
+// at most kScanPageOverhead + S bytes.
+size_t ScannedProfileBytes(const ScannedProfile& p);
+inline constexpr size_t kScanPageOverhead = 32;
 // link_step and read_records (node to node, profile bridging in a cluster).
 // A step's users are held to the rules of user IDs, its lists to
 // limits.max_batch entries, and its kind must be known and name what that

@@ -41,21 +41,19 @@ void Drain(storage::Worker& worker, const size_t* pending) {
 
 }  // namespace
 
-void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profiles,
-                       storage::Worker& worker, uint32_t partition, uint64_t cursor,
-                       uint32_t max_bytes,
-                       std::function<void(Result<CopyPartitionResponse>)> done) {
+void ReadPartitionRecords(storage::Store& store, storage::Worker& worker, uint32_t partition,
+                          uint64_t cursor, uint32_t list_bytes,
+                          std::function<void(Result<PartitionRecords>)> done) {
   struct Page {
     storage::Store* store = nullptr;
-    const profile::ProfileStore* profiles = nullptr;
     storage::Worker* worker = nullptr;
     uint32_t partition = 0;
     uint64_t cursor = 0;
-    uint32_t max_bytes = 0;
-    std::function<void(Result<CopyPartitionResponse>)> done;
+    uint32_t list_bytes = 0;
+    std::function<void(Result<PartitionRecords>)> done;
     int attempt = 0;
     std::vector<storage::RecordRef> refs;
-    std::vector<std::optional<CopiedRecord>> records;
+    std::vector<std::optional<storage::Record>> records;
     size_t pending = 0;
     bool moved = false;
     Status failure;
@@ -63,11 +61,10 @@ void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profi
   };
   auto page = std::make_shared<Page>();
   page->store = &store;
-  page->profiles = profiles;
   page->worker = &worker;
   page->partition = partition;
   page->cursor = cursor;
-  page->max_bytes = max_bytes;
+  page->list_bytes = list_bytes;
   page->done = std::move(done);
   // Lists the page and reads its records; a record that moved in between
   // (its block rewritten) makes it start over.
@@ -81,14 +78,15 @@ void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profi
     page->refs.clear();
     uint64_t from = page->cursor;
     uint64_t bytes = 0;
-    while (from < storage::kPartitionListEnd && bytes < page->max_bytes &&
+    while (from < storage::kPartitionListEnd && bytes < page->list_bytes &&
            page->refs.size() < kMaxPageRecords) {
       const size_t before = page->refs.size();
       page->store->ListPartition(page->partition, from, kListStep, &page->refs, &from);
       for (size_t i = before; i < page->refs.size(); ++i) bytes += page->refs[i].size;
     }
     page->next_cursor = from;
-    page->records.assign(page->refs.size(), std::nullopt);
+    page->records.clear();
+    page->records.resize(page->refs.size());
     page->pending = page->refs.size();
     page->moved = false;
     page->failure = Status::OK();
@@ -106,42 +104,21 @@ void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profi
         answer(page->failure);
         return;
       }
-      // Records in tag order while the body stays within max_bytes (the
-      // first tag's whatever their size); records sharing a tag go together,
-      // and the next page starts at the first tag left out.
-      CopyPartitionResponse response;
-      response.cursor = page->next_cursor;
-      size_t body = proto::kCopyPageOverhead;
-      size_t i = 0;
-      while (i < page->refs.size()) {
-        size_t end = i;
-        size_t group_bytes = 0;
-        while (end < page->refs.size() && page->refs[end].tag == page->refs[i].tag) {
-          if (page->records[end].has_value()) {
-            group_bytes += proto::CopiedRecordBytes(*page->records[end]);
-          }
-          ++end;
-        }
-        if (!response.records.empty() && body + group_bytes > page->max_bytes) {
-          response.cursor = page->refs[i].tag;
-          break;
-        }
-        for (size_t k = i; k < end; ++k) {
-          if (page->records[k].has_value())
-            response.records.push_back(std::move(*page->records[k]));
-        }
-        body += group_bytes;
-        i = end;
+      PartitionRecords out;
+      out.cursor = page->next_cursor;
+      for (size_t i = 0; i < page->refs.size(); ++i) {
+        if (!page->records[i].has_value()) continue;  // the node's own
+        out.records.push_back(ListedRecord{page->refs[i].tag, std::move(*page->records[i])});
       }
-      if (response.records.empty() && response.cursor < storage::kPartitionListEnd) {
+      if (out.records.empty() && out.cursor < storage::kPartitionListEnd) {
         // Only the node's own keys so far: on to the next records.
-        page->cursor = response.cursor;
+        page->cursor = out.cursor;
         page->attempt = 0;
         page->done = std::move(answer);
         (*self)();
         return;
       }
-      answer(std::move(response));
+      answer(std::move(out));
     };
     if (page->refs.empty()) {
       page->worker->Defer(finish);
@@ -150,16 +127,7 @@ void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profi
     for (size_t i = 0; i < page->refs.size(); ++i) {
       page->worker->GetAt(page->refs[i], [page, i, finish](Result<storage::Record> r) {
         if (r.ok()) {
-          if (!IsReservedKey(r->key())) {
-            std::string body;
-            if (page->profiles != nullptr) {
-              page->profiles->PortableBody(r->key(), r->body(), &body);
-            } else {
-              body.assign(r->body());
-            }
-            page->records[i] = CopiedRecord{std::string(r->key()), std::move(body), r->sweep_at(),
-                                            r->void_at(), std::string(r->reference())};
-          }
+          if (!IsReservedKey(r->key())) page->records[i] = std::move(*r);
         } else if (r.status().IsNotFound()) {
           page->moved = true;
         } else if (page->failure.ok()) {
@@ -170,6 +138,41 @@ void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profi
     }
   };
   (*read)();
+}
+
+void ReadPartitionPage(storage::Store& store, const profile::ProfileStore* profiles,
+                       storage::Worker& worker, uint32_t partition, uint64_t cursor,
+                       uint32_t max_bytes,
+                       std::function<void(Result<CopyPartitionResponse>)> done) {
+  ReadPartitionRecords(
+      store, worker, partition, cursor, max_bytes,
+      [profiles, max_bytes, done = std::move(done)](Result<PartitionRecords> listed) {
+        if (!listed.ok()) return done(listed.status());
+        std::vector<CopiedRecord> records;
+        records.reserve(listed->records.size());
+        for (const ListedRecord& l : listed->records) {
+          const storage::Record& r = l.record;
+          std::string body;
+          if (profiles != nullptr) {
+            profiles->PortableBody(r.key(), r.body(), &body);
+          } else {
+            body.assign(r.body());
+          }
+          records.push_back(CopiedRecord{std::string(r.key()), std::move(body), r.sweep_at(),
+                                         r.void_at(), std::string(r.reference())});
+        }
+        // Records in tag order while the body stays within max_bytes (the
+        // first tag's whatever their size); records sharing a tag go
+        // together, and the next page starts at the first tag left out.
+        CopyPartitionResponse response;
+        response.cursor = listed->cursor;
+        const size_t cut = CutAtTags(
+            listed->records, max_bytes - std::min<size_t>(max_bytes, proto::kCopyPageOverhead),
+            [&](size_t i) { return proto::CopiedRecordBytes(records[i]); }, &response.cursor);
+        records.resize(cut);
+        response.records = std::move(records);
+        done(std::move(response));
+      });
 }
 
 // The bootstrapper thread's own state.

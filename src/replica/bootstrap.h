@@ -112,6 +112,53 @@ class Bootstrapper {
   std::atomic<bool> stopping_{false};
 };
 
+// A record of a partition, as ReadPartitionRecords read it, with its index
+// tag (the page's order).
+struct ListedRecord {
+  uint32_t tag = 0;
+  storage::Record record;
+};
+struct PartitionRecords {
+  std::vector<ListedRecord> records;  // in tag order; the node's reserved keys left out
+  uint64_t cursor = 0;                // past the last tag listed; kPartitionListEnd: done
+};
+
+// The records of `partition` from `cursor` on (storage::Store::ListPartition's
+// tags), listed until their stored bytes reach `list_bytes` (at least one
+// tag's, when any is left; at most 1,024 records), each read at once (one
+// version of each record). A page whose records moved while read
+// (defragmentation) is read again, a few times, then Busy; a device error
+// is answered as it is. At least one record unless the partition is
+// finished. Runs on `worker`'s thread; `done` runs there, never inside the
+// call.
+void ReadPartitionRecords(storage::Store& store, storage::Worker& worker, uint32_t partition,
+                          uint64_t cursor, uint32_t list_bytes,
+                          std::function<void(Result<PartitionRecords>)> done);
+
+// How many of `records` (ReadPartitionRecords') a page answers: whole tags
+// (records sharing a tag go together) while the sum of size_of(i) stays
+// within `budget`, the first tag's whatever their size. When that is fewer
+// than all, *cursor becomes the first tag left out (where the next page
+// starts); otherwise it is left as it is.
+template <typename SizeOf>
+size_t CutAtTags(const std::vector<ListedRecord>& records, size_t budget, SizeOf size_of,
+                 uint64_t* cursor) {
+  size_t used = 0;
+  size_t i = 0;
+  while (i < records.size()) {
+    size_t end = i;
+    size_t group = 0;
+    while (end < records.size() && records[end].tag == records[i].tag) group += size_of(end++);
+    if (i > 0 && used + group > budget) {
+      *cursor = records[i].tag;
+      return i;
+    }
+    used += group;
+    i = end;
+  }
+  return i;
+}
+
 // One page of `partition` as this node stores it, for copy_partition:
 // records from `cursor` on (storage::Store::ListPartition's tags), about
 // `max_bytes` of them (at least one when any is left), the node's reserved

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "profile/field_codec.h"
 #include "profile/field_names.h"
+#include "profile/scan.h"
 #include "proto/wire.h"
 #include "replica/bootstrap.h"
 #include "replica/checkpoint.h"
@@ -27,6 +28,10 @@ using proto::FrameHeader;
 using proto::Op;
 
 namespace {
+
+// scan's page size when the request names none, and the most it may name.
+constexpr uint32_t kScanPageBytes = 1u << 20;
+constexpr uint32_t kMaxScanPageBytes = 16u << 20;
 
 void ReplyError(const FrameHeader& h, const Status& s, Responder& to) {
   std::string frame;
@@ -170,6 +175,8 @@ class ProfileHandler : public Handler {
         return Links(h, body, std::move(to));
       case Op::kConnected:
         return Connected(h, body, std::move(to));
+      case Op::kScan:
+        return Scan(h, body, std::move(to));
       case Op::kLinkStep:
         return LinkStep(h, body, std::move(to));
       case Op::kReadRecords:
@@ -302,6 +309,91 @@ class ProfileHandler : public Handler {
           page->next = static_cast<uint64_t>(next);
           ReplyOk(h, *page, to);
         });
+  }
+
+  // One page of a partition's profiles, decoded, for a client reading them
+  // all (backups, exports): from a single server, or from any node serving
+  // the partition (PROTOCOL.md, "scan").
+  void Scan(const FrameHeader& h, std::string_view body, Responder to) {
+    proto::ScanRequest req;
+    if (!Read(h, body, &req, to)) return;
+    bool stale = false;
+    if (board_ != nullptr) {
+      const cluster::ClusterView* v = View();
+      if (!v->serving || !v->map.has_map()) {
+        return ReplyError(h,
+                          Status::Busy(!v->serving ? "scan: this node is not serving yet: it is "
+                                                     "joining the cluster (registering with etcd); "
+                                                     "retry later"
+                                                   : "scan: the cluster has no partition map yet; "
+                                                     "retry later"),
+                          to);
+      }
+      if (!v->held.test(req.partition)) {
+        std::string frame;
+        proto::AppendWrongNodeFrame(
+            &frame, h.op, h.request_id,
+            "scan: " + std::string(NotHeld(req.partition, v->map.revision, "; ask cluster_map")
+                                       .message()),
+            v->map.revision);
+        return to.Send(std::move(frame));
+      }
+      stale = LeaseLate() || (replicator_ != nullptr && replicator_->Stale(req.partition));
+    }
+    const uint32_t max_bytes =
+        req.max_bytes == 0 ? kScanPageBytes : std::min(req.max_bytes, kMaxScanPageBytes);
+    // Decoded profiles take about five times their stored bytes: list a
+    // quarter of the page's bytes, then cut the decoded page to size.
+    const uint32_t list_bytes = std::max<uint32_t>(max_bytes / 4, 1);
+    const UnixSeconds now = service_->store_->clock().Now();
+    replica::ReadPartitionRecords(
+        *service_->store_, session_->worker(), req.partition, req.cursor, list_bytes,
+        [h, to = MarkStale(std::move(to), stale), now, max_bytes,
+         names = &profile::FieldNamesOf(*service_->profiles_)](
+            Result<replica::PartitionRecords> listed) mutable {
+          if (!listed.ok()) return ReplyError(h, listed.status().WithContext("scan"), to);
+          std::vector<std::optional<ScannedProfile>> decoded(listed->records.size());
+          for (size_t i = 0; i < listed->records.size(); ++i) {
+            const storage::Record& r = listed->records[i].record;
+            ScannedProfile p;
+            Result<bool> live = profile::ScanRecord(r.key(), r.body(), r.reference(), *names, now, &p);
+            if (!live.ok()) {
+              return ReplyError(h,
+                                Status::Corruption("scan: the record of user '" +
+                                                   PrintableUser(r.key()) + "' is damaged: " +
+                                                   std::string(live.status().message())),
+                                to);
+            }
+            if (*live) decoded[i] = std::move(p);
+          }
+          proto::ScanResponse page;
+          page.cursor = listed->cursor;
+          const size_t cut = replica::CutAtTags(
+              listed->records, max_bytes - std::min<size_t>(max_bytes, proto::kScanPageOverhead),
+              [&](size_t i) {
+                return decoded[i].has_value() ? proto::ScannedProfileBytes(*decoded[i]) : 0;
+              },
+              &page.cursor);
+          for (size_t i = 0; i < cut; ++i) {
+            if (decoded[i].has_value()) page.profiles.push_back(std::move(*decoded[i]));
+          }
+          ReplyOk(h, page, to);
+        });
+  }
+
+  // A user ID for a message: printable ASCII as is, other bytes as \xNN.
+  static std::string PrintableUser(std::string_view user) {
+    std::string out;
+    for (const char ch : user.substr(0, 64)) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+        out.push_back(ch);
+      } else {
+        out += fmt::format("\\x{:02x}", c);
+      }
+    }
+    if (user.size() > 64) out += "...";
+    return out;
   }
 
   // The cluster view, picked up again only when the board published another.

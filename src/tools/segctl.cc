@@ -19,6 +19,8 @@
 #include "segstore/client.h"
 #include "segstore/cluster_client.h"
 #include "tools/client_flags.h"
+#include "tools/backup.h"
+#include "tools/export.h"
 #include "tools/load.h"
 #include "tools/stats_table.h"
 
@@ -430,6 +432,18 @@ struct Args {
   bool fields_files = false;  // load --fields
   std::string field_type;     // load --fields: the type of values without a TYPE: prefix
   unsigned in_flight = 0;     // load: per connection (0: 4 batches, 16 links or field sets)
+  // export
+  std::string out_dir;
+  std::string export_format = "rows";
+  bool live_only = false;
+  std::string partitions;  // "A-B" or "P"
+  std::string prefix;
+  uint32_t page_bytes = 0;
+  // backup, restore
+  std::string backup_file;
+  bool resume = false;
+  double rate_users = 0;
+  double rate_mb = 0;
 };
 
 // Applies a.security to `options`; a loose secret file is warned about on stderr.
@@ -438,6 +452,163 @@ Status ApplySecurity(const Args& a, client::ClientOptions* options) {
   SEGSTORE_RETURN_IF_ERROR(segstore::tools::ApplyClientFlags(a.security, options, &warning));
   if (!warning.empty()) std::fprintf(stderr, "segctl: warning: %s\n", warning.c_str());
   return Status::OK();
+}
+
+// Parses --partitions A-B (or P) into *from and *to.
+Status ParsePartitions(const std::string& text, uint32_t* from, uint32_t* to) {
+  if (text.empty()) return Status::OK();
+  const size_t dash = text.find('-');
+  const std::string a = text.substr(0, dash);
+  const std::string b = dash == std::string::npos ? a : text.substr(dash + 1);
+  auto number = [](const std::string& t, uint32_t* v) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+    return ec == std::errc() && end == t.data() + t.size() && !t.empty();
+  };
+  if (!number(a, from) || !number(b, to) || *from > *to || *to >= segstore::kPartitions) {
+    return Status::InvalidArgument("--partitions " + text +
+                                   ": give A-B (or one partition), 0 <= A <= B <= 4095");
+  }
+  return Status::OK();
+}
+
+// `segctl export`: exit status 0 when everything was written, 1 when some
+// users, fields or links could not be (left out and counted), 2 when it
+// stopped (a partition no server answered, a file not written).
+int RunExportCommand(const Args& a) {
+  segstore::tools::ExportOptions o;
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "segctl export: %s\n", s.ToString().c_str());
+    return 2;
+  };
+  if (Status s = client::ParseServerAddress(a.server, &o.client); !s.ok()) return fail(s);
+  o.client.connect_timeout = std::chrono::milliseconds(a.timeout_ms);
+  o.client.request_timeout = std::chrono::milliseconds(std::max<uint32_t>(a.timeout_ms, 30000));
+  o.client.client_name = "segctl export";
+  if (Status s = ApplySecurity(a, &o.client); !s.ok()) return fail(s);
+  o.out_dir = a.out_dir;
+  if (a.export_format != "rows" && a.export_format != "grouped") {
+    return fail(Status::InvalidArgument("--format must be rows or grouped"));
+  }
+  o.grouped = a.export_format == "grouped";
+  if (Status s = ParsePartitions(a.partitions, &o.partition_from, &o.partition_to); !s.ok()) {
+    return fail(s);
+  }
+  o.prefix = a.prefix;
+  o.page_bytes = a.page_bytes;
+  o.progress = !a.no_progress;
+  segstore::tools::ExportStats stats;
+  const Status s = segstore::tools::RunExport(o, &stats);
+  if (!s.ok() && s.code() != Status::Code::kInvalidArgument) return fail(s);
+  const double mb = static_cast<double>(stats.bytes_read) / 1e6;
+  const double secs = std::max(stats.seconds, 1e-9);
+  if (a.json) {
+    nlohmann::json j = {{"partitions", stats.partitions}, {"users", stats.users},
+                        {"segments", stats.segments},     {"fields", stats.fields},
+                        {"links", stats.links},           {"bytes_read", stats.bytes_read},
+                        {"unwritable", stats.unwritable}, {"attributes_dropped", stats.attributes_dropped},
+                        {"seconds", stats.seconds}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf(
+        "exported %llu users (%llu segments, %llu fields, %llu links) of %llu partitions to %s "
+        "in %.1f s: %.0f users/s, %.1f MB/s\n",
+        static_cast<unsigned long long>(stats.users),
+        static_cast<unsigned long long>(stats.segments),
+        static_cast<unsigned long long>(stats.fields), static_cast<unsigned long long>(stats.links),
+        static_cast<unsigned long long>(stats.partitions), o.out_dir.c_str(), stats.seconds,
+        static_cast<double>(stats.users) / secs, mb / secs);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "segctl export: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// `segctl backup` and `segctl restore`: exit status 0 when done, 1 when a
+// restore ran to the end but the store refused some users or links, 2
+// when they stopped (a damaged, newer or incomplete file, a partition no
+// server answered, a file not written).
+int RunBackupCommand(const Args& a, bool restore) {
+  const char* name = restore ? "restore" : "backup";
+  auto fail = [name](const Status& s) {
+    std::fprintf(stderr, "segctl %s: %s\n", name, s.ToString().c_str());
+    return 2;
+  };
+  client::ClientOptions co;
+  if (Status s = client::ParseServerAddress(a.server, &co); !s.ok()) return fail(s);
+  co.connect_timeout = std::chrono::milliseconds(a.timeout_ms);
+  co.request_timeout = std::chrono::milliseconds(std::max<uint32_t>(a.timeout_ms, 30000));
+  co.client_name = std::string("segctl ") + name;
+  if (Status s = ApplySecurity(a, &co); !s.ok()) return fail(s);
+  if (restore) {
+    segstore::tools::RestoreOptions o;
+    o.client = co;
+    o.path = a.backup_file;
+    o.progress = !a.no_progress;
+    segstore::tools::RestoreStats st;
+    const Status s = segstore::tools::RunRestore(o, &st);
+    if (!s.ok() && (st.users == 0 || s.code() != Status::Code::kInvalidArgument)) return fail(s);
+    const double secs = std::max(st.seconds, 1e-9);
+    if (a.json) {
+      nlohmann::json j = {{"users", st.users},   {"segments", st.segments}, {"fields", st.fields},
+                          {"links", st.links},   {"expired", st.expired},   {"failed", st.failed},
+                          {"bytes", st.file_bytes}, {"seconds", st.seconds}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("restored %llu users (%llu segments, %llu fields, %llu links; %llu expired "
+                  "since the backup) in %.1f s: %.0f users/s, %.1f MB/s of backup\n",
+                  static_cast<unsigned long long>(st.users),
+                  static_cast<unsigned long long>(st.segments),
+                  static_cast<unsigned long long>(st.fields),
+                  static_cast<unsigned long long>(st.links),
+                  static_cast<unsigned long long>(st.expired), st.seconds,
+                  static_cast<double>(st.users) / secs,
+                  static_cast<double>(st.file_bytes) / 1e6 / secs);
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "segctl restore: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
+  segstore::tools::BackupOptions o;
+  o.client = co;
+  o.path = a.backup_file;
+  o.resume = a.resume;
+  if (Status s = ParsePartitions(a.partitions, &o.partition_from, &o.partition_to); !s.ok()) {
+    return fail(s);
+  }
+  if (a.resume && !a.partitions.empty()) {
+    return fail(Status::InvalidArgument("--resume takes the file's partitions; leave out "
+                                        "--partitions"));
+  }
+  o.users_per_second = a.rate_users;
+  o.mb_per_second = a.rate_mb;
+  o.page_bytes = a.page_bytes;
+  o.progress = !a.no_progress;
+  segstore::tools::BackupStats st;
+  if (Status s = segstore::tools::RunBackup(o, &st); !s.ok()) return fail(s);
+  if (st.already_complete) {
+    std::printf("%s is a complete backup already: nothing to do\n", o.path.c_str());
+    return 0;
+  }
+  const double secs = std::max(st.seconds, 1e-9);
+  if (a.json) {
+    nlohmann::json j = {{"partitions", st.partitions}, {"users", st.users},
+                        {"raw_bytes", st.raw_bytes},   {"file_bytes", st.file_bytes},
+                        {"resumed_at", st.resumed_at}, {"seconds", st.seconds}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("backed up %llu users of %llu partitions (from partition %u) to %s in %.1f s: "
+                "%.0f users/s, %.1f MB/s (%.1f MB compressed to %.1f MB)\n",
+                static_cast<unsigned long long>(st.users),
+                static_cast<unsigned long long>(st.partitions), st.resumed_at, o.path.c_str(),
+                st.seconds, static_cast<double>(st.users) / secs,
+                static_cast<double>(st.raw_bytes) / 1e6 / secs,
+                static_cast<double>(st.raw_bytes) / 1e6, static_cast<double>(st.file_bytes) / 1e6);
+  }
+  return 0;
 }
 
 // `mode_given`: --mode was on the command line (it does not apply to links
@@ -1305,6 +1476,48 @@ int main(int argc, char** argv) {
                    "memory for grouping rows (segments or fields) by user (default 1024)");
   load->add_flag("--no-progress", a.no_progress, "no progress output");
 
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "write every live profile (a cluster's: each partition from any replica) as files segctl "
+      "load reads back: DIR/segments.tsv, DIR/fields.tsv and DIR/links.tsv; load them in that "
+      "order (segctl load DIR/segments.tsv; segctl load --fields DIR/fields.tsv; segctl load "
+      "--links DIR/links.tsv); exit status 0, 1 (something could not be written) or 2");
+  export_cmd->add_option("--out", a.out_dir, "the directory to write (made if missing)")->required();
+  export_cmd->add_option("--format", a.export_format,
+                  "rows (default: user<TAB>segment<TAB>expiry[<TAB>attr1<TAB>attr2]) or grouped "
+                  "(user<TAB>segment:expiry,...; no attributes)");
+  export_cmd->add_flag("--live-only", a.live_only,
+                "only live segments, fields and links (always so: expired data cannot be "
+                "loaded)");
+  export_cmd->add_option("--partitions", a.partitions, "only partitions A-B (or one, P); default 0-4095");
+  export_cmd->add_option("--prefix", a.prefix, "only users whose ID starts with this");
+  export_cmd->add_option("--page-bytes", a.page_bytes,
+                  "bytes of one scan page (default: the server's, 1 MiB)");
+  export_cmd->add_flag("--no-progress", a.no_progress, "no progress output");
+
+  CLI::App* backup = app.add_subcommand(
+      "backup",
+      "stream every live profile (its segments, fields and links) to FILE: zstd chunks, each "
+      "checksummed, one section a partition (a cluster's: each from any replica); --resume "
+      "continues an interrupted one from its last complete partition; exit status 0 or 2");
+  backup->add_option("file", a.backup_file, "the backup file")->required();
+  backup->add_flag("--resume", a.resume,
+                   "continue FILE, cut after its last complete partition (its partitions)");
+  backup->add_option("--partitions", a.partitions, "only partitions A-B (or one, P)");
+  backup->add_option("--rate-users", a.rate_users, "at most this many users a second (pacing)");
+  backup->add_option("--rate-mb", a.rate_mb, "at most this many MB a second (pacing)");
+  backup->add_option("--page-bytes", a.page_bytes, "bytes of one scan page and chunk");
+  backup->add_flag("--no-progress", a.no_progress, "no progress output");
+  CLI::App* restore = app.add_subcommand(
+      "restore",
+      "load a backup FILE into the server (empty or live; a cluster's: each write to its node). "
+      "The file is checked whole first: nothing is written from a damaged, newer or incomplete "
+      "one. Conflicts merge, nothing is deleted: a segment in both keeps the later expiry, the "
+      "backup's attributes set; a field in both takes the backup's value and expiry; the "
+      "backup's links are made. Exit status 0, 1 (some users or links refused) or 2");
+  restore->add_option("file", a.backup_file, "the backup file")->required();
+  restore->add_flag("--no-progress", a.no_progress, "no progress output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -1312,10 +1525,12 @@ int main(int argc, char** argv) {
     // A usage error is an error like any other: exit status 1, and 2 for
     // load, whose fatal errors are 2.
     if (rc == 0) return 0;
-    return load->parsed() ? 2 : 1;
+    return load->parsed() || export_cmd->parsed() || backup->parsed() || restore->parsed() ? 2 : 1;
   }
   const std::string command = app.get_subcommands().front()->get_name();
   a.fields_given = get->count("--fields") > 0;
   if (command == "load") return RunLoadCommand(a, load->count("--mode") > 0);
+  if (command == "export") return RunExportCommand(a);
+  if (command == "backup" || command == "restore") return RunBackupCommand(a, command == "restore");
   return Run(command, a);
 }

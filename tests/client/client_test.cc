@@ -157,6 +157,9 @@ void Standard(FakeConn& c, const Frame& f) {
     case Op::kFieldMax:
       c.Reply(f, FieldMaxResult{FieldValue::Time(1'900'000'000), false, false});
       return;
+    case Op::kScan:
+      c.Reply(f, ScanResponse{kScanFinished, {}});
+      return;
   }
   c.ReplyError(f, Status::Unsupported("unknown op"));
 }
@@ -849,6 +852,77 @@ TEST(ClientTest, CopyPartitionAnswersPagesWrongNodeAndBusy) {
   // The connection is fine after each.
   EXPECT_TRUE((*c)->Ping().ok());
   EXPECT_TRUE((*c)->CopyPartition(CopyPartitionRequest{.partition = 3045, .cursor = 0}).ok());
+}
+
+// A client reading a partition meets the answers of PROTOCOL.md's scan: a
+// page (marked stale or not), the last page, WrongNode with the map's
+// revision, Busy, and a page that breaks the rules (ids not ascending).
+TEST(ClientTest, ScanAnswersPagesStaleWrongNodeAndBusy) {
+  ScanResponse page;
+  page.cursor = 77;
+  page.profiles.push_back(ScannedProfile{"alice",
+                                         {Segment{1, 0, 3u, {}}, Segment{9, 1896134400, {}, 4u}},
+                                         {{"n", FieldValue::Int(5), 0}},
+                                         "master-1",
+                                         1896134400,
+                                         {}});
+  FakeServer server([page](FakeConn& c, const Frame& f) {
+    if (f.op() != OpCode(Op::kScan)) return Standard(c, f);
+    proto::ScanRequest req;
+    ASSERT_TRUE(proto::Decode(f.body, {}, &req).ok());
+    if (req.partition == 17) {
+      c.ReplyWrongNode(f, "scan: partition 17 is not held by this node (map revision 42)", 42);
+    } else if (req.partition == 18) {
+      c.ReplyError(f, Status::Busy("scan: the cluster has no partition map yet; retry later"));
+    } else if (req.partition == 19) {  // ids out of order: not allowed
+      std::string out;
+      (void)proto::AppendFrame(&out, f.op(), f.id(), 0, UINT32_MAX, [](std::string* o) {
+        proto::Encode(ScanResponse{kScanFinished,
+                                   {ScannedProfile{"u", {Segment{5, 0, {}, {}}, Segment{5, 0, {}, {}}}}}},
+                      o);
+      });
+      c.Write(out);
+    } else if (req.cursor == 77) {
+      c.Reply(f, ScanResponse{kScanFinished, {}});
+    } else {  // the first page, from a copy that may be behind: stale
+      std::string out;
+      (void)proto::AppendFrame(&out, f.op(), f.id(), 0, UINT32_MAX,
+                               [&](std::string* o) { proto::Encode(page, o); });
+      out[5] = static_cast<char>(proto::kFlagStale);
+      c.Write(out);
+    }
+  });
+  auto c = Client::Connect(Options(server));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string addr = "127.0.0.1:" + std::to_string(server.port());
+
+  auto first = (*c)->Scan(ScanRequest{3045, 0, 4096});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto req = proto::ScanRequest{};
+  ASSERT_TRUE(proto::Decode(server.received().back().body, {}, &req).ok());
+  EXPECT_EQ(req, (ScanRequest{3045, 0, 4096}));
+  EXPECT_TRUE(first->stale);
+  first->stale = false;
+  EXPECT_EQ(*first, page);
+  EXPECT_FALSE(first->finished());
+
+  auto last = (*c)->Scan(ScanRequest{3045, first->cursor, 0});
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_TRUE(last->finished());
+  EXPECT_FALSE(last->stale);
+  EXPECT_TRUE(last->profiles.empty());
+
+  auto wrong = (*c)->Scan(ScanRequest{17, 0, 0});
+  EXPECT_EQ(wrong.status().code(), Status::Code::kWrongNode);
+  EXPECT_EQ(wrong.status().message(),
+            "scan to " + addr + ": scan: partition 17 is not held by this node (map revision 42)");
+  auto busy = (*c)->Scan(ScanRequest{18, 0, 0});
+  EXPECT_EQ(busy.status().code(), Status::Code::kBusy) << busy.status().ToString();
+  auto broken = (*c)->Scan(ScanRequest{19, 0, 0});
+  EXPECT_EQ(broken.status().code(), Status::Code::kCorruption) << broken.status().ToString();
+  EXPECT_TRUE(Contains(broken.status().message(), "profiles[0].segments[1].id"))
+      << broken.status().ToString();
+  EXPECT_TRUE((*c)->Ping().ok());
 }
 
 TEST(ClientTest, BadResponseBodyFailsOnlyThatRequest) {

@@ -98,6 +98,8 @@ void Serve(const FrameHeader& h, std::string_view body, const proto::DecodeLimit
       return ServeRequest<proto::LinksRequest>(h, body, l);
     case Op::kConnected:
       return ServeRequest<proto::ConnectedRequest>(h, body, l);
+    case Op::kScan:
+      return ServeRequest<proto::ScanRequest>(h, body, l);
     case Op::kUpsert:
       return ServeRequest<proto::UpsertRequest>(h, body, l);
     case Op::kBatchUpsert:
@@ -168,6 +170,8 @@ void ReadAsAnswer(const FrameHeader& h, std::string_view body) {
       return ReadAnswer<proto::LinksResponse>(body, l);
     case Op::kConnected:
       return ReadAnswer<proto::ConnectedResponse>(body, l);
+    case Op::kScan:
+      return ReadAnswer<proto::ScanResponse>(body, l);
     case Op::kUpsert:
       return ReadAnswer<UpsertResult>(body, l);
     case Op::kBatchUpsert:

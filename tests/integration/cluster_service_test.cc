@@ -608,11 +608,20 @@ TEST_F(ReplicatedServiceTest, ALogThatRefusesWritesIsSaidAndReadsAreMarkedStale)
   ASSERT_TRUE(g.ok());
   EXPECT_TRUE(g->stale);
   EXPECT_EQ(g->expires, std::vector<UnixSeconds>{kStart + 3600});  // the refused add was not made
+  // A scan of the user's partition says so too, and still answers the copy.
+  Result<ScanResponse> page = c->Scan(ScanRequest{PartitionOf(user), 0, 0});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_TRUE(page->stale);
+  ASSERT_EQ(page->profiles.size(), 1u);
+  EXPECT_EQ(page->profiles[0].user, user);
   log_->SetDown(false);
   ASSERT_TRUE(WaitFor([&] {
     Result<GetResult> r = c->Get(user);
     return r.ok() && !r->stale;
   }));
+  page = c->Scan(ScanRequest{PartitionOf(user), 0, 0});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_FALSE(page->stale);
   EXPECT_TRUE(c->Upsert(user, Add(60), UpsertMode::kAdd).ok());
 }
 

@@ -359,6 +359,24 @@ std::string Text(const FieldMaxResponse& m) {
   return "field_max_result " + Text(m.value) + (m.replaced ? " replaced" : "") +
          (m.duplicate ? " duplicate" : "");
 }
+std::string Text(const ScanRequest& m) {
+  return "scan " + U(m.partition) + " cursor " + U(m.cursor) + " max_bytes " + U(m.max_bytes);
+}
+std::string Text(const Segment& s) {
+  return U(s.id) + "@" + U(s.expires_at) + (s.attr1 ? " a1=" + U(*s.attr1) : "") +
+         (s.attr2 ? " a2=" + U(*s.attr2) : "");
+}
+std::string Text(const ScannedProfile& p) {
+  return "{" + Q(p.user) + " " + List(p.segments, [](const Segment& s) { return Text(s); }) + " " +
+         List(p.fields, [](const Field& f) { return Text(f); }) + " master " + Q(p.master) + "@" +
+         U(p.link_expires) + " members " +
+         List(p.members, [](const LinkedUser& l) { return Q(l.user) + "@" + U(l.expires_at); }) +
+         "}";
+}
+std::string Text(const ScanResponse& m) {
+  return "scan_page cursor " + U(m.cursor) + " " +
+         List(m.profiles, [](const ScannedProfile& p) { return Text(p); });
+}
 std::string Text(const examples::Body& b) {
   return std::visit([](const auto& m) { return Text(m); }, b);
 }
@@ -465,6 +483,8 @@ std::vector<std::pair<std::string, AnyDecoder>> AllDecoders(DecodeLimits lim = {
       DecoderOf<ExpireResponse>("ExpireResponse", lim),
       DecoderOf<StatsResponse>("StatsResponse", lim),
       DecoderOf<ClusterMap>("ClusterMap", lim),
+      DecoderOf<ScanRequest>("ScanRequest", lim),
+      DecoderOf<ScanResponse>("ScanResponse", lim),
       DecoderOf<CopyPartitionRequest>("CopyPartitionRequest", lim),
       DecoderOf<CopyPartitionResponse>("CopyPartitionResponse", lim),
       DecoderOf<LinkRequest>("LinkRequest", lim),
@@ -1758,6 +1778,154 @@ TEST(ClusterMapWireTest, DecodeRefusesBadIncomingNamingTheField) {
   const Status twice = DecodeAs<ClusterMap>(bad_nodes);
   ExpectInvalid(twice, {"node a twice"});
   EXPECT_EQ(twice.message().find("incoming"), std::string_view::npos) << twice.ToString();
+}
+
+// ---- scan ----
+
+ScanResponse SampleScanPage() {
+  ScanResponse m;
+  m.cursor = 3000000000;
+  ScannedProfile a;
+  a.user = "user-42";
+  a.segments = {Segment{5484, 0, {}, {}}, Segment{5485, 1896134400, 7u, {}},
+                Segment{UINT64_MAX, UINT32_MAX, {}, 3u}, };
+  a.fields = {{"cap:77", FieldValue::Int(-2), 1896134400},
+              {"country", FieldValue::String("FR"), 0},
+              {"seen", FieldValue::Time(1893456000), 0},
+              {std::string("\xff\x01", 2), FieldValue::Bytes(std::string("\0", 1)), 0}};
+  a.members = {{"cookie-77", 1896134400}, {"device-3", 0}};
+  m.profiles.push_back(a);
+  ScannedProfile b;
+  b.user = std::string("\x00", 1) + "bin";
+  b.master = "user-42";
+  b.link_expires = 0;
+  m.profiles.push_back(b);
+  ScannedProfile c;
+  c.user = "score-only";
+  c.fields = {{"score", FieldValue::Double(2.0), 0}};
+  c.master = "m";
+  c.link_expires = 1896134400;
+  m.profiles.push_back(c);
+  return m;
+}
+
+TEST(ScanWireTest, RequestRoundTripsAndLeavesOutItsDefault) {
+  ExpectRoundTrip(ScanRequest{});
+  ExpectRoundTrip(ScanRequest{3045, 3000000000, 1u << 20});
+  ExpectRoundTrip(ScanRequest{kPartitions - 1, kScanFinished, UINT32_MAX});
+  EXPECT_EQ(EncodeToString(ScanRequest{7, 0, 0}),
+            Mp().Map(2).Str("partition").U(7).Str("cursor").U(0).str());
+  ScanRequest m{1, 2, 3};
+  ASSERT_TRUE(Decode(Mp().Map(4).Str("cursor").U64(9).Str("max_bytes").Nil().Str("future").Arr(0)
+                         .Str("partition").U(4095),
+                     DecodeLimits{}, &m)
+                  .ok());
+  EXPECT_EQ(m, (ScanRequest{4095, 9, 0}));
+}
+
+TEST(ScanWireTest, RequestRefusalsNameTheField) {
+  ExpectInvalid(DecodeAs<ScanRequest>(""), {"partition", "missing"});
+  ExpectInvalid(DecodeAs<ScanRequest>(Mp().Map(1).Str("partition").U(1)), {"cursor", "missing"});
+  ExpectInvalid(DecodeAs<ScanRequest>(Mp().Map(2).Str("partition").U(4096).Str("cursor").U(0)),
+                {"partition", "4096 is not a partition (0 to 4095)"});
+  ExpectInvalid(DecodeAs<ScanRequest>(Mp().Map(2).Str("partition").I(-1).Str("cursor").U(0)),
+                {"partition", "negative"});
+  ExpectInvalid(
+      DecodeAs<ScanRequest>(Mp().Map(2).Str("partition").U(1).Str("cursor").U64(kScanFinished + 1)),
+      {"cursor", "4294967297", "past the end"});
+  ExpectInvalid(DecodeAs<ScanRequest>(Mp().Map(2).Str("partition").U(1).Str("cursor").F64(1)),
+                {"cursor", "a float"});
+  ExpectInvalid(DecodeAs<ScanRequest>(
+                    Mp().Map(3).Str("partition").U(1).Str("cursor").U(0).Str("max_bytes").U64(
+                        1ull << 32)),
+                {"max_bytes", "out of range"});
+  ExpectInvalid(DecodeAs<ScanRequest>(Mp().Map(2).Str("partition").U(1).Str("partition").U(0)),
+                {"partition", "appears twice"});
+}
+
+TEST(ScanWireTest, ResponseRoundTripsWithSegmentsFieldsAndLinks) {
+  ExpectRoundTrip(SampleScanPage());
+  ExpectRoundTrip(ScanResponse{kScanFinished, {}});
+  ExpectRoundTrip(ScanResponse{5, {}});  // an empty page before the last
+  const ScanResponse page = SampleScanPage();
+  ScanResponse back;
+  ASSERT_TRUE(Decode(EncodeToString(page), DecodeLimits{}, &back).ok());
+  EXPECT_EQ(back, page);
+  // ScannedProfileBytes is exact; the page stays within the overhead.
+  size_t sum = 0;
+  for (const ScannedProfile& p : page.profiles) {
+    ScanResponse one{0, {p}};
+    sum += ScannedProfileBytes(p);
+    EXPECT_EQ(EncodeToString(one).size(),
+              EncodeToString(ScanResponse{0, {}}).size() + ScannedProfileBytes(p));
+  }
+  EXPECT_LE(EncodeToString(ScanResponse{kScanFinished, page.profiles}).size(),
+            kScanPageOverhead + sum);
+  // A profile with nothing but its user and no segments.
+  EXPECT_EQ(EncodeToString(ScanResponse{kScanFinished, {ScannedProfile{"u"}}}),
+            Mp().Map(2).Str("cursor").U64(kScanFinished).Str("profiles").Arr(1).Map(2).Str("user")
+                .Bin("u").Str("segments").Arr(0).str());
+}
+
+TEST(ScanWireTest, ResponseRefusalsNameTheProfile) {
+  auto page = [](const std::function<void(Mp&)>& profile) {
+    Mp m;
+    m.Map(2).Str("cursor").U(1).Str("profiles").Arr(1);
+    profile(m);
+    return DecodeAs<ScanResponse>(m);
+  };
+  ExpectInvalid(DecodeAs<ScanResponse>(Mp().Map(1).Str("cursor").U(1)), {"profiles", "missing"});
+  ExpectInvalid(DecodeAs<ScanResponse>(Mp().Map(1).Str("profiles").Arr(0)), {"cursor", "missing"});
+  ExpectInvalid(
+      DecodeAs<ScanResponse>(Mp().Map(2).Str("cursor").U64(kScanFinished + 1).Str("profiles").Arr(0)),
+      {"cursor", "past the end"});
+  ExpectInvalid(page([](Mp& m) { m.Arr(0); }), {"profiles[0]", "a map"});
+  ExpectInvalid(page([](Mp& m) { m.Map(1).Str("segments").Arr(0); }), {"profiles[0].user", "missing"});
+  ExpectInvalid(page([](Mp& m) { m.Map(1).Str("user").Bin("u"); }),
+                {"profiles[0].segments", "missing"});
+  ExpectInvalid(page([](Mp& m) { m.Map(2).Str("user").Bin("").Str("segments").Arr(0); }),
+                {"profiles[0].user", "empty"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(2).Str("user").Bin(std::string("\xff\x00x", 3)).Str("segments").Arr(0);
+                }),
+                {"profiles[0].user", "reserved"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(2).Str("user").Bin("u").Str("segments").Arr(2).Arr(2).U(5).U(0).Arr(2).U(5).U(0);
+                }),
+                {"profiles[0].segments[1].id", "out of order or twice"});
+  ExpectInvalid(page([](Mp& m) { m.Map(2).Str("user").Bin("u").Str("segments").Arr(1).Arr(1).U(5); }),
+                {"profiles[0].segments[0]", "expected 2 to 4"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(2).Str("user").Bin("u").Str("segments").Arr(1).Arr(2).U(5).U64(1ull << 32);
+                }),
+                {"profiles[0].segments[0].expires_at", "out of range"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(2).Str("user").Bin("u").Str("segments").Arr(1).Arr(4).U(5).U(0).Nil().Nil();
+                }),
+                {"profiles[0].segments[0].attr2", "nil"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(3).Str("user").Bin("u").Str("segments").Arr(0).Str("link_expires").U(5);
+                }),
+                {"profiles[0].link_expires", "without a master"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(3).Str("user").Bin("u").Str("segments").Arr(0).Str("master").Bin("m");
+                }),
+                {"profiles[0].link_expires", "missing"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(3).Str("user").Bin("u").Str("segments").Arr(0).Str("members").Arr(2)
+                      .Arr(2).Bin("b").U(0).Arr(2).Bin("a").U(0);
+                }),
+                {"profiles[0].members[1].user", "out of order"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(3).Str("user").Bin("u").Str("segments").Arr(0).Str("fields").Map(2)
+                      .Str("b").Arr(2).U(1).U(0).Str("a").Arr(2).U(1).U(0);
+                }),
+                {"profiles[0].fields[1].name", "out of order"});
+  ExpectInvalid(page([](Mp& m) {
+                  m.Map(3).Str("user").Bin("u").Str("segments").Arr(0).Str("fields").Map(1)
+                      .Str("a").Arr(2).Nil().U(0);
+                }),
+                {"profiles[0].fields[0].value"});
 }
 
 // ---- copy_partition ----
@@ -3944,6 +4112,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
       {Op::kMasterOf, "master_of"},
       {Op::kLinks, "links"},
       {Op::kConnected, "connected"},
+      {Op::kScan, "scan"},
       {Op::kUpsert, "upsert"},
       {Op::kBatchUpsert, "batch_upsert"},
       {Op::kRemove, "remove"},
@@ -3967,7 +4136,7 @@ TEST(HeaderTest, OpNamesCoverTheTable) {
     EXPECT_TRUE(IsKnownOp(static_cast<uint8_t>(op)));
     EXPECT_EQ(OpName(static_cast<uint8_t>(op)), name);
   }
-  for (uint8_t op : {0x00, 0x05, 0x16, 0x2c, 0x33, 0xff}) {
+  for (uint8_t op : {0x00, 0x05, 0x17, 0x2c, 0x33, 0xff}) {
     EXPECT_FALSE(IsKnownOp(op));
     EXPECT_EQ(OpName(op), "unknown");
   }

@@ -51,7 +51,8 @@ using Body =
                  DeleteResponse, ExpireResponse, StatsResponse, ClusterMap, LinkResponse,
                  UnlinkResponse, MasterOfResponse, LinksResponse, ConnectedResponse, RawBody,
                  FieldSetRequest, FieldDeleteRequest, FieldIncrementRequest, FieldMaxRequest,
-                 FieldWriteResponse, FieldIncrementResponse, FieldMaxResponse>;
+                 FieldWriteResponse, FieldIncrementResponse, FieldMaxResponse, ScanRequest,
+                 ScanResponse>;
 
 // One example file: a frame, described. `BodyOf` is the variant of the
 // bodies its table uses (this table's Body; node_example_frames.h has its own).
@@ -453,6 +454,49 @@ inline std::vector<Example> All() {
                33,
                ok,
                ConnectedResponse{true}});
+
+  // ---- scan ----
+  v.push_back({"scan.request.hex",
+               "scan request: the first page of a partition's profiles, at most 64 KiB",
+               {"\"partition\" (0 to 4095) and \"cursor\" (0 for the first page; then the",
+                "previous answer's) are required; \"max_bytes\" (default 1 MiB, at most 16 MiB)",
+                "is not. A single server answers every partition; a cluster node those it",
+                "serves (WrongNode otherwise)."},
+               Op::kScan,
+               44,
+               ok,
+               ScanRequest{3045, 0, 65536}});
+  {
+    ScanResponse page;
+    page.cursor = 3000000000;
+    ScannedProfile master;
+    master.user = "foo";
+    master.segments = {Segment{5484, kNever, {}, {}}, Segment{5485, kFeb2030, 7u, {}}};
+    master.fields = {{"cap:77", FieldValue::Int(2), kFeb2030},
+                     {"country", FieldValue::String("FR"), kNever}};
+    master.members = {{"{foo}.cookie", kFeb2030}};
+    page.profiles.push_back(master);
+    ScannedProfile member;
+    member.user = "{foo}.cookie";
+    member.segments = {Segment{12, kJan2030, {}, 3u}};
+    member.master = "foo";
+    member.link_expires = kFeb2030;
+    page.profiles.push_back(member);
+    v.push_back(
+        {"scan.response.hex",
+         "scan response: a page of two profiles, a master and its linked member",
+         {"Each profile: \"user\" (bin); \"segments\", its own live segments by id, each",
+          "[id, expires_at] with attr1 (or nil) and attr2 after them when it has them;",
+          "\"fields\" (only when it has live ones) as a get's; \"master\" and",
+          "\"link_expires\" when its record names a master with a live link; \"members\"",
+          "when its record lists members with live links. \"cursor\": send it back for",
+          "the next page; 4294967296 (2^32) after the last. A page may be empty before",
+          "the last."},
+         Op::kScan,
+         44,
+         ok,
+         page});
+  }
 
   // ---- upsert ----
   UpsertRequest upsert{.user = "user-42", .segments = {}, .mode = UpsertMode::kSet};

@@ -44,6 +44,7 @@ from .models import (
     ClusterMap,
     Condition,
     CopyPartitionResult,
+    ScanPage,
     CountResult,
     DeleteResult,
     ExpireResult,
@@ -575,6 +576,10 @@ class AsyncClient(ClientBase):
         """Whether ``a`` and ``b`` are in one group (or are the same user):
         the protocol's ``connected``."""
         return await self._execute(p.connected_request(a, b))
+
+    async def scan(self, partition: int, cursor: int = 0, max_bytes: int = 0) -> ScanPage:
+        """One page of a partition's profiles (PROTOCOL.md, "scan")."""
+        return await self._execute(p.scan_request(partition, cursor, max_bytes))
 
     async def copy_partition(
         self, partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0

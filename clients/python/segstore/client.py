@@ -40,6 +40,7 @@ from .models import (
     ClusterMap,
     Condition,
     CopyPartitionResult,
+    ScanPage,
     CountResult,
     DeleteResult,
     ExpireResult,
@@ -732,6 +733,11 @@ class Client(ClientBase):
         this client's connection state).
         """
         return self._execute(p.connected_request(a, b))
+
+    def scan(self, partition: int, cursor: int = 0, max_bytes: int = 0) -> ScanPage:
+        """One page of a partition's profiles (PROTOCOL.md, "scan"): start at
+        cursor 0 and send each page's ``cursor`` back until ``finished``."""
+        return self._execute(p.scan_request(partition, cursor, max_bytes))
 
     def copy_partition(
         self, partition: int, cursor: int = 0, min_next: int = 0, max_bytes: int = 0

@@ -687,6 +687,39 @@ class CopyPartitionResult:
         return self.cursor == COPY_FINISHED
 
 
+SCAN_FINISHED = 2**32
+"""A scan cursor past the end: the partition is finished."""
+
+
+@dataclass(frozen=True)
+class ScannedProfile:
+    """One user's profile as a scan reads it (PROTOCOL.md, "scan"): its own
+    live segments (by ID), its own live fields, and its record's side of a
+    link: ``master`` and ``link_expires`` for a member, ``members`` for a
+    master (``0``: never expires)."""
+
+    user: UserId
+    segments: List[Segment] = field(default_factory=list)
+    fields: Dict[FieldName, Field] = field(default_factory=dict)
+    master: Optional[UserId] = None
+    link_expires: int = 0
+    members: List[LinkedUser] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScanPage:
+    """One page of a partition's profiles; send ``cursor`` back for the next
+    until ``finished``. ``stale``: a cluster node's copy may be behind its log."""
+
+    cursor: int
+    profiles: List[ScannedProfile] = field(default_factory=list)
+    stale: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.cursor == SCAN_FINISHED
+
+
 @dataclass(frozen=True)
 class LinkStepResult:
     """What one link_step did (node to node; clients have no need of it).

@@ -56,6 +56,9 @@ from .models import (
     Node,
     Projection,
     RemoveResult,
+    ScannedProfile,
+    ScanPage,
+    Segment,
     SegmentLike,
     ServerInfo,
     StepKind,
@@ -99,6 +102,7 @@ class Op(enum.IntEnum):
     MASTER_OF = 0x13
     LINKS = 0x14
     CONNECTED = 0x15
+    SCAN = 0x16
     UPSERT = 0x20
     BATCH_UPSERT = 0x21
     REMOVE = 0x22
@@ -996,11 +1000,60 @@ def connected_request(a: UserId, b: UserId) -> Request:
     )
 
 
-# node to node
-
-
 def _is_uint(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _parse_scan(body: Any, frame: Frame) -> ScanPage:
+    op = "scan"
+    b = _map(body, op)
+    profiles = []
+    for i, raw in enumerate(_field(b, "profiles", list, "a list", op)):
+        at = f"profiles[{i}]"
+        pm = _map(raw, f"{op} {at}")
+        segments = []
+        for j, seg in enumerate(_field(pm, "segments", list, "a list", op)):
+            if (
+                not isinstance(seg, list)
+                or not 2 <= len(seg) <= 4
+                or not all(_is_uint(x) for x in seg[:2])
+                or not all(x is None or _is_uint(x) for x in seg[2:])
+            ):
+                raise ProtocolError(
+                    f"{op} answer: {at}.segments[{j}] is not [id, expires_at, attr1?, attr2?]"
+                )
+            segments.append(Segment(*seg))
+        members = []
+        for j, m in enumerate(pm.get("members") or []):
+            if not isinstance(m, list) or len(m) != 2 or not _is_uint(m[1]):
+                raise ProtocolError(f"{op} answer: {at}.members[{j}] is not [user, expires_at]")
+            members.append(LinkedUser(user_id_of(m[0]), m[1]))
+        master = pm.get("master")
+        profiles.append(
+            ScannedProfile(
+                user=_user_field(pm, "user", op),
+                segments=segments,
+                fields=_fields(pm, op) or {},
+                master=None if master is None else user_id_of(master),
+                link_expires=pm.get("link_expires", 0) if master is not None else 0,
+                members=members,
+            )
+        )
+    return ScanPage(_field(b, "cursor", int, "an integer", op), profiles, frame.stale)
+
+
+def scan_request(partition: int, cursor: int = 0, max_bytes: int = 0) -> Request:
+    """scan: one page of a partition's profiles, decoded (backups, exports)."""
+    _check_uint("partition", partition, MAX_U32)
+    _check_uint("cursor", cursor, MAX_U64)
+    _check_uint("max_bytes", max_bytes, MAX_U32)
+    d: Dict[str, Any] = {"partition": partition, "cursor": cursor}
+    if max_bytes:
+        d["max_bytes"] = max_bytes
+    return Request(Op.SCAN, pack(d), True, _parse_scan)
+
+
+# node to node
 
 
 def _parse_copy(body: Any, frame: Frame) -> CopyPartitionResult:
@@ -1189,6 +1242,7 @@ __all__ = [
     "cluster_map_request",
     "connected_request",
     "copy_partition_request",
+    "scan_request",
     "count_request",
     "decode_frame",
     "decode_response",

@@ -44,6 +44,7 @@ from segstore import (
     Op,
     ReadOnly,
     RemoveResult,
+    Segment,
     SegmentUpdate as S,
     ServerInfo,
     StoredRecord,
@@ -206,6 +207,30 @@ CALLS: Dict[str, Tuple[Callable[[segstore.Client], Any], Any]] = {
         ),
     ),
     "get_own": (lambda c: c.get("cookie-77", projection="ids", own=True), GetResult(1, [5484])),
+    "scan": (
+        lambda c: c.scan(3045, 0, max_bytes=65536),
+        segstore.ScanPage(
+            3000000000,
+            [
+                segstore.ScannedProfile(
+                    "foo",
+                    [Segment(5484, 0), Segment(5485, 1896134400, 7)],
+                    {"cap:77": Field(2, 1896134400), "country": Field("FR", 0)},
+                    None,
+                    0,
+                    [LinkedUser("{foo}.cookie", 1896134400)],
+                ),
+                segstore.ScannedProfile(
+                    "{foo}.cookie",
+                    [Segment(12, 1893456000, None, 3)],
+                    {},
+                    "foo",
+                    1896134400,
+                    [],
+                ),
+            ],
+        ),
+    ),
     "copy_partition": (
         lambda c: c.copy_partition(3045, 0, max_bytes=1 << 20),
         CopyPartitionResult(
