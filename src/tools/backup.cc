@@ -595,7 +595,9 @@ Status RunRestore(const RestoreOptions& o, RestoreStats* stats) {
       stats->member_fields_skipped += fields.size();
       return Status::OK();
     }
-    if (!master.ok() && !master.status().IsNotFound()) {
+    // NotFound: in no group. Unsupported: a cluster without links (no groups).
+    if (!master.ok() && !master.status().IsNotFound() &&
+        master.status().code() != Status::Code::kUnsupported) {
       failed("fields of user '" + user + "': master_of: " + master.status().ToString());
       return Status::OK();
     }
