@@ -340,8 +340,11 @@ class ProfileHandler : public Handler {
       }
       stale = LeaseLate() || (replicator_ != nullptr && replicator_->Stale(req.partition));
     }
-    const uint32_t max_bytes =
-        req.max_bytes == 0 ? kScanPageBytes : std::min(req.max_bytes, kMaxScanPageBytes);
+    // Half a frame at most (as copy_partition's pages), and 16 MiB: what a
+    // client asks for never makes the server hold more.
+    const uint32_t cap =
+        std::max<uint32_t>(std::min(service_->options_.max_frame_bytes / 2, kMaxScanPageBytes), 1);
+    const uint32_t max_bytes = std::min(req.max_bytes == 0 ? kScanPageBytes : req.max_bytes, cap);
     // Decoded profiles take about five times their stored bytes: list a
     // quarter of the page's bytes, then cut the decoded page to size.
     const uint32_t list_bytes = std::max<uint32_t>(max_bytes / 4, 1);
@@ -353,7 +356,19 @@ class ProfileHandler : public Handler {
             Result<replica::PartitionRecords> listed) mutable {
           if (!listed.ok()) return ReplyError(h, listed.status().WithContext("scan"), to);
           std::vector<std::optional<ScannedProfile>> decoded(listed->records.size());
+          // Decoded no further than the page holds: once the decoded bytes
+          // pass max_bytes, decoding stops at the next tag (the page is cut
+          // there), so records that decode far larger than stored are never
+          // all held at once.
+          const size_t budget = max_bytes - std::min<size_t>(max_bytes, proto::kScanPageOverhead);
+          size_t decoded_bytes = 0;
+          size_t read = listed->records.size();
           for (size_t i = 0; i < listed->records.size(); ++i) {
+            if (i > 0 && decoded_bytes > budget &&
+                listed->records[i].tag != listed->records[i - 1].tag) {
+              read = i;
+              break;
+            }
             const storage::Record& r = listed->records[i].record;
             ScannedProfile p;
             Result<bool> live = profile::ScanRecord(r.key(), r.body(), r.reference(), *names, now, &p);
@@ -364,13 +379,17 @@ class ProfileHandler : public Handler {
                                                    std::string(live.status().message())),
                                 to);
             }
-            if (*live) decoded[i] = std::move(p);
+            if (*live) {
+              decoded_bytes += proto::ScannedProfileBytes(p);
+              decoded[i] = std::move(p);
+            }
           }
           proto::ScanResponse page;
           page.cursor = listed->cursor;
           const size_t cut = replica::CutAtTags(
-              listed->records, max_bytes - std::min<size_t>(max_bytes, proto::kScanPageOverhead),
-              [&](size_t i) {
+              listed->records, budget,
+              [&](size_t i) -> size_t {
+                if (i >= read) return budget + 1;  // not decoded: the page ends before it
                 return decoded[i].has_value() ? proto::ScannedProfileBytes(*decoded[i]) : 0;
               },
               &page.cursor);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <set>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -203,7 +204,44 @@ struct FileCheck {
   uint32_t next_partition = 0;
   uint64_t chunks = 0;
   Status damage;  // the first damaged chunk, or a section out of order
+  // With damage: whether it is a chunk that does not read (damaged or cut
+  // short: a torn tail, when nothing whole follows), and where it starts.
+  bool unreadable = false;
+  uint64_t damage_offset = 0;
 };
+
+// Whether the file holds, anywhere after `offset`, the whole header of a
+// chunk that ends a section (a partition's or the backup's): then damage at
+// `offset` is not a torn tail but a hole in what was written and synced.
+Result<bool> SectionEndAfter(const std::string& path, uint64_t offset) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::IOError(path + ": " + std::strerror(errno));
+  if (std::fseek(f, static_cast<long>(offset + 1), SEEK_SET) != 0) {
+    std::fclose(f);
+    return Status::IOError(path + ": " + std::strerror(errno));
+  }
+  std::string buf;
+  std::vector<char> block(1u << 20);
+  bool found = false;
+  while (!found) {
+    const size_t n = std::fread(block.data(), 1, block.size(), f);
+    if (n == 0) break;
+    buf.append(block.data(), n);
+    size_t at = 0;
+    while (!found && (at = buf.find(std::string_view(kChunkMagic, 4), at)) != std::string::npos &&
+           at + kChunkHeaderBytes <= buf.size()) {
+      const char* h = buf.data() + at;
+      const auto kind = static_cast<ChunkKind>(h[4]);
+      found = Get64(h + 24) == Hash(h, 24) &&
+              (kind == ChunkKind::kPartitionEnd || kind == ChunkKind::kBackupEnd);
+      ++at;
+    }
+    // Keep what a header starting near the end may still need.
+    if (buf.size() > kChunkHeaderBytes) buf.erase(0, buf.size() - kChunkHeaderBytes);
+  }
+  std::fclose(f);
+  return found;
+}
 
 // Reads every chunk (a damaged one stops it, in check->damage). Errors: the
 // file's header (not a backup, newer, damaged) or opening it.
@@ -218,6 +256,8 @@ Status CheckFile(const std::string& path, FileCheck* check) {
     Result<bool> more = r.Next(&c);
     if (!more.ok()) {
       check->damage = more.status();
+      check->unreadable = true;
+      check->damage_offset = r.offset();
       return Status::OK();
     }
     if (!*more) return Status::OK();
@@ -320,6 +360,17 @@ void Pace(double rate, double done, SteadyClock::time_point start) {
   if (due > SteadyClock::now()) std::this_thread::sleep_until(due);
 }
 
+// Restore's batches: what a batch_upsert item's encoding may grow by on
+// its way (a write ID and its key), and how often a whole batch answered
+// Busy or Timeout is sent again.
+constexpr size_t kWriteIdRoom = 32;
+constexpr int kBatchRetries = 4;
+
+bool Retryable(const Status& s) {
+  return s.code() == Status::Code::kBusy || s.code() == Status::Code::kTimeout ||
+         s.code() == Status::Code::kUnavailable;
+}
+
 bool Live(UnixSeconds expires_at, UnixSeconds now) {
   return expires_at == kNever || expires_at > now;
 }
@@ -338,6 +389,24 @@ Status RunBackup(const BackupOptions& o, BackupStats* stats) {
       stats->already_complete = true;
       stats->resumed_at = check.to + 1;
       return Status::OK();
+    }
+    // Only a torn tail is cut: damage followed by nothing whole that ends a
+    // section (what a crash leaves after the last sync). Damage before a
+    // complete section, or sections out of order, is refused: cutting
+    // there would throw away what was backed up and read it again from the
+    // live store, silently.
+    if (!check.damage.ok()) {
+      bool torn = false;
+      if (check.unreadable) {
+        Result<bool> later = SectionEndAfter(o.path, check.damage_offset);
+        if (!later.ok()) return later.status();
+        torn = !*later;
+      }
+      if (!torn) {
+        return check.damage.WithContext(
+            "backup --resume: the file is damaged before its last complete section (only a torn "
+            "end is cut and resumed); back up to a new file");
+      }
     }
     from = check.from;
     to = check.to;
@@ -426,19 +495,118 @@ Status RunRestore(const RestoreOptions& o, RestoreStats* stats) {
   };
   std::vector<Claim> claims;
   std::set<std::pair<std::string, std::string>> listed;  // (master, member)
+  // Batches are cut by encoded bytes as well as by users: under the
+  // server's max_frame_bytes (its hello; the default when it said none) with
+  // room for the write IDs a cluster client adds, and at most max_batch (and
+  // batch_users) users. A user larger than that goes alone (refused alone
+  // when it is over the frame).
+  const ServerInfo& info = (*first_client)->server_info();
+  const size_t frame =
+      info.max_frame_bytes > 0 ? info.max_frame_bytes : proto::kDefaultMaxFrameBytes;
+  const size_t batch_bytes_limit = frame - frame / 4;
+  const size_t batch_users_limit = std::max<size_t>(
+      1, std::min<size_t>(o.batch_users,
+                          info.max_batch > 0 ? info.max_batch : proto::kDefaultMaxBatch));
   std::vector<UpsertItem> batch;
-  auto flush = [&]() -> Status {
-    if (batch.empty()) return Status::OK();
-    Result<BatchUpsertResult> r = c.BatchUpsert(batch);
-    if (!r.ok()) return r.status().WithContext("batch_upsert");
-    for (size_t i = 0; i < r->size(); ++i) {
+  size_t batch_bytes = 0;
+  std::string sizing;
+  auto item_bytes = [&](const UpsertItem& item) {
+    sizing.clear();
+    proto::Encode(item, &sizing);
+    return sizing.size() + kWriteIdRoom;
+  };
+  auto attempt = [&](std::span<const UpsertItem> items) {
+    Result<BatchUpsertResult> r = c.BatchUpsert(items);
+    // A whole batch Busy or timed out (the client retried it already):
+    // again, a few times, with a growing pause.
+    for (int i = 0; !r.ok() && i < kBatchRetries && Retryable(r.status()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200) * (1 << i));
+      r = c.BatchUpsert(items);
+    }
+    return r;
+  };
+  auto record = [&](std::span<const UpsertItem> items,
+                    const Result<BatchUpsertResult>& r) -> Status {
+    if (!r.ok()) {
+      if (Retryable(r.status())) {
+        return r.status().WithContext(
+            fmt::format("batch_upsert of {} users, from '{}' (after {} retries)", items.size(),
+                        items.front().user, kBatchRetries));
+      }
+      for (const UpsertItem& item : items) {
+        failed("user '" + item.user + "': " + r.status().ToString());
+      }
+      return Status::OK();
+    }
+    for (size_t i = 0; i < r->size() && i < items.size(); ++i) {
       if ((*r)[i].ok()) {
-        stats->segments += batch[i].segments.size();
+        stats->segments += items[i].segments.size();
       } else {
-        failed("user '" + batch[i].user + "': " + (*r)[i].status().ToString());
+        failed("user '" + items[i].user + "': " + (*r)[i].status().ToString());
       }
     }
+    return Status::OK();
+  };
+  auto send = [&](std::span<const UpsertItem> items) -> Status {
+    Result<BatchUpsertResult> r = attempt(items);
+    if (r.ok() || Retryable(r.status()) || items.size() == 1) return record(items, r);
+    // Refused as a whole (a frame over the limit, say): each user alone,
+    // so that one user's refusal is that user's only.
+    for (size_t i = 0; i < items.size(); ++i) {
+      SEGSTORE_RETURN_IF_ERROR(record(items.subspan(i, 1), attempt(items.subspan(i, 1))));
+    }
+    return Status::OK();
+  };
+  auto flush = [&]() -> Status {
+    if (batch.empty()) return Status::OK();
+    Status s = send(batch);
     batch.clear();
+    batch_bytes = 0;
+    return s;
+  };
+  auto add = [&](UpsertItem item) -> Status {
+    const size_t n = item_bytes(item);
+    if (!batch.empty() &&
+        (batch_bytes + n > batch_bytes_limit || batch.size() >= batch_users_limit)) {
+      SEGSTORE_RETURN_IF_ERROR(flush());
+    }
+    batch.push_back(std::move(item));
+    batch_bytes += n;
+    return Status::OK();
+  };
+
+  // The node holding `user` (the first one asked on a single server).
+  auto node_of = [&](const std::string& user) -> Result<client::Client*> {
+    if (map->cluster && map->revision > 0) {
+      return c.NodeClient(map->nodes[map->ReplicasOf(PartitionOf(user)).front()].address);
+    }
+    return c.NodeClient(first);
+  };
+  // A field write of a user whose link counts changes its master's fields
+  // (PROTOCOL.md, "Profile fields"), and there is no write of a member's own
+  // fields: a user the store has as a member of a group gets none of its own
+  // fields written (they would overwrite its master's), counted in
+  // member_fields_skipped. A user in no group (or a master) gets them.
+  auto set_fields = [&](const std::string& user, std::span<const FieldUpdate> fields) -> Status {
+    Result<client::Client*> node = node_of(user);
+    if (!node.ok()) return node.status();
+    Result<std::string> master = (*node)->MasterOf(user);
+    if (master.ok() && *master != user) {
+      stats->member_fields_skipped += fields.size();
+      return Status::OK();
+    }
+    // NotFound: in no group. Unsupported: a cluster without links (no groups).
+    if (!master.ok() && !master.status().IsNotFound() &&
+        master.status().code() != Status::Code::kUnsupported) {
+      failed("fields of user '" + user + "': master_of: " + master.status().ToString());
+      return Status::OK();
+    }
+    Result<FieldWriteResult> fr = c.FieldSet(user, fields);
+    if (fr.ok()) {
+      stats->fields += fields.size();
+    } else {
+      failed("fields of user '" + user + "': " + fr.status().ToString());
+    }
     return Status::OK();
   };
 
@@ -473,8 +641,7 @@ Status RunRestore(const RestoreOptions& o, RestoreStats* stats) {
         }
         item.segments.push_back(SegmentUpdate{s.id, s.expires_at, false, s.attr1, s.attr2});
       }
-      if (!item.segments.empty()) batch.push_back(std::move(item));
-      if (batch.size() >= o.batch_users) SEGSTORE_RETURN_IF_ERROR(flush());
+      if (!item.segments.empty()) SEGSTORE_RETURN_IF_ERROR(add(std::move(item)));
       std::vector<FieldUpdate> fields;
       for (Field& f : p.fields) {
         if (!Live(f.expires_at, now)) {
@@ -483,14 +650,7 @@ Status RunRestore(const RestoreOptions& o, RestoreStats* stats) {
         }
         fields.push_back(FieldUpdate{std::move(f.name), std::move(f.value), f.expires_at, false});
       }
-      if (!fields.empty()) {
-        Result<FieldWriteResult> fr = c.FieldSet(p.user, fields);
-        if (fr.ok()) {
-          stats->fields += fields.size();
-        } else {
-          failed("fields of user '" + p.user + "': " + fr.status().ToString());
-        }
-      }
+      if (!fields.empty()) SEGSTORE_RETURN_IF_ERROR(set_fields(p.user, fields));
       if (!p.master.empty()) claims.push_back({p.user, p.master, p.link_expires});
       for (const LinkedUser& m : p.members) listed.insert({p.user, m.user});
     }
@@ -513,10 +673,7 @@ Status RunRestore(const RestoreOptions& o, RestoreStats* stats) {
       }
       ttl = l.expires - now;
     }
-    Result<client::Client*> node = c.NodeClient(first);
-    if (map->cluster && map->revision > 0) {
-      node = c.NodeClient(map->nodes[map->ReplicasOf(PartitionOf(l.member)).front()].address);
-    }
+    Result<client::Client*> node = node_of(l.member);
     if (!node.ok()) return node.status();
     Result<LinkResult> lr = (*node)->Link(l.member, l.master, ttl);
     if (lr.ok()) {

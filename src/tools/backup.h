@@ -108,6 +108,9 @@ struct RestoreStats {
   uint64_t fields = 0;
   uint64_t links = 0;
   uint64_t expired = 0;  // segments, fields and links left out: expired since the backup
+  // Fields of users the store has as linked members, left out: a field
+  // write of a member changes its master's fields (docs/backup.md).
+  uint64_t member_fields_skipped = 0;
   uint64_t failed = 0;   // users or links the store refused (the first in `first_failure`)
   std::string first_failure;
   uint64_t file_bytes = 0;

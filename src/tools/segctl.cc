@@ -551,9 +551,15 @@ int RunBackupCommand(const Args& a, bool restore) {
     if (!s.ok() && (st.users == 0 || s.code() != Status::Code::kInvalidArgument)) return fail(s);
     const double secs = std::max(st.seconds, 1e-9);
     if (a.json) {
-      nlohmann::json j = {{"users", st.users},   {"segments", st.segments}, {"fields", st.fields},
-                          {"links", st.links},   {"expired", st.expired},   {"failed", st.failed},
-                          {"bytes", st.file_bytes}, {"seconds", st.seconds}};
+      nlohmann::json j = {{"users", st.users},
+                          {"segments", st.segments},
+                          {"fields", st.fields},
+                          {"links", st.links},
+                          {"expired", st.expired},
+                          {"failed", st.failed},
+                          {"member_fields_skipped", st.member_fields_skipped},
+                          {"bytes", st.file_bytes},
+                          {"seconds", st.seconds}};
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("restored %llu users (%llu segments, %llu fields, %llu links; %llu expired "
@@ -565,6 +571,12 @@ int RunBackupCommand(const Args& a, bool restore) {
                   static_cast<unsigned long long>(st.expired), st.seconds,
                   static_cast<double>(st.users) / secs,
                   static_cast<double>(st.file_bytes) / 1e6 / secs);
+      if (st.member_fields_skipped > 0) {
+        std::printf(
+            "left out %llu fields of users the store has as linked members (a field "
+            "write of a member changes its master's)\n",
+            static_cast<unsigned long long>(st.member_fields_skipped));
+      }
     }
     if (!s.ok()) {
       std::fprintf(stderr, "segctl restore: %s\n", s.ToString().c_str());

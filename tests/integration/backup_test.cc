@@ -6,6 +6,7 @@
 // into a live store merges as stated (later expiries, the backup's fields).
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -24,7 +25,9 @@ using testing::ReadFile;
 using testing::Segctl;
 
 constexpr UnixSeconds kStart = 1'790'000'000;
-constexpr UnixSeconds kJan2030 = 1893456000;  // after the real clock: restore keeps it
+// Three years after the real clock (the whole day), whenever the test runs:
+// restore and the loader keep it (they refuse expiries in the past).
+const UnixSeconds kLater = static_cast<UnixSeconds>((std::time(nullptr) / 86400 + 3 * 365) * 86400);
 
 void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -55,6 +58,21 @@ class BackupTest : public ::testing::Test {
   }
   uint16_t port(int i) const { return served_[i].server->port(); }
 
+  // Server 1 again, empty (a new data file).
+  void FreshServer1() {
+    c1_.reset();
+    served_[1].Stop();
+    storage::StoreOptions o =
+        testing::SmallStore(dir_.File("fresh" + std::to_string(fresh_++)), &clock_, 64u << 20);
+    profile::ProfileOptions p;
+    p.sweeper = false;
+    ServerOptions server;
+    server.threads = 2;
+    served_[1].Start(o, nullptr, p, ProfileServiceOptions{}, server);
+    c1_ = served_[1].Connect();
+    ASSERT_NE(c1_, nullptr);
+  }
+
   void Fill() {
     for (int i = 0; i < 400; ++i) {
       const std::string user = "user-" + std::to_string(i);
@@ -62,7 +80,7 @@ class BackupTest : public ::testing::Test {
       for (uint64_t k = 0; k < static_cast<uint64_t>(1 + i % 5); ++k) {
         SegmentUpdate s;
         s.id = 1000 * k + static_cast<uint64_t>(i);
-        s.value = k == 0 ? kNever : kJan2030 + static_cast<uint32_t>(k + i);
+        s.value = k == 0 ? kNever : kLater + static_cast<uint32_t>(k + i);
         if (k == 1) s.attr1 = static_cast<uint32_t>(i);
         if (k == 2) s.attr2 = 9;
         segs.push_back(s);
@@ -70,7 +88,7 @@ class BackupTest : public ::testing::Test {
       ASSERT_TRUE(c0_->Upsert(user, segs).ok());
       if (i % 3 == 0) {
         std::vector<FieldUpdate> f = {{"n", FieldValue::Int(i), 0, false},
-                                      {"s", FieldValue::String("text"), kJan2030, false},
+                                      {"s", FieldValue::String("text"), kLater, false},
                                       {"t", FieldValue::Time(1234), 0, false}};
         ASSERT_TRUE(c0_->FieldSet(user, f).ok());
       }
@@ -98,6 +116,7 @@ class BackupTest : public ::testing::Test {
 
   storage::testing::TempDir dir_;
   ManualClock clock_{kStart};
+  int fresh_ = 0;
   testing::InProcessServer served_[2];
   std::unique_ptr<client::Client> c0_, c1_;
 };
@@ -118,6 +137,99 @@ TEST_F(BackupTest, ABackupRestoresIntoAnEmptyServer) {
   std::tie(rc, out) = Segctl(port(1), "restore --no-progress " + file);
   ASSERT_EQ(rc, 0) << out;
   ExpectSame();
+}
+
+// A member's own fields (written before its link) must never reach its
+// master's record through a field write of the member: restoring twice (the
+// second time into a store where the links exist) leaves the master's fields
+// as they were.
+TEST_F(BackupTest, RestoringTwiceNeverWritesAMembersFieldsIntoItsMaster) {
+  const std::vector<SegmentUpdate> seg = {SegmentUpdate{1, 0, false, {}, {}}};
+  for (const char* u : {"m", "a", "b"}) ASSERT_TRUE(c0_->Upsert(u, seg).ok());
+  ASSERT_TRUE(c0_->FieldSet("m", std::vector<FieldUpdate>{{"f", FieldValue::Int(1), 0, false},
+                                                          {"g", FieldValue::Int(2), 0, false}})
+                  .ok());
+  ASSERT_TRUE(c0_->FieldSet("a", std::vector<FieldUpdate>{{"f", FieldValue::Int(10), 0, false},
+                                                          {"h", FieldValue::Int(11), 0, false}})
+                  .ok());
+  ASSERT_TRUE(
+      c0_->FieldSet("b", std::vector<FieldUpdate>{{"g", FieldValue::Int(20), 0, false}}).ok());
+  ASSERT_TRUE(c0_->Link("a", "m", 0).ok());
+  ASSERT_TRUE(c0_->Link("b", "m", 0).ok());
+  const std::string file = dir_.File("b.segbak");
+  auto [rc, out] = Segctl(port(0), "backup --no-progress " + file);
+  ASSERT_EQ(rc, 0) << out;
+  GetOptions own;
+  own.own_only = true;
+  own.fields.mode = FieldSelection::Mode::kAll;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    std::tie(rc, out) = Segctl(port(1), "restore --no-progress " + file);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(*c1_->MasterOf("a"), "m");
+    EXPECT_EQ(*c1_->MasterOf("b"), "m");
+    if (round == 1) {
+      EXPECT_TRUE(Has(out, "left out 3 fields of users the store has as linked members")) << out;
+    }
+    for (const char* u : {"m", "a", "b"}) {
+      Result<GetResult> want = c0_->Get(u, own), got = c1_->Get(u, own);
+      ASSERT_TRUE(want.ok() && got.ok()) << u;
+      EXPECT_EQ(got->fields, want->fields) << u;
+    }
+    Result<GetResult> m = c1_->Get("m", own);
+    ASSERT_TRUE(m.ok());
+    ASSERT_EQ(m->fields.size(), 2u);
+    EXPECT_EQ(m->fields[0], (Field{"f", FieldValue::Int(1), kNever}));
+    EXPECT_EQ(m->fields[1], (Field{"g", FieldValue::Int(2), kNever}));
+  }
+}
+
+// Users of many segments: restore cuts its batches by bytes under the
+// server's max_frame_bytes (100 such users in one batch_upsert would be far
+// over it and refused whole), and a user over the frame alone is refused
+// alone, reported, while the others are restored.
+TEST_F(BackupTest, BigUsersAreRestoredInBatchesUnderTheServersFrameLimit) {
+  constexpr int kUsers = 40;
+  constexpr uint32_t kFrame = 64u << 10;
+  for (int i = 0; i <= kUsers; ++i) {
+    std::vector<SegmentUpdate> segs;
+    const int n = i == kUsers ? 8000 : 1500;  // the last: over the frame alone
+    for (int k = 0; k < n; ++k) {
+      segs.push_back(
+          SegmentUpdate{(uint64_t{1} << 33) + static_cast<uint64_t>(k) * 7, 0, false, {}, {}});
+    }
+    ASSERT_TRUE(c0_->Upsert("big-" + std::to_string(i), segs).ok());
+  }
+  const std::string file = dir_.File("b.segbak");
+  auto [rc, out] = Segctl(port(0), "backup --no-progress " + file);
+  ASSERT_EQ(rc, 0) << out;
+
+  testing::InProcessServer small;
+  storage::StoreOptions so = testing::SmallStore(dir_.File("data-small"), &clock_, 64u << 20);
+  profile::ProfileOptions p;
+  p.sweeper = false;
+  ProfileServiceOptions svc;
+  svc.max_frame_bytes = kFrame;
+  ServerOptions server;
+  server.threads = 2;
+  server.max_frame_bytes = kFrame;
+  small.Start(so, nullptr, p, svc, server);
+  ASSERT_FALSE(HasFatalFailure());
+  std::tie(rc, out) = Segctl(small.server->port(), "restore --no-progress " + file);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(Has(out, "restored 41 users")) << out;
+  EXPECT_TRUE(Has(out, "refused 1 users or links")) << out;
+  EXPECT_TRUE(Has(out, "big-40")) << out;
+  std::unique_ptr<client::Client> cs = small.Connect();
+  ASSERT_NE(cs, nullptr);
+  for (int i = 0; i < kUsers; ++i) {
+    Result<uint32_t> n = cs->Count("big-" + std::to_string(i));
+    ASSERT_TRUE(n.ok()) << i << " " << n.status().ToString();
+    EXPECT_EQ(*n, 1500u) << i;
+  }
+  EXPECT_TRUE(cs->Count("big-40").status().IsNotFound());
+  cs.reset();
+  small.Stop();
 }
 
 TEST_F(BackupTest, ADamagedChunkIsRefusedNamingItAndNothingIsWritten) {
@@ -159,14 +271,47 @@ TEST_F(BackupTest, AnInterruptedBackupIsResumedFromItsLastCompletePartition) {
     if (cut == whole.size() * 2 / 5) {
       EXPECT_FALSE(Has(out, "(from partition 0)")) << out;
     }
+    // Into an empty server: the resumed file alone holds everything.
+    FreshServer1();
+    ASSERT_FALSE(HasFatalFailure());
     std::tie(rc, out) = Segctl(port(1), "restore --no-progress " + file);
     ASSERT_EQ(rc, 0) << out;
+    EXPECT_TRUE(Has(out, "restored 400 users")) << out;
+    EXPECT_TRUE(Has(out, "2 links")) << out;
     ExpectSame();
   }
   // A complete file: nothing to do.
   std::tie(rc, out) = Segctl(port(0), "backup --no-progress --resume " + file);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(Has(out, "complete backup already")) << out;
+}
+
+// Resume cuts a torn end only: a file damaged before its last complete
+// section is refused, naming the chunk, and left as it is.
+TEST_F(BackupTest, ResumeRefusesAFileDamagedBeforeItsLastCompleteSection) {
+  Fill();
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string file = dir_.File("b.segbak");
+  auto [rc, out] = Segctl(port(0), "backup --no-progress " + file);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string whole = ReadFile(file);
+  // Cut short at 60%, one byte flipped at 30%: a hole, not a torn end.
+  std::string damaged = whole.substr(0, whole.size() * 3 / 5);
+  damaged[whole.size() * 3 / 10] ^= 0x40;
+  WriteBytes(file, damaged);
+  std::tie(rc, out) = Segctl(port(0), "backup --no-progress --resume " + file);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(Has(out, "damaged before its last complete section")) << out;
+  EXPECT_TRUE(Has(out, ": chunk ")) << out;
+  EXPECT_EQ(ReadFile(file), damaged);
+  // A torn end (garbage after the cut): cut and resumed.
+  WriteBytes(file, whole.substr(0, whole.size() * 3 / 5) + std::string(100, '\x5a'));
+  std::tie(rc, out) = Segctl(port(0), "backup --no-progress --resume " + file);
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Segctl(port(1), "restore --no-progress " + file);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Has(out, "restored 400 users")) << out;
+  ExpectSame();
 }
 
 TEST_F(BackupTest, ANewerFormatVersionIsRefused) {
@@ -191,7 +336,7 @@ TEST_F(BackupTest, ANewerFormatVersionIsRefused) {
 }
 
 TEST_F(BackupTest, ARestoreIntoALiveStoreMerges) {
-  SegmentUpdate early{1, kJan2030, false, 5u, {}}, late{1, kJan2030 + 100, false, {}, {}};
+  SegmentUpdate early{1, kLater, false, 5u, {}}, late{1, kLater + 100, false, {}, {}};
   ASSERT_TRUE(c0_->Upsert("u", std::vector<SegmentUpdate>{late}).ok());
   ASSERT_TRUE(c0_->FieldSet("u", std::vector<FieldUpdate>{{"f", FieldValue::Int(1), 0, false}}).ok());
   const std::string file = dir_.File("b.segbak");
@@ -209,7 +354,7 @@ TEST_F(BackupTest, ARestoreIntoALiveStoreMerges) {
   o.fields.mode = FieldSelection::Mode::kAll;
   Result<GetResult> g = c1_->Get("u", o);
   ASSERT_TRUE(g.ok());
-  const std::vector<Segment> want = {Segment{1, kJan2030 + 100, 5u, {}}, Segment{2, kNever, {}, {}}};
+  const std::vector<Segment> want = {Segment{1, kLater + 100, 5u, {}}, Segment{2, kNever, {}, {}}};
   EXPECT_EQ(g->ToSegments(), want);
   ASSERT_EQ(g->fields.size(), 2u);
   EXPECT_EQ(g->fields[0], (Field{"f", FieldValue::Int(1), kNever}));

@@ -5,6 +5,7 @@
 // out and said (exit status 1); a server that is gone stops it (2).
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ using testing::ReadFile;
 using testing::Segctl;
 
 constexpr UnixSeconds kStart = 1'790'000'000;
-constexpr UnixSeconds kJan2030 = 1893456000;  // after the real clock: the loader takes it
+// Three years after the real clock (the whole day), whenever the test runs:
+// restore and the loader keep it (they refuse expiries in the past).
+const UnixSeconds kLater = static_cast<UnixSeconds>((std::time(nullptr) / 86400 + 3 * 365) * 86400);
 
 class ExportTest : public ::testing::Test {
  protected:
@@ -54,7 +57,7 @@ class ExportTest : public ::testing::Test {
       for (uint64_t k = 0; k < static_cast<uint64_t>(1 + i % 4); ++k) {
         SegmentUpdate s;
         s.id = 100 * k + static_cast<uint64_t>(i);
-        s.value = k == 0 ? kNever : kJan2030 + static_cast<uint32_t>(k * 3600 + i);
+        s.value = k == 0 ? kNever : kLater + static_cast<uint32_t>(k * 3600 + i);
         if (attrs && k == 1) s.attr1 = static_cast<uint32_t>(i);
         if (attrs && k == 2) s.attr2 = 7;
         segs.push_back(s);
@@ -62,7 +65,7 @@ class ExportTest : public ::testing::Test {
       ASSERT_TRUE(c.Upsert(user, segs).ok());
       if (i % 5 == 0) {
         std::vector<FieldUpdate> f = {
-            {"cap:7", FieldValue::Int(-42), kJan2030, false},
+            {"cap:7", FieldValue::Int(-42), kLater, false},
             {"country", FieldValue::String("F\"R\tx"), 0, false},
             {"raw", FieldValue::Bytes(std::string("\x00\xff\n", 3)), 0, false},
             {"score", FieldValue::Double(0.1), 0, false},

@@ -36,6 +36,10 @@ class ScanTest : public ::testing::Test {
     so.cluster = cluster_ ? &board_ : nullptr;
     ServerOptions server;
     server.threads = 2;
+    if (max_frame_bytes_ != 0) {
+      so.max_frame_bytes = max_frame_bytes_;
+      server.max_frame_bytes = max_frame_bytes_;
+    }
     served_.Start(o, nullptr, p, so, server);
   }
   void TearDown() override { served_.Stop(); }
@@ -63,6 +67,7 @@ class ScanTest : public ::testing::Test {
   }
 
   bool cluster_ = false;
+  uint32_t max_frame_bytes_ = 0;  // 0: the default
   storage::testing::TempDir dir_;
   ManualClock clock_{kStart};
   cluster::ViewBoard board_;
@@ -188,6 +193,45 @@ TEST_F(ScanTest, PagesKeepToTheirSizeAndTheCursorEnds) {
   EXPECT_TRUE(end->finished());
   EXPECT_TRUE(end->profiles.empty());
   EXPECT_FALSE(end->stale);
+}
+
+class SmallFrameScanTest : public ScanTest {
+ protected:
+  SmallFrameScanTest() { max_frame_bytes_ = 64u << 10; }
+};
+
+// A client's max_bytes never makes the server build a page over half its
+// max_frame_bytes (PROTOCOL.md, "scan": the page cap).
+TEST_F(SmallFrameScanTest, AMaxBytesOverTheCapIsReadAsTheCap) {
+  auto c = served_.Connect();
+  ASSERT_NE(c, nullptr);
+  std::vector<SegmentUpdate> segs;
+  for (uint64_t id = 1; id <= 100; ++id) segs.push_back(Seg((uint64_t{1} << 40) + id, 0));
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(c->Upsert("{t}" + std::to_string(i), segs).ok());
+  }
+  const uint32_t p = PartitionOf("{t}");
+  constexpr uint32_t kCap = 32u << 10;
+  for (const uint32_t asked : {uint32_t{16} << 20, uint32_t{0xffffffff}, uint32_t{0}}) {
+    SCOPED_TRACE(asked);
+    ScanRequest req{p, 0, asked};
+    size_t users = 0, pages = 0;
+    while (true) {
+      Result<ScanResponse> page = c->Scan(req);
+      ASSERT_TRUE(page.ok()) << page.status().ToString();
+      ++pages;
+      std::string body;
+      proto::Encode(*page, &body);
+      if (page->profiles.size() > 1) {
+        EXPECT_LE(body.size(), kCap);
+      }
+      users += page->profiles.size();
+      if (page->finished()) break;
+      req.cursor = page->cursor;
+    }
+    EXPECT_EQ(users, 300u);
+    EXPECT_GE(pages, 8u);  // 300 profiles of over 1 KB, 32 KiB a page
+  }
 }
 
 TEST_F(ScanTest, BadRequestsAreRefusedAndTheConnectionStaysUsable) {
