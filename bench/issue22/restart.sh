@@ -26,7 +26,9 @@
 # Environment (defaults): BUILD (build-rel: a Release build holding
 #   src/server/segstored and bench/segbench/segbench) USERS (1700000: about
 #   4 GB of records) FILE_SIZE (5GiB) ROUNDS (3) DATA_DIR
-#   (/tmp/issue22-restart) OUT (/tmp/issue22-restart-out).
+#   (/tmp/issue22-restart) OUT (/tmp/issue22-restart-out) KEEP (set: leave the
+#   data file behind, for profiling a start by hand) REUSE (set: start from the
+#   data file and OUT/load.json a KEEP run left: no load).
 # A smoke run: USERS=20000 FILE_SIZE=256MiB ROUNDS=1 bench/issue22/restart.sh
 set -euo pipefail
 
@@ -43,7 +45,15 @@ SB=$BUILD/bench/segbench/segbench
 for f in "$SEGSTORED" "$SB"; do [ -x "$f" ] || { echo "missing $f"; exit 1; }; done
 [ -w /proc/sys/vm/drop_caches ] || { echo "needs root: drops the page cache before each start"; exit 1; }
 
-rm -rf "$D" "$OUT"
+REUSED=""
+if [ -n "${REUSE:-}" ] && [ -f "$D/segstore.dat" ] && [ -f "$OUT/load.json" ]; then
+  # The data file a KEEP run left, and that run's load figures.
+  REUSED=$(mktemp -d)
+  cp "$OUT/load.json" "$REUSED/"
+  rm -rf "$OUT"
+else
+  rm -rf "$D" "$OUT"
+fi
 mkdir -p "$D" "$OUT"
 DATA=$D/segstore.dat
 PID=""
@@ -52,7 +62,7 @@ EXTRA=()
 STARTED=""
 cleanup() {
   if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$D"
+  [ -n "${KEEP:-}" ] || rm -rf "$D"
 }
 trap cleanup EXIT
 
@@ -92,17 +102,22 @@ echo "=== $(git -C "$SRC" rev-parse --short HEAD); $USERS users in a $FILE_SIZE 
 start load
 "$SB" --segstore "$ADDR" --seconds 3 --warmup 0.5 --limits-file-mib 1024 --limits-dir "$D" \
   --json-file "$OUT/limits.json" limits | tail -3
-"$SB" --segstore "$ADDR" --users "$USERS" --json-file "$OUT/load.json" load | tail -1
-# Until it has defragmented nothing for 5 s (at most 300 s).
-last="" quiet=0 waited=0
-while [ "$quiet" -lt 5 ] && [ "$waited" -lt 300 ]; do
-  now=$(defrag_blocks)
-  if [ "$now" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; fi
-  last=$now
-  sleep 1
-  waited=$((waited + 1))
-done
-echo "settled after $waited s"
+if [ -n "$REUSED" ]; then
+  cp "$REUSED/load.json" "$OUT/"
+  echo "reusing the data file and load figures of an earlier KEEP run"
+else
+  "$SB" --segstore "$ADDR" --users "$USERS" --json-file "$OUT/load.json" load | tail -1
+  # Until it has defragmented nothing for 5 s (at most 300 s).
+  last="" quiet=0 waited=0
+  while [ "$quiet" -lt 5 ] && [ "$waited" -lt 300 ]; do
+    now=$(defrag_blocks)
+    if [ "$now" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    last=$now
+    sleep 1
+    waited=$((waited + 1))
+  done
+  echo "settled after $waited s"
+fi
 stop
 stat -c %s "$DATA.index" > "$OUT/checkpoint-size-0"
 
@@ -122,7 +137,7 @@ for r in $(seq 1 "$ROUNDS"); do
     start "$how-$r"
     read -r to_serving read_bytes <<< "$STARTED"
     line=$(recovery_line "$OUT/$how-$r.log")
-    seconds=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
+    seconds=$(echo "$line" | sed -n 's/.* recovered [^ ]* in \([0-9.]*\) s.*/\1/p')
     if [ "$how" = crash ]; then
       kill -KILL "$PID"
       wait "$PID" || true
@@ -130,7 +145,8 @@ for r in $(seq 1 "$ROUNDS"); do
     else
       stop
     fi
-    written=$(grep -m1 'index checkpoint .* written in' "$OUT/$how-$r.log" |
+    # (none after a crash)
+    written=$({ grep -m1 'index checkpoint .* written in' "$OUT/$how-$r.log" || true; } |
       sed -n 's/.* written in \([0-9.]*\) s.*/\1/p')
     size=0
     [ -f "$DATA.index" ] && size=$(stat -c %s "$DATA.index")
@@ -157,7 +173,7 @@ print(f"loaded: {load['users']:,} users")
 # What recovery itself reads: every block's first sector, then either the
 # checkpoint or every block in use whole. (The process's read_bytes also
 # counts its binary and libraries, read afresh after the cache drop.)
-block_size = None
+block_size = 1 << 20  # the default, when the log is of a reused file (no "formatted" line)
 for line in open(os.path.join(out, "load.log")):
     m = re.search(r"write blocks of (\d+) KiB", line)
     if m:
