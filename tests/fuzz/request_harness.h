@@ -184,6 +184,10 @@ inline void CheckDecoded(const proto::CopyPartitionRequest& m, const proto::Deco
   FUZZ_CHECK(m.partition < kPartitions);
   FUZZ_CHECK(m.cursor <= kCopyFinished);
 }
+inline void CheckDecoded(const proto::ScanRequest& m, const proto::DecodeLimits&) {
+  FUZZ_CHECK(m.partition < kPartitions);
+  FUZZ_CHECK(m.cursor <= kCopyFinished);
+}
 
 template <typename Request>
 int FuzzRequestBody(const uint8_t* data, size_t size) {
